@@ -1,0 +1,43 @@
+# whisper-hyperpod — every set-up step is a target; the README's two commands are `make synth` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CONFIG ?= config/default.yaml
+FILE ?=
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+system-deps: ## install the Debian packages the tests use (espeak-ng, sox, prometheus…) if missing
+	@missing=$$(for p in $$(grep -v '^#' .ci/apt-packages.txt); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+install: $(VENV)/.installed node_modules/.installed ## create .venv and install Python + Node.js tools
+
+synth: install ## synthesize CONFIG (default: the embedded default) + run the gates; prints where everything went
+	$(PY) scripts/synth.py --config $(CONFIG)
+
+test: install system-deps ## run the whole test suite (unit + integration with real Triton, gateway, Prometheus)
+	$(VENV)/bin/pytest
+
+bench-synth: install ## time synthesis of the default and the three-group config
+	$(PY) scripts/bench_synth.py
+
+.PHONY: help system-deps install synth test bench-synth

@@ -1,0 +1,157 @@
+"""What the project knows about SageMaker HyperPod GPU instance types.
+
+Two sources:
+
+* The list of instance types HyperPod accepts is botocore's ``ClusterInstanceType`` enum from
+  the SageMaker service model shipped with ``boto3`` (:func:`hyperpod_instance_types`), so a typo
+  such as ``ml.g5.2xlarg`` is caught at synthesis.
+* GPU and size facts per instance family/size are the table below, from the Amazon EC2
+  accelerated computing instance specifications
+  (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and NVIDIA's CUDA GPU
+  compute-capability list (https://developer.nvidia.com/cuda-gpus).
+
+To add a GPU type: add its family to ``GPU_FAMILIES`` and its sizes to ``INSTANCE_SIZES``
+(README, "Adding a GPU type").
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model.
+
+    Attributes:
+        name: Marketing name as ``nvidia-smi`` prints it, e.g. ``NVIDIA A10G``.
+        compute_capability: CUDA compute capability, e.g. ``"8.6"``.
+        memory_gib: GPU memory per GPU in GiB.
+        default_capacity: Concurrent Whisper requests one GPU of this model is sized for by default
+            (the denominator of the capacity-weighted utilization that drives autoscaling). A starting
+            point only: measure with ``bench`` and set ``gpu_groups[].capacity`` in the config.
+    """
+
+    name: str
+    compute_capability: str
+    memory_gib: int
+    default_capacity: int
+
+    @property
+    def arch(self) -> str:
+        """TensorRT/CUDA architecture name, e.g. ``sm86`` for compute capability 8.6."""
+        return "sm" + self.compute_capability.replace(".", "")
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """Size of one instance type: ``vcpus`` (count), ``memory_gib`` (GiB) and ``gpus`` (count)."""
+
+    vcpus: int
+    memory_gib: int
+    gpus: int
+
+
+A10G = GpuSpec("NVIDIA A10G", "8.6", 24, 8)
+L4 = GpuSpec("NVIDIA L4", "8.9", 24, 8)
+L40S = GpuSpec("NVIDIA L40S", "8.9", 48, 16)
+A100_40 = GpuSpec("NVIDIA A100-SXM4-40GB", "8.0", 40, 16)
+A100_80 = GpuSpec("NVIDIA A100-SXM4-80GB", "8.0", 80, 16)
+H100 = GpuSpec("NVIDIA H100 80GB HBM3", "9.0", 80, 32)
+H200 = GpuSpec("NVIDIA H200", "9.0", 141, 32)
+
+GPU_FAMILIES: dict[str, GpuSpec] = {
+    "g5": A10G,
+    "g6": L4,
+    "gr6": L4,
+    "g6e": L40S,
+    "p4d": A100_40,
+    "p4de": A100_80,
+    "p5": H100,
+    "p5e": H200,
+    "p5en": H200,
+}
+"""Instance family (the part between ``ml.`` and the size) → its GPU."""
+
+_G5_G6_SIZES = {
+    "xlarge": InstanceSpec(4, 16, 1),
+    "2xlarge": InstanceSpec(8, 32, 1),
+    "4xlarge": InstanceSpec(16, 64, 1),
+    "8xlarge": InstanceSpec(32, 128, 1),
+    "12xlarge": InstanceSpec(48, 192, 4),
+    "16xlarge": InstanceSpec(64, 256, 1),
+    "24xlarge": InstanceSpec(96, 384, 4),
+    "48xlarge": InstanceSpec(192, 768, 8),
+}
+
+INSTANCE_SIZES: dict[str, dict[str, InstanceSpec]] = {
+    "g5": _G5_G6_SIZES,
+    "g6": _G5_G6_SIZES,
+    "gr6": {"4xlarge": InstanceSpec(16, 128, 1), "8xlarge": InstanceSpec(32, 256, 1)},
+    "g6e": {
+        "xlarge": InstanceSpec(4, 32, 1),
+        "2xlarge": InstanceSpec(8, 64, 1),
+        "4xlarge": InstanceSpec(16, 128, 1),
+        "8xlarge": InstanceSpec(32, 256, 1),
+        "12xlarge": InstanceSpec(48, 384, 4),
+        "16xlarge": InstanceSpec(64, 512, 1),
+        "24xlarge": InstanceSpec(96, 768, 4),
+        "48xlarge": InstanceSpec(192, 1536, 8),
+    },
+    "p4d": {"24xlarge": InstanceSpec(96, 1152, 8)},
+    "p4de": {"24xlarge": InstanceSpec(96, 1152, 8)},
+    "p5": {"4xlarge": InstanceSpec(16, 256, 1), "48xlarge": InstanceSpec(192, 2048, 8)},
+    "p5e": {"48xlarge": InstanceSpec(192, 2048, 8)},
+    "p5en": {"48xlarge": InstanceSpec(192, 2048, 8)},
+}
+"""Instance family → size → vCPU / memory / GPU count."""
+
+
+@functools.lru_cache(maxsize=1)
+def hyperpod_instance_types() -> frozenset[str]:
+    """Instance types SageMaker HyperPod accepts, from botocore's ``ClusterInstanceType`` enum.
+
+    Returns:
+        Set of strings such as ``ml.g5.2xlarge``. Read from the SageMaker service model bundled with
+        botocore (no AWS call, no credentials).
+    """
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return frozenset(model.shape_for("ClusterInstanceType").enum)
+
+
+def split_instance_type(instance_type: str) -> tuple[str, str]:
+    """Split ``ml.g5.2xlarge`` into ``("g5", "2xlarge")``.
+
+    Raises:
+        ValueError: if the string is not of the form ``ml.<family>.<size>``.
+    """
+    parts = instance_type.split(".")
+    if len(parts) != 3 or parts[0] != "ml" or not parts[1] or not parts[2]:
+        raise ValueError(
+            f"'{instance_type}' is not a SageMaker instance type of the form ml.<family>.<size> "
+            "(for example ml.g5.2xlarge)"
+        )
+    return parts[1], parts[2]
+
+
+def gpu_for(instance_type: str) -> GpuSpec | None:
+    """The GPU of an ``ml.*`` instance type, or ``None`` when the family is not in the catalog."""
+    family, _ = split_instance_type(instance_type)
+    return GPU_FAMILIES.get(family)
+
+
+def instance_spec_for(instance_type: str) -> InstanceSpec | None:
+    """vCPU/memory/GPU count of an ``ml.*`` instance type, or ``None`` when not in the catalog."""
+    family, size = split_instance_type(instance_type)
+    return INSTANCE_SIZES.get(family, {}).get(size)
+
+
+def arch_for_compute_capability(compute_capability: str) -> str:
+    """``"8.6"`` → ``"sm86"`` (the naming TensorRT-LLM and the S3 layout use)."""
+    major, _, minor = compute_capability.strip().partition(".")
+    if not major.isdigit() or not minor.isdigit():
+        raise ValueError(f"compute capability must look like '8.6', got '{compute_capability}'")
+    return f"sm{int(major)}{int(minor)}"

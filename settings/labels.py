@@ -1,0 +1,21 @@
+"""Kubernetes label keys shared by the HyperPod instance groups, the pods and the scrapers.
+
+See ``docs/contracts.md`` §2. HyperPod keeps ``KubernetesConfig.Labels`` of an instance group on
+every node of that group, also across node replacement (SageMaker API reference,
+``ClusterKubernetesConfig``).
+"""
+
+GPU_GROUP_LABEL = "whisper-hyperpod.io/gpu-group"
+"""Node/pod label whose value is the GPU group name (e.g. ``g5``)."""
+
+GPU_ARCH_LABEL = "whisper-hyperpod.io/gpu-arch"
+"""Node/pod label whose value is the GPU architecture (e.g. ``sm86``)."""
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""Well-known label HyperPod sets to the ``ml.*`` instance type (the ``ml.`` prefix is kept)."""
+
+APP_NAME_LABEL = "app.kubernetes.io/name"
+APP_NAME = "whisper"
+
+METRIC_LABELS = ("gpu_group", "gpu_arch", "instance_type", "pod")
+"""Labels the scrape configs add to every series (Prometheus label names)."""

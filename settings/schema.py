@@ -1,0 +1,323 @@
+"""Pydantic schema of the deployment config (``config/default.yaml``).
+
+Every model forbids unknown keys, so a misspelt key fails synthesis instead of being ignored.
+Cross-field rules (duplicate group names, replica bounds, GPU architecture derivation) are
+checked here, once; stacks and charts trust a validated :class:`DeploymentConfig`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from settings import gpu_catalog
+from settings.gpu_catalog import GpuSpec, InstanceSpec
+
+HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+"""``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
+
+HYPERPOD_KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+"""Kubernetes versions HyperPod EKS supports (HyperPod EKS prerequisites page, 2026)."""
+
+WHISPER_MODELS = {
+    # name: (Hugging Face id, mel bins, multilingual)
+    "large-v3-turbo": ("openai/whisper-large-v3-turbo", 128, True),
+    "large-v3": ("openai/whisper-large-v3", 128, True),
+    "large-v2": ("openai/whisper-large-v2", 80, True),
+    "medium": ("openai/whisper-medium", 80, True),
+    "medium.en": ("openai/whisper-medium.en", 80, False),
+    "small": ("openai/whisper-small", 80, True),
+    "small.en": ("openai/whisper-small.en", 80, False),
+    "base": ("openai/whisper-base", 80, True),
+    "base.en": ("openai/whisper-base.en", 80, False),
+    "tiny": ("openai/whisper-tiny", 80, True),
+    "tiny.en": ("openai/whisper-tiny.en", 80, False),
+    "distil-large-v3": ("distil-whisper/distil-large-v3", 128, True),
+    "distil-large-v2": ("distil-whisper/distil-large-v2", 80, True),
+    "distil-medium.en": ("distil-whisper/distil-medium.en", 80, False),
+    "distil-small.en": ("distil-whisper/distil-small.en", 80, False),
+}
+"""Whisper checkpoints TensorRT-LLM's ``convert_checkpoint.py --model_name`` accepts, with their
+Hugging Face ids and mel-bin counts (128 for large-v3 and large-v3-turbo, 80 before: model cards)."""
+
+WHISPER_MAX_NEW_TOKENS = 224
+"""OpenAI Whisper samples at most ``n_text_ctx // 2 = 224`` tokens per 30 s window
+(openai/whisper ``decoding.py`` ``sample_len``)."""
+
+EngineKind = Literal["tensorrt_llm", "ctranslate2"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSettings(_Strict):
+    """The Whisper model served everywhere and how its TensorRT-LLM engines are built."""
+
+    name: str = Field("large-v3-turbo", description="Whisper checkpoint, one of WHISPER_MODELS.")
+    max_batch_size: int = Field(16, ge=1, le=256, description="Engine and Triton max batch size.")
+    max_output_len: int = Field(
+        WHISPER_MAX_NEW_TOKENS, ge=1, le=WHISPER_MAX_NEW_TOKENS, description="Tokens per 30 s window."
+    )
+    beam_width: int = Field(1, ge=1, le=8)
+    weight_only: Literal["none", "int8", "int4"] = "none"
+    dtype: Literal["float16", "bfloat16"] = "float16"
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in WHISPER_MODELS:
+            raise ValueError(f"unknown Whisper model '{value}'; accepted: {', '.join(WHISPER_MODELS)}")
+        return value
+
+    @property
+    def hf_id(self) -> str:
+        """Hugging Face model id, e.g. ``openai/whisper-large-v3-turbo``."""
+        return WHISPER_MODELS[self.name][0]
+
+    @property
+    def n_mels(self) -> int:
+        """Mel bins the encoder expects (80 or 128)."""
+        return WHISPER_MODELS[self.name][1]
+
+    @property
+    def multilingual(self) -> bool:
+        """False for English-only (``.en``) checkpoints, which take no language token."""
+        return WHISPER_MODELS[self.name][2]
+
+
+class GpuGroup(_Strict):
+    """One GPU type of the fleet: a HyperPod instance group, a Deployment, a volume, a ScaledObject."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        description="Instance group name; also names Kubernetes objects, so lowercase.",
+    )
+    instance_type: str = Field(description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge.")
+    instance_count: int = Field(1, ge=0, description="Instances in the HyperPod instance group.")
+    threads_per_core: Literal[1, 2] = Field(2, description="1 disables hyperthreading.")
+    gpu_arch: str | None = Field(
+        None, description="e.g. sm86; derived from the instance family when omitted."
+    )
+    ebs_volume_gb: int = Field(500, ge=1, le=16384, description="Instance storage at /opt/sagemaker.")
+    serving_engine: EngineKind = Field(
+        "tensorrt_llm",
+        description="ctranslate2 serves a group that has no TensorRT-LLM engine yet instead of failing.",
+    )
+    capacity: int | None = Field(
+        None, ge=1, description="Concurrent requests one pod is sized for; GPU default when omitted."
+    )
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(4, ge=1)
+    engine_builder: Literal["hyperpod_job", "codebuild_fleet"] = Field(
+        "hyperpod_job",
+        description="Where this architecture's engine is compiled: a Job on this group's nodes, "
+        "or a CodeBuild reserved GPU fleet of the matching instance type.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _hyperpod_name(cls, value: str) -> str:
+        if not re.match(HYPERPOD_NAME_PATTERN, value) or value != value.lower():
+            raise ValueError(
+                f"'{value}' must match HyperPod's InstanceGroupName pattern {HYPERPOD_NAME_PATTERN} "
+                "and be lowercase (it also names Kubernetes objects)"
+            )
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_instance_type(cls, value: str) -> str:
+        if not value.startswith("ml."):
+            raise ValueError(
+                f"'{value}' is not a SageMaker instance type: HyperPod instance types start with 'ml.' "
+                f"(for example ml.{value} )".replace(" )", ")")
+            )
+        valid = gpu_catalog.hyperpod_instance_types()
+        if value not in valid:
+            close = difflib.get_close_matches(value, sorted(valid), n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ValueError(f"unknown HyperPod instance type '{value}'{hint}")
+        return value
+
+    @field_validator("gpu_arch")
+    @classmethod
+    def _arch_shape(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"sm\d{2,3}", value):
+            raise ValueError(f"'{value}' is not a GPU architecture name like sm86 or sm89")
+        return value
+
+    @model_validator(mode="after")
+    def _derive_and_check(self) -> GpuGroup:
+        gpu = gpu_catalog.gpu_for(self.instance_type)
+        if gpu is None or gpu_catalog.instance_spec_for(self.instance_type) is None:
+            families = ", ".join(sorted(gpu_catalog.GPU_FAMILIES))
+            raise ValueError(
+                f"GPU architecture of '{self.instance_type}' is unknown: it is not a GPU instance type in "
+                f"settings/gpu_catalog.py (known families: {families}). Add it there (README: Adding a GPU type)."
+            )
+        if self.gpu_arch is None:
+            object.__setattr__(self, "gpu_arch", gpu.arch)
+        elif self.gpu_arch != gpu.arch:
+            raise ValueError(
+                f"gpu_arch '{self.gpu_arch}' contradicts {self.instance_type} ({gpu.name} is {gpu.arch}); "
+                "omit gpu_arch to derive it"
+            )
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas ({self.max_replicas}) must be >= min_replicas ({self.min_replicas})")
+        return self
+
+    @property
+    def gpu(self) -> GpuSpec:
+        """The group's GPU model (catalog entry)."""
+        spec = gpu_catalog.gpu_for(self.instance_type)
+        assert spec is not None  # guaranteed by validation
+        return spec
+
+    @property
+    def instance(self) -> InstanceSpec:
+        """vCPU/memory/GPU count of the group's instance type."""
+        spec = gpu_catalog.instance_spec_for(self.instance_type)
+        assert spec is not None  # guaranteed by validation
+        return spec
+
+    @property
+    def arch(self) -> str:
+        """GPU architecture, e.g. ``sm86`` (never ``None`` after validation)."""
+        assert self.gpu_arch is not None
+        return self.gpu_arch
+
+    @property
+    def effective_capacity(self) -> int:
+        """Concurrent requests one pod of this group is sized for."""
+        return self.capacity if self.capacity is not None else self.gpu.default_capacity
+
+
+class NetworkSettings(_Strict):
+    """VPC layout."""
+
+    vpc_cidr: str = Field("10.42.0.0/16", pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+    max_azs: int = Field(2, ge=2, le=6, description="HyperPod and the AMP scraper need >= 2 AZs.")
+    nat_gateways: int = Field(1, ge=1, le=6)
+
+
+class ClusterSettings(_Strict):
+    """EKS control plane and the small CPU node group for system pods."""
+
+    kubernetes_version: str = Field("1.33", description="Within HyperPod's supported range.")
+    system_node_instance_type: str = Field("m6i.large", description="EC2 type of the system node group.")
+    system_node_count: int = Field(2, ge=1, le=10)
+    endpoint_access: Literal["private", "public_and_private"] = "public_and_private"
+    node_autoscaling: bool = Field(
+        False, description="HyperPod-managed Karpenter (AutoScaling + ClusterRole, NodeClass/NodePool)."
+    )
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _supported_version(cls, value: str) -> str:
+        if value not in HYPERPOD_KUBERNETES_VERSIONS:
+            raise ValueError(
+                f"Kubernetes {value} is outside HyperPod's supported range "
+                f"{HYPERPOD_KUBERNETES_VERSIONS[0]}–{HYPERPOD_KUBERNETES_VERSIONS[-1]}"
+            )
+        return value
+
+
+class ServingSettings(_Strict):
+    """The serving pods: image, ports, request limits."""
+
+    namespace: str = Field("whisper", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    image_tag: str = Field("0.1.0", description="ECR tag of the serving image (tags are immutable).")
+    gateway_port: int = Field(8080, ge=1, le=65535)
+    triton_http_port: int = Field(8000, ge=1, le=65535)
+    triton_grpc_port: int = Field(8001, ge=1, le=65535)
+    triton_metrics_port: int = Field(8002, ge=1, le=65535)
+    max_body_mb: int = Field(100, ge=1)
+    max_audio_seconds: int = Field(7200, ge=1)
+    request_timeout_seconds: int = Field(300, ge=1, description="Longest request the gateway allows.")
+
+
+class EndpointSettings(_Strict):
+    """The one load-balanced endpoint in front of every GPU group."""
+
+    kind: Literal["nlb", "alb"] = Field(
+        "nlb", description="alb routes with least_outstanding_requests so a slower GPU type gets fewer requests."
+    )
+    scheme: Literal["internal", "internet-facing"] = "internal"
+    idle_timeout_seconds: int = Field(350, ge=60, le=4000)
+
+
+class AutoscalingSettings(_Strict):
+    """Pod autoscaling (KEDA on Amazon Managed Prometheus)."""
+
+    target_utilization: float = Field(0.7, gt=0, le=1, description="In-flight ÷ capacity per pod.")
+    scale_down_stabilization_seconds: int = Field(300, ge=0)
+    polling_interval_seconds: int = Field(30, ge=5)
+
+
+class ObservabilitySettings(_Strict):
+    """AMP workspace + managed scraper, rules, Grafana workspace and dashboard."""
+
+    enabled: bool = True
+    scrape_interval_seconds: int = Field(30, ge=30, description="AMP managed scrapers need >= 30 s.")
+    grafana: bool = True
+
+
+class PipelineSettings(_Strict):
+    """CodePipeline delivery. Without ``connection_arn`` the app synthesizes no pipeline."""
+
+    connection_arn: str | None = Field(None, pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):")
+    repository: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
+    branch: str = "main"
+    manual_approval: bool = True
+
+    @model_validator(mode="after")
+    def _source_complete(self) -> PipelineSettings:
+        if (self.connection_arn is None) != (self.repository is None):
+            raise ValueError("set both connection_arn and repository, or neither (no pipeline)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """True when a source repository is configured."""
+        return self.connection_arn is not None
+
+
+class DeploymentConfig(_Strict):
+    """The whole deployment: one YAML file, validated once, passed to every stack and chart."""
+
+    project_name: str = Field("whisper-hyperpod", pattern=r"^[a-z][a-z0-9-]{1,30}[a-z0-9]$")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="AWS region, e.g. us-east-1.")
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    model: ModelSettings = ModelSettings()
+    gpu_groups: list[GpuGroup] = Field(min_length=1)
+    network: NetworkSettings = NetworkSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    serving: ServingSettings = ServingSettings()
+    endpoint: EndpointSettings = EndpointSettings()
+    autoscaling: AutoscalingSettings = AutoscalingSettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
+    pipeline: PipelineSettings = PipelineSettings()
+
+    @field_validator("gpu_groups")
+    @classmethod
+    def _unique_names(cls, groups: list[GpuGroup]) -> list[GpuGroup]:
+        seen: set[str] = set()
+        for group in groups:
+            if group.name in seen:
+                raise ValueError(f"duplicate GPU group name '{group.name}'; names must be unique")
+            seen.add(group.name)
+        return groups
+
+    @property
+    def gpu_archs(self) -> list[str]:
+        """Distinct GPU architectures of the fleet, in config order (one engine build each)."""
+        return list(dict.fromkeys(group.arch for group in self.gpu_groups))
+
+    def groups_for_arch(self, arch: str) -> list[GpuGroup]:
+        """GPU groups whose architecture is ``arch``."""
+        return [group for group in self.gpu_groups if group.arch == arch]

@@ -1,0 +1,95 @@
+"""Audio windows → Whisper log-Mel features, and the energy check that keeps silence from decoding.
+
+Features are computed on the CPU with faster-whisper's numpy ``FeatureExtractor`` (the same STFT,
+Mel filters and ``log10 / max-8 / (x+4)/4`` normalisation as openai/whisper ``audio.py``), so both
+engines see identical inputs. Each window is zero-padded *as audio* to 30 s before the Mel
+transform, as openai/whisper does (``log_mel_spectrogram(audio, padding=N_SAMPLES)`` then
+``pad_or_trim(mel, N_FRAMES)``), which is what the released models were trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = [
+    "N_FRAMES",
+    "N_SAMPLES",
+    "SAMPLE_RATE",
+    "SILENCE_DBFS",
+    "is_silent",
+    "log_mel_batch",
+    "pad_or_trim_audio",
+    "rms_dbfs",
+]
+
+SAMPLE_RATE = 16_000
+"""Whisper's input sample rate in Hz (openai/whisper ``audio.py`` ``SAMPLE_RATE``)."""
+
+N_SAMPLES = 30 * SAMPLE_RATE
+"""Samples in one 30 s window (``N_SAMPLES = 480000``)."""
+
+N_FRAMES = 3000
+"""Mel frames per window: ``N_SAMPLES // HOP_LENGTH`` with a 160-sample (10 ms) hop."""
+
+SILENCE_DBFS = -55.0
+"""Windows whose RMS level is below this (dB relative to full scale 1.0) are silence: they are
+not decoded and yield ``""``. Quiet speech sits around -40..-25 dBFS; dither/room noise below -60."""
+
+
+def pad_or_trim_audio(audio: np.ndarray, length: int = N_SAMPLES) -> np.ndarray:
+    """Zero-pad at the end or cut a 1-D float32 window to ``length`` samples.
+
+    Raises:
+        ValueError: ``audio`` is not 1-D.
+    """
+    if audio.ndim != 1:
+        raise ValueError(f"audio window must be 1-D, got shape {audio.shape}")
+    if audio.shape[0] >= length:
+        return np.ascontiguousarray(audio[:length], dtype=np.float32)
+    return np.pad(audio.astype(np.float32, copy=False), (0, length - audio.shape[0]))
+
+
+def rms_dbfs(audio: np.ndarray) -> float:
+    """RMS level of a window in dBFS (full scale = 1.0); ``-inf`` for an empty or all-zero window."""
+    if audio.size == 0:
+        return float("-inf")
+    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
+    return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
+
+
+def is_silent(audio: np.ndarray, threshold_dbfs: float = SILENCE_DBFS) -> bool:
+    """True when the window's RMS level is below ``threshold_dbfs`` (see :data:`SILENCE_DBFS`)."""
+    return rms_dbfs(audio) < threshold_dbfs
+
+
+@lru_cache(maxsize=4)
+def _extractor(n_mels: int):  # noqa: ANN202 - faster_whisper type, imported lazily
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    return FeatureExtractor(feature_size=n_mels)
+
+
+def log_mel_batch(audio: Sequence[np.ndarray], n_mels: int) -> np.ndarray:
+    """Log-Mel features of a batch of ≤ 30 s windows, each padded to exactly 30 s.
+
+    Args:
+        audio: 1-D float32 arrays, 16 kHz mono, values in [-1, 1]; longer than 30 s is cut.
+        n_mels: 80 (tiny … large-v2) or 128 (large-v3, large-v3-turbo), from the model config.
+
+    Returns:
+        float32 array of shape ``[len(audio), n_mels, 3000]``.
+
+    Raises:
+        ValueError: ``n_mels`` is not 80 or 128, or a window is not 1-D.
+    """
+    if n_mels not in (80, 128):
+        raise ValueError(f"n_mels must be 80 or 128 (Whisper models), got {n_mels}")
+    extractor = _extractor(n_mels)
+    batch = np.empty((len(audio), n_mels, N_FRAMES), dtype=np.float32)
+    for i, window in enumerate(audio):
+        # padding=0: the window is already 30 s; the STFT yields N_FRAMES + 1 frames, drop the last.
+        batch[i] = extractor(pad_or_trim_audio(window), padding=0)[:, :N_FRAMES]
+    return batch

@@ -1,0 +1,184 @@
+"""The gateway's view of the model server: a small interface and its Triton gRPC implementation.
+
+:class:`TranscriptionBackend` is what the app needs; :class:`TritonBackend` implements it with
+ONE ``tritonclient.grpc.aio`` client (one gRPC channel, shared by all requests). Tests inject
+another implementation through ``create_app(settings, backend=...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class BackendError(Exception):
+    """The model server failed the request (answered as 502)."""
+
+
+class BackendUnavailable(BackendError):
+    """The model server cannot be reached or the model is not loaded (answered as 503)."""
+
+
+class BackendTimeout(BackendError):
+    """The model server did not answer within the deadline (answered as 504)."""
+
+
+class TranscriptionBackend(Protocol):
+    """What the gateway needs from a model server."""
+
+    async def transcribe(
+        self,
+        windows: Sequence[np.ndarray],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+    ) -> list[str]:
+        """Transcribe each window (16 kHz mono float32, ≤ 30 s) with the same prompt.
+
+        Returns: one text per window, in order.
+        Raises: BackendUnavailable, BackendTimeout, BackendError.
+        """
+        ...
+
+    async def ready(self, timeout: float) -> bool:
+        """True when the server is up and the model is loaded and ready."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def pack_batch(windows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-pad windows into ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]``.
+
+    ``T`` is the longest window; ``WAV_LENS[i]`` is the true length of window ``i`` in samples
+    (docs/contracts.md §5).
+
+    Raises: ValueError if ``windows`` is empty.
+    """
+    if not windows:
+        raise ValueError("pack_batch needs at least one window")
+    longest = max(len(w) for w in windows)
+    wav = np.zeros((len(windows), longest), dtype=np.float32)
+    for i, w in enumerate(windows):
+        wav[i, : len(w)] = w
+    lens = np.array([[len(w)] for w in windows], dtype=np.int32)
+    return wav, lens
+
+
+class TritonBackend:
+    """:class:`TranscriptionBackend` over Triton gRPC (model contract: docs/contracts.md §5).
+
+    Windows beyond the model's ``max_batch_size`` are sent as several requests, in order.
+
+    Args:
+        url: Triton gRPC ``host:port``.
+        model_name: Triton model name (``whisper``).
+    """
+
+    def __init__(self, url: str, model_name: str) -> None:
+        from tritonclient.grpc.aio import InferenceServerClient
+
+        self.url = url
+        self.model_name = model_name
+        self._client = InferenceServerClient(url=url)
+        self._max_batch: int | None = None
+
+    async def ready(self, timeout: float) -> bool:
+        """``is_server_ready`` and ``is_model_ready`` over gRPC; False on any error."""
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return bool(
+                await self._client.is_server_ready(client_timeout=timeout)
+                and await self._client.is_model_ready(self.model_name, client_timeout=timeout)
+            )
+        except (InferenceServerException, OSError, asyncio.TimeoutError):
+            return False
+
+    async def _batch_limit(self, timeout: float) -> int:
+        if self._max_batch is None:
+            config = await self._client.get_model_config(
+                self.model_name, as_json=True, client_timeout=timeout
+            )
+            self._max_batch = max(1, int(config["config"].get("max_batch_size", 1)))
+        return self._max_batch
+
+    async def transcribe(
+        self,
+        windows: Sequence[np.ndarray],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+    ) -> list[str]:
+        """See :meth:`TranscriptionBackend.transcribe`."""
+        from tritonclient.utils import InferenceServerException
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            limit = await self._batch_limit(timeout)
+            texts: list[str] = []
+            for i in range(0, len(windows), limit):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise BackendTimeout(f"Triton did not finish within {timeout:g} s")
+                texts += await self._infer(
+                    windows[i : i + limit], text_prefix, repetition_penalty, remaining
+                )
+            return texts
+        except InferenceServerException as exc:
+            raise _translate(exc, timeout) from exc
+
+    async def _infer(
+        self,
+        windows: Sequence[np.ndarray],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+    ) -> list[str]:
+        from tritonclient.grpc import InferInput, InferRequestedOutput
+
+        wav, lens = pack_batch(windows)
+        batch = len(windows)
+        prefix = np.array([[text_prefix.encode()]] * batch, dtype=object)
+        penalty = np.full((batch, 1), repetition_penalty, dtype=np.float32)
+        inputs = []
+        for name, dtype, array in (
+            ("WAV", "FP32", wav),
+            ("WAV_LENS", "INT32", lens),
+            ("TEXT_PREFIX", "BYTES", prefix),
+            ("REPETITION_PENALTY", "FP32", penalty),
+        ):
+            item = InferInput(name, list(array.shape), dtype)
+            item.set_data_from_numpy(array)
+            inputs.append(item)
+        result = await self._client.infer(
+            self.model_name,
+            inputs,
+            outputs=[InferRequestedOutput("TRANSCRIPTS")],
+            client_timeout=timeout,
+        )
+        out = result.as_numpy("TRANSCRIPTS")
+        if out is None or out.size != batch:
+            raise BackendError(f"Triton returned {0 if out is None else out.size} transcripts for {batch} windows")
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in out.reshape(-1)]
+
+    async def close(self) -> None:
+        """Close the gRPC channel."""
+        await self._client.close()
+
+
+def _translate(exc: Exception, timeout: float) -> BackendError:
+    """Map a tritonclient error to the gateway's backend errors by gRPC status."""
+    status = str(getattr(exc, "status", lambda: "")() or "")
+    message = getattr(exc, "message", lambda: str(exc))() or str(exc)
+    if "DEADLINE_EXCEEDED" in status:
+        return BackendTimeout(f"Triton did not answer within {timeout:g} s")
+    if "UNAVAILABLE" in status or "NOT_FOUND" in status:
+        return BackendUnavailable(f"Triton is unavailable: {message}")
+    return BackendError(f"Triton failed the request: {message}")

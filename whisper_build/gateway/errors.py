@@ -1,0 +1,98 @@
+"""The gateway's one error shape, ``{"code": <non-zero int>, "message": "<what to fix>"}``.
+
+Every error response has this shape, including FastAPI's validation errors (normally 422),
+unknown routes (404/405) and unexpected exceptions (500). :class:`ErrorCode` values are stable
+and documented in docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ErrorCode(IntEnum):
+    """Machine-readable error codes (the ``code`` field); ``0`` is success."""
+
+    INVALID_JSON = 1001
+    INVALID_REQUEST = 1002
+    INVALID_FIELD = 1003
+    INVALID_AUDIO = 1004
+    BODY_TOO_LARGE = 1005
+    AUDIO_TOO_LONG = 1006
+    NOT_FOUND = 1007
+    OVERLOADED = 2001
+    UNAVAILABLE = 2002
+    BACKEND_ERROR = 2003
+    TIMEOUT = 2004
+    INTERNAL = 2005
+
+
+class ApiError(Exception):
+    """An error answered with ``status`` and ``{"code": code, "message": message}``.
+
+    Args:
+        status: HTTP status (4xx/5xx).
+        code: :class:`ErrorCode`.
+        message: what the caller should fix or do.
+        headers: extra response headers (e.g. ``Retry-After``).
+    """
+
+    def __init__(
+        self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+
+def error_response(
+    status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """JSON response in the error shape."""
+    return JSONResponse({"code": int(code), "message": message}, status_code=status, headers=headers)
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    """One line per pydantic error: ``field: problem``."""
+    parts = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or "body"
+        parts.append(f"{field}: {err.get('msg', 'invalid value')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register handlers so every error leaves in the error shape (never FastAPI's 422/500 body)."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, ErrorCode.INVALID_FIELD, _describe_validation(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = ErrorCode.NOT_FOUND if exc.status_code in (404, 405) else ErrorCode.INVALID_REQUEST
+        if exc.status_code >= 500:
+            code = ErrorCode.INTERNAL
+        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error", exc_info=exc)
+        return error_response(
+            500, ErrorCode.INTERNAL, f"internal error ({type(exc).__name__}); the request was not processed"
+        )

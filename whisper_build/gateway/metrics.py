@@ -1,0 +1,89 @@
+"""Prometheus metrics of the gateway; names and labels are fixed by docs/contracts.md §7."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# Wall-time buckets in seconds: a 30 s window takes ~0.1-1 s on GPU, long files minutes.
+_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+
+
+class GatewayMetrics:
+    """The five gateway metrics on their own registry (one per app, so tests can build many).
+
+    Args:
+        capacity: value of ``whisper_gateway_capacity_requests`` (settings ``capacity``).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "whisper_gateway_requests_total",
+            "Finished HTTP requests.",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "whisper_gateway_request_duration_seconds",
+            "Wall time per request in seconds.",
+            ["route"],
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.audio_seconds = Counter(
+            "whisper_gateway_audio_seconds",  # exposed with the _total suffix
+            "Seconds of audio transcribed successfully.",
+            ["route"],
+            registry=self.registry,
+        )
+        self.inflight = Gauge(
+            "whisper_gateway_inflight_requests",
+            "Requests being processed now.",
+            registry=self.registry,
+        )
+        self.capacity = Gauge(
+            "whisper_gateway_capacity_requests",
+            "Concurrent requests this pod is sized for.",
+            registry=self.registry,
+        )
+        self.capacity.set(capacity)
+
+    def render(self) -> bytes:
+        """Text exposition format 0.0.4."""
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """ASGI middleware counting every HTTP request by route template and status.
+
+    Routes are the app's path templates (``/invocations``); unknown paths count as ``other`` so
+    that scanners cannot blow up label cardinality.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics, routes: frozenset[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = scope["path"] if scope["path"] in self.routes else "other"
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.requests.labels(route=route, status=str(status)).inc()
+            self.metrics.duration.labels(route=route).observe(time.perf_counter() - start)

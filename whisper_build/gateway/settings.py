@@ -1,0 +1,51 @@
+"""Gateway settings, read from ``WHISPER_GATEWAY_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    """Everything the gateway needs; each field is ``WHISPER_GATEWAY_<FIELD>`` in the environment.
+
+    Ports follow docs/contracts.md §6 (gateway HTTP 8080, Triton gRPC 8001).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="WHISPER_GATEWAY_", extra="forbid")
+
+    host: str = Field("127.0.0.1", description="address the HTTP server binds")
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port")
+    triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint host:port")
+    model_name: str = Field("whisper", description="Triton model to call (contract §5)")
+    max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
+    max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
+    capacity: int = Field(
+        8, ge=1, description="requests processed at once (sized per GPU type); the rest wait"
+    )
+    queue_size: int = Field(
+        64, ge=0, description="requests allowed to wait for a slot; beyond it -> 429"
+    )
+    queue_timeout_seconds: float = Field(
+        30.0, gt=0, description="longest wait for a slot before 503"
+    )
+    request_timeout_seconds: float = Field(
+        300.0, gt=0, description="longest Triton work per request before 504"
+    )
+    window_seconds: float = Field(
+        30.0, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
+    )
+    cut_search_seconds: float = Field(
+        5.0, ge=0, description="how far before a window's end a cut may move to find silence"
+    )
+    silence_rms: float = Field(
+        1e-3, ge=0, description="windows whose 25 ms frames all stay below this RMS are not decoded"
+    )
+    retry_after_seconds: int = Field(1, ge=0, description="Retry-After header on 429/503")
+    drain_seconds: float = Field(
+        0.0, ge=0, description="after SIGTERM, keep answering (ping 503) this long before closing"
+    )
+    graceful_shutdown_seconds: float = Field(
+        120.0, gt=0, description="longest wait for in-flight requests after SIGTERM"
+    )
+    log_level: str = Field("info", description="uvicorn log level")

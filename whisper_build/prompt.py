@@ -1,0 +1,235 @@
+"""Whisper decoder prompts: parse what users send, render the canonical ``TEXT_PREFIX`` for Triton.
+
+Users send a prompt in one of two forms, and both are accepted:
+
+* plain context text (``"Kubernetes, HyperPod and Triton."``), which becomes the previous-text
+  prompt that conditions the decoder (OpenAI's ``initial_prompt``);
+* the raw special-token form existing clients of the TensorRT-LLM Whisper examples send, e.g.
+  ``<|startofprev|>previous text<|startoftranscript|><|en|><|transcribe|><|notimestamps|>``.
+
+:meth:`DecodePrompt.to_text_prefix` renders the canonical special-token string the gateway sends
+to Triton as ``TEXT_PREFIX``; the Triton model parses it back with :func:`parse_prompt`, so
+``parse_prompt(p.to_text_prefix(), None) == p`` for every valid prompt.
+
+Length: Whisper keeps at most ``n_text_ctx // 2 - 1 = 223`` previous-text tokens and drops the
+oldest ones (openai/whisper ``decoding.py``: ``prompt_tokens[-(self.n_ctx // 2 - 1):]``;
+faster-whisper ``get_prompt`` does the same). The exact cut is made on tokens by the engine that
+tokenizes (:func:`truncate_prompt_tokens`); :func:`parse_prompt` only pre-cuts the text from the
+left to :data:`MAX_PREVIOUS_TEXT_CHARS` characters so that requests stay small. A long prompt is
+never an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "LANGUAGE_CODES",
+    "MAX_PREVIOUS_TEXT_CHARS",
+    "MAX_PROMPT_TOKENS",
+    "DecodePrompt",
+    "normalize_language",
+    "parse_prompt",
+    "truncate_prompt_tokens",
+]
+
+MAX_PROMPT_TOKENS = 223
+"""Most previous-text tokens Whisper conditions on: ``n_text_ctx // 2 - 1`` with ``n_text_ctx = 448``
+(openai/whisper ``decoding.py``, ``DecodingTask._get_initial_tokens``)."""
+
+MAX_PREVIOUS_TEXT_CHARS = 4096
+"""Characters of previous text kept by :func:`parse_prompt` (from the right). 223 tokens of
+ordinary text are about 1 000 characters, so this bound never removes text the token-level cut
+would keep for normal prose; it only bounds request size."""
+
+LANGUAGE_CODES: tuple[str, ...] = (
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
+    "it", "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
+    "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
+    "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
+    "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
+    "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
+    "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue",
+)  # fmt: skip
+"""Whisper's language codes in token order (openai/whisper ``tokenizer.py`` ``LANGUAGES``; ``yue``
+was added with large-v3). ``tests/test_prompt.py`` checks this against faster-whisper's (sorted) copy."""
+
+Task = Literal["transcribe", "translate"]
+_TASKS: tuple[Task, ...] = ("transcribe", "translate")
+
+_SPECIAL_TOKEN = re.compile(r"<\|([^|<>]*)\|>")
+_SOT_PREV = "startofprev"
+_SOT = "startoftranscript"
+_NO_TIMESTAMPS = "notimestamps"
+
+
+def normalize_language(language: str | None) -> str | None:
+    """Return the Whisper language code for ``language`` (case and surrounding space ignored).
+
+    Args:
+        language: a Whisper language code such as ``"en"`` or ``"DE"``; ``None`` or ``""`` means
+            "not given" (the engine detects it, or the model is English-only).
+
+    Returns:
+        The lower-case code, or ``None``.
+
+    Raises:
+        ValueError: the code is not one of :data:`LANGUAGE_CODES`; the message lists them.
+    """
+    if language is None or not language.strip():
+        return None
+    code = language.strip().lower()
+    if code not in LANGUAGE_CODES:
+        raise ValueError(
+            f"unknown language {language!r}: use a Whisper language code (ISO 639-1 such as 'en', "
+            f"'de', 'zh'); accepted: {', '.join(LANGUAGE_CODES)}"
+        )
+    return code
+
+
+@dataclass(frozen=True)
+class DecodePrompt:
+    """What the decoder is told before it transcribes one 30 s window.
+
+    Attributes:
+        previous_text: context text the decoder is conditioned on (``<|startofprev|>``), stripped
+            of surrounding space; ``""`` for none. Engines keep its last
+            :data:`MAX_PROMPT_TOKENS` tokens.
+        language: Whisper language code, or ``None`` to let the engine decide (detect it, or use
+            none for English-only ``.en`` models, which never get a language token).
+        task: ``"transcribe"`` (default) or ``"translate"`` (to English; multilingual models only).
+
+    Raises:
+        ValueError: unknown language or task, or ``previous_text`` containing a special token.
+    """
+
+    previous_text: str = ""
+    language: str | None = None
+    task: Task = "transcribe"
+
+    def __post_init__(self) -> None:
+        if self.task not in _TASKS:
+            raise ValueError(f"unknown task {self.task!r}: accepted tasks are {', '.join(_TASKS)}")
+        if normalize_language(self.language) != self.language:
+            raise ValueError(f"language {self.language!r} is not a normalized Whisper language code")
+        if self.previous_text != self.previous_text.strip():
+            raise ValueError("previous_text must not start or end with whitespace")
+        if _SPECIAL_TOKEN.search(self.previous_text):
+            raise ValueError("previous_text must not contain Whisper special tokens like <|en|>")
+
+    def to_text_prefix(self) -> str:
+        """Render the canonical special-token string sent to Triton as ``TEXT_PREFIX``.
+
+        Form: ``[<|startofprev|>TEXT]<|startoftranscript|>[<|LANG|>]<|TASK|><|notimestamps|>``.
+        Engines decide which of these tokens their model takes (``.en`` models drop language and
+        task, as openai/whisper ``get_tokenizer(multilingual=False)`` does).
+        """
+        parts = [f"<|{_SOT_PREV}|>{self.previous_text}"] if self.previous_text else []
+        parts.append(f"<|{_SOT}|>")
+        if self.language:
+            parts.append(f"<|{self.language}|>")
+        parts.append(f"<|{self.task}|><|{_NO_TIMESTAMPS}|>")
+        return "".join(parts)
+
+
+def parse_prompt(text: str | None, language: str | None = None) -> DecodePrompt:
+    """Parse a user prompt (plain context text or the special-token form) into a :class:`DecodePrompt`.
+
+    Args:
+        text: ``""``/``None`` (no prompt), plain context text, or the special-token form
+            ``[<|startofprev|>TEXT]<|startoftranscript|>[<|LANG|>][<|transcribe|>|<|translate|>]
+            [<|notimestamps|>]``. Timestamps are never produced, so ``<|notimestamps|>`` is implied.
+        language: explicit language code (e.g. the request's ``language`` field); when given it
+            wins over a language token inside ``text``.
+
+    Returns:
+        The prompt, with previous text cut from the left to :data:`MAX_PREVIOUS_TEXT_CHARS`.
+
+    Raises:
+        ValueError: unknown language code, unknown or misplaced special token, more than one
+            language token, or text after the task tokens. Messages say what to change.
+    """
+    explicit_language = normalize_language(language)
+    text = text or ""
+    if not _SPECIAL_TOKEN.search(text):
+        return DecodePrompt(_cut_left(text), explicit_language)
+
+    previous_text, sot_tokens = _split_special_form(text)
+    token_language, task = _read_sot_tokens(sot_tokens)
+    return DecodePrompt(_cut_left(previous_text), explicit_language or token_language, task)
+
+
+def truncate_prompt_tokens(tokens: Sequence[int], limit: int = MAX_PROMPT_TOKENS) -> list[int]:
+    """Keep the last ``limit`` previous-text token ids (Whisper drops the oldest context first).
+
+    Args:
+        tokens: previous-text token ids, oldest first (without ``<|startofprev|>``).
+        limit: most tokens to keep; :data:`MAX_PROMPT_TOKENS` per openai/whisper ``decoding.py``.
+
+    Raises:
+        ValueError: ``limit`` is negative.
+    """
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    return list(tokens[len(tokens) - limit :]) if len(tokens) > limit else list(tokens)
+
+
+def _cut_left(text: str) -> str:
+    text = text.strip()
+    return text[-MAX_PREVIOUS_TEXT_CHARS:].lstrip()
+
+
+def _split_special_form(text: str) -> tuple[str, list[str]]:
+    """Split ``[<|startofprev|>]TEXT<|startoftranscript|>...`` into previous text and the token
+    names after ``<|startoftranscript|>``."""
+    sot_tag = f"<|{_SOT}|>"
+    if text.count(sot_tag) != 1:
+        raise ValueError(
+            "a prompt with special tokens must contain <|startoftranscript|> exactly once, e.g. "
+            "'<|startofprev|>previous text<|startoftranscript|><|en|><|transcribe|><|notimestamps|>'"
+            "; or send plain context text without <|...|> tokens"
+        )
+    head, tail = text.split(sot_tag)
+    prev_tag = f"<|{_SOT_PREV}|>"
+    head = head.strip()
+    if head.startswith(prev_tag):
+        head = head[len(prev_tag) :]
+    for name in _SPECIAL_TOKEN.findall(head):
+        raise ValueError(
+            f"special token <|{name}|> is not allowed in the previous text before "
+            "<|startoftranscript|>; remove it"
+        )
+    pieces = _SPECIAL_TOKEN.split(tail)  # [text, name, text, name, ..., text]
+    stray = "".join(pieces[0::2]).strip()
+    if stray:
+        raise ValueError(
+            f"text after <|startoftranscript|> is not supported ({stray[:40]!r}); put context "
+            "text before <|startoftranscript|> (after <|startofprev|>)"
+        )
+    return head, pieces[1::2]
+
+
+def _read_sot_tokens(names: list[str]) -> tuple[str | None, Task]:
+    """Read ``[LANG][TASK][notimestamps]`` token names in that order."""
+    language: str | None = None
+    task: Task = "transcribe"
+    stage = 0  # 0: language allowed, 1: task allowed, 2: notimestamps allowed, 3: done
+    for name in names:
+        if stage == 0 and name.lower() in LANGUAGE_CODES:
+            language, stage = name.lower(), 1
+        elif stage <= 1 and name in _TASKS:
+            task, stage = name, 2  # type: ignore[assignment]
+        elif stage <= 2 and name == _NO_TIMESTAMPS:
+            stage = 3
+        elif stage == 0 and name.isalpha() and len(name) <= 3:
+            normalize_language(name)  # raises the "unknown language" error listing the codes
+        else:
+            raise ValueError(
+                f"unexpected special token <|{name}|> after <|startoftranscript|>: the accepted "
+                "order is <|LANGUAGE|> (one Whisper language code), <|transcribe|> or "
+                "<|translate|>, <|notimestamps|>"
+            )
+    return language, task
