@@ -19,3 +19,9 @@ APP_NAME = "whisper"
 
 METRIC_LABELS = ("gpu_group", "gpu_arch", "instance_type", "pod")
 """Labels the scrape configs add to every series (Prometheus label names)."""
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+"""Taint (effect ``NoSchedule``, value ``true``) on every HyperPod GPU node, so that only pods that
+tolerate it (the Whisper serving pods, GPU DaemonSets) land there; system pods stay on the CPU nodes."""
+GPU_TAINT_VALUE = "true"
+GPU_TAINT_EFFECT = "NoSchedule"

@@ -205,6 +205,32 @@ class NetworkSettings(_Strict):
     nat_gateways: int = Field(1, ge=1, le=6)
 
 
+class HyperPodChartSettings(_Strict):
+    """Where the HyperPod dependency Helm chart is installed from (README, "HyperPod dependency chart").
+
+    AWS publishes the chart only in git (``aws/sagemaker-hyperpod-cli``, ``helm_chart/HyperPodHelmChart``),
+    not in a Helm repository. ``scripts/publish_hyperpod_chart.sh`` packages the pinned ``git_ref`` as
+    ``version`` and pushes it to an OCI registry; the cluster stack installs it from there with the
+    CDK kubectl provider before the HyperPod cluster is created.
+    """
+
+    git_ref: str = Field(
+        "067d658b2d5c3d347afbadd75e1425214e965dcb",
+        pattern=r"^[0-9a-f]{40}$",
+        description="Commit of aws/sagemaker-hyperpod-cli the chart is packaged from (pinned).",
+    )
+    version: str = Field(
+        "0.1.0-067d658",
+        pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$",
+        description="Chart version (OCI tag) the publish script packages and the stack installs.",
+    )
+    oci_repository: str | None = Field(
+        None,
+        pattern=r"^oci://[^\s]+$",
+        description="oci://registry/path/hyperpod-helm-chart (full chart reference); default: the storage stack's ECR repository.",
+    )
+
+
 class ClusterSettings(_Strict):
     """EKS control plane and the small CPU node group for system pods."""
 
@@ -215,6 +241,7 @@ class ClusterSettings(_Strict):
     node_autoscaling: bool = Field(
         False, description="HyperPod-managed Karpenter (AutoScaling + ClusterRole, NodeClass/NodePool)."
     )
+    hyperpod_chart: HyperPodChartSettings = HyperPodChartSettings()
 
     @field_validator("kubernetes_version")
     @classmethod

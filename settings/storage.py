@@ -6,6 +6,8 @@ engine is uploaded under a fresh version prefix and becomes live with one ``PutO
 pointer, so a half-finished upload never changes what running pods see.
 """
 
+MODELS_ROOT = "models/"
+"""Key prefix of every engine in the model bucket (the Mountpoint role may read only below it)."""
 POINTER_FILE = "current.json"
 MANIFEST_FILE = "manifest.json"
 MODEL_REPOSITORY_DIR = "model_repository"
@@ -17,7 +19,7 @@ def model_prefix(model: str, gpu_arch: str) -> str:
     Ends with ``/``: Mountpoint's ``prefix`` mount option requires it (mountpoint-s3
     ``doc/CONFIGURATION.md``).
     """
-    return f"models/{model}/{gpu_arch}/"
+    return f"{MODELS_ROOT}{model}/{gpu_arch}/"
 
 
 def pointer_key(model: str, gpu_arch: str) -> str:

@@ -1,0 +1,173 @@
+"""``python -m benchmarks.bench``: latency, RTF and throughput of Whisper serving vs concurrency.
+
+Example::
+
+    python -m benchmarks.bench --audio samples/ \\
+        --target gateway=http://127.0.0.1:8080 --target triton=grpc://127.0.0.1:8001 \\
+        --triton-metrics http://127.0.0.1:8002/metrics --concurrency 1,2,4,8,16,32 \\
+        --duration 20 --out results/
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from benchmarks.bench.audio import BenchInputError, load_samples
+from benchmarks.bench.report import write_all
+from benchmarks.bench.runner import LevelPlan, sweep
+from benchmarks.bench.stats import OK, LevelResult, Outcome
+from benchmarks.bench.targets import TargetSpec, open_target, parse_target
+
+
+def _concurrencies(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--concurrency {text!r}: write integers, e.g. 1,2,4,8") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--concurrency {text!r}: every value must be ≥ 1")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's arguments (``--help`` lists them)."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench",
+        description="Send real audio files to Whisper servers at a sweep of concurrencies; report "
+        "p50/p90/p99 latency, requests/s, audio-seconds/s, RTF, RTFx, errors by status and "
+        "Triton's average batch size; write JSON, CSV and a PNG plot.",
+    )
+    p.add_argument("--audio", nargs="+", required=True, type=Path, help="audio files or folders of them")
+    p.add_argument(
+        "--target", action="append", required=True, metavar="NAME=URL",
+        help="repeatable: http://host:port[/invocations] or http://host:port/v1/audio/transcriptions "
+        "(gateway), grpc://host:port (Triton)",
+    )  # fmt: skip
+    p.add_argument(
+        "--triton-metrics", action="append", default=[], metavar="[NAME=]URL",
+        help="Triton metrics URL (e.g. http://127.0.0.1:8002/metrics) for the average batch size; "
+        "NAME= limits it to one target, else it applies to all",
+    )  # fmt: skip
+    p.add_argument("--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32], help="comma list (default 1,2,4,8,16,32)")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per level (default 20; 0 = bound by --requests only)")
+    p.add_argument("--requests", type=int, default=None, help="most requests per level")
+    p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, seconds (default 60)")
+    p.add_argument("--deadline", type=float, default=1800.0, help="overall time limit, seconds (default 1800)")
+    p.add_argument("--warmup", type=int, default=2, help="requests per target before its sweep, not counted (default 2)")
+    p.add_argument("--model", default="whisper", help="Triton model name (default whisper)")
+    p.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default bench-results)")
+    p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
+    p.add_argument("--title", default="whisper benchmark", help="plot title")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    return p
+
+
+def _metrics_map(values: Sequence[str], specs: Sequence[TargetSpec]) -> dict[str, str]:
+    names = {s.name for s in specs}
+    mapping: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if sep and not name.startswith("http"):
+            if name not in names:
+                raise BenchInputError(f"--triton-metrics {value!r}: no target named {name!r}")
+            mapping[name] = url
+        else:
+            mapping.update({n: value for n in names if n not in mapping})
+    return mapping
+
+
+def results_table(results: Sequence[LevelResult]) -> Table:
+    """A rich table of the results, one row per level."""
+    table = Table(title="whisper benchmark")
+    for column in ("target", "conc", "ok/req", "p50 s", "p90 s", "p99 s", "req/s", "audio s/s", "RTF", "RTFx", "batch", "errors"):
+        table.add_column(column, justify="right" if column not in ("target", "errors") else "left")
+    fmt = lambda v, spec=".3f": "-" if v is None else format(v, spec)  # noqa: E731
+    for r in results:
+        table.add_row(
+            r.target, str(r.concurrency), f"{r.ok}/{r.requests}", fmt(r.latency_p50_s), fmt(r.latency_p90_s),
+            fmt(r.latency_p99_s), fmt(r.requests_per_s, ".2f"), fmt(r.audio_s_per_s, ".1f"),
+            fmt(r.rtf, ".4f"), fmt(r.rtfx, ".1f"), fmt(r.avg_batch_size, ".2f"),
+            ", ".join(f"{k}={v}" for k, v in r.errors.items()) or "-",
+        )  # fmt: skip
+    return table
+
+
+async def _run(args: argparse.Namespace, specs: list[TargetSpec], console: Console) -> list[LevelResult]:
+    samples = load_samples(args.audio)
+    plan = LevelPlan(args.duration or None, args.requests, args.timeout)
+    metrics_urls = _metrics_map(args.triton_metrics, specs)
+    targets = [open_target(s, max(args.concurrency), args.model) for s in specs]
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=console, disable=args.quiet, transient=False,
+    )  # fmt: skip
+    tasks: dict[tuple[str, int], int] = {}
+    tallies: dict[tuple[str, int], list[int]] = {}
+
+    def on_outcome(name: str, concurrency: int, outcome: Outcome) -> None:
+        key = (name, concurrency)
+        if key not in tasks:
+            tasks[key] = progress.add_task("", total=None)
+            tallies[key] = [0, 0]
+        tallies[key][0 if outcome.status == OK else 1] += 1
+        ok, bad = tallies[key]
+        progress.update(tasks[key], description=f"{name} c={concurrency}: {ok} ok, {bad} errors")
+
+    def on_level(result: LevelResult) -> None:
+        key = (result.target, result.concurrency)
+        if key in tasks:
+            progress.stop_task(tasks[key])
+
+    try:
+        with progress:
+            return await sweep(
+                targets, samples, args.concurrency, plan, args.deadline, metrics_urls,
+                args.model, args.warmup, on_outcome, on_level,
+            )  # fmt: skip
+    finally:
+        for target in targets:
+            await target.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 = report written, 2 = bad arguments/input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        specs = [parse_target(t) for t in args.target]
+        if len({s.name for s in specs}) != len(specs):
+            raise BenchInputError("target names must be unique")
+        if args.duration < 0 or (args.duration == 0 and args.requests is None):
+            raise BenchInputError("give a --duration > 0 or a --requests count per level")
+        started = time.time()
+        results = asyncio.run(_run(args, specs, console))
+    except (BenchInputError, ValueError) as exc:
+        parser.error(str(exc))
+    meta = {
+        "title": args.title,
+        "started_unix": started,
+        "finished_unix": time.time(),
+        "argv": list(sys.argv if argv is None else argv),
+        "targets": [vars(s) for s in specs],
+        "audio": [str(p) for p in args.audio],
+        "duration_s_per_level": args.duration,
+        "max_requests_per_level": args.requests,
+        "request_timeout_s": args.timeout,
+        "python": platform.python_version(),
+        "host": platform.node(),
+    }
+    paths = write_all(results, meta, args.out, args.prefix)
+    Console().print(results_table(results))
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

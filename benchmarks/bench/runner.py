@@ -1,0 +1,158 @@
+"""The sweep: for each target and each concurrency, keep N requests in flight for a bounded
+time or count, and summarize.
+
+Nothing here can hang: every request has its own timeout (enforced twice — by the client and
+by ``asyncio.wait_for``), a level stops issuing at its duration or count, and the whole run
+stops at an overall deadline; requests still in flight then are cancelled and counted as
+``aborted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from benchmarks.bench import triton_metrics
+from benchmarks.bench.audio import AudioSample
+from benchmarks.bench.stats import LevelResult, Outcome, summarize
+from benchmarks.bench.targets import Target
+
+_GRACE_S = 1.0  # extra time beyond the client timeout before asyncio gives up on a request
+
+ProgressCallback = Callable[[str, int, Outcome], None]
+"""Called after each request with (target name, concurrency, outcome)."""
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """How long each level runs: until ``duration_s`` seconds have passed or ``max_requests``
+    requests were issued, whichever comes first (``None`` = no such bound; at least one bound
+    must be set). ``request_timeout_s`` bounds each request."""
+
+    duration_s: float | None
+    max_requests: int | None
+    request_timeout_s: float
+
+    def __post_init__(self) -> None:
+        if self.duration_s is None and self.max_requests is None:
+            raise ValueError("a level needs a duration or a request count")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ValueError(f"duration must be > 0 s, got {self.duration_s}")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise ValueError(f"request count must be ≥ 1, got {self.max_requests}")
+        if self.request_timeout_s <= 0:
+            raise ValueError(f"request timeout must be > 0 s, got {self.request_timeout_s}")
+
+
+async def timed_request(target: Target, sample: AudioSample, timeout: float) -> Outcome:
+    """Send one request and time it; never raises except on cancellation.
+
+    Status ``timeout`` when the client or ``asyncio`` deadline passes, ``error_<Type>`` for an
+    unexpected exception (a bug in a client, not a server answer).
+    """
+    start = time.perf_counter()
+    try:
+        status = await asyncio.wait_for(target.send(sample, timeout), timeout + _GRACE_S)
+    except TimeoutError:
+        status = "timeout"
+    except Exception as exc:  # noqa: BLE001 - any client failure is a counted outcome
+        status = f"error_{type(exc).__name__}"
+    return Outcome(status, time.perf_counter() - start, sample.duration_s)
+
+
+async def run_level(
+    target: Target,
+    samples: Sequence[AudioSample],
+    concurrency: int,
+    plan: LevelPlan,
+    deadline: float,
+    on_outcome: ProgressCallback | None = None,
+) -> tuple[list[Outcome], float]:
+    """Run one level; files are used round-robin.
+
+    Args:
+        deadline: ``time.monotonic()`` value at which everything stops (requests in flight are
+            cancelled and counted ``aborted``).
+
+    Returns:
+        (outcomes, wall seconds from the first request to the last answer or the stop).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be ≥ 1, got {concurrency}")
+    outcomes: list[Outcome] = []
+    issued = 0
+    start = time.monotonic()
+    stop_issuing = min(start + (plan.duration_s if plan.duration_s else math.inf), deadline)
+
+    async def worker() -> None:
+        nonlocal issued
+        while time.monotonic() < stop_issuing and (plan.max_requests is None or issued < plan.max_requests):
+            sample = samples[issued % len(samples)]
+            issued += 1
+            began = time.perf_counter()
+            try:
+                outcome = await timed_request(target, sample, plan.request_timeout_s)
+            except asyncio.CancelledError:
+                outcomes.append(Outcome("aborted", time.perf_counter() - began, sample.duration_s))
+                raise
+            outcomes.append(outcome)
+            if on_outcome:
+                on_outcome(target.name, concurrency, outcome)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return outcomes, max(time.monotonic() - start, 1e-9)
+
+
+async def sweep(
+    targets: Sequence[Target],
+    samples: Sequence[AudioSample],
+    concurrencies: Sequence[int],
+    plan: LevelPlan,
+    deadline_s: float,
+    metrics_urls: dict[str, str] | None = None,
+    model: str = "whisper",
+    warmup: int = 0,
+    on_outcome: ProgressCallback | None = None,
+    on_level: Callable[[LevelResult], None] | None = None,
+) -> list[LevelResult]:
+    """Every target × every concurrency, in that order; returns one result per level run.
+
+    Args:
+        deadline_s: overall time limit in seconds from now; levels not reached are skipped.
+        metrics_urls: target name → Triton metrics URL, scraped before and after each level
+            for the average batch size.
+        warmup: requests per target at concurrency 1 before its sweep, not counted.
+        on_level: called with each level's result as soon as it is known.
+    """
+    deadline = time.monotonic() + deadline_s
+    metrics_urls = metrics_urls or {}
+    results: list[LevelResult] = []
+    async with httpx.AsyncClient() as scraper:
+        for target in targets:
+            if warmup and time.monotonic() < deadline:
+                warm = LevelPlan(None, warmup, plan.request_timeout_s)
+                await run_level(target, samples, 1, warm, deadline)
+            url = metrics_urls.get(target.name)
+            for concurrency in concurrencies:
+                if time.monotonic() >= deadline:
+                    break
+                before = await triton_metrics.scrape(scraper, url, model) if url else None
+                outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
+                after = await triton_metrics.scrape(scraper, url, model) if url else None
+                result = summarize(
+                    target.name, concurrency, outcomes, wall,
+                    triton_metrics.average_batch_size(before, after),
+                )  # fmt: skip
+                results.append(result)
+                if on_level:
+                    on_level(result)
+    return results

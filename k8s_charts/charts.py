@@ -1,0 +1,137 @@
+"""The cdk8s charts of the deployment, built from the typed config.
+
+Four charts, because the cluster stack must order them after different things:
+
+* ``whisper-serving`` — namespace, model volumes (one per GPU architecture), one Deployment + PDB
+  per GPU group. Needs the Mountpoint for S3 CSI driver.
+* ``whisper-endpoint`` — the Service (NLB) or Service + Ingress (ALB). Needs the AWS Load
+  Balancer Controller running (its webhook mutates Services).
+* ``whisper-autoscaling`` — KEDA TriggerAuthentication + one ScaledObject per group. Needs KEDA's CRDs.
+* ``whisper-node-autoscaling`` — only with ``cluster.node_autoscaling``: HyperpodNodeClass +
+  NodePool per group. Needs the HyperPod cluster with autoscaling enabled.
+
+The same charts are written as plain YAML by :mod:`k8s_charts.synth` and deployed by
+``cluster.add_cdk8s_chart`` in the cluster stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cdk8s
+from cdk8s_plus_33 import k8s
+from constructs import Construct
+
+from k8s_charts import naming
+from k8s_charts.autoscaling import KedaScaling
+from k8s_charts.endpoint import ServingEndpoint
+from k8s_charts.inputs import ChartInputs
+from k8s_charts.node_autoscaling import GpuNodeAutoscaling
+from k8s_charts.storage import ModelVolume
+from k8s_charts.workload import GpuGroupWorkload
+from settings.schema import DeploymentConfig
+
+
+class ServingChart(cdk8s.Chart):
+    """Namespace, one model volume per GPU architecture, one workload per GPU group.
+
+    Attributes:
+        workloads: GPU group name → its :class:`GpuGroupWorkload`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, inputs: ChartInputs) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        namespace = config.serving.namespace
+        k8s.KubeNamespace(
+            self,
+            "Namespace",
+            metadata=k8s.ObjectMeta(
+                name=namespace,
+                labels={
+                    **naming.app_labels(),
+                    # Pod Security Admission: reject pods that are not "restricted"
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                },
+            ),
+        )
+        volumes = {
+            arch: ModelVolume(self, f"models-{arch}", config=config, gpu_arch=arch, bucket_name=inputs.bucket_name)
+            for arch in config.gpu_archs
+        }
+        self.workloads = {
+            group.name: GpuGroupWorkload(
+                self,
+                group.name,
+                config=config,
+                group=group,
+                image=inputs.image(config.serving.image_tag),
+                bucket_name=inputs.bucket_name,
+                claim_name=volumes[group.arch].claim_name,
+                replicas=None if inputs.amp_workspace_id is not None else max(group.min_replicas, 1),
+            )
+            for group in config.gpu_groups
+        }
+
+
+class EndpointChart(cdk8s.Chart):
+    """The one load-balanced endpoint over every group (``endpoint.kind``)."""
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        ServingEndpoint(self, "Endpoint", config=config)
+
+
+class AutoscalingChart(cdk8s.Chart):
+    """KEDA objects scaling every group's Deployment on its AMP utilization query."""
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, amp_workspace_id: str) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        KedaScaling(self, "Keda", config=config, amp_workspace_id=amp_workspace_id)
+
+
+class NodeAutoscalingChart(cdk8s.Chart):
+    """HyperPod Karpenter NodeClass + NodePool per group."""
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        GpuNodeAutoscaling(self, "Nodes", config=config)
+
+
+@dataclass(frozen=True)
+class WhisperCharts:
+    """The charts of one deployment; ``autoscaling`` is ``None`` without an AMP workspace,
+    ``node_autoscaling`` when ``cluster.node_autoscaling`` is off."""
+
+    serving: ServingChart
+    endpoint: EndpointChart
+    autoscaling: AutoscalingChart | None
+    node_autoscaling: NodeAutoscalingChart | None
+
+    def all(self) -> list[cdk8s.Chart]:
+        """The charts that exist."""
+        charts = [self.node_autoscaling, self.serving, self.endpoint, self.autoscaling]
+        return [chart for chart in charts if chart is not None]
+
+
+def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) -> WhisperCharts:
+    """Add the deployment's charts to ``app`` (a ``cdk8s.App``).
+
+    The endpoint and autoscaling charts depend on the serving chart (namespace, Deployments), so
+    cdk8s orders them after it in one-file output and in ``kubectl apply`` of the folder.
+
+    Raises:
+        ValueError: a config combination the charts cannot express (e.g. an idle timeout shorter
+            than the request timeout); the message names the fields.
+    """
+    serving = ServingChart(app, "whisper-serving", config=config, inputs=inputs)
+    endpoint = EndpointChart(app, "whisper-endpoint", config=config)
+    endpoint.add_dependency(serving)
+    autoscaling = None
+    if inputs.amp_workspace_id is not None:
+        autoscaling = AutoscalingChart(app, "whisper-autoscaling", config=config, amp_workspace_id=inputs.amp_workspace_id)
+        autoscaling.add_dependency(serving)
+    nodes = None
+    if config.cluster.node_autoscaling:
+        nodes = NodeAutoscalingChart(app, "whisper-node-autoscaling", config=config)
+        serving.add_dependency(nodes)
+    return WhisperCharts(serving, endpoint, autoscaling, nodes)

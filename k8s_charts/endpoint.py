@@ -1,0 +1,150 @@
+"""The one endpoint in front of every GPU group, provisioned by the AWS Load Balancer Controller.
+
+``endpoint.kind: nlb`` (default): a Service of type LoadBalancer with the controller's NLB
+annotations (``external`` type, ``ip`` targets, HTTP health check on the gateway's ``/ping``).
+``endpoint.kind: alb``: a ClusterIP Service plus an Ingress (``ingressClassName: alb``) whose target
+group uses ``least_outstanding_requests``, so a slower GPU type with more requests in flight gets
+fewer new ones. Both select the app label only, so every group's pods are targets.
+
+Idle timeout: a transcription request can keep its connection silent for up to
+``serving.request_timeout_seconds`` while the GPU works, so the load balancer's idle timeout must be
+longer. NLB: the listener attribute ``tcp.idle_timeout.seconds`` (default 350 s, 60–6000 s; AWS
+ELB "Network Load Balancer listeners" docs), set with the controller's
+``aws-load-balancer-listener-attributes.TCP-<port>`` annotation. ALB: the load balancer attribute
+``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
+``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
+``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
+"""
+
+from __future__ import annotations
+
+from cdk8s_plus_33 import k8s
+from constructs import Construct
+
+from k8s_charts import naming, probes, workload
+from settings import labels
+from settings.schema import DeploymentConfig
+
+SERVICE_NAME = labels.APP_NAME
+SERVICE_PORT = 80
+HEALTH_CHECK_INTERVAL_SECONDS = 10
+NLB = "service.beta.kubernetes.io/aws-load-balancer-"
+ALB = "alb.ingress.kubernetes.io/"
+
+
+def _check_idle_timeout(config: DeploymentConfig) -> None:
+    if config.endpoint.idle_timeout_seconds <= config.serving.request_timeout_seconds:
+        raise ValueError(
+            f"endpoint.idle_timeout_seconds ({config.endpoint.idle_timeout_seconds}) must be greater than "
+            f"serving.request_timeout_seconds ({config.serving.request_timeout_seconds}): the load balancer "
+            "would cut long transcriptions whose connection is silent while the GPU works"
+        )
+
+
+def deregistration_delay_seconds(config: DeploymentConfig) -> int:
+    """Target group deregistration delay: a draining pod's in-flight requests may take the longest request."""
+    return workload.graceful_shutdown_seconds(config)
+
+
+def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
+    """Annotations of the LoadBalancer Service (all values are strings, as the controller requires)."""
+    return {
+        f"{NLB}type": "external",
+        f"{NLB}nlb-target-type": "ip",
+        f"{NLB}scheme": config.endpoint.scheme,
+        f"{NLB}healthcheck-protocol": "http",
+        f"{NLB}healthcheck-path": probes.PING_PATH,
+        f"{NLB}healthcheck-port": "traffic-port",
+        f"{NLB}healthcheck-interval": str(HEALTH_CHECK_INTERVAL_SECONDS),
+        f"{NLB}healthcheck-healthy-threshold": "2",
+        f"{NLB}healthcheck-unhealthy-threshold": "2",
+        f"{NLB}healthcheck-success-codes": "200",
+        f"{NLB}target-group-attributes": f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)}",
+        f"{NLB}listener-attributes.TCP-{SERVICE_PORT}": f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}",
+        f"{NLB}attributes": "load_balancing.cross_zone.enabled=true",
+    }
+
+
+def alb_annotations(config: DeploymentConfig) -> dict[str, str]:
+    """Annotations of the ALB Ingress."""
+    return {
+        f"{ALB}scheme": config.endpoint.scheme,
+        f"{ALB}target-type": "ip",
+        f"{ALB}listen-ports": f'[{{"HTTP": {SERVICE_PORT}}}]',
+        f"{ALB}target-group-attributes": (
+            "load_balancing.algorithm.type=least_outstanding_requests,"
+            f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)}"
+        ),
+        f"{ALB}load-balancer-attributes": f"idle_timeout.timeout_seconds={config.endpoint.idle_timeout_seconds}",
+        f"{ALB}healthcheck-path": probes.PING_PATH,
+        f"{ALB}healthcheck-port": "traffic-port",
+        f"{ALB}healthcheck-interval-seconds": str(HEALTH_CHECK_INTERVAL_SECONDS),
+        f"{ALB}healthy-threshold-count": "2",
+        f"{ALB}unhealthy-threshold-count": "2",
+        f"{ALB}success-codes": "200",
+    }
+
+
+class ServingEndpoint(Construct):
+    """Service (and, for ``alb``, Ingress) selecting the serving pods of all GPU groups.
+
+    Raises:
+        ValueError: ``endpoint.idle_timeout_seconds`` is not greater than ``serving.request_timeout_seconds``.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, id)
+        _check_idle_timeout(config)
+        namespace = config.serving.namespace
+        nlb = config.endpoint.kind == "nlb"
+        k8s.KubeService(
+            self,
+            "Service",
+            metadata=k8s.ObjectMeta(
+                name=SERVICE_NAME,
+                namespace=namespace,
+                labels=naming.app_labels(),
+                annotations=nlb_annotations(config) if nlb else None,
+            ),
+            spec=k8s.ServiceSpec(
+                type="LoadBalancer" if nlb else "ClusterIP",
+                selector=naming.app_labels(),
+                ports=[
+                    k8s.ServicePort(
+                        name="http",
+                        port=SERVICE_PORT,
+                        target_port=k8s.IntOrString.from_string(workload.PORT_GATEWAY),
+                        protocol="TCP",
+                    )
+                ],
+            ),
+        )
+        if nlb:
+            return
+        k8s.KubeIngress(
+            self,
+            "Ingress",
+            metadata=k8s.ObjectMeta(
+                name=SERVICE_NAME, namespace=namespace, labels=naming.app_labels(), annotations=alb_annotations(config)
+            ),
+            spec=k8s.IngressSpec(
+                ingress_class_name="alb",
+                rules=[
+                    k8s.IngressRule(
+                        http=k8s.HttpIngressRuleValue(
+                            paths=[
+                                k8s.HttpIngressPath(
+                                    path="/",
+                                    path_type="Prefix",
+                                    backend=k8s.IngressBackend(
+                                        service=k8s.IngressServiceBackend(
+                                            name=SERVICE_NAME, port=k8s.ServiceBackendPort(number=SERVICE_PORT)
+                                        )
+                                    ),
+                                )
+                            ]
+                        )
+                    )
+                ],
+            ),
+        )

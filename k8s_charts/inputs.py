@@ -1,0 +1,41 @@
+"""Values the charts need that only exist once the AWS stacks exist (bucket, image, AMP workspace).
+
+The cluster stack passes CDK tokens (resolved by CloudFormation at deploy time); the plain YAML
+written to ``dist/k8s/`` for review uses :data:`PLACEHOLDER_INPUTS`, whose values are clearly named
+placeholders to replace before ``kubectl apply``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PLACEHOLDER_BUCKET = "REPLACE-WITH-MODEL-BUCKET-NAME"
+PLACEHOLDER_AMP_WORKSPACE_ID = "REPLACE-WITH-AMP-WORKSPACE-ID"
+PLACEHOLDER_IMAGE_REPOSITORY = "REPLACE-WITH-SERVING-IMAGE-REPOSITORY-URI"
+
+
+@dataclass(frozen=True)
+class ChartInputs:
+    """Deploy-time values of the charts.
+
+    Attributes:
+        bucket_name: Model bucket (``docs/contracts.md`` §3); a CDK token is fine.
+        image_repository: Serving image repository URI without tag, e.g.
+            ``123456789012.dkr.ecr.us-east-1.amazonaws.com/whisper-serving``; the tag is
+            ``config.serving.image_tag``.
+        amp_workspace_id: Amazon Managed Prometheus workspace id (``ws-...``) KEDA queries;
+            ``None`` when there is no workspace (``observability.enabled: false``): then the charts
+            have no KEDA objects and each Deployment runs ``max(min_replicas, 1)`` pods.
+    """
+
+    bucket_name: str
+    image_repository: str
+    amp_workspace_id: str | None
+
+    def image(self, tag: str) -> str:
+        """Image reference ``<repository>:<tag>``."""
+        return f"{self.image_repository}:{tag}"
+
+
+PLACEHOLDER_INPUTS = ChartInputs(PLACEHOLDER_BUCKET, PLACEHOLDER_IMAGE_REPOSITORY, PLACEHOLDER_AMP_WORKSPACE_ID)
+"""Inputs for plain YAML (``dist/k8s/``): named placeholders instead of stack outputs."""

@@ -1,0 +1,74 @@
+"""Where a GPU group's pods may run: its HyperPod nodes, healthy, spread across zones and nodes.
+
+Pinning uses the labels the foundation puts on each HyperPod instance group
+(``KubernetesConfig.Labels``: ``settings.labels.GPU_GROUP_LABEL``) plus the instance type label
+HyperPod sets itself, and HyperPod's node health label (``sagemaker.amazonaws.com/node-health-status``
+= ``Schedulable``; SageMaker HyperPod EKS resiliency docs, "node labels"). GPU nodes carry the
+``settings.labels.GPU_TAINT_KEY`` taint, tolerated here.
+"""
+
+from __future__ import annotations
+
+from cdk8s_plus_33 import k8s
+
+from settings import labels
+from settings.schema import GpuGroup
+
+NODE_HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+NODE_HEALTHY = "Schedulable"
+DEEP_HEALTH_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _in(key: str, value: str) -> k8s.NodeSelectorRequirement:
+    return k8s.NodeSelectorRequirement(key=key, operator="In", values=[value])
+
+
+def node_requirements(group: GpuGroup) -> dict[str, str]:
+    """Node labels a pod of ``group`` requires (label → value)."""
+    return {
+        labels.GPU_GROUP_LABEL: group.name,
+        labels.INSTANCE_TYPE_LABEL: group.instance_type,
+        NODE_HEALTH_LABEL: NODE_HEALTHY,
+    }
+
+
+def affinity(group: GpuGroup) -> k8s.Affinity:
+    """Required: the group's nodes, healthy. Preferred: nodes whose deep health check passed."""
+    return k8s.Affinity(
+        node_affinity=k8s.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+                node_selector_terms=[
+                    k8s.NodeSelectorTerm(
+                        match_expressions=[_in(key, value) for key, value in node_requirements(group).items()]
+                    )
+                ]
+            ),
+            preferred_during_scheduling_ignored_during_execution=[
+                k8s.PreferredSchedulingTerm(
+                    weight=100,
+                    preference=k8s.NodeSelectorTerm(match_expressions=[_in(DEEP_HEALTH_LABEL, "Passed")]),
+                )
+            ],
+        )
+    )
+
+
+def gpu_tolerations() -> list[k8s.Toleration]:
+    """Tolerate the ``nvidia.com/gpu`` taint of GPU nodes (any value)."""
+    return [k8s.Toleration(key=labels.GPU_TAINT_KEY, operator="Exists", effect=labels.GPU_TAINT_EFFECT)]
+
+
+def topology_spread(pod_labels: dict[str, str]) -> list[k8s.TopologySpreadConstraint]:
+    """Spread one group's pods over zones, then nodes; soft, so a one-zone instance group still schedules."""
+    return [
+        k8s.TopologySpreadConstraint(
+            max_skew=1,
+            topology_key=key,
+            when_unsatisfiable="ScheduleAnyway",
+            label_selector=k8s.LabelSelector(match_labels=pod_labels),
+            match_label_keys=["pod-template-hash"],
+        )
+        for key in (ZONE_LABEL, HOSTNAME_LABEL)
+    ]

@@ -1,0 +1,73 @@
+"""CPU, memory and ``/dev/shm`` of one serving pod, sized from its GPU group's instance type.
+
+One pod serves one GPU (``nvidia.com/gpu: 1``), so an instance with ``n`` GPUs runs ``n`` pods
+and each gets ``1/n`` of what the node can give after a reserve for the kubelet, the OS and the
+node's daemons (VPC CNI, kube-proxy, NVIDIA device plugin, HyperPod health agent, Mountpoint for
+S3 pods). The reserve, ``1 vCPU + 5 %`` and ``3 GiB + 10 %``, is above EKS's own kube-reserved
+(70–90 m CPU and ``255 MiB + 11 MiB × max pods`` on 8–32 vCPU nodes: EKS AMI
+``bootstrap.sh``/nodeadm) so that the daemonsets fit next to the pods.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from settings.gpu_catalog import InstanceSpec
+
+RESERVED_CPU_BASE = 1.0
+RESERVED_CPU_FRACTION = 0.05
+RESERVED_MEMORY_GIB_BASE = 3.0
+RESERVED_MEMORY_FRACTION = 0.10
+SHM_FRACTION = 0.25
+SHM_MAX_MIB = 16 * 1024
+"""``/dev/shm`` is a quarter of the pod's memory, at most 16 GiB: Triton's python backend moves
+every request and response through it (``shm-default-byte-size``; Docker's 64 MB default is too
+small for batches of 30 s windows). It counts against the memory limit."""
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """Per-pod requests (= limits, Guaranteed QoS) in Kubernetes units.
+
+    Attributes:
+        cpu_millicores: CPU in millicores (``m``).
+        memory_mib: memory in MiB (``Mi``).
+        shm_mib: size limit of the memory-backed ``/dev/shm`` volume in MiB, part of ``memory_mib``.
+    """
+
+    cpu_millicores: int
+    memory_mib: int
+    shm_mib: int
+
+    @property
+    def cpu(self) -> str:
+        """Kubernetes quantity, e.g. ``6500m``."""
+        return f"{self.cpu_millicores}m"
+
+    @property
+    def memory(self) -> str:
+        """Kubernetes quantity, e.g. ``26214Mi``."""
+        return f"{self.memory_mib}Mi"
+
+    @property
+    def shm(self) -> str:
+        """Kubernetes quantity, e.g. ``6553Mi``."""
+        return f"{self.shm_mib}Mi"
+
+
+def pod_resources(instance: InstanceSpec) -> PodResources:
+    """Resources of one serving pod on ``instance`` (one pod per GPU).
+
+    Raises:
+        ValueError: the instance has no GPU or leaves no CPU/memory after the reserve.
+    """
+    if instance.gpus < 1:
+        raise ValueError(f"instance {instance} has no GPU; serving pods need one GPU each")
+    cpu = instance.vcpus - RESERVED_CPU_BASE - RESERVED_CPU_FRACTION * instance.vcpus
+    memory_gib = instance.memory_gib - RESERVED_MEMORY_GIB_BASE - RESERVED_MEMORY_FRACTION * instance.memory_gib
+    if cpu <= 0 or memory_gib <= 0:
+        raise ValueError(f"instance {instance} is too small for a serving pod after the system reserve")
+    cpu_m = math.floor(cpu * 1000 / instance.gpus / 100) * 100
+    memory_mib = math.floor(memory_gib * 1024 / instance.gpus)
+    return PodResources(cpu_m, memory_mib, min(SHM_MAX_MIB, math.floor(memory_mib * SHM_FRACTION)))

@@ -1,0 +1,63 @@
+"""Write the charts as plain YAML: ``python -m k8s_charts.synth --config X --out dist/k8s``.
+
+One file per chart, numbered in apply order (``0000-whisper-serving.k8s.yaml``, …), for review or ``kubectl apply -f``. Values
+that only exist after ``cdk deploy`` (model bucket, image repository, AMP workspace id) are named
+placeholders (:data:`k8s_charts.inputs.PLACEHOLDER_INPUTS`); pass ``--bucket`` / ``--image-repository``
+/ ``--amp-workspace-id`` to fill them. Exit status: 0 written, 2 invalid config or arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import cdk8s
+
+from k8s_charts.charts import build_charts
+from k8s_charts.inputs import PLACEHOLDER_INPUTS, ChartInputs
+from settings import ConfigError, DeploymentConfig, load_config
+
+
+def synth_yaml(config: DeploymentConfig, out_dir: Path, inputs: ChartInputs = PLACEHOLDER_INPUTS) -> list[Path]:
+    """Synthesize every chart of ``config`` into ``out_dir`` (created; old ``*.k8s.yaml`` removed).
+
+    Returns:
+        The written files, in apply order.
+
+    Raises:
+        ValueError: the config cannot be expressed as charts (message names the fields).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("*.k8s.yaml"):
+        stale.unlink()
+    app = cdk8s.App(outdir=str(out_dir), yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
+    build_charts(app, config, inputs)
+    app.synth()
+    return sorted(out_dir.glob("*.k8s.yaml"))  # cdk8s numbers the files in dependency order
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m k8s_charts.synth", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=None, help="deployment config YAML (default: embedded)")
+    parser.add_argument("--out", type=Path, default=Path("dist/k8s"), help="output folder (default dist/k8s)")
+    parser.add_argument("--bucket", default=PLACEHOLDER_INPUTS.bucket_name, help="model bucket name")
+    parser.add_argument("--image-repository", default=PLACEHOLDER_INPUTS.image_repository, help="serving image URI, no tag")
+    parser.add_argument("--amp-workspace-id", default=PLACEHOLDER_INPUTS.amp_workspace_id, help="AMP workspace id")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        # without observability there is no AMP workspace, hence no KEDA objects (fixed replicas)
+        workspace = args.amp_workspace_id if config.observability.enabled else None
+        files = synth_yaml(config, args.out, ChartInputs(args.bucket, args.image_repository, workspace))
+    except (ConfigError, ValueError) as err:
+        print(f"k8s synth failed: {err}", file=sys.stderr)
+        return 2
+    for file in files:
+        print(f"wrote {file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

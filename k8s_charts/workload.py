@@ -1,0 +1,250 @@
+"""One GPU group's serving workload: a Deployment of the serving image and its PodDisruptionBudget.
+
+The pod runs the preflight check (``whisper_build/preflight.py``) as an init container, then the
+serving image (Triton + gateway, ``docs/contracts.md`` §6 ports). It is pinned to the group's
+HyperPod nodes, takes one GPU, and drains on termination: the ``preStop`` sleep lets the
+endpoints controller and the load balancer stop sending new requests, then SIGTERM makes the
+gateway answer ``/ping`` 503 and finish in-flight requests (``WHISPER_GATEWAY_DRAIN_SECONDS``,
+``WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS``) before the grace period ends.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from cdk8s_plus_33 import k8s
+from constructs import Construct
+
+from k8s_charts import naming, probes, security
+from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
+from k8s_charts.sizing import pod_resources
+from settings.schema import DeploymentConfig, GpuGroup
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MODEL_MOUNT_PATH = "/models"
+RUN_DIR = "/run/whisper"
+MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
+"""The preflight writes the resolved Triton model repository path here; the supervisor reads it."""
+
+PRESTOP_SLEEP_SECONDS = 15
+"""Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM."""
+DRAIN_SECONDS = 5
+"""After SIGTERM the gateway answers ``/ping`` 503 this long before it stops accepting."""
+SHUTDOWN_MARGIN_SECONDS = 15
+
+PORT_GATEWAY = "http"
+PORT_TRITON_HTTP = "triton-http"
+PORT_TRITON_GRPC = "triton-grpc"
+PORT_TRITON_METRICS = "triton-metrics"
+
+PREFLIGHT_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+MIB = 1024 * 1024
+
+
+def graceful_shutdown_seconds(config: DeploymentConfig) -> int:
+    """How long the gateway waits for in-flight requests after SIGTERM: the longest request + 10 s."""
+    return config.serving.request_timeout_seconds + 10
+
+
+def termination_grace_seconds(config: DeploymentConfig) -> int:
+    """``terminationGracePeriodSeconds``: preStop + drain + graceful shutdown + margin (> request timeout)."""
+    return PRESTOP_SLEEP_SECONDS + DRAIN_SECONDS + graceful_shutdown_seconds(config) + SHUTDOWN_MARGIN_SECONDS
+
+
+def _env(values: dict[str, object]) -> list[k8s.EnvVar]:
+    return [k8s.EnvVar(name=key, value=str(value)) for key, value in values.items()]
+
+
+def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
+    """Environment of the serving container: gateway settings (``WHISPER_GATEWAY_*``) and engine choice."""
+    serving = config.serving
+    return {
+        "WHISPER_GATEWAY_HOST": "0.0.0.0",  # noqa: S104 (pod IP; the Service/NLB reach it)
+        "WHISPER_GATEWAY_PORT": serving.gateway_port,
+        "WHISPER_GATEWAY_TRITON_URL": f"127.0.0.1:{serving.triton_grpc_port}",
+        "WHISPER_GATEWAY_CAPACITY": group.effective_capacity,
+        "WHISPER_GATEWAY_MAX_BODY_BYTES": serving.max_body_mb * MIB,
+        "WHISPER_GATEWAY_MAX_AUDIO_SECONDS": serving.max_audio_seconds,
+        "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": serving.request_timeout_seconds,
+        "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
+        "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
+        "WHISPER_ENGINE": group.serving_engine,
+        "WHISPER_MODEL_NAME": config.model.name,
+        "WHISPER_MODEL_DIR": MODEL_MOUNT_PATH,
+        "WHISPER_MODEL_REPOSITORY_FILE": MODEL_REPOSITORY_FILE,
+        "WHISPER_GPU_GROUP": group.name,
+        "WHISPER_GPU_ARCH": group.arch,
+        "WHISPER_TRITON_HTTP_PORT": serving.triton_http_port,
+        "WHISPER_TRITON_GRPC_PORT": serving.triton_grpc_port,
+        "WHISPER_TRITON_METRICS_PORT": serving.triton_metrics_port,
+        "HOME": "/tmp",  # read-only root filesystem: caches go to the /tmp emptyDir
+    }
+
+
+def preflight_args(config: DeploymentConfig, group: GpuGroup, bucket_name: str) -> list[str]:
+    """Command line of the preflight init container (``python -m whisper_build.preflight``).
+
+    ``--build-command`` is the engine-build Job's exact argv for the group's architecture
+    (:func:`stacks.engine_job.engine_build_command`), so a failing pod names the command to run.
+    """
+    # imported here: stacks imports k8s_charts (cluster stack), so a module-level import would cycle
+    from stacks.engine_job import engine_build_command
+
+    return [
+        "python3", "-m", "whisper_build.preflight",
+        "--model-dir", MODEL_MOUNT_PATH,
+        "--model", config.model.name,
+        "--bucket", bucket_name,
+        "--engine", group.serving_engine,
+        "--gpu-group", group.name,
+        "--gpu-arch", group.arch,
+        "--build-command", shlex.join(engine_build_command(config, group.arch, bucket_name)),
+        "--write-model-repository", MODEL_REPOSITORY_FILE,
+    ]  # fmt: skip
+
+
+def _prestop(config: DeploymentConfig) -> k8s.Lifecycle:
+    # The sleep action needs Kubernetes >= 1.30 (PodLifecycleSleepAction, beta and on by default).
+    major, minor = (int(part) for part in config.cluster.kubernetes_version.split("."))
+    if (major, minor) >= (1, 30):
+        handler = k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=PRESTOP_SLEEP_SECONDS))
+    else:
+        handler = k8s.LifecycleHandler(exec=k8s.ExecAction(command=["sleep", str(PRESTOP_SLEEP_SECONDS)]))
+    return k8s.Lifecycle(pre_stop=handler)
+
+
+def _quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
+    return {key: k8s.Quantity.from_string(value) for key, value in values.items()}
+
+
+def _volumes(claim_name: str, shm_size: str) -> list[k8s.Volume]:
+    return [
+        k8s.Volume(
+            name="models",
+            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name, read_only=True),
+        ),
+        k8s.Volume(name="dshm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=k8s.Quantity.from_string(shm_size))),
+        k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("4Gi"))),
+        k8s.Volume(name="run", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=k8s.Quantity.from_string("16Mi"))),
+    ]
+
+
+def _mounts(*, shm: bool) -> list[k8s.VolumeMount]:
+    mounts = [
+        k8s.VolumeMount(name="models", mount_path=MODEL_MOUNT_PATH, read_only=True),
+        k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+        k8s.VolumeMount(name="run", mount_path=RUN_DIR),
+    ]
+    if shm:
+        mounts.append(k8s.VolumeMount(name="dshm", mount_path="/dev/shm"))
+    return mounts
+
+
+class GpuGroupWorkload(Construct):
+    """Deployment + PodDisruptionBudget of one GPU group.
+
+    Args:
+        config: The deployment config.
+        group: The GPU group served.
+        image: Serving image reference (``repository:tag``).
+        bucket_name: Model bucket (for the preflight's messages).
+        claim_name: PersistentVolumeClaim of the group's architecture (:class:`k8s_charts.storage.ModelVolume`).
+        replicas: Fixed pod count, or ``None`` when an autoscaler (KEDA) owns it.
+
+    Attributes:
+        name: Deployment name (the ScaledObject's target).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeploymentConfig,
+        group: GpuGroup,
+        image: str,
+        bucket_name: str,
+        claim_name: str,
+        replicas: int | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.name = naming.workload_name(group)
+        namespace = config.serving.namespace
+        pod_labels = naming.group_labels(group)
+        size = pod_resources(group.instance)
+        serving = config.serving
+        main_resources = _quantities({"cpu": size.cpu, "memory": size.memory}) | {GPU_RESOURCE: k8s.Quantity.from_number(1)}
+        init_resources = _quantities(PREFLIGHT_RESOURCES) | {GPU_RESOURCE: k8s.Quantity.from_number(1)}
+
+        preflight = k8s.Container(
+            name="preflight",
+            image=image,
+            command=preflight_args(config, group, bucket_name),
+            env=_env({"HOME": "/tmp"}),
+            resources=k8s.ResourceRequirements(requests=init_resources, limits=init_resources),
+            security_context=security.container_security_context(),
+            volume_mounts=_mounts(shm=False),
+        )
+        container = k8s.Container(
+            name="serving",
+            image=image,
+            ports=[
+                k8s.ContainerPort(name=PORT_GATEWAY, container_port=serving.gateway_port, protocol="TCP"),
+                k8s.ContainerPort(name=PORT_TRITON_HTTP, container_port=serving.triton_http_port, protocol="TCP"),
+                k8s.ContainerPort(name=PORT_TRITON_GRPC, container_port=serving.triton_grpc_port, protocol="TCP"),
+                k8s.ContainerPort(name=PORT_TRITON_METRICS, container_port=serving.triton_metrics_port, protocol="TCP"),
+            ],
+            env=_env(serving_env(config, group)),
+            resources=k8s.ResourceRequirements(requests=main_resources, limits=main_resources),
+            startup_probe=probes.startup_probe(PORT_TRITON_HTTP),
+            readiness_probe=probes.readiness_probe(PORT_GATEWAY),
+            liveness_probe=probes.liveness_probe(PORT_TRITON_HTTP),
+            lifecycle=_prestop(config),
+            security_context=security.container_security_context(),
+            volume_mounts=_mounts(shm=True),
+        )
+        k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=self.name, namespace=namespace, labels=pod_labels),
+            spec=k8s.DeploymentSpec(
+                # with KEDA no `replicas`: its HPA owns the count and re-applying must not reset it
+                replicas=replicas,
+                selector=k8s.LabelSelector(match_labels=pod_labels),
+                # a surge pod needs a free GPU that a fixed-size instance group rarely has; the other
+                # groups keep serving the one endpoint while this group rolls one pod at a time
+                strategy=k8s.DeploymentStrategy(
+                    type="RollingUpdate",
+                    rolling_update=k8s.RollingUpdateDeployment(
+                        max_surge=k8s.IntOrString.from_number(0), max_unavailable=k8s.IntOrString.from_number(1)
+                    ),
+                ),
+                progress_deadline_seconds=probes.ENGINE_LOAD_BUDGET_SECONDS + 600,
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=pod_labels),
+                    spec=k8s.PodSpec(
+                        init_containers=[preflight],
+                        containers=[container],
+                        volumes=_volumes(claim_name, size.shm),
+                        affinity=affinity(group),
+                        tolerations=gpu_tolerations(),
+                        topology_spread_constraints=topology_spread(pod_labels),
+                        security_context=security.pod_security_context(),
+                        termination_grace_period_seconds=termination_grace_seconds(config),
+                        automount_service_account_token=False,
+                        enable_service_links=False,
+                    ),
+                ),
+            ),
+        )
+        k8s.KubePodDisruptionBudget(
+            self,
+            "Budget",
+            metadata=k8s.ObjectMeta(name=self.name, namespace=namespace, labels=pod_labels),
+            spec=k8s.PodDisruptionBudgetSpec(
+                selector=k8s.LabelSelector(match_labels=pod_labels),
+                max_unavailable=k8s.IntOrString.from_number(1),
+                # a crash-looping pod must not block HyperPod from draining and replacing a node
+                unhealthy_pod_eviction_policy="AlwaysAllow",
+            ),
+        )

@@ -1,0 +1,235 @@
+"""The Grafana dashboard, as code (``grafana-foundation-sdk``), from :mod:`observability.queries`.
+
+Every panel target is a :class:`observability.queries.Query`; no PromQL is written here. Series
+are split by GPU group and instance type through their labels (legend
+``{{gpu_group}} ({{instance_type}})``).
+
+Build the JSON with ``python -m observability.dashboard [config.yaml]``, which writes
+:data:`DASHBOARD_PATH` (``make synth`` runs it); the observability stack provisions the same JSON
+into the Grafana workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import common as common_builder
+from grafana_foundation_sdk.builders import dashboard as dash
+from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
+
+from observability.queries import Gateway, Gpu, Query, Triton, GPU_UTIL_THRESHOLD_PERCENT
+from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
+
+DASHBOARD_UID = "whisper-hyperpod"
+DASHBOARD_TITLE = "Whisper on HyperPod"
+DATASOURCE_UID = "whisper-amp"
+"""Uid of the AMP data source; the Grafana provisioner creates the data source with this uid."""
+DATASOURCE_NAME = "Amazon Managed Prometheus (whisper)"
+DASHBOARD_PATH = Path("dist/grafana/whisper-dashboard.json")
+
+GROUP_LEGEND = "{{gpu_group}} ({{instance_type}})"
+_DATASOURCE = DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
+_REF_IDS = "ABCDEFGHIJ"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A panel target: a query and the legend prefix naming it among the panel's series."""
+
+    query: Query
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    """What one panel shows.
+
+    Attributes:
+        title: panel title.
+        targets: the queries (one series per GPU group / instance type each).
+        kind: ``timeseries`` or ``stat``.
+        stacked: stack the series (compute breakdown).
+        threshold: value drawn as a red threshold line (time series) or colour step (stat).
+        width: grid columns out of 24.
+    """
+
+    title: str
+    targets: tuple[Target, ...]
+    kind: str = "timeseries"
+    stacked: bool = False
+    threshold: float | None = None
+    width: int = 12
+
+
+def _legend(target: Target) -> str:
+    extra = [label for label in target.query.labels if label not in ("gpu_group", "instance_type")]
+    parts = [target.name] if target.name else []
+    parts.append(GROUP_LEGEND)
+    parts += [f"{{{{{label}}}}}" for label in extra]
+    return " ".join(parts)
+
+
+def _thresholds(value: float) -> dash.ThresholdsConfig:
+    return (
+        dash.ThresholdsConfig()
+        .mode(ThresholdsMode.ABSOLUTE)
+        .steps([Threshold(value=None, color="green"), Threshold(value=value, color="red")])
+    )
+
+
+def _panel(spec: PanelSpec) -> Any:
+    unit = spec.targets[0].query.unit
+    description = " ".join(t.query.description for t in spec.targets)
+    panel: Any
+    if spec.kind == "stat":
+        panel = stat.Panel()
+    elif spec.kind == "timeseries":
+        panel = timeseries.Panel().fill_opacity(10).line_width(1)
+        if spec.stacked:
+            panel = panel.stacking(common_builder.StackingConfig().mode(common.StackingMode.NORMAL)).fill_opacity(60)
+        if spec.threshold is not None:
+            panel = panel.thresholds_style(
+                common_builder.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.LINE)
+            )
+    else:
+        raise ValueError(f"panel '{spec.title}': unknown kind '{spec.kind}' (timeseries or stat)")
+    panel = panel.title(spec.title).description(description).unit(unit).datasource(_DATASOURCE).height(8).span(spec.width)
+    if spec.threshold is not None:
+        panel = panel.thresholds(_thresholds(spec.threshold))
+    for ref_id, target in zip(_REF_IDS, spec.targets, strict=False):
+        panel = panel.with_target(
+            prometheus.Dataquery()
+            .expr(target.query.expr)
+            .legend_format(_legend(target))
+            .ref_id(ref_id)
+            .datasource(_DATASOURCE)
+        )
+    return panel
+
+
+def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec, ...]], ...]:
+    """Rows of the dashboard: ``(row title, panels)``; panel set documented in docs/observability.md."""
+    target = config.autoscaling.target_utilization
+    traffic = (
+        PanelSpec(
+            "Request rate: success / failure",
+            (
+                Target(Triton.REQUEST_RATE, "all"),
+                Target(Triton.SUCCESS_RATE, "success"),
+                Target(Triton.FAILURE_RATE, "failure"),
+            ),
+        ),
+        PanelSpec("Cumulative requests", (Target(Triton.CUMULATIVE_REQUESTS),)),
+        PanelSpec("Pending requests", (Target(Triton.PENDING_REQUESTS),)),
+        PanelSpec(
+            "Inference and execution throughput",
+            (Target(Triton.INFERENCE_THROUGHPUT, "inferences/s"), Target(Triton.EXECUTION_THROUGHPUT, "executions/s")),
+        ),
+        PanelSpec("Average batch size", (Target(Triton.AVERAGE_BATCH),), width=6),
+        PanelSpec("Load ratio", (Target(Triton.LOAD_RATIO),), kind="stat", width=6),
+        PanelSpec("Load ratio over time", (Target(Triton.LOAD_RATIO),)),
+        PanelSpec("Failure ratio", (Target(Triton.FAILURE_RATIO),), width=6),
+        PanelSpec("Ready Triton instances", (Target(Triton.READY_INSTANCES),), kind="stat", width=6),
+    )
+    latency = (
+        PanelSpec(
+            "Average latency: total / queue / compute",
+            (
+                Target(Triton.LATENCY_TOTAL_MS, "total"),
+                Target(Triton.LATENCY_QUEUE_MS, "queue"),
+                Target(Triton.LATENCY_COMPUTE_MS, "compute"),
+            ),
+        ),
+        PanelSpec(
+            "Compute breakdown: input / infer / output",
+            (
+                Target(Triton.COMPUTE_INPUT_MS, "input"),
+                Target(Triton.COMPUTE_INFER_MS, "infer"),
+                Target(Triton.COMPUTE_OUTPUT_MS, "output"),
+            ),
+            stacked=True,
+        ),
+        PanelSpec("Queue time per pod", (Target(Triton.QUEUE_MS_BY_POD),), width=24),
+    )
+    gpu = (
+        PanelSpec("GPU utilization", (Target(Gpu.UTILIZATION),), threshold=GPU_UTIL_THRESHOLD_PERCENT),
+        PanelSpec("GPU memory used", (Target(Gpu.MEMORY_USED),)),
+        PanelSpec("GPU memory used (fullest GPU)", (Target(Gpu.MEMORY_USED_RATIO),)),
+        PanelSpec("GPU power", (Target(Gpu.POWER),)),
+    )
+    gateway = (
+        PanelSpec(
+            "Gateway latency p50 / p90 / p99",
+            (
+                Target(Gateway.LATENCY_P50, "p50"),
+                Target(Gateway.LATENCY_P90, "p90"),
+                Target(Gateway.LATENCY_P99, "p99"),
+            ),
+        ),
+        PanelSpec("Gateway requests by status", (Target(Gateway.REQUEST_RATE_BY_STATUS),)),
+        PanelSpec("Audio seconds per second", (Target(Gateway.AUDIO_SECONDS_PER_SECOND),)),
+        PanelSpec("Real-time factor (RTF)", (Target(Gateway.REAL_TIME_FACTOR),), threshold=1.0),
+        PanelSpec(
+            "Capacity-weighted utilization",
+            (Target(Gateway.UTILIZATION),),
+            threshold=target,
+        ),
+        PanelSpec("In-flight requests", (Target(Gateway.INFLIGHT),), width=6),
+        PanelSpec("Ready gateway pods", (Target(Gateway.READY_PODS),), kind="stat", width=6),
+    )
+    return (
+        ("Triton traffic", traffic),
+        ("Triton latency", latency),
+        ("GPU (DCGM exporter)", gpu),
+        ("Gateway", gateway),
+    )
+
+
+def build_dashboard(config: DeploymentConfig) -> dict[str, Any]:
+    """The dashboard as a JSON-ready dict (Grafana dashboard model, schema of the SDK)."""
+    builder = (
+        dash.Dashboard(DASHBOARD_TITLE)
+        .uid(DASHBOARD_UID)
+        .tags(["whisper", "triton", "hyperpod"])
+        .refresh("1m")
+        .time("now-3h", "now")
+        .timezone("utc")
+        .editable()
+    )
+    for row_title, panels in dashboard_rows(config):
+        builder = builder.with_row(dash.Row(row_title))
+        for spec in panels:
+            builder = builder.with_panel(_panel(spec))
+    return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+
+
+def dashboard_json(config: DeploymentConfig, indent: int | None = None) -> str:
+    """:func:`build_dashboard` as JSON text (``indent=None``: compact, for the custom resource)."""
+    return json.dumps(build_dashboard(config), indent=indent, sort_keys=True)
+
+
+def write_dashboard(config: DeploymentConfig, path: Path = DASHBOARD_PATH) -> Path:
+    """Write the dashboard JSON (indented) to ``path``, creating its folder. Returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dashboard_json(config, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m observability.dashboard [config.yaml]``: write :data:`DASHBOARD_PATH`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    config = load_config(Path(args[0]) if args else DEFAULT_CONFIG_PATH)
+    print(write_dashboard(config))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,547 @@
+"""Every PromQL expression of the project, in one place.
+
+Dashboard panels (``observability/dashboard.py``), AMP recording and alert rules
+(``observability/rules.py``), the KEDA scaling query (``k8s_charts``) and the live check
+(``tests/test_observability_live.py``) all import from here and never retype an expression.
+
+Metric facts (source: /work/shared/reference/whisper-serving-facts.md §4, Triton core
+``src/metrics.cc`` / ``src/infer_stats.cc``):
+
+* Triton's latency counters (``nv_inference_*_duration_us``) grow only on **successful**
+  requests, so averages divide by the success rate, never by success + failure.
+* ``nv_inference_load_ratio`` no longer exists (removed from Triton in 2020); the load ratio here
+  is end-to-end time ÷ compute-infer time, both from the cumulative µs counters.
+* DCGM exporter gauges: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` /
+  ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W) (NVIDIA dcgm-exporter
+  ``etc/default-counters.csv``).
+* Gateway metrics: docs/contracts.md §7.
+
+Labels ``gpu_group``, ``gpu_arch``, ``instance_type`` and ``pod`` are added by the scrape
+relabelling (``observability/scrape_config.py``), never by the exporters themselves.
+
+Usage::
+
+    from observability import queries
+    queries.Triton.SUCCESS_RATE.expr          # panel expression
+    queries.scaling_utilization_query("g5")   # KEDA trigger query for one GPU group
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+TRITON_MODEL = "whisper"
+"""Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
+``tensorrt_llm``) are left out so that a request is not counted twice."""
+
+TRANSCRIBE_ROUTES = ("/invocations", "/v1/audio/transcriptions")
+"""Gateway routes that transcribe (``whisper_build/gateway/app.py``); ``/ping`` and ``/metrics``
+are excluded from latency and throughput."""
+
+JOB_TRITON = "whisper-triton"
+JOB_GATEWAY = "whisper-gateway"
+JOB_DCGM = "dcgm-exporter"
+"""Scrape job names (``observability/scrape_config.py`` uses the same constants)."""
+
+GROUP_LABELS = ("gpu_group", "instance_type")
+"""Labels every split expression keeps: the GPU group and its instance type (1:1 per group)."""
+
+RATE_WINDOW = "2m"
+"""Window of ``rate()`` in panels and rules: at least 4 scrapes at the 30 s AMP minimum interval,
+so a rate always has two samples even when one scrape is missed (Prometheus ``rate`` docs)."""
+
+RATIO_WINDOW = "5m"
+"""Window of the failure ratio, long enough that one failed request in a quiet minute does not
+read as a 100 % failure ratio."""
+
+GPU_UTIL_THRESHOLD_PERCENT = 90.0
+"""GPU utilization drawn as a threshold line on the dashboard (percent)."""
+
+FAILURE_RATIO_ALERT = 0.05
+QUEUE_MS_ALERT = 2000.0
+GPU_MEMORY_ALERT_RATIO = 0.95
+"""Alert thresholds: failure ratio (fraction), average Triton queue time (ms), framebuffer used
+fraction."""
+
+_GROUP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL expression with what a reader (panel, test) needs to know about its result.
+
+    Attributes:
+        key: stable identifier, unique across the module (used as panel ``refId`` base and in
+            test ids).
+        expr: the PromQL text.
+        unit: Grafana unit id of the result (``reqps``, ``ms``, ``percent``, ``bytes``...).
+        description: one line for humans (panel description, rule comment).
+        labels: labels every result series carries (the live check asserts them).
+    """
+
+    key: str
+    expr: str
+    unit: str
+    description: str
+    labels: tuple[str, ...] = GROUP_LABELS
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    """A Prometheus recording rule: ``record`` names the series ``query.expr`` produces."""
+
+    record: str
+    query: Query
+
+    @property
+    def recorded(self) -> Query:
+        """A :class:`Query` that selects the recorded series (same labels and unit)."""
+        return Query(
+            key=f"recorded:{self.query.key}",
+            expr=self.record,
+            unit=self.query.unit,
+            description=f"recorded: {self.query.description}",
+            labels=self.query.labels,
+        )
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """A Prometheus alert rule.
+
+    Attributes:
+        alert: alert name.
+        expr: the condition; returns series only while the alert should fire.
+        signal: the underlying value the condition compares (returns data whenever the
+            metrics exist, so it can be checked and graphed while all is well).
+        for_: how long the condition must hold (Prometheus duration).
+        severity: ``warning`` or ``critical`` (``severity`` label).
+        summary: annotation text; may use ``{{ $labels.gpu_group }}`` and ``{{ $value }}``.
+        labels: extra ``(name, value)`` labels of the alert (e.g. the GPU group of an
+            ``absent()`` condition, whose result carries no labels).
+    """
+
+    alert: str
+    expr: str
+    signal: Query
+    for_: str
+    severity: str
+    summary: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _by(*extra: str) -> str:
+    return ", ".join((*GROUP_LABELS, *extra))
+
+
+def _selector(**matchers: str) -> str:
+    """``{a="x",b=~"y"}``; a value starting with ``~`` becomes a regex matcher."""
+    parts = []
+    for name, value in matchers.items():
+        op, val = ("=~", value[1:]) if value.startswith("~") else ("=", value)
+        parts.append(f'{name}{op}"{val}"')
+    return "{" + ",".join(parts) + "}"
+
+
+_TRITON = _selector(model=TRITON_MODEL)
+_ROUTES = _selector(route="~" + "|".join(TRANSCRIBE_ROUTES))
+
+
+def _sum_rate(metric: str, selector: str, *extra: str, window: str = RATE_WINDOW) -> str:
+    return f"sum by ({_by(*extra)}) (rate({metric}{selector}[{window}]))"
+
+
+def _per_success_ms(duration_metric: str, *extra: str) -> str:
+    """Average µs-counter time per successful request, in ms (latency counters count successes only)."""
+    return (
+        f"{_sum_rate(duration_metric, _TRITON, *extra)} / "
+        f"{_sum_rate('nv_inference_request_success', _TRITON, *extra)} / 1000"
+    )
+
+
+def _all_outcomes(template: str, window: str = RATE_WINDOW) -> str:
+    """``template`` applied to success and failure series joined with ``or`` (their label sets
+    differ by ``reason``, so ``or`` keeps both and a missing failure series cannot empty the sum)."""
+    return (
+        f"{template.format(m='nv_inference_request_success', s=_TRITON, w=window)} or "
+        f"{template.format(m='nv_inference_request_failure', s=_TRITON, w=window)}"
+    )
+
+
+# --------------------------------------------------------------------------- Triton
+
+
+class Triton:
+    """Triton server statistics of model ``whisper``, per GPU group / instance type."""
+
+    SUCCESS_RATE = Query(
+        "triton_success_rate",
+        _sum_rate("nv_inference_request_success", _TRITON),
+        "reqps",
+        "Successful inference requests per second.",
+    )
+    FAILURE_RATE = Query(
+        "triton_failure_rate",
+        _sum_rate("nv_inference_request_failure", _TRITON, "reason"),
+        "reqps",
+        "Failed inference requests per second, by failure reason (REJECTED, CANCELED, BACKEND, OTHER).",
+        (*GROUP_LABELS, "reason"),
+    )
+    REQUEST_RATE = Query(
+        "triton_request_rate",
+        f"sum by ({_by()}) ({_all_outcomes('rate({m}{s}[{w}])')})",
+        "reqps",
+        "Inference requests per second, all outcomes.",
+    )
+    CUMULATIVE_REQUESTS = Query(
+        "triton_cumulative_requests",
+        f"sum by ({_by()}) ({_all_outcomes('{m}{s}')})",
+        "short",
+        "Inference requests since each Triton process started, all outcomes.",
+    )
+    FAILURE_RATIO = Query(
+        "triton_failure_ratio",
+        f"sum by ({_by()}) (rate(nv_inference_request_failure{_TRITON}[{RATIO_WINDOW}])) / "
+        f"sum by ({_by()}) ({_all_outcomes('rate({m}{s}[{w}])', RATIO_WINDOW)})",
+        "percentunit",
+        f"Failed ÷ all inference requests over {RATIO_WINDOW}.",
+    )
+    PENDING_REQUESTS = Query(
+        "triton_pending_requests",
+        f"sum by ({_by()}) (nv_inference_pending_request_count{_TRITON})",
+        "short",
+        "Requests queued in Triton, not yet executing.",
+    )
+    INFERENCE_THROUGHPUT = Query(
+        "triton_inference_throughput",
+        _sum_rate("nv_inference_count", _TRITON),
+        "short",
+        "Inferences per second (a batch of n counts n).",
+    )
+    EXECUTION_THROUGHPUT = Query(
+        "triton_execution_throughput",
+        _sum_rate("nv_inference_exec_count", _TRITON),
+        "short",
+        "Model executions (batches) per second.",
+    )
+    AVERAGE_BATCH = Query(
+        "triton_average_batch",
+        f"{_sum_rate('nv_inference_count', _TRITON)} / {_sum_rate('nv_inference_exec_count', _TRITON)}",
+        "short",
+        "Average batch size: inferences ÷ executions.",
+    )
+    LOAD_RATIO = Query(
+        "triton_load_ratio",
+        f"{_sum_rate('nv_inference_request_duration_us', _TRITON)} / "
+        f"{_sum_rate('nv_inference_compute_infer_duration_us', _TRITON)}",
+        "short",
+        "End-to-end time ÷ compute-infer time (1 = no queueing or I/O overhead).",
+    )
+    LATENCY_TOTAL_MS = Query(
+        "triton_latency_total_ms",
+        _per_success_ms("nv_inference_request_duration_us"),
+        "ms",
+        "Average end-to-end request time in Triton.",
+    )
+    LATENCY_QUEUE_MS = Query(
+        "triton_latency_queue_ms",
+        _per_success_ms("nv_inference_queue_duration_us"),
+        "ms",
+        "Average time a request waits in Triton's queue.",
+    )
+    LATENCY_COMPUTE_MS = Query(
+        "triton_latency_compute_ms",
+        f"sum by ({_by()}) ("
+        f"rate(nv_inference_compute_input_duration_us{_TRITON}[{RATE_WINDOW}]) + "
+        f"rate(nv_inference_compute_infer_duration_us{_TRITON}[{RATE_WINDOW}]) + "
+        f"rate(nv_inference_compute_output_duration_us{_TRITON}[{RATE_WINDOW}])) / "
+        f"{_sum_rate('nv_inference_request_success', _TRITON)} / 1000",
+        "ms",
+        "Average compute time (input + infer + output) per request.",
+    )
+    COMPUTE_INPUT_MS = Query(
+        "triton_compute_input_ms",
+        _per_success_ms("nv_inference_compute_input_duration_us"),
+        "ms",
+        "Average compute-input time per request.",
+    )
+    COMPUTE_INFER_MS = Query(
+        "triton_compute_infer_ms",
+        _per_success_ms("nv_inference_compute_infer_duration_us"),
+        "ms",
+        "Average compute-infer time per request.",
+    )
+    COMPUTE_OUTPUT_MS = Query(
+        "triton_compute_output_ms",
+        _per_success_ms("nv_inference_compute_output_duration_us"),
+        "ms",
+        "Average compute-output time per request.",
+    )
+    QUEUE_MS_BY_POD = Query(
+        "triton_queue_ms_by_pod",
+        _per_success_ms("nv_inference_queue_duration_us", "pod"),
+        "ms",
+        "Average queue time per request, per pod.",
+        (*GROUP_LABELS, "pod"),
+    )
+    READY_INSTANCES = Query(
+        "triton_ready_instances",
+        f'count by ({_by()}) (up{_selector(job=JOB_TRITON)} == 1)',
+        "short",
+        "Triton metrics endpoints answering scrapes.",
+    )
+
+
+# --------------------------------------------------------------------------- GPU (DCGM exporter)
+
+
+class Gpu:
+    """GPU gauges from the NVIDIA DCGM exporter, per GPU group / instance type."""
+
+    UTILIZATION = Query(
+        "gpu_utilization",
+        f"avg by ({_by()}) (DCGM_FI_DEV_GPU_UTIL)",
+        "percent",
+        "Average GPU utilization (DCGM_FI_DEV_GPU_UTIL, 0-100).",
+    )
+    MEMORY_USED = Query(
+        "gpu_memory_used",
+        f"sum by ({_by()}) (DCGM_FI_DEV_FB_USED) * 1048576",
+        "bytes",
+        "GPU framebuffer memory used (DCGM reports MiB).",
+    )
+    MEMORY_USED_RATIO = Query(
+        "gpu_memory_used_ratio",
+        f"max by ({_by()}) (DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE))",
+        "percentunit",
+        "Fullest GPU's framebuffer used ÷ total.",
+    )
+    POWER = Query(
+        "gpu_power",
+        f"sum by ({_by()}) (DCGM_FI_DEV_POWER_USAGE)",
+        "watt",
+        "GPU power draw.",
+    )
+
+
+# --------------------------------------------------------------------------- gateway
+
+
+def _gateway_latency(quantile: float) -> Query:
+    pct = f"p{round(quantile * 100)}"
+    return Query(
+        f"gateway_latency_{pct}",
+        f"histogram_quantile({quantile}, "
+        f"{_sum_rate('whisper_gateway_request_duration_seconds_bucket', _ROUTES, 'le')})",
+        "s",
+        f"{pct} wall time of transcription requests at the gateway (histogram estimate).",
+    )
+
+
+class Gateway:
+    """The gateway's own metrics (docs/contracts.md §7), per GPU group / instance type."""
+
+    LATENCY_P50 = _gateway_latency(0.5)
+    LATENCY_P90 = _gateway_latency(0.9)
+    LATENCY_P99 = _gateway_latency(0.99)
+    REQUEST_RATE_BY_STATUS = Query(
+        "gateway_request_rate_by_status",
+        _sum_rate("whisper_gateway_requests_total", _ROUTES, "status"),
+        "reqps",
+        "Transcription requests finished per second, by HTTP status.",
+        (*GROUP_LABELS, "status"),
+    )
+    AUDIO_SECONDS_PER_SECOND = Query(
+        "gateway_audio_seconds_per_second",
+        _sum_rate("whisper_gateway_audio_seconds_total", _ROUTES),
+        "short",
+        "Seconds of audio transcribed per wall-clock second (throughput in real-time multiples).",
+    )
+    REAL_TIME_FACTOR = Query(
+        "gateway_real_time_factor",
+        f"{_sum_rate('whisper_gateway_request_duration_seconds_sum', _ROUTES)} / "
+        f"{_sum_rate('whisper_gateway_audio_seconds_total', _ROUTES)}",
+        "short",
+        "Request wall time ÷ audio duration (RTF; below 1 is faster than real time).",
+    )
+    INFLIGHT = Query(
+        "gateway_inflight",
+        f"sum by ({_by()}) (whisper_gateway_inflight_requests)",
+        "short",
+        "Requests being processed now.",
+    )
+    UTILIZATION = Query(
+        "gateway_utilization",
+        f"sum by ({_by()}) (whisper_gateway_inflight_requests) / "
+        f"sum by ({_by()}) (whisper_gateway_capacity_requests)",
+        "percentunit",
+        "Capacity-weighted utilization: in-flight ÷ capacity of ready pods.",
+    )
+    READY_PODS = Query(
+        "gateway_ready_pods",
+        f"sum by ({_by()}) (up{_selector(job=JOB_GATEWAY)})",
+        "short",
+        "Ready gateway pods answering scrapes (the scraper keeps Ready pods only).",
+    )
+
+
+# --------------------------------------------------------------------------- rules
+
+
+RECORDING_RULES: tuple[RecordingRule, ...] = (
+    RecordingRule("whisper:triton_requests:rate2m", Triton.REQUEST_RATE),
+    RecordingRule("whisper:triton_request_failures:ratio_rate5m", Triton.FAILURE_RATIO),
+    RecordingRule("whisper:triton_queue_duration_ms:mean2m", Triton.LATENCY_QUEUE_MS),
+    RecordingRule("whisper:triton_compute_duration_ms:mean2m", Triton.LATENCY_COMPUTE_MS),
+    RecordingRule("whisper:gateway_utilization:ratio", Gateway.UTILIZATION),
+    RecordingRule("whisper:gpu_memory_used:ratio", Gpu.MEMORY_USED_RATIO),
+)
+"""Recording rules (names follow the Prometheus ``level:metric:operations`` convention)."""
+
+_RECORD = {rule.query.key: rule.record for rule in RECORDING_RULES}
+
+
+def _check_group(group: str) -> str:
+    if not isinstance(group, str) or not _GROUP_NAME.match(group):
+        raise ValueError(
+            f"GPU group name {group!r} is not a lowercase DNS label (e.g. 'g5'); "
+            "fix gpu_groups[].name in the deployment config"
+        )
+    return group
+
+
+def no_ready_pods_expr(group: str) -> str:
+    """Condition of the NoReadyPods alert for one GPU group: no Ready gateway pod answers scrapes.
+
+    ``absent()`` returns one label-less series when no gateway target of the group is up, so the
+    alert also fires for a group whose pods were never scheduled (the alert rule adds the
+    ``gpu_group`` label itself).
+
+    Raises:
+        ValueError: ``group`` is not a lowercase DNS label.
+    """
+    return f"absent(up{_selector(job=JOB_GATEWAY, gpu_group=_check_group(group))} == 1)"
+
+
+def alert_rules(groups: Sequence[str]) -> tuple[AlertRule, ...]:
+    """Alert rules for a fleet whose GPU groups are ``groups`` (one NoReadyPods per group).
+
+    Raises:
+        ValueError: a group name is not a lowercase DNS label.
+    """
+    fixed = (
+        AlertRule(
+            "WhisperHighFailureRatio",
+            f"{_RECORD[Triton.FAILURE_RATIO.key]} > {FAILURE_RATIO_ALERT}",
+            Triton.FAILURE_RATIO,
+            "10m",
+            "critical",
+            "More than 5 % of inference requests fail on GPU group {{ $labels.gpu_group }}.",
+        ),
+        AlertRule(
+            "WhisperHighQueueTime",
+            f"{_RECORD[Triton.LATENCY_QUEUE_MS.key]} > {QUEUE_MS_ALERT:g}",
+            Triton.LATENCY_QUEUE_MS,
+            "10m",
+            "warning",
+            "Requests wait {{ $value | humanize }} ms in Triton's queue on GPU group "
+            "{{ $labels.gpu_group }}: the group needs more replicas.",
+        ),
+        AlertRule(
+            "WhisperGpuMemoryNearFull",
+            f"{_RECORD[Gpu.MEMORY_USED_RATIO.key]} > {GPU_MEMORY_ALERT_RATIO}",
+            Gpu.MEMORY_USED_RATIO,
+            "15m",
+            "warning",
+            "A GPU of group {{ $labels.gpu_group }} has used {{ $value | humanizePercentage }} "
+            "of its memory.",
+        ),
+    )
+    per_group = tuple(
+        AlertRule(
+            "WhisperNoReadyPods",
+            no_ready_pods_expr(group),
+            Gateway.READY_PODS,
+            "5m",
+            "critical",
+            f"GPU group {group} has no Ready serving pod.",
+            (("gpu_group", group),),
+        )
+        for group in groups
+    )
+    return fixed + per_group
+
+
+# --------------------------------------------------------------------------- autoscaling
+
+
+def scaling_utilization_query(group: str) -> str:
+    """KEDA query: capacity-weighted utilization of one GPU group (in-flight ÷ capacity).
+
+    Only Ready pods are scraped (``observability/scrape_config.py``), so pods still loading their
+    engine add no capacity. The result is a fraction; a KEDA ``prometheus`` trigger with
+    ``metricType: Value`` and ``threshold: <autoscaling.target_utilization>`` scales the group's
+    Deployment so that utilization stays near the target. Returns an empty vector when no pod of
+    the group is scraped (KEDA then reads 0 with ``ignoreNullValues``, its default).
+
+    Args:
+        group: GPU group name, e.g. ``g5``.
+
+    Raises:
+        ValueError: ``group`` is not a lowercase DNS label.
+    """
+    sel = _selector(gpu_group=_check_group(group))
+    return (
+        f"sum(whisper_gateway_inflight_requests{sel}) / "
+        f"sum(whisper_gateway_capacity_requests{sel})"
+    )
+
+
+def scaling_query(group: str) -> Query:
+    """:func:`scaling_utilization_query` as a :class:`Query` (result carries no labels)."""
+    return Query(
+        f"keda_utilization_{_check_group(group)}",
+        scaling_utilization_query(group),
+        "percentunit",
+        f"KEDA trigger: capacity-weighted utilization of GPU group {group}.",
+        (),
+    )
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+def _class_queries(namespace: type) -> Iterator[Query]:
+    for value in vars(namespace).values():
+        if isinstance(value, Query):
+            yield value
+
+
+PANEL_NAMESPACES = (Triton, Gpu, Gateway)
+
+
+def panel_queries() -> tuple[Query, ...]:
+    """Every panel-level query (Triton, GPU, gateway), in definition order."""
+    return tuple(q for ns in PANEL_NAMESPACES for q in _class_queries(ns))
+
+
+def all_queries(groups: Sequence[str]) -> tuple[Query, ...]:
+    """Every expression of the project for a fleet of ``groups``: panel queries, recording-rule
+    expressions and recorded series, alert signals and the KEDA query of each group.
+
+    Alert conditions are not included (they return data only while firing); see
+    :func:`alert_rules`.
+    """
+    recorded = tuple(rule.recorded for rule in RECORDING_RULES)
+    keda = tuple(scaling_query(group) for group in groups)
+    queries = (*panel_queries(), *recorded, *keda)
+    keys = [q.key for q in queries]
+    duplicates = {k for k in keys if keys.count(k) > 1}
+    if duplicates:  # pragma: no cover - guards edits of this module
+        raise AssertionError(f"duplicate query keys: {sorted(duplicates)}")
+    return queries

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""``make synth``: synthesize a deployment config into ``cdk.out/``, run the gates, print a summary.
+
+Usage: ``python scripts/synth.py [--config path.yaml] [--outdir cdk.out]``
+
+Exit status: 0 when every template passes cfn-lint and cdk-nag reports nothing unacknowledged;
+1 when a gate fails; 2 when the config is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+# jsii prints a multi-line banner when Node.js 20 is used; the README asks for Node.js >= 22.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from aws_cdk import cx_api  # noqa: E402
+
+from settings import ConfigError, DeploymentConfig, load_config  # noqa: E402
+from stacks.assembly import synthesize  # noqa: E402
+from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
+
+EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = []
+"""Hooks run after a successful synthesis: ``hook(config, repo_root) -> written files``. The
+Kubernetes charts add one here that writes ``dist/k8s/*.yaml``; the files are listed in the summary."""
+
+
+def resource_families(template: dict) -> Counter[str]:
+    """Resource counts by service, e.g. ``{"AWS::EC2": 31, "AWS::IAM": 9, "Custom::AWSCDK-EKS-HelmChart": 1}``."""
+    return Counter("::".join(r["Type"].split("::")[:2]) for r in template.get("Resources", {}).values())
+
+
+def instance_groups(template: dict) -> list[dict]:
+    """``InstanceGroups`` of every ``AWS::SageMaker::Cluster`` in ``template``."""
+    return [
+        group
+        for resource in template.get("Resources", {}).values()
+        if resource["Type"] == "AWS::SageMaker::Cluster"
+        for group in resource["Properties"].get("InstanceGroups", [])
+    ]
+
+
+def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: list[Path]) -> None:
+    """One-screen summary: templates, resources per stack, HyperPod instance groups."""
+    print("Templates:")
+    for name, path in templates.items():
+        print(f"  {name:<32} {path}")
+    print("\nResources per stack (by service):")
+    groups: list[dict] = []
+    for name, path in templates.items():
+        template = json.loads(path.read_text(encoding="utf-8"))
+        families = resource_families(template)
+        listing = ", ".join(f"{family.removeprefix('AWS::')} {count}" for family, count in sorted(families.items()))
+        print(f"  {name} ({sum(families.values())}): {listing}")
+        groups.extend(instance_groups(template))
+    by_name = {group.name: group for group in config.gpu_groups}
+    print(f"\nHyperPod instance groups ({len(groups)}):")
+    print(f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}")
+    for group in groups:
+        spec = by_name[group["InstanceGroupName"]]
+        print(
+            f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
+            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}"
+        )
+    for path in extra:
+        print(f"  wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=None, help="deployment config YAML (default: config/default.yaml)")
+    parser.add_argument("--outdir", type=Path, default=REPO_ROOT / "cdk.out", help="cloud assembly directory")
+    args = parser.parse_args(argv)
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.outdir.exists():
+        shutil.rmtree(args.outdir)  # stale templates of removed stacks must not be linted or deployed
+
+    synth_error: str | None = None
+    try:
+        synthesize(config, args.outdir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:  # cdk-nag findings make CDK's validation fail synthesis
+        synth_error = str(err).splitlines()[0]
+    templates = stack_templates(cx_api.CloudAssembly(str(args.outdir)))
+    findings: list[Finding] = read_nag_findings(args.outdir) + run_cfn_lint(list(templates.values()))
+
+    extra = [] if findings or synth_error else [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)]
+    print_summary(config, templates, extra)
+    print()
+    for finding in findings:
+        print(finding)
+    if synth_error and not findings:
+        print(f"synthesis failed: {synth_error}")
+    ok = not findings and synth_error is None
+    print(f"Gates: cfn-lint + cdk-nag AwsSolutions over {len(templates)} templates: "
+          f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Every CodeBuild buildspec of the project, as Python dicts (buildspec version 0.2).
+
+One function per kind of build; per-architecture values come in through environment variables set
+on each project, so no buildspec is repeated per GPU architecture. Variables each one reads are
+listed in its docstring. CodeBuild sets ``AWS_REGION`` and ``CODEBUILD_BUILD_NUMBER`` itself
+(CodeBuild User Guide, "Environment variables in build environments").
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+BUILDSPEC_VERSION = "0.2"
+POLL_SECONDS = 30
+
+_KUBECTL_INSTALL = [
+    # kubectl of the cluster's minor version (version skew policy), checksum-verified (kubernetes.io
+    # "Install and Set Up kubectl on Linux").
+    'KUBECTL_VERSION="$(curl -fsSL "https://dl.k8s.io/release/stable-${K8S_VERSION}.txt")"',
+    'curl -fsSLo /usr/local/bin/kubectl "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/amd64/kubectl"',
+    'echo "$(curl -fsSL "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/amd64/kubectl.sha256")  '
+    '/usr/local/bin/kubectl" | sha256sum --check',
+    "chmod +x /usr/local/bin/kubectl",
+]
+_KUBECONFIG = 'aws eks update-kubeconfig --name "$CLUSTER_NAME" --region "$AWS_REGION"'
+
+_WAIT_FOR_JOB = """deadline=$((SECONDS + JOB_TIMEOUT_SECONDS))
+while true; do
+  if kubectl -n "$NAMESPACE" wait --for=condition=complete "job/$JOB_NAME" --timeout=60s >/dev/null 2>&1; then
+    echo "job $JOB_NAME complete"; break
+  fi
+  if kubectl -n "$NAMESPACE" wait --for=condition=failed "job/$JOB_NAME" --timeout=1s >/dev/null 2>&1; then
+    echo "job $JOB_NAME failed"; exit 1
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then echo "timed out waiting for job $JOB_NAME"; exit 1; fi
+done"""
+
+
+def _spec(phases: dict[str, list[str]]) -> dict[str, Any]:
+    return {
+        "version": BUILDSPEC_VERSION,
+        "env": {"shell": "bash"},
+        "phases": {name: {"commands": commands} for name, commands in phases.items()},
+    }
+
+
+def hyperpod_job_buildspec() -> dict[str, Any]:
+    """Start the engine-build Job on the target HyperPod group and wait for it (default runner).
+
+    Reads: ``CLUSTER_NAME``, ``K8S_VERSION`` (e.g. ``1.33``), ``NAMESPACE``, ``GPU_ARCH``,
+    ``JOB_MANIFEST`` (JSON ``List`` of ServiceAccount + Job with the name placeholder
+    ``__JOB_NAME__``, from :func:`stacks.engine_job.engine_build_manifests`) and
+    ``JOB_TIMEOUT_SECONDS``. The pod's last 500 log lines are printed whatever the outcome.
+    """
+    return _spec(
+        {
+            "install": _KUBECTL_INSTALL,
+            "pre_build": [_KUBECONFIG],
+            "build": [
+                'JOB_NAME="engine-build-${GPU_ARCH}-${CODEBUILD_BUILD_NUMBER}"',
+                'printenv JOB_MANIFEST | sed "s/__JOB_NAME__/${JOB_NAME}/" > job.json',
+                "kubectl apply -f job.json",
+                _WAIT_FOR_JOB,
+            ],
+            "post_build": ['kubectl -n "$NAMESPACE" logs "job/$JOB_NAME" --tail=500 || true'],
+        }
+    )
+
+
+def fleet_buildspec(build_command: list[str]) -> dict[str, Any]:
+    """Build and publish directly on a CodeBuild GPU fleet host, inside the serving image.
+
+    ``build_command`` is :func:`stacks.engine_job.engine_build_command` (may hold CloudFormation
+    tokens, which stay intact through quoting). ``nvidia-smi`` is printed first for the log.
+    """
+    return _spec({"pre_build": ["nvidia-smi"], "build": [shlex.join(build_command)]})
+
+
+def image_buildspec() -> dict[str, Any]:
+    """Build the serving image and push it to ECR, unless the tag already exists (tags are immutable).
+
+    Reads: ``REPOSITORY_URI``, ``REPOSITORY_NAME``, ``IMAGE_TAG``, ``DOCKERFILE`` (path in the source).
+    """
+    return _spec(
+        {
+            "pre_build": [
+                'aws ecr get-login-password --region "$AWS_REGION" | '
+                'docker login --username AWS --password-stdin "${REPOSITORY_URI%%/*}"',
+            ],
+            "build": [
+                'if aws ecr describe-images --repository-name "$REPOSITORY_NAME" --image-ids "imageTag=$IMAGE_TAG" '
+                '>/dev/null 2>&1; then echo "$REPOSITORY_URI:$IMAGE_TAG exists; bump serving.image_tag to rebuild"; '
+                'else docker build -f "$DOCKERFILE" -t "$REPOSITORY_URI:$IMAGE_TAG" . '
+                '&& docker push "$REPOSITORY_URI:$IMAGE_TAG"; fi',
+            ],
+        }
+    )
+
+
+def rollout_buildspec() -> dict[str, Any]:
+    """Restart the serving Deployments so their init container follows the new ``current.json``.
+
+    Reads: ``CLUSTER_NAME``, ``K8S_VERSION``, ``NAMESPACE``, ``SELECTOR`` (label selector of the
+    serving Deployments) and ``ROLLOUT_TIMEOUT_SECONDS``.
+    """
+    return _spec(
+        {
+            "install": _KUBECTL_INSTALL,
+            "pre_build": [_KUBECONFIG],
+            "build": [
+                'kubectl -n "$NAMESPACE" rollout restart deployment -l "$SELECTOR"',
+                'for d in $(kubectl -n "$NAMESPACE" get deployment -l "$SELECTOR" -o name); do '
+                'kubectl -n "$NAMESPACE" rollout status "$d" --timeout="${ROLLOUT_TIMEOUT_SECONDS}s"; done',
+            ],
+        }
+    )
+
+
+def start_build_commands() -> list[str]:
+    """Pipeline-step commands: start the CodeBuild project ``$PROJECT_NAME`` and wait for its result.
+
+    Keeps the real work in the stage's projects (runnable by hand with ``aws codebuild start-build``)
+    and the pipeline a thin sequence of triggers.
+    """
+    return [
+        'BUILD_ID="$(aws codebuild start-build --project-name "$PROJECT_NAME" --query build.id --output text)"',
+        'echo "started $BUILD_ID"',
+        f"""while true; do
+  STATUS="$(aws codebuild batch-get-builds --ids "$BUILD_ID" --query 'builds[0].buildStatus' --output text)"
+  case "$STATUS" in
+    SUCCEEDED) echo "$BUILD_ID succeeded"; break ;;
+    IN_PROGRESS) sleep {POLL_SECONDS} ;;
+    *) echo "$BUILD_ID ended with $STATUS"; exit 1 ;;
+  esac
+done""",
+    ]

@@ -1,0 +1,375 @@
+"""CodeBuild projects that build the serving image, the per-architecture engines, and roll the pods.
+
+* one **engine project per GPU architecture** (``config.gpu_archs``). Default runner
+  (``engine_builder: hyperpod_job``): the project applies a Kubernetes Job pinned to a GPU group of
+  that architecture and waits for it (:mod:`stacks.engine_job`); its role reaches the cluster
+  through an EKS access entry limited to the serving namespace (``AmazonEKSEditPolicy``, namespace
+  scope). The Job's pods write only their architecture's S3 prefix (EKS Pod Identity role).
+  With ``engine_builder: codebuild_fleet`` the project instead runs the build itself on a reserved
+  CodeBuild GPU fleet of the group's EC2 instance type, inside the serving image;
+* a **serving image project** (Docker build of ``whisper_build/image/Dockerfile`` → ECR);
+* a **rollout project** (``kubectl rollout restart`` of the serving Deployments).
+
+Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can start them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, Size, Stack
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from settings import labels, storage
+from settings.schema import DeploymentConfig, GpuGroup
+from stacks import buildspecs, engine_job
+from stacks.nag import (
+    acknowledge,
+    acknowledge_document_wildcards,
+    acknowledge_policy_wildcards,
+    acknowledge_resource,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = "whisper_build/image/Dockerfile"
+IMAGE_SOURCE_EXCLUDE = [
+    ".git", ".venv", "node_modules", "cdk.out", "**/cdk.out", "**/__pycache__", "*.pyc", ".pytest_cache",
+    "tests", "docs", "benchmarks", "dist", "build",
+]  # fmt: skip
+"""Left out of the image build context uploaded for the image project (never needed by the image)."""
+
+EDIT_POLICY = "AmazonEKSEditPolicy"
+"""EKS access policy with Kubernetes ``edit`` rights; scoped to the serving namespace it can create
+Jobs and ServiceAccounts and restart Deployments there, nothing cluster-wide (EKS User Guide,
+"Access policy permissions")."""
+
+FLEET_DISK_GIB = 200
+BUILD_TIMEOUT = Duration.seconds(engine_job.JOB_DEADLINE_SECONDS + 1800)
+ROLLOUT_TIMEOUT_SECONDS = 1800
+
+
+def engine_project_name(config: DeploymentConfig, arch: str) -> str:
+    """``<project>-engine-<arch>``, e.g. ``whisper-hyperpod-engine-sm86``."""
+    return f"{config.project_name}-engine-{arch}"
+
+
+def image_project_name(config: DeploymentConfig) -> str:
+    """``<project>-serving-image``."""
+    return f"{config.project_name}-serving-image"
+
+
+def rollout_project_name(config: DeploymentConfig) -> str:
+    """``<project>-rollout``."""
+    return f"{config.project_name}-rollout"
+
+
+def fleet_instance_type(group: GpuGroup) -> str:
+    """EC2 instance type of a HyperPod instance type: ``ml.g5.2xlarge`` → ``g5.2xlarge``."""
+    return group.instance_type.removeprefix("ml.")
+
+
+class EngineBuildStack(Stack):
+    """Image, engine and rollout CodeBuild projects of one deployment.
+
+    Attributes:
+        engine_projects: one project per GPU architecture, keyed by arch (``sm86``).
+        fleets: reserved GPU fleets of the architectures with ``engine_builder: codebuild_fleet``.
+        builder_roles: Pod Identity roles of the Job pods, keyed by arch (hyperpod_job archs only).
+        image_project: builds and pushes the serving image.
+        rollout_project: restarts the serving Deployments.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        cluster_name: str,
+        model_bucket_name: str,
+        serving_repository_name: str,
+        vpc: ec2.IVpc,
+        cluster_security_group: ec2.ISecurityGroup,
+        **kwargs: Any,
+    ) -> None:
+        """Args:
+        cluster_name: name of the EKS cluster the HyperPod nodes joined.
+        model_bucket_name / serving_repository_name: deterministic names (not tokens), imported
+            here so that ARNs in this stack's policies are plain strings, not cross-stack imports.
+        vpc: private subnets of it host the projects that call the Kubernetes API.
+        cluster_security_group: a security group allowed to reach the cluster endpoint (the
+            shared node security group).
+
+        Deploy after the cluster stack (access entries need the cluster).
+        """
+        super().__init__(scope, construct_id, **kwargs)
+        self._config = config
+        self._cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=cluster_name)
+        self._bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", model_bucket_name)
+        self._repository = ecr.Repository.from_repository_name(self, "ServingRepository", serving_repository_name)
+        self._vpc = vpc
+        self._security_group = cluster_security_group
+        self._image_uri = self._repository.repository_uri_for_tag(config.serving.image_tag)
+        self.key = kms.Key(
+            self, "BuildKey", enable_key_rotation=True, description="Encrypts CodeBuild artifacts and logs"
+        )
+        self.engine_projects: dict[str, codebuild.Project] = {}
+        self.fleets: dict[str, codebuild.Fleet] = {}
+        self.builder_roles: dict[str, iam.Role] = {}
+        for arch in config.gpu_archs:
+            group = engine_job.build_group(config, arch)
+            if group.engine_builder == "codebuild_fleet":
+                project = self._fleet_project(arch, group)
+            else:
+                project = self._job_project(arch)
+            self.engine_projects[arch] = project
+            CfnOutput(self, f"EngineProject{arch}", value=project.project_name, description=f"Engine build ({arch})")
+        self.image_project = self._image_project()
+        self.rollout_project = self._rollout_project()
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _kubernetes_env(self) -> dict[str, codebuild.BuildEnvironmentVariable]:
+        return _env(
+            CLUSTER_NAME=self._cluster.cluster_name,
+            K8S_VERSION=self._config.cluster.kubernetes_version,
+            NAMESPACE=self._config.serving.namespace,
+        )
+
+    def _cluster_project(self, construct_id: str, *, name: str, description: str, spec: dict[str, Any],
+                         env: dict[str, codebuild.BuildEnvironmentVariable], timeout: Duration) -> codebuild.Project:
+        """A project that talks to the Kubernetes API from the private subnets, with a namespace-scoped
+        access entry and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``)."""
+        project = codebuild.Project(
+            self,
+            construct_id,
+            project_name=name,
+            description=description,
+            build_spec=codebuild.BuildSpec.from_object(spec),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.STANDARD_7_0, compute_type=codebuild.ComputeType.SMALL
+            ),
+            environment_variables={**self._kubernetes_env(), **env},
+            vpc=self._vpc,
+            subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            security_groups=[self._security_group],
+            encryption_key=self.key,
+            timeout=timeout,
+        )
+        project.add_to_role_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[self._cluster.cluster_arn])
+        )
+        eks.AccessEntry(
+            self,
+            f"{construct_id}Access",
+            cluster=self._cluster,
+            principal=project.role.role_arn,  # type: ignore[union-attr]
+            access_policies=[
+                eks.AccessPolicy.from_access_policy_name(
+                    EDIT_POLICY,
+                    access_scope_type=eks.AccessScopeType.NAMESPACE,
+                    namespaces=[self._config.serving.namespace],
+                )
+            ],
+        )
+        self._acknowledge_codebuild_defaults(project, in_vpc=True)
+        return project
+
+    def _grant_arch_prefix_write(self, role: iam.IRole, arch: str) -> iam.Policy:
+        """Read/write under ``models/<model>/<arch>/`` only: upload, verify, switch the pointer
+        (:mod:`whisper_build.publish`: PutObject, HeadObject/GetObject, ListObjectsV2)."""
+        prefix = storage.model_prefix(self._config.model.name, arch)
+        objects = self._bucket.arn_for_objects(f"{prefix}*")
+        policy = iam.Policy(
+            self,
+            f"ModelPrefixWrite{arch}",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[self._bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+                ),
+                iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], resources=[objects]),
+            ],
+        )
+        policy.attach_to_role(role)
+        acknowledge_resource(
+            policy,
+            objects,
+            f"Limited to {prefix} of the model bucket, this architecture's engines: every build writes a new "
+            "version folder whose object keys are not known before the build",
+        )
+        return policy
+
+    # ------------------------------------------------------------------------------ engine projects
+
+    def _job_project(self, arch: str) -> codebuild.Project:
+        role = iam.Role(
+            self,
+            f"EngineBuilderRole{arch}",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description=f"Engine build pods ({arch}): write models/<model>/{arch}/ only",
+        )
+        self._grant_arch_prefix_write(role, arch)
+        eks.CfnPodIdentityAssociation(
+            self,
+            f"EngineBuilderIdentity{arch}",
+            cluster_name=self._cluster.cluster_name,
+            namespace=self._config.serving.namespace,
+            service_account=engine_job.service_account_name(arch),
+            role_arn=role.role_arn,
+        )
+        self.builder_roles[arch] = role
+        manifests = engine_job.engine_build_manifests(
+            self._config, arch, image_uri=self._image_uri, bucket_name=self._bucket.bucket_name, region=self.region
+        )
+        return self._cluster_project(
+            f"EngineBuild{arch}",
+            name=engine_project_name(self._config, arch),
+            description=f"Builds the {arch} TensorRT-LLM engine as a Job on a {arch} HyperPod group and awaits it",
+            spec=buildspecs.hyperpod_job_buildspec(),
+            env=_env(
+                GPU_ARCH=arch,
+                JOB_TIMEOUT_SECONDS=str(engine_job.JOB_DEADLINE_SECONDS),
+                JOB_MANIFEST=self.to_json_string({"apiVersion": "v1", "kind": "List", "items": manifests}),
+            ),
+            timeout=BUILD_TIMEOUT,
+        )
+
+    def _fleet_project(self, arch: str, group: GpuGroup) -> codebuild.Project:
+        fleet = codebuild.Fleet(
+            self,
+            f"GpuFleet{arch}",
+            base_capacity=1,
+            compute_type=codebuild.FleetComputeType.CUSTOM_INSTANCE_TYPE,
+            environment_type=codebuild.EnvironmentType.LINUX_GPU_CONTAINER,
+            compute_configuration=codebuild.ComputeConfiguration(
+                instance_type=ec2.InstanceType(fleet_instance_type(group)), disk=Size.gibibytes(FLEET_DISK_GIB)
+            ),
+            overflow_behavior=codebuild.FleetOverflowBehavior.QUEUE,
+        )
+        self.fleets[arch] = fleet
+        project = codebuild.Project(
+            self,
+            f"EngineBuild{arch}",
+            project_name=engine_project_name(self._config, arch),
+            description=f"Builds the {arch} TensorRT-LLM engine on a reserved {fleet_instance_type(group)} fleet",
+            build_spec=codebuild.BuildSpec.from_object(
+                buildspecs.fleet_buildspec(
+                    engine_job.engine_build_command(self._config, arch, self._bucket.bucket_name)
+                )
+            ),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxGpuBuildImage.from_ecr_repository(
+                    self._repository, self._config.serving.image_tag
+                ),
+                fleet=fleet,
+            ),
+            encryption_key=self.key,
+            timeout=BUILD_TIMEOUT,
+        )
+        self._grant_arch_prefix_write(project.role, arch)  # type: ignore[arg-type]
+        acknowledge(
+            project,
+            "AwsSolutions-CB5",
+            "The build must run inside the project's own serving image: it carries the TensorRT-LLM version the engine is tied to",
+        )
+        self._acknowledge_codebuild_defaults(
+            project,
+            in_vpc=False,
+            extra="; ecr:GetAuthorizationToken for pulling the serving image, which has no resource-level permissions",
+        )
+        return project
+
+    # ------------------------------------------------------------------------------ image + rollout
+
+    def _image_project(self) -> codebuild.Project:
+        source = s3_assets.Asset(self, "ImageSource", path=str(REPO_ROOT), exclude=IMAGE_SOURCE_EXCLUDE)
+        project = codebuild.Project(
+            self,
+            "ServingImage",
+            project_name=image_project_name(self._config),
+            description="Builds the serving image (Triton + TensorRT-LLM + gateway) and pushes it to ECR",
+            source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),
+            build_spec=codebuild.BuildSpec.from_object(buildspecs.image_buildspec()),
+            environment=codebuild.BuildEnvironment(
+                build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
+                compute_type=codebuild.ComputeType.LARGE,
+                privileged=True,
+            ),
+            environment_variables=_env(
+                REPOSITORY_URI=self._repository.repository_uri,
+                REPOSITORY_NAME=self._repository.repository_name,
+                IMAGE_TAG=self._config.serving.image_tag,
+                DOCKERFILE=DOCKERFILE,
+            ),
+            encryption_key=self.key,
+            timeout=Duration.hours(2),
+        )
+        self._repository.grant_pull_push(project)
+        project.add_to_role_policy(
+            iam.PolicyStatement(actions=["ecr:DescribeImages"], resources=[self._repository.repository_arn])
+        )
+        acknowledge(project, "AwsSolutions-CB3", "Privileged mode is required to run the Docker daemon that builds the serving image")
+        self._acknowledge_codebuild_defaults(
+            project,
+            in_vpc=False,
+            extra="; read of the CDK asset bucket for this project's source archive (grant written by "
+            "aws-cdk-lib Source.s3); ecr:GetAuthorizationToken, which has no resource-level permissions",
+        )
+        CfnOutput(self, "ImageProject", value=project.project_name, description="Serving image build")
+        return project
+
+    def _rollout_project(self) -> codebuild.Project:
+        project = self._cluster_project(
+            "Rollout",
+            name=rollout_project_name(self._config),
+            description="Restarts the serving Deployments so they load the newly published engines",
+            spec=buildspecs.rollout_buildspec(),
+            env=_env(
+                SELECTOR=f"{labels.APP_NAME_LABEL}={labels.APP_NAME}",
+                ROLLOUT_TIMEOUT_SECONDS=str(ROLLOUT_TIMEOUT_SECONDS),
+            ),
+            timeout=Duration.hours(1),
+        )
+        CfnOutput(self, "RolloutProject", value=project.project_name, description="Serving rollout")
+        return project
+
+    @staticmethod
+    def _acknowledge_codebuild_defaults(project: codebuild.Project, *, in_vpc: bool, extra: str = "") -> None:
+        """Acknowledge the wildcards aws-cdk-lib writes into every CodeBuild project's role; call
+        after the last grant to the role."""
+        acknowledge_policy_wildcards(
+            project.role,  # type: ignore[arg-type]
+            "aws-cdk-lib CodeBuild defaults: log streams of this project's own log group (/aws/codebuild/<name>:*) "
+            "and report groups named after this project (<name>-*)" + extra,
+        )
+        if in_vpc:
+            acknowledge_document_wildcards(
+                project.node.find_child("PolicyDocument"),
+                "aws-cdk-lib policy for a CodeBuild project in a VPC: ec2:CreateNetworkInterface and the "
+                "ec2:Describe* calls have no resource-level permissions; CreateNetworkInterfacePermission is "
+                "conditioned on this VPC's subnets and the CodeBuild service",
+            )
+
+
+def _env(**values: str) -> dict[str, codebuild.BuildEnvironmentVariable]:
+    return {name: codebuild.BuildEnvironmentVariable(value=value) for name, value in values.items()}
+
+
+def project_arn(scope: Construct, name: str) -> str:
+    """ARN of the CodeBuild project ``name`` in ``scope``'s account and region."""
+    return Arn.format(
+        {"service": "codebuild", "resource": "project", "resource_name": name, "arn_format": ArnFormat.SLASH_RESOURCE_NAME},
+        Stack.of(scope),
+    )
+

@@ -1,0 +1,146 @@
+"""The engine build as data: its command line and the Kubernetes Job that runs it on a GPU group.
+
+Pure functions of the :class:`settings.DeploymentConfig`; the CodeBuild projects of
+:mod:`stacks.engine_build_stack` embed their output. One engine per GPU architecture: an engine
+compiled on one architecture does not load on another (TensorRT-LLM issue #222), so the Job is
+pinned to the nodes of a group of that architecture and the tool itself re-checks the GPU
+(``--expect-arch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from settings import labels
+from settings.schema import DeploymentConfig, GpuGroup
+
+JOB_NAME_PLACEHOLDER = "__JOB_NAME__"
+"""Replaced by the CodeBuild run with a unique name (Jobs are immutable; each build is a new Job)."""
+
+ENGINE_BUILD_APP = "whisper-engine-build"
+WORK_DIR = "/work"
+WORK_VOLUME_GIB = 200
+"""Scratch space: HF checkpoint + OpenAI ``.pt`` + TensorRT-LLM checkpoint + engines of large-v3
+(about 3 GB each in fp16) with generous headroom."""
+
+JOB_DEADLINE_SECONDS = 3 * 3600
+"""``activeDeadlineSeconds``: a large-v3 build takes minutes to tens of minutes; hours mean a hang."""
+JOB_TTL_SECONDS = 7 * 24 * 3600
+"""Finished Jobs (and their pods' logs) are kept a week for debugging, then garbage-collected."""
+
+
+def service_account_name(arch: str) -> str:
+    """Service account of one architecture's build pods, e.g. ``engine-builder-sm86`` (its Pod
+    Identity role may write only that architecture's S3 prefix)."""
+    return f"engine-builder-{arch}"
+
+
+def build_group(config: DeploymentConfig, arch: str) -> GpuGroup:
+    """The GPU group whose nodes build ``arch``'s engine: the first configured group of that arch.
+
+    Raises:
+        ValueError: no group has that architecture.
+    """
+    groups = config.groups_for_arch(arch)
+    if not groups:
+        raise ValueError(f"no GPU group of architecture {arch}; configured: {', '.join(config.gpu_archs)}")
+    return groups[0]
+
+
+def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
+    """Requests/limits of a build pod on ``group``'s nodes: one GPU, up to 4 vCPU (half the node),
+    up to 24 GiB requested (half the node's memory; checkpoint conversion holds the model in host
+    memory) and at most three quarters of the node's memory as the limit, so the request always
+    fits the instance (``settings.gpu_catalog`` sizes)."""
+    spec = group.instance
+    memory_request = max(4, min(24, spec.memory_gib // 2))
+    memory_limit = max(memory_request, spec.memory_gib * 3 // 4)
+    cpu = max(1, min(4, spec.vcpus // 2))
+    return {
+        "requests": {"cpu": str(cpu), "memory": f"{memory_request}Gi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": f"{memory_limit}Gi", "nvidia.com/gpu": "1"},
+    }
+
+
+def engine_build_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
+    """argv of ``python -m whisper_build.engine_build`` for ``arch``, publishing to ``bucket_name``.
+
+    The build limits come from ``config.model``; the smoke clip comes from the image's
+    ``WHISPER_SMOKE_CLIP`` / ``WHISPER_SMOKE_TEXT`` environment.
+    """
+    model = config.model
+    return [
+        "python", "-m", "whisper_build.engine_build",
+        "--model", model.hf_id,
+        "--model-name", model.name,
+        "--max-batch-size", str(model.max_batch_size),
+        "--beam-width", str(model.beam_width),
+        "--max-output-len", str(model.max_output_len),
+        "--weight-only", model.weight_only,
+        "--dtype", model.dtype,
+        "--expect-arch", arch,
+        "--work-dir", f"{WORK_DIR}/scratch",
+        "--output-dir", f"{WORK_DIR}/version",
+        "--publish-bucket", bucket_name,
+    ]  # fmt: skip
+
+
+def engine_build_manifests(
+    config: DeploymentConfig, arch: str, *, image_uri: str, bucket_name: str, region: str
+) -> list[dict[str, Any]]:
+    """The ServiceAccount and Job that build ``arch``'s engine on its GPU group.
+
+    Args:
+        image_uri: the serving image (contains TensorRT-LLM and this project).
+        bucket_name: the model bucket (may be a CloudFormation token at synth time).
+        region: AWS region for the SDK inside the pod.
+
+    Returns:
+        ``[ServiceAccount, Job]``; the Job's name is :data:`JOB_NAME_PLACEHOLDER`.
+    """
+    group = build_group(config, arch)
+    namespace = config.serving.namespace
+    pod_labels = {labels.APP_NAME_LABEL: ENGINE_BUILD_APP, labels.GPU_ARCH_LABEL: arch}
+    service_account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account_name(arch), "namespace": namespace, "labels": pod_labels},
+    }
+    container = {
+        "name": "build",
+        "image": image_uri,
+        "command": engine_build_command(config, arch, bucket_name),
+        "env": [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}],
+        "resources": build_resources(group),
+        "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": JOB_NAME_PLACEHOLDER, "namespace": namespace, "labels": pod_labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": JOB_DEADLINE_SECONDS,
+            "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": service_account_name(arch),
+                    "nodeSelector": {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: arch},
+                    "tolerations": [
+                        {
+                            "key": labels.GPU_TAINT_KEY,
+                            "operator": "Equal",
+                            "value": labels.GPU_TAINT_VALUE,
+                            "effect": labels.GPU_TAINT_EFFECT,
+                        }
+                    ],
+                    "containers": [container],
+                    "volumes": [{"name": "work", "emptyDir": {"sizeLimit": f"{WORK_VOLUME_GIB}Gi"}}],
+                },
+            },
+        },
+    }
+    return [service_account, job]

@@ -1,0 +1,177 @@
+"""The SageMaker HyperPod cluster (``AWS::SageMaker::Cluster``, EKS orchestrator): one instance group
+per configured GPU group, its lifecycle script and IAM.
+
+Property names and rules: CloudFormation ``AWS::SageMaker::Cluster`` and the SageMaker API reference
+(``ClusterInstanceGroupSpecification``, ``ClusterKubernetesConfig``); facts with sources in
+/work/shared/reference ``hyperpod-eks-facts.md`` §1, §3, §4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import CfnTag, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from settings import labels
+from settings.schema import DeploymentConfig, GpuGroup
+from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role
+from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards
+
+LIFECYCLE_DIR = Path(__file__).resolve().parent / "lifecycle"
+"""Directory shipped to ``s3://<model bucket>/lifecycle/``; HyperPod copies the whole prefix to each node."""
+LIFECYCLE_PREFIX = "lifecycle/"
+ON_CREATE_SCRIPT = "on_create.sh"
+BUCKET_DEPLOYMENT_HANDLER_PREFIX = "Custom::CDKBucketDeployment"
+"""Id prefix of the singleton upload Lambda aws-cdk-lib adds to the stack for every BucketDeployment."""
+SAGEMAKER_TAG = CfnTag(key="SageMaker", value="true")
+"""Tag that AWS's HyperPod samples put on the cluster (the managed training-operator policy keys on it)."""
+
+
+def instance_group_labels(group: GpuGroup) -> dict[str, str]:
+    """Kubernetes node labels of one GPU group (``docs/contracts.md`` §2), e.g.
+    ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``."""
+    return {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
+
+
+class HyperPodCluster(Construct):
+    """HyperPod cluster attached to an existing EKS cluster.
+
+    Attributes:
+        cluster: The ``CfnCluster``; ``cluster.attr_cluster_arn`` is its ARN. Add ordering
+            dependencies (e.g. on the HyperPod dependency Helm chart) with ``cluster.node.add_dependency``.
+        execution_role: Role of every instance group.
+        karpenter_role: ``ClusterRole`` for HyperPod-managed Karpenter, or ``None`` when
+            ``cluster.node_autoscaling`` is off.
+        lifecycle_deployment: The upload of ``stacks/lifecycle/`` (the cluster depends on it).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        eks_cluster_arn: str,
+        subnets: Sequence[ec2.ISubnet],
+        security_group: ec2.ISecurityGroup,
+        lifecycle_bucket: s3.IBucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        autoscaling = config.cluster.node_autoscaling
+        self.lifecycle_deployment = s3deploy.BucketDeployment(
+            self,
+            "LifecycleScripts",
+            sources=[s3deploy.Source.asset(str(LIFECYCLE_DIR))],
+            destination_bucket=lifecycle_bucket,
+            destination_key_prefix=LIFECYCLE_PREFIX,
+        )
+        self._acknowledge_upload_handler()
+        self.execution_role, execution_policy = create_execution_role(
+            self,
+            "ExecutionRole",
+            cluster_arn=eks_cluster_arn,
+            subnets=subnets,
+            security_group=security_group,
+            lifecycle_bucket=lifecycle_bucket,
+            lifecycle_prefix=LIFECYCLE_PREFIX,
+        )
+        self.karpenter_role: iam.Role | None = (
+            create_karpenter_cluster_role(self, "KarpenterRole") if autoscaling else None
+        )
+        lifecycle = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+            source_s3_uri=f"s3://{lifecycle_bucket.bucket_name}/{LIFECYCLE_PREFIX.rstrip('/')}",
+            on_create=ON_CREATE_SCRIPT,
+        )
+        # HyperpodNodeClass requires all subnets of an instance group in one AZ (HyperPod autoscaling docs).
+        group_vpc = (
+            sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[security_group.security_group_id], subnets=[subnets[0].subnet_id]
+            )
+            if autoscaling
+            else None
+        )
+        self.cluster = sagemaker.CfnCluster(
+            self,
+            "Resource",
+            cluster_name=f"{config.project_name}-hp",
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
+            ),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[security_group.security_group_id],
+                subnets=[subnet.subnet_id for subnet in subnets],
+            ),
+            node_recovery="Automatic",
+            node_provisioning_mode="Continuous" if autoscaling else None,
+            auto_scaling=(
+                sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(mode="Enable", auto_scaler_type="Karpenter")
+                if autoscaling
+                else None
+            ),
+            cluster_role=self.karpenter_role.role_arn if self.karpenter_role else None,
+            instance_groups=[
+                self._instance_group(group, lifecycle, autoscaling=autoscaling, vpc=group_vpc)
+                for group in config.gpu_groups
+            ],
+            tags=[SAGEMAKER_TAG],
+        )
+        self.cluster.node.add_dependency(self.lifecycle_deployment)
+        self.cluster.node.add_dependency(execution_policy)
+
+    def _acknowledge_upload_handler(self) -> None:
+        """cdk-nag findings on the upload Lambda that aws-cdk-lib's ``BucketDeployment`` creates."""
+        role = self.lifecycle_deployment.handler_role
+        acknowledge_managed_policies(role, "aws-cdk-lib's BucketDeployment Lambda logs through AWSLambdaBasicExecutionRole")
+        acknowledge_policy_wildcards(
+            role,
+            "aws-cdk-lib's BucketDeployment copies the asset from the CDK assets bucket into the lifecycle bucket, "
+            "which holds nothing but lifecycle scripts",
+        )
+        stack = Stack.of(self)
+        for child in stack.node.children:
+            if child.node.id.startswith(BUCKET_DEPLOYMENT_HANDLER_PREFIX):
+                acknowledge(
+                    child, "AwsSolutions-L1", "The BucketDeployment Lambda runtime is pinned by aws-cdk-lib"
+                )
+
+    def _instance_group(
+        self,
+        group: GpuGroup,
+        lifecycle: sagemaker.CfnCluster.ClusterLifeCycleConfigProperty,
+        *,
+        autoscaling: bool,
+        vpc: sagemaker.CfnCluster.VpcConfigProperty | None,
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        # Karpenter-managed groups must start at 0 nodes ("If you start with more than 0 nodes,
+        # Karpenter will scale them down to 0", HyperPod autoscaling docs) and take no deep health checks.
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=0 if autoscaling else group.instance_count,
+            threads_per_core=group.threads_per_core,
+            execution_role=self.execution_role.role_arn,
+            life_cycle_config=lifecycle,
+            instance_storage_configs=[
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=group.ebs_volume_gb
+                    )
+                )
+            ],
+            kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+                labels=instance_group_labels(group),
+                taints=[
+                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+                        key=labels.GPU_TAINT_KEY, value=labels.GPU_TAINT_VALUE, effect=labels.GPU_TAINT_EFFECT
+                    )
+                ],
+            ),
+            override_vpc_config=vpc,
+        )

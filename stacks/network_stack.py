@@ -1,0 +1,85 @@
+"""Network: VPC over >= 2 AZs, NAT, flow logs, S3 gateway endpoint, the HyperPod node security group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from settings.schema import NetworkSettings
+
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+"""Subnet tag the AWS Load Balancer Controller uses to place internal load balancers."""
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+"""Subnet tag the AWS Load Balancer Controller uses to place internet-facing load balancers."""
+
+PRIVATE_SUBNET_MASK = 19
+"""/19 private subnets: 8k addresses per AZ. VPC CNI gives every pod a VPC IP, and HyperPod GPU
+nodes (e.g. ml.p5.48xlarge) take many ENIs, so private subnets are sized generously."""
+PUBLIC_SUBNET_MASK = 24
+
+
+class NetworkStack(Stack):
+    """VPC and the security group every HyperPod node (and the EKS control plane) shares.
+
+    Attributes:
+        vpc: The VPC; ``vpc.private_subnets`` host EKS, HyperPod nodes and internal load balancers.
+        node_security_group: Security group with a self-referencing all-traffic rule, attached to
+            the EKS control plane ENIs and every HyperPod instance group (as in AWS's HyperPod EKS
+            templates, awsome-distributed-training ``security-group-stack.yaml``).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: NetworkSettings, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(settings.vpc_cidr),
+            max_azs=settings.max_azs,
+            nat_gateways=settings.nat_gateways,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_MASK
+                ),
+                ec2.SubnetConfiguration(
+                    name="Private",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=PRIVATE_SUBNET_MASK,
+                ),
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+            },
+            flow_logs={
+                "All": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group),
+                    traffic_type=ec2.FlowLogTrafficType.ALL,
+                )
+            },
+        )
+        for subnet in self.vpc.private_subnets:
+            Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
+        for subnet in self.vpc.public_subnets:
+            Tags.of(subnet).add(PUBLIC_ELB_TAG, "1")
+
+        self.node_security_group = ec2.SecurityGroup(
+            self,
+            "NodeSecurityGroup",
+            vpc=self.vpc,
+            description="HyperPod nodes and EKS control plane; all traffic between members",
+            allow_all_outbound=True,
+        )
+        self.node_security_group.add_ingress_rule(
+            self.node_security_group,
+            ec2.Port.all_traffic(),
+            "All traffic between HyperPod nodes and the EKS control plane (kubelet, NCCL/EFA, webhooks)",
+        )

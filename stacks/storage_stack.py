@@ -1,0 +1,112 @@
+"""Storage: the S3 model bucket (engines, lifecycle scripts) and the ECR repositories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.nag import acknowledge
+
+SERVING_IMAGE_REPOSITORY = "whisper-serving"
+"""ECR repository name suffix of the serving image (Triton + gateway): ``<project>/whisper-serving``."""
+HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
+"""``name`` in the HyperPod dependency chart's ``Chart.yaml`` (aws/sagemaker-hyperpod-cli)."""
+CHARTS_NAMESPACE = "charts"
+"""``helm push <tgz> oci://<registry>/<project>/charts`` stores the chart in the ECR repository
+``<project>/charts/<chart name>`` (Helm OCI docs: the chart name is appended to the reference)."""
+UNTAGGED_IMAGE_EXPIRY_DAYS = 14
+S3_BUCKET_NAME_MAX = 63
+"""S3 bucket names are 3–63 characters (Amazon S3 bucket naming rules)."""
+ACCOUNT_ID_LENGTH = 12
+
+
+class StorageStack(Stack):
+    """Model bucket (TLS-only, versioned, SSE-S3, access-logged) and ECR repositories.
+
+    Attributes:
+        model_bucket: Engines under ``models/<model>/<gpu_arch>/`` (``settings.storage``).
+        model_bucket_name: Its name, ``<project>-models-<account>-<region>``: deterministic, so other
+            stacks build ARNs from it without cross-stack imports.
+        lifecycle_bucket / lifecycle_bucket_name: HyperPod lifecycle scripts (``<project>-lifecycle-<account>-<region>``);
+            separate so that the CDK upload Lambda can write there and nowhere near the engines.
+        access_log_bucket: Receives the server access logs of both buckets.
+        serving_repository: ECR repository of the serving image (scan on push, immutable tags).
+        chart_repository: ECR repository the HyperPod dependency chart is pushed to
+            (``scripts/publish_hyperpod_chart.sh``); its OCI URL is :attr:`chart_oci_url`.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, project_name: str, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.access_log_bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.access_log_bucket,
+            "AwsSolutions-S1",
+            "This bucket is the server-access-log destination of the model bucket; logging it too would need a third bucket",
+        )
+        self.model_bucket_name = self._bucket_name(project_name, "models")
+        self.model_bucket = self._logged_bucket("Models", self.model_bucket_name)
+        self.lifecycle_bucket_name = self._bucket_name(project_name, "lifecycle")
+        self.lifecycle_bucket = self._logged_bucket("Lifecycle", self.lifecycle_bucket_name)
+        self.serving_repository = self._repository("ServingImage", f"{project_name}/{SERVING_IMAGE_REPOSITORY}")
+        self.chart_repository = self._repository(
+            "HyperPodChart", f"{project_name}/{CHARTS_NAMESPACE}/{HYPERPOD_CHART_NAME}"
+        )
+        self.chart_oci_url = f"oci://{self.chart_repository.repository_uri}"
+        """OCI reference of the HyperPod chart, ``oci://<account>.dkr.ecr.<region>.amazonaws.com/<project>/charts/hyperpod-helm-chart``
+        (the CDK kubectl handler runs ``helm pull <reference> --version <v>``)."""
+
+    def _bucket_name(self, project_name: str, purpose: str) -> str:
+        region_length = len(self.region) if not Token.is_unresolved(self.region) else len("ap-southeast-1")
+        length = len(project_name) + len(purpose) + ACCOUNT_ID_LENGTH + region_length + 3
+        if length > S3_BUCKET_NAME_MAX:
+            raise ValueError(
+                f"project_name '{project_name}' is too long for the bucket name "
+                f"'{project_name}-{purpose}-<account>-<region>' ({length} > {S3_BUCKET_NAME_MAX} characters); shorten it"
+            )
+        return f"{project_name}-{purpose}-{Aws.ACCOUNT_ID}-{self.region}"
+
+    def _logged_bucket(self, construct_id: str, name: str) -> s3.Bucket:
+        return s3.Bucket(
+            self,
+            construct_id,
+            bucket_name=name,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.access_log_bucket,
+            server_access_logs_prefix=f"{construct_id.lower()}/",
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+    def _repository(self, construct_id: str, name: str) -> ecr.Repository:
+        return ecr.Repository(
+            self,
+            construct_id,
+            repository_name=name,
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.AES_256,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    tag_status=ecr.TagStatus.UNTAGGED, max_image_age=Duration.days(UNTAGGED_IMAGE_EXPIRY_DAYS)
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )

@@ -1,0 +1,87 @@
+"""Wiring of all whisper-hyperpod stacks into an ``App`` or a ``Stage``.
+
+``app.py`` (``cdk synth``), the CDK Pipelines stage and the tests all call :func:`add_whisper_stacks`;
+a new stack is one constructor call here plus one attribute on :class:`WhisperStacks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Environment, Tags
+from constructs import Construct
+
+from settings.schema import DeploymentConfig
+from stacks.cluster_stack import ClusterStack
+from stacks.network_stack import NetworkStack
+from stacks.observability_stack import ObservabilityStack
+from stacks.storage_stack import StorageStack
+
+PROJECT_TAG = "project"
+
+
+@dataclass(frozen=True)
+class WhisperStacks:
+    """The stacks of one deployment, for stacks added on top (observability, pipeline) to reference."""
+
+    network: NetworkStack
+    storage: StorageStack
+    cluster: ClusterStack
+    observability: ObservabilityStack | None = None
+
+
+def stack_environment(config: DeploymentConfig) -> Environment:
+    """``Environment(region=config.region, account=config.account)``; without an account the stacks
+    are account-agnostic, so synthesis needs no AWS credentials (AZs resolve with ``Fn::GetAZs``)."""
+    return Environment(account=config.account, region=config.region)
+
+
+def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperStacks:
+    """Create the network, storage and cluster stacks under ``scope``.
+
+    Args:
+        scope: An ``App`` (``cdk synth``) or a ``Stage`` (CDK Pipelines); stack ids are relative to it.
+        config: The validated deployment config.
+
+    Returns:
+        The stacks, each exposing its shared resources as attributes.
+
+    Raises:
+        ValueError: a setting the stacks cannot honour (e.g. a Kubernetes version outside the kubectl
+            layer's skew); the message names the setting.
+    """
+    env = stack_environment(config)
+    prefix = _stack_prefix(config.project_name)
+    network = NetworkStack(scope, f"{prefix}Network", settings=config.network, env=env)
+    storage = StorageStack(scope, f"{prefix}Storage", project_name=config.project_name, env=env)
+    cluster = ClusterStack(
+        scope,
+        f"{prefix}Cluster",
+        config=config,
+        vpc=network.vpc,
+        node_security_group=network.node_security_group,
+        model_bucket_name=storage.model_bucket_name,
+        lifecycle_bucket_name=storage.lifecycle_bucket_name,
+        chart_repository=storage.chart_repository,
+        chart_oci_url=storage.chart_oci_url,
+        env=env,
+    )
+    cluster.add_stack_dependency(storage, "buckets are referenced by name, not by export")
+    observability = None
+    if config.observability.enabled:
+        observability = ObservabilityStack(
+            scope,
+            f"{prefix}Observability",
+            config=config,
+            cluster_arn=cluster.cluster.cluster_arn,
+            subnet_ids=[subnet.subnet_id for subnet in network.vpc.private_subnets],
+            security_group_id=network.node_security_group.security_group_id,
+            env=env,
+        )
+    Tags.of(scope).add(PROJECT_TAG, config.project_name)
+    return WhisperStacks(network=network, storage=storage, cluster=cluster, observability=observability)
+
+
+def _stack_prefix(project_name: str) -> str:
+    """``whisper-hyperpod`` → ``WhisperHyperpod`` (stack ids are CloudFormation stack names)."""
+    return "".join(part.capitalize() for part in project_name.split("-"))

@@ -1,0 +1,153 @@
+"""Workloads on the cluster: the AWS Load Balancer Controller, KEDA, and the cdk8s charts.
+
+A stack of its own (after the cluster and observability stacks) because the KEDA objects need the
+AMP workspace id and the observability stack already depends on the cluster stack (its scraper
+targets the cluster): putting them in the cluster stack would make a cycle. The charts are therefore
+applied with ``eks.KubernetesManifest(cluster=…, manifest=chart.to_json())`` in this stack, which is
+what ``cluster.add_cdk8s_chart`` does in the cluster's own stack.
+
+Order (each an explicit dependency, with the reason next to it):
+
+1. AWS Load Balancer Controller (``aws_eks_v2.AlbController``, pinned) and KEDA (Helm chart from
+   ``https://kedacore.github.io/charts``, pinned), after the system node group they run on. The KEDA
+   operator's service account gets an EKS Pod Identity role allowed to query the AMP workspace
+   (``aps:QueryMetrics``, ``GetSeries``, ``GetLabels``, ``GetMetricMetadata``; keda-docs 2.18 AMP example).
+2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster and
+   the Mountpoint CSI driver) → ``whisper-endpoint`` (after the controller, whose webhook mutates
+   Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+from aws_cdk import Stack
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from k8s_charts.charts import build_charts
+from k8s_charts.inputs import ChartInputs
+from settings.schema import DeploymentConfig
+from stacks.cluster_stack import ClusterStack
+from stacks.nag import acknowledge_policy_wildcards
+
+ALB_CONTROLLER_VERSION = eks.AlbControllerVersion.V2_13_3
+"""AWS Load Balancer Controller release (supports the NLB ``listener-attributes`` annotation used for
+the TCP idle timeout, and ``least_outstanding_requests`` ALB target groups)."""
+
+KEDA_CHART_REPOSITORY = "https://kedacore.github.io/charts"
+KEDA_CHART_VERSION = "2.18.3"
+"""KEDA >= 2.18: ``fallback`` works on ``metricType: Value`` triggers (keda-docs 2.18
+``reference/scaledobject-spec.md``; 2.17 supported ``AverageValue`` only)."""
+KEDA_NAMESPACE = "keda"
+KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
+"""Service account the KEDA chart creates for its operator (chart default ``serviceAccount.operator.name``)."""
+
+AMP_QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
+
+
+class WorkloadsStack(Stack):
+    """Controllers and the serving charts on the cluster of ``cluster_stack``.
+
+    Args:
+        config: The deployment config.
+        cluster_stack: The cluster stack (EKS cluster, system node group, HyperPod, model bucket).
+        serving_repository: ECR repository of the serving image (tag ``config.serving.image_tag``).
+        amp_workspace_id: AMP workspace id for KEDA, or ``None`` when observability is off (then no
+            KEDA, no ScaledObjects, and each Deployment runs ``max(min_replicas, 1)`` pods).
+        amp_workspace_arn: ARN of that workspace (the operator role's policy resource).
+
+    Attributes:
+        alb_controller: The AWS Load Balancer Controller.
+        keda: The KEDA Helm release, or ``None``.
+        manifests: Chart id → the ``KubernetesManifest`` that applies it.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        cluster_stack: ClusterStack,
+        serving_repository: ecr.IRepository,
+        amp_workspace_id: str | None,
+        amp_workspace_arn: str | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        if (amp_workspace_id is None) != (amp_workspace_arn is None):
+            raise ValueError("pass both amp_workspace_id and amp_workspace_arn, or neither (no KEDA)")
+        cluster = cluster_stack.cluster
+        self.alb_controller = eks.AlbController(self, "AlbController", cluster=cluster, version=ALB_CONTROLLER_VERSION)
+        # the controller's pods need a node to run on before its webhook answers
+        self.alb_controller.node.add_dependency(cluster_stack.system_nodegroup)
+        service_account = self.alb_controller.node.find_child("alb-sa")
+        assert isinstance(service_account, eks.ServiceAccount), f"{service_account.node.path} is not a ServiceAccount"
+        acknowledge_policy_wildcards(
+            service_account.role,
+            "AWS Load Balancer Controller IAM policy as shipped by aws-cdk-lib for this controller version "
+            "(the controller creates load balancers, target groups and security groups with generated names)",
+        )
+        self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
+
+        app = cdk8s.App()
+        inputs = ChartInputs(
+            bucket_name=cluster_stack.model_bucket.bucket_name,
+            image_repository=serving_repository.repository_uri,
+            amp_workspace_id=amp_workspace_id,
+        )
+        charts = build_charts(app, config, inputs)
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        for chart in charts.all():
+            self.manifests[chart.node.id] = eks.KubernetesManifest(
+                self, chart.node.id, cluster=cluster, manifest=chart.to_json()
+            )
+        serving = self.manifests[charts.serving.node.id]
+        # model volumes need the Mountpoint CSI driver; pods need the HyperPod GPU nodes
+        serving.node.add_dependency(*cluster_stack.workload_dependencies)
+        if charts.node_autoscaling is not None:
+            # the NodePools must exist before pods wait for nodes they provision
+            serving.node.add_dependency(self.manifests[charts.node_autoscaling.node.id])
+        # the controller's webhook mutates Services; a Service created before it gets no load balancer
+        self.manifests[charts.endpoint.node.id].node.add_dependency(serving, self.alb_controller)
+        if charts.autoscaling is not None and self.keda is not None:
+            # ScaledObject/TriggerAuthentication need KEDA's CRDs; scaling targets need the Deployments
+            self.manifests[charts.autoscaling.node.id].node.add_dependency(serving, self.keda)
+
+    def _add_keda(self, cluster_stack: ClusterStack, amp_workspace_arn: str) -> eks.HelmChart:
+        cluster = cluster_stack.cluster
+        role = iam.Role(
+            self,
+            "KedaOperatorRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description="KEDA operator: query the whisper AMP workspace (SigV4 prometheus trigger)",
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(AMP_QUERY_ACTIONS), resources=[amp_workspace_arn]))
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "KedaOperatorPodIdentity",
+            cluster_name=cluster.cluster_name,
+            namespace=KEDA_NAMESPACE,
+            service_account=KEDA_OPERATOR_SERVICE_ACCOUNT,
+            role_arn=role.role_arn,
+        )
+        association.node.add_dependency(cluster_stack.addons["eks-pod-identity-agent"])
+        keda = eks.HelmChart(
+            self,
+            "Keda",
+            cluster=cluster,
+            chart="keda",
+            repository=KEDA_CHART_REPOSITORY,
+            version=KEDA_CHART_VERSION,
+            release="keda",
+            namespace=KEDA_NAMESPACE,
+            create_namespace=True,
+            wait=True,
+        )
+        # the operator must start with its Pod Identity credentials; its pods need the system nodes
+        keda.node.add_dependency(association, cluster_stack.system_nodegroup)
+        return keda

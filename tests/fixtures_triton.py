@@ -1,0 +1,40 @@
+"""Reusable pytest fixture: a real tritonserver (nvidia-pytriton wheel) serving the ``whisper``
+model with the CPU CTranslate2 engine (bundled tiny.en) on free 127.0.0.1 ports.
+
+Use it from any test module by requesting ``triton_server`` (registered in ``tests/conftest.py``);
+it yields a started :class:`whisper_build.local.triton.LocalTriton` — read the endpoints from
+``triton_server.settings.grpc_url`` / ``.http_url`` / ``.metrics_url``. One server per test
+session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from whisper_build.engines import EngineParams
+from whisper_build.local.triton import LocalTriton, free_ports
+from whisper_build.model_repo import BatchingConfig
+from whisper_build.triton_settings import TritonSettings
+
+
+def cpu_triton_settings() -> TritonSettings:
+    """Settings for a test server: free ports, CPU tiny.en, 2 decoder threads (CI has 2 cores),
+    a 50 ms batching window so that concurrent requests share batches."""
+    http_port, grpc_port, metrics_port = free_ports(3)
+    return TritonSettings(
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=2),
+        batching=BatchingConfig(max_batch_size=16, max_queue_delay_us=50_000, max_queue_size=64),
+        exit_timeout_s=10,
+    )
+
+
+@pytest.fixture(scope="session")
+def triton_server() -> Iterator[LocalTriton]:
+    """A running tritonserver with the ``whisper`` model (CPU), shared by the whole session."""
+    with LocalTriton(cpu_triton_settings()) as server:
+        yield server

@@ -1,0 +1,42 @@
+"""Run the gateway with uvicorn in a background thread on a free port (test helper)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from whisper_build.gateway.app import create_app
+from whisper_build.gateway.settings import GatewaySettings
+
+
+@contextmanager
+def running_gateway(settings: GatewaySettings, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Serve ``create_app(settings)`` on 127.0.0.1:<free port>; yield its base URL; stop it after.
+
+    The socket is bound here (port 0) and handed to uvicorn, so no other process can take the
+    port in between.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

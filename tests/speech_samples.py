@@ -1,0 +1,96 @@
+"""Test audio: synthetic signals encoded with PyAV, and real speech made with espeak-ng + sox.
+
+Helpers for tests only; nothing here is shipped. ``espeak-ng`` and ``sox`` are Debian packages
+(listed in .ci/apt-packages.txt).
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import av
+import numpy as np
+
+# container, codec, PyAV sample format for each encoded format used by the tests.
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "wav_u8": ("wav", "pcm_u8", "u8"),
+    "wav_s16": ("wav", "pcm_s16le", "s16"),
+    "wav_s24": ("wav", "pcm_s24le", "s32"),
+    "wav_f32": ("wav", "pcm_f32le", "flt"),
+    "flac": ("flac", "flac", "s16"),
+    "mp3": ("mp3", "libmp3lame", "fltp"),
+    "ogg_opus": ("ogg", "libopus", "flt"),
+    "m4a_aac": ("ipod", "aac", "fltp"),
+}
+_LAYOUTS = {1: "mono", 2: "stereo", 6: "5.1"}
+
+
+def tone(seconds: float, rate: int, freq: float = 440.0, amplitude: float = 0.5) -> np.ndarray:
+    """Sine wave, float32 ``[n]``."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (amplitude * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def encode(samples: np.ndarray, rate: int, fmt: str) -> bytes:
+    """Encode float samples (``[n]`` mono or ``[channels, n]``) as ``fmt`` (a key of FORMATS)."""
+    container_name, codec, sample_format = FORMATS[fmt]
+    planes = samples[None, :] if samples.ndim == 1 else samples
+    channels = planes.shape[0]
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format=container_name) as container:
+        stream = container.add_stream(codec, rate=rate, layout=_LAYOUTS[channels])
+        stream.format = sample_format
+        frame_size = 960 * rate // 48000 if codec == "libopus" else 1024
+        for start in range(0, planes.shape[1], frame_size):
+            chunk = np.ascontiguousarray(planes[:, start : start + frame_size], dtype=np.float32)
+            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=_LAYOUTS[channels])
+            frame.sample_rate = rate
+            frame.pts = start
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+def speech_tools_available() -> bool:
+    """True when espeak-ng and sox are installed."""
+    return bool(shutil.which("espeak-ng") and shutil.which("sox"))
+
+
+def speak(text: str, path: Path, rate: int = 16000, channels: int = 1, words_per_minute: int = 130) -> Path:
+    """Say ``text`` with espeak-ng and convert with sox to ``path`` (format from its suffix).
+
+    Returns ``path``. Raises ``subprocess.CalledProcessError`` when a tool fails.
+    """
+    raw = path.with_suffix(".espeak.wav")
+    subprocess.run(
+        ["espeak-ng", "-v", "en-us", "-s", str(words_per_minute), "-w", str(raw), text],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["sox", str(raw), "-r", str(rate), "-c", str(channels), str(path)],
+        check=True,
+        capture_output=True,
+    )
+    raw.unlink()
+    return path
+
+
+def concatenate_with_pauses(parts: list[Path], path: Path, pause_seconds: float = 0.6) -> Path:
+    """Join WAV files with ``pause_seconds`` of silence between them (sox)."""
+    padded = []
+    for i, part in enumerate(parts):
+        out = part.with_name(f"{part.stem}.padded.wav")
+        subprocess.run(
+            ["sox", str(part), str(out), "pad", "0", str(pause_seconds)], check=True, capture_output=True
+        )
+        padded.append(out)
+    subprocess.run(["sox", *map(str, padded), str(path)], check=True, capture_output=True)
+    for out in padded:
+        out.unlink()
+    return path

@@ -1,0 +1,158 @@
+"""whisper_build.audio: base64 payloads, decoding every supported format, windows, silence."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+import soundfile
+import speech_samples as samples
+
+from whisper_build.audio import (
+    SAMPLE_RATE,
+    AudioTooLongError,
+    EmptyAudioError,
+    InvalidBase64Error,
+    NotAudioError,
+    decode_audio,
+    decode_base64,
+    is_silent,
+    split_windows,
+)
+
+PAYLOAD = bytes(range(256)) * 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        base64.b64encode(PAYLOAD).decode(),
+        "data:audio/wav;base64," + base64.b64encode(PAYLOAD).decode(),
+        "DATA:audio/x-flac;codecs=flac;base64," + base64.b64encode(PAYLOAD).decode(),
+        base64.urlsafe_b64encode(PAYLOAD).decode(),
+        base64.b64encode(PAYLOAD).decode().rstrip("="),
+        base64.encodebytes(PAYLOAD).decode(),  # MIME line-wrapped
+    ],
+    ids=["plain", "data-uri", "data-uri-params", "urlsafe", "unpadded", "wrapped"],
+)
+def test_decode_base64_accepts_client_variants(text: str) -> None:
+    assert decode_base64(text) == PAYLOAD
+
+
+@pytest.mark.parametrize("text", ["not base64!", "abcde", "data:audio/wav;base64,@@@@"])
+def test_decode_base64_rejects_garbage(text: str) -> None:
+    with pytest.raises(InvalidBase64Error, match="not valid base64"):
+        decode_base64(text)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "data:audio/wav;base64,"])
+def test_decode_base64_rejects_empty(text: str) -> None:
+    with pytest.raises(EmptyAudioError, match="empty"):
+        decode_base64(text)
+
+
+def _peak_hz(x: np.ndarray) -> float:
+    return float(np.argmax(np.abs(np.fft.rfft(x))) * SAMPLE_RATE / len(x))
+
+
+CASES = [
+    ("wav_u8", 8000, 1),
+    ("wav_s16", 16000, 1),
+    ("wav_s16", 8000, 2),
+    ("wav_s24", 44100, 1),
+    ("wav_f32", 22050, 6),
+    ("flac", 44100, 2),
+    ("mp3", 22050, 2),
+    ("ogg_opus", 48000, 1),
+    ("m4a_aac", 44100, 1),
+]
+
+
+@pytest.mark.parametrize(("fmt", "rate", "channels"), CASES)
+def test_decode_formats_rates_channels_to_16k_mono(fmt: str, rate: int, channels: int) -> None:
+    x = samples.tone(1.5, rate, freq=440.0)
+    audio = decode_audio(samples.encode(np.stack([x] * channels) if channels > 1 else x, rate, fmt))
+    assert audio.samples.ndim == 1 and audio.samples.dtype == np.float32
+    assert audio.source_rate in (rate, 48000)  # Opus always decodes at 48 kHz
+    assert audio.source_channels == channels
+    # Lossy codecs add encoder delay/padding (AAC: 1024 samples); pitch proves real resampling.
+    assert audio.duration == pytest.approx(1.5, abs=0.08)
+    assert _peak_hz(audio.samples) == pytest.approx(440.0, abs=2.0)
+    middle = audio.samples[SAMPLE_RATE // 4 : SAMPLE_RATE]
+    assert np.sqrt(np.mean(middle**2)) == pytest.approx(0.5 / np.sqrt(2), rel=0.1)  # level kept
+
+
+def test_stereo_is_averaged_to_mono() -> None:
+    left = samples.tone(1.0, 16000, amplitude=0.8)
+    audio = decode_audio(samples.encode(np.stack([left, np.zeros_like(left)]), 16000, "wav_f32"))
+    assert np.abs(audio.samples).max() == pytest.approx(0.4, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "data", [b"hello, this is plain text and not audio", b"\x00" * 4096, b"RIFF\x10\x00\x00\x00WAVEfmt "]
+)
+def test_not_audio(data: bytes) -> None:
+    with pytest.raises(NotAudioError, match="not a decodable audio file"):
+        decode_audio(data)
+
+
+def _header_only_wav() -> bytes:
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros(0, dtype=np.float32), 16000, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def test_empty_bytes_and_zero_samples() -> None:
+    with pytest.raises(EmptyAudioError):
+        decode_audio(b"")
+    with pytest.raises(EmptyAudioError, match="zero length"):
+        decode_audio(_header_only_wav())
+
+
+def test_duration_limit_names_the_limit() -> None:
+    data = samples.encode(samples.tone(3.0, 16000), 16000, "wav_s16")
+    assert decode_audio(data, max_seconds=3.5).duration == pytest.approx(3.0)
+    with pytest.raises(AudioTooLongError, match="limit of 2 s") as info:
+        decode_audio(data, max_seconds=2)
+    assert info.value.limit_seconds == 2
+
+
+def _bursts(total_s: float, gaps: list[tuple[float, float]]) -> np.ndarray:
+    """Noise everywhere except the given (start, end) gaps, which are silent."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(int(total_s * SAMPLE_RATE)) * 0.1).astype(np.float32)
+    for start, end in gaps:
+        x[int(start * SAMPLE_RATE) : int(end * SAMPLE_RATE)] = 0
+    return x
+
+
+def test_windows_tile_input_and_cut_in_silence() -> None:
+    x = _bursts(70.0, [(27.0, 27.6), (54.0, 54.5)])
+    windows = split_windows(x, window_seconds=30.0, search_seconds=5.0)
+    assert [w.start for w in windows][0] == 0 and windows[-1].end == len(x)
+    assert all(a.end == b.start for a, b in zip(windows, windows[1:]))
+    assert all(w.end - w.start <= 30 * SAMPLE_RATE for w in windows)
+    assert len(windows) == 3
+    assert 27.0 <= windows[0].end_s <= 27.6
+    assert 54.0 <= windows[1].end_s <= 54.5
+
+
+def test_windows_without_silence_cut_at_limit_region_and_short_audio_is_one_window() -> None:
+    x = _bursts(65.0, [])
+    windows = split_windows(x, 30.0, 5.0)
+    assert all(25 * SAMPLE_RATE <= w.end - w.start <= 30 * SAMPLE_RATE for w in windows[:-1])
+    assert windows[-1].end == len(x)
+    assert split_windows(x[: 10 * SAMPLE_RATE]) == [type(windows[0])(0, 10 * SAMPLE_RATE)]
+    assert split_windows(np.zeros(0, dtype=np.float32)) == []
+    with pytest.raises(ValueError, match="search_seconds"):
+        split_windows(x, 30.0, 30.0)
+
+
+def test_is_silent() -> None:
+    assert is_silent(np.zeros(SAMPLE_RATE, dtype=np.float32))
+    rng = np.random.default_rng(1)
+    assert is_silent((rng.standard_normal(SAMPLE_RATE) * 1e-4).astype(np.float32))  # -80 dBFS hiss
+    assert not is_silent(samples.tone(1.0, SAMPLE_RATE, amplitude=0.05))
+    assert is_silent(np.zeros(0, dtype=np.float32))

@@ -1,0 +1,310 @@
+"""Engine build tool, pure parts: flags per model, command lines, nvidia-smi parsing, layout, smoke verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from whisper_build.engine_build import cli, commands, gpu, layout, smoke
+from whisper_build.engine_build.spec import BuildSpecError, derive_spec, model_name_for, parse_model_source
+
+
+def _flag(argv: list[str], name: str) -> str:
+    """Value following ``name`` in an argv (fails the test when absent)."""
+    return argv[argv.index(name) + 1]
+
+
+# ------------------------------------------------------------------------------ flag derivation
+
+
+@pytest.mark.parametrize(
+    ("model", "n_mels", "multilingual"),
+    [
+        ("large-v3", 128, True),
+        ("large-v3-turbo", 128, True),
+        ("small", 80, True),
+        ("small.en", 80, False),
+        ("distil-large-v3", 128, True),
+        ("distil-medium.en", 80, False),
+    ],
+)
+def test_mel_bins_and_language_follow_the_model(model, n_mels, multilingual):
+    spec = derive_spec(model)
+    assert (spec.n_mels, spec.multilingual) == (n_mels, multilingual)
+
+
+def test_decoder_limits_share_the_448_token_context():
+    spec = derive_spec("large-v3", max_output_len=224)
+    # 224 output tokens leave 224 of 448 for the prompt; the whole context is used.
+    assert (spec.max_prompt_len, spec.decoder_max_seq_len) == (224, 448)
+    short = derive_spec("large-v3", max_output_len=96)
+    # Shorter output: the prompt budget is SOT tokens + 223 previous-text tokens, not more.
+    assert (short.max_prompt_len, short.decoder_max_seq_len) == (228, 324)
+    explicit = derive_spec("small", max_output_len=100, max_prompt_len=14)
+    assert explicit.decoder_max_seq_len == 114  # the upstream README's example engine
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_output_len": 225}, "--max-output-len"),
+        ({"max_output_len": 0}, "--max-output-len"),
+        ({"max_output_len": 224, "max_prompt_len": 300}, "--max-prompt-len"),
+        ({"max_prompt_len": 2}, "--max-prompt-len"),
+        ({"max_batch_size": 0}, "max_batch_size"),
+        ({"beam_width": 9}, "beam_width"),
+    ],
+)
+def test_impossible_limits_name_the_option(kwargs, message):
+    with pytest.raises(BuildSpecError, match=message):
+        derive_spec("large-v3", **kwargs)
+
+
+def test_unknown_model_lists_accepted_names():
+    with pytest.raises(BuildSpecError, match="large-v3-turbo"):
+        derive_spec("large-v4")
+
+
+def test_model_name_from_hugging_face_id():
+    assert model_name_for("openai/whisper-large-v3-turbo") == "large-v3-turbo"
+    assert model_name_for("Distil-Whisper/distil-large-v3") == "distil-large-v3"
+    assert model_name_for("someone/whisper-finetune") is None
+
+
+def test_model_sources(tmp_path):
+    assert parse_model_source("openai/whisper-small").kind == "hf"
+    assert parse_model_source(str(tmp_path)).kind == "local"
+    s3 = parse_model_source("s3://my-bucket/checkpoints/large-v3")
+    assert s3.kind == "s3" and s3.s3_bucket_and_prefix == ("my-bucket", "checkpoints/large-v3/")
+    with pytest.raises(BuildSpecError, match="S3 URI"):
+        parse_model_source("s3://")
+    with pytest.raises(BuildSpecError, match="neither an existing folder"):
+        parse_model_source("not a model")
+
+
+def test_model_name_resolution():
+    hf = parse_model_source("openai/whisper-large-v3")
+    assert cli.resolve_model_name(hf, None) == "large-v3"
+    with pytest.raises(BuildSpecError, match="contradicts"):
+        cli.resolve_model_name(hf, "small")
+    with pytest.raises(BuildSpecError, match="--model-name is required"):
+        cli.resolve_model_name(parse_model_source("me/my-finetune"), None)
+
+
+def test_checkpoint_folder_kinds(tmp_path):
+    (tmp_path / "large-v3.pt").write_bytes(b"")
+    assert cli.checkpoint_inputs(tmp_path, "large-v3") == (tmp_path, None)
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    assert cli.checkpoint_inputs(hf, "large-v3") == (None, str(hf))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BuildSpecError, match="neither small.pt"):
+        cli.checkpoint_inputs(tmp_path / "empty", "small")
+
+
+# ------------------------------------------------------------------------------ command lines
+
+
+def test_commands_for_a_hugging_face_checkpoint():
+    spec = derive_spec("large-v3-turbo", max_batch_size=32, beam_width=2, max_output_len=200, weight_only="int4")
+    paths = commands.BuildPaths(Path("/w"))
+    plan = commands.build_plan(spec, paths, openai_checkpoint_dir=None, hf_checkpoint="openai/whisper-large-v3-turbo")
+    assert [step.name for step in plan] == ["hf-to-openai", "convert-checkpoint", "build-encoder", "build-decoder"]
+    rewrite, convert, encoder, decoder = (step.argv for step in plan)
+    assert _flag(rewrite, "--output_name") == "large-v3-turbo"
+    assert _flag(convert, "--model_dir") == "/w/assets"
+    assert _flag(convert, "--weight_only_precision") == "int4" and "--use_weight_only" in convert
+    assert _flag(encoder, "--max_input_len") == "3000" and _flag(encoder, "--max_seq_len") == "3000"
+    assert _flag(encoder, "--max_batch_size") == "32"
+    assert _flag(encoder, "--gemm_plugin") == "disable"
+    assert _flag(decoder, "--checkpoint_dir") == "/w/checkpoint/decoder"
+    assert _flag(decoder, "--max_beam_width") == "2"
+    assert _flag(decoder, "--max_input_len") == str(spec.max_prompt_len)
+    assert _flag(decoder, "--max_seq_len") == str(spec.max_prompt_len + 200)
+    assert _flag(decoder, "--max_encoder_input_len") == "3000"
+
+
+def test_openai_checkpoint_skips_rewrite_and_no_weight_only_flags():
+    spec = derive_spec("small")
+    plan = commands.build_plan(spec, commands.BuildPaths(Path("/w")), openai_checkpoint_dir=Path("/ckpt"), hf_checkpoint=None)
+    assert [step.name for step in plan] == ["convert-checkpoint", "build-encoder", "build-decoder"]
+    assert _flag(plan[0].argv, "--model_dir") == "/ckpt"
+    assert "--use_weight_only" not in plan[0].argv
+    with pytest.raises(ValueError, match="exactly one"):
+        commands.build_plan(spec, commands.BuildPaths(Path("/w")), openai_checkpoint_dir=None, hf_checkpoint=None)
+
+
+def test_cli_dry_run_prints_flags_and_commands(capsys):
+    assert cli.main(["--model", "openai/whisper-small", "--output-dir", "/tmp/unused", "--dry-run"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["build_flags"]["n_mels"] == 80
+    assert printed["commands"][-1][0] == "trtllm-build"
+
+
+def test_cli_bad_options_exit_2(capsys):
+    assert cli.main(["--model", "openai/whisper-small", "--output-dir", "/tmp/x", "--max-output-len", "500"]) == 2
+    assert "--max-output-len" in capsys.readouterr().err
+    assert cli.main(["--model", "openai/whisper-small", "--output-dir", "/tmp/x"]) == 2
+    assert "--smoke-clip" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ nvidia-smi
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("NVIDIA A10G, 8.6\n", [("NVIDIA A10G", "8.6", "sm86")]),
+        ("name, compute_cap\r\nNVIDIA L40S, 8.9\r\n\r\n", [("NVIDIA L40S", "8.9", "sm89")]),
+        ("  NVIDIA H100 80GB HBM3 ,  9.0  \nNVIDIA H100 80GB HBM3, 9.0\n", [("NVIDIA H100 80GB HBM3", "9.0", "sm90")] * 2),
+        ("Weird, Inc. GPU, 12.0", [("Weird, Inc. GPU", "12.0", "sm120")]),
+    ],
+)
+def test_parse_nvidia_smi(text, expected):
+    assert [(g.name, g.compute_capability, g.arch) for g in gpu.parse_gpu_csv(text)] == expected
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "NVIDIA A10G, [N/A]", "NVIDIA A10G", "No devices were found"])
+def test_parse_nvidia_smi_errors(text):
+    with pytest.raises(gpu.GpuQueryError):
+        gpu.parse_gpu_csv(text)
+
+
+def test_query_gpu_uses_the_documented_query_and_rejects_mixed_gpus():
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout="NVIDIA A10G, 8.6\n", stderr="")
+
+    assert gpu.query_gpu(fake_run).arch == "sm86"
+    assert calls == [["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]]
+
+    def mixed(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 0, stdout="NVIDIA A10G, 8.6\nNVIDIA L40S, 8.9\n", stderr="")
+
+    with pytest.raises(gpu.GpuQueryError, match="different architectures"):
+        gpu.query_gpu(mixed)
+
+    def missing(argv, **kwargs):
+        raise FileNotFoundError(argv[0])
+
+    with pytest.raises(gpu.GpuQueryError, match="not found"):
+        gpu.query_gpu(missing)
+
+
+# ------------------------------------------------------------------------------ repository layout
+
+_CONFIG = """name: "whisper"
+backend: "python"
+max_batch_size: 16
+parameters: {
+  key: "engine"
+  value: { string_value: "ctranslate2" }
+}
+parameters [
+  { key: "model_path", value: { string_value: "" } }
+]
+"""
+
+
+def test_set_model_parameters_rewrites_and_appends():
+    text = layout.set_model_parameters(_CONFIG, {"engine": "tensorrt_llm", "model_path": "engine", "beam_size": "2"})
+    assert 'string_value: "tensorrt_llm"' in text and "ctranslate2" not in text
+    assert '{ key: "model_path", value: { string_value: "engine" } }' in text
+    assert text.count('key: "beam_size"') == 1 and 'string_value: "2"' in text
+    with pytest.raises(layout.LayoutError, match="quotes"):
+        layout.set_model_parameters(_CONFIG, {"engine": 'a"b'})
+
+
+def _template(root: Path) -> Path:
+    model = root / "template" / "whisper"
+    (model / "1" / "__pycache__").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(_CONFIG)
+    (model / "1" / "model.py").write_text("# model\n")
+    (model / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"")
+    return root / "template"
+
+
+def _engines(root: Path) -> Path:
+    for part in ("encoder", "decoder"):
+        (root / "engines" / part).mkdir(parents=True)
+        (root / "engines" / part / "rank0.engine").write_bytes(part.encode())
+        (root / "engines" / part / "config.json").write_text("{}")
+    (root / "tokenizer.json").write_text("{}")
+    return root / "engines"
+
+
+def test_layout_repository(tmp_path):
+    engine_dir = layout.layout_repository(
+        tmp_path / "v1",
+        engine_dir=_engines(tmp_path),
+        tokenizer_json=tmp_path / "tokenizer.json",
+        parameters=layout.model_parameters(16, 1, 224),
+        template_dir=_template(tmp_path),
+    )
+    model = tmp_path / "v1" / "model_repository" / "whisper"
+    assert engine_dir == model / "engine"
+    files = sorted(p.relative_to(tmp_path / "v1").as_posix() for p in (tmp_path / "v1").rglob("*") if p.is_file())
+    assert files == [
+        "model_repository/whisper/1/model.py",
+        "model_repository/whisper/config.pbtxt",
+        "model_repository/whisper/engine/decoder/config.json",
+        "model_repository/whisper/engine/decoder/rank0.engine",
+        "model_repository/whisper/engine/encoder/config.json",
+        "model_repository/whisper/engine/encoder/rank0.engine",
+        "model_repository/whisper/engine/tokenizer.json",
+    ]
+    config = (model / "config.pbtxt").read_text()
+    assert 'string_value: "tensorrt_llm"' in config and 'key: "max_engine_batch"' in config
+
+
+def test_layout_refuses_incomplete_inputs(tmp_path):
+    template = _template(tmp_path)
+    engines = _engines(tmp_path)
+    common = dict(tokenizer_json=tmp_path / "tokenizer.json", parameters={}, template_dir=template)
+    with pytest.raises(layout.LayoutError, match="config.pbtxt not found"):
+        layout.layout_repository(tmp_path / "v", engine_dir=engines, **{**common, "template_dir": tmp_path})
+    (tmp_path / "half" / "encoder").mkdir(parents=True)
+    with pytest.raises(layout.LayoutError, match="did not produce the decoder engine"):
+        layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", **common)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    with pytest.raises(layout.LayoutError, match="not empty"):
+        layout.layout_repository(tmp_path / "used", engine_dir=engines, **common)
+
+
+@pytest.mark.skipif(not (layout.DEFAULT_TEMPLATE_DIR / "whisper" / "config.pbtxt").is_file(), reason="no template yet")
+def test_project_template_gets_tensorrt_llm_parameters(tmp_path):
+    layout.layout_repository(
+        tmp_path / "v1",
+        engine_dir=_engines(tmp_path),
+        tokenizer_json=tmp_path / "tokenizer.json",
+        parameters=layout.model_parameters(8, 1, 224),
+        template_dir=layout.DEFAULT_TEMPLATE_DIR,
+    )
+    config = (tmp_path / "v1" / "model_repository" / "whisper" / "config.pbtxt").read_text()
+    assert config.count('key: "engine"') == 1
+    assert 'string_value: "tensorrt_llm"' in config
+
+
+# ------------------------------------------------------------------------------ smoke verdict
+
+
+def test_word_error_rate():
+    assert smoke.word_error_rate("And so, my fellow Americans", "and so my fellow americans!") == 0.0
+    assert smoke.word_error_rate("a b c d", "a x c") == 0.5  # one substitution, one deletion
+    assert smoke.word_error_rate("", "") == 0.0
+
+
+def test_judge_passes_close_and_fails_garbage():
+    expected = "And so my fellow Americans ask not what your country can do for you"
+    assert smoke.judge(expected.lower() + ".", expected).wer == 0.0
+    with pytest.raises(smoke.SmokeTestError, match="WER"):
+        smoke.judge("thank you", expected)
+    with pytest.raises(smoke.SmokeTestError):
+        smoke.judge("", expected)

@@ -1,0 +1,302 @@
+"""Gateway HTTP behaviour with an injected fake backend (Triton-free): errors, formats,
+windows, admission, drain, metrics. The same error table also runs against real Triton in
+tests/test_gateway_integration.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+import pytest
+import speech_samples as samples
+from fastapi.testclient import TestClient
+from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
+
+from whisper_build.gateway.app import create_app
+from whisper_build.gateway.backend import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    pack_batch,
+)
+from whisper_build.gateway.settings import GatewaySettings
+
+WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
+
+
+class FakeBackend:
+    """Answers ``"w<index>:<seconds>"`` per window; records calls; can fail or block."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[int], str, float]] = []
+        self.error: Exception | None = None
+        self.is_ready = True
+        self.gate: asyncio.Event | None = None
+        self.entered: asyncio.Event | None = None
+        self.closed = False
+
+    async def transcribe(
+        self, windows: Sequence[np.ndarray], text_prefix: str, repetition_penalty: float, timeout: float
+    ) -> list[str]:
+        self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
+        if self.entered is not None:
+            self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        return [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
+
+    async def ready(self, timeout: float) -> bool:
+        return self.is_ready
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def make_client(**overrides: object) -> tuple[TestClient, FakeBackend]:
+    backend = FakeBackend()
+    settings = GatewaySettings(**{"max_body_bytes": 1_000_000, "max_audio_seconds": 120, **overrides})
+    return TestClient(create_app(settings, lambda _: backend)), backend
+
+
+@pytest.fixture(scope="module")
+def client_and_backend():
+    client, backend = make_client()
+    with client:
+        yield client, backend
+    assert backend.closed  # lifespan closed the backend
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=[c.name for c in BAD_REQUESTS])
+def test_bad_requests_get_shaped_4xx(client_and_backend, case: BadRequest) -> None:
+    client, backend = client_and_backend
+    calls_before = len(backend.calls)
+    status, body = send_bad_request(client, case, max_body_bytes=1_000_000, max_audio_seconds=120)
+    assert status == case.status, body
+    assert isinstance(body, dict) and set(body) == {"code", "message"}, body
+    assert isinstance(body["code"], int) and body["code"] != 0
+    assert case.message.lower() in body["message"].lower(), body["message"]
+    assert len(backend.calls) == calls_before  # nothing bad reached the model
+    # the service keeps serving after every bad request
+    ok = client.post("/invocations", json={"audio_data": b64(WAV)})
+    assert ok.status_code == 200 and ok.json()["transcribe_text"] == "w0:2.0"
+
+
+def test_invocations_success_shape_prompt_and_penalty(client_and_backend) -> None:
+    client, backend = client_and_backend
+    r = client.post(
+        "/invocations",
+        json={
+            "audio_data": "data:audio/wav;base64," + b64(WAV),
+            "whisper_prompt": "<|startofprev|>Triton<|startoftranscript|><|en|><|transcribe|><|notimestamps|>",
+            "repetition_penalty": 1.3,
+        },
+    )
+    assert r.status_code == 200
+    assert r.json() == {
+        "code": 0,
+        "message": "Success",
+        "transcribe_text": "w0:2.0",
+        "duration": 2.0,
+        "language": "en",
+    }
+    _, _, prefix, penalty = backend.calls[-1]
+    assert prefix == "<|startofprev|>Triton<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+    assert penalty == pytest.approx(1.3)
+
+
+def test_plain_prompt_and_language_become_text_prefix(client_and_backend) -> None:
+    client, backend = client_and_backend
+    r = client.post("/invocations", json={"audio_data": b64(WAV), "whisper_prompt": "HyperPod", "language": "EN"})
+    assert r.status_code == 200
+    assert backend.calls[-1][2] == "<|startofprev|>HyperPod<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+
+
+def test_long_prompt_is_truncated_not_rejected(client_and_backend) -> None:
+    client, backend = client_and_backend
+    r = client.post("/invocations", json={"audio_data": b64(WAV), "whisper_prompt": "word " * 5000})
+    assert r.status_code == 200
+    assert len(backend.calls[-1][2]) < 5000
+
+
+def test_long_audio_is_one_batch_of_windows_joined_in_order(client_and_backend) -> None:
+    client, backend = client_and_backend
+    x = np.concatenate([samples.tone(20.0, 16000), np.zeros(8000, np.float32)] * 4)  # 82 s
+    r = client.post("/invocations", json={"audio_data": b64(samples.encode(x, 16000, "flac"))})
+    assert r.status_code == 200
+    batch, lengths, _, _ = backend.calls[-1]
+    assert batch == 3 and sum(lengths) == len(x)  # one call, nothing lost
+    assert all(n <= 30 * 16000 for n in lengths)
+    assert r.json()["transcribe_text"].split() == [f"w{i}:{n / 16000:.1f}" for i, n in enumerate(lengths)]
+    assert r.json()["duration"] == pytest.approx(82.0)
+
+
+def test_silence_returns_empty_text_without_calling_the_model(client_and_backend) -> None:
+    client, backend = client_and_backend
+    calls = len(backend.calls)
+    silence = samples.encode(np.zeros(16000 * 45, np.float32), 16000, "flac")
+    r = client.post("/invocations", json={"audio_data": b64(silence)})
+    assert r.status_code == 200 and r.json()["transcribe_text"] == "" and r.json()["duration"] == 45.0
+    assert len(backend.calls) == calls
+
+
+def openai(client: TestClient, audio: bytes, **form: str) -> httpx.Response:
+    return client.post("/v1/audio/transcriptions", files={"file": ("a.flac", audio)}, data=form)
+
+
+def test_openai_formats(client_and_backend) -> None:
+    client, _ = client_and_backend
+    x = np.concatenate([samples.tone(25.0, 16000), np.zeros(16000, np.float32), samples.tone(10.0, 16000)])
+    audio = samples.encode(x, 16000, "flac")
+    plain = openai(client, audio).json()
+    assert list(plain) == ["text"] and [t.split(":")[0] for t in plain["text"].split()] == ["w0", "w1"]
+    text = openai(client, audio, response_format="text")
+    assert text.headers["content-type"].startswith("text/plain") and text.text.startswith("w0:")
+    verbose = openai(client, audio, response_format="verbose_json", language="en", model="whisper-1").json()
+    assert verbose["language"] == "en" and verbose["duration"] == pytest.approx(36.0)
+    segments = verbose["segments"]
+    assert [s["id"] for s in segments] == [0, 1] and segments[0]["start"] == 0.0
+    assert segments[0]["end"] == segments[1]["start"] and segments[1]["end"] == pytest.approx(36.0)
+    assert 25.0 <= segments[0]["end"] <= 26.0  # cut in the 1 s pause
+    srt = openai(client, audio, response_format="srt").text
+    assert srt.startswith("1\n00:00:00,000 --> 00:00:25,") and "\n\n2\n00:00:25," in srt
+    vtt = openai(client, audio, response_format="vtt").text
+    assert vtt.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:25.") and "w1:" in vtt
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code", "message"),
+    [
+        (BackendUnavailable("Triton is unavailable: connection refused"), 503, 2002, "unavailable"),
+        (BackendError("Triton failed the request: boom"), 502, 2003, "boom"),
+        (BackendTimeout("Triton did not answer"), 504, 2004, "longer than"),
+    ],
+)
+def test_backend_failures_map_to_5xx(error: Exception, status: int, code: int, message: str) -> None:
+    client, backend = make_client()
+    with client:
+        backend.error = error
+        r = client.post("/invocations", json={"audio_data": b64(WAV)})
+        assert (r.status_code, r.json()["code"]) == (status, code) and message in r.json()["message"]
+        backend.error = None
+        assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 200
+
+
+def test_ping_follows_backend_readiness_and_drain() -> None:
+    client, backend = make_client()
+    with client:
+        assert client.get("/ping").status_code == 200
+        backend.is_ready = False
+        r = client.get("/ping")
+        assert r.status_code == 503 and "not ready" in r.json()["message"]
+        backend.is_ready = True
+        client.app.state.admission.start_drain()
+        assert client.get("/ping").status_code == 503
+        r = client.post("/invocations", json={"audio_data": b64(WAV)})
+        assert r.status_code == 503 and "shutting down" in r.json()["message"]
+
+
+def test_body_limit_checked_while_streaming_without_content_length() -> None:
+    client, backend = make_client(max_body_bytes=10_000)
+    with client:
+        def chunks():
+            for _ in range(20):
+                yield b"x" * 1000
+
+        r = client.post("/invocations", content=chunks(), headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and "10000 bytes" in r.json()["message"]
+        assert not backend.calls
+        assert client.post("/invocations", json={"audio_data": b64(WAV[:4000])}).status_code != 413
+
+
+def test_overload_queue_full_gets_429_then_recovers() -> None:
+    asyncio.run(_overload_scenario())
+
+
+async def _overload_scenario() -> None:
+    backend = FakeBackend()
+    backend.gate, backend.entered = asyncio.Event(), asyncio.Event()
+    app = create_app(GatewaySettings(capacity=1, queue_size=0, retry_after_seconds=2), lambda _: backend)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            body = {"audio_data": b64(WAV)}
+            first = asyncio.create_task(client.post("/invocations", json=body))
+            await asyncio.wait_for(backend.entered.wait(), 10)
+            second = await client.post("/invocations", json=body)
+            assert second.status_code == 429 and second.headers["retry-after"] == "2"
+            assert second.json()["code"] == 2001 and "busy" in second.json()["message"]
+            metrics = (await client.get("/metrics")).text
+            assert "whisper_gateway_inflight_requests 1.0" in metrics
+            backend.gate.set()
+            assert (await first).status_code == 200
+            assert (await client.post("/invocations", json=body)).status_code == 200
+
+
+def test_request_timeout_gives_504() -> None:
+    asyncio.run(_timeout_scenario())
+
+
+async def _timeout_scenario() -> None:
+    backend = FakeBackend()
+    backend.gate = asyncio.Event()  # never released
+    app = create_app(GatewaySettings(request_timeout_seconds=0.2), lambda _: backend)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            r = await client.post("/invocations", json={"audio_data": b64(WAV)})
+            assert r.status_code == 504 and "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS" in r.json()["message"]
+            assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
+
+
+def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
+    client, _ = client_and_backend
+    client.post("/invocations", json={"audio_data": b64(WAV)})
+    text = client.get("/metrics").text
+    names = {
+        line.split()[2]
+        for line in text.splitlines()
+        if line.startswith("# TYPE") and not line.split()[2].endswith("_created")
+    }
+    assert names == {
+        "whisper_gateway_requests_total",
+        "whisper_gateway_request_duration_seconds",
+        "whisper_gateway_audio_seconds_total",
+        "whisper_gateway_inflight_requests",
+        "whisper_gateway_capacity_requests",
+    }
+    assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
+    assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text
+    assert "whisper_gateway_capacity_requests 8.0" in text
+
+
+def test_pack_batch_zero_pads_and_reports_lengths() -> None:
+    wav, lens = pack_batch([np.ones(3, np.float32), np.ones(5, np.float32)])
+    assert wav.shape == (2, 5) and wav.dtype == np.float32 and lens.dtype == np.int32
+    assert lens.tolist() == [[3], [5]] and wav[0].tolist() == [1, 1, 1, 0, 0]
+    with pytest.raises(ValueError):
+        pack_batch([])
+
+
+def test_real_triton_client_against_a_closed_port_gives_503() -> None:
+    """The real TritonBackend (no fake) when nothing listens: /ping and requests answer 503."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block exits: nothing listens there
+    settings = GatewaySettings(triton_url=f"127.0.0.1:{port}", request_timeout_seconds=10)
+    with TestClient(create_app(settings)) as client:
+        ping = client.get("/ping")
+        assert ping.status_code == 503 and ping.headers["retry-after"] == "1"
+        assert f"127.0.0.1:{port}" in ping.json()["message"]
+        r = client.post("/invocations", json={"audio_data": b64(WAV)})
+        assert r.status_code == 503 and r.json()["code"] == 2002, r.json()
+        assert "unavailable" in r.json()["message"].lower()

@@ -1,0 +1,332 @@
+"""What the charts say, for every GPU group of a three-group config and for each config switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from k8s_charts import synth as synth_cli
+from k8s_charts.sizing import pod_resources
+from k8s_support import THREE_GROUPS, config_with, of_kind, synth, three_groups
+from observability.queries import scaling_utilization_query
+from settings import labels
+
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+
+
+@pytest.fixture(scope="module")
+def config():
+    return three_groups()
+
+
+@pytest.fixture(scope="module")
+def manifests(config):
+    return synth(config)
+
+
+@pytest.fixture(scope="module")
+def deployments(manifests):
+    return of_kind(manifests, "Deployment")
+
+
+def _pod(deployment):
+    return deployment["spec"]["template"]["spec"]
+
+
+def _container(deployment, name="serving"):
+    return next(c for c in _pod(deployment)["containers"] + _pod(deployment)["initContainers"] if c["name"] == name)
+
+
+def _env(container):
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def test_one_deployment_per_group(config, deployments) -> None:
+    assert sorted(deployments) == ["whisper-g5", "whisper-g6e", "whisper-p5"]
+    for group in config.gpu_groups:
+        labels_ = deployments[f"whisper-{group.name}"]["spec"]["template"]["metadata"]["labels"]
+        assert labels_ == {labels.APP_NAME_LABEL: "whisper", labels.GPU_GROUP_LABEL: group.name,
+                           labels.GPU_ARCH_LABEL: group.arch}
+        assert "replicas" not in deployments[f"whisper-{group.name}"]["spec"]  # KEDA owns it
+
+
+def test_every_group_is_pinned_to_its_healthy_nodes_and_tolerates_the_gpu_taint(config, deployments) -> None:
+    for group in config.gpu_groups:
+        pod = _pod(deployments[f"whisper-{group.name}"])
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert len(terms) == 1
+        required = {e["key"]: (e["operator"], e["values"]) for e in terms[0]["matchExpressions"]}
+        assert required == {
+            labels.GPU_GROUP_LABEL: ("In", [group.name]),
+            labels.INSTANCE_TYPE_LABEL: ("In", [group.instance_type]),
+            HEALTH: ("In", ["Schedulable"]),
+        }
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        spread = pod["topologySpreadConstraints"]
+        assert {c["topologyKey"] for c in spread} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+        assert all(c["labelSelector"]["matchLabels"][labels.GPU_GROUP_LABEL] == group.name for c in spread)
+
+
+def test_every_group_mounts_only_its_architecture_prefix(config, manifests, deployments) -> None:
+    volumes = of_kind(manifests, "PersistentVolume")
+    claims = of_kind(manifests, "PersistentVolumeClaim")
+    assert {name: pv["spec"]["mountOptions"][2] for name, pv in volumes.items()} == {
+        "whisper-models-sm86": "prefix models/large-v3-turbo/sm86/",
+        "whisper-models-sm89": "prefix models/large-v3-turbo/sm89/",
+        "whisper-models-sm90": "prefix models/large-v3-turbo/sm90/",
+    }
+    handles = [pv["spec"]["csi"]["volumeHandle"] for pv in volumes.values()]
+    assert len(set(handles)) == len(handles)
+    for group in config.gpu_groups:
+        pod = _pod(deployments[f"whisper-{group.name}"])
+        claim = next(v for v in pod["volumes"] if v["name"] == "models")["persistentVolumeClaim"]
+        assert claim == {"claimName": f"whisper-models-{group.arch}", "readOnly": True}
+        pv = volumes[claims[claim["claimName"]]["spec"]["volumeName"]]
+        assert pv["spec"]["claimRef"] == {"name": claim["claimName"], "namespace": "whisper"}
+        options = pv["spec"]["mountOptions"]
+        assert f"prefix models/large-v3-turbo/{group.arch}/" in options and "read-only" in options
+        assert f"region {config.region}" in options and "allow-other" in options
+        # the non-root container user must own the mount, or it cannot read the engines
+        assert f"uid={pod['securityContext']['runAsUser']}" in options
+        assert f"gid={pod['securityContext']['runAsGroup']}" in options
+        assert pv["spec"]["csi"]["driver"] == "s3.csi.aws.com" and pv["spec"]["accessModes"] == ["ReadOnlyMany"]
+
+
+def test_groups_of_one_architecture_share_one_volume() -> None:
+    config = config_with(gpu_groups=[
+        {"name": "l40s", "instance_type": "ml.g6e.2xlarge"},
+        {"name": "l4", "instance_type": "ml.g6.2xlarge"},
+    ])
+    manifests = synth(config)
+    assert list(of_kind(manifests, "PersistentVolume")) == ["whisper-models-sm89"]
+    claims = {_pod(d)["volumes"][0]["persistentVolumeClaim"]["claimName"] for d in of_kind(manifests, "Deployment").values()}
+    assert claims == {"whisper-models-sm89"}
+
+
+def test_probes_match_triton_semantics(config, deployments) -> None:
+    for group in config.gpu_groups:
+        serving = _container(deployments[f"whisper-{group.name}"])
+        startup, live, ready = serving["startupProbe"], serving["livenessProbe"], serving["readinessProbe"]
+        assert startup["failureThreshold"] * startup["periodSeconds"] >= 15 * 60
+        assert startup["httpGet"] == live["httpGet"] == {"path": "/v2/health/live", "port": "triton-http", "scheme": "HTTP"}
+        assert ready["httpGet"]["path"] == "/ping" and ready["httpGet"]["port"] == "http"
+        ports = {p["name"]: p["containerPort"] for p in serving["ports"]}
+        assert ports == {"http": 8080, "triton-http": 8000, "triton-grpc": 8001, "triton-metrics": 8002}
+        assert "ready" not in str(live)
+
+
+def test_security_context_is_restricted_for_every_container(config, deployments) -> None:
+    for group in config.gpu_groups:
+        deployment = deployments[f"whisper-{group.name}"]
+        pod = _pod(deployment)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        for container in pod["containers"] + pod["initContainers"]:
+            context = container["securityContext"]
+            assert context["runAsNonRoot"] is True and context["runAsUser"] == pod["securityContext"]["runAsUser"]
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+            # a read-only root needs writable emptyDirs for what the processes write
+            assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/tmp", "/run/whisper"}
+
+
+def test_resources_gpu_shm_and_capacity_are_sized_per_group(config, deployments) -> None:
+    for group in config.gpu_groups:
+        deployment = deployments[f"whisper-{group.name}"]
+        serving = _container(deployment)
+        limits = serving["resources"]["limits"]
+        assert serving["resources"]["requests"] == limits
+        assert limits["nvidia.com/gpu"] == 1
+        cpu_m = int(limits["cpu"].removesuffix("m"))
+        memory_mib = int(limits["memory"].removesuffix("Mi"))
+        instance = group.instance
+        # one pod per GPU, with headroom left for the node's daemons
+        assert 0 < cpu_m * instance.gpus < instance.vcpus * 1000 - 900
+        assert 0 < memory_mib * instance.gpus < instance.memory_gib * 1024 - 2048
+        shm = next(v for v in _pod(deployment)["volumes"] if v["name"] == "dshm")["emptyDir"]
+        assert shm["medium"] == "Memory" and int(shm["sizeLimit"].removesuffix("Mi")) >= 1024
+        assert {"mountPath": "/dev/shm", "name": "dshm"} in serving["volumeMounts"]
+        env = _env(serving)
+        assert env["WHISPER_GATEWAY_CAPACITY"] == str(group.effective_capacity)
+        assert env["WHISPER_ENGINE"] == group.serving_engine
+        assert env["WHISPER_GATEWAY_HOST"] == "0.0.0.0"
+
+
+def test_multi_gpu_instances_split_cpu_and_memory_per_gpu(config) -> None:
+    p5 = next(g for g in config.gpu_groups if g.name == "p5")
+    single = pod_resources(type(p5.instance)(p5.instance.vcpus, p5.instance.memory_gib, 1))
+    assert pod_resources(p5.instance).cpu_millicores <= single.cpu_millicores // 8 + 100
+
+
+def test_termination_outlasts_the_longest_request_with_a_drain(config, deployments) -> None:
+    for group in config.gpu_groups:
+        pod = _pod(deployments[f"whisper-{group.name}"])
+        assert pod["terminationGracePeriodSeconds"] > config.serving.request_timeout_seconds
+        serving = _container(deployments[f"whisper-{group.name}"])
+        assert serving["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+        env = _env(serving)
+        assert int(env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]) >= config.serving.request_timeout_seconds
+        assert (int(env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]) + int(env["WHISPER_GATEWAY_DRAIN_SECONDS"])
+                + serving["lifecycle"]["preStop"]["sleep"]["seconds"]) < pod["terminationGracePeriodSeconds"]
+
+
+def test_prestop_falls_back_to_exec_before_kubernetes_1_30() -> None:
+    deployment = next(iter(of_kind(synth(config_with(cluster={"kubernetes_version": "1.29"})), "Deployment").values()))
+    assert _container(deployment)["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "15"]}}
+
+
+def test_one_disruption_budget_per_group(config, manifests) -> None:
+    budgets = of_kind(manifests, "PodDisruptionBudget")
+    assert sorted(budgets) == ["whisper-g5", "whisper-g6e", "whisper-p5"]
+    for group in config.gpu_groups:
+        spec = budgets[f"whisper-{group.name}"]["spec"]
+        assert spec["selector"]["matchLabels"][labels.GPU_GROUP_LABEL] == group.name
+        assert spec["maxUnavailable"] == 1
+
+
+def test_preflight_init_container_checks_the_group_engine(config, deployments) -> None:
+    for group in config.gpu_groups:
+        preflight = _container(deployments[f"whisper-{group.name}"], "preflight")
+        command = preflight["command"]
+        assert command[:3] == ["python3", "-m", "whisper_build.preflight"]
+        args = dict(zip(command[3::2], command[4::2]))
+        assert args["--engine"] == group.serving_engine and args["--gpu-group"] == group.name
+        assert args["--model"] == config.model.name and args["--model-dir"] == "/models"
+        assert preflight["resources"]["limits"]["nvidia.com/gpu"] == 1  # nvidia-smi needs the GPU
+
+
+def test_ctranslate2_switch_reaches_the_pod() -> None:
+    config = config_with(gpu_groups=[
+        {"name": "g5", "instance_type": "ml.g5.2xlarge"},
+        {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"},
+    ])
+    deployment = of_kind(synth(config), "Deployment")["whisper-g6e"]
+    assert _env(_container(deployment))["WHISPER_ENGINE"] == "ctranslate2"
+    assert "ctranslate2" in _container(deployment, "preflight")["command"]
+
+
+def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config, manifests) -> None:
+    scaled = of_kind(manifests, "ScaledObject")
+    auth = of_kind(manifests, "TriggerAuthentication")
+    assert sorted(scaled) == ["whisper-g5", "whisper-g6e", "whisper-p5"]
+    assert [a["spec"] for a in auth.values()] == [{"podIdentity": {"provider": "aws"}}]
+    for group in config.gpu_groups:
+        spec = scaled[f"whisper-{group.name}"]["spec"]
+        assert spec["scaleTargetRef"] == {"name": f"whisper-{group.name}"}
+        assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (group.min_replicas, group.max_replicas)
+        behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        assert behavior["scaleDown"]["stabilizationWindowSeconds"] == config.autoscaling.scale_down_stabilization_seconds
+        assert spec["fallback"]["replicas"] >= max(group.min_replicas, 1)
+        (trigger,) = spec["triggers"]
+        assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
+        assert trigger["authenticationRef"] == {"name": next(iter(auth))}
+        meta = trigger["metadata"]
+        assert meta["awsRegion"] == config.region
+        assert meta["serverAddress"] == (
+            f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/REPLACE-WITH-AMP-WORKSPACE-ID"
+        )
+        assert meta["query"] == scaling_utilization_query(group.name)
+        assert f'gpu_group="{group.name}"' in meta["query"]
+        assert meta["threshold"] == str(config.autoscaling.target_utilization)
+        assert meta["ignoreNullValues"] == "false"  # empty result -> error -> fallback, never 0
+
+
+def test_nlb_service_spans_every_group(config, manifests, deployments) -> None:
+    services = of_kind(manifests, "Service")
+    (service,) = services.values()
+    assert service["spec"]["type"] == "LoadBalancer"
+    selector = service["spec"]["selector"]
+    for deployment in deployments.values():
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod_labels.items()
+    annotations = service["metadata"]["annotations"]
+    prefix = "service.beta.kubernetes.io/aws-load-balancer-"
+    assert annotations[prefix + "type"] == "external"
+    assert annotations[prefix + "nlb-target-type"] == "ip"
+    assert annotations[prefix + "scheme"] == "internal"
+    assert annotations[prefix + "healthcheck-protocol"] == "http"
+    assert annotations[prefix + "healthcheck-path"] == "/ping"
+    assert annotations[prefix + "listener-attributes.TCP-80"] == f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}"
+    assert "deregistration_delay.timeout_seconds=" in annotations[prefix + "target-group-attributes"]
+    assert all(isinstance(value, str) for value in annotations.values())
+    assert not of_kind(manifests, "Ingress")
+
+
+def test_alb_switch_creates_an_ingress_with_least_outstanding_requests() -> None:
+    manifests = synth(config_with(THREE_GROUPS, endpoint={"kind": "alb", "scheme": "internet-facing"}))
+    (ingress,) = of_kind(manifests, "Ingress").values()
+    (service,) = of_kind(manifests, "Service").values()
+    assert service["spec"]["type"] == "ClusterIP"
+    assert ingress["spec"]["ingressClassName"] == "alb"
+    annotations = ingress["metadata"]["annotations"]
+    assert "load_balancing.algorithm.type=least_outstanding_requests" in annotations["alb.ingress.kubernetes.io/target-group-attributes"]
+    assert annotations["alb.ingress.kubernetes.io/scheme"] == "internet-facing"
+    assert annotations["alb.ingress.kubernetes.io/target-type"] == "ip"
+    assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == "/ping"
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+
+
+def test_idle_timeout_shorter_than_a_request_is_refused() -> None:
+    config = config_with(endpoint={"idle_timeout_seconds": 120}, serving={"request_timeout_seconds": 300})
+    with pytest.raises(ValueError, match=r"endpoint.idle_timeout_seconds \(120\) must be greater than serving.request_timeout_seconds \(300\)"):
+        synth(config)
+
+
+def test_node_autoscaling_switch(deployments) -> None:
+    assert not of_kind(synth(three_groups()), "NodePool")
+    config = config_with(THREE_GROUPS, cluster={"node_autoscaling": True})
+    manifests = synth(config)
+    classes = of_kind(manifests, "HyperpodNodeClass")
+    pools = of_kind(manifests, "NodePool")
+    assert sorted(classes) == sorted(pools) == ["whisper-g5", "whisper-g6e", "whisper-p5"]
+    for group in config.gpu_groups:
+        name = f"whisper-{group.name}"
+        assert classes[name]["spec"] == {"instanceGroups": [group.name]}
+        template = pools[name]["spec"]["template"]
+        assert template["spec"]["nodeClassRef"] == {
+            "group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": name}
+        node_labels = dict(template["metadata"]["labels"])
+        for requirement in template["spec"]["requirements"]:
+            assert requirement["operator"] == "In"
+            node_labels[requirement["key"]] = requirement["values"][0]
+        # Karpenter only provisions for a pod whose required node labels the NodePool defines
+        terms = _pod(deployments[name])["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        for expression in terms["nodeSelectorTerms"][0]["matchExpressions"]:
+            assert node_labels.get(expression["key"]) in expression["values"]
+        assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"} in template["spec"]["taints"]
+
+
+def test_synth_cli_writes_plain_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "k8s"
+    assert synth_cli.main(["--config", str(THREE_GROUPS), "--out", str(out), "--bucket", "my-models"]) == 0
+    files = sorted(p.name for p in out.glob("*.yaml"))
+    assert files == ["0000-whisper-serving.k8s.yaml", "0001-whisper-endpoint.k8s.yaml", "0002-whisper-autoscaling.k8s.yaml"]
+    assert "bucketName: my-models" in (out / files[0]).read_text()
+    assert "REPLACE-WITH-AMP-WORKSPACE-ID" in (out / files[2]).read_text()
+    assert capsys.readouterr().out.count("wrote ") == 3
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("region: us-east-1\ngpu_groups: []\n")
+    assert synth_cli.main(["--config", str(bad), "--out", str(out)]) == 2
+    assert "gpu_groups" in capsys.readouterr().err
+
+
+def test_without_observability_there_is_no_keda_and_replicas_are_fixed(tmp_path: Path) -> None:
+    config = config_with(THREE_GROUPS, observability={"enabled": False, "grafana": False})
+    config_file = tmp_path / "no-observability.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    out = tmp_path / "k8s"
+    assert synth_cli.main(["--config", str(config_file), "--out", str(out)]) == 0
+    text = "\n".join(p.read_text() for p in sorted(out.glob("*.yaml")))
+    assert "kind: ScaledObject" not in text and "kind: TriggerAuthentication" not in text
+    manifests = [doc for p in sorted(out.glob("*.yaml")) for doc in yaml.safe_load_all(p.read_text())]
+    for deployment in of_kind(manifests, "Deployment").values():
+        group = deployment["metadata"]["labels"][labels.GPU_GROUP_LABEL]
+        expected = max(next(g for g in config.gpu_groups if g.name == group).min_replicas, 1)
+        assert deployment["spec"]["replicas"] == expected

@@ -1,0 +1,119 @@
+"""Tests of the local Triton launcher: wheel layout, environment, flags, settings, CLI, failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from whisper_build.local.triton import (
+    REPO_ROOT,
+    LocalTriton,
+    TritonStartError,
+    TritonWheel,
+    _parse_args,
+    assemble_backends,
+    free_ports,
+    server_environment,
+    settings_from_args,
+)
+from whisper_build.triton_settings import TritonSettings, tritonserver_args
+
+
+def test_assemble_backends_copies_the_python_backend_and_the_stub_for_this_python(tmp_path):
+    wheel = TritonWheel.find()
+    backends = assemble_backends(wheel, tmp_path / "backends")
+    names = sorted(p.name for p in (backends / "python").iterdir())
+    assert "libtriton_python.so" in names and "triton_python_backend_stub" in names
+    assert os.access(backends / "python" / "triton_python_backend_stub", os.X_OK)
+    with pytest.raises(TritonStartError, match="no python backend stub for Python 2.7"):
+        wheel.stub((2, 7))
+
+
+def test_server_environment_puts_libs_venv_and_repo_first():
+    wheel = TritonWheel.find()
+    env = server_environment(wheel, {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"})
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep) == [
+        str(wheel.libs_dir), sysconfig.get_config_var("LIBDIR"), "/opt/lib",
+    ]  # fmt: skip
+    assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/usr/bin"]
+    assert env["PYTHONPATH"] == str(REPO_ROOT)
+
+
+def test_tritonserver_args_bind_the_configured_address_and_ports(tmp_path):
+    settings = TritonSettings(host="127.0.0.1", http_port=18000, grpc_port=18001, metrics_port=18002)
+    args = tritonserver_args(settings, tmp_path)
+    for flag in [
+        f"--model-repository={tmp_path}", "--http-address=127.0.0.1", "--http-port=18000",
+        "--grpc-address=127.0.0.1", "--grpc-port=18001", "--metrics-address=127.0.0.1",
+        "--metrics-port=18002", "--metrics-config=summary_latencies=true",
+    ]:  # fmt: skip
+        assert flag in args
+
+
+def test_settings_come_from_prefixed_environment_variables(monkeypatch):
+    # GIVEN WHISPER_TRITON_* variables, nested with "__"
+    monkeypatch.setenv("WHISPER_TRITON_GRPC_PORT", "9101")
+    monkeypatch.setenv("WHISPER_TRITON_ENGINE__DEVICE", "cuda")
+    monkeypatch.setenv("WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE", "32")
+    settings = TritonSettings()
+    # THEN they override the defaults (docs/contracts.md §6 ports otherwise)
+    assert (settings.grpc_port, settings.http_port, settings.metrics_port) == (9101, 8000, 8002)
+    assert settings.engine.device == "cuda" and settings.engine.beam_size == 5
+    assert settings.batching.max_batch_size == 32
+    assert settings.grpc_url == "127.0.0.1:9101"
+
+
+def test_cli_flags_override_settings():
+    args = _parse_args(["--grpc-port", "9201", "--model-path", "/m", "--device", "auto"])
+    settings = settings_from_args(args, TritonSettings(http_port=9200))
+    assert (settings.http_port, settings.grpc_port) == (9200, 9201)
+    assert (settings.engine.model_path, settings.engine.device) == ("/m", "auto")
+
+
+def test_free_ports_are_distinct():
+    ports = free_ports(3)
+    assert len(set(ports)) == 3 and all(1024 < p < 65536 for p in ports)
+
+
+@pytest.mark.integration
+def test_a_model_that_cannot_load_fails_start_with_the_log(tmp_path):
+    http, grpc, metrics = free_ports(3)
+    settings = TritonSettings(
+        http_port=http, grpc_port=grpc, metrics_port=metrics, exit_timeout_s=5,
+        engine={"model_path": str(tmp_path)},  # a directory without a model
+    )  # fmt: skip
+    server = LocalTriton(settings, workdir=tmp_path / "work")
+    with pytest.raises(TritonStartError) as raised:
+        server.start(timeout_s=120)
+    assert "whisper" in str(raised.value) and "model.bin" in str(raised.value)
+    assert server._process is None  # stopped
+
+
+@pytest.mark.integration
+def test_cli_runs_in_the_foreground_until_sigterm(tmp_path):
+    http, grpc, metrics = free_ports(3)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WHISPER_TRITON_ENGINE__CPU_THREADS": "1"}
+    command = [sys.executable, "-m", "whisper_build.local.triton", "--http-port", str(http),
+               "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(tmp_path)]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        ready_line = process.stdout.readline()  # printed once the model is ready
+        assert f"gRPC 127.0.0.1:{grpc}" in ready_line, ready_line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # tritonserver is gone too: its port is free again
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", grpc))

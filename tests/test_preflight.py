@@ -1,0 +1,179 @@
+"""The serving pod's init-container check (whisper_build/preflight.py) on real folders."""
+
+from __future__ import annotations
+
+import json
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from whisper_build.manifest import EngineManifest, write_manifest
+from whisper_build.preflight import (
+    PreflightError,
+    PreflightTarget,
+    main,
+    query_compute_capability,
+    run_preflight,
+)
+
+MODEL = "large-v3-turbo"
+BUCKET = "model-bucket-123"
+TRTLLM = "0.20.0"
+
+
+def _publish(root: Path, *, arch: str = "sm89", capability: str = "8.9", trtllm: str = TRTLLM,
+             model: str = MODEL, version: str = "20261130T101500Z") -> Path:
+    """Lay out what the engine build publishes: pointer, manifest, model repository."""
+    folder = root / version
+    (folder / "model_repository" / "whisper" / "1").mkdir(parents=True)
+    (folder / "model_repository" / "whisper" / "config.pbtxt").write_text('name: "whisper"\n')
+    manifest = EngineManifest(
+        model=model, engine="tensorrt_llm", tensorrt_llm_version=trtllm, cuda_version="12.8",
+        gpu_name="NVIDIA L40S" if arch == "sm89" else "NVIDIA A10G", compute_capability=capability,
+        gpu_arch=arch, built_at=datetime(2026, 11, 30, 10, 15, tzinfo=timezone.utc),
+    )
+    write_manifest(manifest, folder)
+    (root / "current.json").write_text(json.dumps({"version": version}))
+    return folder
+
+
+def _target(root: Path, engine: str = "tensorrt_llm") -> PreflightTarget:
+    return PreflightTarget(root, MODEL, BUCKET, engine, gpu_group="g6e")
+
+
+def _run(root: Path, capability: str = "8.9", image: str | None = TRTLLM, engine: str = "tensorrt_llm"):
+    return run_preflight(_target(root, engine), compute_capability=lambda: capability, trtllm_version=lambda: image)
+
+
+BUILD_COMMAND = (
+    "python -m whisper_build.engine_build --model openai/whisper-large-v3-turbo --model-name large-v3-turbo "
+    f"--expect-arch sm89 --output-dir /tmp/whisper-engine --publish-bucket {BUCKET}"
+)
+
+
+def test_empty_folder_fails_naming_prefix_and_build_command(tmp_path: Path) -> None:
+    with pytest.raises(PreflightError) as err:
+        _run(tmp_path)
+    message = str(err.value)
+    assert f"the model repository mounted at {tmp_path} is empty" in message
+    assert f"s3://{BUCKET}/models/{MODEL}/sm89/" in message
+    assert BUILD_COMMAND in message
+    assert "serving_engine: ctranslate2 on GPU group 'g6e'" in message
+
+
+def test_sm86_engine_on_sm89_node_fails_with_arch_mismatch(tmp_path: Path) -> None:
+    _publish(tmp_path, arch="sm86", capability="8.6")
+    with pytest.raises(PreflightError) as err:
+        _run(tmp_path, capability="8.9")
+    message = str(err.value)
+    assert "GPU architecture mismatch" in message
+    assert "built for sm86 (NVIDIA A10G, compute capability 8.6) but this node's GPU is sm89" in message
+    # the prefix it expected is the node's architecture, not the one it found
+    assert f"expected: an engine published under s3://{BUCKET}/models/{MODEL}/sm89/" in message
+    assert "build and publish it on a sm89 node" in message
+    assert BUILD_COMMAND in message
+
+
+def test_trtllm_version_mismatch_fails(tmp_path: Path) -> None:
+    _publish(tmp_path, trtllm="0.19.0")
+    with pytest.raises(PreflightError) as err:
+        _run(tmp_path, image="0.20.0")
+    message = str(err.value)
+    assert "TensorRT-LLM version mismatch" in message
+    assert "built with TensorRT-LLM 0.19.0 but this image has 0.20.0" in message
+    assert BUILD_COMMAND in message
+
+
+def test_good_repository_passes_and_resolves_the_version(tmp_path: Path) -> None:
+    folder = _publish(tmp_path)
+    result = _run(tmp_path)
+    assert result.model_repository == folder / "model_repository"
+    assert result.message == (
+        f"ok: s3://{BUCKET}/models/{MODEL}/sm89/{folder.name}/ is a sm89 TensorRT-LLM {TRTLLM} engine of {MODEL}"
+    )
+
+
+def test_ctranslate2_fallback_passes_without_an_engine(tmp_path: Path) -> None:
+    result = _run(tmp_path, engine="ctranslate2")
+    assert result.model_repository is None
+    assert "no TensorRT-LLM engine required (fallback)" in result.message
+
+
+def test_missing_pointer_is_named(tmp_path: Path) -> None:
+    _publish(tmp_path)
+    (tmp_path / "current.json").unlink()
+    with pytest.raises(PreflightError, match=r"current\.json is missing: s3://model-bucket-123/models/large-v3-turbo/sm89/ has files"):
+        _run(tmp_path)
+
+
+def test_pointer_to_missing_version_is_named(tmp_path: Path) -> None:
+    _publish(tmp_path)
+    (tmp_path / "current.json").write_text(json.dumps({"version": "20990101T000000Z"}))
+    with pytest.raises(PreflightError, match=r"points at version '20990101T000000Z' but .*/sm89/20990101T000000Z/ does not exist"):
+        _run(tmp_path)
+
+
+def test_wrong_model_is_named(tmp_path: Path) -> None:
+    _publish(tmp_path, model="large-v3")
+    with pytest.raises(PreflightError, match="is Whisper 'large-v3' but the deployment serves 'large-v3-turbo'"):
+        _run(tmp_path)
+
+
+def test_unknown_image_version_is_named(tmp_path: Path) -> None:
+    _publish(tmp_path)
+    with pytest.raises(PreflightError, match="set WHISPER_TRTLLM_VERSION in the image"):
+        _run(tmp_path, image=None)
+
+
+def test_cli_exit_status_and_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--model-dir", str(tmp_path), "--model", MODEL, "--bucket", BUCKET, "--gpu-group", "g6e",
+            "--compute-capability", "8.9"]
+    assert main(args) == 1
+    assert "preflight FAILED: the model repository mounted at" in capsys.readouterr().err
+
+    folder = _publish(tmp_path)
+    monkeypatch.setenv("WHISPER_TRTLLM_VERSION", TRTLLM)
+    resolved = tmp_path / "run" / "model_repository"
+    assert main([*args, "--write-model-repository", str(resolved)]) == 0
+    assert capsys.readouterr().out.startswith("preflight ok: ")
+    assert resolved.read_text() == str(folder / "model_repository")
+
+    monkeypatch.setenv("WHISPER_TRTLLM_VERSION", "0.21.0")
+    assert main(args) == 1
+    assert "this image has 0.21.0" in capsys.readouterr().err
+
+
+def test_nvidia_smi_is_queried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\n[ "$1" = "--query-gpu=compute_cap" ] && echo 8.6 && echo 8.6\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert query_compute_capability() == "8.6"
+
+    fake.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    with pytest.raises(PreflightError, match=r"failed \(exit 9\): NVIDIA-SMI has failed"):
+        query_compute_capability()
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(PreflightError, match="cannot run nvidia-smi"):
+        query_compute_capability()
+
+
+def test_the_charts_build_command_is_quoted_verbatim(tmp_path: Path) -> None:
+    command = "python -m whisper_build.engine_build --model openai/whisper-large-v3-turbo --expect-arch sm89 ..."
+    target = PreflightTarget(tmp_path, MODEL, BUCKET, gpu_group="g6e", gpu_arch="sm89", build_command=command)
+    with pytest.raises(PreflightError) as err:
+        run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)
+    assert f"              {command}\n" in str(err.value)
+
+
+def test_pod_on_a_node_of_another_architecture_is_named(tmp_path: Path) -> None:
+    _publish(tmp_path, arch="sm86", capability="8.6")
+    target = PreflightTarget(tmp_path, MODEL, BUCKET, gpu_group="g5", gpu_arch="sm86")
+    with pytest.raises(PreflightError, match=(
+        r"this pod mounts s3://model-bucket-123/models/large-v3-turbo/sm86/ \(GPU group 'g5' is sm86\) "
+        r"but landed on a sm89 GPU: the node's labels do not match its GPU")):
+        run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)

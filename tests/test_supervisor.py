@@ -1,0 +1,205 @@
+"""Tests of the image supervisor with real child processes (small Python programs standing in for
+tritonserver and the gateway) and a real supervisor process receiving real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from whisper_build.image.supervisor import (
+    SupervisorSettings,
+    build_children,
+    resolve_model_repository,
+)
+from whisper_build.local.triton import REPO_ROOT
+from whisper_build.triton_settings import TritonSettings
+
+# A child that appends "<name> started|term|exit" lines to a shared journal. On SIGTERM it waits
+# `drain` seconds (in-flight work) before exiting 0; with `ignore_term` it never exits by itself;
+# with `die_after` it exits with code 3 on its own.
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    name, journal, drain, ignore_term, die_after = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1", float(sys.argv[5])
+    def note(event):
+        with open(journal, "a") as f:
+            f.write(f"{name} {event}\\n")
+    def on_term(signum, frame):
+        note("term")
+        if ignore_term:
+            return
+        time.sleep(drain)
+        note("exit")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    note("started")
+    deadline = time.monotonic() + die_after if die_after > 0 else None
+    while deadline is None or time.monotonic() < deadline:
+        time.sleep(0.05)
+    note("died")
+    sys.exit(3)
+    """
+)
+
+
+def _child_argv(
+    script: Path, name: str, journal: Path, drain=0.5, ignore_term=False, die_after=0.0
+) -> list[str]:
+    return [
+        sys.executable,
+        str(script),
+        name,
+        str(journal),
+        str(drain),
+        "1" if ignore_term else "0",
+        str(die_after),
+    ]
+
+
+def _start_supervisor(
+    tmp_path: Path, triton_child: list[str], gateway_child: list[str]
+) -> subprocess.Popen[str]:
+    """A real supervisor process whose 'tritonserver' and gateway are the stand-in children."""
+    fake_triton = tmp_path / "fake_tritonserver"
+    # The supervisor appends Triton flags; the wrapper drops them and runs the stand-in.
+    fake_triton.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in triton_child) + "\n")
+    fake_triton.chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_SUPERVISOR_TRITONSERVER": str(fake_triton),
+        "WHISPER_SUPERVISOR_GATEWAY_COMMAND": json.dumps(gateway_child),
+        "WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S": "5",
+        "WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S": "1",
+        "WHISPER_TRITON_MODEL_REPOSITORY": str(tmp_path),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "whisper_build.image.supervisor"], env=env, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for(journal: Path, lines: set[str], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and lines <= set(journal.read_text().splitlines()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(
+        f"never saw {lines} in {journal.read_text() if journal.exists() else '<no journal>'}"
+    )
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "child.py"
+    path.write_text(CHILD)
+    return path
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, stderr
+
+
+def test_sigterm_drains_the_gateway_before_stopping_triton(tmp_path, script):
+    journal = tmp_path / "journal"
+    supervisor = _start_supervisor(
+        tmp_path, _child_argv(script, "triton", journal), _child_argv(script, "gateway", journal, drain=0.5)
+    )
+    _wait_for(journal, {"triton started", "gateway started"})
+    # WHEN Kubernetes sends SIGTERM to the container's main process
+    supervisor.send_signal(signal.SIGTERM)
+    code, stderr = _finish(supervisor)
+    # THEN the gateway finished draining before Triton was asked to stop, and the exit is clean
+    events = [line for line in journal.read_text().splitlines() if not line.endswith("started")]
+    assert events == ["gateway term", "gateway exit", "triton term", "triton exit"], stderr
+    assert code == 0, stderr
+
+
+def test_a_child_dying_stops_the_other_and_fails_the_supervisor(tmp_path, script):
+    journal = tmp_path / "journal"
+    supervisor = _start_supervisor(
+        tmp_path,
+        _child_argv(script, "triton", journal, die_after=0.5),
+        _child_argv(script, "gateway", journal),
+    )
+    code, stderr = _finish(supervisor)
+    lines = journal.read_text().splitlines()
+    assert "triton died" in lines and "gateway term" in lines and "gateway exit" in lines
+    assert code == 3, stderr  # the dead child's exit code
+    assert "tritonserver exited unexpectedly with 3" in stderr
+
+
+def test_a_child_ignoring_sigterm_is_killed_and_the_exit_is_non_zero(tmp_path, script):
+    journal = tmp_path / "journal"
+    supervisor = _start_supervisor(
+        tmp_path,
+        _child_argv(script, "triton", journal, ignore_term=True),
+        _child_argv(script, "gateway", journal),
+    )
+    _wait_for(journal, {"triton started", "gateway started"})
+    supervisor.send_signal(signal.SIGTERM)
+    code, stderr = _finish(supervisor)
+    assert code == 1, stderr
+    assert "tritonserver did not stop within 1 s; killing it" in stderr
+    assert "triton exit" not in journal.read_text().splitlines()
+
+
+# --- pure parts -----------------------------------------------------------------------------
+
+
+def test_model_repository_precedence(tmp_path, monkeypatch):
+    written = tmp_path / "model_repository_file"
+    settings = SupervisorSettings(
+        model_repository_file=written, rendered_repository_dir=tmp_path / "rendered"
+    )
+    # 1. explicit setting wins
+    assert (
+        resolve_model_repository(TritonSettings(model_repository=tmp_path / "x"), settings) == tmp_path / "x"
+    )
+    # 2. the preflight's file
+    written.write_text("/models/v3/model_repository\n")
+    assert resolve_model_repository(TritonSettings(), settings) == Path("/models/v3/model_repository")
+    # 3. empty file (ctranslate2 fallback): rendered from settings
+    written.write_text("")
+    rendered = resolve_model_repository(TritonSettings(), settings)
+    assert (rendered / "whisper" / "config.pbtxt").is_file()
+
+
+def test_chart_variable_names_are_read(monkeypatch, tmp_path):
+    monkeypatch.setenv("WHISPER_MODEL_REPOSITORY_FILE", str(tmp_path / "f"))
+    monkeypatch.setenv("WHISPER_SUPERVISOR_GATEWAY_COMMAND", '["uvicorn", "x:app"]')
+    settings = SupervisorSettings()
+    assert settings.model_repository_file == tmp_path / "f"
+    assert settings.gateway_command == ["uvicorn", "x:app"]
+
+
+def test_children_are_triton_then_gateway():
+    triton = TritonSettings(grpc_port=9001)
+    children = build_children(triton, SupervisorSettings(), Path("/repo"))
+    assert [c.name for c in children] == ["tritonserver", "gateway"]
+    assert children[0].command[0] == "/opt/tritonserver/bin/tritonserver"
+    assert "--model-repository=/repo" in children[0].command and "--grpc-port=9001" in children[0].command
+    assert children[1].command == ["python3", "-m", "whisper_build.gateway"]
+
+
+def test_dockerfile_pins_a_triton_trtllm_base_and_runs_the_supervisor():
+    import re
+
+    dockerfile = (REPO_ROOT / "whisper_build" / "image" / "Dockerfile").read_text()
+    [base] = re.findall(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, flags=re.MULTILINE)
+    assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:\d{2}\.\d{2}-trtllm-python-py3", base), base
+    assert 'ENTRYPOINT ["python3", "-m", "whisper_build.image.supervisor"]' in dockerfile

@@ -1,0 +1,181 @@
+"""Integration: real tritonserver + the ``whisper`` python-backend model + CPU tiny.en, fed real
+speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio``."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+import soundfile as sf
+import speech_samples
+from prometheus_client.parser import text_string_to_metric_families
+from tritonclient.grpc import InferInput
+from tritonclient.grpc.aio import InferenceServerClient
+from tritonclient.utils import InferenceServerException
+
+from whisper_build.local.triton import LocalTriton
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not speech_samples.speech_tools_available(), reason="needs espeak-ng and sox"),
+]
+
+SENTENCES = [
+    "The weather today is sunny with a light breeze from the west.",
+    "Please call Stella and ask her to bring these things with her from the store.",
+    "We deploy the speech model on a cluster of graphics cards.",
+]
+MAX_WER = 0.3
+
+_NORMALIZE = jiwer.Compose(
+    [
+        jiwer.ToLowerCase(),
+        jiwer.RemovePunctuation(),
+        jiwer.RemoveMultipleSpaces(),
+        jiwer.Strip(),
+        jiwer.ReduceToListOfListOfWords(),
+    ]
+)
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    """Word error rate after lower-casing and removing punctuation."""
+    return jiwer.wer(reference, hypothesis, reference_transform=_NORMALIZE, hypothesis_transform=_NORMALIZE)
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
+    """Each of SENTENCES spoken by espeak-ng, 16 kHz mono float32."""
+    folder: Path = tmp_path_factory.mktemp("speech")
+    samples = []
+    for i, sentence in enumerate(SENTENCES):
+        path = speech_samples.speak(sentence, folder / f"s{i}.wav", rate=16000)
+        audio, rate = sf.read(path, dtype="float32")
+        assert rate == 16000 and audio.ndim == 1
+        samples.append(audio)
+    return samples
+
+
+def _inputs(
+    windows: list[np.ndarray], text_prefix: str | None = None, penalty: float | None = None
+) -> list[InferInput]:
+    """WAV [B, T] zero-padded + WAV_LENS [B, 1], optional TEXT_PREFIX / REPETITION_PENALTY."""
+    batch, longest = len(windows), max(len(w) for w in windows)
+    wav = np.zeros((batch, longest), dtype=np.float32)
+    for i, window in enumerate(windows):
+        wav[i, : len(window)] = window
+    tensors = [
+        ("WAV", "FP32", wav),
+        ("WAV_LENS", "INT32", np.array([[len(w)] for w in windows], dtype=np.int32)),
+    ]
+    if text_prefix is not None:
+        tensors.append(("TEXT_PREFIX", "BYTES", np.array([[text_prefix.encode()]] * batch, dtype=object)))
+    if penalty is not None:
+        tensors.append(("REPETITION_PENALTY", "FP32", np.full((batch, 1), penalty, dtype=np.float32)))
+    inputs = []
+    for name, dtype, array in tensors:
+        tensor = InferInput(name, list(array.shape), dtype)
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return inputs
+
+
+async def _transcribe(server: LocalTriton, inputs: list[InferInput]) -> list[str]:
+    async with InferenceServerClient(server.settings.grpc_url) as client:
+        result = await client.infer("whisper", inputs, client_timeout=300)
+    return [row[0].decode() for row in result.as_numpy("TRANSCRIPTS")]
+
+
+def _counters(server: LocalTriton) -> dict[str, float]:
+    """nv_inference_count and nv_inference_exec_count of the whisper model."""
+    with urllib.request.urlopen(server.settings.metrics_url, timeout=10) as response:  # noqa: S310
+        text = response.read().decode()
+    wanted = {"nv_inference_count", "nv_inference_exec_count"}
+    # The parser reports counter samples as <family>_total, so match on the family name.
+    return {
+        family.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if family.name in wanted and sample.labels.get("model") == "whisper"
+    }
+
+
+def test_single_window_is_transcribed(triton_server: LocalTriton, speech: list[np.ndarray]) -> None:
+    # GIVEN one spoken sentence WHEN it is sent without optional inputs
+    [text] = asyncio.run(_transcribe(triton_server, _inputs([speech[0]])[:1]))
+    # THEN the transcript matches the spoken words
+    assert wer(SENTENCES[0], text) <= MAX_WER, text
+
+
+def test_batched_request_returns_one_transcript_per_window_in_order(
+    triton_server: LocalTriton, speech: list[np.ndarray]
+) -> None:
+    # GIVEN three windows of different lengths in ONE request (zero-padded, with WAV_LENS)
+    texts = asyncio.run(_transcribe(triton_server, _inputs(speech)))
+    # THEN three transcripts come back, each matching its own window
+    assert len(texts) == 3
+    for sentence, text in zip(SENTENCES, texts, strict=True):
+        assert wer(sentence, text) <= MAX_WER, (sentence, text)
+
+
+def test_silence_returns_empty_transcript(triton_server: LocalTriton) -> None:
+    rng = np.random.default_rng(0)
+    silence = np.zeros(16000 * 5, dtype=np.float32)
+    hiss = (rng.standard_normal(16000 * 5) * 1e-4).astype(np.float32)  # about -80 dBFS
+    assert asyncio.run(_transcribe(triton_server, _inputs([silence, hiss]))) == ["", ""]
+
+
+def test_prompt_and_repetition_penalty_are_accepted(
+    triton_server: LocalTriton, speech: list[np.ndarray]
+) -> None:
+    prefix = "<|startofprev|>Weather report.<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+    [text] = asyncio.run(_transcribe(triton_server, _inputs([speech[0]], text_prefix=prefix, penalty=1.1)))
+    assert wer(SENTENCES[0], text) <= MAX_WER, text
+    assert not text.lower().startswith("weather report")  # the previous text is not echoed
+
+
+def test_bad_request_is_rejected_alone_and_server_keeps_serving(
+    triton_server: LocalTriton, speech: list[np.ndarray]
+) -> None:
+    async def scenario() -> tuple[str, list[str]]:
+        bad = _inputs([speech[2]], text_prefix="<|startoftranscript|><|xx|>")
+        outcomes = await asyncio.gather(
+            _transcribe(triton_server, bad),
+            _transcribe(triton_server, _inputs([speech[2]])),
+            return_exceptions=True,
+        )
+        error, good = outcomes
+        assert isinstance(error, InferenceServerException), error
+        return str(error), good  # type: ignore[return-value]
+
+    message, [text] = asyncio.run(scenario())
+    assert "unknown language 'xx'" in message
+    assert wer(SENTENCES[2], text) <= MAX_WER, text
+
+
+def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: list[np.ndarray]) -> None:
+    # GIVEN 12 single-window requests sent at once
+    before = _counters(triton_server)
+    requests = [_inputs([speech[i % 3]]) for i in range(12)]
+
+    async def send_all() -> list[list[str]]:
+        async with InferenceServerClient(triton_server.settings.grpc_url) as client:
+            results = await asyncio.gather(
+                *(client.infer("whisper", r, client_timeout=300) for r in requests)
+            )
+        return [[row[0].decode() for row in r.as_numpy("TRANSCRIPTS")] for r in results]
+
+    texts = asyncio.run(send_all())
+    after = _counters(triton_server)
+    # THEN every request gets its own correct transcript
+    for i, [text] in enumerate(texts):
+        assert wer(SENTENCES[i % 3], text) <= MAX_WER, (i, text)
+    # AND Triton ran fewer executions than inferences: batches larger than 1 were formed
+    inferences = after["nv_inference_count"] - before["nv_inference_count"]
+    executions = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
+    assert inferences == 12
+    assert executions < inferences

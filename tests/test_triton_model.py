@@ -1,0 +1,201 @@
+"""Unit tests for the Triton ``whisper`` model's batching logic and the model-repository renderer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+import tritonclient.grpc.model_config_pb2 as model_config_pb2
+from google.protobuf import text_format
+
+from whisper_build.engines import EngineParams
+from whisper_build.model_repo import BatchingConfig, render_config, render_model_repository
+from whisper_build.prompt import DecodePrompt
+from whisper_build.triton_batching import (
+    RequestError,
+    RequestWindows,
+    parse_request,
+    run_batch,
+    transcripts_array,
+)
+
+
+class RecordingEngine:
+    """In-memory engine: records each call and answers "<first sample>|<language>" per window."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.calls: list[tuple[int, list[DecodePrompt], list[float]]] = []
+        self.fail = fail
+
+    def transcribe_batch(
+        self,
+        audio: Sequence[np.ndarray],
+        prompts: Sequence[DecodePrompt],
+        repetition_penalty: Sequence[float],
+    ) -> list[str]:
+        self.calls.append((len(audio), list(prompts), list(repetition_penalty)))
+        if self.fail:
+            raise self.fail
+        return [f"{a[0]:g}|{p.language}|{len(a)}" for a, p in zip(audio, prompts, strict=True)]
+
+
+def _wav(*rows: list[float]) -> np.ndarray:
+    width = max(len(r) for r in rows)
+    return np.array([r + [0.0] * (width - len(r)) for r in rows], dtype=np.float32)
+
+
+# --- parse_request --------------------------------------------------------------------------
+
+
+def test_parse_request_with_only_wav_uses_defaults():
+    windows = parse_request(_wav([1, 2, 3], [4, 5, 6]))
+    assert [w.tolist() for w in windows.audio] == [[1, 2, 3], [4, 5, 6]]
+    assert windows.prompts == [DecodePrompt(), DecodePrompt()]
+    assert windows.repetition_penalty == [1.0, 1.0]
+
+
+def test_parse_request_cuts_rows_to_wav_lens_and_reads_optional_inputs():
+    windows = parse_request(
+        _wav([1, 2, 3], [4, 5]),
+        wav_lens=np.array([[3], [2]], dtype=np.int32),
+        text_prefix=np.array([[b"context"], [b"<|startoftranscript|><|de|>"]], dtype=object),
+        repetition_penalty=np.array([[1.0], [1.3]], dtype=np.float32),
+    )
+    assert [w.tolist() for w in windows.audio] == [[1, 2, 3], [4, 5]]
+    assert windows.prompts == [DecodePrompt("context"), DecodePrompt(language="de")]
+    assert windows.repetition_penalty == pytest.approx([1.0, 1.3])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"wav": None}, "input WAV is required"),
+        ({"wav": np.zeros(5, np.float32)}, r"WAV must have shape \[batch, samples\], got \[5\]"),
+        ({"wav": np.zeros((1, 480_001), np.float32)}, "at most 480000 .30 s at 16 kHz"),
+        ({"wav": np.array([[0.1, np.nan]], np.float32)}, "NaN or infinite"),
+        ({"wav_lens": np.array([[4]], np.int32)}, r"WAV_LENS values must be in \[0, 3\]"),
+        ({"wav_lens": np.array([[1], [1]], np.int32)}, r"WAV_LENS must have shape \[1, 1\]"),
+        ({"text_prefix": np.array([[b"\xff"]], object)}, r"TEXT_PREFIX\[0\] is not valid UTF-8"),
+        ({"text_prefix": np.array([[b"<|startoftranscript|><|xx|>"]], object)}, "unknown language 'xx'"),
+        (
+            {"repetition_penalty": np.array([[0.0]], np.float32)},
+            "REPETITION_PENALTY must be a finite number > 0",
+        ),
+    ],
+)
+def test_parse_request_errors_name_the_input(kwargs, message):
+    arguments = {"wav": _wav([0.1, 0.2, 0.3]), **kwargs}
+    with pytest.raises(RequestError, match=message):
+        parse_request(**arguments)
+
+
+# --- run_batch ------------------------------------------------------------------------------
+
+
+def test_all_windows_of_all_requests_go_to_one_engine_call_and_come_back_per_request():
+    engine = RecordingEngine()
+    requests = [
+        parse_request(_wav([1], [2], [3])),  # one file, three windows
+        RequestError("bad one"),
+        parse_request(_wav([4]), text_prefix=np.array([[b"<|startoftranscript|><|fr|>"]], object)),
+    ]
+    results = run_batch(engine, requests)
+    # ONE engine call with the 4 valid windows, in request order
+    assert [count for count, _, _ in engine.calls] == [4]
+    assert results[0] == ["1|None|1", "2|None|1", "3|None|1"]
+    assert isinstance(results[1], RequestError)
+    assert results[2] == ["4|fr|1"]
+
+
+def test_engine_failure_fails_the_valid_requests_only():
+    engine = RecordingEngine(fail=MemoryError("out of memory"))
+    parse_error = RequestError("bad")
+    results = run_batch(engine, [parse_request(_wav([1])), parse_error])
+    assert isinstance(results[0], RuntimeError) and "MemoryError: out of memory" in str(results[0])
+    assert results[1] is parse_error
+
+
+def test_engine_returning_the_wrong_count_is_an_error():
+    class ShortEngine(RecordingEngine):
+        def transcribe_batch(self, audio, prompts, repetition_penalty):  # noqa: ANN001, ANN201
+            return ["only one"]
+
+    [result] = run_batch(ShortEngine(), [parse_request(_wav([1], [2]))])
+    assert isinstance(result, RuntimeError) and "returned 1 transcripts for 2 windows" in str(result)
+
+
+def test_no_valid_request_means_no_engine_call():
+    engine = RecordingEngine()
+    assert len(run_batch(engine, [RequestError("x")])) == 1 and engine.calls == []
+
+
+def test_transcripts_array_is_utf8_bytes_batch_by_one():
+    array = transcripts_array(["héllo", ""])
+    assert array.shape == (2, 1) and array.dtype == object
+    assert array[:, 0].tolist() == ["héllo".encode(), b""]
+
+
+def test_request_windows_is_what_parse_returns():
+    assert isinstance(parse_request(_wav([1])), RequestWindows)
+
+
+# --- model repository -----------------------------------------------------------------------
+
+
+def _parse_config(text: str) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
+    engine = EngineParams(engine="tensorrt_llm", model_path='/models/sm86/v1 "x"', beam_size=4)
+    config = _parse_config(render_config(engine, BatchingConfig(max_batch_size=32, max_queue_size=8)))
+    assert (config.name, config.backend, config.max_batch_size) == ("whisper", "python", 32)
+    inputs = {
+        i.name: (model_config_pb2.DataType.Name(i.data_type), list(i.dims), i.optional) for i in config.input
+    }
+    assert inputs == {
+        "WAV": ("TYPE_FP32", [-1], False),
+        "WAV_LENS": ("TYPE_INT32", [1], True),
+        "TEXT_PREFIX": ("TYPE_STRING", [1], True),
+        "REPETITION_PENALTY": ("TYPE_FP32", [1], True),
+    }
+    [output] = config.output
+    assert (output.name, model_config_pb2.DataType.Name(output.data_type), list(output.dims)) == (
+        "TRANSCRIPTS", "TYPE_STRING", [1],
+    )  # fmt: skip
+    assert config.dynamic_batching.default_queue_policy.max_queue_size == 8
+    # Engine parameters round-trip through the config into EngineParams.
+    strings = {key: value.string_value for key, value in config.parameters.items()}
+    assert EngineParams.from_strings(strings) == engine
+
+
+def test_render_model_repository_writes_config_and_model(tmp_path):
+    (tmp_path / "whisper" / "stale").mkdir(parents=True)
+    root = render_model_repository(tmp_path, EngineParams())
+    assert root == tmp_path
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "whisper/1/model.py",
+        "whisper/config.pbtxt",
+    ]
+    assert _parse_config((tmp_path / "whisper" / "config.pbtxt").read_text()).max_batch_size == 16
+
+
+def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults():
+    # The engine build copies the checked-in config and edits parameters, so it must stay valid
+    # and agree with EngineParams / BatchingConfig defaults.
+    from whisper_build.model_repo import TEMPLATE_DIR
+
+    config = _parse_config((TEMPLATE_DIR / "config.pbtxt").read_text())
+    strings = {key: value.string_value for key, value in config.parameters.items()}
+    assert EngineParams.from_strings(strings) == EngineParams()
+    assert config.max_batch_size == BatchingConfig().max_batch_size
+    assert config.dynamic_batching.max_queue_delay_microseconds == BatchingConfig().max_queue_delay_us
+    assert config.dynamic_batching.default_queue_policy.max_queue_size == BatchingConfig().max_queue_size
+    assert _parse_config(render_config(EngineParams(), BatchingConfig())) == config
+
+
+def test_relative_model_path_is_resolved_against_the_model_directory(tmp_path):
+    assert EngineParams(model_path="engine").relative_to(tmp_path).model_path == str(tmp_path / "engine")
+    assert EngineParams(model_path="/abs").relative_to(tmp_path).model_path == "/abs"
+    assert EngineParams().relative_to(tmp_path).model_path == ""

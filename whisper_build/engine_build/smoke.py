@@ -1,0 +1,92 @@
+"""Smoke test of fresh engines: transcribe a known clip and compare with its transcript.
+
+The transcription itself goes through the project's engine class (``whisper_build.engines``,
+``load_engine`` with ``engine=tensorrt_llm``), so the smoke test exercises the same code path as
+the Triton model. The verdict is a word error rate (Levenshtein distance over words, divided by
+the reference length) on lower-cased text without punctuation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_WER = 0.25
+"""Loose on purpose: it catches broken engines (garbage, empty output, wrong mel bins), not accuracy."""
+
+_WORD = re.compile(r"[\w']+")
+
+
+class SmokeTestError(RuntimeError):
+    """The fresh engine transcribed the clip wrongly (message shows both texts and the WER)."""
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    """Outcome: ``transcript`` produced, ``expected`` text and their word error rate."""
+
+    transcript: str
+    expected: str
+    wer: float
+
+
+def normalize_words(text: str) -> list[str]:
+    """Lower-case words without punctuation: ``"Hello, World!"`` → ``["hello", "world"]``."""
+    return _WORD.findall(text.lower())
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """(substitutions + deletions + insertions) / reference words; ``len(hyp)`` words when the
+    reference is empty (0.0 when both are empty)."""
+    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
+    if not ref:
+        return float(len(hyp))
+    previous = list(range(len(hyp) + 1))
+    for i, ref_word in enumerate(ref, start=1):
+        current = [i]
+        for j, hyp_word in enumerate(hyp, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
+        previous = current
+    return previous[-1] / len(ref)
+
+
+def judge(transcript: str, expected: str, max_wer: float = DEFAULT_MAX_WER) -> SmokeResult:
+    """Compare a transcript with the expected text.
+
+    Raises:
+        SmokeTestError: WER above ``max_wer`` (an empty transcript always fails).
+    """
+    wer = word_error_rate(expected, transcript)
+    if not normalize_words(transcript) or wer > max_wer:
+        raise SmokeTestError(
+            f"smoke test failed: WER {wer:.2f} > {max_wer:.2f}\n  expected:   {expected!r}\n  transcript: {transcript!r}"
+        )
+    return SmokeResult(transcript, expected, wer)
+
+
+def transcribe_clip(engine_dir: Path, clip: Path, *, beam_width: int, max_output_len: int, max_batch_size: int) -> str:
+    """Transcribe the first 30 s of ``clip`` with the TensorRT-LLM engines in ``engine_dir``.
+
+    Needs a GPU, ``tensorrt_llm`` and the project's ``tensorrt_llm`` engine class.
+
+    Raises:
+        ImportError: the TensorRT-LLM engine class or runtime is not available.
+        whisper_build.audio.errors.AudioError: the clip cannot be decoded.
+    """
+    from whisper_build.audio.decode import decode_audio
+    from whisper_build.engines.base import EngineParams, load_engine
+    from whisper_build.prompt import DecodePrompt
+
+    params = EngineParams(
+        engine="tensorrt_llm",
+        model_path=str(engine_dir),
+        device="cuda",
+        beam_size=beam_width,
+        max_new_tokens=max_output_len,
+        max_engine_batch=max_batch_size,
+    )
+    engine = load_engine(params)
+    audio = decode_audio(clip.read_bytes())
+    window = audio.samples[: 30 * 16_000]
+    return engine.transcribe_batch([window], [DecodePrompt()], [1.0])[0]

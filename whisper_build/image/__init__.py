@@ -1,0 +1,1 @@
+"""Production serving image: Dockerfile and the entrypoint supervisor (Triton + gateway)."""

@@ -1,0 +1,1 @@
+"""Local (no Docker) runners for development and tests."""
