@@ -531,17 +531,21 @@ def panel_queries() -> tuple[Query, ...]:
 
 
 def all_queries(groups: Sequence[str]) -> tuple[Query, ...]:
-    """Every expression of the project for a fleet of ``groups``: panel queries, recording-rule
-    expressions and recorded series, alert signals and the KEDA query of each group.
+    """Every expression of the project for a fleet of ``groups``: panel queries (which include
+    every recording-rule expression and every alert signal), the recorded series, and the KEDA
+    query of each group.
 
     Alert conditions are not included (they return data only while firing); see
     :func:`alert_rules`.
+
+    Raises:
+        ValueError: a group name is not a lowercase DNS label.
     """
     recorded = tuple(rule.recorded for rule in RECORDING_RULES)
     keda = tuple(scaling_query(group) for group in groups)
     queries = (*panel_queries(), *recorded, *keda)
     keys = [q.key for q in queries]
     duplicates = {k for k in keys if keys.count(k) > 1}
-    if duplicates:  # pragma: no cover - guards edits of this module
-        raise AssertionError(f"duplicate query keys: {sorted(duplicates)}")
+    if duplicates:  # guards edits of this module
+        raise RuntimeError(f"duplicate query keys in observability/queries.py: {sorted(duplicates)}")
     return queries

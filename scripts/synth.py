@@ -29,7 +29,9 @@ from settings import ConfigError, DeploymentConfig, load_config  # noqa: E402
 from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
 
-EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = []
+from k8s_charts.synth import write_dist  # noqa: E402
+
+EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = [write_dist]
 """Hooks run after a successful synthesis: ``hook(config, repo_root) -> written files``. The
 Kubernetes charts add one here that writes ``dist/k8s/*.yaml``; the files are listed in the summary."""
 

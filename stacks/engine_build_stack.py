@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, Size, Stack
+from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, IgnoreMode, Size, Stack
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -41,11 +41,10 @@ from stacks.nag import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = "whisper_build/image/Dockerfile"
-IMAGE_SOURCE_EXCLUDE = [
-    ".git", ".venv", "node_modules", "cdk.out", "**/cdk.out", "**/__pycache__", "*.pyc", ".pytest_cache",
-    "tests", "docs", "benchmarks", "dist", "build",
-]  # fmt: skip
-"""Left out of the image build context uploaded for the image project (never needed by the image)."""
+IMAGE_CONTEXT = ["requirements.txt", "settings", "whisper_build"]
+"""What ``whisper_build/image/Dockerfile`` copies from the repository root (its ``COPY`` lines);
+only these are uploaded as the image project's build context. Add a path here when the
+Dockerfile copies a new one."""
 
 EDIT_POLICY = "AmazonEKSEditPolicy"
 """EKS access policy with Kubernetes ``edit`` rights; scoped to the serving namespace it can create
@@ -293,7 +292,13 @@ class EngineBuildStack(Stack):
     # ------------------------------------------------------------------------------ image + rollout
 
     def _image_project(self) -> codebuild.Project:
-        source = s3_assets.Asset(self, "ImageSource", path=str(REPO_ROOT), exclude=IMAGE_SOURCE_EXCLUDE)
+        source = s3_assets.Asset(
+            self,
+            "ImageSource",
+            path=str(REPO_ROOT),
+            ignore_mode=IgnoreMode.DOCKER,
+            exclude=["*", *(f"!{path}" for path in IMAGE_CONTEXT), "**/__pycache__", "**/*.pyc"],
+        )
         project = codebuild.Project(
             self,
             "ServingImage",

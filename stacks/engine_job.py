@@ -70,7 +70,7 @@ def engine_build_command(config: DeploymentConfig, arch: str, bucket_name: str) 
     """
     model = config.model
     return [
-        "python", "-m", "whisper_build.engine_build",
+        "python3", "-m", "whisper_build.engine_build",
         "--model", model.hf_id,
         "--model-name", model.name,
         "--max-batch-size", str(model.max_batch_size),
@@ -110,7 +110,13 @@ def engine_build_manifests(
         "name": "build",
         "image": image_uri,
         "command": engine_build_command(config, arch, bucket_name),
-        "env": [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}],
+        "env": [
+            {"name": "AWS_REGION", "value": region},
+            {"name": "AWS_DEFAULT_REGION", "value": region},
+            # The image runs as a non-root user: keep every cache on the scratch volume.
+            {"name": "HOME", "value": WORK_DIR},
+            {"name": "HF_HOME", "value": f"{WORK_DIR}/hf"},
+        ],
         "resources": build_resources(group),
         "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False},

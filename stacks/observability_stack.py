@@ -10,7 +10,9 @@ Facts used (``/work/shared/reference/hyperpod-eks-facts.md`` §5):
 * ``AWS::APS::Scraper`` needs ≥ 2 subnets in ≥ 2 AZs of the cluster's VPC, the EKS endpoint
   with private access, and creates its EKS access entry itself (authentication mode ``API`` or
   ``API_AND_CONFIG_MAP``). ``ConfigurationBlob`` is passed as plain YAML, as in the
-  CloudFormation example of ``AWS::APS::Scraper`` (the API itself wants base64).
+  CloudFormation example of ``AWS::APS::Scraper`` and AWS's sample template
+  (aws-samples/containers-blog-maelstrom ``amp-scraper-automation-blog/cloudformation/scraper.yaml``);
+  the CreateScraper API itself takes base64 (verify on the first deploy).
 * ``attr_prometheus_endpoint`` ends in ``/api/v1/``; KEDA and Grafana need the workspace URL
   without it, built here as :attr:`ObservabilityStack.prometheus_query_url`.
 * CloudFormation has no Grafana data-source or dashboard resource: a custom resource
@@ -33,6 +35,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from k8s_charts.autoscaling import amp_server_address
 from observability import dashboard, rules, scrape_config
 from settings import DeploymentConfig
 from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards
@@ -67,11 +70,6 @@ def _ignore_redundant_role_dependency(function: Construct) -> None:
     cfn_function.add_metadata(
         "cfn-lint-reason", "W3005: DependsOn on the role is emitted by CDK next to GetAtt; redundant, harmless"
     )
-
-
-def prometheus_query_url(region: str, workspace_id: str) -> str:
-    """AMP query URL for KEDA's ``serverAddress`` and Grafana (no ``/api/v1`` suffix)."""
-    return f"https://aps-workspaces.{region}.amazonaws.com/workspaces/{workspace_id}"
 
 
 class ObservabilityStack(Stack):
@@ -116,7 +114,7 @@ class ObservabilityStack(Stack):
         interval = config.observability.scrape_interval_seconds
 
         self.workspace = aps.CfnWorkspace(self, "Workspace", alias=f"{config.project_name}-metrics")
-        self.prometheus_query_url = prometheus_query_url(self.region, self.workspace.attr_workspace_id)
+        self.prometheus_query_url = amp_server_address(self.region, self.workspace.attr_workspace_id)
 
         self.scraper = aps.CfnScraper(
             self,
@@ -168,7 +166,6 @@ class ObservabilityStack(Stack):
             authentication_providers=["AWS_SSO"],
             permission_type="CUSTOMER_MANAGED",
             role_arn=role.role_arn,
-            data_sources=["PROMETHEUS"],
             grafana_version=GRAFANA_VERSION,
             description="Whisper on HyperPod: Triton, GPU and gateway metrics from AMP",
         )

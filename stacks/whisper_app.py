@@ -13,9 +13,10 @@ from constructs import Construct
 
 from settings.schema import DeploymentConfig
 from stacks.cluster_stack import ClusterStack
+from stacks.engine_build_stack import EngineBuildStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
-from stacks.storage_stack import StorageStack
+from stacks.storage_stack import SERVING_IMAGE_REPOSITORY, StorageStack
 
 PROJECT_TAG = "project"
 
@@ -28,6 +29,7 @@ class WhisperStacks:
     storage: StorageStack
     cluster: ClusterStack
     observability: ObservabilityStack | None = None
+    engine_build: EngineBuildStack | None = None
 
 
 def stack_environment(config: DeploymentConfig) -> Environment:
@@ -78,8 +80,22 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
             security_group_id=network.node_security_group.security_group_id,
             env=env,
         )
+    engine_build = EngineBuildStack(
+        scope,
+        f"{prefix}EngineBuild",
+        config=config,
+        cluster_name=cluster.cluster.cluster_name,
+        model_bucket_name=storage.model_bucket_name,
+        serving_repository_name=f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}",
+        vpc=network.vpc,
+        cluster_security_group=network.node_security_group,
+        env=env,
+    )
+    engine_build.add_dependency(storage, "model bucket and serving repository are referenced by name")
     Tags.of(scope).add(PROJECT_TAG, config.project_name)
-    return WhisperStacks(network=network, storage=storage, cluster=cluster, observability=observability)
+    return WhisperStacks(
+        network=network, storage=storage, cluster=cluster, observability=observability, engine_build=engine_build
+    )
 
 
 def _stack_prefix(project_name: str) -> str:

@@ -55,7 +55,8 @@ class WorkloadsStack(Stack):
     Args:
         config: The deployment config.
         cluster_stack: The cluster stack (EKS cluster, system node group, HyperPod, model bucket).
-        serving_repository: ECR repository of the serving image (tag ``config.serving.image_tag``).
+        serving_repository_name: ECR repository name of the serving image (tag ``config.serving.image_tag``),
+            referenced by name in this stack's account and region (no cross-stack export).
         amp_workspace_id: AMP workspace id for KEDA, or ``None`` when observability is off (then no
             KEDA, no ScaledObjects, and each Deployment runs ``max(min_replicas, 1)`` pods).
         amp_workspace_arn: ARN of that workspace (the operator role's policy resource).
@@ -73,7 +74,7 @@ class WorkloadsStack(Stack):
         *,
         config: DeploymentConfig,
         cluster_stack: ClusterStack,
-        serving_repository: ecr.IRepository,
+        serving_repository_name: str,
         amp_workspace_id: str | None,
         amp_workspace_arn: str | None,
         **kwargs: Any,
@@ -97,7 +98,9 @@ class WorkloadsStack(Stack):
         app = cdk8s.App()
         inputs = ChartInputs(
             bucket_name=cluster_stack.model_bucket.bucket_name,
-            image_repository=serving_repository.repository_uri,
+            image_repository=ecr.Repository.from_repository_name(
+                self, "ServingRepository", serving_repository_name
+            ).repository_uri,
             amp_workspace_id=amp_workspace_id,
         )
         charts = build_charts(app, config, inputs)

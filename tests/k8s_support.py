@@ -1,28 +1,20 @@
-"""Helpers of the chart tests: synthesize charts in memory and validate every object.
-
-Core objects are validated with ``kubernetes-validate`` (strict: unknown fields fail) for the
-cluster's Kubernetes version; custom resources against the ``openAPIV3Schema`` of their CRD in
-``tests/data/crds/``, made strict the same way (``additionalProperties: false`` wherever the schema
-lists properties and does not preserve unknown fields), as ``kubectl apply --validate=strict`` would.
-"""
+"""Helpers of the chart tests: synthesize charts in memory, load config variants, validate objects
+(:mod:`k8s_charts.validation`)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
 import cdk8s
-import jsonschema
-import kubernetes_validate
 import yaml
 
+from k8s_charts import validation
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import PLACEHOLDER_INPUTS, ChartInputs
 from settings import DeploymentConfig, load_config, parse_config
 
 REPO = Path(__file__).resolve().parent.parent
-CRD_DIR = Path(__file__).resolve().parent / "data" / "crds"
 THREE_GROUPS = REPO / "config" / "examples" / "three-groups.yaml"
 
 
@@ -54,49 +46,11 @@ def of_kind(manifests: list[dict[str, Any]], kind: str) -> dict[str, dict[str, A
     return {m["metadata"]["name"]: m for m in manifests if m["kind"] == kind}
 
 
-def _strict(schema: dict[str, Any]) -> dict[str, Any]:
-    """Copy of an OpenAPI v3 schema with ``additionalProperties: false`` on every object that lists properties."""
-    schema = dict(schema)
-    if "properties" in schema:
-        schema["properties"] = {name: _strict(sub) for name, sub in schema["properties"].items()}
-        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
-            schema["additionalProperties"] = False
-    if isinstance(schema.get("items"), dict):
-        schema["items"] = _strict(schema["items"])
-    if isinstance(schema.get("additionalProperties"), dict):
-        schema["additionalProperties"] = _strict(schema["additionalProperties"])
-    for combinator in ("allOf", "anyOf", "oneOf"):
-        if combinator in schema:
-            schema[combinator] = [_strict(sub) for sub in schema[combinator]]
-    return schema
-
-
-@functools.cache
-def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """``(apiVersion, kind)`` → strict JSON schema, for every served version of every CRD file."""
-    schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for file in sorted(CRD_DIR.glob("*.yaml")):
-        for crd in yaml.safe_load_all(file.read_text()):
-            if not crd or crd.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = crd["spec"]
-            for version in spec["versions"]:
-                if version.get("served"):
-                    schema = _strict(version["schema"]["openAPIV3Schema"])
-                    # metadata is validated by the API server's ObjectMeta, not by the CRD schema
-                    schema["properties"]["metadata"] = {"type": "object"}
-                    schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
-    return schemas
-
-
 def validate(manifest: dict[str, Any], kubernetes_version: str) -> str:
-    """Validate one object; returns what it was validated against.
+    """:func:`k8s_charts.validation.validate` (core: kubernetes-validate strict; CRs: their CRD)."""
+    return validation.validate(manifest, kubernetes_version)
 
-    Raises:
-        jsonschema.ValidationError / kubernetes_validate.ValidationError: the object is invalid.
-    """
-    key = (manifest["apiVersion"], manifest["kind"])
-    if key in crd_schemas():
-        jsonschema.Draft7Validator(crd_schemas()[key]).validate(manifest)
-        return "crd:" + "/".join(key)
-    return "k8s:" + kubernetes_validate.validate(manifest, kubernetes_version, strict=True)
+
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """Strict CRD schemas by ``(apiVersion, kind)`` from ``tests/data/crds/``."""
+    return validation.crd_schemas()

@@ -197,6 +197,9 @@ def test_preflight_init_container_checks_the_group_engine(config, deployments) -
         args = dict(zip(command[3::2], command[4::2]))
         assert args["--engine"] == group.serving_engine and args["--gpu-group"] == group.name
         assert args["--model"] == config.model.name and args["--model-dir"] == "/models"
+        assert args["--gpu-arch"] == group.arch
+        build = args["--build-command"]
+        assert "-m whisper_build.engine_build " in build and f"--expect-arch {group.arch}" in build
         assert preflight["resources"]["limits"]["nvidia.com/gpu"] == 1  # nvidia-smi needs the GPU
 
 

@@ -74,3 +74,19 @@ def test_validation_rejects_unknown_and_wrong_fields() -> None:
     node_class["spec"]["instanceGroups"] = [f"ig{i}" for i in range(11)]
     with pytest.raises(jsonschema.ValidationError, match="too long"):
         validate(node_class, "1.33")
+
+
+def test_synth_cli_validates_what_it_writes(tmp_path, capsys) -> None:
+    from k8s_charts import synth as synth_cli
+    from k8s_charts.validation import validate_files
+
+    out = tmp_path / "k8s"
+    args = ["--config", str(THREE_GROUPS), "--out", str(out), "--validate"]
+    assert synth_cli.main(args) == 0
+    assert "validated 3 files against Kubernetes 1.33" in capsys.readouterr().out
+
+    broken = out / "0001-whisper-endpoint.k8s.yaml"
+    broken.write_text(broken.read_text().replace("targetPort: http", "targetPort: http\n      nodePortt: 1"))
+    assert validate_files([broken], "1.33") == [
+        f"{broken}: Service/whisper: Additional properties are not allowed ('nodePortt' was unexpected)"
+    ]

@@ -140,3 +140,10 @@ def test_local_scrape_config_is_a_valid_prometheus_config(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     with pytest.raises(ValueError, match="unknown scrape job"):
         scrape_config.local_scrape_config({"nope": ["127.0.0.1:1"]}, {}, 1)
+
+
+def test_rule_expressions_and_alert_signals_are_panel_queries():
+    """So the live check, which evaluates every panel query, covers them all."""
+    panels = set(queries.panel_queries())
+    assert {rule.query for rule in queries.RECORDING_RULES} <= panels
+    assert {alert.signal for alert in queries.alert_rules(["g5"])} <= panels

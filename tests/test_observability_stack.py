@@ -13,7 +13,7 @@ from cfnlint.api import ManualArgs, lint
 from observability import dashboard, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
 from stacks.nag import enable_nag
-from stacks.observability_stack import ObservabilityStack, prometheus_query_url
+from stacks.observability_stack import ObservabilityStack
 
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/whisper-hyperpod"
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
@@ -115,11 +115,17 @@ def test_dashboard_custom_resource_carries_the_generated_dashboard(synthesized, 
     )
 
 
-def test_query_url_output_has_no_api_suffix(synthesized):
+def test_query_url_output_is_the_workspace_url_without_api_suffix(synthesized, config):
     stack, template = synthesized
-    url = stack.resolve(stack.prometheus_query_url)
-    assert template["Outputs"]["PrometheusQueryUrl"]["Value"] == url
-    assert prometheus_query_url("eu-west-1", "ws-1") == "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1"
+    workspace = stack.resolve(stack.get_logical_id(stack.workspace))
+    expected = {
+        "Fn::Join": [
+            "",
+            [f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/", {"Fn::GetAtt": [workspace, "WorkspaceId"]}],
+        ]
+    }
+    assert stack.resolve(stack.prometheus_query_url) == expected
+    assert template["Outputs"]["PrometheusQueryUrl"]["Value"] == expected
 
 
 def test_grafana_can_be_turned_off(config, tmp_path):

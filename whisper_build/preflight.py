@@ -1,6 +1,7 @@
 """Fail-fast check of the mounted model repository, run as the serving pod's init container.
 
-``python -m whisper_build.preflight --model-dir /models --model large-v3-turbo --bucket B``
+``python -m whisper_build.preflight --model-dir /models --model large-v3-turbo --bucket B
+--gpu-arch sm86 --build-command "<engine build argv>"`` (the charts pass all of these).
 
 Every serving pod mounts ``s3://<bucket>/models/<model>/<gpu_arch>/`` (``docs/contracts.md`` §3)
 read-only through Mountpoint for S3. Before Triton starts, this script checks that:

@@ -1,0 +1,3 @@
+"""Generated code: cdk8s typed classes for the KEDA (``sh.keda``) and Karpenter (``sh.karpenter``)
+CRDs, produced offline by ``cdk8s import`` from ``tests/data/crds/``. Do not edit; regenerate with
+``bash k8s_charts/imports/regenerate.sh``."""

@@ -1,0 +1,177 @@
+"""CDK Pipelines delivery: source → synth (tests, gates, ``cdk synth``) → self-mutate → deploy the
+stacks → build the serving image → build every architecture's engine in parallel → roll the pods.
+
+Only synthesized when ``config.pipeline`` names a source (:func:`add_app`); otherwise the app holds
+the plain stacks for a workstation ``cdk deploy``. The pipeline steps after the deployment are thin
+triggers (:func:`stacks.buildspecs.start_build_commands`) of the CodeBuild projects that the
+deployed :class:`stacks.engine_build_stack.EngineBuildStack` defines, so the same projects also run
+by hand (``aws codebuild start-build --project-name ...``).
+
+Stages of the synthesized pipeline::
+
+    Source → Build (Synth) → UpdatePipeline (self-mutation) → Assets → Deploy (optional manual
+    approval first, then the app stacks) → ServingImage → Engines (one action per GPU
+    architecture, same run order = parallel) → Rollout
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack, Stage
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import pipelines
+from constructs import Construct, IConstruct
+
+from settings.schema import DeploymentConfig
+from stacks import buildspecs
+from stacks.engine_build_stack import (
+    BUILD_TIMEOUT,
+    engine_project_name,
+    image_project_name,
+    project_arn,
+    rollout_project_name,
+)
+from stacks.nag import acknowledge, acknowledge_policy_wildcards
+from stacks.whisper_app import WhisperStacks, _stack_prefix, add_whisper_stacks, stack_environment
+
+DEFAULT_CONFIG_PATH = "config/default.yaml"
+STAGE_ID = "Deploy"
+TRIGGER_TIMEOUT = BUILD_TIMEOUT.plus(Duration.minutes(30))
+"""A trigger step waits for its project; it outlives the project's own timeout."""
+
+
+class WhisperStage(Stage):
+    """The app stacks (``add_whisper_stacks``) as one deployable pipeline stage.
+
+    Attributes:
+        stacks: the stacks of the deployment.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.stacks: WhisperStacks = add_whisper_stacks(self, config)
+
+
+def synth_commands(config_path: str) -> list[str]:
+    """The synth step: the test suite, the gates over this config, then ``cdk synth`` into ``cdk.out``.
+
+    ``make test`` creates ``.venv`` and installs the pinned tools first (Makefile); ``make synth``
+    runs cfn-lint and cdk-nag over every template (scripts/synth.py).
+    """
+    return ["make test", f"make synth CONFIG={config_path}", f"npx cdk synth -c config={config_path}"]
+
+
+class PipelineStack(Stack):
+    """The self-mutating delivery pipeline of one deployment.
+
+    Attributes:
+        stage: the deployed :class:`WhisperStage`.
+        pipeline: the CDK Pipelines ``CodePipeline`` (built; ``pipeline.pipeline`` is the CodePipeline).
+        engine_steps: the per-architecture trigger steps (one wave), keyed by arch.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: DeploymentConfig, config_path: str, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        source_settings = config.pipeline
+        if not source_settings.enabled:
+            raise ValueError("pipeline.connection_arn and pipeline.repository must be set to synthesize the pipeline")
+        assert source_settings.repository is not None and source_settings.connection_arn is not None
+        source = pipelines.CodePipelineSource.connection(
+            source_settings.repository, source_settings.branch, connection_arn=source_settings.connection_arn
+        )
+        artifact_key = kms.Key(self, "ArtifactKey", enable_key_rotation=True, description="Pipeline artifacts")
+        artifacts = s3.Bucket(
+            self,
+            "Artifacts",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=artifact_key,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            artifacts,
+            "AwsSolutions-S1",
+            "Pipeline artifact bucket: only CodePipeline/CodeBuild roles of this pipeline read and write it, "
+            "and every access is already in CloudTrail and the pipeline's execution history",
+        )
+        self.pipeline = pipelines.CodePipeline(
+            self,
+            "Pipeline",
+            pipeline_name=f"{config.project_name}-delivery",
+            artifact_bucket=artifacts,
+            self_mutation=True,
+            synth=pipelines.ShellStep(
+                "Synth", input=source, commands=synth_commands(config_path), primary_output_directory="cdk.out"
+            ),
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0)
+            ),
+        )
+        self.stage = WhisperStage(self, STAGE_ID, config=config, env=stack_environment(config))
+        approval = [pipelines.ManualApprovalStep("ApproveProduction")] if source_settings.manual_approval else []
+        self.pipeline.add_stage(self.stage, pre=approval)
+        self.pipeline.add_wave("ServingImage", post=[self._trigger("BuildServingImage", image_project_name(config))])
+        self.engine_steps = {arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch)) for arch in config.gpu_archs}
+        self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
+        self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
+        self.pipeline.build_pipeline()
+        self._acknowledge_generated()
+
+    def _trigger(self, step_id: str, project_name: str) -> pipelines.CodeBuildStep:
+        """A step that starts ``project_name`` and fails when that build fails; may start and read only it."""
+        return pipelines.CodeBuildStep(
+            step_id,
+            commands=buildspecs.start_build_commands(),
+            env={"PROJECT_NAME": project_name},
+            role_policy_statements=[
+                iam.PolicyStatement(
+                    actions=["codebuild:StartBuild", "codebuild:BatchGetBuilds"],
+                    resources=[project_arn(self, project_name)],
+                )
+            ],
+            timeout=TRIGGER_TIMEOUT,
+        )
+
+    def _acknowledge_generated(self) -> None:
+        """Acknowledge wildcards in the roles aws-cdk-lib's CDK Pipelines generates (artifact bucket,
+        log groups, ``cdk-*`` bootstrap roles for self-mutation and asset publishing)."""
+        for construct in _walk(self.pipeline):
+            if isinstance(construct, iam.Role):
+                acknowledge_policy_wildcards(
+                    construct,
+                    "CDK Pipelines-generated role: object wildcards on this pipeline's artifact bucket, "
+                    "log streams of its own CodeBuild projects, and sts:AssumeRole on the CDK bootstrap "
+                    "roles (cdk-*) that self-mutation and asset publishing use",
+                )
+
+
+def _walk(root: IConstruct) -> list[IConstruct]:
+    return list(root.node.find_all())
+
+
+def add_app(scope: Construct, config: DeploymentConfig, *, config_path: str = DEFAULT_CONFIG_PATH) -> WhisperStacks:
+    """What ``app.py`` synthesizes: the pipeline (containing the app stacks) when ``config.pipeline``
+    names a source, else the app stacks directly (workstation ``cdk deploy``).
+
+    Args:
+        config_path: the config file, as the pipeline's synth step must pass it to ``cdk synth``
+            (repository-relative).
+
+    Returns:
+        The app stacks (inside the pipeline's stage when there is a pipeline).
+    """
+    if config.pipeline.enabled:
+        pipeline = PipelineStack(
+            scope, f"{_stack_prefix(config.project_name)}Pipeline", config=config, config_path=config_path, env=stack_environment(config)
+        )
+        return pipeline.stage.stacks
+    return add_whisper_stacks(scope, config)
