@@ -183,7 +183,7 @@ async def _sweep_one(spec: TargetSpec, samples: Sequence[AudioSample], concurren
             metrics_urls={spec.name: metrics_url}, warmup=2,
             on_level=lambda r: print(f"  {r.target} c={r.concurrency}: {r.ok}/{r.requests} ok, "
                                      f"p50 {r.latency_p50_s or 0:.3f} s, {r.audio_s_per_s:.1f} audio s/s, "
-                                     f"batch {r.avg_batch_size}", flush=True),
+                                     f"batch {r.avg_batch_size}, errors {r.errors}", flush=True),
         )  # fmt: skip
     finally:
         await target.close()

@@ -128,7 +128,9 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
     endpoint.add_dependency(serving)
     autoscaling = None
     if inputs.amp_workspace_id is not None:
-        autoscaling = AutoscalingChart(app, "whisper-autoscaling", config=config, amp_workspace_id=inputs.amp_workspace_id)
+        autoscaling = AutoscalingChart(
+            app, "whisper-autoscaling", config=config, amp_workspace_id=inputs.amp_workspace_id
+        )
         autoscaling.add_dependency(serving)
     nodes = None
     if config.cluster.node_autoscaling:

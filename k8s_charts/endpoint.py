@@ -60,7 +60,9 @@ def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
         f"{NLB}healthcheck-unhealthy-threshold": "2",
         f"{NLB}healthcheck-success-codes": "200",
         f"{NLB}target-group-attributes": f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)}",
-        f"{NLB}listener-attributes.TCP-{SERVICE_PORT}": f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}",
+        f"{NLB}listener-attributes.TCP-{SERVICE_PORT}": (
+            f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}"
+        ),
         f"{NLB}attributes": "load_balancing.cross_zone.enabled=true",
     }
 

@@ -1,6 +1,7 @@
 """Write the charts as plain YAML: ``python -m k8s_charts.synth --config X --out dist/k8s``.
 
-One file per chart, numbered in apply order (``0000-whisper-serving.k8s.yaml``, …), for review or ``kubectl apply -f``. Values
+One file per chart, numbered in apply order (``0000-whisper-serving.k8s.yaml``, …), for review or
+``kubectl apply -f``. Values
 that only exist after ``cdk deploy`` (model bucket, image repository, AMP workspace id) are named
 placeholders (:data:`k8s_charts.inputs.PLACEHOLDER_INPUTS`); pass ``--bucket`` / ``--image-repository``
 / ``--amp-workspace-id`` to fill them. With ``--validate`` every object is checked against the
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="deployment config YAML (default: embedded)")
     parser.add_argument("--out", type=Path, default=DIST_DIR, help="output folder (default dist/k8s)")
     parser.add_argument("--bucket", default=PLACEHOLDER_INPUTS.bucket_name, help="model bucket name")
-    parser.add_argument("--image-repository", default=PLACEHOLDER_INPUTS.image_repository, help="serving image URI, no tag")
+    parser.add_argument(
+        "--image-repository", default=PLACEHOLDER_INPUTS.image_repository, help="serving image URI, no tag"
+    )
     parser.add_argument("--amp-workspace-id", default=PLACEHOLDER_INPUTS.amp_workspace_id, help="AMP workspace id")
     parser.add_argument("--validate", action="store_true", help="validate every object (kubernetes-validate + CRDs)")
     args = parser.parse_args(argv)

@@ -30,7 +30,9 @@ PRESTOP_SLEEP_SECONDS = 15
 """Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM."""
 DRAIN_SECONDS = 5
 """After SIGTERM the gateway answers ``/ping`` 503 this long before it stops accepting."""
-SHUTDOWN_MARGIN_SECONDS = 15
+TRITON_STOP_SECONDS = 10
+"""The supervisor stops Triton after the gateway (no requests left in flight): this long, then SIGKILL."""
+SHUTDOWN_MARGIN_SECONDS = 5
 
 PORT_GATEWAY = "http"
 PORT_TRITON_HTTP = "triton-http"
@@ -46,9 +48,14 @@ def graceful_shutdown_seconds(config: DeploymentConfig) -> int:
     return config.serving.request_timeout_seconds + 10
 
 
+def gateway_stop_seconds(config: DeploymentConfig) -> int:
+    """How long the image's supervisor waits for the gateway after SIGTERM: drain + graceful shutdown + 5 s."""
+    return DRAIN_SECONDS + graceful_shutdown_seconds(config) + 5
+
+
 def termination_grace_seconds(config: DeploymentConfig) -> int:
-    """``terminationGracePeriodSeconds``: preStop + drain + graceful shutdown + margin (> request timeout)."""
-    return PRESTOP_SLEEP_SECONDS + DRAIN_SECONDS + graceful_shutdown_seconds(config) + SHUTDOWN_MARGIN_SECONDS
+    """``terminationGracePeriodSeconds``: preStop + gateway stop + Triton stop + margin (> request timeout)."""
+    return PRESTOP_SLEEP_SECONDS + gateway_stop_seconds(config) + TRITON_STOP_SECONDS + SHUTDOWN_MARGIN_SECONDS
 
 
 def _env(values: dict[str, object]) -> list[k8s.EnvVar]:
@@ -56,7 +63,12 @@ def _env(values: dict[str, object]) -> list[k8s.EnvVar]:
 
 
 def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
-    """Environment of the serving container: gateway settings (``WHISPER_GATEWAY_*``) and engine choice."""
+    """Environment of the serving container (the image's settings classes read it).
+
+    ``WHISPER_GATEWAY_*`` (``whisper_build.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
+    engine (``whisper_build.triton_settings``), ``WHISPER_SUPERVISOR_*`` stop timeouts and the file
+    the preflight writes (``whisper_build.image.supervisor``).
+    """
     serving = config.serving
     return {
         "WHISPER_GATEWAY_HOST": "0.0.0.0",  # noqa: S104 (pod IP; the Service/NLB reach it)
@@ -68,15 +80,14 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": serving.request_timeout_seconds,
         "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
         "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
-        "WHISPER_ENGINE": group.serving_engine,
-        "WHISPER_MODEL_NAME": config.model.name,
-        "WHISPER_MODEL_DIR": MODEL_MOUNT_PATH,
-        "WHISPER_MODEL_REPOSITORY_FILE": MODEL_REPOSITORY_FILE,
-        "WHISPER_GPU_GROUP": group.name,
-        "WHISPER_GPU_ARCH": group.arch,
+        "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
         "WHISPER_TRITON_HTTP_PORT": serving.triton_http_port,
         "WHISPER_TRITON_GRPC_PORT": serving.triton_grpc_port,
         "WHISPER_TRITON_METRICS_PORT": serving.triton_metrics_port,
+        "WHISPER_TRITON_EXIT_TIMEOUT_S": TRITON_STOP_SECONDS - 2,
+        "WHISPER_MODEL_REPOSITORY_FILE": MODEL_REPOSITORY_FILE,
+        "WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S": gateway_stop_seconds(config),
+        "WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S": TRITON_STOP_SECONDS,
         "HOME": "/tmp",  # read-only root filesystem: caches go to the /tmp emptyDir
     }
 
@@ -117,15 +128,21 @@ def _quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
     return {key: k8s.Quantity.from_string(value) for key, value in values.items()}
 
 
+def _empty_dir(name: str, size: str, medium: str | None = None) -> k8s.Volume:
+    return k8s.Volume(
+        name=name, empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=k8s.Quantity.from_string(size))
+    )
+
+
 def _volumes(claim_name: str, shm_size: str) -> list[k8s.Volume]:
     return [
         k8s.Volume(
             name="models",
             persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name, read_only=True),
         ),
-        k8s.Volume(name="dshm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=k8s.Quantity.from_string(shm_size))),
-        k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string("4Gi"))),
-        k8s.Volume(name="run", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=k8s.Quantity.from_string("16Mi"))),
+        _empty_dir("dshm", shm_size, "Memory"),  # Triton python backend shared memory (counts as pod memory)
+        _empty_dir("tmp", "4Gi"),
+        _empty_dir("run", "16Mi", "Memory"),
     ]
 
 
@@ -173,8 +190,10 @@ class GpuGroupWorkload(Construct):
         pod_labels = naming.group_labels(group)
         size = pod_resources(group.instance)
         serving = config.serving
-        main_resources = _quantities({"cpu": size.cpu, "memory": size.memory}) | {GPU_RESOURCE: k8s.Quantity.from_number(1)}
-        init_resources = _quantities(PREFLIGHT_RESOURCES) | {GPU_RESOURCE: k8s.Quantity.from_number(1)}
+        gpu = {GPU_RESOURCE: k8s.Quantity.from_number(1)}
+        main_resources = _quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
+        # the preflight runs nvidia-smi; the kubelet hands the same GPU on to the serving container
+        init_resources = _quantities(PREFLIGHT_RESOURCES) | gpu
 
         preflight = k8s.Container(
             name="preflight",

@@ -30,7 +30,7 @@ CONFIGS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1, help="syntheses per config (best is reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="syntheses per config (best is reported)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()

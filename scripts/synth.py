@@ -30,8 +30,14 @@ from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
 
 from k8s_charts.synth import write_dist  # noqa: E402
+from observability.dashboard import write_dashboard  # noqa: E402
 
-EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = [write_dist]
+def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:
+    """``dist/grafana/whisper-dashboard.json``, the dashboard the observability stack provisions."""
+    return [write_dashboard(config, repo_root / "dist" / "grafana" / "whisper-dashboard.json")]
+
+
+EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = [write_dist, _write_dashboard]
 """Hooks run after a successful synthesis: ``hook(config, repo_root) -> written files``. The
 Kubernetes charts add one here that writes ``dist/k8s/*.yaml``; the files are listed in the summary."""
 
@@ -73,6 +79,8 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
             f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
             f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}"
         )
+    if extra:
+        print(f"\nOther outputs ({len(extra)}):")
     for path in extra:
         print(f"  wrote {path}")
 
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     synth_error: str | None = None
     try:
-        synthesize(config, args.outdir)
+        synthesize(config, args.outdir, args.config)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -15,7 +15,8 @@ from aws_cdk import cx_api
 
 from settings.schema import DeploymentConfig
 from stacks.nag import enable_nag
-from stacks.whisper_app import WhisperStacks, add_whisper_stacks
+from stacks.pipeline_stack import add_app
+from stacks.whisper_app import WhisperStacks
 
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
 
@@ -25,7 +26,9 @@ def cdk_json_context() -> dict[str, Any]:
     return dict(json.loads(CDK_JSON.read_text(encoding="utf-8")).get("context", {}))
 
 
-def synthesize(config: DeploymentConfig, outdir: str | Path) -> tuple[cx_api.CloudAssembly, WhisperStacks]:
+def synthesize(
+    config: DeploymentConfig, outdir: str | Path, config_path: str | Path | None = None
+) -> tuple[cx_api.CloudAssembly, WhisperStacks]:
     """Build every stack for ``config`` and write the cloud assembly to ``outdir``.
 
     Returns:
@@ -38,6 +41,6 @@ def synthesize(config: DeploymentConfig, outdir: str | Path) -> tuple[cx_api.Clo
             CDK treats as fatal); the message comes from CDK.
     """
     app = cdk.App(outdir=str(outdir), context=cdk_json_context())
-    stacks = add_whisper_stacks(app, config)
+    stacks = add_app(app, config, config_path=config_path)
     enable_nag(app)
     return app.synth(), stacks

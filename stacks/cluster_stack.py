@@ -2,7 +2,8 @@
 dependency Helm chart, and the HyperPod cluster whose GPU nodes join it.
 
 Order at deploy time (HyperPod EKS prerequisites: "install the dependency Helm chart before creating
-the HyperPod cluster"): EKS cluster → add-ons → system node group → HyperPod dependency chart →
+the HyperPod cluster"): EKS cluster → node add-ons (vpc-cni, kube-proxy, pod identity agent) →
+system node group → CoreDNS, Mountpoint add-ons and the HyperPod dependency chart →
 ``AWS::SageMaker::Cluster``. Workloads (cdk8s charts, controllers) come after, via :meth:`ClusterStack.add_workloads`.
 """
 
@@ -32,9 +33,13 @@ KUBECTL_SKEW = 1
 """kubectl supports control planes one minor version older or newer (Kubernetes version skew policy,
 https://kubernetes.io/releases/version-skew-policy/#kubectl)."""
 
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
-"""EKS managed add-ons installed before any node (AWS's HyperPod EKS templates install the same set;
-HyperPod requires VPC CNI >= 1.18.3, the EKS default for Kubernetes >= 1.30)."""
+NODE_ADDONS = ("vpc-cni", "kube-proxy")
+"""EKS managed add-ons (DaemonSets) a node needs to become Ready; installed before any node. HyperPod
+requires VPC CNI >= 1.18.3, the EKS default for Kubernetes >= 1.30."""
+POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+COREDNS_ADDON = "coredns"
+"""CoreDNS runs as a Deployment, so it is installed once the system node group exists (AWS's HyperPod
+EKS templates install the same four add-ons)."""
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
 MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
 """Service account of the Mountpoint for S3 CSI driver; driver v2 takes credentials from EKS Pod
@@ -149,7 +154,10 @@ class ClusterStack(Stack):
             subnets=private_subnets,
             labels=dict([SYSTEM_NODE_LABEL]),
         )
-        self.system_nodegroup.node.add_dependency(*(self.addons[name] for name in CORE_ADDONS))
+        self.system_nodegroup.node.add_dependency(*(self.addons[name] for name in (*NODE_ADDONS, POD_IDENTITY_ADDON)))
+        coredns = eks.Addon(self, f"Addon-{COREDNS_ADDON}", cluster=self.cluster, addon_name=COREDNS_ADDON)
+        coredns.node.add_dependency(self.system_nodegroup)
+        self.addons[COREDNS_ADDON] = coredns
         self.mountpoint_role = self._add_mountpoint(self.model_bucket)
 
         self.hyperpod_chart = self._add_hyperpod_chart(chart_repository, chart_oci_url)
@@ -226,10 +234,10 @@ class ClusterStack(Stack):
 
     def _add_addons(self) -> dict[str, Construct]:
         addons: dict[str, Construct] = {
-            name: eks.Addon(self, f"Addon-{name}", cluster=self.cluster, addon_name=name) for name in CORE_ADDONS
+            name: eks.Addon(self, f"Addon-{name}", cluster=self.cluster, addon_name=name) for name in NODE_ADDONS
         }
         # The cluster's own accessor, so later Pod Identity service accounts reuse this add-on.
-        addons["eks-pod-identity-agent"] = self.cluster.eks_pod_identity_agent
+        addons[POD_IDENTITY_ADDON] = self.cluster.eks_pod_identity_agent
         return addons
 
     def _add_mountpoint(self, model_bucket: s3.IBucket) -> iam.Role:
@@ -258,7 +266,8 @@ class ClusterStack(Stack):
             policy, models_arn, "engine files under models/ have version-stamped keys unknown at deploy time; read-only"
         )
         addon = eks.Addon(self, f"Addon-{MOUNTPOINT_ADDON}", cluster=self.cluster, addon_name=MOUNTPOINT_ADDON)
-        addon.node.add_dependency(self.addons["eks-pod-identity-agent"])
+        # Its controller is a Deployment: it needs a node, and Pod Identity for its credentials.
+        addon.node.add_dependency(self.addons[POD_IDENTITY_ADDON], self.system_nodegroup)
         namespace, service_account = MOUNTPOINT_SERVICE_ACCOUNT
         association = eks.CfnPodIdentityAssociation(
             self,

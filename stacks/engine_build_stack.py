@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, IgnoreMode, Size, Stack
+from aws_cdk import Arn, ArnComponents, ArnFormat, CfnOutput, Duration, IgnoreMode, Size, Stack
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -374,7 +374,9 @@ def _env(**values: str) -> dict[str, codebuild.BuildEnvironmentVariable]:
 def project_arn(scope: Construct, name: str) -> str:
     """ARN of the CodeBuild project ``name`` in ``scope``'s account and region."""
     return Arn.format(
-        {"service": "codebuild", "resource": "project", "resource_name": name, "arn_format": ArnFormat.SLASH_RESOURCE_NAME},
+        ArnComponents(
+            service="codebuild", resource="project", resource_name=name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        ),
         Stack.of(scope),
     )
 

@@ -16,9 +16,10 @@ Stages of the synthesized pipeline::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack, Stage
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -38,6 +39,7 @@ from stacks.engine_build_stack import (
 from stacks.nag import acknowledge, acknowledge_policy_wildcards
 from stacks.whisper_app import WhisperStacks, _stack_prefix, add_whisper_stacks, stack_environment
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 STAGE_ID = "Deploy"
 TRIGGER_TIMEOUT = BUILD_TIMEOUT.plus(Duration.minutes(30))
@@ -125,6 +127,7 @@ class PipelineStack(Stack):
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
         self.pipeline.build_pipeline()
         self._acknowledge_generated()
+        self._action_arns_as_sub()
 
     def _trigger(self, step_id: str, project_name: str) -> pipelines.CodeBuildStep:
         """A step that starts ``project_name`` and fails when that build fails; may start and read only it."""
@@ -154,24 +157,81 @@ class PipelineStack(Stack):
                 )
 
 
+    def _action_arns_as_sub(self) -> None:
+        """Rewrite ``Fn::Join`` values in action configurations (CDK Pipelines' CloudFormation role
+        ARNs of an account-agnostic stage) as ``Fn::Sub``, the form cfn-lint requires there (E3703)."""
+        cfn_pipeline = self.pipeline.pipeline.node.default_child
+        assert isinstance(cfn_pipeline, CfnResource)
+        for i, stage in enumerate(self.resolve(cfn_pipeline.stages)):  # type: ignore[attr-defined]
+            for j, action in enumerate(stage["actions"]):
+                for key, value in (action.get("configuration") or {}).items():
+                    sub = join_as_sub(value)
+                    if sub is not None:
+                        cfn_pipeline.add_property_override(f"Stages.{i}.Actions.{j}.Configuration.{key}", sub)
+
+
+def join_as_sub(value: Any) -> dict[str, str] | None:
+    """``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::x"]]}`` →
+    ``{"Fn::Sub": "arn:${AWS::Partition}:iam::x"}``; None for anything else (other delimiters,
+    parts other than strings and ``Ref``s)."""
+    if not (isinstance(value, dict) and list(value) == ["Fn::Join"]):
+        return None
+    delimiter, parts = value["Fn::Join"]
+    if delimiter != "" or not isinstance(parts, list):
+        return None
+    text = []
+    for part in parts:
+        if isinstance(part, str) and "${" not in part:
+            text.append(part)
+        elif isinstance(part, dict) and list(part) == ["Ref"] and isinstance(part["Ref"], str):
+            text.append("${" + part["Ref"] + "}")
+        else:
+            return None
+    return {"Fn::Sub": "".join(text)}
+
+
 def _walk(root: IConstruct) -> list[IConstruct]:
     return list(root.node.find_all())
 
 
-def add_app(scope: Construct, config: DeploymentConfig, *, config_path: str = DEFAULT_CONFIG_PATH) -> WhisperStacks:
+def repository_path(path: str | Path) -> str:
+    """``path`` relative to the repository root, POSIX-style, as the pipeline's checkout sees it.
+
+    Raises:
+        ValueError: an absolute path outside the repository (the pipeline could not read it).
+    """
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        return candidate.as_posix()
+    try:
+        return candidate.resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError as exc:
+        raise ValueError(
+            f"config file {path} is outside the repository; the pipeline synthesizes from its own checkout, "
+            "so commit the config inside the repository (e.g. config/examples/pipeline.yaml)"
+        ) from exc
+
+
+def add_app(
+    scope: Construct, config: DeploymentConfig, *, config_path: str | Path | None = None
+) -> WhisperStacks:
     """What ``app.py`` synthesizes: the pipeline (containing the app stacks) when ``config.pipeline``
     names a source, else the app stacks directly (workstation ``cdk deploy``).
 
     Args:
-        config_path: the config file, as the pipeline's synth step must pass it to ``cdk synth``
-            (repository-relative).
+        config_path: the config file (``-c config=...``); the pipeline's synth step passes it on to
+            ``cdk synth``. Default: ``config/default.yaml``.
 
     Returns:
         The app stacks (inside the pipeline's stage when there is a pipeline).
     """
     if config.pipeline.enabled:
         pipeline = PipelineStack(
-            scope, f"{_stack_prefix(config.project_name)}Pipeline", config=config, config_path=config_path, env=stack_environment(config)
+            scope,
+            f"{_stack_prefix(config.project_name)}Pipeline",
+            config=config,
+            config_path=repository_path(config_path or DEFAULT_CONFIG_PATH),
+            env=stack_environment(config),
         )
         return pipeline.stage.stacks
     return add_whisper_stacks(scope, config)

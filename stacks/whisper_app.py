@@ -17,6 +17,7 @@ from stacks.engine_build_stack import EngineBuildStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
 from stacks.storage_stack import SERVING_IMAGE_REPOSITORY, StorageStack
+from stacks.workloads_stack import WorkloadsStack
 
 PROJECT_TAG = "project"
 
@@ -29,6 +30,7 @@ class WhisperStacks:
     storage: StorageStack
     cluster: ClusterStack
     observability: ObservabilityStack | None = None
+    workloads: WorkloadsStack | None = None
     engine_build: EngineBuildStack | None = None
 
 
@@ -80,6 +82,17 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
             security_group_id=network.node_security_group.security_group_id,
             env=env,
         )
+    workloads = WorkloadsStack(
+        scope,
+        f"{prefix}Workloads",
+        config=config,
+        cluster_stack=cluster,
+        serving_repository_name=f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}",
+        amp_workspace_id=observability.workspace.attr_workspace_id if observability else None,
+        amp_workspace_arn=observability.workspace.attr_arn if observability else None,
+        env=env,
+    )
+    workloads.add_stack_dependency(storage, "serving repository referenced by name")
     engine_build = EngineBuildStack(
         scope,
         f"{prefix}EngineBuild",
@@ -91,10 +104,15 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         cluster_security_group=network.node_security_group,
         env=env,
     )
-    engine_build.add_dependency(storage, "model bucket and serving repository are referenced by name")
+    engine_build.add_stack_dependency(storage, "model bucket and serving repository are referenced by name")
     Tags.of(scope).add(PROJECT_TAG, config.project_name)
     return WhisperStacks(
-        network=network, storage=storage, cluster=cluster, observability=observability, engine_build=engine_build
+        network=network,
+        storage=storage,
+        cluster=cluster,
+        observability=observability,
+        workloads=workloads,
+        engine_build=engine_build,
     )
 
 

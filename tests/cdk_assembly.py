@@ -27,6 +27,9 @@ from stacks.gates import stack_templates  # noqa: E402
 from stacks.whisper_app import WhisperStacks  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PIPELINE_CONFIG = REPO_ROOT / "config" / "examples" / "pipeline.yaml"
+"""Three groups + a pipeline source: the app synthesizes the pipeline stack with the stacks inside a
+stage (gated in tests/test_pipeline_stack.py; stage stack ids differ from the plain ones)."""
 CONFIGS = {
     "default": REPO_ROOT / "config" / "default.yaml",
     "three-groups": REPO_ROOT / "config" / "examples" / "three-groups.yaml",
@@ -63,7 +66,7 @@ def synthesized(config_path: Path) -> Synthesized:
     stacks: WhisperStacks | None = None
     error = None
     try:
-        _, stacks = synthesize(config, outdir)
+        _, stacks = synthesize(config, outdir, config_path)
     except RuntimeError as err:
         error = str(err)
     templates = stack_templates(cx_api.CloudAssembly(str(outdir)))

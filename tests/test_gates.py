@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from cdk_assembly import CONFIGS, synthesized
 
-from stacks.gates import read_nag_findings, run_cfn_lint
+from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
 from stacks.nag import acknowledge, enable_nag, nag_string
 
 pytestmark = pytest.mark.slow
@@ -33,6 +33,15 @@ def test_cdk_nag_reports_nothing_unacknowledged(config_name: str) -> None:
     findings = read_nag_findings(result.outdir)
     assert findings == [], "\n".join(map(str, findings))
     assert result.error is None
+
+
+def test_gates_see_stacks_inside_stages(tmp_path: Path) -> None:
+    app = cdk.App(outdir=str(tmp_path))
+    cdk.Stack(app, "Top")
+    cdk.Stack(cdk.Stage(app, "Prod"), "Nested")
+    templates = stack_templates(app.synth())
+    assert set(templates) == {"Top", "Prod/Nested"}
+    assert all(path.is_file() for path in templates.values())
 
 
 def test_cfn_lint_gate_catches_a_broken_template(tmp_path: Path) -> None:

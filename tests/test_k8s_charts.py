@@ -153,7 +153,7 @@ def test_resources_gpu_shm_and_capacity_are_sized_per_group(config, deployments)
         assert {"mountPath": "/dev/shm", "name": "dshm"} in serving["volumeMounts"]
         env = _env(serving)
         assert env["WHISPER_GATEWAY_CAPACITY"] == str(group.effective_capacity)
-        assert env["WHISPER_ENGINE"] == group.serving_engine
+        assert env["WHISPER_TRITON_ENGINE__ENGINE"] == group.serving_engine
         assert env["WHISPER_GATEWAY_HOST"] == "0.0.0.0"
 
 
@@ -163,16 +163,44 @@ def test_multi_gpu_instances_split_cpu_and_memory_per_gpu(config) -> None:
     assert pod_resources(p5.instance).cpu_millicores <= single.cpu_millicores // 8 + 100
 
 
+def test_the_image_reads_the_pod_environment(config, deployments, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the serving container's environment WHEN the image's own settings classes read it
+    # THEN every variable is one they know (extra="forbid") and means what the chart intends
+    from whisper_build.gateway.settings import GatewaySettings
+    from whisper_build.image.supervisor import SupervisorSettings
+    from whisper_build.triton_settings import TritonSettings
+
+    for group in config.gpu_groups:
+        deployment = deployments[f"whisper-{group.name}"]
+        with monkeypatch.context() as patch:
+            for name, value in _env(_container(deployment)).items():
+                patch.setenv(name, value)
+            gateway, triton, supervisor = GatewaySettings(), TritonSettings(), SupervisorSettings()
+        assert (gateway.host, gateway.port, gateway.capacity) == ("0.0.0.0", 8080, group.effective_capacity)
+        assert gateway.triton_url == f"127.0.0.1:{triton.grpc_port}"
+        assert gateway.request_timeout_seconds == config.serving.request_timeout_seconds
+        assert gateway.max_body_bytes == config.serving.max_body_mb * 1024 * 1024
+        assert triton.engine.engine == group.serving_engine
+        assert (triton.http_port, triton.grpc_port, triton.metrics_port) == (8000, 8001, 8002)
+        assert str(supervisor.model_repository_file) == "/run/whisper/model_repository"
+
+
 def test_termination_outlasts_the_longest_request_with_a_drain(config, deployments) -> None:
     for group in config.gpu_groups:
         pod = _pod(deployments[f"whisper-{group.name}"])
         assert pod["terminationGracePeriodSeconds"] > config.serving.request_timeout_seconds
         serving = _container(deployments[f"whisper-{group.name}"])
-        assert serving["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
-        env = _env(serving)
-        assert int(env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]) >= config.serving.request_timeout_seconds
-        assert (int(env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]) + int(env["WHISPER_GATEWAY_DRAIN_SECONDS"])
-                + serving["lifecycle"]["preStop"]["sleep"]["seconds"]) < pod["terminationGracePeriodSeconds"]
+        prestop = serving["lifecycle"]["preStop"]["sleep"]["seconds"]
+        assert prestop > 0
+        env = {key: float(value) for key, value in _env(serving).items() if key.endswith(("_SECONDS", "_S"))}
+        # the gateway drains, then finishes the longest request, within the supervisor's wait for it
+        assert env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"] >= config.serving.request_timeout_seconds
+        assert (env["WHISPER_GATEWAY_DRAIN_SECONDS"] + env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]
+                < env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"])
+        # then Triton stops; all of it after the preStop sleep, before the kubelet's SIGKILL
+        assert env["WHISPER_TRITON_EXIT_TIMEOUT_S"] < env["WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S"]
+        assert (prestop + env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"] + env["WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S"]
+                < pod["terminationGracePeriodSeconds"])
 
 
 def test_prestop_falls_back_to_exec_before_kubernetes_1_30() -> None:
@@ -209,7 +237,7 @@ def test_ctranslate2_switch_reaches_the_pod() -> None:
         {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"},
     ])
     deployment = of_kind(synth(config), "Deployment")["whisper-g6e"]
-    assert _env(_container(deployment))["WHISPER_ENGINE"] == "ctranslate2"
+    assert _env(_container(deployment))["WHISPER_TRITON_ENGINE__ENGINE"] == "ctranslate2"
     assert "ctranslate2" in _container(deployment, "preflight")["command"]
 
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
+import textwrap
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -96,24 +101,88 @@ def test_a_model_that_cannot_load_fails_start_with_the_log(tmp_path):
 
 
 @pytest.mark.integration
-def test_cli_runs_in_the_foreground_until_sigterm(tmp_path):
-    http, grpc, metrics = free_ports(3)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WHISPER_TRITON_ENGINE__CPU_THREADS": "1"}
+def test_cli_serves_triton_and_the_gateway_until_sigterm(tmp_path):
+    # GIVEN the CLI with --gateway on free ports
+    http, grpc, metrics, gateway_port = free_ports(4)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_TRITON_ENGINE__CPU_THREADS": "1",
+        "WHISPER_GATEWAY_PORT": str(gateway_port),
+    }
     command = [sys.executable, "-m", "whisper_build.local.triton", "--http-port", str(http),
-               "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(tmp_path)]  # fmt: skip
+               "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(tmp_path),
+               "--gateway"]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert process.stdout is not None
         ready_line = process.stdout.readline()  # printed once the model is ready
         assert f"gRPC 127.0.0.1:{grpc}" in ready_line, ready_line
+        # THEN the gateway answers /ping 200 (Triton and the model ready) within a bounded wait
+        assert _ping_ok(f"http://127.0.0.1:{gateway_port}/ping", attempts=120), "gateway /ping never 200"
+        # WHEN SIGTERM arrives THEN both stop and the exit code is 0
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=120) == 0
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    # tritonserver is gone too: its port is free again
-    import socket
+    for port in (grpc, gateway_port):  # nothing listens any more (SO_REUSEADDR: TIME_WAIT is fine)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", grpc))
+
+def _ping_ok(url: str, attempts: int) -> bool:
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local URL
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.integration
+def test_tritonserver_exits_when_its_launcher_is_killed(tmp_path):
+    # GIVEN a launcher process that started tritonserver and then is SIGKILLed (no cleanup runs)
+    http, grpc, metrics = free_ports(3)
+    launcher = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        from whisper_build.local.triton import LocalTriton
+        from whisper_build.triton_settings import TritonSettings
+        server = LocalTriton(TritonSettings(http_port={http}, grpc_port={grpc}, metrics_port={metrics}),
+                             workdir=Path({str(tmp_path)!r}))
+        server.start()
+        print(server._process.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WHISPER_TRITON_ENGINE__CPU_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-c", launcher], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        triton_pid = int(process.stdout.readline())
+    finally:
+        process.kill()
+        process.wait()
+    # THEN the kernel's parent-death signal stops tritonserver too
+    for _ in range(120):
+        if not _running(triton_pid):
+            return
+        time.sleep(0.5)
+    os.kill(triton_pid, signal.SIGKILL)
+    pytest.fail("tritonserver kept running after its launcher died")
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an exited child nobody reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -177,3 +177,10 @@ def test_pod_on_a_node_of_another_architecture_is_named(tmp_path: Path) -> None:
         r"this pod mounts s3://model-bucket-123/models/large-v3-turbo/sm86/ \(GPU group 'g5' is sm86\) "
         r"but landed on a sm89 GPU: the node's labels do not match its GPU")):
         run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)
+
+
+def test_unreadable_manifest_is_named(tmp_path: Path) -> None:
+    folder = _publish(tmp_path)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(PreflightError, match=rf"sm89/{folder.name}/manifest\.json: manifest is not valid JSON"):
+        _run(tmp_path)

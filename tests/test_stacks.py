@@ -4,6 +4,7 @@ execution role cannot write S3, the EKS cluster has the add-ons HyperPod and Mou
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,18 @@ def test_eks_cluster_api_auth_version_and_addons(result: Synthesized) -> None:
     )
 
 
+def test_addons_are_ordered_around_the_system_node_group(result: Synthesized) -> None:
+    template = result.template_json(_ids(result)[2])
+    addon_ids = {v["Properties"]["AddonName"]: k for k, v in _resources(template, "AWS::EKS::Addon").items()}
+    (nodegroup_id, nodegroup), = _resources(template, "AWS::EKS::Nodegroup").items()
+    # Nodes become Ready only with the CNI; CoreDNS and the Mountpoint controller need a node.
+    assert {addon_ids["vpc-cni"], addon_ids["kube-proxy"], addon_ids["eks-pod-identity-agent"]} <= set(
+        nodegroup["DependsOn"]
+    )
+    for name in ("coredns", "aws-mountpoint-s3-csi-driver"):
+        assert nodegroup_id in template["Resources"][addon_ids[name]]["DependsOn"], name
+
+
 def _role_statements(template: dict[str, Any], role_logical_id: str) -> list[dict[str, Any]]:
     role = template["Resources"][role_logical_id]
     statements = [s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
@@ -149,6 +162,20 @@ def test_execution_role_has_no_s3_writes_and_no_wildcard_s3(result: Synthesized)
     for statement in statements:
         if "*" in _as_list(statement["Resource"]):
             assert not any(a.startswith("s3:") or a == "*" for a in _as_list(statement["Action"])), statement
+
+
+def test_mountpoint_role_reads_models_only_through_pod_identity(result: Synthesized) -> None:
+    template = result.template_json(_ids(result)[2])
+    (association,) = _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    trust = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [(t["Principal"], sorted(_as_list(t["Action"]))) for t in trust] == [
+        ({"Service": "pods.eks.amazonaws.com"}, ["sts:AssumeRole", "sts:TagSession"])
+    ]
+    statements = _role_statements(template, role_id)
+    assert {a for s in statements for a in _as_list(s["Action"])} == S3_READ_ACTIONS
+    objects = [s for s in statements if s["Action"] == "s3:GetObject"]
+    assert json.dumps(objects[0]["Resource"]).endswith('/models/*"]]}')
 
 
 def test_every_bucket_is_tls_only_private_and_versioned(result: Synthesized) -> None:

@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 import speech_samples
+from fixtures_triton import cpu_triton_settings
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.grpc import InferInput
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
 from whisper_build.local.triton import LocalTriton
+from whisper_build.model_repo import BatchingConfig
 
 pytestmark = [
     pytest.mark.integration,
@@ -179,3 +181,29 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
     executions = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
     assert inferences == 8
     assert executions < inferences
+
+
+def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> None:
+    # GIVEN a server whose queue holds 1 request and whose batches hold 2 windows
+    settings = cpu_triton_settings()
+    settings = settings.model_copy(
+        update={
+            "engine": settings.engine.model_copy(update={"beam_size": 1}),
+            "batching": BatchingConfig(max_batch_size=2, max_queue_delay_us=0, max_queue_size=1),
+        }
+    )
+    with LocalTriton(settings) as server:
+
+        async def flood() -> list[object]:
+            async with InferenceServerClient(server.settings.grpc_url) as client:
+                calls = [client.infer("whisper", _inputs([speech[0]]), client_timeout=300) for _ in range(8)]
+                return await asyncio.gather(*calls, return_exceptions=True)
+
+        outcomes = asyncio.run(flood())
+    # WHEN 8 requests arrive at once THEN the ones that do not fit are refused with UNAVAILABLE
+    rejected = [o for o in outcomes if isinstance(o, InferenceServerException)]
+    served = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert rejected and served, outcomes
+    assert all(e.status() == "StatusCode.UNAVAILABLE" and "queue size" in e.message() for e in rejected), (
+        rejected
+    )

@@ -10,7 +10,11 @@ import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from google.protobuf import text_format
 
 from whisper_build.engines import EngineParams
-from whisper_build.model_repo import BatchingConfig, render_config, render_model_repository
+from whisper_build.model_repo import (
+    BatchingConfig,
+    render_config,
+    render_model_repository,
+)
 from whisper_build.prompt import DecodePrompt
 from whisper_build.triton_batching import (
     RequestError,

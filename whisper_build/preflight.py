@@ -174,7 +174,9 @@ def _resolve_version(target: PreflightTarget, node_arch: str) -> Path:
     return folder
 
 
-def _check_manifest(target: PreflightTarget, manifest: EngineManifest, folder: Path, node_arch: str, image: str | None) -> None:
+def _check_manifest(
+    target: PreflightTarget, manifest: EngineManifest, folder: Path, node_arch: str, image: str | None
+) -> None:
     where = f"{target.prefix_uri(manifest.gpu_arch)}{folder.name}/"
     if manifest.gpu_arch != node_arch:
         raise PreflightError(
@@ -254,7 +256,8 @@ def run_preflight(
         manifest = read_manifest(folder)
     except ManifestError as err:
         raise PreflightError(
-            f"{target.prefix_uri(node_arch)}{folder.name}/{storage.MANIFEST_FILE}: {err}\n" + _fix_lines(target, node_arch)
+            f"{target.prefix_uri(node_arch)}{folder.name}/{storage.MANIFEST_FILE}: {err}\n"
+            + _fix_lines(target, node_arch)
         ) from err
     _check_manifest(target, manifest, folder, node_arch, trtllm_version())
     return PreflightResult(

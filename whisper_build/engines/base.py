@@ -98,8 +98,8 @@ class EngineParams(BaseModel):
 
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> EngineParams:
-        """Build from string values (Triton model-config ``parameters``); unknown keys are ignored
-        by the caller, not here.
+        """Build from string values (Triton model-config ``parameters``). Unknown keys are
+        rejected, so callers pass only the keys that are fields of this model.
 
         Raises:
             EngineParamsError: a value is invalid; one line per field with the reason.

@@ -32,7 +32,13 @@ import tokenizers
 
 from whisper_build.engines.base import EngineParams, EngineParamsError
 from whisper_build.engines.features import N_FRAMES, is_silent, log_mel_batch
-from whisper_build.engines.tokens import SpecialTokens, build_prompt_ids, clean_output_ids, group_indices
+from whisper_build.engines.tokens import (
+    SpecialTokens,
+    build_prompt_ids,
+    clean_output_ids,
+    group_indices,
+    max_length_for,
+)
 from whisper_build.prompt import DecodePrompt
 
 __all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout"]
@@ -174,12 +180,13 @@ class TensorRTLLMEngine:
         # [B, n_mels, 3000] → [B, 3000, n_mels] fp16 on the GPU, as run.py passes encoder_input_features.
         features = mel.transpose(1, 2).contiguous().to(device="cuda", dtype=torch.float16)
         frames = torch.full((len(audio),), N_FRAMES, dtype=torch.int32, device="cuda")
+        longest = max(len(ids) for ids in prompt_ids)  # prompt + new tokens must fit n_text_ctx = 448
         with torch.no_grad():
             outputs = self._runner.generate(
                 batch_input_ids=[torch.tensor(ids, dtype=torch.int32) for ids in prompt_ids],
                 encoder_input_features=features,
                 encoder_output_lengths=frames // 2,  # the encoder's conv stride 2: 3000 frames → 1500
-                max_new_tokens=self._params.max_new_tokens,
+                max_new_tokens=max_length_for(longest, self._params.max_new_tokens) - longest,
                 end_id=self._specials.eot,
                 pad_id=self._specials.eot,
                 num_beams=self._params.beam_size,

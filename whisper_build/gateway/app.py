@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -68,7 +68,8 @@ def _to_api_error(exc: Exception, settings: GatewaySettings) -> ApiError:
         return ApiError(
             413,
             ErrorCode.AUDIO_TOO_LONG,
-            f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
+            f"{exc} (limit {settings.max_audio_seconds:g} s, "
+            "setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
         )
     if isinstance(exc, AudioError):
         return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc))
@@ -136,15 +137,21 @@ def create_app(
     app.state.metrics = metrics
     install_error_handlers(app)
 
-    async def run(request: Request, route: str, data_source: Callable[[], Any], prompt: DecodePrompt, penalty: float) -> Transcription:
-        """Admit, transcribe within the timeout, count metrics; errors become :class:`ApiError`."""
+    async def run(
+        request: Request,
+        route: str,
+        read_audio: Callable[[], Awaitable[bytes]],
+        prompt: DecodePrompt,
+        penalty: float,
+    ) -> Transcription:
+        """Admit, read + transcribe within the timeout, count metrics; errors become :class:`ApiError`."""
         transcriber: Transcriber = request.app.state.transcriber
         try:
             async with admission.admit():
                 metrics.inflight.inc()
                 try:
                     async with asyncio.timeout(settings.request_timeout_seconds):
-                        data = await data_source()
+                        data = await read_audio()
                         result = await transcriber.transcribe(data, prompt, penalty)
                 finally:
                     metrics.inflight.dec()
@@ -158,7 +165,9 @@ def create_app(
         """SageMaker-style JSON transcription (see docs/gateway.md)."""
         body = await request.body()
         if not body:
-            raise _bad_request("request body is empty: send a JSON object with audio_data", ErrorCode.INVALID_JSON)
+            raise _bad_request(
+                "request body is empty: send a JSON object with audio_data", ErrorCode.INVALID_JSON
+            )
         try:
             payload = await asyncio.to_thread(json.loads, body)
         except (ValueError, RecursionError) as exc:
@@ -207,7 +216,8 @@ def create_app(
         ignored: the served model decodes greedily."""
         if response_format not in RESPONSE_FORMATS:
             raise _bad_request(
-                f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}"
+                f"unknown response_format {response_format!r}: "
+                f"use one of {', '.join(RESPONSE_FORMATS)}"
             )
         decode_prompt = _parse_prompt(prompt, language)
 

@@ -10,13 +10,15 @@ environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix t
 ``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
 Reference: /work/shared/reference/whisper-serving-facts.md §6.
 
-CLI: ``python -m whisper_build.local.triton --help``. Tests: :class:`LocalTriton` as a context
+CLI: ``python -m whisper_build.local.triton [--gateway] --help`` (``--gateway`` also runs the gateway
+against this server and stops it first on Ctrl-C). Tests: :class:`LocalTriton` as a context
 manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shutil
 import signal
@@ -47,6 +49,17 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(whisper_build.__file__).resolve().parent.parent
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _terminate_with_parent() -> None:
+    """In the forked child: ask Linux to SIGTERM it when its parent dies (``prctl(PR_SET_PDEATHSIG)``),
+    so that a killed test run or CLI never leaves tritonserver running."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class TritonStartError(RuntimeError):
@@ -186,10 +199,13 @@ class LocalTriton:
             *tritonserver_args(self.settings, repository),
             f"--backend-directory={backends}",
         ]
-        output = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115 - closed in stop()
+        output = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115 - closed below
+        # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
         self._process = subprocess.Popen(
             command,
             env=server_environment(wheel),
+            start_new_session=True,
+            preexec_fn=_terminate_with_parent,
             stdout=output,
             stderr=subprocess.STDOUT if output else None,
         )
@@ -272,6 +288,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--workdir", type=Path, help="keep backends, repository and log here")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help=(
+            "once Triton is ready, also run the gateway (python -m whisper_build.gateway, settings from "
+            "WHISPER_GATEWAY_*, Triton URL set to this server); Ctrl-C stops the gateway first, then Triton"
+        ),
+    )
     return parser.parse_args(argv)
 
 
@@ -289,8 +313,21 @@ def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = N
     return TritonSettings.model_validate({**settings.model_dump(), **top}) if top else settings
 
 
+def _run_gateway(settings: TritonSettings) -> int:
+    """Run the gateway in the foreground under the image supervisor's ordered shutdown; its exit code."""
+    from whisper_build.image.supervisor import ChildSpec, Supervisor
+
+    env = {**os.environ, "WHISPER_GATEWAY_TRITON_URL": settings.grpc_url}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    gateway = ChildSpec("gateway", [sys.executable, "-m", "whisper_build.gateway"], 300.0, env)
+    supervisor = Supervisor([gateway])
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    return supervisor.run()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: run until interrupted; exit code of tritonserver (0 after Ctrl-C)."""
+    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
     args = _parse_args(argv)
     settings = settings_from_args(args)
     server = LocalTriton(settings, workdir=args.workdir, log_to_file=False)
@@ -306,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             f"metrics {settings.metrics_url} (Ctrl-C stops)",
             flush=True,
         )
-        return server.wait()
+        return _run_gateway(settings) if args.gateway else server.wait()
     except KeyboardInterrupt:
         return 0
     except TritonStartError as error:

@@ -2,7 +2,7 @@
 
 Inputs/outputs: docs/contracts.md §5. The work is in ``whisper_build.triton_batching`` (pure,
 unit-tested) and ``whisper_build.engines``; this file only moves tensors. The repository root must
-be importable (the launchers put it on ``PYTHONPATH``; the image installs the package).
+be importable (the local launcher puts it on ``PYTHONPATH``; the image sets ``PYTHONPATH=/app``).
 """
 
 import json
@@ -11,7 +11,12 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 
 from whisper_build.engines import EngineParams, load_engine
-from whisper_build.triton_batching import RequestError, parse_request, run_batch, transcripts_array
+from whisper_build.triton_batching import (
+    RequestError,
+    parse_request,
+    run_batch,
+    transcripts_array,
+)
 
 _INPUTS = {
     "wav": "WAV",
@@ -47,6 +52,8 @@ class TritonPythonModel:
                 parsed.append(parse_request(**arrays))
             except RequestError as error:
                 parsed.append(error)
+            except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
+                parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
         responses = []
         for result in run_batch(self._engine, parsed):
             if isinstance(result, Exception):

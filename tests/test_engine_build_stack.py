@@ -1,0 +1,252 @@
+"""Engine build stack: one CodeBuild project per GPU architecture, least-privilege roles, the Job it
+starts, the CodeBuild-fleet switch, buildspecs. Synthesis is shared with the other stack tests
+(tests/cdk_assembly.py); the fleet variant synthesizes the engine build stack alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import cx_api
+from cdk_assembly import CONFIGS, synthesized
+
+from settings import labels, parse_config
+from stacks import buildspecs, engine_job
+from stacks.assembly import cdk_json_context
+from stacks.engine_build_stack import EngineBuildStack, engine_project_name, fleet_instance_type
+from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
+from stacks.nag import enable_nag
+from k8s_charts.validation import validate
+
+pytestmark = pytest.mark.slow
+
+ARCHS = ["sm86", "sm89", "sm90"]
+
+
+def _of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def _flatten(value: Any) -> str:
+    """A CloudFormation value as text, tokens written as ``<Ref>``/``<Logical.Attr>`` (for parsing JSON
+    that contains deploy-time values)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        return value["Fn::Join"][0].join(_flatten(part) for part in value["Fn::Join"][1])
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{'.'.join(value['Fn::GetAtt'])}>"
+    if isinstance(value, dict) and "Fn::ImportValue" in value:
+        return "<import>"
+    return json.dumps(value)
+
+
+@pytest.fixture(scope="module")
+def three_groups() -> dict[str, Any]:
+    result = synthesized(CONFIGS["three-groups"])
+    assert result.stacks is not None and result.stacks.engine_build is not None, result.error
+    return result.template_json(result.stacks.engine_build.artifact_id)
+
+
+def _projects(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """CodeBuild projects by name."""
+    return {p["Properties"]["Name"]: p for p in _of_type(template, "AWS::CodeBuild::Project").values()}
+
+
+def _env(project: dict[str, Any]) -> dict[str, Any]:
+    return {e["Name"]: e["Value"] for e in project["Properties"]["Environment"].get("EnvironmentVariables", [])}
+
+
+def test_one_engine_project_per_architecture_plus_image_and_rollout(three_groups):
+    names = set(_projects(three_groups))
+    # Checks that a three-group config yields exactly three architecture builds, one per arch.
+    assert names == {f"whisper-hyperpod-engine-{arch}" for arch in ARCHS} | {
+        "whisper-hyperpod-serving-image",
+        "whisper-hyperpod-rollout",
+    }
+    for arch in ARCHS:
+        assert _env(_projects(three_groups)[f"whisper-hyperpod-engine-{arch}"])["GPU_ARCH"] == arch
+
+
+def test_each_job_targets_its_group_with_one_gpu(three_groups):
+    config = synthesized(CONFIGS["three-groups"]).config
+    for arch in ARCHS:
+        env = _env(_projects(three_groups)[engine_project_name(config, arch)])
+        manifest = json.loads(_flatten(env["JOB_MANIFEST"]))
+        service_account, job = manifest["items"]
+        pod = job["spec"]["template"]["spec"]
+        group = config.groups_for_arch(arch)[0]
+        # Pinned to the nodes of the group (and arch) the engine will serve on.
+        assert pod["nodeSelector"] == {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: arch}
+        container = pod["containers"][0]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert container["image"].endswith(f"/whisper-hyperpod/whisper-serving:{config.serving.image_tag}")
+        command = container["command"]
+        assert command[:3] == ["python3", "-m", "whisper_build.engine_build"]
+        assert command[command.index("--expect-arch") + 1] == arch
+        assert "--publish-bucket" in command
+        assert pod["serviceAccountName"] == service_account["metadata"]["name"] == f"engine-builder-{arch}"
+        assert job["metadata"]["name"] == engine_job.JOB_NAME_PLACEHOLDER
+
+
+def test_access_entries_are_namespace_scoped_edit(three_groups):
+    entries = _of_type(three_groups, "AWS::EKS::AccessEntry")
+    assert len(entries) == 4  # three engine projects + rollout
+    for entry in entries.values():
+        (policy,) = entry["Properties"]["AccessPolicies"]
+        assert policy["AccessScope"] == {"Type": "namespace", "Namespaces": ["whisper"]}
+        assert _flatten(policy["PolicyArn"]).endswith(":cluster-access-policy/AmazonEKSEditPolicy")
+
+
+def _statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (logical_id, statement)
+        for logical_id, policy in _of_type(template, "AWS::IAM::Policy").items()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_roles_hold_no_service_wide_wildcards(three_groups):
+    for logical_id, statement in _statements(three_groups):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        # Checks least privilege: no "service:*" action anywhere in this stack.
+        assert not [a for a in actions if a.endswith(":*") or a == "*"], logical_id
+        # Publishing never deletes: old versions stay for rollback.
+        assert not [a for a in actions if a.startswith("s3:Delete")], logical_id
+        if "eks:DescribeCluster" in actions:
+            assert "*" not in json.dumps(statement["Resource"]), logical_id
+
+
+def test_build_pods_write_only_their_architecture_prefix(three_groups):
+    writes = [
+        (logical_id, statement)
+        for logical_id, statement in _statements(three_groups)
+        if "s3:PutObject" in statement["Action"]
+    ]
+    assert sorted(logical_id.split("ModelPrefixWrite")[1][:4] for logical_id, _ in writes) == ARCHS
+    for logical_id, statement in writes:
+        arch = logical_id.split("ModelPrefixWrite")[1][:4]
+        assert _flatten(statement["Resource"]).endswith(f"/models/large-v3-turbo/{arch}/*"), logical_id
+    associations = _of_type(three_groups, "AWS::EKS::PodIdentityAssociation")
+    assert sorted(a["Properties"]["ServiceAccount"] for a in associations.values()) == [
+        f"engine-builder-{arch}" for arch in ARCHS
+    ]
+
+
+def test_image_project_is_privileged_and_pushes_only_to_the_serving_repository(three_groups):
+    project = _projects(three_groups)["whisper-hyperpod-serving-image"]
+    assert project["Properties"]["Environment"]["PrivilegedMode"] is True
+    assert _env(project)["DOCKERFILE"] == "whisper_build/image/Dockerfile"
+    pushes = [s for _, s in _statements(three_groups) if "ecr:PutImage" in s["Action"]]
+    assert len(pushes) == 1
+    assert _flatten(pushes[0]["Resource"]).endswith(":repository/whisper-hyperpod/whisper-serving")
+
+
+# ------------------------------------------------------------------------------ fleet variant
+
+
+@pytest.fixture(scope="module")
+def fleet_assembly() -> Path:
+    """Engine build stack alone for a config whose g6e group builds on a CodeBuild GPU fleet."""
+    data = yaml.safe_load(CONFIGS["three-groups"].read_text(encoding="utf-8"))
+    data["gpu_groups"][1]["engine_builder"] = "codebuild_fleet"
+    config = parse_config(data)
+    outdir = tempfile.mkdtemp(prefix="engine-build-fleet-")
+    app = cdk.App(outdir=outdir, context=cdk_json_context())
+    env = cdk.Environment(region=config.region)
+    base = cdk.Stack(app, "Base", env=env)
+    vpc = ec2.Vpc(base, "Vpc", max_azs=2, flow_logs={"All": ec2.FlowLogOptions()})
+    EngineBuildStack(
+        app,
+        "EngineBuild",
+        config=config,
+        cluster_name="whisper-hyperpod",
+        model_bucket_name=f"whisper-hyperpod-models-{cdk.Aws.ACCOUNT_ID}-{config.region}",
+        serving_repository_name="whisper-hyperpod/whisper-serving",
+        vpc=vpc,
+        cluster_security_group=ec2.SecurityGroup(base, "Sg", vpc=vpc),
+        env=env,
+    )
+    enable_nag(app)
+    app.synth()
+    yield Path(outdir)
+    shutil.rmtree(outdir, ignore_errors=True)
+
+
+def test_fleet_switch_builds_on_a_matching_gpu_fleet(fleet_assembly):
+    template = json.loads((fleet_assembly / "EngineBuild.template.json").read_text())
+    (fleet,) = _of_type(template, "AWS::CodeBuild::Fleet").values()
+    assert fleet["Properties"]["ComputeType"] == "CUSTOM_INSTANCE_TYPE"
+    assert fleet["Properties"]["EnvironmentType"] == "LINUX_GPU_CONTAINER"
+    # AWS::CodeBuild::Fleet spells ComputeConfiguration's keys in camelCase (CloudFormation reference).
+    assert fleet["Properties"]["ComputeConfiguration"]["instanceType"] == "g6e.2xlarge"
+    projects = _projects(template)
+    fleet_project = projects["whisper-hyperpod-engine-sm89"]
+    assert "Fleet" in fleet_project["Properties"]["Environment"]
+    assert "JOB_MANIFEST" not in _env(fleet_project)  # builds itself, no Kubernetes Job
+    buildspec = _flatten(fleet_project["Properties"]["Source"]["BuildSpec"])
+    assert "whisper_build.engine_build" in buildspec and "--expect-arch sm89" in buildspec
+    # The other architectures keep the HyperPod Job runner, and the fleet project needs no cluster access.
+    assert "JOB_MANIFEST" in _env(projects["whisper-hyperpod-engine-sm86"])
+    assert len(_of_type(template, "AWS::EKS::AccessEntry")) == 3
+
+
+def test_fleet_variant_passes_the_gates(fleet_assembly):
+    templates = stack_templates(cx_api.CloudAssembly(str(fleet_assembly)))
+    assert run_cfn_lint([templates["EngineBuild"]]) == []
+    assert [f for f in read_nag_findings(fleet_assembly) if f.location.startswith("EngineBuild/")] == []
+
+
+# ------------------------------------------------------------------------------ pure parts
+
+
+def test_fleet_instance_type_drops_the_sagemaker_prefix():
+    config = synthesized(CONFIGS["three-groups"]).config
+    assert [fleet_instance_type(g) for g in config.gpu_groups] == ["g5.2xlarge", "g6e.2xlarge", "p5.48xlarge"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_job_manifests_are_valid_kubernetes(arch):
+    config = synthesized(CONFIGS["three-groups"]).config
+    manifests = engine_job.engine_build_manifests(
+        config, arch, image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1", bucket_name="b", region="us-east-1"
+    )
+    for manifest in manifests:
+        if manifest["kind"] == "Job":
+            manifest = {**manifest, "metadata": {**manifest["metadata"], "name": f"engine-build-{arch}-1"}}
+        assert validate(manifest, config.cluster.kubernetes_version).startswith("k8s:")
+
+
+def test_build_resources_fit_the_instance():
+    config = synthesized(CONFIGS["three-groups"]).config
+    for group in config.gpu_groups:
+        resources = engine_job.build_resources(group)
+        assert int(resources["requests"]["memory"].removesuffix("Gi")) <= group.instance.memory_gib // 2
+        assert int(resources["limits"]["memory"].removesuffix("Gi")) < group.instance.memory_gib
+        assert int(resources["requests"]["cpu"]) <= group.instance.vcpus
+
+
+def test_unknown_architecture_is_refused():
+    config = synthesized(CONFIGS["three-groups"]).config
+    with pytest.raises(ValueError, match="no GPU group of architecture sm75"):
+        engine_job.build_group(config, "sm75")
+
+
+def test_buildspecs_apply_then_wait_and_fail_on_a_failed_job():
+    spec = buildspecs.hyperpod_job_buildspec()
+    build = "\n".join(spec["phases"]["build"]["commands"])
+    assert "kubectl apply -f job.json" in build
+    assert "--for=condition=complete" in build and "--for=condition=failed" in build
+    assert spec["env"]["shell"] == "bash"
+    trigger = "\n".join(buildspecs.start_build_commands())
+    assert "aws codebuild start-build" in trigger and "SUCCEEDED)" in trigger and "exit 1" in trigger
+
