@@ -199,36 +199,6 @@ def test_query_gpu_uses_the_documented_query_and_rejects_mixed_gpus():
 
 # ------------------------------------------------------------------------------ repository layout
 
-_CONFIG = """name: "whisper"
-backend: "python"
-max_batch_size: 16
-parameters: {
-  key: "engine"
-  value: { string_value: "ctranslate2" }
-}
-parameters [
-  { key: "model_path", value: { string_value: "" } }
-]
-"""
-
-
-def test_set_model_parameters_rewrites_and_appends():
-    text = layout.set_model_parameters(_CONFIG, {"engine": "tensorrt_llm", "model_path": "engine", "beam_size": "2"})
-    assert 'string_value: "tensorrt_llm"' in text and "ctranslate2" not in text
-    assert '{ key: "model_path", value: { string_value: "engine" } }' in text
-    assert text.count('key: "beam_size"') == 1 and 'string_value: "2"' in text
-    with pytest.raises(layout.LayoutError, match="quotes"):
-        layout.set_model_parameters(_CONFIG, {"engine": 'a"b'})
-
-
-def _template(root: Path) -> Path:
-    model = root / "template" / "whisper"
-    (model / "1" / "__pycache__").mkdir(parents=True)
-    (model / "config.pbtxt").write_text(_CONFIG)
-    (model / "1" / "model.py").write_text("# model\n")
-    (model / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"")
-    return root / "template"
-
 
 def _engines(root: Path) -> Path:
     for part in ("encoder", "decoder"):
@@ -239,13 +209,21 @@ def _engines(root: Path) -> Path:
     return root / "engines"
 
 
+def _parameters(config_text: str) -> dict[str, str]:
+    """String parameters of a config.pbtxt, parsed with Triton's own protobuf schema."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse(config_text, model_config_pb2.ModelConfig())
+    return {key: value.string_value for key, value in config.parameters.items()} | {
+        "max_batch_size": str(config.max_batch_size)
+    }
+
+
 def test_layout_repository(tmp_path):
+    spec = derive_spec("large-v3-turbo", max_batch_size=8, beam_width=2, max_output_len=200)
     engine_dir = layout.layout_repository(
-        tmp_path / "v1",
-        engine_dir=_engines(tmp_path),
-        tokenizer_json=tmp_path / "tokenizer.json",
-        parameters=layout.model_parameters(16, 1, 224),
-        template_dir=_template(tmp_path),
+        tmp_path / "v1", engine_dir=_engines(tmp_path), tokenizer_json=tmp_path / "tokenizer.json", spec=spec
     )
     model = tmp_path / "v1" / "model_repository" / "whisper"
     assert engine_dir == model / "engine"
@@ -259,37 +237,30 @@ def test_layout_repository(tmp_path):
         "model_repository/whisper/engine/encoder/rank0.engine",
         "model_repository/whisper/engine/tokenizer.json",
     ]
-    config = (model / "config.pbtxt").read_text()
-    assert 'string_value: "tensorrt_llm"' in config and 'key: "max_engine_batch"' in config
+    parameters = _parameters((model / "config.pbtxt").read_text())
+    assert {k: parameters[k] for k in ("engine", "model_path", "device", "beam_size", "max_new_tokens")} == {
+        "engine": "tensorrt_llm", "model_path": "engine", "device": "cuda", "beam_size": "2", "max_new_tokens": "200",
+    }  # fmt: skip
+    assert parameters["max_engine_batch"] == parameters["max_batch_size"] == "8"
+    # The Triton model resolves the relative path against its own folder: the moved engines.
+    from whisper_build.engines.base import EngineParams
+
+    params = EngineParams.from_strings({k: v for k, v in parameters.items() if k != "max_batch_size"})
+    assert params.relative_to(model).resolved_model_path() == engine_dir
 
 
 def test_layout_refuses_incomplete_inputs(tmp_path):
-    template = _template(tmp_path)
+    spec = derive_spec("small")
     engines = _engines(tmp_path)
-    common = dict(tokenizer_json=tmp_path / "tokenizer.json", parameters={}, template_dir=template)
-    with pytest.raises(layout.LayoutError, match="config.pbtxt not found"):
-        layout.layout_repository(tmp_path / "v", engine_dir=engines, **{**common, "template_dir": tmp_path})
     (tmp_path / "half" / "encoder").mkdir(parents=True)
     with pytest.raises(layout.LayoutError, match="did not produce the decoder engine"):
-        layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", **common)
+        layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", tokenizer_json=tmp_path / "tokenizer.json", spec=spec)
+    with pytest.raises(layout.LayoutError, match="tokenizer.json"):
+        layout.layout_repository(tmp_path / "v", engine_dir=engines, tokenizer_json=tmp_path / "none.json", spec=spec)
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("")
     with pytest.raises(layout.LayoutError, match="not empty"):
-        layout.layout_repository(tmp_path / "used", engine_dir=engines, **common)
-
-
-@pytest.mark.skipif(not (layout.DEFAULT_TEMPLATE_DIR / "whisper" / "config.pbtxt").is_file(), reason="no template yet")
-def test_project_template_gets_tensorrt_llm_parameters(tmp_path):
-    layout.layout_repository(
-        tmp_path / "v1",
-        engine_dir=_engines(tmp_path),
-        tokenizer_json=tmp_path / "tokenizer.json",
-        parameters=layout.model_parameters(8, 1, 224),
-        template_dir=layout.DEFAULT_TEMPLATE_DIR,
-    )
-    config = (tmp_path / "v1" / "model_repository" / "whisper" / "config.pbtxt").read_text()
-    assert config.count('key: "engine"') == 1
-    assert 'string_value: "tensorrt_llm"' in config
+        layout.layout_repository(tmp_path / "used", engine_dir=engines, tokenizer_json=tmp_path / "tokenizer.json", spec=spec)
 
 
 # ------------------------------------------------------------------------------ smoke verdict

@@ -52,7 +52,6 @@ def _parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--output-dir", type=Path, required=True, help="new version folder to create")
     out.add_argument("--work-dir", type=Path, help="scratch space (default: a temporary folder)")
-    out.add_argument("--template", type=Path, default=layout.DEFAULT_TEMPLATE_DIR, help="Triton model repository")
     out.add_argument("--expect-arch", help="fail unless the GPU is this architecture (e.g. sm86)")
     tools = parser.add_argument_group("tools")
     tools.add_argument(
@@ -164,15 +163,12 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
         args.output_dir,
         engine_dir=paths.engine_dir,
         tokenizer_json=_tokenizer_json(local, spec.model_name, work_dir),
-        parameters=layout.model_parameters(spec.max_batch_size, spec.beam_width, spec.max_output_len),
-        template_dir=args.template,
+        spec=spec,
     )
     flags = spec.build_flags() | {"smoke_test": "skipped" if args.skip_smoke_test else "passed"}
     if not args.skip_smoke_test:
-        transcript = smoke.transcribe_clip(
-            engine_dir, args.smoke_clip, beam_width=spec.beam_width, max_output_len=spec.max_output_len,
-            max_batch_size=spec.max_batch_size,
-        )  # fmt: skip
+        # Same parameters and path resolution as the Triton model (relative to the model folder).
+        transcript = smoke.transcribe_clip(layout.engine_params(spec).relative_to(engine_dir.parent), args.smoke_clip)
         result = smoke.judge(transcript, args.smoke_text, args.max_wer)
         print(f"smoke test passed: WER {result.wer:.2f}: {result.transcript!r}", flush=True)
         flags["smoke_test_wer"] = round(result.wer, 4)

@@ -5,102 +5,67 @@ Result (``docs/contracts.md`` §3, §5)::
     <version_dir>/
       manifest.json                       (written last, by the CLI)
       model_repository/
-        whisper/                          (copied from the project's template model)
+        whisper/                          (whisper_build.model_repo.render_model_repository)
           config.pbtxt                    (parameters engine=tensorrt_llm, model_path=engine, ...)
-          1/model.py ...
+          1/model.py
           engine/                         (ENGINE_DIR_NAME)
             encoder/  decoder/            (trtllm-build output: rank0.engine, config.json)
             tokenizer.json
 
-``model_path`` is written relative to the model folder so that the repository can be mounted
-anywhere (Mountpoint for S3 in the pods); the Triton model resolves it against the model
-directory Triton passes in ``args["model_repository"]``.
+``model_path`` is relative to the model folder so that the repository can be mounted anywhere
+(Mountpoint for S3 in the pods); ``1/model.py`` resolves it against the model directory Triton
+passes in ``args["model_repository"]``.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 
 from settings.storage import MODEL_REPOSITORY_DIR
+from whisper_build.engine_build.spec import BuildSpec
+from whisper_build.engines.base import EngineParams
+from whisper_build.model_repo import MODEL_NAME, BatchingConfig, render_model_repository
 
-TRITON_MODEL_NAME = "whisper"
 ENGINE_DIR_NAME = "engine"
 TOKENIZER_FILE = "tokenizer.json"
-DEFAULT_TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "model_repository"
-"""The project's Triton model repository (``whisper_build/model_repository/``)."""
-
-_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ENGINE_DIR_NAME)
+MIN_TRITON_BATCH = 2
+"""``BatchingConfig.max_batch_size`` lower bound (the contract wants dynamic batching, > 1)."""
 
 
 class LayoutError(ValueError):
-    """Template or engine folders are missing or malformed; the message names the path."""
+    """Engine folders or the tokenizer are missing, or the version folder is not new."""
 
 
-def set_model_parameters(config_text: str, values: Mapping[str, str]) -> str:
-    """Set string ``parameters`` of a Triton ``config.pbtxt`` (protobuf text format).
-
-    Existing ``key: "<k>" value: { string_value: "..." }`` entries are rewritten in place; missing
-    keys are appended as ``parameters { ... }`` blocks (a repeated field may be repeated).
-
-    Raises:
-        LayoutError: a value contains a double quote or backslash (not escaped here).
-    """
-    text = config_text
-    for key, value in values.items():
-        if '"' in value or "\\" in value:
-            raise LayoutError(f"parameter {key}: value {value!r} must not contain quotes or backslashes")
-        pattern = re.compile(
-            r'(key\s*:\s*"' + re.escape(key) + r'"\s*,?\s*value\s*:?\s*\{\s*string_value\s*:\s*")[^"]*(")'
-        )
-        text, count = pattern.subn(lambda m: m.group(1) + value + m.group(2), text)
-        if count == 0:
-            text = text.rstrip("\n") + f'\nparameters {{\n  key: "{key}"\n  value: {{ string_value: "{value}" }}\n}}\n'
-    return text
+def engine_params(spec: BuildSpec) -> EngineParams:
+    """Engine parameters of a TensorRT-LLM build: relative engine path, the build's limits."""
+    return EngineParams(
+        engine="tensorrt_llm",
+        model_path=ENGINE_DIR_NAME,
+        device="cuda",
+        beam_size=spec.beam_width,
+        max_new_tokens=spec.max_output_len,
+        max_engine_batch=spec.max_batch_size,
+    )
 
 
-def model_parameters(max_batch_size: int, beam_width: int, max_output_len: int) -> dict[str, str]:
-    """``config.pbtxt`` parameters for a TensorRT-LLM build (names of ``EngineParams``)."""
-    return {
-        "engine": "tensorrt_llm",
-        "model_path": ENGINE_DIR_NAME,
-        "device": "cuda",
-        "max_engine_batch": str(max_batch_size),
-        "beam_size": str(beam_width),
-        "max_new_tokens": str(max_output_len),
-    }
-
-
-def layout_repository(
-    version_dir: Path,
-    *,
-    engine_dir: Path,
-    tokenizer_json: Path,
-    parameters: Mapping[str, str],
-    template_dir: Path = DEFAULT_TEMPLATE_DIR,
-) -> Path:
-    """Create ``version_dir/model_repository`` from the template and move the engines into it.
+def layout_repository(version_dir: Path, *, engine_dir: Path, tokenizer_json: Path, spec: BuildSpec) -> Path:
+    """Create ``version_dir/model_repository`` and move the engines into it.
 
     Args:
         version_dir: new, empty (or absent) folder of this version.
         engine_dir: ``trtllm-build`` output with ``encoder/`` and ``decoder/``; moved, not copied
             (engines are GBs).
         tokenizer_json: the model's Hugging Face ``tokenizer.json``.
-        parameters: ``config.pbtxt`` string parameters to set (see :func:`model_parameters`).
-        template_dir: a Triton model repository holding ``whisper/config.pbtxt``.
+        spec: the build (engine limits become the model's parameters and Triton batch size).
 
     Returns:
         The engine folder inside the repository (what the smoke test loads).
 
     Raises:
-        LayoutError: template without ``whisper/config.pbtxt``, engines without ``encoder/`` or
-            ``decoder/``, missing tokenizer, or a non-empty ``version_dir``.
+        LayoutError: engines without ``encoder/`` or ``decoder/``, missing tokenizer, or a
+            non-empty ``version_dir``.
     """
-    template_model = template_dir / TRITON_MODEL_NAME
-    if not (template_model / "config.pbtxt").is_file():
-        raise LayoutError(f"{template_model}/config.pbtxt not found: pass the Triton model repository (--template)")
     for part in ("encoder", "decoder"):
         if not (engine_dir / part).is_dir():
             raise LayoutError(f"{engine_dir / part} not found: trtllm-build did not produce the {part} engine")
@@ -109,12 +74,12 @@ def layout_repository(
     if version_dir.exists() and any(version_dir.iterdir()):
         raise LayoutError(f"{version_dir} is not empty: every build gets a fresh version folder")
 
-    model_dir = version_dir / MODEL_REPOSITORY_DIR / TRITON_MODEL_NAME
-    shutil.copytree(template_model, model_dir, ignore=_IGNORED)
-    config = model_dir / "config.pbtxt"
-    config.write_text(set_model_parameters(config.read_text(encoding="utf-8"), parameters), encoding="utf-8")
-
-    target = model_dir / ENGINE_DIR_NAME
+    repository = render_model_repository(
+        version_dir / MODEL_REPOSITORY_DIR,
+        engine_params(spec),
+        BatchingConfig(max_batch_size=max(MIN_TRITON_BATCH, spec.max_batch_size)),
+    )
+    target = repository / MODEL_NAME / ENGINE_DIR_NAME
     target.mkdir()
     for part in ("encoder", "decoder"):
         shutil.move(str(engine_dir / part), str(target / part))

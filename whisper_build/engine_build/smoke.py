@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from whisper_build.engines.base import EngineParams
+
 DEFAULT_MAX_WER = 0.25
 """Loose on purpose: it catches broken engines (garbage, empty output, wrong mel bins), not accuracy."""
 
@@ -65,8 +67,8 @@ def judge(transcript: str, expected: str, max_wer: float = DEFAULT_MAX_WER) -> S
     return SmokeResult(transcript, expected, wer)
 
 
-def transcribe_clip(engine_dir: Path, clip: Path, *, beam_width: int, max_output_len: int, max_batch_size: int) -> str:
-    """Transcribe the first 30 s of ``clip`` with the TensorRT-LLM engines in ``engine_dir``.
+def transcribe_clip(params: EngineParams, clip: Path) -> str:
+    """Transcribe the first 30 s of ``clip`` with the engine ``params`` describe (absolute ``model_path``).
 
     Needs a GPU, ``tensorrt_llm`` and the project's ``tensorrt_llm`` engine class.
 
@@ -74,19 +76,11 @@ def transcribe_clip(engine_dir: Path, clip: Path, *, beam_width: int, max_output
         ImportError: the TensorRT-LLM engine class or runtime is not available.
         whisper_build.audio.errors.AudioError: the clip cannot be decoded.
     """
-    from whisper_build.audio.decode import decode_audio
-    from whisper_build.engines.base import EngineParams, load_engine
+    from whisper_build.audio.decode import SAMPLE_RATE, decode_audio
+    from whisper_build.engines.base import load_engine
     from whisper_build.prompt import DecodePrompt
 
-    params = EngineParams(
-        engine="tensorrt_llm",
-        model_path=str(engine_dir),
-        device="cuda",
-        beam_size=beam_width,
-        max_new_tokens=max_output_len,
-        max_engine_batch=max_batch_size,
-    )
     engine = load_engine(params)
     audio = decode_audio(clip.read_bytes())
-    window = audio.samples[: 30 * 16_000]
+    window = audio.samples[: 30 * SAMPLE_RATE]
     return engine.transcribe_batch([window], [DecodePrompt()], [1.0])[0]
