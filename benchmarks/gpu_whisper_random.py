@@ -4,8 +4,10 @@ What this measures, honestly labelled: the compute cost of Whisper large-v3-turb
 one GPU with Hugging Face transformers (eager PyTorch, SDPA attention, fp16) — encoder over
 30 s windows plus a FIXED number of greedily decoded tokens per window (``min_new_tokens =
 max_new_tokens``, so random weights cannot stop early at end-of-text). It is NOT a transcription
-benchmark (the weights are random, the text meaningless), NOT the CTranslate2 or TensorRT-LLM
-engine, and NOT through Triton. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
+benchmark (the weights are random, the text meaningless), NOT the TensorRT-LLM engine, and NOT
+through Triton. ``--runtime ctranslate2`` converts the same random model with CTranslate2's own
+converter and times ``ctranslate2.models.Whisper`` ``encode`` + greedy ``generate`` (what
+``whisper_build.engines.ctranslate2_engine`` calls), with end-of-text suppressed. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
 30 s window), so 100 tokens per window is a slightly pessimistic decode load.
 
 Shapes: openai/whisper-large-v3-turbo ``config.json`` on the Hugging Face Hub (d_model 1280,
@@ -17,7 +19,12 @@ RTFx = (batch × 30 s of audio) ÷ wall time of the batch; throughput = windows 
 Usage::
 
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --out results.json
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --runtime ctranslate2 --out ct2.json
     python3 benchmarks/gpu_whisper_random.py --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
+
+The PyPI ``ctranslate2`` 4.8.5 wheel dlopens ``libcublas.so.12`` (CUDA 12); on a CUDA 13-only
+machine it fails with "Library libcublas.so.12 is not found or cannot be loaded" unless a
+CUDA 12 cuBLAS is on ``LD_LIBRARY_PATH``.
 """
 
 from __future__ import annotations
@@ -114,25 +121,124 @@ def time_batch(model, batch: int, new_tokens: int, device: str, repeats: int) ->
     return {k: statistics.median(v) for k, v in timings.items()}
 
 
+def whisper_v3_vocabulary(size: int) -> list[str]:
+    """Token strings with Whisper v3's special tokens at their ids (openai/whisper tokenizer.py:
+    ``<|endoftext|>`` 50257, ``<|startoftranscript|>`` 50258, 100 languages from 50259,
+    ``<|translate|>`` … ``<|notimestamps|>`` 50359–50364, then 1501 timestamps ``<|0.00|>`` …
+    ``<|30.00|>``); ordinary tokens get placeholder names. CTranslate2 finds the special tokens
+    by name, so a converted random model needs this vocabulary."""
+    specials = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", *(f"<|l{i}|>" for i in range(1, 100)),
+                "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
+                "<|notimestamps|>", *(f"<|{i * 0.02:.2f}|>" for i in range(1501))]  # fmt: skip
+    vocabulary = [f"t{i}" for i in range(EOT_ID)] + specials
+    if len(vocabulary) != size:
+        raise ValueError(f"vocabulary has {len(vocabulary)} tokens, the model {size}")
+    return vocabulary
+
+
+def convert_to_ctranslate2(model, workdir: Path, device: str, compute_type: str):
+    """Save the random HF model, convert it with CTranslate2's converter, load it on ``device``."""
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+
+    model.save_pretrained(workdir / "hf")
+    TransformersConverter(str(workdir / "hf")).convert(str(workdir / "ct2"), quantization=compute_type, force=True)
+    vocabulary = whisper_v3_vocabulary(model.config.vocab_size)
+    (workdir / "ct2" / "vocabulary.json").write_text(json.dumps(vocabulary))
+    return ctranslate2.models.Whisper(str(workdir / "ct2"), device=device, compute_type=compute_type)
+
+
+def time_batch_ct2(model, batch: int, new_tokens: int, n_mels: int, repeats: int) -> dict[str, float]:
+    """Median wall times (s) of ``encode`` alone and of ``encode`` + greedy ``generate`` of
+    ``new_tokens`` tokens (end-of-text suppressed); ``generated_tokens`` = shortest output."""
+    import ctranslate2
+    import numpy as np
+
+    features = ctranslate2.StorageView.from_array(
+        np.random.default_rng(0).standard_normal((batch, n_mels, MEL_FRAMES), dtype=np.float32)
+    )
+    prompts = [list(PROMPT_IDS)] * batch
+
+    # CTranslate2's Whisper decodes at most max_length / 2 new tokens (src/models/whisper.cc:
+    # ``decoding_options.max_length = options.max_length / 2``, mirroring openai/whisper's
+    # ``sample_len = n_text_ctx // 2``), so ask for twice the tokens wanted.
+    max_length = 2 * new_tokens
+
+    def run() -> int:
+        encoded = model.encode(features, to_cpu=False)
+        results = model.generate(
+            encoded, prompts, beam_size=1, max_length=max_length,
+            suppress_tokens=[-1, EOT_ID], suppress_blank=False,
+        )  # fmt: skip
+        return min(len(r.sequences_ids[0]) for r in results)
+
+    timings: dict[str, list[float]] = {"encoder_s": [], "total_s": []}
+    generated = run()  # warm-up
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.encode(features, to_cpu=True)
+        timings["encoder_s"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        generated = run()
+        timings["total_s"].append(time.perf_counter() - start)
+    out = {k: statistics.median(v) for k, v in timings.items()}
+    out["generated_tokens"] = generated
+    return out
+
+
 def summarize_batch(batch: int, new_tokens: int, timing: dict[str, float]) -> dict[str, float]:
-    """RTFx, windows/s and tokens/s for one batch size from its median timings."""
+    """RTFx, windows/s and tokens/s for one batch size from its median timings (``timing`` may
+    carry ``generated_tokens``, the shortest output of the batch; else ``new_tokens``)."""
     audio_s = batch * WINDOW_SECONDS
     total = timing["total_s"]
+    tokens = int(timing.get("generated_tokens", new_tokens))
     return {
         "batch": batch,
+        "generated_tokens": tokens,
         "encoder_s": timing["encoder_s"],
         "total_s": total,
         "rtfx": audio_s / total,
         "windows_per_s": batch / total,
         "audio_s_per_s": audio_s / total,
-        "tokens_per_s": batch * new_tokens / total,
+        "tokens_per_s": batch * tokens / total,
     }
 
 
+def plot_results(paths: list[Path], out: Path) -> Path:
+    """RTFx and windows/s vs batch size, one line per results JSON (``--out`` files of this
+    script); matplotlib Agg, runs without a GPU."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rtfx_ax, lat_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for path in paths:
+        data = json.loads(path.read_text())
+        meta, rows = data["meta"], data["results"]
+        label = f"{meta.get('runtime', 'transformers')} {meta['dtype']} ({meta['gpu']})"
+        xs = [r["batch"] for r in rows]
+        rtfx_ax.plot(xs, [r["rtfx"] for r in rows], "o-", label=label)
+        lat_ax.plot(xs, [r["total_s"] for r in rows], "o-", label=label)
+    for ax, ylabel in ((rtfx_ax, "RTFx (audio s / wall s)"), (lat_ax, "wall time per batch (s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size (30 s windows, 100 tokens each)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Whisper large-v3-turbo SHAPES, RANDOM weights — compute cost only, not transcription")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the sweep, print one line per batch size, write ``--out`` JSON."""
+    """Run the sweep, print one line per batch size, write ``--out`` JSON (or only plot)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODEL_SHAPES), default="large-v3-turbo")
+    p.add_argument("--runtime", choices=["transformers", "ctranslate2"], default="transformers")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/whisper-random"), help="ctranslate2: conversion folder")
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
     p.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
@@ -140,19 +246,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--budget-s", type=float, default=300.0, help="skip remaining batch sizes after this")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--plot", type=Path, nargs="+", metavar="PNG JSON", help="only plot: PNG path, then result JSONs")
     args = p.parse_args(argv)
+    if args.plot:
+        if len(args.plot) < 2:
+            p.error("--plot needs the PNG path and at least one results JSON")
+        print(plot_results(args.plot[1:], args.plot[0]))
+        return 0
     import torch
     import transformers
 
     started = time.perf_counter()
-    model = build_model(args.model, args.device, args.dtype)
+    model = build_model(args.model, "cpu" if args.runtime == "ctranslate2" else args.device, args.dtype)
     params = sum(t.numel() for t in model.parameters())
+    n_mels = model.config.num_mel_bins
+    if args.runtime == "ctranslate2":
+        import ctranslate2
+
+        model = convert_to_ctranslate2(model, args.workdir, args.device, args.dtype)
     meta = {
         "label": "RANDOM weights, fixed output length; shapes of Whisper " + args.model,
-        "model": args.model, "parameters": params, "device": args.device, "dtype": args.dtype,
+        "model": args.model, "runtime": args.runtime, "parameters": params, "device": args.device, "dtype": args.dtype,
         "new_tokens_per_window": args.new_tokens, "repeats": args.repeats,
         "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
         "torch": torch.__version__, "transformers": transformers.__version__,
+        "ctranslate2": ctranslate2.__version__ if args.runtime == "ctranslate2" else None,
         "python": platform.python_version(), "build_s": time.perf_counter() - started,
     }  # fmt: skip
     print(json.dumps(meta), flush=True)
@@ -162,17 +280,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"budget reached, skipping batch {batch}", flush=True)
             break
         try:
-            row = summarize_batch(batch, args.new_tokens, time_batch(model, batch, args.new_tokens, args.device, args.repeats))
-        except torch.OutOfMemoryError as exc:
-            print(f"batch {batch}: out of memory ({exc})", flush=True)
+            if args.runtime == "ctranslate2":
+                timing = time_batch_ct2(model, batch, args.new_tokens, n_mels, args.repeats)
+            else:
+                timing = time_batch(model, batch, args.new_tokens, args.device, args.repeats)
+            row = summarize_batch(batch, args.new_tokens, timing)
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            print(f"batch {batch}: stopped by {type(exc).__name__}: {exc}", flush=True)
             break
         rows.append(row)
         print(
             f"batch {batch:3d}: encoder {row['encoder_s']*1000:8.1f} ms  total {row['total_s']*1000:8.1f} ms  "
-            f"RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
+            f"tokens {row['generated_tokens']}  RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
             flush=True,
         )
-    if args.device.startswith("cuda"):
+    if args.device.startswith("cuda") and args.runtime == "transformers":
         meta["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=2))

@@ -286,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
     p.add_argument("--duration", type=float, default=15.0, help="seconds per concurrency level")
     p.add_argument("--concurrency", default="1,2,4,8,16")
+    p.add_argument("--long-seconds", type=float, default=600.0, help="length of the long recording (default 10 min)")
     p.add_argument("--skip-synth", action="store_true")
     args = p.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -297,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("making speech (espeak-ng + sox)…", flush=True)
         files = utterances(Path(tmp) / "utterances")
         samples = [load_sample(f) for f in files]
-        long_sample = load_sample(long_recording(Path(tmp) / "ten_minutes.wav"))
+        long_sample = load_sample(long_recording(Path(tmp) / "long_recording.wav", args.long_seconds))
         figures["audio"] = {s.name: round(s.duration_s, 2) for s in [*samples, long_sample]}
 
         grpc_port, http_port, metrics_port = free_ports(3)

@@ -2,16 +2,18 @@
 
 Modules, one concern each:
 
-* :mod:`.charts` — the charts (serving, endpoint, autoscaling, node autoscaling) and :func:`.charts.build_charts`;
+* :mod:`.charts` — the charts (serving, endpoint, autoscaling, node autoscaling, GPU metrics) and
+  :func:`.charts.build_charts`;
 * :mod:`.workload` — one GPU group's Deployment + PodDisruptionBudget (preflight init container, drain);
 * :mod:`.placement` — node affinity, tolerations, topology spread;
 * :mod:`.sizing` — CPU/memory/``/dev/shm`` per pod from the instance type;
-* :mod:`.security` — the restricted security context and the container uid/gid;
+* :mod:`.security` — the restricted security context, the container uid/gid, the DCGM exporter's context;
 * :mod:`.probes` — startup/readiness/liveness probes;
 * :mod:`.storage` — one Mountpoint for S3 PersistentVolume + claim per GPU architecture;
 * :mod:`.endpoint` — the NLB Service or ALB Ingress over all groups;
 * :mod:`.autoscaling` — KEDA TriggerAuthentication + ScaledObjects on AMP;
 * :mod:`.node_autoscaling`, :mod:`.hyperpod` — HyperPod Karpenter NodeClass/NodePool;
+* :mod:`.gpu_metrics` — one NVIDIA DCGM exporter DaemonSet per GPU group (the ``dcgm-exporter`` scrape job);
 * :mod:`.inputs` — deploy-time values (bucket, image, AMP workspace) or placeholders;
 * :mod:`.synth` — ``python -m k8s_charts.synth``: plain YAML to ``dist/k8s/``;
 * :mod:`.validation` — schema validation of the manifests;

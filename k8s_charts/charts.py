@@ -1,6 +1,6 @@
 """The cdk8s charts of the deployment, built from the typed config.
 
-Four charts, because the cluster stack must order them after different things:
+Five charts, because the cluster stack must order them after different things:
 
 * ``whisper-serving`` — namespace, model volumes (one per GPU architecture), one Deployment + PDB
   per GPU group. Needs the Mountpoint for S3 CSI driver.
@@ -9,6 +9,8 @@ Four charts, because the cluster stack must order them after different things:
 * ``whisper-autoscaling`` — KEDA TriggerAuthentication + one ScaledObject per group. Needs KEDA's CRDs.
 * ``whisper-node-autoscaling`` — only with ``cluster.node_autoscaling``: HyperpodNodeClass +
   NodePool per group. Needs the HyperPod cluster with autoscaling enabled.
+* ``whisper-gpu-metrics`` — only with ``observability.enabled`` (nothing scrapes it otherwise): a
+  ``privileged`` namespace and one NVIDIA DCGM exporter DaemonSet per group. Needs nothing else.
 
 The same charts are written as plain YAML by :mod:`k8s_charts.synth` and deployed by
 ``cluster.add_cdk8s_chart`` in the cluster stack.
@@ -22,9 +24,10 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from k8s_charts import naming
+from k8s_charts import naming, security
 from k8s_charts.autoscaling import KedaScaling
 from k8s_charts.endpoint import ServingEndpoint
+from k8s_charts.gpu_metrics import GpuMetricsExporter
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
 from k8s_charts.storage import ModelVolume
@@ -50,7 +53,7 @@ class ServingChart(cdk8s.Chart):
                 labels={
                     **naming.app_labels(),
                     # Pod Security Admission: reject pods that are not "restricted"
-                    "pod-security.kubernetes.io/enforce": "restricted",
+                    security.POD_SECURITY_ENFORCE_LABEL: "restricted",
                 },
             ),
         )
@@ -97,19 +100,49 @@ class NodeAutoscalingChart(cdk8s.Chart):
         GpuNodeAutoscaling(self, "Nodes", config=config)
 
 
+class GpuMetricsChart(cdk8s.Chart):
+    """Namespace of the GPU metrics exporters and one DCGM exporter DaemonSet per GPU group.
+
+    The namespace enforces the ``privileged`` Pod Security Standard: the exporter needs
+    ``CAP_SYS_ADMIN`` (:func:`k8s_charts.security.gpu_metrics_security_context`), which ``baseline``
+    forbids; the serving namespace stays ``restricted``.
+
+    Attributes:
+        namespace_name: The namespace name (``cdk8s.Chart.namespace`` is taken).
+        exporters: GPU group name → its :class:`GpuMetricsExporter`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        self.namespace_name = naming.gpu_metrics_namespace(config.serving.namespace)
+        k8s.KubeNamespace(
+            self,
+            "Namespace",
+            metadata=k8s.ObjectMeta(
+                name=self.namespace_name, labels={security.POD_SECURITY_ENFORCE_LABEL: "privileged"}
+            ),
+        )
+        self.exporters = {
+            group.name: GpuMetricsExporter(self, group.name, namespace=self.namespace_name, group=group)
+            for group in config.gpu_groups
+        }
+
+
 @dataclass(frozen=True)
 class WhisperCharts:
     """The charts of one deployment; ``autoscaling`` is ``None`` without an AMP workspace,
-    ``node_autoscaling`` when ``cluster.node_autoscaling`` is off."""
+    ``node_autoscaling`` when ``cluster.node_autoscaling`` is off, ``gpu_metrics`` when
+    ``observability.enabled`` is off."""
 
     serving: ServingChart
     endpoint: EndpointChart
     autoscaling: AutoscalingChart | None
     node_autoscaling: NodeAutoscalingChart | None
+    gpu_metrics: GpuMetricsChart | None = None
 
     def all(self) -> list[cdk8s.Chart]:
         """The charts that exist."""
-        charts = [self.node_autoscaling, self.serving, self.endpoint, self.autoscaling]
+        charts = [self.node_autoscaling, self.serving, self.endpoint, self.autoscaling, self.gpu_metrics]
         return [chart for chart in charts if chart is not None]
 
 
@@ -136,4 +169,5 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
     if config.cluster.node_autoscaling:
         nodes = NodeAutoscalingChart(app, "whisper-node-autoscaling", config=config)
         serving.add_dependency(nodes)
-    return WhisperCharts(serving, endpoint, autoscaling, nodes)
+    gpu_metrics = GpuMetricsChart(app, "whisper-gpu-metrics", config=config) if config.observability.enabled else None
+    return WhisperCharts(serving, endpoint, autoscaling, nodes, gpu_metrics)

@@ -19,9 +19,10 @@ def app_labels() -> dict[str, str]:
     return {labels.APP_NAME_LABEL: labels.APP_NAME}
 
 
-def group_labels(group: GpuGroup) -> dict[str, str]:
-    """Pod labels of one GPU group: app + group + architecture (also the Deployment selector)."""
-    return {**app_labels(), labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
+def group_labels(group: GpuGroup, app: str = labels.APP_NAME) -> dict[str, str]:
+    """Pod labels of one GPU group: ``app.kubernetes.io/name`` = ``app`` + group + architecture
+    (also the Deployment / DaemonSet selector). The scrape relabelling reads the last two."""
+    return {labels.APP_NAME_LABEL: app, labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
 
 
 def workload_name(group: GpuGroup) -> str:
@@ -32,3 +33,13 @@ def workload_name(group: GpuGroup) -> str:
 def model_volume_name(gpu_arch: str) -> str:
     """PersistentVolume and claim name of one architecture's model prefix, e.g. ``whisper-models-sm86``."""
     return f"{MODEL_VOLUME_PREFIX}-{gpu_arch}"
+
+
+def gpu_metrics_namespace(serving_namespace: str) -> str:
+    """Namespace of the GPU metrics exporters, e.g. ``whisper-gpu-metrics``."""
+    return f"{serving_namespace}-gpu-metrics"
+
+
+def gpu_metrics_name(group: GpuGroup) -> str:
+    """DaemonSet name of a group's GPU metrics exporter, e.g. ``dcgm-exporter-g5``."""
+    return f"dcgm-exporter-{group.name}"

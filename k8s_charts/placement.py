@@ -25,26 +25,36 @@ def _in(key: str, value: str) -> k8s.NodeSelectorRequirement:
     return k8s.NodeSelectorRequirement(key=key, operator="In", values=[value])
 
 
+def group_node_labels(group: GpuGroup) -> dict[str, str]:
+    """Node labels that identify the nodes of ``group`` (label → value), whatever their health."""
+    return {labels.GPU_GROUP_LABEL: group.name, labels.INSTANCE_TYPE_LABEL: group.instance_type}
+
+
 def node_requirements(group: GpuGroup) -> dict[str, str]:
-    """Node labels a pod of ``group`` requires (label → value)."""
-    return {
-        labels.GPU_GROUP_LABEL: group.name,
-        labels.INSTANCE_TYPE_LABEL: group.instance_type,
-        NODE_HEALTH_LABEL: NODE_HEALTHY,
-    }
+    """Node labels a serving pod of ``group`` requires (label → value): its nodes, healthy."""
+    return {**group_node_labels(group), NODE_HEALTH_LABEL: NODE_HEALTHY}
+
+
+def _required(requirements: dict[str, str]) -> k8s.NodeSelector:
+    return k8s.NodeSelector(
+        node_selector_terms=[
+            k8s.NodeSelectorTerm(match_expressions=[_in(key, value) for key, value in requirements.items()])
+        ]
+    )
+
+
+def group_affinity(group: GpuGroup) -> k8s.Affinity:
+    """Required: the group's nodes, healthy or not (node agents such as the GPU metrics exporter,
+    which must keep reporting on a node HyperPod marks unhealthy)."""
+    required = _required(group_node_labels(group))
+    return k8s.Affinity(node_affinity=k8s.NodeAffinity(required_during_scheduling_ignored_during_execution=required))
 
 
 def affinity(group: GpuGroup) -> k8s.Affinity:
     """Required: the group's nodes, healthy. Preferred: nodes whose deep health check passed."""
     return k8s.Affinity(
         node_affinity=k8s.NodeAffinity(
-            required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
-                node_selector_terms=[
-                    k8s.NodeSelectorTerm(
-                        match_expressions=[_in(key, value) for key, value in node_requirements(group).items()]
-                    )
-                ]
-            ),
+            required_during_scheduling_ignored_during_execution=_required(node_requirements(group)),
             preferred_during_scheduling_ignored_during_execution=[
                 k8s.PreferredSchedulingTerm(
                     weight=100,
@@ -55,9 +65,17 @@ def affinity(group: GpuGroup) -> k8s.Affinity:
     )
 
 
-def gpu_tolerations() -> list[k8s.Toleration]:
-    """Tolerate the ``nvidia.com/gpu`` taint of GPU nodes (any value)."""
-    return [k8s.Toleration(key=labels.GPU_TAINT_KEY, operator="Exists", effect=labels.GPU_TAINT_EFFECT)]
+def gpu_tolerations(*, unhealthy_nodes: bool = False) -> list[k8s.Toleration]:
+    """Tolerate the ``nvidia.com/gpu`` taint of GPU nodes (any value).
+
+    With ``unhealthy_nodes`` also HyperPod's ``NoSchedule`` taint on nodes whose health check failed
+    (key :data:`NODE_HEALTH_LABEL`, any value), as the NVIDIA device plugin of the HyperPod Helm chart
+    does (``helm_chart/HyperPodHelmChart/values.yaml``): for node agents, never for serving pods.
+    """
+    tolerations = [k8s.Toleration(key=labels.GPU_TAINT_KEY, operator="Exists", effect=labels.GPU_TAINT_EFFECT)]
+    if unhealthy_nodes:
+        tolerations.append(k8s.Toleration(key=NODE_HEALTH_LABEL, operator="Exists", effect="NoSchedule"))
+    return tolerations
 
 
 def topology_spread(pod_labels: dict[str, str]) -> list[k8s.TopologySpreadConstraint]:

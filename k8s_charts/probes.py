@@ -23,14 +23,15 @@ and decoder engines of large-v3 (several GB, read through Mountpoint for S3) in 
 leaves room for a cold S3 read on a fresh node."""
 
 
-def _http(path: str, port: str) -> k8s.HttpGetAction:
+def http_get(path: str, port: str) -> k8s.HttpGetAction:
+    """Plain-HTTP GET of ``path`` on the container port named ``port``."""
     return k8s.HttpGetAction(path=path, port=k8s.IntOrString.from_string(port), scheme="HTTP")
 
 
 def startup_probe(triton_http_port_name: str) -> k8s.Probe:
     """Startup on Triton live: ``failureThreshold × periodSeconds`` = :data:`ENGINE_LOAD_BUDGET_SECONDS`."""
     return k8s.Probe(
-        http_get=_http(LIVE_PATH, triton_http_port_name),
+        http_get=http_get(LIVE_PATH, triton_http_port_name),
         period_seconds=STARTUP_PERIOD_SECONDS,
         failure_threshold=ENGINE_LOAD_BUDGET_SECONDS // STARTUP_PERIOD_SECONDS,
         timeout_seconds=5,
@@ -40,7 +41,7 @@ def startup_probe(triton_http_port_name: str) -> k8s.Probe:
 def readiness_probe(gateway_port_name: str) -> k8s.Probe:
     """Readiness on the gateway's ``/ping``; two failures (10 s) take the pod out of rotation."""
     return k8s.Probe(
-        http_get=_http(PING_PATH, gateway_port_name),
+        http_get=http_get(PING_PATH, gateway_port_name),
         period_seconds=5,
         failure_threshold=2,
         success_threshold=1,
@@ -51,7 +52,7 @@ def readiness_probe(gateway_port_name: str) -> k8s.Probe:
 def liveness_probe(triton_http_port_name: str) -> k8s.Probe:
     """Liveness on Triton's ``/v2/health/live``: restart after 6 failures (1 min)."""
     return k8s.Probe(
-        http_get=_http(LIVE_PATH, triton_http_port_name),
+        http_get=http_get(LIVE_PATH, triton_http_port_name),
         period_seconds=10,
         failure_threshold=6,
         timeout_seconds=5,

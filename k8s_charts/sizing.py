@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cdk8s_plus_33 import k8s
+
 from settings.gpu_catalog import InstanceSpec
 
 RESERVED_CPU_BASE = 1.0
@@ -71,3 +73,8 @@ def pod_resources(instance: InstanceSpec) -> PodResources:
     cpu_m = math.floor(cpu * 1000 / instance.gpus / 100) * 100
     memory_mib = math.floor(memory_gib * 1024 / instance.gpus)
     return PodResources(cpu_m, memory_mib, min(SHM_MAX_MIB, math.floor(memory_mib * SHM_FRACTION)))
+
+
+def quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
+    """Resource map (``{"cpu": "100m", "memory": "128Mi"}``) as Kubernetes quantities."""
+    return {key: k8s.Quantity.from_string(value) for key, value in values.items()}

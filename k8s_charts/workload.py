@@ -17,7 +17,7 @@ from constructs import Construct
 
 from k8s_charts import naming, probes, security
 from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
-from k8s_charts.sizing import pod_resources
+from k8s_charts.sizing import pod_resources, quantities
 from settings.schema import DeploymentConfig, GpuGroup
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -124,10 +124,6 @@ def _prestop(config: DeploymentConfig) -> k8s.Lifecycle:
     return k8s.Lifecycle(pre_stop=handler)
 
 
-def _quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
-    return {key: k8s.Quantity.from_string(value) for key, value in values.items()}
-
-
 def _empty_dir(name: str, size: str, medium: str | None = None) -> k8s.Volume:
     return k8s.Volume(
         name=name, empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=k8s.Quantity.from_string(size))
@@ -191,9 +187,9 @@ class GpuGroupWorkload(Construct):
         size = pod_resources(group.instance)
         serving = config.serving
         gpu = {GPU_RESOURCE: k8s.Quantity.from_number(1)}
-        main_resources = _quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
+        main_resources = quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
         # the preflight runs nvidia-smi; the kubelet hands the same GPU on to the serving container
-        init_resources = _quantities(PREFLIGHT_RESOURCES) | gpu
+        init_resources = quantities(PREFLIGHT_RESOURCES) | gpu
 
         preflight = k8s.Container(
             name="preflight",

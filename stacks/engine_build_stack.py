@@ -197,7 +197,9 @@ class EngineBuildStack(Stack):
                     resources=[self._bucket.bucket_arn],
                     conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
                 ),
-                iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], resources=[objects]),
+                iam.PolicyStatement(
+                    actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], resources=[objects]
+                ),
             ],
         )
         policy.attach_to_role(role)
@@ -280,7 +282,8 @@ class EngineBuildStack(Stack):
         acknowledge(
             project,
             "AwsSolutions-CB5",
-            "The build must run inside the project's own serving image: it carries the TensorRT-LLM version the engine is tied to",
+            "The build must run inside the project's own serving image: it carries the TensorRT-LLM "
+            "version the engine is tied to",
         )
         self._acknowledge_codebuild_defaults(
             project,
@@ -324,7 +327,9 @@ class EngineBuildStack(Stack):
         project.add_to_role_policy(
             iam.PolicyStatement(actions=["ecr:DescribeImages"], resources=[self._repository.repository_arn])
         )
-        acknowledge(project, "AwsSolutions-CB3", "Privileged mode is required to run the Docker daemon that builds the serving image")
+        acknowledge(
+            project, "AwsSolutions-CB3", "Privileged mode is required to run the Docker daemon that builds the serving image"
+        )
         self._acknowledge_codebuild_defaults(
             project,
             in_vpc=False,

@@ -21,6 +21,7 @@ from typing import Any
 
 from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -109,6 +110,7 @@ class PipelineStack(Stack):
             self,
             "Pipeline",
             pipeline_name=f"{config.project_name}-delivery",
+            pipeline_type=codepipeline.PipelineType.V2,
             artifact_bucket=artifacts,
             self_mutation=True,
             synth=pipelines.ShellStep(
@@ -122,7 +124,9 @@ class PipelineStack(Stack):
         approval = [pipelines.ManualApprovalStep("ApproveProduction")] if source_settings.manual_approval else []
         self.pipeline.add_stage(self.stage, pre=approval)
         self.pipeline.add_wave("ServingImage", post=[self._trigger("BuildServingImage", image_project_name(config))])
-        self.engine_steps = {arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch)) for arch in config.gpu_archs}
+        self.engine_steps = {
+            arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch)) for arch in config.gpu_archs
+        }
         self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
         self.pipeline.build_pipeline()

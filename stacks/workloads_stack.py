@@ -15,6 +15,8 @@ Order (each an explicit dependency, with the reason next to it):
 2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster and
    the Mountpoint CSI driver) → ``whisper-endpoint`` (after the controller, whose webhook mutates
    Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity).
+3. ``whisper-gpu-metrics`` (with observability): its own namespace and the DCGM exporter DaemonSets;
+   no explicit dependency (a DaemonSet waits for matching nodes by itself).
 """
 
 from __future__ import annotations

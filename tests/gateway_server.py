@@ -10,13 +10,18 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from whisper_build.gateway.app import create_app
+from whisper_build.gateway.app import BackendFactory, create_app
 from whisper_build.gateway.settings import GatewaySettings
 
 
 @contextmanager
-def running_gateway(settings: GatewaySettings, startup_timeout: float = 30.0) -> Iterator[str]:
-    """Serve ``create_app(settings)`` on 127.0.0.1:<free port>; yield its base URL; stop it after.
+def running_gateway(
+    settings: GatewaySettings,
+    backend_factory: BackendFactory | None = None,
+    startup_timeout: float = 30.0,
+) -> Iterator[str]:
+    """Serve ``create_app(settings, backend_factory)`` on 127.0.0.1:<free port>; yield its base
+    URL; stop it after.
 
     The socket is bound here (port 0) and handed to uvicorn, so no other process can take the
     port in between.
@@ -25,7 +30,7 @@ def running_gateway(settings: GatewaySettings, startup_timeout: float = 30.0) ->
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=10)
+    config = uvicorn.Config(create_app(settings, backend_factory), log_level="warning", timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

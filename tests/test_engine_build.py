@@ -130,7 +130,8 @@ def test_commands_for_a_hugging_face_checkpoint():
 
 def test_openai_checkpoint_skips_rewrite_and_no_weight_only_flags():
     spec = derive_spec("small")
-    plan = commands.build_plan(spec, commands.BuildPaths(Path("/w")), openai_checkpoint_dir=Path("/ckpt"), hf_checkpoint=None)
+    paths = commands.BuildPaths(Path("/w"))
+    plan = commands.build_plan(spec, paths, openai_checkpoint_dir=Path("/ckpt"), hf_checkpoint=None)
     assert [step.name for step in plan] == ["convert-checkpoint", "build-encoder", "build-decoder"]
     assert _flag(plan[0].argv, "--model_dir") == "/ckpt"
     assert "--use_weight_only" not in plan[0].argv
@@ -160,12 +161,22 @@ def test_cli_bad_options_exit_2(capsys):
     [
         ("NVIDIA A10G, 8.6\n", [("NVIDIA A10G", "8.6", "sm86")]),
         ("name, compute_cap\r\nNVIDIA L40S, 8.9\r\n\r\n", [("NVIDIA L40S", "8.9", "sm89")]),
-        ("  NVIDIA H100 80GB HBM3 ,  9.0  \nNVIDIA H100 80GB HBM3, 9.0\n", [("NVIDIA H100 80GB HBM3", "9.0", "sm90")] * 2),
+        (
+            "  NVIDIA H100 80GB HBM3 ,  9.0  \nNVIDIA H100 80GB HBM3, 9.0\n",
+            [("NVIDIA H100 80GB HBM3", "9.0", "sm90")] * 2,
+        ),
         ("Weird, Inc. GPU, 12.0", [("Weird, Inc. GPU", "12.0", "sm120")]),
     ],
 )
 def test_parse_nvidia_smi(text, expected):
     assert [(g.name, g.compute_capability, g.arch) for g in gpu.parse_gpu_csv(text)] == expected
+
+
+@pytest.mark.parametrize("name", ["h200_noheader.csv", "h200_header.csv"])
+def test_parse_recorded_nvidia_smi_output(name):
+    # Recorded on an H200 node (driver 580.159.04) with and without --format=csv's header.
+    text = (Path(__file__).parent / "data" / "nvidia_smi" / name).read_text()
+    assert [(g.name, g.compute_capability, g.arch) for g in gpu.parse_gpu_csv(text)] == [("NVIDIA H200", "9.0", "sm90")]
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "NVIDIA A10G, [N/A]", "NVIDIA A10G", "No devices were found"])
@@ -252,15 +263,16 @@ def test_layout_repository(tmp_path):
 def test_layout_refuses_incomplete_inputs(tmp_path):
     spec = derive_spec("small")
     engines = _engines(tmp_path)
+    tokenizer = tmp_path / "tokenizer.json"
     (tmp_path / "half" / "encoder").mkdir(parents=True)
     with pytest.raises(layout.LayoutError, match="did not produce the decoder engine"):
-        layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", tokenizer_json=tmp_path / "tokenizer.json", spec=spec)
+        layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", tokenizer_json=tokenizer, spec=spec)
     with pytest.raises(layout.LayoutError, match="tokenizer.json"):
         layout.layout_repository(tmp_path / "v", engine_dir=engines, tokenizer_json=tmp_path / "none.json", spec=spec)
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("")
     with pytest.raises(layout.LayoutError, match="not empty"):
-        layout.layout_repository(tmp_path / "used", engine_dir=engines, tokenizer_json=tmp_path / "tokenizer.json", spec=spec)
+        layout.layout_repository(tmp_path / "used", engine_dir=engines, tokenizer_json=tokenizer, spec=spec)
 
 
 # ------------------------------------------------------------------------------ smoke verdict

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Sequence
 
 import httpx
 import numpy as np
 import pytest
 import speech_samples as samples
 from fastapi.testclient import TestClient
+from fake_backend import FakeBackend
 from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
 
 from whisper_build.gateway.app import create_app
@@ -25,36 +25,6 @@ from whisper_build.gateway.backend import (
 from whisper_build.gateway.settings import GatewaySettings
 
 WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
-
-
-class FakeBackend:
-    """Answers ``"w<index>:<seconds>"`` per window; records calls; can fail or block."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, list[int], str, float]] = []
-        self.error: Exception | None = None
-        self.is_ready = True
-        self.gate: asyncio.Event | None = None
-        self.entered: asyncio.Event | None = None
-        self.closed = False
-
-    async def transcribe(
-        self, windows: Sequence[np.ndarray], text_prefix: str, repetition_penalty: float, timeout: float
-    ) -> list[str]:
-        self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
-        if self.entered is not None:
-            self.entered.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.error is not None:
-            raise self.error
-        return [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
-
-    async def ready(self, timeout: float) -> bool:
-        return self.is_ready
-
-    async def close(self) -> None:
-        self.closed = True
 
 
 def make_client(**overrides: object) -> tuple[TestClient, FakeBackend]:
@@ -300,3 +270,18 @@ def test_real_triton_client_against_a_closed_port_gives_503() -> None:
         r = client.post("/invocations", json={"audio_data": b64(WAV)})
         assert r.status_code == 503 and r.json()["code"] == 2002, r.json()
         assert "unavailable" in r.json()["message"].lower()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_body_limit_over_a_real_socket(chunked: bool) -> None:
+    """The 413 must reach a client that is still sending (uvicorn on a real TCP socket)."""
+    from gateway_server import running_gateway
+
+    backend = FakeBackend()
+    with running_gateway(GatewaySettings(max_body_bytes=1_000_000), lambda _: backend) as url:
+        body = b"x" * 8_000_000
+        content = (body[i : i + 65536] for i in range(0, len(body), 65536)) if chunked else body
+        r = httpx.post(f"{url}/invocations", content=content, headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["code"] == 1005 and "1000000 bytes" in r.json()["message"]
+        ok = httpx.post(f"{url}/invocations", json={"audio_data": b64(WAV)})
+        assert ok.status_code == 200 and not backend.calls[:-1]

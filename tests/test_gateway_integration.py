@@ -81,7 +81,7 @@ def gateway_url(triton) -> str:
         queue_size=64,
         max_body_bytes=MAX_BODY,
         max_audio_seconds=MAX_AUDIO_S,
-        request_timeout_seconds=120,
+        request_timeout_seconds=600,
     )
     with running_gateway(settings) as url:
         yield url

@@ -9,8 +9,10 @@ import yaml
 
 from k8s_charts import synth as synth_cli
 from k8s_charts.sizing import pod_resources
-from k8s_support import THREE_GROUPS, config_with, of_kind, synth, three_groups
+from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
+from observability import queries
 from observability.queries import scaling_utilization_query
+from observability.scrape_config import scrape_config
 from settings import labels
 
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
@@ -337,10 +339,12 @@ def test_synth_cli_writes_plain_yaml(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "k8s"
     assert synth_cli.main(["--config", str(THREE_GROUPS), "--out", str(out), "--bucket", "my-models"]) == 0
     files = sorted(p.name for p in out.glob("*.yaml"))
-    assert files == ["0000-whisper-serving.k8s.yaml", "0001-whisper-endpoint.k8s.yaml", "0002-whisper-autoscaling.k8s.yaml"]
+    assert files == ["0000-whisper-serving.k8s.yaml", "0001-whisper-endpoint.k8s.yaml",
+                     "0002-whisper-autoscaling.k8s.yaml", "0003-whisper-gpu-metrics.k8s.yaml"]
     assert "bucketName: my-models" in (out / files[0]).read_text()
     assert "REPLACE-WITH-AMP-WORKSPACE-ID" in (out / files[2]).read_text()
-    assert capsys.readouterr().out.count("wrote ") == 3
+    assert "kind: DaemonSet" in (out / files[3]).read_text()
+    assert capsys.readouterr().out.count("wrote ") == 4
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("region: us-east-1\ngpu_groups: []\n")
@@ -356,8 +360,82 @@ def test_without_observability_there_is_no_keda_and_replicas_are_fixed(tmp_path:
     assert synth_cli.main(["--config", str(config_file), "--out", str(out)]) == 0
     text = "\n".join(p.read_text() for p in sorted(out.glob("*.yaml")))
     assert "kind: ScaledObject" not in text and "kind: TriggerAuthentication" not in text
+    assert "kind: DaemonSet" not in text  # no scraper, no GPU metrics exporter
     manifests = [doc for p in sorted(out.glob("*.yaml")) for doc in yaml.safe_load_all(p.read_text())]
     for deployment in of_kind(manifests, "Deployment").values():
         group = deployment["metadata"]["labels"][labels.GPU_GROUP_LABEL]
         expected = max(next(g for g in config.gpu_groups if g.name == group).min_replicas, 1)
         assert deployment["spec"]["replicas"] == expected
+
+
+# ----------------------------------------------------------------------------- GPU metrics (DCGM exporter)
+
+
+@pytest.fixture(scope="module")
+def daemonsets(manifests):
+    return of_kind(manifests, "DaemonSet")
+
+
+def _jobs(config):
+    return {job["job_name"]: job for job in scrape_config(config)["scrape_configs"]}
+
+
+def _required_node_labels(pod):
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (term,) = terms
+    assert all(e["operator"] == "In" and len(e["values"]) == 1 for e in term["matchExpressions"])
+    return {e["key"]: e["values"][0] for e in term["matchExpressions"]}
+
+
+def test_one_gpu_exporter_per_group_on_its_serving_nodes(config, deployments, daemonsets) -> None:
+    assert len(daemonsets) == len(config.gpu_groups) == 3
+    for group in config.gpu_groups:
+        (exporter,) = [d for d in daemonsets.values() if d["metadata"]["labels"][labels.GPU_GROUP_LABEL] == group.name]
+        pod, serving = _pod(exporter), _pod(deployments[f"whisper-{group.name}"])
+        required = _required_node_labels(pod)
+        # the group's own nodes (its instance-group label and instance type) ...
+        assert required == {labels.GPU_GROUP_LABEL: group.name, labels.INSTANCE_TYPE_LABEL: group.instance_type}
+        # ... every node a serving pod of the group may land on, also once HyperPod marks it unhealthy
+        assert required.items() <= _required_node_labels(serving).items()
+        assert all(t in pod["tolerations"] for t in serving["tolerations"])
+        assert {"key": HEALTH, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        assert exporter["spec"]["selector"]["matchLabels"] == exporter["spec"]["template"]["metadata"]["labels"]
+
+
+def test_the_dcgm_scrape_job_keeps_exactly_the_exporters_with_their_group_labels(config, manifests) -> None:
+    # GIVEN every pod of the charts as Kubernetes discovery would list it, WHEN the scrape config's
+    # own relabel rules run, THEN the DCGM job keeps one target per exporter, labelled with its group
+    jobs = _jobs(config)
+    dcgm = scraped_by(jobs[queries.JOB_DCGM], manifests)
+    assert sorted((t["gpu_group"], t["gpu_arch"], t["instance_type"]) for t in dcgm) == sorted(
+        (g.name, g.arch, g.instance_type) for g in config.gpu_groups
+    )
+    assert all(t["namespace"] == "whisper-gpu-metrics" and t["pod"].startswith("dcgm-exporter-") for t in dcgm)
+    # and the serving jobs keep only serving pods (no exporter is counted as a gateway or Triton)
+    for name in (queries.JOB_GATEWAY, queries.JOB_TRITON):
+        kept = scraped_by(jobs[name], manifests)
+        assert len(kept) == len(config.gpu_groups)
+        assert all(t["pod"].startswith("whisper-") and t["namespace"] == "whisper" for t in kept)
+
+
+def test_gpu_exporter_runs_with_only_the_privilege_dcgm_needs(daemonsets, manifests) -> None:
+    namespaces = {n["metadata"]["name"]: n["metadata"]["labels"] for n in of_kind(manifests, "Namespace").values()}
+    enforce = "pod-security.kubernetes.io/enforce"
+    assert namespaces["whisper"][enforce] == "restricted"  # the serving pods stay restricted
+    for exporter in daemonsets.values():
+        assert namespaces[exporter["metadata"]["namespace"]][enforce] == "privileged"  # CAP_SYS_ADMIN is not baseline
+        pod = _pod(exporter)
+        (container,) = pod["containers"]
+        context = container["securityContext"]
+        assert context["capabilities"] == {"add": ["SYS_ADMIN"], "drop": ["ALL"]}
+        assert context["allowPrivilegeEscalation"] is False and context["privileged"] is False
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        assert not any(key in pod for key in ("hostNetwork", "hostPID", "hostIPC", "volumes"))
+        # no GPU taken from serving; small, bounded requests
+        assert "nvidia.com/gpu" not in container["resources"]["limits"]
+        assert container["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
+        image, _, tag = container["image"].rpartition(":")
+        assert image == "nvcr.io/nvidia/k8s/dcgm-exporter" and tag and tag != "latest"
+        assert {"name": "metrics", "containerPort": 9400, "protocol": "TCP"} in container["ports"]
+        assert container["readinessProbe"]["httpGet"]["port"] == "metrics"

@@ -65,6 +65,11 @@ def test_validation_rejects_unknown_and_wrong_fields() -> None:
     with pytest.raises(jsonschema.ValidationError, match="minReplicas"):
         validate(scaled, "1.33")
 
+    daemonset = _first(manifests, "DaemonSet")
+    daemonset["spec"]["replicas"] = 1  # a Deployment field, unknown to DaemonSetSpec
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(daemonset, "1.33")
+
     pool = _first(manifests, "NodePool")
     pool["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Equals"
     with pytest.raises(jsonschema.ValidationError):
@@ -83,7 +88,7 @@ def test_synth_cli_validates_what_it_writes(tmp_path, capsys) -> None:
     out = tmp_path / "k8s"
     args = ["--config", str(THREE_GROUPS), "--out", str(out), "--validate"]
     assert synth_cli.main(args) == 0
-    assert "validated 3 files against Kubernetes 1.33" in capsys.readouterr().out
+    assert "validated 4 files against Kubernetes 1.33" in capsys.readouterr().out
 
     broken = out / "0001-whisper-endpoint.k8s.yaml"
     broken.write_text(broken.read_text().replace("targetPort: http", "targetPort: http\n      nodePortt: 1"))

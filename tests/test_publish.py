@@ -78,7 +78,8 @@ def test_progress_is_printed_for_long_uploads(s3, tmp_path):
     _build(tmp_path, "big")
     big = root / "model_repository" / "whisper" / "engine" / "decoder" / "rank0.engine"
     big.write_bytes(b"x" * (12 * MB))
-    manifest = EngineManifest.model_validate({**json.loads((root / "manifest.json").read_text()), "files": checksum_tree(root)})
+    fields = json.loads((root / "manifest.json").read_text())
+    manifest = EngineManifest.model_validate({**fields, "files": checksum_tree(root)})
     write_manifest(manifest, root)
     out = io.StringIO()
     config = TransferConfig(multipart_threshold=5 * MB, multipart_chunksize=5 * MB)
@@ -115,7 +116,8 @@ def test_failure_between_upload_and_switch_keeps_old_version_mounted(s3, tmp_pat
     monkeypatch.setattr(pub, "verify_version", crash)
     with pytest.raises(RuntimeError, match="pod evicted"):
         pub.publish(s3, BUCKET, _build(tmp_path, "new", b"new"), version="v2")
-    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=version_prefix(MODEL, ARCH, "v2"))["KeyCount"] == 4  # 3 files + manifest.json
+    uploaded = s3.list_objects_v2(Bucket=BUCKET, Prefix=version_prefix(MODEL, ARCH, "v2"))["KeyCount"]
+    assert uploaded == 4  # 3 files + manifest.json
     assert _pointer(s3) == {"version": "v1"}
     assert pub.read_pointer(s3, BUCKET, MODEL, ARCH) == "v1"
 

@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--python", default=sys.executable, help="interpreter for the example scripts")
     tools.add_argument("--trtllm-build", default="trtllm-build")
     chk = parser.add_argument_group("smoke test")
-    chk.add_argument("--smoke-clip", type=Path, default=os.environ.get("WHISPER_SMOKE_CLIP"), help="env WHISPER_SMOKE_CLIP")
+    chk.add_argument(
+        "--smoke-clip", type=Path, default=os.environ.get("WHISPER_SMOKE_CLIP"), help="env WHISPER_SMOKE_CLIP"
+    )
     chk.add_argument("--smoke-text", default=os.environ.get("WHISPER_SMOKE_TEXT"), help="env WHISPER_SMOKE_TEXT")
     chk.add_argument("--max-wer", type=float, default=smoke.DEFAULT_MAX_WER)
     chk.add_argument("--skip-smoke-test", action="store_true", help="recorded in the manifest's build_flags")
@@ -204,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
             max_prompt_len=args.max_prompt_len,
         )
         if not args.skip_smoke_test and not args.dry_run and (args.smoke_clip is None or not args.smoke_text):
-            raise BuildSpecError("give --smoke-clip and --smoke-text (or env WHISPER_SMOKE_CLIP/_TEXT), or --skip-smoke-test")
+            raise BuildSpecError(
+                "give --smoke-clip and --smoke-text (or env WHISPER_SMOKE_CLIP/_TEXT), or --skip-smoke-test"
+            )
     except BuildSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

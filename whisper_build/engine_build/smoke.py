@@ -62,7 +62,8 @@ def judge(transcript: str, expected: str, max_wer: float = DEFAULT_MAX_WER) -> S
     wer = word_error_rate(expected, transcript)
     if not normalize_words(transcript) or wer > max_wer:
         raise SmokeTestError(
-            f"smoke test failed: WER {wer:.2f} > {max_wer:.2f}\n  expected:   {expected!r}\n  transcript: {transcript!r}"
+            f"smoke test failed: WER {wer:.2f} > {max_wer:.2f}\n"
+            f"  expected:   {expected!r}\n  transcript: {transcript!r}"
         )
     return SmokeResult(transcript, expected, wer)
 

@@ -37,6 +37,21 @@ class BodyLimitMiddleware:
             {"Connection": "close"},
         )
 
+    async def _reply_too_large(self, size: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read and drop the rest of the body (up to ``max_bytes`` more), then answer 413.
+
+        Closing a socket whose receive buffer still holds unread body makes the kernel send a
+        TCP reset, which can destroy the 413 before the client reads it; reading the rest
+        first (as nginx's lingering close does) lets the client see the answer.
+        """
+        budget = self.max_bytes
+        while budget > 0:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                break
+            budget -= len(message.get("body", b""))
+        await self._too_large(size)(scope, receive, send)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
@@ -44,7 +59,7 @@ class BodyLimitMiddleware:
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(declared.decode())(scope, receive, send)
+            await self._reply_too_large(declared.decode(), scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -55,7 +70,10 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._too_large(f"more than {self.max_bytes}")(scope, receive, send)
+                if message.get("more_body", False):
+                    await self._reply_too_large(f"more than {self.max_bytes}", scope, receive, send)
+                else:
+                    await self._too_large(str(size))(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
