@@ -10,6 +10,8 @@
 * a **serving image project** (Docker build of ``whisper_build/image/Dockerfile`` → ECR);
 * a **rollout project** (``kubectl rollout restart`` of the serving Deployments).
 
+Builds are per architecture, settings per group: the first configured group of an architecture
+(:func:`stacks.engine_job.build_group`) hosts its Job and decides its ``engine_builder``.
 Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can start them.
 """
 

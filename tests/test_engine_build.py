@@ -1,9 +1,12 @@
-"""Engine build tool, pure parts: flags per model, command lines, nvidia-smi parsing, layout, smoke verdict."""
+"""Engine build tool: flags per model, command lines, nvidia-smi parsing, layout, smoke verdict, and the
+orchestration run end to end with stand-in tools (no GPU, no TensorRT-LLM)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,6 +107,15 @@ def test_checkpoint_folder_kinds(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(BuildSpecError, match="neither small.pt"):
         cli.checkpoint_inputs(tmp_path / "empty", "small")
+
+
+def test_tokenizer_origin(tmp_path):
+    hf = parse_model_source("someone/whisper-large-v3-finetune")
+    assert cli.tokenizer_origin(hf, None, "large-v3") == "someone/whisper-large-v3-finetune"
+    local = parse_model_source(str(tmp_path))
+    assert cli.tokenizer_origin(local, tmp_path, "large-v3") == "openai/whisper-large-v3"  # .pt folder
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert cli.tokenizer_origin(local, tmp_path, "large-v3") == tmp_path / "tokenizer.json"
 
 
 # ------------------------------------------------------------------------------ command lines
@@ -291,3 +303,97 @@ def test_judge_passes_close_and_fails_garbage():
         smoke.judge("thank you", expected)
     with pytest.raises(smoke.SmokeTestError):
         smoke.judge("", expected)
+
+
+# ------------------------------------------------------------------------------ orchestration with stand-in tools
+
+_FAKE_CONVERT = """import argparse, json, pathlib, sys
+p = argparse.ArgumentParser()
+for flag in ("--model_dir", "--model_name", "--dtype", "--output_dir", "--weight_only_precision"):
+    p.add_argument(flag)
+p.add_argument("--use_weight_only", action="store_true")
+a = p.parse_args()
+assert (pathlib.Path(a.model_dir) / f"{a.model_name}.pt").is_file(), "no OpenAI checkpoint"
+for part in ("encoder", "decoder"):
+    (pathlib.Path(a.output_dir) / part).mkdir(parents=True)
+    (pathlib.Path(a.output_dir) / part / "config.json").write_text(json.dumps({"dtype": a.dtype}))
+"""
+
+_FAKE_TRTLLM_BUILD = """#!{python}
+import json, pathlib, sys
+args = sys.argv[1:]
+out = pathlib.Path(args[args.index("--output_dir") + 1])
+out.mkdir(parents=True)
+(out / "rank0.engine").write_bytes(b"engine for " + out.name.encode())
+(out / "config.json").write_text(json.dumps(args))
+with open({log!r}, "a") as log:
+    log.write(json.dumps(args) + "\\n")
+"""
+
+
+@pytest.fixture()
+def stand_ins(tmp_path, monkeypatch):
+    """TensorRT-LLM's example scripts, ``trtllm-build`` and ``nvidia-smi`` replaced by small scripts that
+    write what the real tools write (folder layout only), so the CLI's orchestration runs for real."""
+    example = tmp_path / "example"
+    (example / "distil_whisper").mkdir(parents=True)
+    (example / "convert_checkpoint.py").write_text(_FAKE_CONVERT)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "trtllm-build.log"
+    build = bin_dir / "trtllm-build"
+    build.write_text(_FAKE_TRTLLM_BUILD.format(python=sys.executable, log=str(log)))
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA A10G, 8.6'\n")
+    for tool in (build, smi):
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "small.pt").write_bytes(b"weights")
+    (checkpoint / "tokenizer.json").write_text("{}")
+    common = [
+        "--model", str(checkpoint), "--model-name", "small", "--max-output-len", "200",
+        "--work-dir", str(tmp_path / "work"), "--trtllm-example-dir", str(example),
+        "--trtllm-build", str(build), "--skip-smoke-test",
+    ]  # fmt: skip
+    return common, log
+
+
+def test_build_runs_the_tools_and_writes_a_verifiable_manifest(tmp_path, stand_ins):
+    from whisper_build.manifest import read_manifest, verify_tree
+
+    common, log = stand_ins
+    out = tmp_path / "version"
+    assert cli.main([*common, "--output-dir", str(out), "--expect-arch", "sm86"]) == 0
+    manifest = read_manifest(out)
+    assert (manifest.gpu_name, manifest.compute_capability, manifest.gpu_arch) == ("NVIDIA A10G", "8.6", "sm86")
+    assert manifest.model == "small" and manifest.engine == "tensorrt_llm"
+    assert manifest.build_flags["smoke_test"] == "skipped" and manifest.build_flags["n_mels"] == 80
+    assert "model_repository/whisper/engine/decoder/rank0.engine" in manifest.files
+    assert verify_tree(manifest, out) == []
+    encoder, decoder = (json.loads(line) for line in log.read_text().splitlines())
+    assert _flag(encoder, "--max_input_len") == "3000"
+    assert (_flag(decoder, "--max_input_len"), _flag(decoder, "--max_seq_len")) == ("228", "428")
+
+
+def test_build_on_the_wrong_gpu_fails_before_any_tool_runs(tmp_path, stand_ins, capsys):
+    common, log = stand_ins
+    assert cli.main([*common, "--output-dir", str(tmp_path / "v"), "--expect-arch", "sm89"]) == 1
+    assert "this node's GPU is sm86, expected sm89" in capsys.readouterr().err
+    assert not log.exists() and not (tmp_path / "v").exists()
+
+
+def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
+    import boto3
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    common, _ = stand_ins
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="models-test-bucket")
+        argv = [*common, "--output-dir", str(tmp_path / "v"), "--publish-bucket", "models-test-bucket", "--version", "v1"]
+        assert cli.main(argv) == 0
+        pointer = s3.get_object(Bucket="models-test-bucket", Key="models/small/sm86/current.json")["Body"].read()
+        assert json.loads(pointer) == {"version": "v1"}

@@ -17,13 +17,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import cx_api
 from cdk_assembly import CONFIGS, synthesized
 
+from k8s_charts.validation import validate
 from settings import labels, parse_config
 from stacks import buildspecs, engine_job
 from stacks.assembly import cdk_json_context
 from stacks.engine_build_stack import EngineBuildStack, engine_project_name, fleet_instance_type
 from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
 from stacks.nag import enable_nag
-from k8s_charts.validation import validate
 
 pytestmark = pytest.mark.slow
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from settings.schema import WHISPER_MODELS
 from whisper_build.engine_build import commands, gpu, layout, smoke
 from whisper_build.engine_build.spec import (
     BuildSpec,
@@ -124,14 +125,23 @@ def _download_s3_prefix(source: ModelSource, target: Path) -> Path:
     return target
 
 
-def _tokenizer_json(folder: Path | None, model_name: str, work_dir: Path) -> Path:
+def tokenizer_origin(source: ModelSource, folder: Path | None, model_name: str) -> Path | str:
+    """Where ``tokenizer.json`` comes from: the checkpoint folder when it holds one, else a Hugging
+    Face repository (the source's own id, so fine-tunes keep their tokenizer, or the model's
+    official id for OpenAI ``.pt`` folders)."""
     if folder is not None and (folder / layout.TOKENIZER_FILE).is_file():
         return folder / layout.TOKENIZER_FILE
+    if source.kind == "hf":
+        return source.location
+    return WHISPER_MODELS[model_name][0]
+
+
+def _fetch_tokenizer(origin: Path | str, work_dir: Path) -> Path:
+    if isinstance(origin, Path):
+        return origin
     from huggingface_hub import hf_hub_download
 
-    from settings.schema import WHISPER_MODELS
-
-    return Path(hf_hub_download(WHISPER_MODELS[model_name][0], layout.TOKENIZER_FILE, cache_dir=str(work_dir / "hf")))
+    return Path(hf_hub_download(origin, layout.TOKENIZER_FILE, cache_dir=str(work_dir / "hf")))
 
 
 def _run(step: commands.Step) -> None:
@@ -164,13 +174,14 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
     engine_dir = layout.layout_repository(
         args.output_dir,
         engine_dir=paths.engine_dir,
-        tokenizer_json=_tokenizer_json(local, spec.model_name, work_dir),
+        tokenizer_json=_fetch_tokenizer(tokenizer_origin(source, local, spec.model_name), work_dir),
         spec=spec,
     )
     flags = spec.build_flags() | {"smoke_test": "skipped" if args.skip_smoke_test else "passed"}
     if not args.skip_smoke_test:
         # Same parameters and path resolution as the Triton model (relative to the model folder).
-        transcript = smoke.transcribe_clip(layout.engine_params(spec).relative_to(engine_dir.parent), args.smoke_clip)
+        params = layout.engine_params(spec).relative_to(engine_dir.parent)
+        transcript = smoke.transcribe_clip(params, args.smoke_clip)
         result = smoke.judge(transcript, args.smoke_text, args.max_wer)
         print(f"smoke test passed: WER {result.wer:.2f}: {result.transcript!r}", flush=True)
         flags["smoke_test_wer"] = round(result.wer, 4)
