@@ -37,7 +37,17 @@ synth: install ## synthesize CONFIG (default: the embedded default) + run the ga
 test: install system-deps ## run the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
+serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops)
+	$(PY) -m whisper_build.local.triton --gateway
+
+transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE=x.wav)
+	@test -n "$(FILE)" || { echo "usage: make transcribe FILE=path/to/audio.wav"; exit 2; }
+	$(PY) -m whisper_build.cli $(FILE)
+
+publish-hyperpod-chart: install ## package the pinned HyperPod dependency chart and push it to ECR (AWS credentials, git, helm >= 3.8)
+	scripts/publish_hyperpod_chart.sh $(CONFIG)
+
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth test bench-synth
+.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench-synth

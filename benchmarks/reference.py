@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
 from benchmarks.bench.report import write_all  # noqa: E402
-from benchmarks.bench.runner import LevelPlan, sweep  # noqa: E402
+from benchmarks.bench.runner import LevelPlan, sweep, timed_request  # noqa: E402
 from benchmarks.bench.stats import LevelResult  # noqa: E402
 from benchmarks.bench.targets import TargetSpec, open_target  # noqa: E402
 from benchmarks.speech import long_recording, utterances  # noqa: E402
@@ -157,22 +157,54 @@ class PeakSampler:
 
 
 # ------------------------------------------------------------------ measurements
-def engine_latencies(samples: Sequence[AudioSample], requests: int) -> list[float]:
-    """Wall time of ``CTranslate2Engine.transcribe_batch`` per file (all its windows in one
-    call, as Triton runs a lone request), files round-robin, one at a time; one warm-up call."""
+async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs: int) -> dict[str, object]:
+    """Gateway end-to-end latency vs the in-process engine on the same file, interleaved.
+
+    Each of ``pairs`` rounds sends one file through the gateway (``/invocations``, nothing else
+    in flight) and then gives the same file's windows to a ``CTranslate2Engine`` in this process
+    (all windows in one ``transcribe_batch`` call, as Triton runs a lone request), so that slow
+    changes in machine load hit both alike. Files round-robin; one warm-up round.
+    """
     from whisper_build.engines.ctranslate2_engine import CTranslate2Engine
     from whisper_build.prompt import parse_prompt
 
     engine = CTranslate2Engine(EngineParams(engine="ctranslate2", device="cpu", cpu_threads=CPU_THREADS))
     prompt = parse_prompt("")
+    target = open_target(TargetSpec("gateway", "invocations", gateway_url), 1)
 
-    def call(sample: AudioSample) -> float:
+    def engine_call(sample: AudioSample) -> float:
         start = time.perf_counter()
-        engine.transcribe_batch(list(sample.windows), [prompt] * len(sample.windows), [1.0] * len(sample.windows))
+        n = len(sample.windows)
+        engine.transcribe_batch(list(sample.windows), [prompt] * n, [1.0] * n)
         return time.perf_counter() - start
 
-    call(samples[0])
-    return [call(samples[i % len(samples)]) for i in range(requests)]
+    gateway_s: list[float] = []
+    engine_s: list[float] = []
+    statuses: list[str] = []
+    try:
+        for i in range(pairs + 1):
+            sample = samples[i % len(samples)]
+            outcome = await timed_request(target, sample, 300.0)
+            seconds = engine_call(sample)
+            if i == 0:
+                continue  # warm-up
+            statuses.append(outcome.status)
+            if outcome.status == "ok":
+                gateway_s.append(outcome.latency_s)
+                engine_s.append(seconds)
+    finally:
+        await target.close()
+    if not gateway_s:
+        raise RuntimeError(f"no gateway request succeeded: {statuses}")
+    ratios = [g / e for g, e in zip(gateway_s, engine_s)]
+    return {
+        "pairs": len(gateway_s), "statuses": statuses,
+        "gateway_p50_s": statistics.median(gateway_s), "engine_p50_s": statistics.median(engine_s),
+        "gateway_mean_s": statistics.fmean(gateway_s), "engine_mean_s": statistics.fmean(engine_s),
+        "ratio_p50": statistics.median(gateway_s) / statistics.median(engine_s),
+        "ratio_median_of_pairs": statistics.median(ratios),
+        "gateway_s": gateway_s, "engine_s": engine_s,
+    }  # fmt: skip
 
 
 async def _sweep_one(spec: TargetSpec, samples: Sequence[AudioSample], concurrencies: Sequence[int], plan: LevelPlan, metrics_url: str) -> list[LevelResult]:
@@ -258,8 +290,8 @@ def render_markdown(figures: dict) -> str:
         "",
         "| figure | value |",
         "|---|---|",
-        f"| gateway e2e p50 ÷ in-process engine p50 (c=1) | {e2e['ratio_p50']:.3f} ({e2e['gateway_p50_s']:.3f} s ÷ {e2e['engine_p50_s']:.3f} s) |",
-        f"| gateway e2e mean ÷ in-process engine mean (c=1) | {e2e['ratio_mean']:.3f} ({e2e['gateway_mean_s']:.3f} s ÷ {e2e['engine_mean_s']:.3f} s) |",
+        f"| gateway e2e p50 ÷ in-process engine p50 (c=1, {e2e['pairs']} interleaved pairs) | {e2e['ratio_p50']:.3f} "
+        f"({e2e['gateway_p50_s']:.3f} s ÷ {e2e['engine_p50_s']:.3f} s); median of per-pair ratios {e2e['ratio_median_of_pairs']:.3f} |",
     ]
     for name, row in thr.items():
         lines.append(
@@ -267,7 +299,7 @@ def render_markdown(figures: dict) -> str:
             f"({row['high_audio_s_per_s']:.1f} ÷ {row['c1_audio_s_per_s']:.1f}); Triton avg batch {row['c1_batch']} → {row['high_batch']} |"
         )
     lines += [
-        f"| 10-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
+        f"| {figures['long_audio_s'] / 60:g}-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
         f"{long_['ratio']:.2f} ({long_['sequential_s']:.1f} s ÷ {long_['batched_s']:.1f} s) |",
         f"| gateway RSS at rest / peak under load / after | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
     ]
@@ -287,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=15.0, help="seconds per concurrency level")
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--long-seconds", type=float, default=600.0, help="length of the long recording (default 10 min)")
+    p.add_argument("--pairs", type=int, default=8, help="gateway/engine pairs for the latency ratio")
     p.add_argument("--skip-synth", action="store_true")
     args = p.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -319,19 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tr = asyncio.run(_sweep_one(TargetSpec("triton", "triton", settings.grpc_url), samples, concurrencies, plan, settings.metrics_url))
             print("long recording: batched vs sequential…", flush=True)
             long_walls = asyncio.run(long_audio_walls(settings.grpc_url, long_sample))
-        gw_c1 = next(r for r in gw if r.concurrency == 1)
-        print("in-process engine…", flush=True)
-        engine = engine_latencies(samples, max(gw_c1.ok, 2 * len(samples)))
+            print("gateway vs in-process engine, interleaved…", flush=True)
+            e2e = asyncio.run(e2e_vs_engine(gateway.url, samples, args.pairs))
 
     write_all([*gw, *tr], {"title": "gateway vs Triton, CPU tiny.en (reference run)"}, args.out, "sweep")
-    engine_p50 = statistics.median(engine)
-    figures["e2e_vs_engine"] = {
-        "gateway_p50_s": gw_c1.latency_p50_s, "engine_p50_s": engine_p50,
-        "gateway_mean_s": gw_c1.latency_mean_s, "engine_mean_s": statistics.fmean(engine),
-        "ratio_p50": _ratio(gw_c1.latency_p50_s, engine_p50),
-        "ratio_mean": _ratio(gw_c1.latency_mean_s, statistics.fmean(engine)),
-        "engine_requests": len(engine), "gateway_requests": gw_c1.ok,
-    }  # fmt: skip
+    figures["e2e_vs_engine"] = e2e
     high = max(concurrencies)
     figures["throughput"] = {}
     for name, levels in (("gateway", gw), ("triton", tr)):
@@ -342,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "c1_batch": by_c[1].avg_batch_size, "high_batch": by_c[high].avg_batch_size,
         }  # fmt: skip
     figures["levels"] = [r.as_dict() for r in [*gw, *tr]]
+    figures["long_audio_s"] = long_sample.duration_s
     figures["long_audio"] = {**long_walls, "ratio": long_walls["sequential_s"] / long_walls["batched_s"]}
     figures["gateway_rss"] = {"rest": rest, "peak_load": sampler.peak, "mean_load": sampler.mean, "after": after}
     figures["synth"] = {"error": "skipped (--skip-synth)"} if args.skip_synth else synth_times()

@@ -165,11 +165,6 @@ def test_data_uri_and_prompts(client, short_wav) -> None:
         r = client.post("/invocations", json={"audio_data": data, "whisper_prompt": prompt, "repetition_penalty": 1.1})
         assert r.status_code == 200, r.text
         assert wer(SHORT_TEXT, r.json()["transcribe_text"]) <= 0.3, r.json()
-    # Longer than Whisper's 223 prompt tokens: cut from the left, never an error. (What tiny.en
-    # then writes is up to the model: a long repetitive prompt makes it repeat the prompt.)
-    long_prompt = " ".join(f"note number {i} from the holiday." for i in range(400))
-    r = client.post("/invocations", json={"audio_data": data, "whisper_prompt": long_prompt})
-    assert r.status_code == 200 and r.json()["code"] == 0, r.text
 
 
 def test_long_audio_keeps_every_sentence(client, long_wav) -> None:
@@ -268,7 +263,7 @@ def test_overload_gets_429_and_service_recovers(triton, short_wav) -> None:
 
         async def burst() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url, timeout=120) as c:
-                return await asyncio.gather(*(c.post("/invocations", json={"audio_data": audio}) for _ in range(6)))
+                return await asyncio.gather(*(c.post("/invocations", json={"audio_data": audio}) for _ in range(4)))
 
         responses = asyncio.run(burst())
         statuses = sorted(r.status_code for r in responses)

@@ -15,11 +15,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from whisper_build.gateway.settings import GatewaySettings
 
 
 def _default_url() -> str:
-    settings = GatewaySettings()
+    """``http://HOST:PORT`` from the gateway's settings (environment), defaults if unset/invalid."""
+    try:
+        settings = GatewaySettings()
+    except ValidationError:
+        settings = GatewaySettings.model_construct()
     return f"http://{settings.host}:{settings.port}"
 
 

@@ -8,11 +8,13 @@ before the lifespan shutdown closes the Triton client. A second SIGINT forces ex
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
+from pydantic import ValidationError
 
 from whisper_build.gateway.app import create_app
 from whisper_build.gateway.settings import GatewaySettings
@@ -48,9 +50,23 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def load_settings() -> GatewaySettings:
+    """Settings from the environment; exits with status 2 and one line per bad variable."""
+    try:
+        return GatewaySettings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"])
+            print(
+                f"error: WHISPER_GATEWAY_{field.upper()}={error.get('input')!r}: {error['msg']}",
+                file=sys.stderr,
+            )
+        raise SystemExit(2) from None
+
+
 def main(settings: GatewaySettings | None = None) -> None:
     """Serve the gateway on ``settings.host:settings.port`` until SIGTERM/SIGINT."""
-    settings = settings or GatewaySettings()
+    settings = settings or load_settings()
     app = create_app(settings)
     config = uvicorn.Config(
         app,
