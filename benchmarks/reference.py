@@ -299,7 +299,7 @@ def render_markdown(figures: dict) -> str:
             f"({row['high_audio_s_per_s']:.1f} ÷ {row['c1_audio_s_per_s']:.1f}); Triton avg batch {row['c1_batch']} → {row['high_batch']} |"
         )
     lines += [
-        f"| {figures['long_audio_s'] / 60:g}-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
+        f"| {figures['long_audio_s'] / 60:.1f}-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
         f"{long_['ratio']:.2f} ({long_['sequential_s']:.1f} s ÷ {long_['batched_s']:.1f} s) |",
         f"| gateway RSS at rest / peak under load / after | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
     ]

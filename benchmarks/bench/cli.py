@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, seconds (default 60)")
     p.add_argument("--deadline", type=float, default=1800.0, help="overall time limit, seconds (default 1800)")
     p.add_argument("--warmup", type=int, default=2, help="requests per target before its sweep, not counted (default 2)")
+    p.add_argument("--metrics-settle", type=float, default=1.0, help="pause before each Triton metrics scrape, seconds (default 1)")
     p.add_argument("--model", default="whisper", help="Triton model name (default whisper)")
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default bench-results)")
     p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
@@ -132,7 +133,7 @@ async def _run(args: argparse.Namespace, specs: list[TargetSpec], console: Conso
         with progress:
             return await sweep(
                 targets, samples, args.concurrency, plan, args.deadline, metrics_urls,
-                args.model, args.warmup, on_outcome, on_level,
+                args.model, args.warmup, on_outcome, on_level, args.metrics_settle,
             )  # fmt: skip
     finally:
         for target in targets:

@@ -112,6 +112,15 @@ async def run_level(
     return outcomes, max(time.monotonic() - start, 1e-9)
 
 
+async def _settled_scrape(
+    client: httpx.AsyncClient, url: str | None, model: str, settle_s: float
+) -> triton_metrics.Counts | None:
+    if not url:
+        return None
+    await asyncio.sleep(settle_s)
+    return await triton_metrics.scrape(client, url, model)
+
+
 async def sweep(
     targets: Sequence[Target],
     samples: Sequence[AudioSample],
@@ -123,6 +132,7 @@ async def sweep(
     warmup: int = 0,
     on_outcome: ProgressCallback | None = None,
     on_level: Callable[[LevelResult], None] | None = None,
+    metrics_settle_s: float = 1.0,
 ) -> list[LevelResult]:
     """Every target × every concurrency, in that order; returns one result per level run.
 
@@ -132,6 +142,9 @@ async def sweep(
             for the average batch size.
         warmup: requests per target at concurrency 1 before its sweep, not counted.
         on_level: called with each level's result as soon as it is known.
+        metrics_settle_s: pause before each scrape: Triton's python backend reports a batch's
+            statistics after its responses are sent, so a scrape right after the last answer
+            can miss that batch.
     """
     deadline = time.monotonic() + deadline_s
     metrics_urls = metrics_urls or {}
@@ -145,9 +158,9 @@ async def sweep(
             for concurrency in concurrencies:
                 if time.monotonic() >= deadline:
                     break
-                before = await triton_metrics.scrape(scraper, url, model) if url else None
+                before = await _settled_scrape(scraper, url, model, metrics_settle_s)
                 outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
-                after = await triton_metrics.scrape(scraper, url, model) if url else None
+                after = await _settled_scrape(scraper, url, model, metrics_settle_s)
                 result = summarize(
                     target.name, concurrency, outcomes, wall,
                     triton_metrics.average_batch_size(before, after),

@@ -39,18 +39,14 @@ def normalize_words(text: str) -> list[str]:
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
-    """(substitutions + deletions + insertions) / reference words; ``len(hyp)`` words when the
-    reference is empty (0.0 when both are empty)."""
-    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
+    """Word error rate of ``hypothesis`` against ``reference`` (jiwer), on lower-cased words without
+    punctuation; ``len(hyp)`` when the reference is empty (0.0 when both are empty)."""
+    import jiwer
+
+    ref, hyp = " ".join(normalize_words(reference)), " ".join(normalize_words(hypothesis))
     if not ref:
-        return float(len(hyp))
-    previous = list(range(len(hyp) + 1))
-    for i, ref_word in enumerate(ref, start=1):
-        current = [i]
-        for j, hyp_word in enumerate(hyp, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word)))
-        previous = current
-    return previous[-1] / len(ref)
+        return float(len(hyp.split()))
+    return float(jiwer.wer(ref, hyp)) if hyp else 1.0
 
 
 def judge(transcript: str, expected: str, max_wer: float = DEFAULT_MAX_WER) -> SmokeResult:
