@@ -241,11 +241,12 @@ def test_32_concurrent_requests_succeed_and_triton_batches(gateway_url, triton, 
     count_before, exec_before = _triton_counts(triton.settings.metrics_url)
 
     async def burst() -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=gateway_url, timeout=180) as c:
+        async with httpx.AsyncClient(base_url=gateway_url, timeout=600) as c:
             return await asyncio.gather(*(c.post("/invocations", json={"audio_data": audio}) for _ in range(32)))
 
     responses = asyncio.run(burst())
-    assert [r.status_code for r in responses] == [200] * 32
+    failed = [(r.status_code, r.text[:200]) for r in responses if r.status_code != 200]
+    assert not failed, f"{len(failed)} of 32 requests failed: {failed[:3]}"
     assert all(wer(SHORT_TEXT, r.json()["transcribe_text"]) <= 0.3 for r in responses)
     count_after, exec_after = _triton_counts(triton.settings.metrics_url)
     inferences, executions = count_after - count_before, exec_after - exec_before
