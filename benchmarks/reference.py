@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -246,31 +247,44 @@ async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1)
     return {"windows": len(windows), "batched_s": min(batched), "sequential_s": min(sequential)}
 
 
+async def one_gateway_request(gateway_url: str, sample: AudioSample, timeout: float = 900.0) -> dict[str, object]:
+    """One ``/invocations`` request with ``sample``; its status and latency."""
+    target = open_target(TargetSpec("gateway", "invocations", gateway_url), 1)
+    try:
+        outcome = await timed_request(target, sample, timeout)
+    finally:
+        await target.close()
+    return {"status": outcome.status, "latency_s": outcome.latency_s, "rtfx": sample.duration_s / outcome.latency_s}
+
+
 def synth_times() -> dict[str, object]:
-    """Wall time of ``scripts/bench_synth.py`` if it exists (its output is kept), else of
-    ``scripts/synth.py`` for the default and the three-group config."""
+    """``make synth`` wall time (``scripts/synth.py --config X``: synthesis + cfn-lint/cdk-nag
+    gates) for the default and the three-group config, run in a scratch copy of the repository
+    (the script also writes ``dist/``, which must keep the default's files); plus the output of
+    ``scripts/bench_synth.py`` (warm synthesis times, no gates) when it exists."""
     python = sys.executable
-    bench = REPO / "scripts" / "bench_synth.py"
-    runs: list[tuple[str, list[str]]]
-    if bench.is_file():
-        runs = [("bench_synth", [python, str(bench)])]
-    elif (REPO / "scripts" / "synth.py").is_file():
-        runs = [
-            (name, [python, str(REPO / "scripts" / "synth.py"), "--config", config])
-            for name, config in (("default", "config/default.yaml"), ("three-groups", "config/examples/three-groups.yaml"))
-        ]
-    else:
-        return {"error": "neither scripts/bench_synth.py nor scripts/synth.py exists yet"}
     results: dict[str, object] = {}
-    for name, command in runs:
-        start = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
-        results[name] = {
-            "command": " ".join(Path(c).name if c == python else c for c in command),
-            "wall_s": round(time.perf_counter() - start, 2),
-            "exit_code": done.returncode,
-            "output_tail": (done.stdout + done.stderr)[-1500:],
-        }
+    configs = (("default", "config/default.yaml"), ("three-groups", "config/examples/three-groups.yaml"))
+    skip = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "dist", ".gpucarry", "docs", "__pycache__", ".pytest_cache")
+    with tempfile.TemporaryDirectory(prefix="whisper-synth-") as tmp:
+        copy = Path(tmp) / "repo"
+        shutil.copytree(REPO, copy, ignore=skip)
+        if (REPO / "node_modules").is_dir():
+            (copy / "node_modules").symlink_to(REPO / "node_modules")
+        for name, config in configs:
+            command = [python, "scripts/synth.py", "--config", config]
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=900)
+            results[name] = {
+                "command": f"make synth CONFIG={config}",
+                "wall_s": round(time.perf_counter() - start, 2),
+                "exit_code": done.returncode,
+                "output_tail": (done.stdout + done.stderr)[-600:],
+            }
+    bench = REPO / "scripts" / "bench_synth.py"
+    if bench.is_file():
+        done = subprocess.run([python, str(bench)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        results["bench_synth"] = {"command": "make bench-synth", "exit_code": done.returncode, "output": done.stdout[-1500:]}
     return results
 
 
@@ -301,14 +315,23 @@ def render_markdown(figures: dict) -> str:
     lines += [
         f"| {figures['long_audio_s'] / 60:.1f}-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
         f"{long_['ratio']:.2f} ({long_['sequential_s']:.1f} s ÷ {long_['batched_s']:.1f} s) |",
-        f"| gateway RSS at rest / peak under load / after | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
+        f"| same recording, one `/invocations` request through the gateway | {long_['gateway']['latency_s']:.1f} s "
+        f"({long_['gateway']['status']}, RTFx {long_['gateway']['rtfx']:.1f}) |",
+        f"| gateway RSS at rest / peak during the sweep / after the sweep | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
+        f"| gateway RSS peak during the long-recording request | {mib(mem['peak_long_request'])} |",
     ]
     synth = figures["synth"]
     if "error" in synth:
         lines.append(f"| make synth | not measured: {synth['error']} |")
     else:
         for name, row in synth.items():
-            lines.append(f"| synth `{row['command']}` | {row['wall_s']:.1f} s (exit {row['exit_code']}) |")
+            if "wall_s" in row:
+                lines.append(f"| `{row['command']}` wall time | {row['wall_s']:.1f} s (exit {row['exit_code']}) |")
+        if "default" in synth and "three-groups" in synth:
+            ratio = synth["three-groups"]["wall_s"] / synth["default"]["wall_s"]
+            lines.append(f"| make synth: three-groups ÷ default | {ratio:.2f} |")
+        if "bench_synth" in synth:
+            lines += ["", "`make bench-synth` (warm synthesis, no gates):", "", "```", synth["bench_synth"]["output"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -324,7 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
-    figures: dict = {"started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine_info()}
+    figures: dict = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])]),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(),
+    }
     print(json.dumps(figures["machine"], indent=1), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="whisper-bench-") as tmp:
@@ -350,8 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 gw = asyncio.run(_sweep_one(TargetSpec("gateway", "invocations", gateway.url), samples, concurrencies, plan, settings.metrics_url))
             after = gateway.rss_bytes()
             tr = asyncio.run(_sweep_one(TargetSpec("triton", "triton", settings.grpc_url), samples, concurrencies, plan, settings.metrics_url))
-            print("long recording: batched vs sequential…", flush=True)
+            print("long recording: batched vs sequential, then through the gateway…", flush=True)
             long_walls = asyncio.run(long_audio_walls(settings.grpc_url, long_sample))
+            with PeakSampler(gateway.rss_bytes) as long_sampler:
+                long_gateway = asyncio.run(one_gateway_request(gateway.url, long_sample))
             print("gateway vs in-process engine, interleaved…", flush=True)
             e2e = asyncio.run(e2e_vs_engine(gateway.url, samples, args.pairs))
 
@@ -368,8 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         }  # fmt: skip
     figures["levels"] = [r.as_dict() for r in [*gw, *tr]]
     figures["long_audio_s"] = long_sample.duration_s
-    figures["long_audio"] = {**long_walls, "ratio": long_walls["sequential_s"] / long_walls["batched_s"]}
-    figures["gateway_rss"] = {"rest": rest, "peak_load": sampler.peak, "mean_load": sampler.mean, "after": after}
+    figures["long_audio"] = {**long_walls, "ratio": long_walls["sequential_s"] / long_walls["batched_s"], "gateway": long_gateway}
+    figures["gateway_rss"] = {
+        "rest": rest, "peak_load": sampler.peak, "mean_load": sampler.mean, "after": after,
+        "peak_long_request": long_sampler.peak,
+    }  # fmt: skip
     figures["synth"] = {"error": "skipped (--skip-synth)"} if args.skip_synth else synth_times()
     figures["load_avg_end"] = os.getloadavg()
     figures["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

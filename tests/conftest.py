@@ -3,3 +3,18 @@ test module can request them by name."""
 
 # triton_server: real tritonserver + CPU whisper on free ports, session-scoped (tests/fixtures_triton.py)
 from fixtures_triton import triton_server  # noqa: F401
+
+import os
+import shutil
+
+import pytest
+
+CI_TOOLS = ("espeak-ng", "sox", "prometheus", "promtool")
+"""Debian tools some tests need (.ci/apt-packages.txt). Locally a missing tool skips those tests;
+in CI it fails the run, so a broken install can never turn into silently skipped tests."""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = [tool for tool in CI_TOOLS if shutil.which(tool) is None]
+    if missing and os.environ.get("CI"):
+        pytest.exit(f"CI needs {', '.join(missing)} on PATH (install .ci/apt-packages.txt)", returncode=3)

@@ -7,11 +7,13 @@ Helpers for tests only; nothing here is shipped. ``espeak-ng`` and ``sox`` are D
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import av
+import jiwer
 import numpy as np
 
 # container, codec, PyAV sample format for each encoded format used by the tests.
@@ -57,8 +59,16 @@ def encode(samples: np.ndarray, rate: int, fmt: str) -> bytes:
 
 
 def speech_tools_available() -> bool:
-    """True when espeak-ng and sox are installed."""
-    return bool(shutil.which("espeak-ng") and shutil.which("sox"))
+    """True when espeak-ng and sox are installed.
+
+    Raises:
+        RuntimeError: in CI (``CI`` set), where a missing tool must fail the run instead of
+            silently skipping the speech tests (``.ci/run`` installs both).
+    """
+    available = bool(shutil.which("espeak-ng") and shutil.which("sox"))
+    if not available and os.environ.get("CI"):
+        raise RuntimeError("espeak-ng and sox are required in CI (.ci/apt-packages.txt)")
+    return available
 
 
 def speak(text: str, path: Path, rate: int = 16000, channels: int = 1, words_per_minute: int = 130) -> Path:
@@ -94,3 +104,19 @@ def concatenate_with_pauses(parts: list[Path], path: Path, pause_seconds: float 
     for out in padded:
         out.unlink()
     return path
+
+
+_NORMALIZE = jiwer.Compose(
+    [
+        jiwer.ToLowerCase(),
+        jiwer.RemovePunctuation(),
+        jiwer.RemoveMultipleSpaces(),
+        jiwer.Strip(),
+        jiwer.ReduceToListOfListOfWords(),
+    ]
+)
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    """Word error rate (jiwer) after lower-casing and removing punctuation."""
+    return jiwer.wer(reference, hypothesis, reference_transform=_NORMALIZE, hypothesis_transform=_NORMALIZE)

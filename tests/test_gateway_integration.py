@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import httpx
-import jiwer
 import numpy as np
 import pytest
 import speech_samples as samples
@@ -45,22 +44,7 @@ LONG_SENTENCES = [
     "Our team finished the project two weeks before the final deadline.",
     "The old library downtown has thousands of books about history and art.",
 ]
-_NORMALIZE = jiwer.Compose(
-    [
-        jiwer.ToLowerCase(),
-        jiwer.RemovePunctuation(),
-        jiwer.RemoveMultipleSpaces(),
-        jiwer.Strip(),
-        jiwer.ReduceToListOfListOfWords(),
-    ]
-)
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    """Word error rate after lower-casing and removing punctuation (jiwer)."""
-    return jiwer.wer(
-        reference, hypothesis, reference_transform=_NORMALIZE, hypothesis_transform=_NORMALIZE
-    )
+wer = samples.wer
 
 
 def words(text: str) -> list[str]:

@@ -7,7 +7,6 @@ import asyncio
 import urllib.request
 from pathlib import Path
 
-import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
@@ -33,20 +32,7 @@ SENTENCES = [
 ]
 MAX_WER = 0.3
 
-_NORMALIZE = jiwer.Compose(
-    [
-        jiwer.ToLowerCase(),
-        jiwer.RemovePunctuation(),
-        jiwer.RemoveMultipleSpaces(),
-        jiwer.Strip(),
-        jiwer.ReduceToListOfListOfWords(),
-    ]
-)
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    """Word error rate after lower-casing and removing punctuation."""
-    return jiwer.wer(reference, hypothesis, reference_transform=_NORMALIZE, hypothesis_transform=_NORMALIZE)
+wer = speech_samples.wer
 
 
 @pytest.fixture(scope="module")

@@ -169,6 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": platform.node(),
     }
     paths = write_all(results, meta, args.out, args.prefix)
-    Console().print(results_table(results))
+    Console(width=None if sys.stdout.isatty() else 160).print(results_table(results))
     console.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

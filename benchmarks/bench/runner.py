@@ -142,9 +142,9 @@ async def sweep(
             for the average batch size.
         warmup: requests per target at concurrency 1 before its sweep, not counted.
         on_level: called with each level's result as soon as it is known.
-        metrics_settle_s: pause before each scrape: Triton's python backend reports a batch's
-            statistics after its responses are sent, so a scrape right after the last answer
-            can miss that batch.
+        metrics_settle_s: pause before each scrape. Triton's counters can lag the answers (seen
+            here: a scrape right after a lone request's answer did not count it yet), so the
+            scrape waits a moment for the last batch to be recorded.
     """
     deadline = time.monotonic() + deadline_s
     metrics_urls = metrics_urls or {}
