@@ -17,6 +17,7 @@ To add a GPU type: add its family to ``GPU_FAMILIES`` and its sizes to ``INSTANC
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 
@@ -150,8 +151,13 @@ def instance_spec_for(instance_type: str) -> InstanceSpec | None:
 
 
 def arch_for_compute_capability(compute_capability: str) -> str:
-    """``"8.6"`` → ``"sm86"`` (the naming TensorRT-LLM and the S3 layout use)."""
-    major, _, minor = compute_capability.strip().partition(".")
-    if not major.isdigit() or not minor.isdigit():
-        raise ValueError(f"compute capability must look like '8.6', got '{compute_capability}'")
-    return f"sm{int(major)}{int(minor)}"
+    """``"8.6"`` → ``"sm86"``, ``"9.0"`` → ``"sm90"``, ``"12.0"`` → ``"sm120"`` (the naming
+    TensorRT-LLM and the S3 layout use).
+
+    Raises:
+        ValueError: when the text is not ``<major>.<minor>``.
+    """
+    match = re.fullmatch(r"\s*(\d{1,2})\.(\d)\s*", compute_capability)
+    if not match:
+        raise ValueError(f"compute capability '{compute_capability}' is not of the form <major>.<minor>, e.g. 8.6")
+    return f"sm{match.group(1)}{match.group(2)}"

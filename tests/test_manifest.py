@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from settings.gpu_catalog import arch_for_compute_capability
 from whisper_build.manifest import (
     EngineManifest,
     ManifestError,
-    arch_from_compute_capability,
     checksum_tree,
     parse_manifest,
     read_manifest,
@@ -55,14 +55,14 @@ def test_contract_field_names():
 @pytest.mark.parametrize(
     ("capability", "arch"), [("8.6", "sm86"), ("8.9", "sm89"), ("9.0", "sm90"), ("12.0", "sm120"), (" 7.5 ", "sm75")]
 )
-def test_arch_from_compute_capability(capability, arch):
-    assert arch_from_compute_capability(capability) == arch
+def test_arch_for_compute_capability(capability, arch):
+    assert arch_for_compute_capability(capability) == arch
 
 
 @pytest.mark.parametrize("bad", ["", "8", "sm86", "8.6.1", "eight"])
 def test_arch_from_bad_compute_capability(bad):
     with pytest.raises(ValueError, match="compute capability"):
-        arch_from_compute_capability(bad)
+        arch_for_compute_capability(bad)
 
 
 def test_arch_must_match_capability():

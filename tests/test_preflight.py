@@ -148,17 +148,17 @@ def test_cli_exit_status_and_messages(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_nvidia_smi_is_queried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "nvidia-smi"
-    fake.write_text('#!/bin/sh\n[ "$1" = "--query-gpu=compute_cap" ] && echo 8.6 && echo 8.6\n')
+    fake.write_text('#!/bin/sh\n[ "$1" = "--query-gpu=name,compute_cap" ] && echo "NVIDIA A10G, 8.6"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert query_compute_capability() == "8.6"
 
     fake.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
-    with pytest.raises(PreflightError, match=r"failed \(exit 9\): NVIDIA-SMI has failed"):
+    with pytest.raises(PreflightError, match=r"nvidia-smi failed \(9\): NVIDIA-SMI has failed"):
         query_compute_capability()
 
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    with pytest.raises(PreflightError, match="cannot run nvidia-smi"):
+    with pytest.raises(PreflightError, match="nvidia-smi not found"):
         query_compute_capability()
 
 

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from settings.gpu_catalog import arch_for_compute_capability
+
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning; readers reject manifests with a newer version."""
 
@@ -72,7 +74,7 @@ class EngineManifest(BaseModel):
 
     @model_validator(mode="after")
     def _arch_matches_capability(self) -> EngineManifest:
-        expected = arch_from_compute_capability(self.compute_capability)
+        expected = arch_for_compute_capability(self.compute_capability)
         if expected != self.gpu_arch:
             raise ValueError(
                 f"gpu_arch '{self.gpu_arch}' contradicts compute_capability {self.compute_capability} ({expected})"
@@ -84,18 +86,6 @@ class EngineManifest(BaseModel):
         data = self.model_dump(mode="json")
         data["built_at"] = self.built_at.strftime("%Y-%m-%dT%H:%M:%SZ")
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
-def arch_from_compute_capability(compute_capability: str) -> str:
-    """``"8.6"`` → ``"sm86"``, ``"9.0"`` → ``"sm90"``, ``"12.0"`` → ``"sm120"``.
-
-    Raises:
-        ValueError: when the text is not ``<major>.<minor>``.
-    """
-    match = re.fullmatch(r"\s*(\d{1,2})\.(\d)\s*", compute_capability)
-    if not match:
-        raise ValueError(f"compute capability '{compute_capability}' is not of the form <major>.<minor>, e.g. 8.6")
-    return f"sm{match.group(1)}{match.group(2)}"
 
 
 def sha256_file(path: Path) -> str:

@@ -8,7 +8,7 @@ read-only through Mountpoint for S3. Before Triton starts, this script checks th
 
 1. the mount is not empty and ``current.json`` names a version folder that exists;
 2. that version's ``manifest.json`` (§4) is a TensorRT-LLM build of the configured model;
-3. the manifest's ``gpu_arch`` equals this node's GPU (``nvidia-smi --query-gpu=compute_cap``):
+3. the manifest's ``gpu_arch`` equals this node's GPU (``nvidia-smi --query-gpu=name,compute_cap``):
    TensorRT engines only run on the compute capability they were built for;
 4. the manifest's ``tensorrt_llm_version`` equals the image's: TensorRT-LLM engines are not
    portable across TensorRT-LLM releases ("engines are not portable across TensorRT-LLM
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
+from whisper_build.engine_build.gpu import GpuQueryError, query_gpu
 from settings.schema import WHISPER_MODELS
 from whisper_build.manifest import EngineManifest, ManifestError, read_manifest
 
@@ -43,8 +44,6 @@ TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 
 ENGINES = ("tensorrt_llm", "ctranslate2")
 
-NVIDIA_SMI_COMMAND = ("nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader")
-"""Prints one compute capability per GPU, e.g. ``8.6`` (nvidia-smi ``--help-query-gpu``)."""
 
 
 class PreflightError(Exception):
@@ -116,22 +115,15 @@ def _fix_lines(target: PreflightTarget, gpu_arch: str) -> str:
 
 
 def query_compute_capability() -> str:
-    """Compute capability of GPU 0 from ``nvidia-smi``, e.g. ``"8.9"``.
+    """Compute capability of this node's GPU from ``nvidia-smi``, e.g. ``"8.9"``.
 
     Raises:
-        PreflightError: nvidia-smi is missing, fails, or prints nothing.
+        PreflightError: nvidia-smi is missing, fails, or prints nothing usable.
     """
     try:
-        done = subprocess.run(NVIDIA_SMI_COMMAND, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise PreflightError(f"cannot run {' '.join(NVIDIA_SMI_COMMAND)}: {err}") from err
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines:
-        raise PreflightError(
-            f"{' '.join(NVIDIA_SMI_COMMAND)} failed (exit {done.returncode}): {done.stderr.strip() or 'no output'}; "
-            "is the pod requesting nvidia.com/gpu on a GPU node?"
-        )
-    return lines[0]
+        return query_gpu().compute_capability
+    except GpuQueryError as err:
+        raise PreflightError(f"{err}; is the pod requesting nvidia.com/gpu on a GPU node?") from err
 
 
 def image_trtllm_version() -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
-from whisper_build.manifest import arch_from_compute_capability
+from settings.gpu_catalog import arch_for_compute_capability
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]
 """``compute_cap`` is a query field since driver 510 (``nvidia-smi --help-query-gpu``)."""
@@ -33,7 +33,7 @@ class GpuInfo:
     @property
     def arch(self) -> str:
         """``sm86`` for ``8.6``."""
-        return arch_from_compute_capability(self.compute_capability)
+        return arch_for_compute_capability(self.compute_capability)
 
 
 def parse_gpu_csv(text: str) -> list[GpuInfo]:
@@ -73,7 +73,9 @@ def query_gpu(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) 
     try:
         result = run(NVIDIA_SMI_QUERY, capture_output=True, text=True, check=True, timeout=60)
     except FileNotFoundError as exc:
-        raise GpuQueryError("nvidia-smi not found: engines must be built on a GPU node") from exc
+        raise GpuQueryError("nvidia-smi not found: this must run on a GPU node") from exc
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GpuQueryError(f"cannot run nvidia-smi: {exc}") from exc
     except subprocess.CalledProcessError as exc:
         raise GpuQueryError(f"nvidia-smi failed ({exc.returncode}): {exc.stderr.strip()}") from exc
     gpus = parse_gpu_csv(result.stdout)
