@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/default.yaml
 FILE ?=
+AUDIO ?=
+TARGETS ?=
 
 .DEFAULT_GOAL := help
 
@@ -47,7 +49,14 @@ transcribe: install ## print the transcript of FILE through the running gateway 
 publish-hyperpod-chart: install ## package the pinned HyperPod dependency chart and push it to ECR (AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh $(CONFIG)
 
+bench: install ## load-test running servers: make bench AUDIO=file-or-folder TARGETS="--target gw=http://127.0.0.1:8080"
+	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=path TARGETS="--target NAME=URL ..."'; exit 2; }
+	$(PY) -m benchmarks.bench --audio $(AUDIO) $(TARGETS) --out bench-results
+
+bench-report: install system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
+	$(PY) benchmarks/reference.py --out docs/benchmarks
+
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench-synth
+.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench bench-report bench-synth

@@ -14,7 +14,7 @@ subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measu
 Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
 ``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
 
-    python benchmarks/reference.py [--out docs/benchmarks] [--duration 15] [--skip-synth]
+    python benchmarks/reference.py [--out docs/benchmarks] [--duration 20] [--skip-synth]
 """
 
 from __future__ import annotations
@@ -307,10 +307,11 @@ def render_markdown(figures: dict) -> str:
         f"| gateway e2e p50 ÷ in-process engine p50 (c=1, {e2e['pairs']} interleaved pairs) | {e2e['ratio_p50']:.3f} "
         f"({e2e['gateway_p50_s']:.3f} s ÷ {e2e['engine_p50_s']:.3f} s); median of per-pair ratios {e2e['ratio_median_of_pairs']:.3f} |",
     ]
+    batch = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     for name, row in thr.items():
         lines.append(
             f"| {name}: throughput c={row['high']} ÷ c=1 (audio s/s) | {row['ratio']:.2f} "
-            f"({row['high_audio_s_per_s']:.1f} ÷ {row['c1_audio_s_per_s']:.1f}); Triton avg batch {row['c1_batch']} → {row['high_batch']} |"
+            f"({row['high_audio_s_per_s']:.1f} ÷ {row['c1_audio_s_per_s']:.1f}); Triton avg batch {batch(row['c1_batch'])} → {batch(row['high_batch'])} |"
         )
     lines += [
         f"| {figures['long_audio_s'] / 60:.1f}-min recording: sequential ÷ batched wall time ({long_['windows']} windows) | "
@@ -339,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run everything once; write the artefacts; print the figures."""
     p = argparse.ArgumentParser(description="Reference measurements (see module docstring).")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
-    p.add_argument("--duration", type=float, default=15.0, help="seconds per concurrency level")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per concurrency level")
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--long-seconds", type=float, default=600.0, help="length of the long recording (default 10 min)")
     p.add_argument("--pairs", type=int, default=8, help="gateway/engine pairs for the latency ratio")

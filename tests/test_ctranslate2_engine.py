@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
@@ -19,11 +18,7 @@ pytestmark = [
 SENTENCE = "We deploy the speech model on a cluster of graphics cards."
 
 
-def _wer(reference: str, hypothesis: str) -> float:
-    normalize = jiwer.Compose(
-        [jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.Strip(), jiwer.ReduceToListOfListOfWords()]
-    )
-    return jiwer.wer(reference, hypothesis, reference_transform=normalize, hypothesis_transform=normalize)
+_wer = speech_samples.wer
 
 
 def test_mixed_prompts_penalties_and_silence_in_one_batch(tmp_path):
@@ -48,3 +43,24 @@ def test_length_mismatch_is_rejected():
     engine = load_engine(EngineParams(cpu_threads=1))
     with pytest.raises(ValueError, match="same length"):
         engine.transcribe_batch([np.zeros(10, np.float32)], [], [1.0])
+
+
+DENSE_TEXT = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty the quick brown fox jumps over the lazy dog while a small bird sings "
+    "in the tall green tree by the river we deploy speech models on clusters of graphics cards and measure "
+    "latency throughput and word error rate every day please call Stella and ask her to bring these things "
+    "with her from the store six spoons of fresh snow peas five thick slabs of blue cheese"
+)
+
+
+def test_dense_window_is_not_cut_short(tmp_path):
+    # GIVEN one window of fast, dense speech (88 words in about 22 s: well over 114 tokens)
+    path = speech_samples.speak(DENSE_TEXT, tmp_path / "dense.wav", words_per_minute=210)
+    speech, _ = sf.read(path, dtype="float32")
+    assert len(speech) <= 30 * 16000
+    # WHEN it is decoded with the default 224 new tokens per window
+    text = load_engine(EngineParams(beam_size=1, cpu_threads=2)).transcribe_batch([speech], [DecodePrompt()], [1.0])[0]
+    # THEN the transcript reaches the end of the speech (CTranslate2 decodes at most max_length / 2
+    # new tokens: with max_length = prompt + 224 it stopped after about 46 of the 88 words)
+    assert "cheese" in text.lower(), text

@@ -26,6 +26,7 @@ from whisper_build.engines.tokens import (
     build_prompt_ids,
     clean_output_ids,
     group_indices,
+    ctranslate2_max_length,
     max_length_for,
 )
 from whisper_build.prompt import MAX_PROMPT_TOKENS, DecodePrompt
@@ -124,6 +125,13 @@ def test_clean_output_ids_strips_prompt_echo_padding_and_specials():
 def test_max_length_is_capped_at_the_decoder_context():
     assert max_length_for(4, 224) == 228
     assert max_length_for(227, 224) == 448
+
+
+def test_ctranslate2_max_length_allows_whispers_224_new_tokens() -> None:
+    # CTranslate2 decodes at most max_length / 2 new tokens, so 224 new tokens need 448.
+    assert ctranslate2_max_length(224) == 448
+    assert ctranslate2_max_length(50) == 100
+    assert ctranslate2_max_length(300) == 448  # never past Whisper's 448-token context
 
 
 def test_group_indices_keeps_first_seen_order():

@@ -26,7 +26,7 @@ from whisper_build.engines.tokens import (
     build_prompt_ids,
     clean_output_ids,
     group_indices,
-    max_length_for,
+    ctranslate2_max_length,
 )
 from whisper_build.prompt import DecodePrompt
 
@@ -105,7 +105,7 @@ class CTranslate2Engine:
                 group_encoded,
                 [prompt_ids[i] for i in indices],
                 beam_size=self._params.beam_size,
-                max_length=max_length_for(prompt_len, self._params.max_new_tokens),
+                max_length=ctranslate2_max_length(self._params.max_new_tokens),
                 repetition_penalty=penalty,
                 return_no_speech_prob=True,
             )

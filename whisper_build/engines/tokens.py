@@ -19,6 +19,7 @@ __all__ = [
     "build_prompt_ids",
     "clean_output_ids",
     "group_indices",
+    "ctranslate2_max_length",
     "max_length_for",
 ]
 
@@ -111,6 +112,17 @@ def build_prompt_ids(
 def max_length_for(prompt_len: int, max_new_tokens: int) -> int:
     """Total decoder length (prompt + new tokens) capped at Whisper's ``n_text_ctx`` = 448."""
     return min(N_TEXT_CTX, prompt_len + max_new_tokens)
+
+
+def ctranslate2_max_length(max_new_tokens: int) -> int:
+    """``max_length`` to pass to ``ctranslate2.models.Whisper.generate`` for ``max_new_tokens`` new tokens.
+
+    CTranslate2's Whisper decodes at most ``max_length / 2`` new tokens (and never past the
+    448-token context; CTranslate2 ``src/models/whisper.cc``, mirroring openai/whisper's
+    ``sample_len = n_text_ctx // 2``), so ``prompt + new`` would cap a window at about 114 tokens.
+    Returns ``min(448, 2 * max_new_tokens)``: 448 for the default 224.
+    """
+    return min(N_TEXT_CTX, 2 * max_new_tokens)
 
 
 def clean_output_ids(output_ids: Sequence[int], prompt_ids: Sequence[int], eot: int) -> list[int]:
