@@ -11,6 +11,13 @@ MODELS_ROOT = "models/"
 POINTER_FILE = "current.json"
 MANIFEST_FILE = "manifest.json"
 MODEL_REPOSITORY_DIR = "model_repository"
+CTRANSLATE2_DIR = "ctranslate2"
+"""Folder, directly under the per-arch prefix, holding a CTranslate2 conversion of the model
+(the ``serving_engine: ctranslate2`` fallback of a GPU group that has no TensorRT-LLM engine yet)."""
+CTRANSLATE2_REQUIRED_FILES = ("model.bin", "config.json", "tokenizer.json")
+"""Files the fallback cannot load without: the CTranslate2 model and config (written by
+``ct2-transformers-converter``) and the tokenizer (copied with ``--copy_files``; read by
+``whisper_build.engines.ctranslate2_engine``)."""
 
 
 def model_prefix(model: str, gpu_arch: str) -> str:
@@ -30,3 +37,13 @@ def pointer_key(model: str, gpu_arch: str) -> str:
 def version_prefix(model: str, gpu_arch: str, version: str) -> str:
     """Prefix of one published engine version, e.g. ``models/large-v3-turbo/sm86/20261130T101500Z/``."""
     return f"{model_prefix(model, gpu_arch)}{version}/"
+
+
+def ctranslate2_prefix(model: str, gpu_arch: str) -> str:
+    """Prefix of the CTranslate2 conversion, e.g. ``models/large-v3-turbo/sm89/ctranslate2/``.
+
+    Under :func:`model_prefix` so the pods already mount it (as ``<mount>/ctranslate2``). A
+    CTranslate2 model is not tied to a GPU architecture; the same conversion is copied to each
+    architecture that serves with it.
+    """
+    return f"{model_prefix(model, gpu_arch)}{CTRANSLATE2_DIR}/"

@@ -4,6 +4,8 @@ tests/test_gateway_integration.py."""
 
 from __future__ import annotations
 
+import re
+
 import asyncio
 import base64
 
@@ -245,6 +247,22 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text
     assert "whisper_gateway_capacity_requests 8.0" in text
+
+
+def test_latency_histogram_counts_successes_only(client_and_backend) -> None:
+    client, _ = client_and_backend
+
+    def sample(name: str) -> float:
+        match = re.search(rf"^{re.escape(name)} (\S+)$", client.get("/metrics").text, re.MULTILINE)
+        return float(match.group(1)) if match else 0.0
+
+    timed = 'whisper_gateway_request_duration_seconds_count{route="/invocations"}'
+    rejected = 'whisper_gateway_requests_total{route="/invocations",status="400"}'
+    timed_before, rejected_before = sample(timed), sample(rejected)
+    assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 200
+    assert client.post("/invocations", content=b"not json").status_code == 400  # counted, not timed
+    assert sample(timed) == timed_before + 1
+    assert sample(rejected) == rejected_before + 1
 
 
 def test_pack_batch_zero_pads_and_reports_lengths() -> None:

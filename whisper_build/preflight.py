@@ -16,8 +16,10 @@ read-only through Mountpoint for S3. Before Triton starts, this script checks th
 
 On a mismatch it exits 1 with a message naming the S3 prefix it expected and the command that
 builds the missing engine. With ``--engine ctranslate2`` (the group's ``serving_engine``
-switch) the check passes without a TensorRT-LLM engine. Exit status: 0 ok, 1 check failed,
-2 bad arguments.
+switch) no TensorRT-LLM engine is needed, but the CTranslate2 conversion of the configured model
+must be published under ``models/<model>/<gpu_arch>/ctranslate2/`` (:data:`settings.storage.
+CTRANSLATE2_REQUIRED_FILES`); when it is missing the message gives the converter and upload
+commands. Exit status: 0 ok, 1 check failed, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -81,10 +83,71 @@ class PreflightTarget:
 
 @dataclass(frozen=True)
 class PreflightResult:
-    """A passed check: the version folder Triton should serve (``None`` for the ctranslate2 fallback)."""
+    """A passed check.
+
+    Attributes:
+        message: One line for the pod log.
+        model_repository: The version's Triton model repository (``None`` for ctranslate2: the
+            supervisor renders one from ``WHISPER_TRITON_ENGINE__*``).
+        model_path: The CTranslate2 model folder the pod serves (ctranslate2 only; the charts set
+            ``WHISPER_TRITON_ENGINE__MODEL_PATH`` to the same :func:`ctranslate2_model_dir`).
+    """
 
     message: str
     model_repository: Path | None
+    model_path: Path | None = None
+
+
+def ctranslate2_model_dir(model_dir: Path) -> Path:
+    """The CTranslate2 folder inside the mounted per-arch prefix, e.g. ``/models/ctranslate2``."""
+    return model_dir / storage.CTRANSLATE2_DIR
+
+
+def ctranslate2_publish_commands(target: PreflightTarget, gpu_arch: str) -> list[str]:
+    """Shell commands that convert ``target.model`` to CTranslate2 (float16) and upload it.
+
+    The converter is CTranslate2's ``ct2-transformers-converter`` (needs ``transformers[torch]``;
+    the command line is the one faster-whisper documents for its models); the output is not tied
+    to a GPU architecture. The CTranslate2 version is the image's, so the model format matches
+    the runtime that loads it.
+    """
+    hf_id = WHISPER_MODELS.get(target.model, (target.model,))[0]
+    local = f"whisper-{target.model}-ct2"
+    try:
+        ct2 = f"ctranslate2=={metadata.version('ctranslate2')}"
+    except metadata.PackageNotFoundError:
+        ct2 = "ctranslate2"
+    return [
+        shlex.join(["pip", "install", ct2, "transformers[torch]"]),
+        shlex.join([
+            "ct2-transformers-converter", "--model", hf_id, "--output_dir", local,
+            "--copy_files", "tokenizer.json", "preprocessor_config.json", "--quantization", "float16",
+        ]),
+        shlex.join(["aws", "s3", "sync", local, f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, gpu_arch)}"]),
+    ]  # fmt: skip
+
+
+def _check_ctranslate2(target: PreflightTarget) -> PreflightResult:
+    """The ctranslate2 fallback: the conversion must be in the mount (never the bundled tiny.en)."""
+    arch = target.gpu_arch or "<gpu_arch>"
+    folder = ctranslate2_model_dir(target.model_dir)
+    uri = f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, arch)}"
+    missing = [name for name in storage.CTRANSLATE2_REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        commands = "\n".join(f"              {line}" for line in ctranslate2_publish_commands(target, arch))
+        raise PreflightError(
+            f"serving_engine is ctranslate2 for GPU group '{target.gpu_group or '?'}' but {folder} lacks "
+            f"{', '.join(missing)}: the CTranslate2 model of {target.model} is not published\n"
+            f"  expected: a CTranslate2 conversion of {target.model} under {uri}\n"
+            f"  fix:      convert it once (any machine; the result runs on every GPU type) and upload it:\n"
+            f"{commands}"
+        )
+    return PreflightResult(
+        f"ok: serving_engine is ctranslate2 for GPU group '{target.gpu_group or '?'}': "
+        f"serving the CTranslate2 model of {target.model} from {uri} (mounted at {folder})",
+        None,
+        folder,
+    )
 
 
 def build_command(target: PreflightTarget, gpu_arch: str) -> str:
@@ -217,22 +280,19 @@ def run_preflight(
         trtllm_version: Returns the image's TensorRT-LLM version, or ``None`` when unknown.
 
     Returns:
-        The version's Triton model repository (``<model_dir>/<version>/model_repository``), or
-        ``None`` for the ``ctranslate2`` fallback.
+        The version's Triton model repository (``<model_dir>/<version>/model_repository``); for
+        the ``ctranslate2`` fallback no repository and the CTranslate2 folder as ``model_path``.
 
     Raises:
         PreflightError: the repository is empty, the pointer or manifest is missing/invalid, or the
-            manifest's GPU architecture, model, engine or TensorRT-LLM version does not match.
+            manifest's GPU architecture, model, engine or TensorRT-LLM version does not match;
+            for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing.
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
     """
     if target.engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got '{target.engine}'")
     if target.engine == "ctranslate2":
-        return PreflightResult(
-            f"serving_engine is ctranslate2 for GPU group '{target.gpu_group or '?'}': "
-            "no TensorRT-LLM engine required (fallback)",
-            None,
-        )
+        return _check_ctranslate2(target)
     try:
         node_arch = arch_for_compute_capability(compute_capability())
     except ValueError as err:

@@ -28,7 +28,7 @@ class GatewayMetrics:
         )
         self.duration = Histogram(
             "whisper_gateway_request_duration_seconds",
-            "Wall time per request in seconds.",
+            "Wall time per successful (2xx) request in seconds.",
             ["route"],
             buckets=_DURATION_BUCKETS,
             registry=self.registry,
@@ -57,7 +57,8 @@ class GatewayMetrics:
 
 
 class MetricsMiddleware:
-    """ASGI middleware counting every HTTP request by route template and status.
+    """ASGI middleware counting every HTTP request by route template and status, and timing the
+    successful ones (``whisper_gateway_request_duration_seconds`` holds 2xx responses only).
 
     Routes are the app's path templates (``/invocations``); unknown paths count as ``other`` so
     that scanners cannot blow up label cardinality.
@@ -86,4 +87,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             self.metrics.requests.labels(route=route, status=str(status)).inc()
-            self.metrics.duration.labels(route=route).observe(time.perf_counter() - start)
+            if 200 <= status < 300:
+                # Only successes: instant 4xx/429 answers would pull the percentiles down exactly
+                # during overload, and 5xx carry no audio (RTF). Errors are counted by status above.
+                self.metrics.duration.labels(route=route).observe(time.perf_counter() - start)
