@@ -18,6 +18,7 @@ from constructs import Construct
 from k8s_charts import naming, probes, security
 from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
 from k8s_charts.sizing import pod_resources, quantities
+from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -25,6 +26,11 @@ MODEL_MOUNT_PATH = "/models"
 RUN_DIR = "/run/whisper"
 MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
 """The preflight writes the resolved Triton model repository path here; the supervisor reads it."""
+CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
+"""Where a ``serving_engine: ctranslate2`` pod reads ``models/<model>/<gpu_arch>/ctranslate2/``
+(the preflight checks the same folder, ``whisper_build.preflight.ctranslate2_model_dir``)."""
+CTRANSLATE2_COMPUTE_TYPE = "float16"
+"""Matches the ``--quantization float16`` conversion the preflight's message prescribes."""
 
 PRESTOP_SLEEP_SECONDS = 15
 """Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM."""
@@ -62,12 +68,28 @@ def _env(values: dict[str, object]) -> list[k8s.EnvVar]:
     return [k8s.EnvVar(name=key, value=str(value)) for key, value in values.items()]
 
 
+def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
+    """``WHISPER_TRITON_ENGINE__*`` that point a ctranslate2 group at the configured model on its GPU.
+
+    Empty for ``tensorrt_llm`` groups (their published model repository carries the engine
+    parameters). Without these the engine would load its local-dev default, the bundled tiny.en.
+    """
+    if group.serving_engine != "ctranslate2":
+        return {}
+    return {
+        "WHISPER_TRITON_ENGINE__MODEL_PATH": CTRANSLATE2_MODEL_PATH,
+        "WHISPER_TRITON_ENGINE__DEVICE": "cuda",
+        "WHISPER_TRITON_ENGINE__COMPUTE_TYPE": CTRANSLATE2_COMPUTE_TYPE,
+    }
+
+
 def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
     """Environment of the serving container (the image's settings classes read it).
 
     ``WHISPER_GATEWAY_*`` (``whisper_build.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
-    engine (``whisper_build.triton_settings``), ``WHISPER_SUPERVISOR_*`` stop timeouts and the file
-    the preflight writes (``whisper_build.image.supervisor``).
+    engine (``whisper_build.triton_settings``; :func:`ctranslate2_env` for the fallback),
+    ``WHISPER_SUPERVISOR_*`` stop timeouts and the file the preflight writes
+    (``whisper_build.image.supervisor``).
     """
     serving = config.serving
     return {
@@ -81,6 +103,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
         "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
+        **ctranslate2_env(group),
         "WHISPER_TRITON_HTTP_PORT": serving.triton_http_port,
         "WHISPER_TRITON_GRPC_PORT": serving.triton_grpc_port,
         "WHISPER_TRITON_METRICS_PORT": serving.triton_metrics_port,

@@ -487,7 +487,9 @@ def scaling_utilization_query(group: str) -> str:
     engine add no capacity. The result is a fraction; a KEDA ``prometheus`` trigger with
     ``metricType: Value`` and ``threshold: <autoscaling.target_utilization>`` scales the group's
     Deployment so that utilization stays near the target. Returns an empty vector when no pod of
-    the group is scraped (KEDA then reads 0 with ``ignoreNullValues``, its default).
+    the group is scraped; the ScaledObjects set ``ignoreNullValues: "false"`` so KEDA treats that
+    as an error and holds the ``fallback`` replicas instead of scaling to zero at peak
+    (``k8s_charts/autoscaling.py``).
 
     Args:
         group: GPU group name, e.g. ``g5``.

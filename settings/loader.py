@@ -41,7 +41,11 @@ def parse_config(data: Any, source: str = "<config>") -> DeploymentConfig:
                 message = "required field is missing"
             elif problem["type"] == "extra_forbidden":
                 message = "unknown field (check the spelling against config/default.yaml)"
-            lines.append(f"  {_field_path(problem['loc'])}: {message}")
+            path = _field_path(problem["loc"])
+            if not problem["loc"] and ": " in message:
+                # cross-field rules name their own field: "gpu_groups.0.max_replicas: <reason>"
+                path, message = message.split(": ", 1)
+            lines.append(f"  {path}: {message}")
         raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(lines)) from None
 
 

@@ -112,7 +112,7 @@ class GpuGroup(_Strict):
         None, ge=1, description="Concurrent requests one pod is sized for; GPU default when omitted."
     )
     min_replicas: int = Field(1, ge=0)
-    max_replicas: int = Field(4, ge=1)
+    max_replicas: int = Field(1, ge=1, description="Upper bound for KEDA; without node autoscaling <= the group's GPUs.")
     engine_builder: Literal["hyperpod_job", "codebuild_fleet"] = Field(
         "hyperpod_job",
         description="Where this architecture's engine is compiled: a Job on this group's nodes, "
@@ -339,6 +339,21 @@ class DeploymentConfig(_Strict):
                 raise ValueError(f"duplicate GPU group name '{group.name}'; names must be unique")
             seen.add(group.name)
         return groups
+
+    @model_validator(mode="after")
+    def _replicas_fit_the_fleet(self) -> DeploymentConfig:
+        """Without node autoscaling, every pod (one GPU each) needs a GPU of its group's instances."""
+        if self.cluster.node_autoscaling:
+            return self
+        for index, group in enumerate(self.gpu_groups):
+            gpus = group.instance_count * group.instance.gpus
+            if group.max_replicas > gpus:
+                raise ValueError(
+                    f"gpu_groups.{index}.max_replicas: {group.max_replicas} pods need {group.max_replicas} GPUs "
+                    f"but group '{group.name}' has {group.instance_count} × {group.instance_type} = {gpus} GPU(s); "
+                    "raise instance_count, lower max_replicas, or set cluster.node_autoscaling: true"
+                )
+        return self
 
     @property
     def gpu_archs(self) -> list[str]:

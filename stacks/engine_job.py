@@ -5,12 +5,20 @@ Pure functions of the :class:`settings.DeploymentConfig`; the CodeBuild projects
 compiled on one architecture does not load on another (TensorRT-LLM issue #222), so the Job is
 pinned to the nodes of a group of that architecture and the tool itself re-checks the GPU
 (``--expect-arch``).
+
+Isolation: each architecture's Job runs in a namespace of its own (:func:`build_namespace`), where
+only that architecture's CodeBuild role may create objects, so no project can run a pod as another
+architecture's build service account (whose Pod Identity role writes that architecture's S3
+prefix). In the serving namespace a project may only pause and scale its build group's serving
+Deployment (:func:`serving_access_manifests`), to free the GPU the Job needs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from k8s_charts import naming
+from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING_UID
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
 
@@ -27,6 +35,50 @@ JOB_DEADLINE_SECONDS = 3 * 3600
 """``activeDeadlineSeconds``: a large-v3 build takes minutes to tens of minutes; hours mean a hang."""
 JOB_TTL_SECONDS = 7 * 24 * 3600
 """Finished Jobs (and their pods' logs) are kept a week for debugging, then garbage-collected."""
+
+
+NAMESPACE_MAX_LENGTH = 63
+"""Namespace names are RFC 1123 DNS labels: at most 63 characters (Kubernetes "Object Names and IDs")."""
+
+KEDA_PAUSE_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
+"""ScaledObject annotation that makes KEDA scale the target to the given count and stop
+autoscaling until it is removed (keda-docs 2.18 ``reference/scaledobject-spec.md``, "Pause autoscaling")."""
+
+
+def build_namespace(config: DeploymentConfig, arch: str) -> str:
+    """Namespace of ``arch``'s build Job and service account, e.g. ``whisper-build-sm86``.
+
+    Raises:
+        ValueError: the name would exceed 63 characters (shorten ``serving.namespace``).
+    """
+    name = f"{config.serving.namespace}-build-{arch}"
+    if len(name) > NAMESPACE_MAX_LENGTH:
+        raise ValueError(
+            f"build namespace {name!r} is longer than {NAMESPACE_MAX_LENGTH} characters; shorten serving.namespace"
+        )
+    return name
+
+
+def kubernetes_group(arch: str) -> str:
+    """Kubernetes RBAC group of ``arch``'s engine project (set on its EKS access entry and bound to
+    :func:`serving_access_manifests`' Role), e.g. ``whisper-engine-build-sm86``."""
+    return f"{ENGINE_BUILD_APP}-{arch}"
+
+
+def serving_selector(config: DeploymentConfig, arch: str) -> str:
+    """Label selector of the serving Deployment, pods and ScaledObject of ``arch``'s build group
+    (:func:`build_group`), e.g. ``app.kubernetes.io/name=whisper,whisper-hyperpod.io/gpu-group=g5,...``.
+
+    Only the build group gives its GPU up: other groups of the same architecture keep serving. The
+    labels are those the charts put on those objects (:func:`k8s_charts.naming.group_labels`).
+    """
+    return ",".join(f"{key}={value}" for key, value in naming.group_labels(build_group(config, arch)).items())
+
+
+def serving_replicas(group: GpuGroup) -> int:
+    """Replica count a build restores on ``group``'s Deployment afterwards: ``max(min_replicas, 1)``,
+    what the serving chart sets without KEDA; with KEDA the unpaused ScaledObject takes over from there."""
+    return max(group.min_replicas, 1)
 
 
 def service_account_name(arch: str) -> str:
@@ -96,10 +148,12 @@ def engine_build_manifests(
         region: AWS region for the SDK inside the pod.
 
     Returns:
-        ``[ServiceAccount, Job]``; the Job's name is :data:`JOB_NAME_PLACEHOLDER`.
+        ``[ServiceAccount, Job]`` in :func:`build_namespace`; the Job's name is
+        :data:`JOB_NAME_PLACEHOLDER`. The pod meets the "restricted" Pod Security Standard
+        (the serving image's uid/gid, :mod:`k8s_charts.security`).
     """
     group = build_group(config, arch)
-    namespace = config.serving.namespace
+    namespace = build_namespace(config, arch)
     pod_labels = {labels.APP_NAME_LABEL: ENGINE_BUILD_APP, labels.GPU_ARCH_LABEL: arch}
     service_account = {
         "apiVersion": "v1",
@@ -119,7 +173,13 @@ def engine_build_manifests(
         ],
         "resources": build_resources(group),
         "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
-        "securityContext": {"allowPrivilegeEscalation": False},
+        # the "restricted" Pod Security Standard that the build namespace enforces
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
     }
     job = {
         "apiVersion": "batch/v1",
@@ -134,6 +194,13 @@ def engine_build_manifests(
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": service_account_name(arch),
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": SERVING_UID,
+                        "runAsGroup": SERVING_GID,
+                        "fsGroup": SERVING_GID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "nodeSelector": {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: arch},
                     "tolerations": [
                         {
@@ -150,3 +217,68 @@ def engine_build_manifests(
         },
     }
     return [service_account, job]
+
+
+def build_namespace_manifest(config: DeploymentConfig, arch: str) -> dict[str, Any]:
+    """The Namespace of ``arch``'s builds, enforcing the "restricted" Pod Security Standard."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": build_namespace(config, arch),
+            "labels": {
+                labels.APP_NAME_LABEL: ENGINE_BUILD_APP,
+                labels.GPU_ARCH_LABEL: arch,
+                POD_SECURITY_ENFORCE_LABEL: "restricted",
+            },
+        },
+    }
+
+
+def serving_access_manifests(config: DeploymentConfig, arch: str) -> list[dict[str, Any]]:
+    """Role + RoleBinding in the serving namespace for :func:`kubernetes_group` of ``arch``.
+
+    Just what the build's pause step needs (:func:`stacks.buildspecs.hyperpod_job_buildspec`):
+    list Deployments, ScaledObjects and pods; get/patch (annotate, scale) only the build group's
+    Deployment and ScaledObject (both named :func:`k8s_charts.naming.workload_name`); watch pods to
+    wait for them to go. ``kubectl scale`` patches (older clients update) the ``scale`` subresource.
+    No Secrets, no pod creation, nothing of another group.
+
+    Returns:
+        ``[Role, RoleBinding]``, both named ``<kubernetes_group(arch)>``.
+    """
+    name = kubernetes_group(arch)
+    namespace = config.serving.namespace
+    workload = [naming.workload_name(build_group(config, arch))]
+    metadata = {"name": name, "namespace": namespace, "labels": {labels.APP_NAME_LABEL: ENGINE_BUILD_APP}}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": metadata,
+        "rules": [
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"], "resourceNames": workload},
+            {
+                "apiGroups": ["apps"],
+                "resources": ["deployments/scale"],
+                "verbs": ["get", "patch", "update"],
+                "resourceNames": workload,
+            },
+            {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["list"]},
+            {
+                "apiGroups": ["keda.sh"],
+                "resources": ["scaledobjects"],
+                "verbs": ["get", "patch"],
+                "resourceNames": workload,
+            },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}],
+    }
+    return [role, binding]

@@ -110,7 +110,9 @@ class ObservabilityStack(Stack):
                 f"the AMP scraper needs at least two subnets in two AZs, got {len(subnet_ids)}; "
                 "pass the cluster VPC's private subnets (network.max_azs >= 2)"
             )
-        groups = [group.name for group in config.gpu_groups]
+        # NoReadyPods alerts only for groups that must always serve (min_replicas >= 1): a group
+        # allowed to scale to zero would page permanently while it is at zero.
+        always_serving = [group.name for group in config.gpu_groups if group.min_replicas >= 1]
         interval = config.observability.scrape_interval_seconds
 
         self.workspace = aps.CfnWorkspace(self, "Workspace", alias=f"{config.project_name}-metrics")
@@ -140,7 +142,7 @@ class ObservabilityStack(Stack):
             "Rules",
             name=f"{config.project_name}-rules",
             workspace=self.workspace.attr_arn,
-            data=rules.rules_yaml(groups, interval),
+            data=rules.rules_yaml(always_serving, interval),
         )
 
         CfnOutput(self, "PrometheusWorkspaceId", value=self.workspace.attr_workspace_id)

@@ -14,6 +14,7 @@ from observability import queries
 from observability.queries import scaling_utilization_query
 from observability.scrape_config import scrape_config
 from settings import labels
+from whisper_build.preflight import ctranslate2_model_dir
 
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 
@@ -238,9 +239,39 @@ def test_ctranslate2_switch_reaches_the_pod() -> None:
         {"name": "g5", "instance_type": "ml.g5.2xlarge"},
         {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"},
     ])
-    deployment = of_kind(synth(config), "Deployment")["whisper-g6e"]
-    assert _env(_container(deployment))["WHISPER_TRITON_ENGINE__ENGINE"] == "ctranslate2"
-    assert "ctranslate2" in _container(deployment, "preflight")["command"]
+    deployments = of_kind(synth(config), "Deployment")
+    deployment = deployments["whisper-g6e"]
+    env = _env(_container(deployment))
+    assert env["WHISPER_TRITON_ENGINE__ENGINE"] == "ctranslate2"
+    command = _container(deployment, "preflight")["command"]
+    assert "ctranslate2" in command
+    # the serving container loads the very folder the preflight checked, on the GPU, not tiny.en
+    model_dir = Path(command[command.index("--model-dir") + 1])
+    assert env["WHISPER_TRITON_ENGINE__MODEL_PATH"] == str(ctranslate2_model_dir(model_dir)) == "/models/ctranslate2"
+    assert (env["WHISPER_TRITON_ENGINE__DEVICE"], env["WHISPER_TRITON_ENGINE__COMPUTE_TYPE"]) == ("cuda", "float16")
+    # a tensorrt_llm group serves its published repository: no engine overrides
+    assert not any(k.startswith("WHISPER_TRITON_ENGINE__M") for k in _env(_container(deployments["whisper-g5"])))
+
+
+def test_the_image_serves_the_ctranslate2_model_the_pod_env_names(monkeypatch, tmp_path) -> None:
+    # GIVEN a ctranslate2 group's pod env and the preflight's empty repository file
+    from whisper_build.image.supervisor import SupervisorSettings, resolve_model_repository
+    from whisper_build.triton_settings import TritonSettings
+
+    config = config_with(gpu_groups=[{"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"}])
+    written = tmp_path / "model_repository"
+    written.write_text("")
+    with monkeypatch.context() as patch:
+        for name, value in _env(_container(of_kind(synth(config), "Deployment")["whisper-g6e"])).items():
+            patch.setenv(name, value)
+        patch.setenv("WHISPER_MODEL_REPOSITORY_FILE", str(written))
+        patch.setenv("WHISPER_SUPERVISOR_RENDERED_REPOSITORY_DIR", str(tmp_path / "rendered"))
+        triton, supervisor = TritonSettings(), SupervisorSettings()
+    # WHEN the supervisor resolves what to serve THEN the rendered config points at the mounted conversion
+    config_text = (resolve_model_repository(triton, supervisor) / "whisper" / "config.pbtxt").read_text()
+    for key, value in {"engine": "ctranslate2", "model_path": "/models/ctranslate2", "device": "cuda",
+                       "compute_type": "float16"}.items():
+        assert f'key: "{key}"\n  value {{\n    string_value: "{value}"' in config_text
 
 
 def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config, manifests) -> None:

