@@ -11,6 +11,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from stacks.engine_job import KEDA_PAUSE_ANNOTATION
+
 BUILDSPEC_VERSION = "0.2"
 POLL_SECONDS = 30
 
@@ -45,13 +47,50 @@ def _spec(phases: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def hyperpod_job_buildspec() -> dict[str, Any]:
-    """Start the engine-build Job on the target HyperPod group and wait for it (default runner).
+SERVING_PAUSED_MARKER = "serving-paused"
+"""File the build phase writes before it pauses serving; the post_build phase restores serving
+only when it exists (nothing to undo when the build failed earlier)."""
 
-    Reads: ``CLUSTER_NAME``, ``K8S_VERSION`` (e.g. ``1.33``), ``NAMESPACE``, ``GPU_ARCH``,
-    ``JOB_MANIFEST`` (JSON ``List`` of ServiceAccount + Job with the name placeholder
-    ``__JOB_NAME__``, from :func:`stacks.engine_job.engine_build_manifests`) and
-    ``JOB_TIMEOUT_SECONDS``. The pod's last 500 log lines are printed whatever the outcome.
+_PAUSE_SERVING = [
+    # one command each: a failing one fails the build phase (and post_build still resumes serving)
+    f"touch {SERVING_PAUSED_MARKER}",
+    f'if [ "$KEDA_ENABLED" = true ]; then kubectl -n "$SERVING_NAMESPACE" annotate scaledobject '
+    f'-l "$SERVING_SELECTOR" {KEDA_PAUSE_ANNOTATION}=0 --overwrite; fi',
+    'kubectl -n "$SERVING_NAMESPACE" scale deployment -l "$SERVING_SELECTOR" --replicas=0',
+    'SERVING_PODS="$(kubectl -n "$SERVING_NAMESPACE" get pod -l "$SERVING_SELECTOR" -o name)"',
+    'if [ -n "$SERVING_PODS" ]; then kubectl -n "$SERVING_NAMESPACE" wait --for=delete pod '
+    '-l "$SERVING_SELECTOR" --timeout="${DRAIN_TIMEOUT_SECONDS}s"; fi',
+]
+
+_RESUME_SERVING = f"""if [ -f {SERVING_PAUSED_MARKER} ]; then
+  status=0
+  if [ "$KEDA_ENABLED" = true ]; then
+    kubectl -n "$SERVING_NAMESPACE" annotate scaledobject -l "$SERVING_SELECTOR" {KEDA_PAUSE_ANNOTATION}- || status=1
+  fi
+  kubectl -n "$SERVING_NAMESPACE" scale deployment -l "$SERVING_SELECTOR" --replicas="$SERVING_REPLICAS" || status=1
+  test "$status" -eq 0
+fi"""
+
+
+def hyperpod_job_buildspec() -> dict[str, Any]:
+    """Free the build group's GPU, run the engine-build Job there and wait for it, then resume serving
+    (default runner).
+
+    The build group's serving pods hold its GPUs (``min_replicas`` ≥ 1, one GPU each), so a Job
+    applied next to them would stay Pending. The build phase therefore first pauses the group's KEDA
+    ScaledObject (annotation ``autoscaling.keda.sh/paused-replicas=0``: KEDA scales the target to
+    zero and stops autoscaling; keda-docs 2.18 ``reference/scaledobject-spec.md``), scales the
+    Deployment to 0 and waits for its pods to be gone, and only then applies the Job. post_build
+    runs whether the build phase succeeded or failed (CodeBuild User Guide, "Build phase
+    transitions"): it prints the pod's last 500 log lines, removes the pause annotation and scales
+    the Deployment back to ``SERVING_REPLICAS`` (KEDA autoscales from there again).
+
+    Reads: ``CLUSTER_NAME``, ``K8S_VERSION`` (e.g. ``1.33``), ``NAMESPACE`` (the build namespace),
+    ``GPU_ARCH``, ``JOB_MANIFEST`` (JSON ``List`` of ServiceAccount + Job with the name placeholder
+    ``__JOB_NAME__``, from :func:`stacks.engine_job.engine_build_manifests`),
+    ``JOB_TIMEOUT_SECONDS``, ``SERVING_NAMESPACE``, ``SERVING_SELECTOR`` (labels of the build
+    group's Deployment, pods and ScaledObject), ``SERVING_REPLICAS``, ``KEDA_ENABLED``
+    (``true``/``false``) and ``DRAIN_TIMEOUT_SECONDS``.
     """
     return _spec(
         {
@@ -59,11 +98,12 @@ def hyperpod_job_buildspec() -> dict[str, Any]:
             "pre_build": [_KUBECONFIG],
             "build": [
                 'JOB_NAME="engine-build-${GPU_ARCH}-${CODEBUILD_BUILD_NUMBER}"',
+                *_PAUSE_SERVING,
                 'printenv JOB_MANIFEST | sed "s/__JOB_NAME__/${JOB_NAME}/" > job.json',
                 "kubectl apply -f job.json",
                 _WAIT_FOR_JOB,
             ],
-            "post_build": ['kubectl -n "$NAMESPACE" logs "job/$JOB_NAME" --tail=500 || true'],
+            "post_build": ['kubectl -n "$NAMESPACE" logs "job/$JOB_NAME" --tail=500 || true', _RESUME_SERVING],
         }
     )
 

@@ -1,10 +1,15 @@
 """CodeBuild projects that build the serving image, the per-architecture engines, and roll the pods.
 
 * one **engine project per GPU architecture** (``config.gpu_archs``). Default runner
-  (``engine_builder: hyperpod_job``): the project applies a Kubernetes Job pinned to a GPU group of
-  that architecture and waits for it (:mod:`stacks.engine_job`); its role reaches the cluster
-  through an EKS access entry limited to the serving namespace (``AmazonEKSEditPolicy``, namespace
-  scope). The Job's pods write only their architecture's S3 prefix (EKS Pod Identity role).
+  (``engine_builder: hyperpod_job``): the project pauses the serving Deployment of that
+  architecture's build group (its GPUs are needed), applies a Kubernetes Job pinned to that group,
+  waits for it and resumes serving (:func:`stacks.buildspecs.hyperpod_job_buildspec`). Each
+  architecture's Job runs in a namespace of its own (:func:`stacks.engine_job.build_namespace`);
+  the project's role reaches the cluster through an EKS access entry with ``AmazonEKSEditPolicy``
+  on that namespace only, plus a Kubernetes group bound to a Role in the serving namespace that may
+  only pause and scale the build group's Deployment (:func:`stacks.engine_job.serving_access_manifests`).
+  The Job's pods write only their architecture's S3 prefix (EKS Pod Identity role), and no other
+  project can start pods under that service account.
   With ``engine_builder: codebuild_fleet`` the project instead runs the build itself on a reserved
   CodeBuild GPU fleet of the group's EC2 instance type, inside the serving image;
 * a **serving image project** (Docker build of ``whisper_build/image/Dockerfile`` → ECR);
@@ -49,13 +54,23 @@ only these are uploaded as the image project's build context. Add a path here wh
 Dockerfile copies a new one."""
 
 EDIT_POLICY = "AmazonEKSEditPolicy"
-"""EKS access policy with Kubernetes ``edit`` rights; scoped to the serving namespace it can create
-Jobs and ServiceAccounts and restart Deployments there, nothing cluster-wide (EKS User Guide,
+"""EKS access policy with Kubernetes ``edit`` rights; scoped to one namespace it can create Jobs
+and ServiceAccounts and restart Deployments there, nothing cluster-wide (EKS User Guide,
 "Access policy permissions")."""
 
 FLEET_DISK_GIB = 200
-BUILD_TIMEOUT = Duration.seconds(engine_job.JOB_DEADLINE_SECONDS + 1800)
+BUILD_MARGIN_SECONDS = 1800
+"""Install, kubeconfig, Job start and log/resume steps around the waits of an engine build."""
 ROLLOUT_TIMEOUT_SECONDS = 1800
+
+
+def build_timeout(config: DeploymentConfig) -> Duration:
+    """Timeout of an engine project: the serving drain, the Job's deadline and a margin
+    (:data:`BUILD_MARGIN_SECONDS`), so the buildspec's own waits end (and post_build resumes
+    serving) before CodeBuild stops the build."""
+    return Duration.seconds(
+        engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
+    )
 
 
 def engine_project_name(config: DeploymentConfig, arch: str) -> str:
@@ -245,7 +260,7 @@ class EngineBuildStack(Stack):
                 JOB_TIMEOUT_SECONDS=str(engine_job.JOB_DEADLINE_SECONDS),
                 JOB_MANIFEST=self.to_json_string({"apiVersion": "v1", "kind": "List", "items": manifests}),
             ),
-            timeout=BUILD_TIMEOUT,
+            timeout=build_timeout(self._config),
         )
 
     def _fleet_project(self, arch: str, group: GpuGroup) -> codebuild.Project:
@@ -278,7 +293,7 @@ class EngineBuildStack(Stack):
                 fleet=fleet,
             ),
             encryption_key=self.key,
-            timeout=BUILD_TIMEOUT,
+            timeout=build_timeout(self._config),
         )
         self._grant_arch_prefix_write(project.role, arch)  # type: ignore[arg-type]
         acknowledge(

@@ -19,6 +19,7 @@ from typing import Any
 
 from k8s_charts import naming
 from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING_UID
+from k8s_charts.workload import termination_grace_seconds
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
 
@@ -73,6 +74,16 @@ def serving_selector(config: DeploymentConfig, arch: str) -> str:
     labels are those the charts put on those objects (:func:`k8s_charts.naming.group_labels`).
     """
     return ",".join(f"{key}={value}" for key, value in naming.group_labels(build_group(config, arch)).items())
+
+
+DRAIN_MARGIN_SECONDS = 120
+
+
+def drain_timeout_seconds(config: DeploymentConfig) -> int:
+    """How long a build waits for its group's serving pods to be gone after scaling to 0: their
+    ``terminationGracePeriodSeconds`` (:func:`k8s_charts.workload.termination_grace_seconds`) plus
+    :data:`DRAIN_MARGIN_SECONDS` for the API server and kubelet."""
+    return termination_grace_seconds(config) + DRAIN_MARGIN_SECONDS
 
 
 def serving_replicas(group: GpuGroup) -> int:

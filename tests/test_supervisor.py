@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from whisper_build.image.supervisor import (
+    ModelPathMissing,
     SupervisorSettings,
     build_children,
+    main,
     resolve_model_repository,
 )
 from whisper_build.local.triton import REPO_ROOT
@@ -173,10 +175,22 @@ def test_model_repository_precedence(tmp_path, monkeypatch):
     # 2. the preflight's file
     written.write_text("/models/v3/model_repository\n")
     assert resolve_model_repository(TritonSettings(), settings) == Path("/models/v3/model_repository")
-    # 3. empty file (ctranslate2 fallback): rendered from settings
+    # 3. empty file (ctranslate2 fallback): rendered from settings, with the model path the chart sets
     written.write_text("")
-    rendered = resolve_model_repository(TritonSettings(), settings)
-    assert (rendered / "whisper" / "config.pbtxt").is_file()
+    model = tmp_path / "ctranslate2"
+    rendered = resolve_model_repository(TritonSettings(engine={"model_path": str(model)}), settings)
+    assert f'string_value: "{model}"' in (rendered / "whisper" / "config.pbtxt").read_text()
+    # ... but never the engine's bundled tiny.en default: no model path is an error naming the variable
+    with pytest.raises(ModelPathMissing, match="WHISPER_TRITON_ENGINE__MODEL_PATH is empty"):
+        resolve_model_repository(TritonSettings(), settings)
+
+
+def test_main_refuses_to_serve_without_a_model(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("WHISPER_MODEL_REPOSITORY_FILE", str(tmp_path / "absent"))
+    monkeypatch.delenv("WHISPER_TRITON_MODEL_REPOSITORY", raising=False)
+    monkeypatch.delenv("WHISPER_TRITON_ENGINE__MODEL_PATH", raising=False)
+    assert main() == 2
+    assert "does not fall back to the bundled tiny.en" in caplog.text
 
 
 def test_chart_variable_names_are_read(monkeypatch, tmp_path):

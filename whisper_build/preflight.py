@@ -80,6 +80,10 @@ class PreflightTarget:
         """``s3://<bucket>/models/<model>/<gpu_arch>/``."""
         return f"s3://{self.bucket}/{storage.model_prefix(self.model, gpu_arch)}"
 
+    def ctranslate2_uri(self, gpu_arch: str) -> str:
+        """``s3://<bucket>/models/<model>/<gpu_arch>/ctranslate2/``."""
+        return f"s3://{self.bucket}/{storage.ctranslate2_prefix(self.model, gpu_arch)}"
+
 
 @dataclass(frozen=True)
 class PreflightResult:
@@ -123,7 +127,7 @@ def ctranslate2_publish_commands(target: PreflightTarget, gpu_arch: str) -> list
             "ct2-transformers-converter", "--model", hf_id, "--output_dir", local,
             "--copy_files", "tokenizer.json", "preprocessor_config.json", "--quantization", "float16",
         ]),
-        shlex.join(["aws", "s3", "sync", local, f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, gpu_arch)}"]),
+        shlex.join(["aws", "s3", "sync", local, target.ctranslate2_uri(gpu_arch)]),
     ]  # fmt: skip
 
 
@@ -131,7 +135,7 @@ def _check_ctranslate2(target: PreflightTarget) -> PreflightResult:
     """The ctranslate2 fallback: the conversion must be in the mount (never the bundled tiny.en)."""
     arch = target.gpu_arch or "<gpu_arch>"
     folder = ctranslate2_model_dir(target.model_dir)
-    uri = f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, arch)}"
+    uri = target.ctranslate2_uri(arch)
     missing = [name for name in storage.CTRANSLATE2_REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
         commands = "\n".join(f"              {line}" for line in ctranslate2_publish_commands(target, arch))
@@ -174,8 +178,8 @@ def _fix_lines(target: PreflightTarget, gpu_arch: str) -> str:
         f"  fix:      build and publish it on a {gpu_arch} node (the engine-build Job of GPU group '{group}'):\n"
         f"              {build_command(target, gpu_arch)}\n"
         f"  or serve with CTranslate2 until then: set serving_engine: ctranslate2 on GPU group '{group}' "
-        f"after publishing the model's CTranslate2 conversion to "
-        f"s3://{target.bucket}/{storage.ctranslate2_prefix(target.model, gpu_arch)} (docs/kubernetes.md)"
+        f"after publishing the model's CTranslate2 conversion to {target.ctranslate2_uri(gpu_arch)} "
+        "(docs/kubernetes.md)"
     )
 
 

@@ -252,6 +252,8 @@ def create_app(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         setting_name="WHISPER_GATEWAY_MAX_BODY_BYTES",
+        max_concurrent=settings.capacity + settings.queue_size,
+        retry_after_seconds=settings.retry_after_seconds,
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
     return app

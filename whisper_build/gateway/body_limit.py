@@ -1,8 +1,12 @@
-"""ASGI middleware that refuses request bodies over a size limit with 413.
+"""ASGI middleware that refuses request bodies over a size limit with 413, and bodies beyond a
+concurrency limit with 429.
 
-The limit is checked twice: from ``Content-Length`` before anything is read, and while the
+The size limit is checked twice: from ``Content-Length`` before anything is read, and while the
 body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full
-before the app runs, so the app never sees a partial body.
+before the app runs, so the app never sees a partial body. Because bodies are buffered before
+the app's admission control runs, at most ``max_concurrent`` bodies are held at once: the next
+one is answered 429 before it is buffered, so an upload flood sheds load instead of exhausting
+the pod's memory (which Triton shares).
 """
 
 from __future__ import annotations
@@ -21,12 +25,25 @@ class BodyLimitMiddleware:
         app: the wrapped ASGI app.
         max_bytes: the largest body accepted.
         setting_name: the environment variable that raises the limit (named in the message).
+        max_concurrent: most requests with a body in progress at once (buffered or being
+            served); ``None`` for no limit. The gateway passes capacity + queue size.
+        retry_after_seconds: ``Retry-After`` of the 429.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, setting_name: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        setting_name: str,
+        max_concurrent: int | None = None,
+        retry_after_seconds: int = 1,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.setting_name = setting_name
+        self.max_concurrent = max_concurrent
+        self.retry_after_seconds = retry_after_seconds
+        self._in_progress = 0
 
     def _too_large(self, size: str) -> JSONResponse:
         return error_response(
@@ -44,18 +61,38 @@ class BodyLimitMiddleware:
         TCP reset, which can destroy the 413 before the client reads it; reading the rest
         first (as nginx's lingering close does) lets the client see the answer.
         """
+        await self._drain_then(self._too_large(size), scope, receive, send)
+
+    async def _drain_then(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read and drop up to ``max_bytes`` of body without keeping it, then send ``response``."""
         budget = self.max_bytes
         while budget > 0:
             message = await receive()
             if message["type"] == "http.disconnect" or not message.get("more_body", False):
                 break
             budget -= len(message.get("body", b""))
-        await self._too_large(size)(scope, receive, send)
+        await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        if self.max_concurrent is not None and self._in_progress >= self.max_concurrent:
+            busy = error_response(
+                429,
+                ErrorCode.OVERLOADED,
+                f"server busy: {self._in_progress} requests in progress (capacity + queue); retry later",
+                {"Retry-After": str(self.retry_after_seconds), "Connection": "close"},
+            )
+            await self._drain_then(busy, scope, receive, send)
+            return
+        self._in_progress += 1
+        try:
+            await self._limited(scope, receive, send)
+        finally:
+            self._in_progress -= 1
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
