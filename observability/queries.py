@@ -380,7 +380,7 @@ class Gateway:
         f"sum by ({_by()}) (whisper_gateway_inflight_requests) / "
         f"sum by ({_by()}) (whisper_gateway_capacity_requests)",
         "percentunit",
-        "Capacity-weighted utilization: in-flight ÷ capacity of ready pods.",
+        "Capacity-weighted utilization: in-flight (running + waiting) ÷ capacity of ready pods.",
     )
     READY_PODS = Query(
         "gateway_ready_pods",

@@ -111,6 +111,7 @@ class EngineBuildStack(Stack):
         *,
         config: DeploymentConfig,
         cluster_name: str,
+        kubectl_provider: eks.IKubectlProvider | None,
         model_bucket_name: str,
         serving_repository_name: str,
         vpc: ec2.IVpc,
@@ -119,17 +120,30 @@ class EngineBuildStack(Stack):
     ) -> None:
         """Args:
         cluster_name: name of the EKS cluster the HyperPod nodes joined.
+        kubectl_provider: the cluster's kubectl provider (``cluster.kubectl_provider``), which
+            applies each architecture's build namespace and serving-namespace Role; ``None`` only
+            when every architecture builds on a CodeBuild fleet.
         model_bucket_name / serving_repository_name: deterministic names (not tokens), imported
             here so that ARNs in this stack's policies are plain strings, not cross-stack imports.
         vpc: private subnets of it host the projects that call the Kubernetes API.
         cluster_security_group: a security group allowed to reach the cluster endpoint (the
             shared node security group).
 
-        Deploy after the cluster stack (access entries need the cluster).
+        Deploy after the workloads stack (access entries need the cluster, the Roles the serving
+        namespace).
+
+        Raises:
+            ValueError: an architecture builds as a HyperPod Job but ``kubectl_provider`` is ``None``.
         """
         super().__init__(scope, construct_id, **kwargs)
         self._config = config
-        self._cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=cluster_name)
+        if kubectl_provider is None and any(
+            engine_job.build_group(config, arch).engine_builder == "hyperpod_job" for arch in config.gpu_archs
+        ):
+            raise ValueError("kubectl_provider is required when an architecture builds as a HyperPod Job")
+        self._cluster = eks.Cluster.from_cluster_attributes(
+            self, "Cluster", cluster_name=cluster_name, kubectl_provider=kubectl_provider
+        )
         self._bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", model_bucket_name)
         self._repository = ecr.Repository.from_repository_name(self, "ServingRepository", serving_repository_name)
         self._vpc = vpc
@@ -154,17 +168,12 @@ class EngineBuildStack(Stack):
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _kubernetes_env(self) -> dict[str, codebuild.BuildEnvironmentVariable]:
-        return _env(
-            CLUSTER_NAME=self._cluster.cluster_name,
-            K8S_VERSION=self._config.cluster.kubernetes_version,
-            NAMESPACE=self._config.serving.namespace,
-        )
-
     def _cluster_project(self, construct_id: str, *, name: str, description: str, spec: dict[str, Any],
-                         env: dict[str, codebuild.BuildEnvironmentVariable], timeout: Duration) -> codebuild.Project:
-        """A project that talks to the Kubernetes API from the private subnets, with a namespace-scoped
-        access entry and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``)."""
+                         namespace: str, env: dict[str, codebuild.BuildEnvironmentVariable], timeout: Duration,
+                         kubernetes_groups: list[str] | None = None) -> codebuild.Project:
+        """A project that talks to the Kubernetes API from the private subnets, with an access entry
+        granting ``edit`` in ``namespace`` only (``NAMESPACE`` in its environment), optionally
+        Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``)."""
         project = codebuild.Project(
             self,
             construct_id,
@@ -174,7 +183,14 @@ class EngineBuildStack(Stack):
             environment=codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxBuildImage.STANDARD_7_0, compute_type=codebuild.ComputeType.SMALL
             ),
-            environment_variables={**self._kubernetes_env(), **env},
+            environment_variables={
+                **_env(
+                    CLUSTER_NAME=self._cluster.cluster_name,
+                    K8S_VERSION=self._config.cluster.kubernetes_version,
+                    NAMESPACE=namespace,
+                ),
+                **env,
+            },
             vpc=self._vpc,
             subnet_selection=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             security_groups=[self._security_group],
@@ -184,19 +200,22 @@ class EngineBuildStack(Stack):
         project.add_to_role_policy(
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[self._cluster.cluster_arn])
         )
-        eks.AccessEntry(
+        entry = eks.AccessEntry(
             self,
             f"{construct_id}Access",
             cluster=self._cluster,
             principal=project.role.role_arn,  # type: ignore[union-attr]
             access_policies=[
                 eks.AccessPolicy.from_access_policy_name(
-                    EDIT_POLICY,
-                    access_scope_type=eks.AccessScopeType.NAMESPACE,
-                    namespaces=[self._config.serving.namespace],
+                    EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=[namespace]
                 )
             ],
         )
+        if kubernetes_groups:
+            # aws_eks_v2.AccessEntry has no groups property; AWS::EKS::AccessEntry has KubernetesGroups
+            cfn_entry = entry.node.default_child
+            assert isinstance(cfn_entry, eks.CfnAccessEntry), f"{entry.node.path} has no CfnAccessEntry"
+            cfn_entry.kubernetes_groups = kubernetes_groups
         self._acknowledge_codebuild_defaults(project, in_vpc=True)
         return project
 
@@ -238,11 +257,21 @@ class EngineBuildStack(Stack):
             description=f"Engine build pods ({arch}): write models/<model>/{arch}/ only",
         )
         self._grant_arch_prefix_write(role, arch)
+        namespace = engine_job.build_namespace(self._config, arch)
+        eks.KubernetesManifest(
+            self,
+            f"EngineBuildAccess{arch}",
+            cluster=self._cluster,
+            manifest=[
+                engine_job.build_namespace_manifest(self._config, arch),
+                *engine_job.serving_access_manifests(self._config, arch),
+            ],
+        )
         eks.CfnPodIdentityAssociation(
             self,
             f"EngineBuilderIdentity{arch}",
             cluster_name=self._cluster.cluster_name,
-            namespace=self._config.serving.namespace,
+            namespace=namespace,
             service_account=engine_job.service_account_name(arch),
             role_arn=role.role_arn,
         )
@@ -255,10 +284,18 @@ class EngineBuildStack(Stack):
             name=engine_project_name(self._config, arch),
             description=f"Builds the {arch} TensorRT-LLM engine as a Job on a {arch} HyperPod group and awaits it",
             spec=buildspecs.hyperpod_job_buildspec(),
+            namespace=namespace,
+            kubernetes_groups=[engine_job.kubernetes_group(arch)],
             env=_env(
                 GPU_ARCH=arch,
                 JOB_TIMEOUT_SECONDS=str(engine_job.JOB_DEADLINE_SECONDS),
                 JOB_MANIFEST=self.to_json_string({"apiVersion": "v1", "kind": "List", "items": manifests}),
+                SERVING_NAMESPACE=self._config.serving.namespace,
+                SERVING_SELECTOR=engine_job.serving_selector(self._config, arch),
+                SERVING_REPLICAS=str(engine_job.serving_replicas(engine_job.build_group(self._config, arch))),
+                # KEDA (and its ScaledObjects) is installed with observability (stacks.whisper_app)
+                KEDA_ENABLED="true" if self._config.observability.enabled else "false",
+                DRAIN_TIMEOUT_SECONDS=str(engine_job.drain_timeout_seconds(self._config)),
             ),
             timeout=build_timeout(self._config),
         )
@@ -362,6 +399,7 @@ class EngineBuildStack(Stack):
             name=rollout_project_name(self._config),
             description="Restarts the serving Deployments so they load the newly published engines",
             spec=buildspecs.rollout_buildspec(),
+            namespace=self._config.serving.namespace,
             env=_env(
                 SELECTOR=f"{labels.APP_NAME_LABEL}={labels.APP_NAME}",
                 ROLLOUT_TIMEOUT_SECONDS=str(ROLLOUT_TIMEOUT_SECONDS),

@@ -98,6 +98,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         f"{prefix}EngineBuild",
         config=config,
         cluster_name=cluster.cluster.cluster_name,
+        kubectl_provider=cluster.cluster.kubectl_provider,
         model_bucket_name=storage.model_bucket_name,
         serving_repository_name=f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}",
         vpc=network.vpc,
@@ -105,6 +106,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         env=env,
     )
     engine_build.add_stack_dependency(storage, "model bucket and serving repository are referenced by name")
+    engine_build.add_stack_dependency(workloads, "build Roles live in the serving namespace the workloads create")
     Tags.of(scope).add(PROJECT_TAG, config.project_name)
     return WhisperStacks(
         network=network,

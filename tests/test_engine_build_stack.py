@@ -14,6 +14,7 @@ import aws_cdk as cdk
 import pytest
 import yaml
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import cx_api
 from cdk_assembly import CONFIGS, synthesized
 
@@ -96,15 +97,87 @@ def test_each_job_targets_its_group_with_one_gpu(three_groups):
         assert "--publish-bucket" in command
         assert pod["serviceAccountName"] == service_account["metadata"]["name"] == f"engine-builder-{arch}"
         assert job["metadata"]["name"] == engine_job.JOB_NAME_PLACEHOLDER
+        # Each architecture's Job and service account live in that architecture's own namespace.
+        assert job["metadata"]["namespace"] == service_account["metadata"]["namespace"] == f"whisper-build-{arch}"
+        assert env["NAMESPACE"] == f"whisper-build-{arch}" and env["SERVING_NAMESPACE"] == "whisper"
+        assert env["SERVING_SELECTOR"] == (
+            f"{labels.APP_NAME_LABEL}=whisper,{labels.GPU_GROUP_LABEL}={group.name},{labels.GPU_ARCH_LABEL}={arch}"
+        )
+        assert env["SERVING_REPLICAS"] == str(max(group.min_replicas, 1))
+        assert env["KEDA_ENABLED"] == ("true" if config.observability.enabled else "false")
+
+
+def _access_entries(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Access entries by the name of the CodeBuild project whose role they admit."""
+    roles = {
+        logical_id: project["Properties"]["Name"]
+        for logical_id, project in _of_type(template, "AWS::CodeBuild::Project").items()
+    }
+    by_role = {
+        project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]: project["Properties"]["Name"]
+        for project in _of_type(template, "AWS::CodeBuild::Project").values()
+    }
+    assert roles  # every project's role is a role of this stack
+    return {
+        by_role[entry["Properties"]["PrincipalArn"]["Fn::GetAtt"][0]]: entry["Properties"]
+        for entry in _of_type(template, "AWS::EKS::AccessEntry").values()
+    }
 
 
 def test_access_entries_are_namespace_scoped_edit(three_groups):
-    entries = _of_type(three_groups, "AWS::EKS::AccessEntry")
+    entries = _access_entries(three_groups)
     assert len(entries) == 4  # three engine projects + rollout
-    for entry in entries.values():
-        (policy,) = entry["Properties"]["AccessPolicies"]
-        assert policy["AccessScope"] == {"Type": "namespace", "Namespaces": ["whisper"]}
+    namespaces = {}
+    for project_name, entry in entries.items():
+        (policy,) = entry["AccessPolicies"]
         assert _flatten(policy["PolicyArn"]).endswith(":cluster-access-policy/AmazonEKSEditPolicy")
+        assert policy["AccessScope"]["Type"] == "namespace"
+        namespaces[project_name] = policy["AccessScope"]["Namespaces"]
+    # Each engine project may edit its own architecture's build namespace only, never the serving
+    # namespace (where the other architectures' pods and Secrets are); only the rollout edits there.
+    assert namespaces == {
+        **{f"whisper-hyperpod-engine-{arch}": [f"whisper-build-{arch}"] for arch in ARCHS},
+        "whisper-hyperpod-rollout": ["whisper"],
+    }
+    for arch in ARCHS:
+        assert entries[f"whisper-hyperpod-engine-{arch}"]["KubernetesGroups"] == [f"whisper-engine-build-{arch}"]
+    assert "KubernetesGroups" not in entries["whisper-hyperpod-rollout"]
+
+
+def _applied_manifests(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kubernetes objects the stack applies through the cluster's kubectl provider."""
+    resources = _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
+    return [obj for resource in resources.values() for obj in json.loads(_flatten(resource["Properties"]["Manifest"]))]
+
+
+def test_one_restricted_build_namespace_per_architecture(three_groups):
+    namespaces = [m for m in _applied_manifests(three_groups) if m["kind"] == "Namespace"]
+    assert sorted(n["metadata"]["name"] for n in namespaces) == [f"whisper-build-{arch}" for arch in ARCHS]
+    for namespace in namespaces:
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_serving_namespace_rights_are_limited_to_pausing_the_build_group(three_groups):
+    config = synthesized(CONFIGS["three-groups"]).config
+    manifests = _applied_manifests(three_groups)
+    roles = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "Role"}
+    bindings = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "RoleBinding"}
+    assert sorted(roles) == sorted(bindings) == [f"whisper-engine-build-{arch}" for arch in ARCHS]
+    for arch in ARCHS:
+        name = f"whisper-engine-build-{arch}"
+        workload = f"whisper-{config.groups_for_arch(arch)[0].name}"
+        role, binding = roles[name], bindings[name]
+        assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "whisper"
+        # Bound to the group on that project's access entry only.
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name}]
+        assert binding["roleRef"]["name"] == name
+        for rule in role["rules"]:
+            # Never Secrets, pods' logs/exec, or creating anything.
+            assert set(rule["resources"]) <= {"deployments", "deployments/scale", "scaledobjects", "pods"}, rule
+            assert not set(rule["verbs"]) & {"create", "delete", "deletecollection", "*"}, rule
+            if {"patch", "update"} & set(rule["verbs"]):
+                # Changes only the build group's own Deployment / ScaledObject, not other groups'.
+                assert rule["resourceNames"] == [workload], rule
 
 
 def _statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -137,8 +210,8 @@ def test_build_pods_write_only_their_architecture_prefix(three_groups):
         arch = logical_id.split("ModelPrefixWrite")[1][:4]
         assert _flatten(statement["Resource"]).endswith(f"/models/large-v3-turbo/{arch}/*"), logical_id
     associations = _of_type(three_groups, "AWS::EKS::PodIdentityAssociation")
-    assert sorted(a["Properties"]["ServiceAccount"] for a in associations.values()) == [
-        f"engine-builder-{arch}" for arch in ARCHS
+    assert sorted((a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]) for a in associations.values()) == [
+        (f"whisper-build-{arch}", f"engine-builder-{arch}") for arch in ARCHS
     ]
 
 
@@ -170,6 +243,9 @@ def fleet_assembly() -> Path:
         "EngineBuild",
         config=config,
         cluster_name="whisper-hyperpod",
+        kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
+            base, "Kubectl", service_token="arn:aws:lambda:us-east-1:123456789012:function:kubectl"
+        ),
         model_bucket_name=f"whisper-hyperpod-models-{cdk.Aws.ACCOUNT_ID}-{config.region}",
         serving_repository_name="whisper-hyperpod/whisper-serving",
         vpc=vpc,
@@ -220,6 +296,7 @@ def test_job_manifests_are_valid_kubernetes(arch):
     manifests = engine_job.engine_build_manifests(
         config, arch, image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1", bucket_name="b", region="us-east-1"
     )
+    manifests += [engine_job.build_namespace_manifest(config, arch), *engine_job.serving_access_manifests(config, arch)]
     for manifest in manifests:
         if manifest["kind"] == "Job":
             manifest = {**manifest, "metadata": {**manifest["metadata"], "name": f"engine-build-{arch}-1"}}

@@ -332,3 +332,27 @@ def test_bodies_beyond_the_concurrency_limit_are_refused_before_buffering() -> N
         assert seen == [100, 300]  # the refused body never reached the app
 
     asyncio.run(scenario())
+
+
+def test_inflight_counts_waiting_requests_so_utilization_can_exceed_one() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        backend.gate, backend.entered = asyncio.Event(), asyncio.Event()
+        app = create_app(GatewaySettings(capacity=1, queue_size=1), lambda _: backend)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+                body = {"audio_data": b64(WAV)}
+                running = asyncio.create_task(client.post("/invocations", json=body))
+                await asyncio.wait_for(backend.entered.wait(), 10)
+                waiting = asyncio.create_task(client.post("/invocations", json=body))
+                deadline = asyncio.get_running_loop().time() + 10
+                while "whisper_gateway_inflight_requests 2.0" not in (await client.get("/metrics")).text:
+                    assert asyncio.get_running_loop().time() < deadline, "waiting request not counted"
+                    await asyncio.sleep(0.01)
+                assert "whisper_gateway_capacity_requests 1.0" in (await client.get("/metrics")).text
+                backend.gate.set()
+                assert [(await running).status_code, (await waiting).status_code] == [200, 200]
+                assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
+
+    asyncio.run(scenario())

@@ -146,17 +146,18 @@ def create_app(
     ) -> Transcription:
         """Admit, read + transcribe within the timeout, count metrics; errors become :class:`ApiError`."""
         transcriber: Transcriber = request.app.state.transcriber
+        # In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
+        # autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated.
+        metrics.inflight.inc()
         try:
             async with admission.admit():
-                metrics.inflight.inc()
-                try:
-                    async with asyncio.timeout(settings.request_timeout_seconds):
-                        data = await read_audio()
-                        result = await transcriber.transcribe(data, prompt, penalty)
-                finally:
-                    metrics.inflight.dec()
+                async with asyncio.timeout(settings.request_timeout_seconds):
+                    data = await read_audio()
+                    result = await transcriber.transcribe(data, prompt, penalty)
         except (AudioError, Rejected, BackendError, TimeoutError) as exc:
             raise _to_api_error(exc, settings) from exc
+        finally:
+            metrics.inflight.dec()
         metrics.audio_seconds.labels(route=route).inc(result.duration)
         return result
 

@@ -41,7 +41,7 @@ class GatewayMetrics:
         )
         self.inflight = Gauge(
             "whisper_gateway_inflight_requests",
-            "Requests being processed now.",
+            "Requests in progress: being processed or waiting for a slot (may exceed capacity).",
             registry=self.registry,
         )
         self.capacity = Gauge(
