@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ from aws_cdk import cx_api
 from cdk_assembly import CONFIGS, synthesized
 
 from k8s_charts.validation import validate
+from k8s_charts.workload import termination_grace_seconds
 from settings import labels, parse_config
 from stacks import buildspecs, engine_job
 from stacks.assembly import cdk_json_context
-from stacks.engine_build_stack import EngineBuildStack, engine_project_name, fleet_instance_type
+from stacks.engine_build_stack import EngineBuildStack, build_timeout, engine_project_name, fleet_instance_type
 from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
 from stacks.nag import enable_nag
 
@@ -109,15 +111,10 @@ def test_each_job_targets_its_group_with_one_gpu(three_groups):
 
 def _access_entries(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Access entries by the name of the CodeBuild project whose role they admit."""
-    roles = {
-        logical_id: project["Properties"]["Name"]
-        for logical_id, project in _of_type(template, "AWS::CodeBuild::Project").items()
-    }
     by_role = {
         project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]: project["Properties"]["Name"]
         for project in _of_type(template, "AWS::CodeBuild::Project").values()
     }
-    assert roles  # every project's role is a role of this stack
     return {
         by_role[entry["Properties"]["PrincipalArn"]["Fn::GetAtt"][0]]: entry["Properties"]
         for entry in _of_type(template, "AWS::EKS::AccessEntry").values()
@@ -327,3 +324,135 @@ def test_buildspecs_apply_then_wait_and_fail_on_a_failed_job():
     trigger = "\n".join(buildspecs.start_build_commands())
     assert "aws codebuild start-build" in trigger and "SUCCEEDED)" in trigger and "exit 1" in trigger
 
+
+
+# ------------------------------------------------------------------------------ buildspec behaviour
+
+FAKE_KUBECTL = """#!/usr/bin/env bash
+# Records every call; answers like a cluster with one serving pod and a Job that ends $FAKE_JOB_OUTCOME.
+echo "$*" >> "$KUBECTL_LOG"
+case "$*" in
+  *"get pod"*) echo "pod/whisper-g5-abc" ;;
+  *"--for=condition=complete"*) [ "$FAKE_JOB_OUTCOME" = complete ] ;;
+  *"--for=condition=failed"*) [ "$FAKE_JOB_OUTCOME" = failed ] ;;
+  *"scale deployment"*) [ "$FAKE_SCALE" != fail ] ;;
+  *) true ;;
+esac
+"""
+
+
+def _run_phases(spec: dict[str, Any], workdir: Path, env: dict[str, str]) -> list[str]:
+    """Run a buildspec's ``build`` and ``post_build`` commands as CodeBuild does: one bash, variables
+    kept from command to command, a failing command ends its phase, and post_build runs after a
+    failed build phase (CodeBuild User Guide, "Build phase transitions"). Returns the phases' outcomes."""
+    env_file = workdir / "env.sh"
+    env_file.write_text("")
+    outcomes = []
+    for phase in ("build", "post_build"):
+        outcome = "SUCCEEDED"
+        for command in spec["phases"][phase]["commands"]:
+            script = f"source {env_file}\n{command}\nrc=$?\nexport -p > {env_file}\nexit $rc\n"
+            result = subprocess.run(["bash", "-c", script], cwd=workdir, env=env, capture_output=True, text=True)
+            if result.returncode != 0:
+                outcome = "FAILED"
+                break
+        outcomes.append(outcome)
+    return outcomes
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "KUBECTL_LOG": str(tmp_path / "kubectl.log"),
+        "GPU_ARCH": "sm86",
+        "CODEBUILD_BUILD_NUMBER": "7",
+        "NAMESPACE": "whisper-build-sm86",
+        "JOB_MANIFEST": '{"kind": "List", "items": [{"metadata": {"name": "__JOB_NAME__"}}]}',
+        "JOB_TIMEOUT_SECONDS": "5",
+        "SERVING_NAMESPACE": "whisper",
+        "SERVING_SELECTOR": "whisper-hyperpod.io/gpu-group=g5",
+        "SERVING_REPLICAS": "2",
+        "KEDA_ENABLED": "true",
+        "DRAIN_TIMEOUT_SECONDS": "600",
+    }
+    return tmp_path, env
+
+
+def _calls(workdir: Path) -> list[str]:
+    return (workdir / "kubectl.log").read_text().splitlines()
+
+
+PAUSE = "-n whisper annotate scaledobject -l whisper-hyperpod.io/gpu-group=g5 autoscaling.keda.sh/paused-replicas=0 --overwrite"
+SCALE_DOWN = "-n whisper scale deployment -l whisper-hyperpod.io/gpu-group=g5 --replicas=0"
+DRAIN = "-n whisper wait --for=delete pod -l whisper-hyperpod.io/gpu-group=g5 --timeout=600s"
+UNPAUSE = "-n whisper annotate scaledobject -l whisper-hyperpod.io/gpu-group=g5 autoscaling.keda.sh/paused-replicas-"
+SCALE_BACK = "-n whisper scale deployment -l whisper-hyperpod.io/gpu-group=g5 --replicas=2"
+
+
+@pytest.mark.parametrize("outcome", ["complete", "failed"])
+def test_job_build_frees_the_gpu_first_and_always_resumes_serving(fake_cluster, outcome):
+    workdir, env = fake_cluster
+    phases = _run_phases(buildspecs.hyperpod_job_buildspec(), workdir, {**env, "FAKE_JOB_OUTCOME": outcome})
+    assert phases == ["SUCCEEDED" if outcome == "complete" else "FAILED", "SUCCEEDED"]
+    calls = _calls(workdir)
+    apply = calls.index("apply -f job.json")
+    # Paused, scaled to zero and drained before the Job exists; resumed (after the logs) whatever the Job did.
+    assert calls.index(PAUSE) < calls.index(SCALE_DOWN) < calls.index(DRAIN) < apply
+    assert calls[-3:] == ["-n whisper-build-sm86 logs job/engine-build-sm86-7 --tail=500", UNPAUSE, SCALE_BACK]
+    assert '"name": "engine-build-sm86-7"' in (workdir / "job.json").read_text()
+
+
+def test_job_build_without_keda_only_scales(fake_cluster):
+    workdir, env = fake_cluster
+    phases = _run_phases(
+        buildspecs.hyperpod_job_buildspec(), workdir, {**env, "FAKE_JOB_OUTCOME": "complete", "KEDA_ENABLED": "false"}
+    )
+    assert phases == ["SUCCEEDED", "SUCCEEDED"]
+    calls = _calls(workdir)
+    assert not [c for c in calls if "scaledobject" in c]
+    assert calls.index(SCALE_DOWN) < calls.index("apply -f job.json") and calls[-1] == SCALE_BACK
+
+
+def test_failed_scale_down_never_applies_the_job_but_still_unpauses(fake_cluster):
+    workdir, env = fake_cluster
+    phases = _run_phases(
+        buildspecs.hyperpod_job_buildspec(), workdir, {**env, "FAKE_JOB_OUTCOME": "complete", "FAKE_SCALE": "fail"}
+    )
+    # The resume step reports its own failed scale too, but the pause annotation is removed first.
+    assert phases == ["FAILED", "FAILED"]
+    calls = _calls(workdir)
+    assert "apply -f job.json" not in calls
+    assert UNPAUSE in calls[calls.index(SCALE_DOWN):]
+
+
+def test_drain_and_build_fit_in_the_project_timeout():
+    for config in (synthesized(CONFIGS["three-groups"]).config, synthesized(CONFIGS["default"]).config):
+        # The pods' grace period ends before the build stops waiting for them.
+        assert engine_job.drain_timeout_seconds(config) > termination_grace_seconds(config)
+        waits = engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS
+        assert build_timeout(config).to_seconds() > waits
+
+
+def test_job_runner_needs_the_kubectl_provider():
+    config = synthesized(CONFIGS["three-groups"]).config
+    app = cdk.App(context=cdk_json_context())
+    base = cdk.Stack(app, "Base")
+    vpc = ec2.Vpc(base, "Vpc", max_azs=2)
+    with pytest.raises(ValueError, match="kubectl_provider is required"):
+        EngineBuildStack(
+            app,
+            "EngineBuild",
+            config=config,
+            cluster_name="whisper-hyperpod",
+            kubectl_provider=None,
+            model_bucket_name="b",
+            serving_repository_name="r",
+            vpc=vpc,
+            cluster_security_group=ec2.SecurityGroup(base, "Sg", vpc=vpc),
+        )
