@@ -37,7 +37,7 @@ from pathlib import Path
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
-from whisper_build.engine_build.gpu import GpuQueryError, query_gpu
+from whisper_build.engine_build.gpu import GpuQueryError, query_gpu, tensorrt_llm_version
 from settings.schema import WHISPER_MODELS
 from whisper_build.manifest import EngineManifest, ManifestError, read_manifest
 
@@ -196,14 +196,10 @@ def query_compute_capability() -> str:
 
 
 def image_trtllm_version() -> str | None:
-    """TensorRT-LLM version of this image: ``$WHISPER_TRTLLM_VERSION``, else the installed package's."""
-    value = os.environ.get(TRTLLM_VERSION_ENV, "").strip()
-    if value:
-        return value
-    try:
-        return metadata.version("tensorrt_llm")
-    except metadata.PackageNotFoundError:
-        return None
+    """TensorRT-LLM version of this image: the installed ``tensorrt_llm`` wheel's (the same source
+    the engine build writes into the manifest, :func:`whisper_build.engine_build.gpu.tensorrt_llm_version`),
+    else ``$WHISPER_TRTLLM_VERSION``; ``None`` when neither is known."""
+    return tensorrt_llm_version() or os.environ.get(TRTLLM_VERSION_ENV, "").strip() or None
 
 
 def _resolve_version(target: PreflightTarget, node_arch: str) -> Path:
