@@ -11,8 +11,9 @@ into the Grafana workspace.
 
 from __future__ import annotations
 
+import argparse
+
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,10 +225,12 @@ def write_dashboard(config: DeploymentConfig, path: Path = DASHBOARD_PATH) -> Pa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m observability.dashboard [config.yaml]``: write :data:`DASHBOARD_PATH`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    config = load_config(Path(args[0]) if args else DEFAULT_CONFIG_PATH)
-    print(write_dashboard(config))
+    """``python -m observability.dashboard [--out PATH] [config.yaml]``: write the dashboard JSON."""
+    parser = argparse.ArgumentParser(prog="python -m observability.dashboard", description=main.__doc__)
+    parser.add_argument("config", nargs="?", type=Path, default=DEFAULT_CONFIG_PATH, help="deployment config YAML")
+    parser.add_argument("--out", type=Path, default=DASHBOARD_PATH, help=f"output file (default {DASHBOARD_PATH})")
+    args = parser.parse_args(argv)
+    print(write_dashboard(load_config(args.config), args.out))
     return 0
 
 

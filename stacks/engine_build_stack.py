@@ -22,6 +22,7 @@ Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can s
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,9 @@ ROLLOUT_TIMEOUT_SECONDS = 1800
 def build_timeout(config: DeploymentConfig) -> Duration:
     """Timeout of an engine project: the serving drain, the Job's deadline and a margin
     (:data:`BUILD_MARGIN_SECONDS`), so the buildspec's own waits end (and post_build resumes
-    serving) before CodeBuild stops the build."""
-    return Duration.seconds(
-        engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
-    )
+    serving) before CodeBuild stops the build. Whole minutes (CodeBuild's ``TimeoutInMinutes``)."""
+    seconds = engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
+    return Duration.minutes(math.ceil(seconds / 60))
 
 
 def engine_project_name(config: DeploymentConfig, arch: str) -> str:

@@ -351,7 +351,8 @@ def _run_phases(spec: dict[str, Any], workdir: Path, env: dict[str, str]) -> lis
     for phase in ("build", "post_build"):
         outcome = "SUCCEEDED"
         for command in spec["phases"][phase]["commands"]:
-            script = f"source {env_file}\n{command}\nrc=$?\nexport -p > {env_file}\nexit $rc\n"
+            # set -a: shell variables set by one command (JOB_NAME=...) reach the next ones, as in CodeBuild
+            script = f"set -a\nsource {env_file}\n{command}\nrc=$?\nexport -p > {env_file}\nexit $rc\n"
             result = subprocess.run(["bash", "-c", script], cwd=workdir, env=env, capture_output=True, text=True)
             if result.returncode != 0:
                 outcome = "FAILED"
@@ -388,7 +389,10 @@ def _calls(workdir: Path) -> list[str]:
     return (workdir / "kubectl.log").read_text().splitlines()
 
 
-PAUSE = "-n whisper annotate scaledobject -l whisper-hyperpod.io/gpu-group=g5 autoscaling.keda.sh/paused-replicas=0 --overwrite"
+PAUSE = (
+    "-n whisper annotate scaledobject -l whisper-hyperpod.io/gpu-group=g5 autoscaling.keda.sh/paused-replicas=0"
+    " --overwrite"
+)
 SCALE_DOWN = "-n whisper scale deployment -l whisper-hyperpod.io/gpu-group=g5 --replicas=0"
 DRAIN = "-n whisper wait --for=delete pod -l whisper-hyperpod.io/gpu-group=g5 --timeout=600s"
 UNPAUSE = "-n whisper annotate scaledobject -l whisper-hyperpod.io/gpu-group=g5 autoscaling.keda.sh/paused-replicas-"

@@ -186,3 +186,18 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_busy_port_fails_start_before_anything_runs(tmp_path):
+    # GIVEN another server already listening on the configured gRPC port
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        busy = other.getsockname()[1]
+        http, metrics = free_ports(2)
+        settings = TritonSettings(http_port=http, grpc_port=busy, metrics_port=metrics)
+        server = LocalTriton(settings, workdir=tmp_path / "work")
+        # THEN start refuses with the setting to change, instead of trusting the other server
+        with pytest.raises(TritonStartError, match=rf"WHISPER_TRITON_GRPC_PORT={busy}"):
+            server.start(timeout_s=5)
+    assert not (tmp_path / "work" / "backends").exists()  # nothing was assembled or started

@@ -154,3 +154,23 @@ def test_join_as_sub():
     assert join_as_sub({"Fn::Join": [",", ["a", "b"]]}) is None
     assert join_as_sub({"Fn::Join": ["", ["a", {"Fn::GetAtt": ["R", "Arn"]}]]}) is None
     assert join_as_sub("plain") is None
+
+
+def test_engine_triggers_outlive_their_projects(result, template):
+    """A trigger step that timed out first would fail the pipeline while its build (and the serving
+    pause it holds) still runs."""
+    engine_template = result.template_json(next(name for name in result.templates if name.endswith("EngineBuild")))
+    project_minutes = {
+        r["Properties"]["Name"]: r["Properties"]["TimeoutInMinutes"]
+        for r in engine_template["Resources"].values()
+        if r["Type"] == "AWS::CodeBuild::Project"
+    }
+    trigger_minutes = [
+        r["Properties"]["TimeoutInMinutes"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CodeBuild::Project"
+        and "BuildEngine" in json.dumps(r["Properties"].get("Description", ""))
+    ]
+    assert len(trigger_minutes) == 3, trigger_minutes
+    engine_minutes = [m for name, m in project_minutes.items() if "-engine-" in name]
+    assert min(trigger_minutes) > max(engine_minutes) > 0

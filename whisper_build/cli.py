@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the whole JSON answer")
     args = parser.parse_args(argv)
     url = args.url or _default_url()
+    if args.file.is_file() and args.file.stat().st_size == 0:
+        print(f"{args.file} is empty: nothing to transcribe", file=sys.stderr)
+        return 2
     try:
         answer = transcribe_file(args.file, url, args.prompt, args.language)
     except urllib.error.HTTPError as exc:

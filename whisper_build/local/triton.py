@@ -160,6 +160,22 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def ports_in_use(host: str, ports: dict[str, int]) -> list[str]:
+    """Names (``"WHISPER_TRITON_GRPC_PORT=8001"``) of the ``ports`` that cannot be bound on ``host`` now.
+
+    Triton only logs a busy port and keeps running, and a readiness check on a busy port would
+    reach whatever server already listens there, so the launcher refuses busy ports up front.
+    """
+    busy = []
+    for setting, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                busy.append(f"{setting}={port}")
+    return busy
+
+
 class LocalTriton:
     """A tritonserver process serving the ``whisper`` model; a context manager.
 
@@ -185,9 +201,23 @@ class LocalTriton:
         """Start tritonserver and wait until the server and the ``whisper`` model are ready.
 
         Raises:
-            TritonStartError: the process exited or was not ready within ``timeout_s``; it is
-                stopped and the message ends with the last lines of its log.
+            TritonStartError: one of its ports is already in use (nothing is started); or the
+                process exited or was not ready within ``timeout_s``: it is stopped and the message
+                ends with the last lines of its log.
         """
+        busy = ports_in_use(
+            self.settings.host,
+            {
+                "WHISPER_TRITON_HTTP_PORT": self.settings.http_port,
+                "WHISPER_TRITON_GRPC_PORT": self.settings.grpc_port,
+                "WHISPER_TRITON_METRICS_PORT": self.settings.metrics_port,
+            },
+        )
+        if busy:
+            raise TritonStartError(
+                f"port(s) already in use on {self.settings.host}: {', '.join(busy)} "
+                "(another tritonserver or `make serve`?): stop it, or set those variables to free ports"
+            )
         wheel = TritonWheel.find()
         self.workdir.mkdir(parents=True, exist_ok=True)
         repository = self.settings.model_repository or render_model_repository(
