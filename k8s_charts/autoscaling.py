@@ -50,11 +50,6 @@ def trigger_metadata(config: DeploymentConfig, group: GpuGroup, workspace_id: st
     }
 
 
-def fallback_replicas(group: GpuGroup) -> int:
-    """Replicas held while the query fails: at least one pod, never below ``min_replicas``."""
-    return max(group.min_replicas, 1)
-
-
 class KedaScaling(Construct):
     """TriggerAuthentication (AMP SigV4 through the operator's identity) + one ScaledObject per group.
 
@@ -90,7 +85,7 @@ class KedaScaling(Construct):
                     polling_interval=scaling.polling_interval_seconds,
                     fallback=keda.ScaledObjectSpecFallback(
                         failure_threshold=FALLBACK_FAILURE_THRESHOLD,
-                        replicas=fallback_replicas(group),
+                        replicas=group.baseline_replicas,
                         behavior=keda.ScaledObjectSpecFallbackBehavior.CURRENT_REPLICAS_IF_HIGHER,
                     ),
                     advanced=keda.ScaledObjectSpecAdvanced(

@@ -70,7 +70,7 @@ class ServingChart(cdk8s.Chart):
                 image=inputs.image(config.serving.image_tag),
                 bucket_name=inputs.bucket_name,
                 claim_name=volumes[group.arch].claim_name,
-                replicas=None if inputs.amp_workspace_id is not None else max(group.min_replicas, 1),
+                replicas=None if inputs.amp_workspace_id is not None else group.baseline_replicas,
             )
             for group in config.gpu_groups
         }

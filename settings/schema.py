@@ -192,6 +192,12 @@ class GpuGroup(_Strict):
         return self.gpu_arch
 
     @property
+    def baseline_replicas(self) -> int:
+        """Pods the group runs without KEDA, holds while the scaling query fails, and gets back after an
+        engine build: ``max(min_replicas, 1)``."""
+        return max(self.min_replicas, 1)
+
+    @property
     def effective_capacity(self) -> int:
         """Concurrent requests one pod of this group is sized for."""
         return self.capacity if self.capacity is not None else self.gpu.default_capacity

@@ -292,7 +292,7 @@ class EngineBuildStack(Stack):
                 JOB_MANIFEST=self.to_json_string({"apiVersion": "v1", "kind": "List", "items": manifests}),
                 SERVING_NAMESPACE=self._config.serving.namespace,
                 SERVING_SELECTOR=engine_job.serving_selector(self._config, arch),
-                SERVING_REPLICAS=str(engine_job.serving_replicas(engine_job.build_group(self._config, arch))),
+                SERVING_REPLICAS=str(engine_job.build_group(self._config, arch).baseline_replicas),
                 # KEDA (and its ScaledObjects) is installed with observability (stacks.whisper_app)
                 KEDA_ENABLED="true" if self._config.observability.enabled else "false",
                 DRAIN_TIMEOUT_SECONDS=str(engine_job.drain_timeout_seconds(self._config)),

@@ -86,12 +86,6 @@ def drain_timeout_seconds(config: DeploymentConfig) -> int:
     return termination_grace_seconds(config) + DRAIN_MARGIN_SECONDS
 
 
-def serving_replicas(group: GpuGroup) -> int:
-    """Replica count a build restores on ``group``'s Deployment afterwards: ``max(min_replicas, 1)``,
-    what the serving chart sets without KEDA; with KEDA the unpaused ScaledObject takes over from there."""
-    return max(group.min_replicas, 1)
-
-
 def service_account_name(arch: str) -> str:
     """Service account of one architecture's build pods, e.g. ``engine-builder-sm86`` (its Pod
     Identity role may write only that architecture's S3 prefix)."""

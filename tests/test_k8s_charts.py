@@ -285,7 +285,7 @@ def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config
         assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (group.min_replicas, group.max_replicas)
         behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == config.autoscaling.scale_down_stabilization_seconds
-        assert spec["fallback"]["replicas"] >= max(group.min_replicas, 1)
+        assert spec["fallback"]["replicas"] >= max(group.min_replicas, 1) == group.baseline_replicas
         (trigger,) = spec["triggers"]
         assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
         assert trigger["authenticationRef"] == {"name": next(iter(auth))}
