@@ -8,6 +8,7 @@ checked here, once; stacks and charts trust a validated :class:`DeploymentConfig
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from typing import Literal
 
@@ -244,10 +245,26 @@ class ClusterSettings(_Strict):
     system_node_instance_type: str = Field("m6i.large", description="EC2 type of the system node group.")
     system_node_count: int = Field(2, ge=1, le=10)
     endpoint_access: Literal["private", "public_and_private"] = "public_and_private"
+    public_access_cidrs: list[str] = Field(
+        ["0.0.0.0/0"],
+        min_length=1,
+        description="Who may reach the public Kubernetes API endpoint (public_and_private only); "
+        "narrow it to the CIDRs of your workstations/VPN.",
+    )
     node_autoscaling: bool = Field(
         False, description="HyperPod-managed Karpenter (AutoScaling + ClusterRole, NodeClass/NodePool)."
     )
     hyperpod_chart: HyperPodChartSettings = HyperPodChartSettings()
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.IPv4Network(value)
+            except ValueError as err:
+                raise ValueError(f"'{value}' is not an IPv4 CIDR block such as 203.0.113.0/24 ({err})") from None
+        return values
 
     @field_validator("kubernetes_version")
     @classmethod

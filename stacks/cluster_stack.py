@@ -112,7 +112,7 @@ class ClusterStack(Stack):
             endpoint_access=(
                 eks.EndpointAccess.PRIVATE
                 if config.cluster.endpoint_access == "private"
-                else eks.EndpointAccess.PUBLIC_AND_PRIVATE
+                else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*config.cluster.public_access_cidrs)
             ),
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,

@@ -22,6 +22,7 @@ from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
+from whisper_build.engine_build.spec import build_key, derive_spec
 
 JOB_NAME_PLACEHOLDER = "__JOB_NAME__"
 """Replaced by the CodeBuild run with a unique name (Jobs are immutable; each build is a new Job)."""
@@ -135,11 +136,33 @@ def engine_build_command(config: DeploymentConfig, arch: str, bucket_name: str) 
         "--max-output-len", str(model.max_output_len),
         "--weight-only", model.weight_only,
         "--dtype", model.dtype,
+        "--image-tag", config.serving.image_tag,
         "--expect-arch", arch,
         "--work-dir", f"{WORK_DIR}/scratch",
         "--output-dir", f"{WORK_DIR}/version",
         "--publish-bucket", bucket_name,
     ]  # fmt: skip
+
+
+def engine_build_key(config: DeploymentConfig) -> str:
+    """Build key (:func:`whisper_build.engine_build.spec.build_key`) that :func:`engine_build_command`
+    makes the build tool record in ``manifest.json``: the model id, the serving image tag and the
+    flags derived from ``config.model``. The same for every architecture (the architecture is the
+    S3 prefix the key is compared under).
+
+    Raises:
+        BuildSpecError: the config's model limits are outside Whisper's.
+    """
+    model = config.model
+    spec = derive_spec(
+        model.name,
+        max_batch_size=model.max_batch_size,
+        beam_width=model.beam_width,
+        max_output_len=model.max_output_len,
+        weight_only=model.weight_only,
+        dtype=model.dtype,
+    )
+    return build_key(model.hf_id, config.serving.image_tag, spec.build_flags())
 
 
 def engine_build_manifests(

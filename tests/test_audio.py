@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -88,6 +89,35 @@ def test_stereo_is_averaged_to_mono() -> None:
     left = samples.tone(1.0, 16000, amplitude=0.8)
     audio = decode_audio(samples.encode(np.stack([left, np.zeros_like(left)]), 16000, "wav_f32"))
     assert np.abs(audio.samples).max() == pytest.approx(0.4, abs=1e-3)
+
+
+def _long_stereo_flac(seconds: int, rate: int) -> bytes:
+    """``seconds`` of a 440 Hz tone, both channels, written one second at a time (low memory)."""
+    second = samples.tone(1.0, rate, freq=440.0)  # a whole number of periods: blocks join seamlessly
+    block = np.stack([second, second], axis=1)
+    buffer = io.BytesIO()
+    with soundfile.SoundFile(buffer, "w", rate, 2, format="FLAC", subtype="PCM_16") as out:
+        for _ in range(seconds):
+            out.write(block)
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+def test_long_high_rate_file_is_resampled_while_decoding_in_bounded_memory() -> None:
+    seconds = 600
+    data = _long_stereo_flac(seconds, 48000)
+    tracemalloc.start()  # numpy registers its buffers with tracemalloc
+    try:
+        audio = decode_audio(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert audio.source_rate == 48000 and audio.source_channels == 2
+    assert audio.duration == pytest.approx(seconds, abs=0.005)
+    # Keeping 48 kHz chunks then resampling needs > 6x the 16 kHz output; streaming needs ~2x.
+    assert peak < 3 * audio.samples.nbytes, f"peak {peak / 1e6:.0f} MB"
+    tail = audio.samples[-SAMPLE_RATE:]
+    assert _peak_hz(tail) == pytest.approx(440.0, abs=2.0)  # resampled right to the end
 
 
 @pytest.mark.parametrize(

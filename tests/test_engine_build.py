@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from whisper_build.engine_build import cli, commands, gpu, layout, smoke
-from whisper_build.engine_build.spec import BuildSpecError, derive_spec, model_name_for, parse_model_source
+from whisper_build.engine_build.spec import (
+    BuildSpecError,
+    build_key,
+    derive_spec,
+    model_name_for,
+    parse_model_source,
+)
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -156,6 +162,38 @@ def test_cli_dry_run_prints_flags_and_commands(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["build_flags"]["n_mels"] == 80
     assert printed["commands"][-1][0] == "trtllm-build"
+
+
+# ------------------------------------------------------------------------------ build key
+
+
+def test_build_key_ignores_flag_order_and_changes_with_every_input():
+    flags = derive_spec("small").build_flags()
+    key = build_key("openai/whisper-small", "0.1.0", flags)
+    assert key.startswith("sha256:") and len(key) == len("sha256:") + 64
+    assert build_key("openai/whisper-small", "0.1.0", dict(reversed(list(flags.items())))) == key
+    others = {
+        build_key("openai/whisper-small.en", "0.1.0", flags),
+        build_key("openai/whisper-small", "0.2.0", flags),
+        build_key("openai/whisper-small", "0.1.0", derive_spec("small", max_batch_size=8).build_flags()),
+        build_key("openai/whisper-small", "0.1.0", derive_spec("small", weight_only="int8").build_flags()),
+    }
+    assert key not in others and len(others) == 4
+
+
+def test_pipeline_key_is_the_one_the_build_tool_records():
+    # The engine project compares the key computed at synth time with the manifest the Job writes:
+    # both must come from the same command line.
+    from settings import load_config
+    from stacks import engine_job
+
+    config = load_config("config/default.yaml")
+    argv = engine_job.engine_build_command(config, "sm86", "bucket")
+    args = cli._parser().parse_args(argv[argv.index("whisper_build.engine_build") + 1 :])
+    spec = cli.spec_from_args(args, parse_model_source(args.model))
+    recorded = build_key(args.model, cli.serving_image_identity(args.image_tag, "9.9.9"), spec.build_flags())
+    assert args.image_tag == config.serving.image_tag
+    assert engine_job.engine_build_key(config) == recorded
 
 
 def test_cli_bad_options_exit_2(capsys):
@@ -370,6 +408,10 @@ def test_build_runs_the_tools_and_writes_a_verifiable_manifest(tmp_path, stand_i
     assert (manifest.gpu_name, manifest.compute_capability, manifest.gpu_arch) == ("NVIDIA A10G", "8.6", "sm86")
     assert manifest.model == "small" and manifest.engine == "tensorrt_llm"
     assert manifest.build_flags["smoke_test"] == "skipped" and manifest.build_flags["n_mels"] == 80
+    # no --image-tag here: the key falls back to the installed TensorRT-LLM version
+    spec = derive_spec("small", max_output_len=200)
+    assert manifest.build_key == build_key(common[1], f"tensorrt_llm=={gpu.tensorrt_llm_version() or 'unknown'}",
+                                           spec.build_flags())
     assert "model_repository/whisper/engine/decoder/rank0.engine" in manifest.files
     assert verify_tree(manifest, out) == []
     encoder, decoder = (json.loads(line) for line in log.read_text().splitlines())
@@ -388,6 +430,8 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
     import boto3
     from moto import mock_aws
 
+    from whisper_build.manifest import read_manifest
+
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     common, _ = stand_ins
     with mock_aws():
@@ -397,3 +441,6 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
         assert cli.main(argv) == 0
         pointer = s3.get_object(Bucket="models-test-bucket", Key="models/small/sm86/current.json")["Body"].read()
         assert json.loads(pointer) == {"version": "v1"}
+        key = build_key(common[1], "0.1.0", derive_spec("small", max_output_len=200).build_flags())
+        assert cli.main([*common, "--output-dir", str(tmp_path / "w"), "--image-tag", "0.1.0"]) == 0
+        assert read_manifest(tmp_path / "w").build_key == key

@@ -48,8 +48,22 @@ def test_contract_field_names():
     # The preflight container and the publish step read exactly these keys.
     assert set(EngineManifest.model_fields) == {
         "schema_version", "model", "engine", "tensorrt_llm_version", "cuda_version", "gpu_name",
-        "compute_capability", "gpu_arch", "build_flags", "files", "built_at",
+        "compute_capability", "gpu_arch", "build_flags", "build_key", "files", "built_at",
     }
+
+
+def test_build_key_is_optional_and_round_trips(tmp_path):
+    # Manifests written before build keys have no such field and still parse; a key round-trips.
+    legacy = _manifest()
+    assert '"build_key"' not in legacy.to_json()
+    assert parse_manifest(legacy.to_json()).build_key is None
+    keyed = _manifest(build_key="sha256:" + "0" * 64)
+    assert read_manifest(write_manifest(keyed, tmp_path / "v1")).build_key == "sha256:" + "0" * 64
+
+
+def test_malformed_build_key_is_refused():
+    with pytest.raises(ValueError, match="build_key"):
+        _manifest(build_key="not-a-key")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from settings.storage import pointer_key, version_prefix
 from whisper_build import publish as pub
+from whisper_build.engine_build.spec import build_key
 from whisper_build.manifest import EngineManifest, checksum_tree, utc_now, write_manifest
 
 BUCKET = "whisper-models-test"
@@ -27,7 +28,7 @@ def s3():
         yield client
 
 
-def _build(tmp_path, name: str, payload: bytes = b"engine") -> object:
+def _build(tmp_path, name: str, payload: bytes = b"engine", build_key: str | None = None) -> object:
     """A version folder like the engine build writes: a repository plus manifest.json."""
     root = tmp_path / name
     engine = root / "model_repository" / "whisper" / "engine"
@@ -44,6 +45,7 @@ def _build(tmp_path, name: str, payload: bytes = b"engine") -> object:
         gpu_name="NVIDIA A10G",
         compute_capability="8.6",
         gpu_arch=ARCH,
+        build_key=build_key,
         files=checksum_tree(root),
         built_at=utc_now(),
     )
@@ -167,6 +169,45 @@ def test_cli_list_and_errors(s3, tmp_path, capsys):
     assert "v1  (current)" in capsys.readouterr().out
     assert pub.main(["upload", str(tmp_path / "missing"), "--bucket", BUCKET], s3=s3) == 1
     assert "no engine manifest" in capsys.readouterr().err
+
+
+KEY_A = build_key("openai/whisper-large-v3-turbo", "0.1.0", {"max_batch_size": 16})
+KEY_B = build_key("openai/whisper-large-v3-turbo", "0.2.0", {"max_batch_size": 16})
+
+
+def _current(s3, key: str) -> int:
+    return pub.main(["current", "--bucket", BUCKET, "--model", MODEL, "--arch", ARCH, "--build-key", key], s3=s3)
+
+
+def test_current_without_pointer_is_not_current(s3, capsys):
+    assert _current(s3, KEY_A) == 1
+    assert "nothing published yet" in capsys.readouterr().out
+
+
+def test_current_with_matching_key_is_current(s3, tmp_path, capsys):
+    pub.publish(s3, BUCKET, _build(tmp_path, "a", build_key=KEY_A), version="v1")
+    assert _current(s3, KEY_A) == 0
+    assert KEY_A in capsys.readouterr().out
+
+
+def test_current_with_another_key_is_not_current(s3, tmp_path, capsys):
+    pub.publish(s3, BUCKET, _build(tmp_path, "a", build_key=KEY_A), version="v1")
+    assert _current(s3, KEY_B) == 1
+    assert f"built with {KEY_A}, not {KEY_B}" in capsys.readouterr().out
+
+
+def test_current_follows_the_pointer_not_the_newest_version(s3, tmp_path):
+    pub.publish(s3, BUCKET, _build(tmp_path, "a", b"a", build_key=KEY_A), version="v1")
+    pub.publish(s3, BUCKET, _build(tmp_path, "b", b"b", build_key=KEY_B), version="v2")
+    assert _current(s3, KEY_B) == 0
+    pub.rollback(s3, BUCKET, MODEL, ARCH, "v1")
+    assert (_current(s3, KEY_A), _current(s3, KEY_B)) == (0, 1)
+
+
+def test_current_manifest_without_key_is_not_current(s3, tmp_path, capsys):
+    pub.publish(s3, BUCKET, _build(tmp_path, "a"), version="v1")
+    assert _current(s3, KEY_A) == 1
+    assert "has no build_key" in capsys.readouterr().out
 
 
 def test_new_version_sorts_by_time():

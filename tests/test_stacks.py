@@ -108,6 +108,10 @@ def test_eks_cluster_api_auth_version_and_addons(result: Synthesized) -> None:
         {
             "AccessConfig": Match.object_like({"AuthenticationMode": "API"}),
             "Version": result.config.cluster.kubernetes_version,
+            # the public API endpoint is reachable only from the configured CIDRs
+            "ResourcesVpcConfig": Match.object_like(
+                {"EndpointPublicAccess": True, "PublicAccessCidrs": result.config.cluster.public_access_cidrs}
+            ),
         },
     )
     addons = {a["Properties"]["AddonName"] for a in _resources(result.template_json(_ids(result)[2]), "AWS::EKS::Addon").values()}

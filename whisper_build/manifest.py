@@ -52,6 +52,12 @@ class EngineManifest(BaseModel):
     compute_capability: str = Field(pattern=r"^\d{1,2}\.\d$")
     gpu_arch: str = Field(pattern=r"^sm\d{2,3}$")
     build_flags: dict[str, Any] = Field(default_factory=dict)
+    build_key: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="whisper_build.engine_build.spec.build_key of the build; None in manifests from "
+        "before build keys (such an engine is always rebuilt).",
+    )
     files: dict[str, str] = Field(default_factory=dict)
     built_at: datetime
 
@@ -85,6 +91,8 @@ class EngineManifest(BaseModel):
         """Pretty JSON text (``built_at`` as ISO 8601 with ``Z``), newline-terminated."""
         data = self.model_dump(mode="json")
         data["built_at"] = self.built_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if data["build_key"] is None:  # optional field: manifests without a key stay as they were
+            del data["build_key"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

@@ -280,6 +280,27 @@ def rollback(s3: Any, bucket: str, model: str, gpu_arch: str, to_version: str | 
     return to_version
 
 
+def current_build_key_problem(s3: Any, bucket: str, model: str, gpu_arch: str, key: str) -> str | None:
+    """Why the engine ``current.json`` points to was NOT built with build key ``key``; None when it was.
+
+    ``key`` is :func:`whisper_build.engine_build.spec.build_key` of the build about to run; a
+    match means that build would reproduce the published engine. Missing pointer, a manifest
+    without ``build_key`` (built before keys existed) or another key each give a reason.
+
+    Raises:
+        PublishError: the pointer or the manifest it names is invalid or missing.
+    """
+    version = read_pointer(s3, bucket, model, gpu_arch)
+    if version is None:
+        return f"no s3://{bucket}/{pointer_key(model, gpu_arch)}: nothing published yet"
+    published = read_remote_manifest(s3, bucket, model, gpu_arch, version).build_key
+    if published is None:
+        return f"current version {version} has no build_key (built before build keys)"
+    if published != key:
+        return f"current version {version} was built with {published}, not {key}"
+    return None
+
+
 # ------------------------------------------------------------------------------------------------ CLI
 
 
@@ -300,6 +321,13 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--model", required=True)
         cmd.add_argument("--gpu-arch", required=True, help="e.g. sm86")
     sub.choices["rollback"].add_argument("--to", help="version (default: the one before the current)")
+    cur = sub.add_parser(
+        "current", help="exit 0 when current.json names a version built with --build-key, 1 otherwise (says why)"
+    )
+    cur.add_argument("--bucket", required=True)
+    cur.add_argument("--model", required=True)
+    cur.add_argument("--gpu-arch", "--arch", dest="gpu_arch", required=True, help="e.g. sm86")
+    cur.add_argument("--build-key", required=True, help="sha256:<hex> of the build about to run")
     return parser
 
 
@@ -317,6 +345,12 @@ def main(argv: list[str] | None = None, s3: Any = None) -> int:
             current = read_pointer(s3, args.bucket, args.model, args.gpu_arch)
             for version in list_versions(s3, args.bucket, args.model, args.gpu_arch):
                 print(f"{version}{'  (current)' if version == current else ''}")
+        elif args.command == "current":
+            problem = current_build_key_problem(s3, args.bucket, args.model, args.gpu_arch, args.build_key)
+            if problem is not None:
+                print(f"not current: {problem}")
+                return 1
+            print(f"current: s3://{args.bucket}/{pointer_key(args.model, args.gpu_arch)} was built with {args.build_key}")
         else:
             print(f"current.json -> {rollback(s3, args.bucket, args.model, args.gpu_arch, args.to)}")
     except PublishError as exc:
@@ -333,6 +367,7 @@ __all__ = [
     "ChecksumMismatchError",
     "PublishError",
     "UploadProgress",
+    "current_build_key_problem",
     "list_versions",
     "main",
     "new_version",

@@ -23,6 +23,7 @@ from whisper_build.engine_build.spec import (
     BuildSpec,
     BuildSpecError,
     ModelSource,
+    build_key,
     derive_spec,
     model_name_for,
     parse_model_source,
@@ -53,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--output-dir", type=Path, required=True, help="new version folder to create")
     out.add_argument("--work-dir", type=Path, help="scratch space (default: a temporary folder)")
+    out.add_argument(
+        "--image-tag",
+        default=os.environ.get("WHISPER_IMAGE_TAG"),
+        help="tag of the serving image this build runs in, part of the manifest's build_key "
+        "(env WHISPER_IMAGE_TAG; default: the installed TensorRT-LLM version)",
+    )
     out.add_argument("--expect-arch", help="fail unless the GPU is this architecture (e.g. sm86)")
     tools = parser.add_argument_group("tools")
     tools.add_argument(
@@ -90,6 +97,29 @@ def resolve_model_name(source: ModelSource, given: str | None) -> str:
     if name is None:
         raise BuildSpecError(f"--model-name is required for {source.location} (e.g. --model-name large-v3)")
     return name
+
+
+def spec_from_args(args: argparse.Namespace, source: ModelSource) -> BuildSpec:
+    """The :class:`BuildSpec` the parsed command line asks for.
+
+    Raises:
+        BuildSpecError: unknown model name or limits outside Whisper's.
+    """
+    return derive_spec(
+        resolve_model_name(source, args.model_name),
+        max_batch_size=args.max_batch_size,
+        beam_width=args.beam_width,
+        max_output_len=args.max_output_len,
+        weight_only=args.weight_only,
+        dtype=args.dtype,
+        max_prompt_len=args.max_prompt_len,
+    )
+
+
+def serving_image_identity(image_tag: str | None, trtllm_version: str | None) -> str:
+    """What ties the engine to its TensorRT-LLM version in :func:`build_key`: the serving image tag
+    when given, else ``tensorrt_llm==<installed version>`` (``unknown`` when not installed)."""
+    return image_tag or f"tensorrt_llm=={trtllm_version or 'unknown'}"
 
 
 def checkpoint_inputs(folder: Path, model_name: str) -> tuple[Path | None, str | None]:
@@ -186,15 +216,17 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
         print(f"smoke test passed: WER {result.wer:.2f}: {result.transcript!r}", flush=True)
         flags["smoke_test_wer"] = round(result.wer, 4)
     flags["build_seconds"] = int((utc_now() - started).total_seconds())
+    trtllm_version = gpu.tensorrt_llm_version()
     manifest = EngineManifest(
         model=spec.model_name,
         engine="tensorrt_llm",
-        tensorrt_llm_version=gpu.tensorrt_llm_version(),
+        tensorrt_llm_version=trtllm_version,
         cuda_version=gpu.cuda_version(),
         gpu_name=gpu_info.name,
         compute_capability=gpu_info.compute_capability,
         gpu_arch=gpu_info.arch,
         build_flags=flags,
+        build_key=build_key(args.model, serving_image_identity(args.image_tag, trtllm_version), spec.build_flags()),
         files=checksum_tree(args.output_dir),
         built_at=utc_now(),
     )
@@ -207,15 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         source = parse_model_source(args.model)
-        spec = derive_spec(
-            resolve_model_name(source, args.model_name),
-            max_batch_size=args.max_batch_size,
-            beam_width=args.beam_width,
-            max_output_len=args.max_output_len,
-            weight_only=args.weight_only,
-            dtype=args.dtype,
-            max_prompt_len=args.max_prompt_len,
-        )
+        spec = spec_from_args(args, source)
         if not args.skip_smoke_test and not args.dry_run and (args.smoke_clip is None or not args.smoke_text):
             raise BuildSpecError(
                 "give --smoke-clip and --smoke-text (or env WHISPER_SMOKE_CLIP/_TEXT), or --skip-smoke-test"
@@ -230,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
             spec, paths, openai_checkpoint_dir=None, hf_checkpoint=hf, python=args.python,
             example_dir=args.trtllm_example_dir, trtllm_build=args.trtllm_build,
         )  # fmt: skip
-        print(json.dumps({"build_flags": spec.build_flags(), "commands": [s.argv for s in plan]}, indent=2))
+        key = build_key(args.model, serving_image_identity(args.image_tag, gpu.tensorrt_llm_version()), spec.build_flags())
+        print(json.dumps({"build_flags": spec.build_flags(), "build_key": key, "commands": [s.argv for s in plan]},
+                         indent=2))
         return 0
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="engine-build-"))
     try:

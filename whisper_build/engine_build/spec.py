@@ -12,7 +12,10 @@ Whisper facts used here (``/work/shared/reference/whisper-serving-facts.md`` §1
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +148,30 @@ def derive_spec(
         )
     except ValueError as exc:  # pydantic ValidationError is a ValueError
         raise BuildSpecError(str(exc)) from exc
+
+
+def build_key(model: str, serving_image: str, build_flags: Mapping[str, Any]) -> str:
+    """Deterministic identity of an engine build: ``sha256:`` + 64 lowercase hex digits.
+
+    Two builds with equal keys produce interchangeable engines, so a published engine whose
+    manifest carries the key of the build about to run makes that build unnecessary.
+
+    Args:
+        model: the ``--model`` source as given (Hugging Face id, folder or ``s3://`` URI).
+        serving_image: what fixes the TensorRT-LLM version the engine is tied to: the serving
+            image tag (``serving.image_tag``; ECR tags are immutable), or ``tensorrt_llm==<version>``
+            when no tag is known.
+        build_flags: :meth:`BuildSpec.build_flags` (JSON-serializable; key order does not matter).
+
+    Raises:
+        TypeError: a flag value is not JSON-serializable.
+    """
+    canonical = json.dumps(
+        {"model": model, "serving_image": serving_image, "build_flags": dict(build_flags)},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def model_name_for(hf_id: str) -> str | None:
