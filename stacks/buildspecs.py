@@ -72,6 +72,34 @@ _RESUME_SERVING = f"""if [ -f {SERVING_PAUSED_MARKER} ]; then
 fi"""
 
 
+ENGINE_CURRENT_MARKER = "engine-current"
+"""File the build phase writes when the published engine was built from the same inputs; every later
+command of the engine build then does nothing, so serving is never paused."""
+
+_CHECK_ENGINE_CURRENT = f"""if [ "${{FORCE_ENGINE_BUILD:-false}}" = true ]; then
+  echo "FORCE_ENGINE_BUILD=true: rebuilding"
+elif [ -z "$BUILD_KEY" ]; then
+  echo "no BUILD_KEY: rebuilding"
+else
+  CURRENT_VERSION="$(aws s3 cp "s3://$MODEL_BUCKET/${{MODEL_PREFIX}}current.json" - 2>/dev/null | jq -r '.version // empty' 2>/dev/null || true)"
+  PUBLISHED_KEY=""
+  if [ -n "$CURRENT_VERSION" ]; then
+    PUBLISHED_KEY="$(aws s3 cp "s3://$MODEL_BUCKET/${{MODEL_PREFIX}}$CURRENT_VERSION/manifest.json" - 2>/dev/null | jq -r '.build_key // empty' 2>/dev/null || true)"
+  fi
+  if [ -n "$PUBLISHED_KEY" ] && [ "$PUBLISHED_KEY" = "$BUILD_KEY" ]; then
+    touch {ENGINE_CURRENT_MARKER}
+    echo "engine current: version $CURRENT_VERSION was built with $BUILD_KEY; skipping the build, serving untouched"
+  else
+    echo "rebuilding: current version '${{CURRENT_VERSION:-none}}' has build key '${{PUBLISHED_KEY:-none}}', this build is $BUILD_KEY"
+  fi
+fi"""
+
+
+def _unless_engine_current(command: str) -> str:
+    """``command`` guarded so that it does nothing once :data:`ENGINE_CURRENT_MARKER` exists."""
+    return f"if [ ! -f {ENGINE_CURRENT_MARKER} ]; then\n{command}\nfi"
+
+
 def hyperpod_job_buildspec() -> dict[str, Any]:
     """Free the build group's GPU, run the engine-build Job there and wait for it, then resume serving
     (default runner).
@@ -85,7 +113,16 @@ def hyperpod_job_buildspec() -> dict[str, Any]:
     transitions"): it prints the pod's last 500 log lines, removes the pause annotation and scales
     the Deployment back to ``SERVING_REPLICAS`` (KEDA autoscales from there again).
 
-    Reads: ``CLUSTER_NAME``, ``K8S_VERSION`` (e.g. ``1.33``), ``NAMESPACE`` (the build namespace),
+    Before anything else the build phase checks whether the engine ``current.json`` points to was
+    built with ``BUILD_KEY`` (the manifest's ``build_key``, read with the AWS CLI and ``jq``, both in
+    CodeBuild's standard image; the same comparison as ``python -m whisper_build.publish current``,
+    which needs this project's code the project has no checkout of). If so it writes
+    :data:`ENGINE_CURRENT_MARKER` and every later command does nothing: no pause, no Job, no scaling.
+    Any failure to read the pointer or manifest means "rebuild". ``FORCE_ENGINE_BUILD=true``
+    (override it on ``aws codebuild start-build``) always rebuilds.
+
+    Reads: ``BUILD_KEY``, ``MODEL_BUCKET``, ``MODEL_PREFIX`` (``models/<model>/<arch>/``),
+    ``FORCE_ENGINE_BUILD``, ``CLUSTER_NAME``, ``K8S_VERSION`` (e.g. ``1.33``), ``NAMESPACE`` (the build namespace),
     ``GPU_ARCH``, ``JOB_MANIFEST`` (JSON ``List`` of ServiceAccount + Job with the name placeholder
     ``__JOB_NAME__``, from :func:`stacks.engine_job.engine_build_manifests`),
     ``JOB_TIMEOUT_SECONDS``, ``SERVING_NAMESPACE``, ``SERVING_SELECTOR`` (labels of the build
@@ -97,24 +134,46 @@ def hyperpod_job_buildspec() -> dict[str, Any]:
             "install": _KUBECTL_INSTALL,
             "pre_build": [_KUBECONFIG],
             "build": [
+                _CHECK_ENGINE_CURRENT,
                 'JOB_NAME="engine-build-${GPU_ARCH}-${CODEBUILD_BUILD_NUMBER}"',
-                *_PAUSE_SERVING,
-                'printenv JOB_MANIFEST | sed "s/__JOB_NAME__/${JOB_NAME}/" > job.json',
-                "kubectl apply -f job.json",
-                _WAIT_FOR_JOB,
+                *(
+                    _unless_engine_current(command)
+                    for command in [
+                        *_PAUSE_SERVING,
+                        'printenv JOB_MANIFEST | sed "s/__JOB_NAME__/${JOB_NAME}/" > job.json',
+                        "kubectl apply -f job.json",
+                        _WAIT_FOR_JOB,
+                    ]
+                ),
             ],
-            "post_build": ['kubectl -n "$NAMESPACE" logs "job/$JOB_NAME" --tail=500 || true', _RESUME_SERVING],
+            # _RESUME_SERVING acts only after a pause (SERVING_PAUSED_MARKER), never after a skip
+            "post_build": [
+                _unless_engine_current('kubectl -n "$NAMESPACE" logs "job/$JOB_NAME" --tail=500 || true'),
+                _RESUME_SERVING,
+            ],
         }
     )
 
 
-def fleet_buildspec(build_command: list[str]) -> dict[str, Any]:
+def fleet_buildspec(build_command: list[str], current_command: list[str]) -> dict[str, Any]:
     """Build and publish directly on a CodeBuild GPU fleet host, inside the serving image.
 
     ``build_command`` is :func:`stacks.engine_job.engine_build_command` (may hold CloudFormation
-    tokens, which stay intact through quoting). ``nvidia-smi`` is printed first for the log.
+    tokens, which stay intact through quoting). ``current_command`` is ``python -m
+    whisper_build.publish current ...`` with the build's key (the serving image holds this
+    project): when it exits 0 the published engine was built from the same inputs and the build
+    is skipped, unless ``FORCE_ENGINE_BUILD=true``. ``nvidia-smi`` is printed first for the log.
     """
-    return _spec({"pre_build": ["nvidia-smi"], "build": [shlex.join(build_command)]})
+    check, build = shlex.join(current_command), shlex.join(build_command)
+    return _spec(
+        {
+            "pre_build": ["nvidia-smi"],
+            "build": [
+                f'if [ "${{FORCE_ENGINE_BUILD:-false}}" != true ] && {check}; then echo "engine current: build skipped"; '
+                f"else {build}; fi"
+            ],
+        }
+    )
 
 
 def image_buildspec() -> dict[str, Any]:

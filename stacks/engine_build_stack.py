@@ -247,6 +247,25 @@ class EngineBuildStack(Stack):
         )
         return policy
 
+    def _grant_arch_prefix_read(self, role: iam.IRole, arch: str) -> None:
+        """GetObject under ``models/<model>/<arch>/`` only: the pointer and manifest the engine
+        project reads to skip a build whose engine is already published
+        (:func:`stacks.buildspecs.hyperpod_job_buildspec`)."""
+        prefix = storage.model_prefix(self._config.model.name, arch)
+        objects = self._bucket.arn_for_objects(f"{prefix}*")
+        policy = iam.Policy(
+            self,
+            f"ModelPrefixRead{arch}",
+            statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])],
+        )
+        policy.attach_to_role(role)
+        acknowledge_resource(
+            policy,
+            objects,
+            f"Read-only, limited to {prefix} of the model bucket: current.json and the manifest of the "
+            "version it names, whose name is not known before the build",
+        )
+
     # ------------------------------------------------------------------------------ engine projects
 
     def _job_project(self, arch: str) -> codebuild.Project:
@@ -279,7 +298,7 @@ class EngineBuildStack(Stack):
         manifests = engine_job.engine_build_manifests(
             self._config, arch, image_uri=self._image_uri, bucket_name=self._bucket.bucket_name, region=self.region
         )
-        return self._cluster_project(
+        project = self._cluster_project(
             f"EngineBuild{arch}",
             name=engine_project_name(self._config, arch),
             description=f"Builds the {arch} TensorRT-LLM engine as a Job on a {arch} HyperPod group and awaits it",
@@ -288,6 +307,11 @@ class EngineBuildStack(Stack):
             kubernetes_groups=[engine_job.kubernetes_group(arch)],
             env=_env(
                 GPU_ARCH=arch,
+                # skip the build (and the pause) when the published engine has this key (buildspecs)
+                BUILD_KEY=engine_job.engine_build_key(self._config),
+                MODEL_BUCKET=self._bucket.bucket_name,
+                MODEL_PREFIX=storage.model_prefix(self._config.model.name, arch),
+                FORCE_ENGINE_BUILD="false",
                 JOB_TIMEOUT_SECONDS=str(engine_job.JOB_DEADLINE_SECONDS),
                 JOB_MANIFEST=self.to_json_string({"apiVersion": "v1", "kind": "List", "items": manifests}),
                 SERVING_NAMESPACE=self._config.serving.namespace,
@@ -299,6 +323,8 @@ class EngineBuildStack(Stack):
             ),
             timeout=build_timeout(self._config),
         )
+        self._grant_arch_prefix_read(project.role, arch)  # type: ignore[arg-type]
+        return project
 
     def _fleet_project(self, arch: str, group: GpuGroup) -> codebuild.Project:
         fleet = codebuild.Fleet(
@@ -320,9 +346,11 @@ class EngineBuildStack(Stack):
             description=f"Builds the {arch} TensorRT-LLM engine on a reserved {fleet_instance_type(group)} fleet",
             build_spec=codebuild.BuildSpec.from_object(
                 buildspecs.fleet_buildspec(
-                    engine_job.engine_build_command(self._config, arch, self._bucket.bucket_name)
+                    engine_job.engine_build_command(self._config, arch, self._bucket.bucket_name),
+                    engine_job.engine_current_command(self._config, arch, self._bucket.bucket_name),
                 )
             ),
+            environment_variables=_env(FORCE_ENGINE_BUILD="false"),
             environment=codebuild.BuildEnvironment(
                 build_image=codebuild.LinuxGpuBuildImage.from_ecr_repository(
                     self._repository, self._config.serving.image_tag

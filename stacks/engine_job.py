@@ -165,6 +165,19 @@ def engine_build_key(config: DeploymentConfig) -> str:
     return build_key(model.hf_id, config.serving.image_tag, spec.build_flags())
 
 
+def engine_current_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
+    """argv of ``python -m whisper_build.publish current`` for ``arch`` with :func:`engine_build_key`:
+    exits 0 when the engine published for ``arch`` was built from the inputs of
+    :func:`engine_build_command`, so that build can be skipped."""
+    return [
+        "python3", "-m", "whisper_build.publish", "current",
+        "--bucket", bucket_name,
+        "--model", config.model.name,
+        "--gpu-arch", arch,
+        "--build-key", engine_build_key(config),
+    ]  # fmt: skip
+
+
 def engine_build_manifests(
     config: DeploymentConfig, arch: str, *, image_uri: str, bucket_name: str, region: str
 ) -> list[dict[str, Any]]:

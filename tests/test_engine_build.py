@@ -430,6 +430,7 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
     import boto3
     from moto import mock_aws
 
+    from whisper_build import publish
     from whisper_build.manifest import read_manifest
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -437,10 +438,15 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
     with mock_aws():
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket="models-test-bucket")
-        argv = [*common, "--output-dir", str(tmp_path / "v"), "--publish-bucket", "models-test-bucket", "--version", "v1"]
+        argv = [*common, "--output-dir", str(tmp_path / "v"), "--publish-bucket", "models-test-bucket", "--version", "v1",
+                "--image-tag", "0.1.0"]
         assert cli.main(argv) == 0
         pointer = s3.get_object(Bucket="models-test-bucket", Key="models/small/sm86/current.json")["Body"].read()
         assert json.loads(pointer) == {"version": "v1"}
+        # the build key recorded for --image-tag reaches the published manifest
         key = build_key(common[1], "0.1.0", derive_spec("small", max_output_len=200).build_flags())
-        assert cli.main([*common, "--output-dir", str(tmp_path / "w"), "--image-tag", "0.1.0"]) == 0
-        assert read_manifest(tmp_path / "w").build_key == key
+        assert read_manifest(tmp_path / "v").build_key == key
+        assert publish.main(
+            ["current", "--bucket", "models-test-bucket", "--model", "small", "--arch", "sm86", "--build-key", key],
+            s3=s3,
+        ) == 0

@@ -268,6 +268,9 @@ def test_fleet_switch_builds_on_a_matching_gpu_fleet(fleet_assembly):
     assert "JOB_MANIFEST" not in _env(fleet_project)  # builds itself, no Kubernetes Job
     buildspec = _flatten(fleet_project["Properties"]["Source"]["BuildSpec"])
     assert "whisper_build.engine_build" in buildspec and "--expect-arch sm89" in buildspec
+    # skipped when the published engine has this build's key, unless forced
+    assert "whisper_build.publish current" in buildspec and "FORCE_ENGINE_BUILD" in buildspec
+    assert engine_job.engine_build_key(parse_config(yaml.safe_load(CONFIGS["three-groups"].read_text()))) in buildspec
     # The other architectures keep the HyperPod Job runner, and the fleet project needs no cluster access.
     assert "JOB_MANIFEST" in _env(projects["whisper-hyperpod-engine-sm86"])
     assert len(_of_type(template, "AWS::EKS::AccessEntry")) == 3
@@ -433,6 +436,68 @@ def test_failed_scale_down_never_applies_the_job_but_still_unpauses(fake_cluster
     calls = _calls(workdir)
     assert "apply -f job.json" not in calls
     assert UNPAUSE in calls[calls.index(SCALE_DOWN):]
+
+
+FAKE_AWS = """#!/usr/bin/env bash
+# `aws s3 cp s3://BUCKET/KEY -` served from $FAKE_S3/BUCKET/KEY; a missing object fails like the CLI.
+[ "$1 $2 $4" = "s3 cp -" ] || exit 2
+cat "$FAKE_S3/${3#s3://}" 2>/dev/null || { echo "fatal error: Not Found" >&2; exit 1; }
+"""
+KEY = "sha256:" + "a" * 64
+
+
+@pytest.fixture
+def published(fake_cluster) -> tuple[Path, dict[str, str]]:
+    """The fake cluster plus a model bucket whose current.json names a version built with KEY."""
+    workdir, env = fake_cluster
+    aws = workdir / "bin" / "aws"
+    aws.write_text(FAKE_AWS)
+    aws.chmod(0o755)
+    prefix = workdir / "s3" / "models-bucket" / "models" / "large-v3-turbo" / "sm86"
+    (prefix / "v1").mkdir(parents=True)
+    (prefix / "current.json").write_text('{"version": "v1"}')
+    (prefix / "v1" / "manifest.json").write_text(json.dumps({"model": "large-v3-turbo", "build_key": KEY}))
+    env = {
+        **env,
+        "FAKE_S3": str(workdir / "s3"),
+        "MODEL_BUCKET": "models-bucket",
+        "MODEL_PREFIX": "models/large-v3-turbo/sm86/",
+        "FAKE_JOB_OUTCOME": "complete",
+    }
+    return workdir, env
+
+
+def test_current_engine_skips_the_build_without_touching_serving(published):
+    workdir, env = published
+    phases = _run_phases(buildspecs.hyperpod_job_buildspec(), workdir, {**env, "BUILD_KEY": KEY})
+    assert phases == ["SUCCEEDED", "SUCCEEDED"]
+    assert not (workdir / "kubectl.log").exists()  # no pause, scale, apply or resume
+    assert (workdir / buildspecs.ENGINE_CURRENT_MARKER).exists()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"BUILD_KEY": "sha256:" + "b" * 64},  # inputs changed
+        {"BUILD_KEY": KEY, "FORCE_ENGINE_BUILD": "true"},  # forced
+        {"BUILD_KEY": KEY, "MODEL_PREFIX": "models/large-v3-turbo/sm89/"},  # nothing published there
+    ],
+)
+def test_engine_not_current_builds_as_before(published, change):
+    workdir, env = published
+    phases = _run_phases(buildspecs.hyperpod_job_buildspec(), workdir, {**env, **change})
+    assert phases == ["SUCCEEDED", "SUCCEEDED"]
+    calls = _calls(workdir)
+    assert calls.index(PAUSE) < calls.index(SCALE_DOWN) < calls.index("apply -f job.json")
+    assert calls[-2:] == [UNPAUSE, SCALE_BACK]
+
+
+def test_engine_projects_carry_the_build_key(three_groups):
+    config = synthesized(CONFIGS["three-groups"]).config
+    for arch in ARCHS:
+        env = _env(_projects(three_groups)[engine_project_name(config, arch)])
+        assert env["BUILD_KEY"] == engine_job.engine_build_key(config)
+        assert env["MODEL_PREFIX"] == f"models/{config.model.name}/{arch}/" and env["FORCE_ENGINE_BUILD"] == "false"
 
 
 def test_drain_and_build_fit_in_the_project_timeout():

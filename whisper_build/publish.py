@@ -350,7 +350,8 @@ def main(argv: list[str] | None = None, s3: Any = None) -> int:
             if problem is not None:
                 print(f"not current: {problem}")
                 return 1
-            print(f"current: s3://{args.bucket}/{pointer_key(args.model, args.gpu_arch)} was built with {args.build_key}")
+            pointer = f"s3://{args.bucket}/{pointer_key(args.model, args.gpu_arch)}"
+            print(f"current: {pointer} names a version built with {args.build_key}")
         else:
             print(f"current.json -> {rollback(s3, args.bucket, args.model, args.gpu_arch, args.to)}")
     except PublishError as exc:

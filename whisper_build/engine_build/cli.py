@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             spec, paths, openai_checkpoint_dir=None, hf_checkpoint=hf, python=args.python,
             example_dir=args.trtllm_example_dir, trtllm_build=args.trtllm_build,
         )  # fmt: skip
-        key = build_key(args.model, serving_image_identity(args.image_tag, gpu.tensorrt_llm_version()), spec.build_flags())
+        image = serving_image_identity(args.image_tag, gpu.tensorrt_llm_version())
+        key = build_key(args.model, image, spec.build_flags())
         print(json.dumps({"build_flags": spec.build_flags(), "build_key": key, "commands": [s.argv for s in plan]},
                          indent=2))
         return 0
