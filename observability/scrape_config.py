@@ -1,5 +1,6 @@
 """Prometheus scrape configuration: the AMP managed scraper's (Kubernetes discovery) and the
-live check's (static local targets), both built from the same job list.
+live check's (static local targets carrying the Kubernetes discovery labels), both built from the
+same job list and the same relabel rules.
 
 Jobs (names from :mod:`observability.queries`):
 
@@ -97,30 +98,53 @@ def _instance_type_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
     ]
 
 
+_META_APP = _meta_pod_label(APP_NAME_LABEL)
+_META_GPU_GROUP = _meta_pod_label(GPU_GROUP_LABEL)
+_META_GPU_ARCH = _meta_pod_label(GPU_ARCH_LABEL)
+_META_PORT = "__meta_kubernetes_pod_container_port_number"
+_META_PHASE = "__meta_kubernetes_pod_phase"
+_META_READY = "__meta_kubernetes_pod_ready"
+_META_POD_NAME = "__meta_kubernetes_pod_name"
+_META_NAMESPACE = "__meta_kubernetes_namespace"
+_RUNNING = "Running"
+
+
+def relabel_configs(job: ScrapeJob, config: DeploymentConfig) -> list[dict[str, Any]]:
+    """The job's ``relabel_configs``: keep the job's pods and port (Running, Ready if
+    ``job.ready_only``), then copy pod labels to ``gpu_group``, ``gpu_arch``, ``pod``,
+    ``namespace`` and set ``instance_type`` from ``gpu_group`` (one rule per configured group).
+
+    Reads only ``__meta_kubernetes_*`` labels of Kubernetes pod discovery (Prometheus
+    ``kubernetes_sd_config`` docs); no address rewriting (discovery's ``__address__`` is already
+    ``podIP:containerPort``). Used verbatim by the AMP scraper config and the local config.
+    """
+    relabel = [
+        _keep(_META_APP, re.escape(job.app)),
+        _keep(_META_PORT, str(job.port)),
+        _keep(_META_PHASE, _RUNNING),
+    ]
+    if job.ready_only:
+        relabel.append(_keep(_META_READY, "true"))
+    relabel += [
+        _copy(_META_GPU_GROUP, "gpu_group"),
+        _copy(_META_GPU_ARCH, "gpu_arch"),
+        _copy(_META_POD_NAME, "pod"),
+        _copy(_META_NAMESPACE, "namespace"),
+        *_instance_type_rules(config),
+    ]
+    return relabel
+
+
 def _kubernetes_job(job: ScrapeJob, config: DeploymentConfig, interval: str) -> dict[str, Any]:
     sd: dict[str, Any] = {"role": "pod"}
     if job.namespace is not None:
         sd["namespaces"] = {"names": [job.namespace]}
-    relabel = [
-        _keep(_meta_pod_label(APP_NAME_LABEL), re.escape(job.app)),
-        _keep("__meta_kubernetes_pod_container_port_number", str(job.port)),
-        _keep("__meta_kubernetes_pod_phase", "Running"),
-    ]
-    if job.ready_only:
-        relabel.append(_keep("__meta_kubernetes_pod_ready", "true"))
-    relabel += [
-        _copy(_meta_pod_label(GPU_GROUP_LABEL), "gpu_group"),
-        _copy(_meta_pod_label(GPU_ARCH_LABEL), "gpu_arch"),
-        _copy("__meta_kubernetes_pod_name", "pod"),
-        _copy("__meta_kubernetes_namespace", "namespace"),
-        *_instance_type_rules(config),
-    ]
     return {
         "job_name": job.name,
         "scrape_interval": interval,
         "metrics_path": "/metrics",
         "kubernetes_sd_configs": [sd],
-        "relabel_configs": relabel,
+        "relabel_configs": relabel_configs(job, config),
     }
 
 
@@ -142,30 +166,73 @@ def scrape_config_yaml(config: DeploymentConfig) -> str:
     return yaml.safe_dump(scrape_config(config), sort_keys=False, width=200)
 
 
+@dataclass(frozen=True)
+class LocalPod:
+    """A local process standing in for one pod that Kubernetes pod discovery would find.
+
+    Attributes:
+        address: ``host:port`` actually scraped (e.g. ``127.0.0.1:40123``).
+        name: pod name (becomes the ``pod`` label).
+        namespace: pod namespace (becomes the ``namespace`` label).
+        gpu_group: value of the pod label ``whisper-hyperpod.io/gpu-group``.
+        gpu_arch: value of the pod label ``whisper-hyperpod.io/gpu-arch``.
+        ready: the pod's Ready condition.
+    """
+
+    address: str
+    name: str
+    namespace: str
+    gpu_group: str
+    gpu_arch: str
+    ready: bool = True
+
+
+def discovered_labels(job: ScrapeJob, pod: LocalPod) -> dict[str, str]:
+    """The ``__meta_kubernetes_*`` labels pod discovery gives the target of ``pod``'s declared
+    container port ``job.port`` (a Running pod labelled ``app.kubernetes.io/name=job.app``): the
+    labels :func:`relabel_configs` reads, as label name → value."""
+    return {
+        _META_APP: job.app,
+        _META_GPU_GROUP: pod.gpu_group,
+        _META_GPU_ARCH: pod.gpu_arch,
+        _META_PORT: str(job.port),
+        _META_PHASE: _RUNNING,
+        _META_READY: "true" if pod.ready else "false",
+        _META_POD_NAME: pod.name,
+        _META_NAMESPACE: pod.namespace,
+    }
+
+
 def local_scrape_config(
-    targets: Mapping[str, Sequence[str]],
-    static_labels: Mapping[str, str],
+    config: DeploymentConfig,
+    pods: Mapping[str, Sequence[LocalPod]],
     interval_seconds: float,
     rule_files: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A Prometheus server config with the same job names but static local targets.
+    """A Prometheus server config with the same jobs and the same relabel rules as
+    :func:`scrape_config`, but static local targets in place of Kubernetes discovery.
 
-    Used by the live check: the labels that relabelling adds in Kubernetes (``gpu_group``,
-    ``gpu_arch``, ``instance_type``, ``pod``) are given as static target labels instead.
+    Each target carries the ``__meta_kubernetes_*`` labels discovery would give it
+    (:func:`discovered_labels`) and the job's production :func:`relabel_configs` run on them in
+    Prometheus, so ``gpu_group``, ``gpu_arch``, ``instance_type``, ``pod``, ``namespace`` and
+    the Ready-only filter come from the real rules. Two things cannot apply locally: discovery's
+    namespace restriction (a discovery setting, not a relabel rule) and ``__address__``, which is
+    the local process's ``host:port`` instead of ``podIP:containerPort`` (the port meta label
+    still holds the declared container port the rules keep).
 
     Args:
-        targets: job name → ``host:port`` list; every key must be a job of :func:`scrape_jobs`.
-        static_labels: labels added to every target.
+        config: deployment config (jobs, ports, GPU group → instance type map).
+        pods: job name → local pods; every key must be a job of :func:`scrape_jobs`.
         interval_seconds: scrape and rule evaluation interval, seconds (> 0).
         rule_files: paths of rule files to load.
 
     Raises:
         ValueError: unknown job name or non-positive interval.
     """
-    known = {queries.JOB_TRITON, queries.JOB_GATEWAY, queries.JOB_DCGM}
-    unknown = set(targets) - known
+    jobs = {job.name: job for job in scrape_jobs(config)}
+    unknown = set(pods) - set(jobs)
     if unknown:
-        raise ValueError(f"unknown scrape job(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise ValueError(f"unknown scrape job(s) {sorted(unknown)}; known: {sorted(jobs)}")
     if interval_seconds <= 0:
         raise ValueError(f"scrape interval must be positive seconds, got {interval_seconds}")
     interval = f"{int(interval_seconds * 1000)}ms"
@@ -174,10 +241,13 @@ def local_scrape_config(
         "rule_files": list(rule_files),
         "scrape_configs": [
             {
-                "job_name": job,
+                "job_name": name,
                 "metrics_path": "/metrics",
-                "static_configs": [{"targets": list(hosts), "labels": dict(static_labels)}],
+                "static_configs": [
+                    {"targets": [pod.address], "labels": discovered_labels(jobs[name], pod)} for pod in job_pods
+                ],
+                "relabel_configs": relabel_configs(jobs[name], config),
             }
-            for job, hosts in targets.items()
+            for name, job_pods in pods.items()
         ],
     }

@@ -25,6 +25,7 @@ from gateway_server import running_gateway
 from prometheus_server import PROMETHEUS, running_prometheus, serving_text
 
 from observability import queries, rules, scrape_config
+from settings import DEFAULT_CONFIG_PATH, load_config
 from whisper_build.gateway.settings import GatewaySettings
 
 pytestmark = [
@@ -33,10 +34,22 @@ pytestmark = [
     pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)"),
 ]
 
-GROUP = "cpu"
-MISSING_GROUP = "g6e"
-"""A configured group with no pods here: its NoReadyPods alert must fire, GROUP's must not."""
-STATIC_LABELS = {"gpu_group": GROUP, "gpu_arch": "cpu", "instance_type": "local-cpu", "pod": "local-0"}
+CONFIG = load_config(DEFAULT_CONFIG_PATH)
+GROUP, MISSING_GROUP = (group.name for group in CONFIG.gpu_groups[:2])
+"""GROUP: the local processes stand in for one of its pods (the DCGM fixture is its A10G).
+MISSING_GROUP: a configured group with no pods here: its NoReadyPods alert must fire, GROUP's must not."""
+_GROUP = CONFIG.gpu_groups[0]
+POD = f"whisper-{GROUP}-0"
+UNREADY_POD = f"whisper-{GROUP}-unready"
+"""A second gateway target whose pod is not Ready: the gateway job's relabel rules must drop it."""
+EXPECTED_LABELS = {
+    "gpu_group": GROUP,
+    "gpu_arch": _GROUP.gpu_arch,
+    "instance_type": _GROUP.instance_type,
+    "pod": POD,
+    "namespace": CONFIG.serving.namespace,
+}
+"""What the production relabel rules must make of the pods' discovery labels."""
 SCRAPE_SECONDS = 1.0
 REQUESTS_PER_BURST = 3
 WAIT_SECONDS = 120.0
@@ -85,13 +98,18 @@ def prometheus(triton_server, tmp_path_factory) -> Iterator[tuple[str, str]]:
     settings = GatewaySettings(triton_url=triton_server.settings.grpc_url, capacity=4, queue_size=16)
     with running_gateway(settings) as gateway, serving_text(DCGM_FIXTURE.read_text()) as dcgm:
         triton = f"{triton_server.settings.host}:{triton_server.settings.metrics_port}"
+
+        def pod(address: str, name: str = POD, ready: bool = True) -> scrape_config.LocalPod:
+            return scrape_config.LocalPod(address, name, CONFIG.serving.namespace, GROUP, _GROUP.gpu_arch, ready)
+
+        gateway_address = gateway.removeprefix("http://")
         config = scrape_config.local_scrape_config(
+            CONFIG,
             {
-                queries.JOB_TRITON: [triton],
-                queries.JOB_GATEWAY: [gateway.removeprefix("http://")],
-                queries.JOB_DCGM: [dcgm],
+                queries.JOB_TRITON: [pod(triton)],
+                queries.JOB_GATEWAY: [pod(gateway_address), pod(gateway_address, UNREADY_POD, ready=False)],
+                queries.JOB_DCGM: [pod(dcgm, f"dcgm-exporter-{GROUP}-0")],
             },
-            STATIC_LABELS,
             SCRAPE_SECONDS,
             [str(rules_path)],
         )
@@ -129,8 +147,8 @@ def test_every_expression_returns_data_with_the_expected_labels(after_traffic, q
         labels = series["metric"]
         assert set(query.labels) <= set(labels), (query.key, labels)
         for name in query.labels:
-            if name in STATIC_LABELS:
-                assert labels[name] == STATIC_LABELS[name], (query.key, labels)
+            if name in EXPECTED_LABELS:
+                assert labels[name] == EXPECTED_LABELS[name], (query.key, labels)
 
 
 RATES_THAT_MUST_BE_POSITIVE = (
@@ -180,3 +198,14 @@ def test_rules_file_loads_and_every_rule_evaluates_cleanly(after_traffic):
     alerts = httpx.get(f"{after_traffic}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
     active = {(a["labels"]["alertname"], a["labels"].get("gpu_group")) for a in alerts}
     assert active == {("WhisperNoReadyPods", MISSING_GROUP)}
+
+
+def test_relabel_rules_keep_ready_pods_only_and_map_discovery_labels(prometheus):
+    """The production relabel rules ran: the unready pod's gateway target is dropped, the kept
+    targets carry the labels the rules derive from the pods' discovery labels."""
+    url, _ = prometheus
+    targets = httpx.get(f"{url}/api/v1/targets", params={"state": "any"}, timeout=10).json()["data"]
+    dropped = [t["discoveredLabels"] for t in targets["droppedTargets"]]
+    assert [(d["job"], d["__meta_kubernetes_pod_name"]) for d in dropped] == [(queries.JOB_GATEWAY, UNREADY_POD)]
+    gateway = [t["labels"] for t in targets["activeTargets"] if t["labels"]["job"] == queries.JOB_GATEWAY]
+    assert [{k: t[k] for k in EXPECTED_LABELS} for t in gateway] == [EXPECTED_LABELS]

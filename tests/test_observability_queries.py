@@ -125,21 +125,26 @@ def test_scrape_config_jobs_relabel_pod_labels_and_map_instance_types():
 
 
 @needs_promtool
-def test_local_scrape_config_is_a_valid_prometheus_config(tmp_path):
+def test_local_scrape_config_reuses_the_production_relabels_and_is_a_valid_prometheus_config(config, tmp_path):
     rules_path = tmp_path / "rules.yml"
-    rules_path.write_text(rules.rules_yaml(["cpu"], 1))
+    rules_path.write_text(rules.rules_yaml(["g5"], 1))
+    pod = scrape_config.LocalPod("127.0.0.1:1", "whisper-g5-0", config.serving.namespace, "g5", "sm86")
     doc = scrape_config.local_scrape_config(
-        {queries.JOB_TRITON: ["127.0.0.1:1"], queries.JOB_GATEWAY: ["127.0.0.1:2"]},
-        {"gpu_group": "cpu", "instance_type": "local"},
-        1,
-        [str(rules_path)],
+        config, {queries.JOB_TRITON: [pod], queries.JOB_GATEWAY: [pod]}, 1, [str(rules_path)]
     )
+    production = {
+        job["job_name"]: job["relabel_configs"] for job in scrape_config.scrape_config(config)["scrape_configs"]
+    }
+    for job in doc["scrape_configs"]:
+        assert job["relabel_configs"] == production[job["job_name"]]
+        (static,) = job["static_configs"]
+        assert static["labels"]["__meta_kubernetes_pod_label_whisper_hyperpod_io_gpu_group"] == "g5"
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(doc))
     result = _promtool("check", "config", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     with pytest.raises(ValueError, match="unknown scrape job"):
-        scrape_config.local_scrape_config({"nope": ["127.0.0.1:1"]}, {}, 1)
+        scrape_config.local_scrape_config(config, {"nope": [pod]}, 1)
 
 
 def test_rule_expressions_and_alert_signals_are_panel_queries():
