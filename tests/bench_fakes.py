@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from whisper_build.local.triton import free_ports
+
 Answer = tuple[int, dict]
 """HTTP status and JSON body."""
 
@@ -129,6 +131,4 @@ def silent_server() -> Iterator[int]:
 
 def closed_port() -> int:
     """A port that was free a moment ago (bound, then closed): connecting is refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]

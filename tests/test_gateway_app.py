@@ -275,11 +275,9 @@ def test_pack_batch_zero_pads_and_reports_lengths() -> None:
 
 def test_real_triton_client_against_a_closed_port_gives_503() -> None:
     """The real TritonBackend (no fake) when nothing listens: /ping and requests answer 503."""
-    import socket
+    from whisper_build.local.triton import free_ports
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the block exits: nothing listens there
+    (port,) = free_ports(1)  # bound and closed again at once: nothing listens there
     settings = GatewaySettings(triton_url=f"127.0.0.1:{port}", request_timeout_seconds=10)
     with TestClient(create_app(settings)) as client:
         ping = client.get("/ping")
