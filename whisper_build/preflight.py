@@ -32,12 +32,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
-from whisper_build.engine_build.gpu import GpuQueryError, query_gpu, tensorrt_llm_version
+from whisper_build.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from settings.schema import WHISPER_MODELS
 from whisper_build.manifest import EngineManifest, ManifestError, read_manifest
 
@@ -117,10 +116,8 @@ def ctranslate2_publish_commands(target: PreflightTarget, gpu_arch: str) -> list
     """
     hf_id = WHISPER_MODELS.get(target.model, (target.model,))[0]
     local = f"whisper-{target.model}-ct2"
-    try:
-        ct2 = f"ctranslate2=={metadata.version('ctranslate2')}"
-    except metadata.PackageNotFoundError:
-        ct2 = "ctranslate2"
+    version = package_version("ctranslate2")
+    ct2 = f"ctranslate2=={version}" if version else "ctranslate2"
     return [
         shlex.join(["pip", "install", ct2, "transformers[torch]"]),
         shlex.join([
