@@ -40,11 +40,11 @@ test: install system-deps ## run the whole test suite (unit + integration with r
 	$(VENV)/bin/pytest
 
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops)
-	$(PY) -m whisper_build.local.triton --gateway
+	$(PY) -m whisper_build.workstation.local_triton --gateway
 
 transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE=x.wav)
 	@test -n "$(FILE)" || { echo "usage: make transcribe FILE=path/to/audio.wav"; exit 2; }
-	$(PY) -m whisper_build.cli $(FILE)
+	$(PY) -m whisper_build.workstation.cli $(FILE)
 
 publish-hyperpod-chart: install ## package the pinned HyperPod dependency chart and push it to ECR (AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh $(CONFIG)

@@ -7,7 +7,7 @@ max_new_tokens``, so random weights cannot stop early at end-of-text). It is NOT
 benchmark (the weights are random, the text meaningless), NOT the TensorRT-LLM engine, and NOT
 through Triton. ``--runtime ctranslate2`` converts the same random model with CTranslate2's own
 converter and times ``ctranslate2.models.Whisper`` ``encode`` + greedy ``generate`` (what
-``whisper_build.engines.ctranslate2_engine`` calls), with end-of-text suppressed. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
+``whisper_build.serving.engines.ctranslate2_engine`` calls), with end-of-text suppressed. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
 30 s window), so 100 tokens per window is a slightly pessimistic decode load.
 
 Shapes: openai/whisper-large-v3-turbo ``config.json`` on the Hugging Face Hub (d_model 1280,

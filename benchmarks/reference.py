@@ -48,10 +48,10 @@ from benchmarks.bench.runner import LevelPlan, sweep, timed_request  # noqa: E40
 from benchmarks.bench.stats import LevelResult  # noqa: E402
 from benchmarks.bench.targets import TargetSpec, open_target  # noqa: E402
 from benchmarks.speech import long_recording, utterances  # noqa: E402
-from whisper_build.engines import EngineParams  # noqa: E402
-from whisper_build.local.triton import LocalTriton, free_ports  # noqa: E402
-from whisper_build.model_repo import BatchingConfig  # noqa: E402
-from whisper_build.triton_settings import TritonSettings  # noqa: E402
+from whisper_build.serving.engines import EngineParams  # noqa: E402
+from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
+from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
+from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
 
 CPU_THREADS = 2  # CTranslate2 intra-op threads, in Triton and in-process alike
 GATEWAY_CAPACITY = 32  # so that 16 concurrent requests reach Triton's batcher
@@ -79,7 +79,7 @@ def machine_info() -> dict[str, object]:
 
 # ------------------------------------------------------------------ gateway subprocess
 class GatewayProcess:
-    """``python -m whisper_build.gateway`` on a free port, pointed at ``triton_url``; a context
+    """``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``; a context
     manager that waits for ``/ping`` and stops it (SIGTERM, then SIGKILL)."""
 
     def __init__(self, triton_url: str, capacity: int = GATEWAY_CAPACITY) -> None:
@@ -95,7 +95,7 @@ class GatewayProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> GatewayProcess:
-        self._process = subprocess.Popen([sys.executable, "-m", "whisper_build.gateway"], env=self._env, cwd=REPO)
+        self._process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=self._env, cwd=REPO)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -166,8 +166,8 @@ async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs:
     (all windows in one ``transcribe_batch`` call, as Triton runs a lone request), so that slow
     changes in machine load hit both alike. Files round-robin; one warm-up round.
     """
-    from whisper_build.engines.ctranslate2_engine import CTranslate2Engine
-    from whisper_build.prompt import parse_prompt
+    from whisper_build.serving.engines.ctranslate2_engine import CTranslate2Engine
+    from whisper_build.serving.prompt import parse_prompt
 
     engine = CTranslate2Engine(EngineParams(engine="ctranslate2", device="cpu", cpu_threads=CPU_THREADS))
     prompt = parse_prompt("")
@@ -225,8 +225,8 @@ async def _sweep_one(spec: TargetSpec, samples: Sequence[AudioSample], concurren
 async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1) -> dict[str, float]:
     """Wall seconds for the recording's windows sent to Triton (a) all in one request (split only
     at the model's ``max_batch_size``) and (b) one window per request, one after another."""
-    from whisper_build.gateway.backend import TritonBackend
-    from whisper_build.prompt import parse_prompt
+    from whisper_build.serving.gateway.backend import TritonBackend
+    from whisper_build.serving.prompt import parse_prompt
 
     backend = TritonBackend(grpc_url, "whisper")
     prefix = parse_prompt("").to_text_prefix()

@@ -1,6 +1,6 @@
 """One GPU group's serving workload: a Deployment of the serving image and its PodDisruptionBudget.
 
-The pod runs the preflight check (``whisper_build/preflight.py``) as an init container, then the
+The pod runs the preflight check (``whisper_build/podstart/preflight.py``) as an init container, then the
 serving image (Triton + gateway, ``docs/contracts.md`` §6 ports). It is pinned to the group's
 HyperPod nodes, takes one GPU, and drains on termination: the ``preStop`` sleep lets the
 endpoints controller and the load balancer stop sending new requests, then SIGTERM makes the
@@ -20,6 +20,7 @@ from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
 from k8s_charts.sizing import pod_resources, quantities
 from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
+from whisper_build.release.invocations import engine_build_command
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_MOUNT_PATH = "/models"
@@ -28,7 +29,7 @@ MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
 """The preflight writes the resolved Triton model repository path here; the supervisor reads it."""
 CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
 """Where a ``serving_engine: ctranslate2`` pod reads ``models/<model>/<gpu_arch>/ctranslate2/``
-(the preflight checks the same folder, ``whisper_build.preflight.ctranslate2_model_dir``)."""
+(the preflight checks the same folder, ``whisper_build.podstart.preflight.ctranslate2_model_dir``)."""
 CTRANSLATE2_COMPUTE_TYPE = "float16"
 """Matches the ``--quantization float16`` conversion the preflight's message prescribes."""
 
@@ -86,10 +87,10 @@ def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
 def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
     """Environment of the serving container (the image's settings classes read it).
 
-    ``WHISPER_GATEWAY_*`` (``whisper_build.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
-    engine (``whisper_build.triton_settings``; :func:`ctranslate2_env` for the fallback),
+    ``WHISPER_GATEWAY_*`` (``whisper_build.serving.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
+    engine (``whisper_build.serving.triton_model.settings``; :func:`ctranslate2_env` for the fallback),
     ``WHISPER_SUPERVISOR_*`` stop timeouts and the file the preflight writes
-    (``whisper_build.image.supervisor``).
+    (``whisper_build.serving.supervisor``).
     """
     serving = config.serving
     return {
@@ -116,16 +117,13 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
 
 
 def preflight_args(config: DeploymentConfig, group: GpuGroup, bucket_name: str) -> list[str]:
-    """Command line of the preflight init container (``python -m whisper_build.preflight``).
+    """Command line of the preflight init container (``python -m whisper_build.podstart.preflight``).
 
     ``--build-command`` is the engine-build Job's exact argv for the group's architecture
-    (:func:`stacks.engine_job.engine_build_command`), so a failing pod names the command to run.
+    (:func:`whisper_build.release.invocations.engine_build_command`), so a failing pod names the command to run.
     """
-    # imported here: stacks imports k8s_charts (cluster stack), so a module-level import would cycle
-    from stacks.engine_job import engine_build_command
-
     return [
-        "python3", "-m", "whisper_build.preflight",
+        "python3", "-m", "whisper_build.podstart.preflight",
         "--model-dir", MODEL_MOUNT_PATH,
         "--model", config.model.name,
         "--bucket", bucket_name,

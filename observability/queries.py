@@ -37,7 +37,7 @@ TRITON_MODEL = "whisper"
 ``tensorrt_llm``) are left out so that a request is not counted twice."""
 
 TRANSCRIBE_ROUTES = ("/invocations", "/v1/audio/transcriptions")
-"""Gateway routes that transcribe (``whisper_build/gateway/app.py``); ``/ping`` and ``/metrics``
+"""Gateway routes that transcribe (``whisper_build/serving/gateway/app.py``); ``/ping`` and ``/metrics``
 are excluded from latency and throughput."""
 
 JOB_TRITON = "whisper-triton"

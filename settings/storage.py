@@ -17,7 +17,7 @@ CTRANSLATE2_DIR = "ctranslate2"
 CTRANSLATE2_REQUIRED_FILES = ("model.bin", "config.json", "tokenizer.json")
 """Files the fallback cannot load without: the CTranslate2 model and config (written by
 ``ct2-transformers-converter``) and the tokenizer (copied with ``--copy_files``; read by
-``whisper_build.engines.ctranslate2_engine``)."""
+``whisper_build.serving.engines.ctranslate2_engine``)."""
 
 
 def model_prefix(model: str, gpu_arch: str) -> str:

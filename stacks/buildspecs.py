@@ -115,7 +115,7 @@ def hyperpod_job_buildspec() -> dict[str, Any]:
 
     Before anything else the build phase checks whether the engine ``current.json`` points to was
     built with ``BUILD_KEY`` (the manifest's ``build_key``, read with the AWS CLI and ``jq``, both in
-    CodeBuild's standard image; the same comparison as ``python -m whisper_build.publish current``,
+    CodeBuild's standard image; the same comparison as ``python -m whisper_build.release.publish current``,
     which needs this project's code the project has no checkout of). If so it writes
     :data:`ENGINE_CURRENT_MARKER` and every later command does nothing: no pause, no Job, no scaling.
     Any failure to read the pointer or manifest means "rebuild". ``FORCE_ENGINE_BUILD=true``
@@ -158,9 +158,9 @@ def hyperpod_job_buildspec() -> dict[str, Any]:
 def fleet_buildspec(build_command: list[str], current_command: list[str]) -> dict[str, Any]:
     """Build and publish directly on a CodeBuild GPU fleet host, inside the serving image.
 
-    ``build_command`` is :func:`stacks.engine_job.engine_build_command` (may hold CloudFormation
+    ``build_command`` is :func:`stacks.invocations.engine_build_command` (may hold CloudFormation
     tokens, which stay intact through quoting). ``current_command`` is ``python -m
-    whisper_build.publish current ...`` with the build's key (the serving image holds this
+    whisper_build.release.publish current ...`` with the build's key (the serving image holds this
     project): when it exits 0 the published engine was built from the same inputs and the build
     is skipped, unless ``FORCE_ENGINE_BUILD=true``. ``nvidia-smi`` is printed first for the log.
     """

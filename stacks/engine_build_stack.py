@@ -40,6 +40,7 @@ from constructs import Construct
 from settings import labels, storage
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks import buildspecs, engine_job
+from whisper_build.release import invocations
 from stacks.nag import (
     acknowledge,
     acknowledge_document_wildcards,
@@ -221,7 +222,7 @@ class EngineBuildStack(Stack):
 
     def _grant_arch_prefix_write(self, role: iam.IRole, arch: str) -> iam.Policy:
         """Read/write under ``models/<model>/<arch>/`` only: upload, verify, switch the pointer
-        (:mod:`whisper_build.publish`: PutObject, HeadObject/GetObject, ListObjectsV2)."""
+        (:mod:`whisper_build.release.publish`: PutObject, HeadObject/GetObject, ListObjectsV2)."""
         prefix = storage.model_prefix(self._config.model.name, arch)
         objects = self._bucket.arn_for_objects(f"{prefix}*")
         policy = iam.Policy(
@@ -308,7 +309,7 @@ class EngineBuildStack(Stack):
             env=_env(
                 GPU_ARCH=arch,
                 # skip the build (and the pause) when the published engine has this key (buildspecs)
-                BUILD_KEY=engine_job.engine_build_key(self._config),
+                BUILD_KEY=invocations.engine_build_key(self._config),
                 MODEL_BUCKET=self._bucket.bucket_name,
                 MODEL_PREFIX=storage.model_prefix(self._config.model.name, arch),
                 FORCE_ENGINE_BUILD="false",
@@ -346,8 +347,8 @@ class EngineBuildStack(Stack):
             description=f"Builds the {arch} TensorRT-LLM engine on a reserved {fleet_instance_type(group)} fleet",
             build_spec=codebuild.BuildSpec.from_object(
                 buildspecs.fleet_buildspec(
-                    engine_job.engine_build_command(self._config, arch, self._bucket.bucket_name),
-                    engine_job.engine_current_command(self._config, arch, self._bucket.bucket_name),
+                    invocations.engine_build_command(self._config, arch, self._bucket.bucket_name),
+                    invocations.engine_current_command(self._config, arch, self._bucket.bucket_name),
                 )
             ),
             environment_variables=_env(FORCE_ENGINE_BUILD="false"),

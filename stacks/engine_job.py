@@ -22,13 +22,12 @@ from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
-from whisper_build.engine_build.spec import build_key, derive_spec
+from whisper_build.release.invocations import WORK_DIR, engine_build_command, engine_current_command
 
 JOB_NAME_PLACEHOLDER = "__JOB_NAME__"
 """Replaced by the CodeBuild run with a unique name (Jobs are immutable; each build is a new Job)."""
 
 ENGINE_BUILD_APP = "whisper-engine-build"
-WORK_DIR = "/work"
 WORK_VOLUME_GIB = 200
 """Scratch space: HF checkpoint + OpenAI ``.pt`` + TensorRT-LLM checkpoint + engines of large-v3
 (about 3 GB each in fp16) with generous headroom."""
@@ -118,64 +117,6 @@ def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
         "requests": {"cpu": str(cpu), "memory": f"{memory_request}Gi", "nvidia.com/gpu": "1"},
         "limits": {"memory": f"{memory_limit}Gi", "nvidia.com/gpu": "1"},
     }
-
-
-def engine_build_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
-    """argv of ``python -m whisper_build.engine_build`` for ``arch``, publishing to ``bucket_name``.
-
-    The build limits come from ``config.model``; the smoke clip comes from the image's
-    ``WHISPER_SMOKE_CLIP`` / ``WHISPER_SMOKE_TEXT`` environment.
-    """
-    model = config.model
-    return [
-        "python3", "-m", "whisper_build.engine_build",
-        "--model", model.hf_id,
-        "--model-name", model.name,
-        "--max-batch-size", str(model.max_batch_size),
-        "--beam-width", str(model.beam_width),
-        "--max-output-len", str(model.max_output_len),
-        "--weight-only", model.weight_only,
-        "--dtype", model.dtype,
-        "--image-tag", config.serving.image_tag,
-        "--expect-arch", arch,
-        "--work-dir", f"{WORK_DIR}/scratch",
-        "--output-dir", f"{WORK_DIR}/version",
-        "--publish-bucket", bucket_name,
-    ]  # fmt: skip
-
-
-def engine_build_key(config: DeploymentConfig) -> str:
-    """Build key (:func:`whisper_build.engine_build.spec.build_key`) that :func:`engine_build_command`
-    makes the build tool record in ``manifest.json``: the model id, the serving image tag and the
-    flags derived from ``config.model``. The same for every architecture (the architecture is the
-    S3 prefix the key is compared under).
-
-    Raises:
-        BuildSpecError: the config's model limits are outside Whisper's.
-    """
-    model = config.model
-    spec = derive_spec(
-        model.name,
-        max_batch_size=model.max_batch_size,
-        beam_width=model.beam_width,
-        max_output_len=model.max_output_len,
-        weight_only=model.weight_only,
-        dtype=model.dtype,
-    )
-    return build_key(model.hf_id, config.serving.image_tag, spec.build_flags())
-
-
-def engine_current_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
-    """argv of ``python -m whisper_build.publish current`` for ``arch`` with :func:`engine_build_key`:
-    exits 0 when the engine published for ``arch`` was built from the inputs of
-    :func:`engine_build_command`, so that build can be skipped."""
-    return [
-        "python3", "-m", "whisper_build.publish", "current",
-        "--bucket", bucket_name,
-        "--model", config.model.name,
-        "--gpu-arch", arch,
-        "--build-key", engine_build_key(config),
-    ]  # fmt: skip
 
 
 def engine_build_manifests(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from whisper_build.local.triton import free_ports
+from whisper_build.workstation.local_triton import free_ports
 
 Answer = tuple[int, dict]
 """HTTP status and JSON body."""

@@ -2,7 +2,7 @@
 model with the CPU CTranslate2 engine (bundled tiny.en) on free 127.0.0.1 ports.
 
 Use it from any test module by requesting ``triton_server`` (registered in ``tests/conftest.py``);
-it yields a started :class:`whisper_build.local.triton.LocalTriton` — read the endpoints from
+it yields a started :class:`whisper_build.workstation.local_triton.LocalTriton` — read the endpoints from
 ``triton_server.settings.grpc_url`` / ``.http_url`` / ``.metrics_url``. One server per test
 session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
 """
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from whisper_build.engines import EngineParams
-from whisper_build.local.triton import LocalTriton, free_ports
-from whisper_build.model_repo import BatchingConfig
-from whisper_build.triton_settings import TritonSettings
+from whisper_build.serving.engines import EngineParams
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
+from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.settings import TritonSettings
 
 
 def cpu_triton_settings() -> TritonSettings:

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from whisper_build.gateway.app import BackendFactory, create_app
-from whisper_build.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.app import BackendFactory, create_app
+from whisper_build.serving.gateway.settings import GatewaySettings
 
 
 @contextmanager

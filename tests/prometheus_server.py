@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-from whisper_build.local.triton import free_ports
+from whisper_build.workstation.local_triton import free_ports
 
 PROMETHEUS = shutil.which("prometheus")
 

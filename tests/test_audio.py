@@ -1,4 +1,4 @@
-"""whisper_build.audio: base64 payloads, decoding every supported format, windows, silence."""
+"""whisper_build.serving.audio: base64 payloads, decoding every supported format, windows, silence."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import soundfile
 import speech_samples as samples
 
-from whisper_build.audio import (
+from whisper_build.serving.audio import (
     SAMPLE_RATE,
     AudioTooLongError,
     EmptyAudioError,

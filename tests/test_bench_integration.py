@@ -14,7 +14,7 @@ from benchmarks.bench.cli import main
 from benchmarks.speech import utterances
 from gateway_server import running_gateway
 from speech_samples import speech_tools_available
-from whisper_build.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.settings import GatewaySettings
 
 pytestmark = [
     pytest.mark.integration,

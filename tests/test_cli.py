@@ -1,4 +1,4 @@
-"""whisper_build.cli against a real gateway socket (fake model backend)."""
+"""whisper_build.workstation.cli against a real gateway socket (fake model backend)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import speech_samples as samples
 from gateway_server import running_gateway
 from fake_backend import FakeBackend
 
-from whisper_build.cli import main
-from whisper_build.gateway.settings import GatewaySettings
-from whisper_build.local.triton import free_ports
+from whisper_build.workstation.cli import main
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.workstation.local_triton import free_ports
 
 
 @pytest.fixture(scope="module")

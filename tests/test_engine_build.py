@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.engine_build import cli, commands, gpu, layout, smoke
-from whisper_build.engine_build.spec import (
+from whisper_build.release.engine_build import cli, commands, gpu, layout, smoke
+from whisper_build.release.engine_build.spec import (
     BuildSpecError,
     build_key,
     derive_spec,
@@ -185,15 +185,15 @@ def test_pipeline_key_is_the_one_the_build_tool_records():
     # The engine project compares the key computed at synth time with the manifest the Job writes:
     # both must come from the same command line.
     from settings import load_config
-    from stacks import engine_job
+    from whisper_build.release import invocations
 
     config = load_config("config/default.yaml")
-    argv = engine_job.engine_build_command(config, "sm86", "bucket")
-    args = cli._parser().parse_args(argv[argv.index("whisper_build.engine_build") + 1 :])
+    argv = invocations.engine_build_command(config, "sm86", "bucket")
+    args = cli._parser().parse_args(argv[argv.index("whisper_build.release.engine_build") + 1 :])
     spec = cli.spec_from_args(args, parse_model_source(args.model))
     recorded = build_key(args.model, cli.serving_image_identity(args.image_tag, "9.9.9"), spec.build_flags())
     assert args.image_tag == config.serving.image_tag
-    assert engine_job.engine_build_key(config) == recorded
+    assert invocations.engine_build_key(config) == recorded
 
 
 def test_cli_bad_options_exit_2(capsys):
@@ -304,7 +304,7 @@ def test_layout_repository(tmp_path):
     }  # fmt: skip
     assert parameters["max_engine_batch"] == parameters["max_batch_size"] == "8"
     # The Triton model resolves the relative path against its own folder: the moved engines.
-    from whisper_build.engines.base import EngineParams
+    from whisper_build.serving.engines.base import EngineParams
 
     params = EngineParams.from_strings({k: v for k, v in parameters.items() if k != "max_batch_size"})
     assert params.relative_to(model).resolved_model_path() == engine_dir
@@ -399,7 +399,7 @@ def stand_ins(tmp_path, monkeypatch):
 
 
 def test_build_runs_the_tools_and_writes_a_verifiable_manifest(tmp_path, stand_ins):
-    from whisper_build.manifest import read_manifest, verify_tree
+    from whisper_build.release.manifest import read_manifest, verify_tree
 
     common, log = stand_ins
     out = tmp_path / "version"
@@ -430,8 +430,8 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
     import boto3
     from moto import mock_aws
 
-    from whisper_build import publish
-    from whisper_build.manifest import read_manifest
+    from whisper_build.release import publish
+    from whisper_build.release.manifest import read_manifest
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     common, _ = stand_ins

@@ -23,6 +23,7 @@ from k8s_charts.validation import validate
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels, parse_config
 from stacks import buildspecs, engine_job
+from whisper_build.release import invocations
 from stacks.assembly import cdk_json_context
 from stacks.engine_build_stack import EngineBuildStack, build_timeout, engine_project_name, fleet_instance_type
 from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
@@ -94,7 +95,7 @@ def test_each_job_targets_its_group_with_one_gpu(three_groups):
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
         assert container["image"].endswith(f"/whisper-hyperpod/whisper-serving:{config.serving.image_tag}")
         command = container["command"]
-        assert command[:3] == ["python3", "-m", "whisper_build.engine_build"]
+        assert command[:3] == ["python3", "-m", "whisper_build.release.engine_build"]
         assert command[command.index("--expect-arch") + 1] == arch
         assert "--publish-bucket" in command
         assert pod["serviceAccountName"] == service_account["metadata"]["name"] == f"engine-builder-{arch}"
@@ -267,10 +268,10 @@ def test_fleet_switch_builds_on_a_matching_gpu_fleet(fleet_assembly):
     assert "Fleet" in fleet_project["Properties"]["Environment"]
     assert "JOB_MANIFEST" not in _env(fleet_project)  # builds itself, no Kubernetes Job
     buildspec = _flatten(fleet_project["Properties"]["Source"]["BuildSpec"])
-    assert "whisper_build.engine_build" in buildspec and "--expect-arch sm89" in buildspec
+    assert "whisper_build.release.engine_build" in buildspec and "--expect-arch sm89" in buildspec
     # skipped when the published engine has this build's key, unless forced
-    assert "whisper_build.publish current" in buildspec and "FORCE_ENGINE_BUILD" in buildspec
-    assert engine_job.engine_build_key(parse_config(yaml.safe_load(CONFIGS["three-groups"].read_text()))) in buildspec
+    assert "whisper_build.release.publish current" in buildspec and "FORCE_ENGINE_BUILD" in buildspec
+    assert invocations.engine_build_key(parse_config(yaml.safe_load(CONFIGS["three-groups"].read_text()))) in buildspec
     # The other architectures keep the HyperPod Job runner, and the fleet project needs no cluster access.
     assert "JOB_MANIFEST" in _env(projects["whisper-hyperpod-engine-sm86"])
     assert len(_of_type(template, "AWS::EKS::AccessEntry")) == 3
@@ -496,7 +497,7 @@ def test_engine_projects_carry_the_build_key(three_groups):
     config = synthesized(CONFIGS["three-groups"]).config
     for arch in ARCHS:
         env = _env(_projects(three_groups)[engine_project_name(config, arch)])
-        assert env["BUILD_KEY"] == engine_job.engine_build_key(config)
+        assert env["BUILD_KEY"] == invocations.engine_build_key(config)
         assert env["MODEL_PREFIX"] == f"models/{config.model.name}/{arch}/" and env["FORCE_ENGINE_BUILD"] == "false"
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tokenizers
 
-from whisper_build.engines import EngineParams, EngineParamsError
-from whisper_build.engines.features import (
+from whisper_build.serving.engines import EngineParams, EngineParamsError
+from whisper_build.serving.engines.features import (
     N_FRAMES,
     N_SAMPLES,
     is_silent,
@@ -20,8 +20,8 @@ from whisper_build.engines.features import (
     pad_or_trim_audio,
     rms_dbfs,
 )
-from whisper_build.engines.tensorrt_llm_engine import read_engine_layout
-from whisper_build.engines.tokens import (
+from whisper_build.serving.engines.tensorrt_llm_engine import read_engine_layout
+from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
@@ -29,7 +29,7 @@ from whisper_build.engines.tokens import (
     ctranslate2_max_length,
     max_length_for,
 )
-from whisper_build.prompt import MAX_PROMPT_TOKENS, DecodePrompt
+from whisper_build.serving.prompt import MAX_PROMPT_TOKENS, DecodePrompt
 
 
 @pytest.fixture(scope="module")

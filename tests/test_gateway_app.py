@@ -17,14 +17,14 @@ from fastapi.testclient import TestClient
 from fake_backend import FakeBackend
 from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
 
-from whisper_build.gateway.app import create_app
-from whisper_build.gateway.backend import (
+from whisper_build.serving.gateway.app import create_app
+from whisper_build.serving.gateway.backend import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
     pack_batch,
 )
-from whisper_build.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.settings import GatewaySettings
 
 WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 
@@ -275,7 +275,7 @@ def test_pack_batch_zero_pads_and_reports_lengths() -> None:
 
 def test_real_triton_client_against_a_closed_port_gives_503() -> None:
     """The real TritonBackend (no fake) when nothing listens: /ping and requests answer 503."""
-    from whisper_build.local.triton import free_ports
+    from whisper_build.workstation.local_triton import free_ports
 
     (port,) = free_ports(1)  # bound and closed again at once: nothing listens there
     settings = GatewaySettings(triton_url=f"127.0.0.1:{port}", request_timeout_seconds=10)
@@ -306,7 +306,7 @@ def test_body_limit_over_a_real_socket(chunked: bool) -> None:
 def test_bodies_beyond_the_concurrency_limit_are_refused_before_buffering() -> None:
     from fastapi.responses import JSONResponse
 
-    from whisper_build.gateway.body_limit import BodyLimitMiddleware
+    from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 
     async def scenario() -> None:
         entered, release, seen = asyncio.Event(), asyncio.Event(), []

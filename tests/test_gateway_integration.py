@@ -23,8 +23,8 @@ import speech_samples as samples
 from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
 from gateway_server import running_gateway
 
-from whisper_build.audio import decode_audio
-from whisper_build.gateway.settings import GatewaySettings
+from whisper_build.serving.audio import decode_audio
+from whisper_build.serving.gateway.settings import GatewaySettings
 
 pytestmark = [
     pytest.mark.integration,
@@ -263,8 +263,8 @@ def test_overload_gets_429_and_service_recovers(triton, short_wav) -> None:
 
 
 def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
-    """python -m whisper_build.gateway: SIGTERM -> /ping 503 while the admitted request finishes."""
-    from whisper_build.local.triton import free_ports
+    """python -m whisper_build.serving.gateway: SIGTERM -> /ping 503 while the admitted request finishes."""
+    from whisper_build.workstation.local_triton import free_ports
 
     port = free_ports(1)[0]
     env = {
@@ -275,7 +275,7 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
         "WHISPER_GATEWAY_DRAIN_SECONDS": "2",
         "WHISPER_GATEWAY_LOG_LEVEL": "warning",
     }
-    process = subprocess.Popen([sys.executable, "-m", "whisper_build.gateway"], env=env)
+    process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -14,7 +14,7 @@ from observability import queries
 from observability.queries import scaling_utilization_query
 from observability.scrape_config import scrape_config
 from settings import labels
-from whisper_build.preflight import ctranslate2_model_dir
+from whisper_build.podstart.preflight import ctranslate2_model_dir
 
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 
@@ -169,9 +169,9 @@ def test_multi_gpu_instances_split_cpu_and_memory_per_gpu(config) -> None:
 def test_the_image_reads_the_pod_environment(config, deployments, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN the serving container's environment WHEN the image's own settings classes read it
     # THEN every variable is one they know (extra="forbid") and means what the chart intends
-    from whisper_build.gateway.settings import GatewaySettings
-    from whisper_build.image.supervisor import SupervisorSettings
-    from whisper_build.triton_settings import TritonSettings
+    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.supervisor import SupervisorSettings
+    from whisper_build.serving.triton_model.settings import TritonSettings
 
     for group in config.gpu_groups:
         deployment = deployments[f"whisper-{group.name}"]
@@ -224,13 +224,13 @@ def test_preflight_init_container_checks_the_group_engine(config, deployments) -
     for group in config.gpu_groups:
         preflight = _container(deployments[f"whisper-{group.name}"], "preflight")
         command = preflight["command"]
-        assert command[:3] == ["python3", "-m", "whisper_build.preflight"]
+        assert command[:3] == ["python3", "-m", "whisper_build.podstart.preflight"]
         args = dict(zip(command[3::2], command[4::2]))
         assert args["--engine"] == group.serving_engine and args["--gpu-group"] == group.name
         assert args["--model"] == config.model.name and args["--model-dir"] == "/models"
         assert args["--gpu-arch"] == group.arch
         build = args["--build-command"]
-        assert "-m whisper_build.engine_build " in build and f"--expect-arch {group.arch}" in build
+        assert "-m whisper_build.release.engine_build " in build and f"--expect-arch {group.arch}" in build
         assert preflight["resources"]["limits"]["nvidia.com/gpu"] == 1  # nvidia-smi needs the GPU
 
 
@@ -255,8 +255,8 @@ def test_ctranslate2_switch_reaches_the_pod() -> None:
 
 def test_the_image_serves_the_ctranslate2_model_the_pod_env_names(monkeypatch, tmp_path) -> None:
     # GIVEN a ctranslate2 group's pod env and the preflight's empty repository file
-    from whisper_build.image.supervisor import SupervisorSettings, resolve_model_repository
-    from whisper_build.triton_settings import TritonSettings
+    from whisper_build.serving.supervisor import SupervisorSettings, resolve_model_repository
+    from whisper_build.serving.triton_model.settings import TritonSettings
 
     config = config_with(gpu_groups=[{"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"}])
     written = tmp_path / "model_repository"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.local.triton import (
+from whisper_build.workstation.local_triton import (
     REPO_ROOT,
     LocalTriton,
     TritonStartError,
@@ -27,7 +27,7 @@ from whisper_build.local.triton import (
     server_environment,
     settings_from_args,
 )
-from whisper_build.triton_settings import TritonSettings, tritonserver_args
+from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
 
 def test_assemble_backends_copies_the_python_backend_and_the_stub_for_this_python(tmp_path):
@@ -110,7 +110,7 @@ def test_cli_serves_triton_and_the_gateway_until_sigterm(tmp_path):
         "WHISPER_TRITON_ENGINE__CPU_THREADS": "1",
         "WHISPER_GATEWAY_PORT": str(gateway_port),
     }
-    command = [sys.executable, "-m", "whisper_build.local.triton", "--http-port", str(http),
+    command = [sys.executable, "-m", "whisper_build.workstation.local_triton", "--http-port", str(http),
                "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(tmp_path),
                "--gateway"]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -153,8 +153,8 @@ def test_tritonserver_exits_when_its_launcher_is_killed(tmp_path):
         f"""
         import time
         from pathlib import Path
-        from whisper_build.local.triton import LocalTriton
-        from whisper_build.triton_settings import TritonSettings
+        from whisper_build.workstation.local_triton import LocalTriton
+        from whisper_build.serving.triton_model.settings import TritonSettings
         server = LocalTriton(TritonSettings(http_port={http}, grpc_port={grpc}, metrics_port={metrics}),
                              workdir=Path({str(tmp_path)!r}))
         server.start()

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from settings.gpu_catalog import arch_for_compute_capability
-from whisper_build.manifest import (
+from whisper_build.release.manifest import (
     EngineManifest,
     ManifestError,
     checksum_tree,

@@ -26,7 +26,7 @@ from prometheus_server import PROMETHEUS, running_prometheus, serving_text
 
 from observability import queries, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
-from whisper_build.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.settings import GatewaySettings
 
 pytestmark = [
     pytest.mark.integration,

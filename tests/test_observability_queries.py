@@ -12,7 +12,7 @@ import yaml
 
 from observability import queries, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
-from whisper_build.gateway import app as gateway_app
+from whisper_build.serving.gateway import app as gateway_app
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "examples" / "three-groups.yaml"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (make system-deps)")

@@ -1,4 +1,4 @@
-"""The serving pod's init-container check (whisper_build/preflight.py) on real folders."""
+"""The serving pod's init-container check (whisper_build/podstart/preflight.py) on real folders."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.manifest import EngineManifest, write_manifest
-from whisper_build.preflight import (
+from whisper_build.release.manifest import EngineManifest, write_manifest
+from whisper_build.podstart.preflight import (
     PreflightError,
     PreflightTarget,
     ctranslate2_model_dir,
@@ -49,7 +49,7 @@ def _run(root: Path, capability: str = "8.9", image: str | None = TRTLLM, engine
 
 
 BUILD_COMMAND = (
-    "python -m whisper_build.engine_build --model openai/whisper-large-v3-turbo --model-name large-v3-turbo "
+    "python -m whisper_build.release.engine_build --model openai/whisper-large-v3-turbo --model-name large-v3-turbo "
     f"--expect-arch sm89 --output-dir /tmp/whisper-engine --publish-bucket {BUCKET}"
 )
 
@@ -214,7 +214,7 @@ def test_nvidia_smi_is_queried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_charts_build_command_is_quoted_verbatim(tmp_path: Path) -> None:
-    command = "python -m whisper_build.engine_build --model openai/whisper-large-v3-turbo --expect-arch sm89 ..."
+    command = "python -m whisper_build.release.engine_build --model openai/whisper-large-v3-turbo --expect-arch sm89 ..."
     target = PreflightTarget(tmp_path, MODEL, BUCKET, gpu_group="g6e", gpu_arch="sm89", build_command=command)
     with pytest.raises(PreflightError) as err:
         run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)

@@ -1,8 +1,8 @@
-"""Unit tests for whisper_build.prompt: both prompt forms, round trip, truncation, errors."""
+"""Unit tests for whisper_build.serving.prompt: both prompt forms, round trip, truncation, errors."""
 
 import pytest
 
-from whisper_build.prompt import (
+from whisper_build.serving.prompt import (
     LANGUAGE_CODES,
     MAX_PREVIOUS_TEXT_CHARS,
     MAX_PROMPT_TOKENS,

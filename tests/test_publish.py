@@ -11,9 +11,9 @@ from boto3.s3.transfer import TransferConfig
 from moto import mock_aws
 
 from settings.storage import pointer_key, version_prefix
-from whisper_build import publish as pub
-from whisper_build.engine_build.spec import build_key
-from whisper_build.manifest import EngineManifest, checksum_tree, utc_now, write_manifest
+from whisper_build.release import publish as pub
+from whisper_build.release.engine_build.spec import build_key
+from whisper_build.release.manifest import EngineManifest, checksum_tree, utc_now, write_manifest
 
 BUCKET = "whisper-models-test"
 MODEL, ARCH = "large-v3-turbo", "sm86"

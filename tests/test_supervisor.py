@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.image.supervisor import (
+from whisper_build.serving.supervisor import (
     ModelPathMissing,
     SupervisorSettings,
     build_children,
     main,
     resolve_model_repository,
 )
-from whisper_build.local.triton import REPO_ROOT
-from whisper_build.triton_settings import TritonSettings
+from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.serving.triton_model.settings import TritonSettings
 
 # A child that appends "<name> started|term|exit" lines to a shared journal. On SIGTERM it waits
 # `drain` seconds (in-flight work) before exiting 0; with `ignore_term` it never exits by itself;
@@ -84,7 +84,7 @@ def _start_supervisor(
         "WHISPER_TRITON_MODEL_REPOSITORY": str(tmp_path),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "whisper_build.image.supervisor"], env=env, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "whisper_build.serving.supervisor"], env=env, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -207,7 +207,7 @@ def test_children_are_triton_then_gateway():
     assert [c.name for c in children] == ["tritonserver", "gateway"]
     assert children[0].command[0] == "/opt/tritonserver/bin/tritonserver"
     assert "--model-repository=/repo" in children[0].command and "--grpc-port=9001" in children[0].command
-    assert children[1].command == ["python3", "-m", "whisper_build.gateway"]
+    assert children[1].command == ["python3", "-m", "whisper_build.serving.gateway"]
 
 
 def test_dockerfile_pins_a_triton_trtllm_base_and_runs_the_supervisor():
@@ -216,4 +216,4 @@ def test_dockerfile_pins_a_triton_trtllm_base_and_runs_the_supervisor():
     dockerfile = (REPO_ROOT / "whisper_build" / "image" / "Dockerfile").read_text()
     [base] = re.findall(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, flags=re.MULTILINE)
     assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:\d{2}\.\d{2}-trtllm-python-py3", base), base
-    assert 'ENTRYPOINT ["python3", "-m", "whisper_build.image.supervisor"]' in dockerfile
+    assert 'ENTRYPOINT ["python3", "-m", "whisper_build.serving.supervisor"]' in dockerfile

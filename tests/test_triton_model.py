@@ -9,14 +9,14 @@ import pytest
 import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from google.protobuf import text_format
 
-from whisper_build.engines import EngineParams
-from whisper_build.model_repo import (
+from whisper_build.serving.engines import EngineParams
+from whisper_build.serving.triton_model.repository import (
     BatchingConfig,
     render_config,
     render_model_repository,
 )
-from whisper_build.prompt import DecodePrompt
-from whisper_build.triton_batching import (
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model.batching import (
     RequestError,
     RequestWindows,
     parse_request,
@@ -188,7 +188,7 @@ def test_render_model_repository_writes_config_and_model(tmp_path):
 def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults():
     # The engine build copies the checked-in config and edits parameters, so it must stay valid
     # and agree with EngineParams / BatchingConfig defaults.
-    from whisper_build.model_repo import TEMPLATE_DIR
+    from whisper_build.serving.triton_model.repository import TEMPLATE_DIR
 
     config = _parse_config((TEMPLATE_DIR / "config.pbtxt").read_text())
     strings = {key: value.string_value for key, value in config.parameters.items()}

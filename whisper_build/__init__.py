@@ -1,4 +1,10 @@
-"""Serving side of whisper-hyperpod: Triton model repository, engines, gateway, engine build.
+"""Everything that is not infrastructure: grouped by where and when it runs.
 
-Nothing in this package imports AWS libraries; it runs the same in a GPU pod and on a laptop CPU.
+- ``serving/``     — in the serving pod: the Triton model (``triton_model/``), engines, audio,
+  prompt, the gateway and the entrypoint supervisor.
+- ``release/``     — at build and release time: engine build (TensorRT-LLM convert + build),
+  the engine manifest, publishing to S3.
+- ``podstart/``    — at pod start, in the init container: the preflight check.
+- ``workstation/`` — on a developer's machine: the local Triton launcher and the CLI client.
+- ``image/``       — the serving image's Dockerfile (built from the repository root).
 """

@@ -2,7 +2,7 @@
 
 Each file is kept as its original bytes (what the gateway receives) and as the ≤ 30 s, 16 kHz
 windows the gateway would send to Triton (what a Triton target sends), cut with the serving
-path's own :func:`whisper_build.audio.split_windows` and silence test.
+path's own :func:`whisper_build.serving.audio.split_windows` and silence test.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from whisper_build.audio import AudioError, decode_audio, is_silent, split_windows
-from whisper_build.audio.windows import WINDOW_SECONDS
+from whisper_build.serving.audio import AudioError, decode_audio, is_silent, split_windows
+from whisper_build.serving.audio.windows import WINDOW_SECONDS
 
 AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm"})
 

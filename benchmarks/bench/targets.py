@@ -7,7 +7,7 @@ A target spec is ``NAME=URL``:
 - ``http://host:port/v1/audio/transcriptions`` — gateway, OpenAI multipart, success = HTTP 200
   and a JSON ``text`` field.
 - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
-  gateway's own client (:class:`whisper_build.gateway.backend.TritonBackend`): all windows of a
+  gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
   file in one request, as the gateway sends them.
 
 Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
@@ -154,19 +154,19 @@ class OpenAITarget(_HttpTarget):
 
 
 class TritonTarget:
-    """Triton gRPC through the gateway's :class:`~whisper_build.gateway.backend.TritonBackend`."""
+    """Triton gRPC through the gateway's :class:`~whisper_build.serving.gateway.backend.TritonBackend`."""
 
     def __init__(self, spec: TargetSpec, model: str) -> None:
-        from whisper_build.gateway.backend import TritonBackend
+        from whisper_build.serving.gateway.backend import TritonBackend
 
-        from whisper_build.prompt import parse_prompt
+        from whisper_build.serving.prompt import parse_prompt
 
         self.name = spec.name
         self._backend = TritonBackend(spec.address, model)
         self._prefix = parse_prompt("").to_text_prefix()  # what the gateway sends for no prompt
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
-        from whisper_build.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
+        from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
 
         try:
             texts = await self._backend.transcribe(sample.windows, self._prefix, 1.0, timeout)

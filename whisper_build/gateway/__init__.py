@@ -1,5 +1,0 @@
-"""HTTP gateway in front of Triton's ``whisper`` model.
-
-``whisper_build.gateway.app:app`` is the ASGI app (``create_app(settings)`` builds one);
-``python -m whisper_build.gateway`` serves it with graceful drain on SIGTERM.
-"""

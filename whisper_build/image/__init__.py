@@ -1,1 +1,0 @@
-"""Production serving image: Dockerfile and the entrypoint supervisor (Triton + gateway)."""

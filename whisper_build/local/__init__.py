@@ -1,1 +1,0 @@
-"""Local (no Docker) runners for development and tests."""

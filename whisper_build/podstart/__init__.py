@@ -1,0 +1,1 @@
+"""Pod start: the init container's preflight check of the engine against the GPU it landed on."""

@@ -1,0 +1,28 @@
+"""Errors raised by :mod:`whisper_build.serving.audio`; each message tells the caller what to fix."""
+
+
+class AudioError(ValueError):
+    """Base class: the audio a caller sent cannot be used."""
+
+
+class InvalidBase64Error(AudioError):
+    """The text is not valid base64 (standard or URL-safe alphabet, optional data URI)."""
+
+
+class NotAudioError(AudioError):
+    """The bytes are not a container/codec FFmpeg can decode, or hold no audio stream."""
+
+
+class EmptyAudioError(AudioError):
+    """The payload is empty or decodes to zero samples."""
+
+
+class AudioTooLongError(AudioError):
+    """The audio is longer than the configured limit.
+
+    Attributes: ``limit_seconds`` (the limit that was exceeded).
+    """
+
+    def __init__(self, message: str, limit_seconds: float) -> None:
+        super().__init__(message)
+        self.limit_seconds = limit_seconds

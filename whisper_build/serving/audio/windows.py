@@ -1,0 +1,115 @@
+"""Split long audio into ≤ 30 s windows, cutting at the quietest point near each boundary.
+
+Whisper's encoder sees at most 30 s (``N_SAMPLES = 480000`` at 16 kHz, openai/whisper audio.py);
+longer audio must be cut. Cutting mid-word loses or garbles that word, so each cut is placed at
+the lowest-energy point of the last ``search_seconds`` before the limit (the same idea as vLLM
+PR #19597, which cuts at the lowest-energy point of the last second of each chunk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from whisper_build.serving.audio.decode import SAMPLE_RATE
+
+WINDOW_SECONDS = 30.0
+"""Whisper's fixed input length in seconds (openai/whisper audio.py ``CHUNK_LENGTH``)."""
+
+_FRAME = 400  # 25 ms energy frames at 16 kHz
+_HOP = 160  # 10 ms hop (Whisper's mel hop length)
+_SMOOTH_FRAMES = 20  # 200 ms moving average: prefer the middle of a pause, not a stop consonant
+
+
+@dataclass(frozen=True)
+class Window:
+    """A slice ``[start, end)`` of the 16 kHz samples; ``start_s``/``end_s`` in seconds."""
+
+    start: int
+    end: int
+
+    @property
+    def start_s(self) -> float:
+        """Start time in seconds."""
+        return self.start / SAMPLE_RATE
+
+    @property
+    def end_s(self) -> float:
+        """End time in seconds."""
+        return self.end / SAMPLE_RATE
+
+
+def _frame_rms(samples: np.ndarray) -> np.ndarray:
+    """RMS of 25 ms frames every 10 ms, shape ``[max(1, 1 + (n - 400) // 160)]``."""
+    if len(samples) < _FRAME:
+        energy = np.mean(np.square(samples, dtype=np.float64)) if len(samples) else 0.0
+        return np.array([np.sqrt(energy)])
+    frames = np.lib.stride_tricks.sliding_window_view(samples, _FRAME)[::_HOP]
+    return np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=1))
+
+
+def _quietest_cut(samples: np.ndarray, lo: int, hi: int) -> int:
+    """Sample index in ``[lo, hi]`` at the centre of the quietest 200 ms stretch."""
+    rms = _frame_rms(samples[lo:hi])
+    k = min(_SMOOTH_FRAMES, len(rms))
+    smooth = np.convolve(rms, np.ones(k) / k, mode="valid")
+    # Ties (e.g. digital silence) go to the latest candidate: longer windows, fewer cuts.
+    best = len(smooth) - 1 - int(np.argmin(smooth[::-1]))
+    return lo + best * _HOP + (k - 1) * _HOP // 2 + _FRAME // 2
+
+
+def split_windows(
+    samples: np.ndarray,
+    window_seconds: float = WINDOW_SECONDS,
+    search_seconds: float = 5.0,
+) -> list[Window]:
+    """Cover ``samples`` (16 kHz mono) with consecutive, non-overlapping windows.
+
+    Every window is at most ``window_seconds`` long; when the audio is longer, each cut is
+    placed at the quietest point of the last ``search_seconds`` of the window. The windows
+    tile the input exactly (no sample is lost or repeated).
+
+    Args:
+        samples: shape ``[n]``, 16 kHz.
+        window_seconds: maximum window length in seconds (> 0, Whisper: 30).
+        search_seconds: how far back from the limit a cut may move (0 ≤ x < window_seconds).
+
+    Returns: windows in order; ``[]`` for empty input.
+
+    Raises:
+        ValueError: invalid ``window_seconds`` / ``search_seconds``.
+    """
+    if window_seconds <= 0:
+        raise ValueError(f"window_seconds must be > 0, got {window_seconds}")
+    if not 0 <= search_seconds < window_seconds:
+        raise ValueError(
+            f"search_seconds must be in [0, window_seconds), got {search_seconds}"
+        )
+    n = len(samples)
+    limit = int(window_seconds * SAMPLE_RATE)
+    search = int(search_seconds * SAMPLE_RATE)
+    windows: list[Window] = []
+    start = 0
+    while n - start > limit:
+        hi = start + limit
+        lo = hi - search
+        cut = _quietest_cut(samples, lo, hi) if search >= _FRAME else hi
+        cut = min(max(cut, lo + 1), hi)
+        windows.append(Window(start, cut))
+        start = cut
+    if start < n:
+        windows.append(Window(start, n))
+    return windows
+
+
+def is_silent(samples: np.ndarray, threshold_rms: float = 1e-3) -> bool:
+    """True when no 25 ms frame of ``samples`` is louder than ``threshold_rms``.
+
+    Whisper tends to invent text ("Thank you.") for silence; windows that are silent by this
+    test are not sent to the model. ``1e-3`` RMS is -60 dBFS, well below speech at any sane
+    recording level (conversational speech is typically -30 to -15 dBFS).
+    """
+    if len(samples) == 0:
+        return True
+    return bool(np.max(_frame_rms(samples)) < threshold_rms)

@@ -1,0 +1,14 @@
+"""Whisper engines behind one interface: ``ctranslate2`` (CPU/GPU) and ``tensorrt_llm`` (GPU).
+
+Import :func:`load_engine` and :class:`EngineParams`; runtime libraries are imported lazily.
+"""
+
+from whisper_build.serving.engines.base import (
+    EngineKind,
+    EngineParams,
+    EngineParamsError,
+    WhisperEngine,
+)
+from whisper_build.serving.engines.factory import load_engine
+
+__all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]

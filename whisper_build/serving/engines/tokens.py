@@ -1,0 +1,154 @@
+"""Pure token-level helpers shared by the engines: decoder prompt ids, grouping, output cleanup.
+
+Special-token strings and order follow openai/whisper ``tokenizer.py`` (``sot_sequence``):
+``[<|startofprev|> + previous-text ids] <|startoftranscript|> [<|LANG|> <|TASK|>] <|notimestamps|>``.
+English-only (``.en``) models take neither a language nor a task token
+(``get_tokenizer(multilingual=False)`` sets both to ``None``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from whisper_build.serving.prompt import DecodePrompt, truncate_prompt_tokens
+
+__all__ = [
+    "SpecialTokens",
+    "build_prompt_ids",
+    "clean_output_ids",
+    "group_indices",
+    "ctranslate2_max_length",
+    "max_length_for",
+]
+
+N_TEXT_CTX = 448
+"""Decoder context length of every Whisper model (``n_text_ctx``, openai/whisper ``model.py``)."""
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Ids of the special tokens a prompt is built from, read from the model's tokenizer.
+
+    Attributes:
+        sot_prev: ``<|startofprev|>``.
+        sot: ``<|startoftranscript|>``.
+        no_timestamps: ``<|notimestamps|>``.
+        eot: ``<|endoftext|>``; every id ``>= eot`` is a special or timestamp token in Whisper
+            vocabularies (openai/whisper ``tokenizer.py``: specials are appended after the BPE ranks).
+        multilingual: whether the model takes language and task tokens.
+    """
+
+    sot_prev: int
+    sot: int
+    no_timestamps: int
+    eot: int
+    multilingual: bool
+
+    @classmethod
+    def from_lookup(cls, token_to_id: Callable[[str], int | None], multilingual: bool) -> SpecialTokens:
+        """Read the ids with ``token_to_id`` (e.g. ``tokenizers.Tokenizer.token_to_id``).
+
+        Raises:
+            ValueError: a required special token is missing from the vocabulary.
+        """
+        names = {
+            "sot_prev": "<|startofprev|>",
+            "sot": "<|startoftranscript|>",
+            "no_timestamps": "<|notimestamps|>",
+            "eot": "<|endoftext|>",
+        }
+        ids = {field: _lookup(token_to_id, token) for field, token in names.items()}
+        return cls(multilingual=multilingual, **ids)
+
+
+def _lookup(token_to_id: Callable[[str], int | None], token: str) -> int:
+    token_id = token_to_id(token)
+    if token_id is None:
+        raise ValueError(f"tokenizer has no {token} token; is this a Whisper tokenizer.json?")
+    return token_id
+
+
+def build_prompt_ids(
+    prompt: DecodePrompt,
+    specials: SpecialTokens,
+    encode: Callable[[str], list[int]],
+    token_to_id: Callable[[str], int | None],
+    language: str | None,
+) -> list[int]:
+    """Decoder prompt ids for one window.
+
+    Args:
+        prompt: parsed prompt (previous text, task).
+        specials: the model's special token ids.
+        encode: text → BPE ids without special tokens (``tokenizer.encode(t, add_special_tokens=False).ids``).
+        token_to_id: special-token string → id.
+        language: language code to put in the prompt for multilingual models (``prompt.language``,
+            a detected one, or a default); ignored for English-only models.
+
+    Returns:
+        ``[<|startofprev|>, *prev[-223:]] + [<|startoftranscript|>, (<|lang|>, <|task|>)] +
+        [<|notimestamps|>]``. Previous text is encoded as ``" " + text`` like openai/whisper
+        ``decoding.py`` and cut from the left to :data:`whisper_build.serving.prompt.MAX_PROMPT_TOKENS`.
+
+    Raises:
+        ValueError: a multilingual model got no language, or the tokenizer lacks a token.
+    """
+    ids: list[int] = []
+    if prompt.previous_text:
+        ids = [specials.sot_prev, *truncate_prompt_tokens(encode(" " + prompt.previous_text))]
+    ids.append(specials.sot)
+    if specials.multilingual:
+        if language is None:
+            raise ValueError("a multilingual model needs a language (detected or default)")
+        ids += [_lookup(token_to_id, f"<|{language}|>"), _lookup(token_to_id, f"<|{prompt.task}|>")]
+    ids.append(specials.no_timestamps)
+    return ids
+
+
+def max_length_for(prompt_len: int, max_new_tokens: int) -> int:
+    """Total decoder length (prompt + new tokens) capped at Whisper's ``n_text_ctx`` = 448."""
+    return min(N_TEXT_CTX, prompt_len + max_new_tokens)
+
+
+def ctranslate2_max_length(max_new_tokens: int) -> int:
+    """``max_length`` to pass to ``ctranslate2.models.Whisper.generate`` for ``max_new_tokens`` new tokens.
+
+    CTranslate2's Whisper decodes at most ``max_length / 2`` new tokens (and never past the
+    448-token context; CTranslate2 ``src/models/whisper.cc``, mirroring openai/whisper's
+    ``sample_len = n_text_ctx // 2``), so ``prompt + new`` would cap a window at about 114 tokens.
+    Returns ``min(448, 2 * max_new_tokens)``: 448 for the default 224.
+    """
+    return min(N_TEXT_CTX, 2 * max_new_tokens)
+
+
+def clean_output_ids(output_ids: Sequence[int], prompt_ids: Sequence[int], eot: int) -> list[int]:
+    """Text token ids of one decoded sequence: prompt echo, end-of-text padding and specials removed.
+
+    Some runtimes (TensorRT-LLM ``ModelRunnerCpp``) return the decoder prompt followed by the new
+    tokens and pad with ``end_id``; others (CTranslate2) return only new tokens. A leading copy of
+    ``prompt_ids`` is removed, the sequence is cut at the first ``eot``, and every remaining id
+    ``>= eot`` (special or timestamp token) is dropped.
+    """
+    ids = list(output_ids)
+    if prompt_ids and ids[: len(prompt_ids)] == list(prompt_ids):
+        ids = ids[len(prompt_ids) :]
+    if eot in ids:
+        ids = ids[: ids.index(eot)]
+    return [i for i in ids if i < eot]
+
+
+def group_indices(keys: Sequence[K]) -> dict[K, list[int]]:
+    """Indices of equal keys, in first-seen order: ``["a", "b", "a"]`` → ``{"a": [0, 2], "b": [1]}``.
+
+    Used to split one batch into the fewest runtime calls when a runtime needs a setting to be the
+    same for all items of a call (CTranslate2: repetition penalty and ``<|startoftranscript|>``
+    position).
+    """
+    groups: dict[K, list[int]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(key, []).append(index)
+    return groups

@@ -1,0 +1,5 @@
+"""HTTP gateway in front of Triton's ``whisper`` model.
+
+``whisper_build.serving.gateway.app:app`` is the ASGI app (``create_app(settings)`` builds one);
+``python -m whisper_build.serving.gateway`` serves it with graceful drain on SIGTERM.
+"""

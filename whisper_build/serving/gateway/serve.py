@@ -1,0 +1,83 @@
+"""Run the gateway under uvicorn with graceful drain.
+
+On the first SIGTERM/SIGINT the gateway stops admitting (new requests and ``/ping`` get 503, so
+load balancers take the pod out), keeps serving for ``drain_seconds``, then uvicorn stops
+accepting connections and waits up to ``graceful_shutdown_seconds`` for in-flight requests
+before the lifespan shutdown closes the Triton client. A second SIGINT forces exit.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+from pydantic import ValidationError
+
+from whisper_build.serving.gateway.app import create_app
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+
+class DrainingServer(uvicorn.Server):
+    """``uvicorn.Server`` whose exit signal first calls ``on_drain`` and waits ``drain_seconds``.
+
+    Args:
+        config: uvicorn config.
+        on_drain: called once, from the signal handler, on the first exit signal.
+        drain_seconds: delay between ``on_drain`` and uvicorn's own shutdown.
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, on_drain: Callable[[], None], drain_seconds: float
+    ) -> None:
+        super().__init__(config)
+        self._on_drain = on_drain
+        self._drain_seconds = drain_seconds
+        self._draining = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """First signal: drain, then exit after ``drain_seconds``; later signals: uvicorn's."""
+        if not self._draining:
+            self._draining = True
+            self._on_drain()
+            if self._drain_seconds > 0:
+                timer = threading.Timer(self._drain_seconds, super().handle_exit, (sig, frame))
+                timer.daemon = True
+                timer.start()
+                return
+        super().handle_exit(sig, frame)
+
+
+def load_settings() -> GatewaySettings:
+    """Settings from the environment; exits with status 2 and one line per bad variable."""
+    try:
+        return GatewaySettings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(p) for p in error["loc"])
+            print(
+                f"error: WHISPER_GATEWAY_{field.upper()}={error.get('input')!r}: {error['msg']}",
+                file=sys.stderr,
+            )
+        raise SystemExit(2) from None
+
+
+def main(settings: GatewaySettings | None = None) -> None:
+    """Serve the gateway on ``settings.host:settings.port`` until SIGTERM/SIGINT."""
+    settings = settings or load_settings()
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=int(settings.graceful_shutdown_seconds),
+        proxy_headers=False,
+    )
+    DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The ``whisper`` Triton python-backend model: its repository template, config rendering and batching."""

@@ -1,0 +1,69 @@
+"""Triton python-backend model ``whisper``: decodes every window of every request in one batch.
+
+Inputs/outputs: docs/contracts.md §5. The work is in ``whisper_build.serving.triton_model.batching`` (pure,
+unit-tested) and ``whisper_build.serving.engines``; this file only moves tensors. The repository root must
+be importable (the local launcher puts it on ``PYTHONPATH``; the image sets ``PYTHONPATH=/app``).
+"""
+
+import json
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+from whisper_build.serving.engines import EngineParams, load_engine
+from whisper_build.serving.triton_model.batching import (
+    RequestError,
+    parse_request,
+    run_batch,
+    transcripts_array,
+)
+
+_INPUTS = {
+    "wav": "WAV",
+    "wav_lens": "WAV_LENS",
+    "text_prefix": "TEXT_PREFIX",
+    "repetition_penalty": "REPETITION_PENALTY",
+}
+
+
+class TritonPythonModel:
+    """Loads the engine named by the ``engine`` model-config parameter and serves batches."""
+
+    def initialize(self, args):
+        """Read ``parameters`` from the model config and load the engine (raises on bad config).
+
+        A relative ``model_path`` is resolved against this model's directory
+        (``args["model_repository"]``), so a published repository can be mounted anywhere.
+        """
+        config = json.loads(args["model_config"])
+        raw = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        params = EngineParams.from_strings({k: v for k, v in raw.items() if k in EngineParams.model_fields})
+        self._engine = load_engine(params.relative_to(Path(args["model_repository"])))
+
+    def execute(self, requests):
+        """One response per request, in order; a bad request gets a TritonError of its own."""
+        parsed = []
+        for request in requests:
+            try:
+                arrays = {}
+                for argument, name in _INPUTS.items():
+                    tensor = pb_utils.get_input_tensor_by_name(request, name)
+                    arrays[argument] = None if tensor is None else tensor.as_numpy()
+                parsed.append(parse_request(**arrays))
+            except RequestError as error:
+                parsed.append(error)
+            except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
+                parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
+        responses = []
+        for result in run_batch(self._engine, parsed):
+            if isinstance(result, Exception):
+                code = (
+                    pb_utils.TritonError.INVALID_ARG
+                    if isinstance(result, RequestError)
+                    else pb_utils.TritonError.INTERNAL
+                )
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))
+            else:
+                tensor = pb_utils.Tensor("TRANSCRIPTS", transcripts_array(result))
+                responses.append(pb_utils.InferenceResponse(output_tensors=[tensor]))
+        return responses

@@ -1,0 +1,97 @@
+"""Render the Triton model repository of the ``whisper`` model for one machine.
+
+The checked-in ``model_repository/whisper/config.pbtxt`` is a valid config with default settings;
+paths and batching differ per machine, so :func:`render_model_repository` sets them from typed
+settings and copies ``1/model.py`` next to it. The local launcher, the tests and the engine build (which uploads the result to
+``models/<model>/<gpu_arch>/<version>/model_repository/``) all use it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from whisper_build.serving.engines.base import EngineParams
+
+__all__ = ["MODEL_NAME", "TEMPLATE_DIR", "BatchingConfig", "render_config", "render_model_repository"]
+
+MODEL_NAME = "whisper"
+"""Triton model name (docs/contracts.md §5)."""
+
+TEMPLATE_DIR = Path(__file__).parent / "model_repository" / MODEL_NAME
+"""Checked-in model: ``config.pbtxt`` (defaults) and ``1/model.py``."""
+
+
+class BatchingConfig(BaseModel):
+    """Triton scheduling of the ``whisper`` model.
+
+    Attributes:
+        max_batch_size: most windows per ``execute()``; also the most windows ONE request may
+            carry (Triton rejects larger requests), so clients split longer audio into several
+            requests of at most this many 30 s windows.
+        max_queue_delay_us: how long the dynamic batcher waits to fill a batch (µs).
+        max_queue_size: requests waiting beyond this are rejected at once (UNAVAILABLE).
+        instance_count: model instances (each loads the engine once).
+        instance_kind: ``KIND_CPU`` (python backend; the engine still uses the GPU when its
+            ``device`` says so) or ``KIND_GPU`` (one instance per visible GPU).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_batch_size: int = Field(16, ge=2, le=1024)
+    max_queue_delay_us: int = Field(20_000, ge=0, le=10_000_000)
+    max_queue_size: int = Field(64, ge=1)
+    instance_count: int = Field(1, ge=1, le=64)
+    instance_kind: Literal["KIND_CPU", "KIND_GPU"] = "KIND_CPU"
+
+
+def render_config(engine: EngineParams, batching: BatchingConfig) -> str:
+    """The ``config.pbtxt`` text for these settings.
+
+    The checked-in config is parsed with Triton's own protobuf schema (``model_config.proto``,
+    shipped in ``tritonclient``), the batching fields and engine ``parameters`` (string values,
+    read back by ``1/model.py`` with :meth:`EngineParams.from_strings`) are set, and the result is
+    printed in protobuf text format; inputs and outputs stay as checked in.
+    """
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse((TEMPLATE_DIR / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    config.max_batch_size = batching.max_batch_size
+    config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
+    config.dynamic_batching.default_queue_policy.max_queue_size = batching.max_queue_size
+    del config.instance_group[:]
+    config.instance_group.add(
+        count=batching.instance_count,
+        kind=model_config_pb2.ModelInstanceGroup.Kind.Value(batching.instance_kind),
+    )
+    config.parameters.clear()
+    for key, value in engine.model_dump(mode="json").items():
+        config.parameters[key].string_value = str(value)
+    header = "# Rendered by whisper_build.serving.triton_model.repository.render_config from settings; do not edit.\n"
+    return header + text_format.MessageToString(config)
+
+
+def render_model_repository(
+    target: Path, engine: EngineParams, batching: BatchingConfig | None = None
+) -> Path:
+    """Write ``target/whisper/config.pbtxt`` and ``target/whisper/1/model.py``.
+
+    Args:
+        target: model repository directory (created; an existing ``whisper`` model there is replaced).
+        engine: engine parameters (model path, device, …).
+        batching: scheduling; defaults of :class:`BatchingConfig` when omitted.
+
+    Returns:
+        ``target``, for ``tritonserver --model-repository``.
+    """
+    model_dir = target / MODEL_NAME
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    (model_dir / "1").mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text(render_config(engine, batching or BatchingConfig()))
+    shutil.copy2(TEMPLATE_DIR / "1" / "model.py", model_dir / "1" / "model.py")
+    return target

@@ -1,0 +1,1 @@
+"""Workstation tools: the local (no Docker) Triton + gateway launcher and the CLI client."""

@@ -1,0 +1,387 @@
+"""Run the real ``tritonserver`` binary from the ``nvidia-pytriton`` wheel, without Docker.
+
+The wheel ships Triton 2.51 (``pytriton/tritonserver/bin/tritonserver``), its python backend and
+one ``triton_python_backend_stub`` per Python version. As PyTriton itself does
+(``pytriton/triton.py`` ``_prepare_triton_inference_server``), :func:`assemble_backends` copies the
+python backend plus the stub of the running Python into a backend directory, and
+:func:`server_environment` puts the wheel's ``nvidia_pytriton.libs`` and the interpreter's
+``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
+environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
+``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
+Reference: /work/shared/reference/whisper-serving-facts.md §6.
+
+CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
+against this server and stops it first on Ctrl-C). Tests: :class:`LocalTriton` as a context
+manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import whisper_build
+from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
+from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
+
+__all__ = [
+    "LocalTriton",
+    "TritonStartError",
+    "TritonWheel",
+    "assemble_backends",
+    "free_ports",
+    "main",
+    "server_environment",
+]
+
+REPO_ROOT = Path(whisper_build.__file__).resolve().parent.parent
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _terminate_with_parent() -> None:
+    """In the forked child: ask Linux to SIGTERM it when its parent dies (``prctl(PR_SET_PDEATHSIG)``),
+    so that a killed test run or CLI never leaves tritonserver running."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class TritonStartError(RuntimeError):
+    """tritonserver exited or did not become ready; the message carries the end of its log."""
+
+
+@dataclass(frozen=True)
+class TritonWheel:
+    """Paths inside an installed ``nvidia-pytriton`` wheel.
+
+    Attributes:
+        server_dir: ``site-packages/pytriton/tritonserver`` (``bin/``, ``backends/``, stubs).
+        libs_dir: ``site-packages/nvidia_pytriton.libs`` (libtritonserver, libcudart, …).
+    """
+
+    server_dir: Path
+    libs_dir: Path
+
+    @classmethod
+    def find(cls) -> TritonWheel:
+        """Locate the wheel installed in the running interpreter's environment.
+
+        Raises:
+            TritonStartError: ``nvidia-pytriton`` is not installed or lacks ``tritonserver``.
+        """
+        try:
+            import pytriton
+        except ImportError as error:
+            raise TritonStartError(
+                "nvidia-pytriton is not installed: pip install -r requirements.txt"
+            ) from error
+        site = Path(pytriton.__file__).resolve().parent.parent
+        wheel = cls(site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs")
+        if not wheel.binary.is_file():
+            raise TritonStartError(f"{wheel.binary} not found; reinstall nvidia-pytriton")
+        return wheel
+
+    @property
+    def binary(self) -> Path:
+        """The ``tritonserver`` executable."""
+        return self.server_dir / "bin" / "tritonserver"
+
+    def stub(self, version: tuple[int, int] = sys.version_info[:2]) -> Path:
+        """The python backend stub built for Python ``version`` (default: the running one).
+
+        Raises:
+            TritonStartError: the wheel has no stub for that version.
+        """
+        path = (
+            self.server_dir
+            / "python_backend_stubs"
+            / f"{version[0]}.{version[1]}"
+            / "triton_python_backend_stub"
+        )
+        if not path.is_file():
+            raise TritonStartError(
+                f"nvidia-pytriton has no python backend stub for Python {version[0]}.{version[1]}"
+            )
+        return path
+
+
+def assemble_backends(wheel: TritonWheel, target: Path) -> Path:
+    """Build a backend directory: ``target/python/`` = the wheel's python backend + the stub.
+
+    Returns:
+        ``target``, for ``tritonserver --backend-directory``.
+    """
+    python_dir = target / "python"
+    if python_dir.exists():
+        shutil.rmtree(python_dir)
+    shutil.copytree(wheel.server_dir / "backends" / "python", python_dir)
+    shutil.copy2(wheel.stub(), python_dir / "triton_python_backend_stub")
+    return target
+
+
+def server_environment(wheel: TritonWheel, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for tritonserver and its python stubs (see the module docstring)."""
+    env = dict(os.environ if base is None else base)
+
+    def prepend(name: str, *paths: str) -> None:
+        env[name] = os.pathsep.join([*paths, *filter(None, [env.get(name)])])
+
+    prepend("LD_LIBRARY_PATH", str(wheel.libs_dir), str(sysconfig.get_config_var("LIBDIR")))
+    prepend("PATH", str(Path(sys.executable).parent))
+    prepend("PYTHONPATH", str(REPO_ROOT))
+    return env
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now (the OS picks them)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def ports_in_use(host: str, ports: dict[str, int]) -> list[str]:
+    """Names (``"WHISPER_TRITON_GRPC_PORT=8001"``) of the ``ports`` that cannot be bound on ``host`` now.
+
+    Triton only logs a busy port and keeps running, and a readiness check on a busy port would
+    reach whatever server already listens there, so the launcher refuses busy ports up front.
+    """
+    busy = []
+    for setting, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                busy.append(f"{setting}={port}")
+    return busy
+
+
+class LocalTriton:
+    """A tritonserver process serving the ``whisper`` model; a context manager.
+
+    Args:
+        settings: ports, engine and batching. When ``settings.model_repository`` is empty a model
+            repository is rendered into the work directory.
+        workdir: where backends, the rendered repository and ``tritonserver.log`` go; a temporary
+            directory (removed on :meth:`stop`) when omitted.
+        log_to_file: write Triton's output to ``workdir/tritonserver.log`` (default) instead of
+            inheriting this process's stdout/stderr.
+    """
+
+    def __init__(
+        self, settings: TritonSettings, workdir: Path | None = None, log_to_file: bool = True
+    ) -> None:
+        self.settings = settings
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="whisper-triton-")) if workdir is None else workdir
+        self.log_path = self.workdir / "tritonserver.log" if log_to_file else None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 180.0) -> LocalTriton:
+        """Start tritonserver and wait until the server and the ``whisper`` model are ready.
+
+        Raises:
+            TritonStartError: one of its ports is already in use (nothing is started); or the
+                process exited or was not ready within ``timeout_s``: it is stopped and the message
+                ends with the last lines of its log.
+        """
+        busy = ports_in_use(
+            self.settings.host,
+            {
+                "WHISPER_TRITON_HTTP_PORT": self.settings.http_port,
+                "WHISPER_TRITON_GRPC_PORT": self.settings.grpc_port,
+                "WHISPER_TRITON_METRICS_PORT": self.settings.metrics_port,
+            },
+        )
+        if busy:
+            raise TritonStartError(
+                f"port(s) already in use on {self.settings.host}: {', '.join(busy)} "
+                "(another tritonserver or `make serve`?): stop it, or set those variables to free ports"
+            )
+        wheel = TritonWheel.find()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        repository = self.settings.model_repository or render_model_repository(
+            self.workdir / "model_repository", self.settings.engine, self.settings.batching
+        )
+        backends = assemble_backends(wheel, self.workdir / "backends")
+        command = [
+            str(wheel.binary),
+            *tritonserver_args(self.settings, repository),
+            f"--backend-directory={backends}",
+        ]
+        output = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115 - closed below
+        # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
+        self._process = subprocess.Popen(
+            command,
+            env=server_environment(wheel),
+            start_new_session=True,
+            preexec_fn=_terminate_with_parent,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+        )
+        if output:
+            output.close()  # the child keeps its own descriptor
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        url = f"{self.settings.http_url}/v2/models/{MODEL_NAME}/ready"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise TritonStartError(
+                    f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local http URL
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.5)
+        raise TritonStartError(f"tritonserver not ready after {timeout_s:.0f} s ({url})\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of Triton's log ("" when it logs to the console)."""
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait(self) -> int:
+        """Block until tritonserver exits; its exit code."""
+        assert self._process is not None, "start() first"
+        return self._process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM (Triton finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL;
+        removes a temporary work directory. Safe to call twice."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self.settings.exit_timeout_s + 5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> LocalTriton:
+        return self.start() if self._process is None else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m whisper_build.workstation.local_triton",
+        description=(
+            "Start tritonserver (from the nvidia-pytriton wheel) serving the whisper model on this "
+            "machine, in the foreground, until Ctrl-C/SIGTERM. Defaults come from WHISPER_TRITON_* "
+            "environment variables (see whisper_build/serving/triton_model/settings.py); flags override them."
+        ),
+    )
+    parser.add_argument("--host", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--http-port", type=int)
+    parser.add_argument("--grpc-port", type=int)
+    parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--model-path", help="CTranslate2 model / TensorRT-LLM engine directory")
+    parser.add_argument("--engine", choices=["ctranslate2", "tensorrt_llm"])
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--workdir", type=Path, help="keep backends, repository and log here")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help=(
+            "once Triton is ready, also run the gateway (python -m whisper_build.serving.gateway, settings from "
+            "WHISPER_GATEWAY_*, Triton URL set to this server); Ctrl-C stops the gateway first, then Triton"
+        ),
+    )
+    return parser.parse_args(argv)
+
+
+def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = None) -> TritonSettings:
+    """Settings from the environment, with the given CLI flags on top."""
+    settings = base or TritonSettings()
+    top = {
+        k: v
+        for k in ("host", "http_port", "grpc_port", "metrics_port")
+        if (v := getattr(args, k)) is not None
+    }
+    engine = {k: v for k in ("model_path", "engine", "device") if (v := getattr(args, k)) is not None}
+    if engine:
+        top["engine"] = settings.engine.model_copy(update=engine)
+    return TritonSettings.model_validate({**settings.model_dump(), **top}) if top else settings
+
+
+def _run_gateway(settings: TritonSettings) -> int:
+    """Run the gateway in the foreground under the image supervisor's ordered shutdown; its exit code."""
+    from whisper_build.serving.supervisor import ChildSpec, Supervisor
+
+    env = {**os.environ, "WHISPER_GATEWAY_TRITON_URL": settings.grpc_url}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    gateway = ChildSpec("gateway", [sys.executable, "-m", "whisper_build.serving.gateway"], 300.0, env)
+    supervisor = Supervisor([gateway])
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    return supervisor.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
+    args = _parse_args(argv)
+    settings = settings_from_args(args)
+    server = LocalTriton(settings, workdir=args.workdir, log_to_file=False)
+
+    def request_stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        server.start(timeout_s=args.timeout)
+        print(
+            f"whisper on Triton is ready: gRPC {settings.grpc_url}, HTTP {settings.http_url}, "
+            f"metrics {settings.metrics_url} (Ctrl-C stops)",
+            flush=True,
+        )
+        return _run_gateway(settings) if args.gateway else server.wait()
+    except KeyboardInterrupt:
+        return 0
+    except TritonStartError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
