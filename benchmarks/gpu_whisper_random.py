@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         rows.append(row)
         print(
-            f"batch {batch:3d}: encoder {row['encoder_s']*1000:8.1f} ms  total {row['total_s']*1000:8.1f} ms  "
+            f"batch {batch:3d}: encoder {row['encoder_s'] * 1000:8.1f} ms  total {row['total_s'] * 1000:8.1f} ms  "
             f"tokens {row['generated_tokens']}  RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
             flush=True,
         )

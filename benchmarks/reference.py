@@ -95,7 +95,9 @@ class GatewayProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> GatewayProcess:
-        self._process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=self._env, cwd=REPO)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "whisper_build.serving.gateway"], env=self._env, cwd=REPO
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -208,7 +210,9 @@ async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs:
     }  # fmt: skip
 
 
-async def _sweep_one(spec: TargetSpec, samples: Sequence[AudioSample], concurrencies: Sequence[int], plan: LevelPlan, metrics_url: str) -> list[LevelResult]:
+async def _sweep_one(
+    spec: TargetSpec, samples: Sequence[AudioSample], concurrencies: Sequence[int], plan: LevelPlan, metrics_url: str
+) -> list[LevelResult]:
     target = open_target(spec, max(concurrencies))
     try:
         return await sweep(
@@ -265,7 +269,9 @@ def synth_times() -> dict[str, object]:
     python = sys.executable
     results: dict[str, object] = {}
     configs = (("default", "config/default.yaml"), ("three-groups", "config/examples/three-groups.yaml"))
-    skip = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "dist", ".gpucarry", "docs", "__pycache__", ".pytest_cache")
+    skip = shutil.ignore_patterns(
+        ".git", ".venv", "node_modules", "cdk.out", "dist", ".gpucarry", "docs", "__pycache__", ".pytest_cache"
+    )
     with tempfile.TemporaryDirectory(prefix="whisper-synth-") as tmp:
         copy = Path(tmp) / "repo"
         shutil.copytree(REPO, copy, ignore=skip)
@@ -284,7 +290,11 @@ def synth_times() -> dict[str, object]:
     bench = REPO / "scripts" / "bench_synth.py"
     if bench.is_file():
         done = subprocess.run([python, str(bench)], cwd=REPO, capture_output=True, text=True, timeout=900)
-        results["bench_synth"] = {"command": "make bench-synth", "exit_code": done.returncode, "output": done.stdout[-1500:]}
+        results["bench_synth"] = {
+            "command": "make bench-synth",
+            "exit_code": done.returncode,
+            "output": done.stdout[-1500:],
+        }
     return results
 
 
@@ -295,7 +305,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 # ------------------------------------------------------------------ report
 def render_markdown(figures: dict) -> str:
     """The figures as a Markdown section (``reference.md``)."""
-    m, e2e, thr, long_, mem = (figures[k] for k in ("machine", "e2e_vs_engine", "throughput", "long_audio", "gateway_rss"))
+    m, e2e, thr, long_, mem = (
+        figures[k] for k in ("machine", "e2e_vs_engine", "throughput", "long_audio", "gateway_rss")
+    )
     mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
     lines = [
         f"Run {figures['started_utc']} – {figures['finished_utc']} on {m['cpu_model']}, "
@@ -332,7 +344,14 @@ def render_markdown(figures: dict) -> str:
             ratio = synth["three-groups"]["wall_s"] / synth["default"]["wall_s"]
             lines.append(f"| make synth: three-groups ÷ default | {ratio:.2f} |")
         if "bench_synth" in synth:
-            lines += ["", "`make bench-synth` (warm synthesis, no gates):", "", "```", synth["bench_synth"]["output"].strip(), "```"]
+            lines += [
+                "",
+                "`make bench-synth` (warm synthesis, no gates):",
+                "",
+                "```",
+                synth["bench_synth"]["output"].strip(),
+                "```",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -375,9 +394,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(2.0)
             rest = gateway.rss_bytes()
             with PeakSampler(gateway.rss_bytes) as sampler:
-                gw = asyncio.run(_sweep_one(TargetSpec("gateway", "invocations", gateway.url), samples, concurrencies, plan, settings.metrics_url))
+                gw = asyncio.run(
+                    _sweep_one(
+                        TargetSpec("gateway", "invocations", gateway.url),
+                        samples,
+                        concurrencies,
+                        plan,
+                        settings.metrics_url,
+                    )
+                )
             after = gateway.rss_bytes()
-            tr = asyncio.run(_sweep_one(TargetSpec("triton", "triton", settings.grpc_url), samples, concurrencies, plan, settings.metrics_url))
+            tr = asyncio.run(
+                _sweep_one(
+                    TargetSpec("triton", "triton", settings.grpc_url),
+                    samples,
+                    concurrencies,
+                    plan,
+                    settings.metrics_url,
+                )
+            )
             print("long recording: batched vs sequential, then through the gateway…", flush=True)
             long_walls = asyncio.run(long_audio_walls(settings.grpc_url, long_sample))
             with PeakSampler(gateway.rss_bytes) as long_sampler:
@@ -398,7 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         }  # fmt: skip
     figures["levels"] = [r.as_dict() for r in [*gw, *tr]]
     figures["long_audio_s"] = long_sample.duration_s
-    figures["long_audio"] = {**long_walls, "ratio": long_walls["sequential_s"] / long_walls["batched_s"], "gateway": long_gateway}
+    figures["long_audio"] = {
+        **long_walls,
+        "ratio": long_walls["sequential_s"] / long_walls["batched_s"],
+        "gateway": long_gateway,
+    }
     figures["gateway_rss"] = {
         "rest": rest, "peak_load": sampler.peak, "mean_load": sampler.mean, "after": after,
         "peak_long_request": long_sampler.peak,

@@ -74,7 +74,9 @@ def say(sentences: list[str], path: Path, pause_ms: int = 700, words_per_minute:
             ["espeak-ng", "-m", "-v", "en-us", "-s", str(words_per_minute), "-w", str(raw), "-f", str(ssml)],
             check=True, capture_output=True,
         )  # fmt: skip
-        subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path)], check=True, capture_output=True)
+        subprocess.run(
+            ["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path)], check=True, capture_output=True
+        )
     return path
 
 

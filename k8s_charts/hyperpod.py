@@ -40,8 +40,15 @@ class HyperpodNodeClass(ApiObject):
         ValueError: no or more than 10 instance groups, a duplicate, or a name HyperPod would reject.
     """
 
-    def __init__(self, scope: Construct, id: str, *, name: str, instance_groups: Sequence[str],
-                 labels: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        instance_groups: Sequence[str],
+        labels: dict[str, str] | None = None,
+    ) -> None:
         groups = list(instance_groups)
         if not 1 <= len(groups) <= MAX_INSTANCE_GROUPS:
             raise ValueError(

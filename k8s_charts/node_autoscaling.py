@@ -42,8 +42,9 @@ class GpuNodeAutoscaling(Construct):
         super().__init__(scope, id)
         for group in config.gpu_groups:
             name = node_pool_name(group)
-            HyperpodNodeClass(self, f"{group.name}-class", name=name, instance_groups=[group.name],
-                              labels=naming.app_labels())
+            HyperpodNodeClass(
+                self, f"{group.name}-class", name=name, instance_groups=[group.name], labels=naming.app_labels()
+            )
             node_labels = {  # the instance type comes from the requirement below
                 key: value
                 for key, value in placement.node_requirements(group).items()

@@ -102,7 +102,9 @@ def _panel(spec: PanelSpec) -> Any:
             )
     else:
         raise ValueError(f"panel '{spec.title}': unknown kind '{spec.kind}' (timeseries or stat)")
-    panel = panel.title(spec.title).description(description).unit(unit).datasource(_DATASOURCE).height(8).span(spec.width)
+    panel = (
+        panel.title(spec.title).description(description).unit(unit).datasource(_DATASOURCE).height(8).span(spec.width)
+    )
     if spec.threshold is not None:
         panel = panel.thresholds(_thresholds(spec.threshold))
     for ref_id, target in zip(_REF_IDS, spec.targets, strict=False):

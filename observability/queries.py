@@ -291,7 +291,7 @@ class Triton:
     )
     READY_INSTANCES = Query(
         "triton_ready_instances",
-        f'count by ({_by()}) (up{_selector(job=JOB_TRITON)} == 1)',
+        f"count by ({_by()}) (up{_selector(job=JOB_TRITON)} == 1)",
         "short",
         "Triton metrics endpoints answering scrapes.",
     )
@@ -377,8 +377,7 @@ class Gateway:
     )
     UTILIZATION = Query(
         "gateway_utilization",
-        f"sum by ({_by()}) (whisper_gateway_inflight_requests) / "
-        f"sum by ({_by()}) (whisper_gateway_capacity_requests)",
+        f"sum by ({_by()}) (whisper_gateway_inflight_requests) / sum by ({_by()}) (whisper_gateway_capacity_requests)",
         "percentunit",
         "Capacity-weighted utilization: in-flight (running + waiting) ÷ capacity of ready pods.",
     )
@@ -458,8 +457,7 @@ def alert_rules(groups: Sequence[str]) -> tuple[AlertRule, ...]:
             Gpu.MEMORY_USED_RATIO,
             "15m",
             "warning",
-            "A GPU of group {{ $labels.gpu_group }} has used {{ $value | humanizePercentage }} "
-            "of its memory.",
+            "A GPU of group {{ $labels.gpu_group }} has used {{ $value | humanizePercentage }} of its memory.",
         ),
     )
     per_group = tuple(
@@ -498,10 +496,7 @@ def scaling_utilization_query(group: str) -> str:
         ValueError: ``group`` is not a lowercase DNS label.
     """
     sel = _selector(gpu_group=_check_group(group))
-    return (
-        f"sum(whisper_gateway_inflight_requests{sel}) / "
-        f"sum(whisper_gateway_capacity_requests{sel})"
-    )
+    return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
 
 
 def scaling_query(group: str) -> Query:

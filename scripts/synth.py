@@ -32,6 +32,7 @@ from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templat
 from k8s_charts.synth import write_dist  # noqa: E402
 from observability.dashboard import write_dashboard  # noqa: E402
 
+
 def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:
     """``dist/grafana/whisper-dashboard.json``, the dashboard the observability stack provisions."""
     return [write_dashboard(config, repo_root / "dist" / "grafana" / "whisper-dashboard.json")]
@@ -87,7 +88,9 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=None, help="deployment config YAML (default: config/default.yaml)")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="deployment config YAML (default: config/default.yaml)"
+    )
     parser.add_argument("--outdir", type=Path, default=REPO_ROOT / "cdk.out", help="cloud assembly directory")
     args = parser.parse_args(argv)
 
@@ -118,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     if synth_error and not findings:
         print(f"synthesis failed: {synth_error}")
     ok = not findings and synth_error is None
-    print(f"Gates: cfn-lint + cdk-nag AwsSolutions over {len(templates)} templates: "
-          f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}")
+    print(
+        f"Gates: cfn-lint + cdk-nag AwsSolutions over {len(templates)} templates: "
+        f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}"
+    )
     return 0 if ok else 1
 
 

@@ -101,9 +101,7 @@ class GpuGroup(_Strict):
     instance_type: str = Field(description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge.")
     instance_count: int = Field(1, ge=0, description="Instances in the HyperPod instance group.")
     threads_per_core: Literal[1, 2] = Field(2, description="1 disables hyperthreading.")
-    gpu_arch: str | None = Field(
-        None, description="e.g. sm86; derived from the instance family when omitted."
-    )
+    gpu_arch: str | None = Field(None, description="e.g. sm86; derived from the instance family when omitted.")
     ebs_volume_gb: int = Field(500, ge=1, le=16384, description="Instance storage at /opt/sagemaker.")
     serving_engine: EngineKind = Field(
         "tensorrt_llm",
@@ -113,7 +111,9 @@ class GpuGroup(_Strict):
         None, ge=1, description="Concurrent requests one pod is sized for; GPU default when omitted."
     )
     min_replicas: int = Field(1, ge=0)
-    max_replicas: int = Field(1, ge=1, description="Upper bound for KEDA; without node autoscaling <= the group's GPUs.")
+    max_replicas: int = Field(
+        1, ge=1, description="Upper bound for KEDA; without node autoscaling <= the group's GPUs."
+    )
     engine_builder: Literal["hyperpod_job", "codebuild_fleet"] = Field(
         "hyperpod_job",
         description="Where this architecture's engine is compiled: a Job on this group's nodes, "

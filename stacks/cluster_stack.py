@@ -224,7 +224,8 @@ class ClusterStack(Stack):
                     role, "aws-cdk-lib's kubectl provider Lambda: basic/VPC execution and ECR read policies set by CDK"
                 )
                 acknowledge_policy_wildcards(
-                    role, "aws-cdk-lib's kubectl provider: eks:DescribeCluster/ECR token calls and invoking its own handler versions"
+                    role,
+                    "aws-cdk-lib's kubectl provider: eks:DescribeCluster/ECR token calls and invoking its own handler versions",
                 )
             acknowledge(
                 provider,

@@ -169,9 +169,18 @@ class EngineBuildStack(Stack):
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _cluster_project(self, construct_id: str, *, name: str, description: str, spec: dict[str, Any],
-                         namespace: str, env: dict[str, codebuild.BuildEnvironmentVariable], timeout: Duration,
-                         kubernetes_groups: list[str] | None = None) -> codebuild.Project:
+    def _cluster_project(
+        self,
+        construct_id: str,
+        *,
+        name: str,
+        description: str,
+        spec: dict[str, Any],
+        namespace: str,
+        env: dict[str, codebuild.BuildEnvironmentVariable],
+        timeout: Duration,
+        kubernetes_groups: list[str] | None = None,
+    ) -> codebuild.Project:
         """A project that talks to the Kubernetes API from the private subnets, with an access entry
         granting ``edit`` in ``namespace`` only (``NAMESPACE`` in its environment), optionally
         Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``)."""
@@ -411,7 +420,9 @@ class EngineBuildStack(Stack):
             iam.PolicyStatement(actions=["ecr:DescribeImages"], resources=[self._repository.repository_arn])
         )
         acknowledge(
-            project, "AwsSolutions-CB3", "Privileged mode is required to run the Docker daemon that builds the serving image"
+            project,
+            "AwsSolutions-CB3",
+            "Privileged mode is required to run the Docker daemon that builds the serving image",
         )
         self._acknowledge_codebuild_defaults(
             project,
@@ -468,4 +479,3 @@ def project_arn(scope: Construct, name: str) -> str:
         ),
         Stack.of(scope),
     )
-

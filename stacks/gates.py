@@ -61,7 +61,9 @@ def cfn_lint_executable() -> str:
         return str(beside)
     found = shutil.which("cfn-lint")
     if found is None:
-        raise FileNotFoundError("cfn-lint not found; install the dev requirements (pip install -r requirements-dev.txt)")
+        raise FileNotFoundError(
+            "cfn-lint not found; install the dev requirements (pip install -r requirements-dev.txt)"
+        )
     return found
 
 

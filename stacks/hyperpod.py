@@ -128,7 +128,9 @@ class HyperPodCluster(Construct):
     def _acknowledge_upload_handler(self) -> None:
         """cdk-nag findings on the upload Lambda that aws-cdk-lib's ``BucketDeployment`` creates."""
         role = self.lifecycle_deployment.handler_role
-        acknowledge_managed_policies(role, "aws-cdk-lib's BucketDeployment Lambda logs through AWSLambdaBasicExecutionRole")
+        acknowledge_managed_policies(
+            role, "aws-cdk-lib's BucketDeployment Lambda logs through AWSLambdaBasicExecutionRole"
+        )
         acknowledge_policy_wildcards(
             role,
             "aws-cdk-lib's BucketDeployment copies the asset from the CDK assets bucket into the lifecycle bucket, "
@@ -137,9 +139,7 @@ class HyperPodCluster(Construct):
         stack = Stack.of(self)
         for child in stack.node.children:
             if child.node.id.startswith(BUCKET_DEPLOYMENT_HANDLER_PREFIX):
-                acknowledge(
-                    child, "AwsSolutions-L1", "The BucketDeployment Lambda runtime is pinned by aws-cdk-lib"
-                )
+                acknowledge(child, "AwsSolutions-L1", "The BucketDeployment Lambda runtime is pinned by aws-cdk-lib")
 
     def _instance_group(
         self,

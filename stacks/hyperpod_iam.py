@@ -134,7 +134,9 @@ def create_execution_role(
     policy = iam.Policy(scope, f"{construct_id}Policy", statements=statements)
     policy.attach_to_role(role)
 
-    acknowledge_managed_policies(role, "AWS requires AmazonSageMakerClusterInstanceRolePolicy on every HyperPod execution role")
+    acknowledge_managed_policies(
+        role, "AWS requires AmazonSageMakerClusterInstanceRolePolicy on every HyperPod execution role"
+    )
     wildcard_reasons = {
         "*": "EC2 Describe* and ecr:GetAuthorizationToken have no resource-level permissions; ECR pulls "
         "(read-only) must reach AWS-owned registries of EKS add-ons and HyperPod agents in other accounts",

@@ -166,7 +166,6 @@ class PipelineStack(Stack):
                     "roles (cdk-*) that self-mutation and asset publishing use",
                 )
 
-
     def _action_arns_as_sub(self) -> None:
         """Rewrite ``Fn::Join`` values in action configurations (CDK Pipelines' CloudFormation role
         ARNs of an account-agnostic stage) as ``Fn::Sub``, the form cfn-lint requires there (E3703)."""
@@ -222,9 +221,7 @@ def repository_path(path: str | Path) -> str:
         ) from exc
 
 
-def add_app(
-    scope: Construct, config: DeploymentConfig, *, config_path: str | Path | None = None
-) -> WhisperStacks:
+def add_app(scope: Construct, config: DeploymentConfig, *, config_path: str | Path | None = None) -> WhisperStacks:
     """What ``app.py`` synthesizes: the pipeline (containing the app stacks) when ``config.pipeline``
     names a source, else the app stacks directly (workstation ``cdk deploy``).
 

@@ -78,14 +78,16 @@ def discovered_pod_targets(manifests: list[dict[str, Any]]) -> list[dict[str, st
         }
         for container in template["spec"]["containers"]:
             for port in container.get("ports", []):
-                targets.append({
-                    "__meta_kubernetes_namespace": manifest["metadata"]["namespace"],
-                    "__meta_kubernetes_pod_name": manifest["metadata"]["name"] + "-abcde",
-                    "__meta_kubernetes_pod_phase": "Running",
-                    "__meta_kubernetes_pod_ready": "true",
-                    "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
-                    **pod_labels,
-                })
+                targets.append(
+                    {
+                        "__meta_kubernetes_namespace": manifest["metadata"]["namespace"],
+                        "__meta_kubernetes_pod_name": manifest["metadata"]["name"] + "-abcde",
+                        "__meta_kubernetes_pod_phase": "Running",
+                        "__meta_kubernetes_pod_ready": "true",
+                        "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                        **pod_labels,
+                    }
+                )
     return targets
 
 

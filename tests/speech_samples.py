@@ -96,9 +96,7 @@ def concatenate_with_pauses(parts: list[Path], path: Path, pause_seconds: float 
     padded = []
     for i, part in enumerate(parts):
         out = part.with_name(f"{part.stem}.padded.wav")
-        subprocess.run(
-            ["sox", str(part), str(out), "pad", "0", str(pause_seconds)], check=True, capture_output=True
-        )
+        subprocess.run(["sox", str(part), str(out), "pad", "0", str(pause_seconds)], check=True, capture_output=True)
         padded.append(out)
     subprocess.run(["sox", *map(str, padded), str(path)], check=True, capture_output=True)
     for out in padded:

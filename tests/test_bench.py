@@ -116,7 +116,18 @@ def audio_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(tmp_path: Path, audio: Path, targets: list[str], *extra: str) -> dict:
-    argv = ["--audio", str(audio), "--out", str(tmp_path), "--duration", "0", "--warmup", "0", "--metrics-settle", "0.05"]
+    argv = [
+        "--audio",
+        str(audio),
+        "--out",
+        str(tmp_path),
+        "--duration",
+        "0",
+        "--warmup",
+        "0",
+        "--metrics-settle",
+        "0.05",
+    ]
     for target in targets:
         argv += ["--target", target]
     assert main([*argv, *extra]) == 0

@@ -410,8 +410,9 @@ def test_build_runs_the_tools_and_writes_a_verifiable_manifest(tmp_path, stand_i
     assert manifest.build_flags["smoke_test"] == "skipped" and manifest.build_flags["n_mels"] == 80
     # no --image-tag here: the key falls back to the installed TensorRT-LLM version
     spec = derive_spec("small", max_output_len=200)
-    assert manifest.build_key == build_key(common[1], f"tensorrt_llm=={gpu.tensorrt_llm_version() or 'unknown'}",
-                                           spec.build_flags())
+    assert manifest.build_key == build_key(
+        common[1], f"tensorrt_llm=={gpu.tensorrt_llm_version() or 'unknown'}", spec.build_flags()
+    )
     assert "model_repository/whisper/engine/decoder/rank0.engine" in manifest.files
     assert verify_tree(manifest, out) == []
     encoder, decoder = (json.loads(line) for line in log.read_text().splitlines())
@@ -438,15 +439,27 @@ def test_build_then_publish(tmp_path, stand_ins, monkeypatch):
     with mock_aws():
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket="models-test-bucket")
-        argv = [*common, "--output-dir", str(tmp_path / "v"), "--publish-bucket", "models-test-bucket", "--version", "v1",
-                "--image-tag", "0.1.0"]
+        argv = [
+            *common,
+            "--output-dir",
+            str(tmp_path / "v"),
+            "--publish-bucket",
+            "models-test-bucket",
+            "--version",
+            "v1",
+            "--image-tag",
+            "0.1.0",
+        ]
         assert cli.main(argv) == 0
         pointer = s3.get_object(Bucket="models-test-bucket", Key="models/small/sm86/current.json")["Body"].read()
         assert json.loads(pointer) == {"version": "v1"}
         # the build key recorded for --image-tag reaches the published manifest
         key = build_key(common[1], "0.1.0", derive_spec("small", max_output_len=200).build_flags())
         assert read_manifest(tmp_path / "v").build_key == key
-        assert publish.main(
-            ["current", "--bucket", "models-test-bucket", "--model", "small", "--arch", "sm86", "--build-key", key],
-            s3=s3,
-        ) == 0
+        assert (
+            publish.main(
+                ["current", "--bucket", "models-test-bucket", "--model", "small", "--arch", "sm86", "--build-key", key],
+                s3=s3,
+            )
+            == 0
+        )

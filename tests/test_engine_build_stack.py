@@ -329,7 +329,6 @@ def test_buildspecs_apply_then_wait_and_fail_on_a_failed_job():
     assert "aws codebuild start-build" in trigger and "SUCCEEDED)" in trigger and "exit 1" in trigger
 
 
-
 # ------------------------------------------------------------------------------ buildspec behaviour
 
 FAKE_KUBECTL = """#!/usr/bin/env bash
@@ -436,7 +435,7 @@ def test_failed_scale_down_never_applies_the_job_but_still_unpauses(fake_cluster
     assert phases == ["FAILED", "FAILED"]
     calls = _calls(workdir)
     assert "apply -f job.json" not in calls
-    assert UNPAUSE in calls[calls.index(SCALE_DOWN):]
+    assert UNPAUSE in calls[calls.index(SCALE_DOWN) :]
 
 
 FAKE_AWS = """#!/usr/bin/env bash

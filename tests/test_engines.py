@@ -184,9 +184,7 @@ def _write_engine_configs(root: Path, n_mels: int, vocab_size: int) -> None:
         ("decoder", {"vocab_size": vocab_size}, {"max_batch_size": 8, "max_beam_width": 4}),
     ]:
         (root / part).mkdir(parents=True)
-        (root / part / "config.json").write_text(
-            json.dumps({"pretrained_config": pretrained, "build_config": build})
-        )
+        (root / part / "config.json").write_text(json.dumps({"pretrained_config": pretrained, "build_config": build}))
 
 
 def test_read_engine_layout(tmp_path):

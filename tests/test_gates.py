@@ -79,7 +79,10 @@ def test_acknowledgement_needs_a_specific_reason() -> None:
         ({"Ref": "AWS::AccountId"}, "<AWS::AccountId>"),
         ({"Fn::GetAtt": ["Handler1", "Arn"]}, "<Handler1.Arn>"),
         ({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::b/*"]]}, "arn:<AWS::Partition>:s3:::b/*"),
-        ({"Fn::Sub": "arn:${AWS::Partition}:s3:::cdk-${AWS::AccountId}/*"}, "arn:<AWS::Partition>:s3:::cdk-<AWS::AccountId>/*"),
+        (
+            {"Fn::Sub": "arn:${AWS::Partition}:s3:::cdk-${AWS::AccountId}/*"},
+            "arn:<AWS::Partition>:s3:::cdk-<AWS::AccountId>/*",
+        ),
         ({"Fn::ImportValue": "Stack:Export"}, "Stack:Export"),
         ({"Fn::If": ["C", "a", {"Ref": "AWS::NoValue"}]}, '{"Fn::If":["C","a",{"Ref":"AWS::NoValue"}]}'),
     ],

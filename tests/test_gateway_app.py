@@ -179,6 +179,7 @@ def test_ping_follows_backend_readiness_and_drain() -> None:
 def test_body_limit_checked_while_streaming_without_content_length() -> None:
     client, backend = make_client(max_body_bytes=10_000)
     with client:
+
         def chunks():
             for _ in range(20):
                 yield b"x" * 1000

@@ -240,9 +240,7 @@ def test_32_concurrent_requests_succeed_and_triton_batches(gateway_url, triton, 
 
 
 def test_overload_gets_429_and_service_recovers(triton, short_wav) -> None:
-    settings = GatewaySettings(
-        triton_url=triton.settings.grpc_url, capacity=1, queue_size=0, retry_after_seconds=3
-    )
+    settings = GatewaySettings(triton_url=triton.settings.grpc_url, capacity=1, queue_size=0, retry_after_seconds=3)
     audio = base64.b64encode(short_wav.read_bytes()).decode()
     with running_gateway(settings) as url:
 
@@ -269,7 +267,9 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
     port = free_ports(1)[0]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+        ),
         "WHISPER_GATEWAY_PORT": str(port),
         "WHISPER_GATEWAY_TRITON_URL": triton.settings.grpc_url,
         "WHISPER_GATEWAY_DRAIN_SECONDS": "2",

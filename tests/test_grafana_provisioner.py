@@ -180,7 +180,9 @@ def test_second_run_updates_the_existing_datasource(grafana_api, props):
     client, stub = _stubbed_client()
     assert handler.provision(props, client, api_factory=_local(grafana_api))["Datasource"] == "updated"
     assert grafana_api.datasources[dashboard.DATASOURCE_UID]["url"] == props["PrometheusUrl"]
-    assert ("PUT", f"/api/datasources/uid/{dashboard.DATASOURCE_UID}") in [(m, p) for m, p, _, _ in grafana_api.requests]
+    assert ("PUT", f"/api/datasources/uid/{dashboard.DATASOURCE_UID}") in [
+        (m, p) for m, p, _, _ in grafana_api.requests
+    ]
 
 
 def test_grafana_error_fails_with_its_message_and_still_deletes_the_token(grafana_api, props):

@@ -50,8 +50,11 @@ def test_one_deployment_per_group(config, deployments) -> None:
     assert sorted(deployments) == ["whisper-g5", "whisper-g6e", "whisper-p5"]
     for group in config.gpu_groups:
         labels_ = deployments[f"whisper-{group.name}"]["spec"]["template"]["metadata"]["labels"]
-        assert labels_ == {labels.APP_NAME_LABEL: "whisper", labels.GPU_GROUP_LABEL: group.name,
-                           labels.GPU_ARCH_LABEL: group.arch}
+        assert labels_ == {
+            labels.APP_NAME_LABEL: "whisper",
+            labels.GPU_GROUP_LABEL: group.name,
+            labels.GPU_ARCH_LABEL: group.arch,
+        }
         assert "replicas" not in deployments[f"whisper-{group.name}"]["spec"]  # KEDA owns it
 
 
@@ -98,13 +101,17 @@ def test_every_group_mounts_only_its_architecture_prefix(config, manifests, depl
 
 
 def test_groups_of_one_architecture_share_one_volume() -> None:
-    config = config_with(gpu_groups=[
-        {"name": "l40s", "instance_type": "ml.g6e.2xlarge"},
-        {"name": "l4", "instance_type": "ml.g6.2xlarge"},
-    ])
+    config = config_with(
+        gpu_groups=[
+            {"name": "l40s", "instance_type": "ml.g6e.2xlarge"},
+            {"name": "l4", "instance_type": "ml.g6.2xlarge"},
+        ]
+    )
     manifests = synth(config)
     assert list(of_kind(manifests, "PersistentVolume")) == ["whisper-models-sm89"]
-    claims = {_pod(d)["volumes"][0]["persistentVolumeClaim"]["claimName"] for d in of_kind(manifests, "Deployment").values()}
+    claims = {
+        _pod(d)["volumes"][0]["persistentVolumeClaim"]["claimName"] for d in of_kind(manifests, "Deployment").values()
+    }
     assert claims == {"whisper-models-sm89"}
 
 
@@ -113,7 +120,11 @@ def test_probes_match_triton_semantics(config, deployments) -> None:
         serving = _container(deployments[f"whisper-{group.name}"])
         startup, live, ready = serving["startupProbe"], serving["livenessProbe"], serving["readinessProbe"]
         assert startup["failureThreshold"] * startup["periodSeconds"] >= 15 * 60
-        assert startup["httpGet"] == live["httpGet"] == {"path": "/v2/health/live", "port": "triton-http", "scheme": "HTTP"}
+        assert (
+            startup["httpGet"]
+            == live["httpGet"]
+            == {"path": "/v2/health/live", "port": "triton-http", "scheme": "HTTP"}
+        )
         assert ready["httpGet"]["path"] == "/ping" and ready["httpGet"]["port"] == "http"
         ports = {p["name"]: p["containerPort"] for p in serving["ports"]}
         assert ports == {"http": 8080, "triton-http": 8000, "triton-grpc": 8001, "triton-metrics": 8002}
@@ -198,12 +209,16 @@ def test_termination_outlasts_the_longest_request_with_a_drain(config, deploymen
         env = {key: float(value) for key, value in _env(serving).items() if key.endswith(("_SECONDS", "_S"))}
         # the gateway drains, then finishes the longest request, within the supervisor's wait for it
         assert env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"] >= config.serving.request_timeout_seconds
-        assert (env["WHISPER_GATEWAY_DRAIN_SECONDS"] + env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]
-                < env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"])
+        assert (
+            env["WHISPER_GATEWAY_DRAIN_SECONDS"] + env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"]
+            < env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"]
+        )
         # then Triton stops; all of it after the preStop sleep, before the kubelet's SIGKILL
         assert env["WHISPER_TRITON_EXIT_TIMEOUT_S"] < env["WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S"]
-        assert (prestop + env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"] + env["WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S"]
-                < pod["terminationGracePeriodSeconds"])
+        assert (
+            prestop + env["WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S"] + env["WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S"]
+            < pod["terminationGracePeriodSeconds"]
+        )
 
 
 def test_prestop_falls_back_to_exec_before_kubernetes_1_30() -> None:
@@ -235,10 +250,12 @@ def test_preflight_init_container_checks_the_group_engine(config, deployments) -
 
 
 def test_ctranslate2_switch_reaches_the_pod() -> None:
-    config = config_with(gpu_groups=[
-        {"name": "g5", "instance_type": "ml.g5.2xlarge"},
-        {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"},
-    ])
+    config = config_with(
+        gpu_groups=[
+            {"name": "g5", "instance_type": "ml.g5.2xlarge"},
+            {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"},
+        ]
+    )
     deployments = of_kind(synth(config), "Deployment")
     deployment = deployments["whisper-g6e"]
     env = _env(_container(deployment))
@@ -258,7 +275,9 @@ def test_the_image_serves_the_ctranslate2_model_the_pod_env_names(monkeypatch, t
     from whisper_build.serving.supervisor import SupervisorSettings, resolve_model_repository
     from whisper_build.serving.triton_model.settings import TritonSettings
 
-    config = config_with(gpu_groups=[{"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"}])
+    config = config_with(
+        gpu_groups=[{"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "ctranslate2"}]
+    )
     written = tmp_path / "model_repository"
     written.write_text("")
     with monkeypatch.context() as patch:
@@ -269,8 +288,12 @@ def test_the_image_serves_the_ctranslate2_model_the_pod_env_names(monkeypatch, t
         triton, supervisor = TritonSettings(), SupervisorSettings()
     # WHEN the supervisor resolves what to serve THEN the rendered config points at the mounted conversion
     config_text = (resolve_model_repository(triton, supervisor) / "whisper" / "config.pbtxt").read_text()
-    for key, value in {"engine": "ctranslate2", "model_path": "/models/ctranslate2", "device": "cuda",
-                       "compute_type": "float16"}.items():
+    for key, value in {
+        "engine": "ctranslate2",
+        "model_path": "/models/ctranslate2",
+        "device": "cuda",
+        "compute_type": "float16",
+    }.items():
         assert f'key: "{key}"\n  value {{\n    string_value: "{value}"' in config_text
 
 
@@ -284,7 +307,9 @@ def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config
         assert spec["scaleTargetRef"] == {"name": f"whisper-{group.name}"}
         assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (group.min_replicas, group.max_replicas)
         behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-        assert behavior["scaleDown"]["stabilizationWindowSeconds"] == config.autoscaling.scale_down_stabilization_seconds
+        assert (
+            behavior["scaleDown"]["stabilizationWindowSeconds"] == config.autoscaling.scale_down_stabilization_seconds
+        )
         assert spec["fallback"]["replicas"] >= max(group.min_replicas, 1) == group.baseline_replicas
         (trigger,) = spec["triggers"]
         assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
@@ -315,7 +340,10 @@ def test_nlb_service_spans_every_group(config, manifests, deployments) -> None:
     assert annotations[prefix + "scheme"] == "internal"
     assert annotations[prefix + "healthcheck-protocol"] == "http"
     assert annotations[prefix + "healthcheck-path"] == "/ping"
-    assert annotations[prefix + "listener-attributes.TCP-80"] == f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}"
+    assert (
+        annotations[prefix + "listener-attributes.TCP-80"]
+        == f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}"
+    )
     assert "deregistration_delay.timeout_seconds=" in annotations[prefix + "target-group-attributes"]
     assert all(isinstance(value, str) for value in annotations.values())
     assert not of_kind(manifests, "Ingress")
@@ -328,7 +356,10 @@ def test_alb_switch_creates_an_ingress_with_least_outstanding_requests() -> None
     assert service["spec"]["type"] == "ClusterIP"
     assert ingress["spec"]["ingressClassName"] == "alb"
     annotations = ingress["metadata"]["annotations"]
-    assert "load_balancing.algorithm.type=least_outstanding_requests" in annotations["alb.ingress.kubernetes.io/target-group-attributes"]
+    assert (
+        "load_balancing.algorithm.type=least_outstanding_requests"
+        in annotations["alb.ingress.kubernetes.io/target-group-attributes"]
+    )
     assert annotations["alb.ingress.kubernetes.io/scheme"] == "internet-facing"
     assert annotations["alb.ingress.kubernetes.io/target-type"] == "ip"
     assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == "/ping"
@@ -338,7 +369,10 @@ def test_alb_switch_creates_an_ingress_with_least_outstanding_requests() -> None
 
 def test_idle_timeout_shorter_than_a_request_is_refused() -> None:
     config = config_with(endpoint={"idle_timeout_seconds": 120}, serving={"request_timeout_seconds": 300})
-    with pytest.raises(ValueError, match=r"endpoint.idle_timeout_seconds \(120\) must be greater than serving.request_timeout_seconds \(300\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"endpoint.idle_timeout_seconds \(120\) must be greater than serving.request_timeout_seconds \(300\)",
+    ):
         synth(config)
 
 
@@ -354,7 +388,10 @@ def test_node_autoscaling_switch(deployments) -> None:
         assert classes[name]["spec"] == {"instanceGroups": [group.name]}
         template = pools[name]["spec"]["template"]
         assert template["spec"]["nodeClassRef"] == {
-            "group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": name}
+            "group": "karpenter.sagemaker.amazonaws.com",
+            "kind": "HyperpodNodeClass",
+            "name": name,
+        }
         node_labels = dict(template["metadata"]["labels"])
         for requirement in template["spec"]["requirements"]:
             assert requirement["operator"] == "In"
@@ -370,8 +407,12 @@ def test_synth_cli_writes_plain_yaml(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "k8s"
     assert synth_cli.main(["--config", str(THREE_GROUPS), "--out", str(out), "--bucket", "my-models"]) == 0
     files = sorted(p.name for p in out.glob("*.yaml"))
-    assert files == ["0000-whisper-serving.k8s.yaml", "0001-whisper-endpoint.k8s.yaml",
-                     "0002-whisper-autoscaling.k8s.yaml", "0003-whisper-gpu-metrics.k8s.yaml"]
+    assert files == [
+        "0000-whisper-serving.k8s.yaml",
+        "0001-whisper-endpoint.k8s.yaml",
+        "0002-whisper-autoscaling.k8s.yaml",
+        "0003-whisper-gpu-metrics.k8s.yaml",
+    ]
     assert "bucketName: my-models" in (out / files[0]).read_text()
     assert "REPLACE-WITH-AMP-WORKSPACE-ID" in (out / files[2]).read_text()
     assert "kind: DaemonSet" in (out / files[3]).read_text()

@@ -30,14 +30,20 @@ def test_every_manifest_validates_for_the_cluster_version(config_and_manifests) 
     config, manifests = config_and_manifests
     # GIVEN the manifests of one config WHEN each is validated THEN none fails, core objects
     # against the schema of the configured version (the closest one kubernetes-validate ships)
-    results = {f"{m['kind']}/{m['metadata']['name']}": validate(m, config.cluster.kubernetes_version) for m in manifests}
+    results = {
+        f"{m['kind']}/{m['metadata']['name']}": validate(m, config.cluster.kubernetes_version) for m in manifests
+    }
     core = [r for r in results.values() if r.startswith("k8s:")]
     assert core and set(core) == {f"k8s:{config.cluster.kubernetes_version}"}
 
 
 def test_custom_resources_are_checked_against_their_crds(config_and_manifests) -> None:
     config, manifests = config_and_manifests
-    validated = {validate(m, config.cluster.kubernetes_version) for m in manifests if (m["apiVersion"], m["kind"]) in crd_schemas()}
+    validated = {
+        validate(m, config.cluster.kubernetes_version)
+        for m in manifests
+        if (m["apiVersion"], m["kind"]) in crd_schemas()
+    }
     expected = {"crd:keda.sh/v1alpha1/ScaledObject", "crd:keda.sh/v1alpha1/TriggerAuthentication"}
     if config.cluster.node_autoscaling:
         expected |= {"crd:karpenter.sh/v1/NodePool", "crd:karpenter.sagemaker.amazonaws.com/v1/HyperpodNodeClass"}

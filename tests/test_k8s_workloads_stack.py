@@ -57,24 +57,48 @@ def test_cfn_lint_reports_nothing(synthesized) -> None:
 def test_keda_is_pinned_and_may_query_the_workspace_through_pod_identity(synthesized) -> None:
     _, _, _, template = synthesized
     assertions = Template.from_json(template)
-    assertions.has_resource_properties("Custom::AWSCDK-EKS-HelmChart", {
-        "Chart": "keda", "Repository": "https://kedacore.github.io/charts", "Version": KEDA_CHART_VERSION,
-        "Namespace": "keda", "CreateNamespace": True,
-    })
-    assertions.has_resource_properties("AWS::EKS::PodIdentityAssociation", {
-        "Namespace": "keda", "ServiceAccount": "keda-operator",
-        "RoleArn": {"Fn::GetAtt": [Match.string_like_regexp("KedaOperatorRole"), "Arn"]},
-    })
-    assertions.has_resource_properties("AWS::IAM::Policy", {
-        "PolicyDocument": {"Statement": [{"Action": list(AMP_QUERY_ACTIONS), "Effect": "Allow", "Resource": WORKSPACE_ARN}]},
-        "Roles": [{"Ref": Match.string_like_regexp("KedaOperatorRole")}],
-    })
-    assertions.has_resource_properties("AWS::IAM::Role", {
-        "AssumeRolePolicyDocument": {"Statement": [{
-            "Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"}}]},
-        "Description": Match.string_like_regexp("KEDA operator"),
-    })
+    assertions.has_resource_properties(
+        "Custom::AWSCDK-EKS-HelmChart",
+        {
+            "Chart": "keda",
+            "Repository": "https://kedacore.github.io/charts",
+            "Version": KEDA_CHART_VERSION,
+            "Namespace": "keda",
+            "CreateNamespace": True,
+        },
+    )
+    assertions.has_resource_properties(
+        "AWS::EKS::PodIdentityAssociation",
+        {
+            "Namespace": "keda",
+            "ServiceAccount": "keda-operator",
+            "RoleArn": {"Fn::GetAtt": [Match.string_like_regexp("KedaOperatorRole"), "Arn"]},
+        },
+    )
+    assertions.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": [{"Action": list(AMP_QUERY_ACTIONS), "Effect": "Allow", "Resource": WORKSPACE_ARN}]
+            },
+            "Roles": [{"Ref": Match.string_like_regexp("KedaOperatorRole")}],
+        },
+    )
+    assertions.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {
+                        "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        "Effect": "Allow",
+                        "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    }
+                ]
+            },
+            "Description": Match.string_like_regexp("KEDA operator"),
+        },
+    )
 
 
 def test_charts_are_applied_after_what_they_need(synthesized) -> None:

@@ -47,8 +47,18 @@ def test_round_trip_through_a_file(tmp_path):
 def test_contract_field_names():
     # The preflight container and the publish step read exactly these keys.
     assert set(EngineManifest.model_fields) == {
-        "schema_version", "model", "engine", "tensorrt_llm_version", "cuda_version", "gpu_name",
-        "compute_capability", "gpu_arch", "build_flags", "build_key", "files", "built_at",
+        "schema_version",
+        "model",
+        "engine",
+        "tensorrt_llm_version",
+        "cuda_version",
+        "gpu_name",
+        "compute_capability",
+        "gpu_arch",
+        "build_flags",
+        "build_key",
+        "files",
+        "built_at",
     }
 
 

@@ -86,7 +86,9 @@ def test_gpu_utilization_has_a_threshold_line_and_compute_breakdown_is_stacked(m
 
 
 def test_utilization_threshold_follows_the_autoscaling_target(config):
-    changed = config.model_copy(update={"autoscaling": config.autoscaling.model_copy(update={"target_utilization": 0.55})})
+    changed = config.model_copy(
+        update={"autoscaling": config.autoscaling.model_copy(update={"target_utilization": 0.55})}
+    )
     built = dashboard.build_dashboard(changed)
     panel = next(p for p in built["panels"] if p.get("title") == "Capacity-weighted utilization")
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.55

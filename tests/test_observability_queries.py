@@ -113,13 +113,21 @@ def test_scrape_config_jobs_relabel_pod_labels_and_map_instance_types():
             r["regex"]: r["replacement"] for r in job["relabel_configs"] if r.get("target_label") == "instance_type"
         }
         assert mapping == {g.name: g.instance_type for g in config.gpu_groups}
-    ports = {name: [r["regex"] for r in job["relabel_configs"]
-                    if r.get("source_labels") == ["__meta_kubernetes_pod_container_port_number"]]
-             for name, job in jobs.items()}
+    ports = {
+        name: [
+            r["regex"]
+            for r in job["relabel_configs"]
+            if r.get("source_labels") == ["__meta_kubernetes_pod_container_port_number"]
+        ]
+        for name, job in jobs.items()
+    }
     assert ports[queries.JOB_TRITON] == [str(config.serving.triton_metrics_port)]
     assert ports[queries.JOB_GATEWAY] == [str(config.serving.gateway_port)]
-    ready = [r for r in jobs[queries.JOB_GATEWAY]["relabel_configs"]
-             if r.get("source_labels") == ["__meta_kubernetes_pod_ready"]]
+    ready = [
+        r
+        for r in jobs[queries.JOB_GATEWAY]["relabel_configs"]
+        if r.get("source_labels") == ["__meta_kubernetes_pod_ready"]
+    ]
     assert ready == [{"source_labels": ["__meta_kubernetes_pod_ready"], "regex": "true", "action": "keep"}]
     assert yaml.safe_load(scrape_config.scrape_config_yaml(config)) == doc
 

@@ -95,9 +95,7 @@ def test_grafana_workspace_with_role_allowed_to_query_amp(synthesized):
         "AWS::IAM::Policy",
         {
             "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [Match.object_like({"Action": Match.array_with(["aps:QueryMetrics"])})]
-                )
+                "Statement": Match.array_with([Match.object_like({"Action": Match.array_with(["aps:QueryMetrics"])})])
             }
         },
     )
@@ -121,7 +119,10 @@ def test_query_url_output_is_the_workspace_url_without_api_suffix(synthesized, c
     expected = {
         "Fn::Join": [
             "",
-            [f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/", {"Fn::GetAtt": [workspace, "WorkspaceId"]}],
+            [
+                f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/",
+                {"Fn::GetAtt": [workspace, "WorkspaceId"]},
+            ],
         ]
     }
     assert stack.resolve(stack.prometheus_query_url) == expected
@@ -129,9 +130,7 @@ def test_query_url_output_is_the_workspace_url_without_api_suffix(synthesized, c
 
 
 def test_grafana_can_be_turned_off(config, tmp_path):
-    off = config.model_copy(
-        update={"observability": config.observability.model_copy(update={"grafana": False})}
-    )
+    off = config.model_copy(update={"observability": config.observability.model_copy(update={"grafana": False})})
     stack, template = _synth(off, tmp_path)
     assert stack.grafana_workspace is None
     types = {r["Type"] for r in template["Resources"].values()}

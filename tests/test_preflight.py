@@ -24,16 +24,28 @@ BUCKET = "model-bucket-123"
 TRTLLM = "0.20.0"
 
 
-def _publish(root: Path, *, arch: str = "sm89", capability: str = "8.9", trtllm: str = TRTLLM,
-             model: str = MODEL, version: str = "20261130T101500Z") -> Path:
+def _publish(
+    root: Path,
+    *,
+    arch: str = "sm89",
+    capability: str = "8.9",
+    trtllm: str = TRTLLM,
+    model: str = MODEL,
+    version: str = "20261130T101500Z",
+) -> Path:
     """Lay out what the engine build publishes: pointer, manifest, model repository."""
     folder = root / version
     (folder / "model_repository" / "whisper" / "1").mkdir(parents=True)
     (folder / "model_repository" / "whisper" / "config.pbtxt").write_text('name: "whisper"\n')
     manifest = EngineManifest(
-        model=model, engine="tensorrt_llm", tensorrt_llm_version=trtllm, cuda_version="12.8",
-        gpu_name="NVIDIA L40S" if arch == "sm89" else "NVIDIA A10G", compute_capability=capability,
-        gpu_arch=arch, built_at=datetime(2026, 11, 30, 10, 15, tzinfo=timezone.utc),
+        model=model,
+        engine="tensorrt_llm",
+        tensorrt_llm_version=trtllm,
+        cuda_version="12.8",
+        gpu_name="NVIDIA L40S" if arch == "sm89" else "NVIDIA A10G",
+        compute_capability=capability,
+        gpu_arch=arch,
+        built_at=datetime(2026, 11, 30, 10, 15, tzinfo=timezone.utc),
     )
     write_manifest(manifest, folder)
     (root / "current.json").write_text(json.dumps({"version": version}))
@@ -140,8 +152,22 @@ def test_ctranslate2_with_its_converted_model_passes_and_names_the_served_folder
 
 def test_ctranslate2_cli_writes_no_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     resolved = tmp_path / "run" / "model_repository"
-    args = ["--model-dir", str(tmp_path / "mnt"), "--model", MODEL, "--bucket", BUCKET, "--engine", "ctranslate2",
-            "--gpu-group", "g6e", "--gpu-arch", "sm89", "--write-model-repository", str(resolved)]
+    args = [
+        "--model-dir",
+        str(tmp_path / "mnt"),
+        "--model",
+        MODEL,
+        "--bucket",
+        BUCKET,
+        "--engine",
+        "ctranslate2",
+        "--gpu-group",
+        "g6e",
+        "--gpu-arch",
+        "sm89",
+        "--write-model-repository",
+        str(resolved),
+    ]
     assert main(args) == 1
     assert "preflight FAILED: serving_engine is ctranslate2 for GPU group 'g6e'" in capsys.readouterr().err
     assert not resolved.exists()
@@ -155,14 +181,18 @@ def test_ctranslate2_cli_writes_no_repository(tmp_path: Path, capsys: pytest.Cap
 def test_missing_pointer_is_named(tmp_path: Path) -> None:
     _publish(tmp_path)
     (tmp_path / "current.json").unlink()
-    with pytest.raises(PreflightError, match=r"current\.json is missing: s3://model-bucket-123/models/large-v3-turbo/sm89/ has files"):
+    with pytest.raises(
+        PreflightError, match=r"current\.json is missing: s3://model-bucket-123/models/large-v3-turbo/sm89/ has files"
+    ):
         _run(tmp_path)
 
 
 def test_pointer_to_missing_version_is_named(tmp_path: Path) -> None:
     _publish(tmp_path)
     (tmp_path / "current.json").write_text(json.dumps({"version": "20990101T000000Z"}))
-    with pytest.raises(PreflightError, match=r"points at version '20990101T000000Z' but .*/sm89/20990101T000000Z/ does not exist"):
+    with pytest.raises(
+        PreflightError, match=r"points at version '20990101T000000Z' but .*/sm89/20990101T000000Z/ does not exist"
+    ):
         _run(tmp_path)
 
 
@@ -178,10 +208,21 @@ def test_unknown_image_version_is_named(tmp_path: Path) -> None:
         _run(tmp_path, image=None)
 
 
-def test_cli_exit_status_and_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--model-dir", str(tmp_path), "--model", MODEL, "--bucket", BUCKET, "--gpu-group", "g6e",
-            "--compute-capability", "8.9"]
+def test_cli_exit_status_and_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "--model-dir",
+        str(tmp_path),
+        "--model",
+        MODEL,
+        "--bucket",
+        BUCKET,
+        "--gpu-group",
+        "g6e",
+        "--compute-capability",
+        "8.9",
+    ]
     assert main(args) == 1
     assert "preflight FAILED: the model repository mounted at" in capsys.readouterr().err
 
@@ -214,7 +255,9 @@ def test_nvidia_smi_is_queried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_charts_build_command_is_quoted_verbatim(tmp_path: Path) -> None:
-    command = "python -m whisper_build.release.engine_build --model openai/whisper-large-v3-turbo --expect-arch sm89 ..."
+    command = (
+        "python -m whisper_build.release.engine_build --model openai/whisper-large-v3-turbo --expect-arch sm89 ..."
+    )
     target = PreflightTarget(tmp_path, MODEL, BUCKET, gpu_group="g6e", gpu_arch="sm89", build_command=command)
     with pytest.raises(PreflightError) as err:
         run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)
@@ -224,9 +267,13 @@ def test_the_charts_build_command_is_quoted_verbatim(tmp_path: Path) -> None:
 def test_pod_on_a_node_of_another_architecture_is_named(tmp_path: Path) -> None:
     _publish(tmp_path, arch="sm86", capability="8.6")
     target = PreflightTarget(tmp_path, MODEL, BUCKET, gpu_group="g5", gpu_arch="sm86")
-    with pytest.raises(PreflightError, match=(
-        r"this pod mounts s3://model-bucket-123/models/large-v3-turbo/sm86/ \(GPU group 'g5' is sm86\) "
-        r"but landed on a sm89 GPU: the node's labels do not match its GPU")):
+    with pytest.raises(
+        PreflightError,
+        match=(
+            r"this pod mounts s3://model-bucket-123/models/large-v3-turbo/sm86/ \(GPU group 'g5' is sm86\) "
+            r"but landed on a sm89 GPU: the node's labels do not match its GPU"
+        ),
+    ):
         run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM)
 
 

@@ -57,10 +57,7 @@ def test_text_prefix_round_trips(prompt):
 
 def test_canonical_text_prefix_matches_the_tensorrt_llm_examples():
     # The TensorRT-LLM whisper run.py default prefix is exactly this string.
-    assert (
-        DecodePrompt(language="en").to_text_prefix()
-        == "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
-    )
+    assert DecodePrompt(language="en").to_text_prefix() == "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
     assert DecodePrompt("ctx").to_text_prefix() == (
         "<|startofprev|>ctx<|startoftranscript|><|transcribe|><|notimestamps|>"
     )

@@ -33,7 +33,9 @@ def test_default_config_is_the_two_group_scenario() -> None:
     config = load_config()
     assert config.region == "us-east-1"
     assert config.model.name == "large-v3-turbo"
-    assert [(g.name, g.instance_type, g.arch, g.gpu.name, g.instance_count, g.threads_per_core) for g in config.gpu_groups] == [
+    assert [
+        (g.name, g.instance_type, g.arch, g.gpu.name, g.instance_count, g.threads_per_core) for g in config.gpu_groups
+    ] == [
         ("g5", "ml.g5.2xlarge", "sm86", "NVIDIA A10G", 1, 2),
         ("g6e", "ml.g6e.2xlarge", "sm89", "NVIDIA L40S", 1, 2),
     ]

@@ -114,7 +114,10 @@ def test_eks_cluster_api_auth_version_and_addons(result: Synthesized) -> None:
             ),
         },
     )
-    addons = {a["Properties"]["AddonName"] for a in _resources(result.template_json(_ids(result)[2]), "AWS::EKS::Addon").values()}
+    addons = {
+        a["Properties"]["AddonName"]
+        for a in _resources(result.template_json(_ids(result)[2]), "AWS::EKS::Addon").values()
+    }
     assert addons == REQUIRED_ADDONS
     template.has_resource_properties(
         "AWS::EKS::PodIdentityAssociation", {"Namespace": "kube-system", "ServiceAccount": "s3-csi-driver-sa"}
@@ -131,7 +134,7 @@ def test_eks_cluster_api_auth_version_and_addons(result: Synthesized) -> None:
 def test_addons_are_ordered_around_the_system_node_group(result: Synthesized) -> None:
     template = result.template_json(_ids(result)[2])
     addon_ids = {v["Properties"]["AddonName"]: k for k, v in _resources(template, "AWS::EKS::Addon").items()}
-    (nodegroup_id, nodegroup), = _resources(template, "AWS::EKS::Nodegroup").items()
+    ((nodegroup_id, nodegroup),) = _resources(template, "AWS::EKS::Nodegroup").items()
     # Nodes become Ready only with the CNI; CoreDNS and the Mountpoint controller need a node.
     assert {addon_ids["vpc-cni"], addon_ids["kube-proxy"], addon_ids["eks-pod-identity-agent"]} <= set(
         nodegroup["DependsOn"]
@@ -265,4 +268,4 @@ def test_kubectl_layer_skew_is_checked() -> None:
 def test_lifecycle_script_is_valid_bash_and_moves_containerd_root() -> None:
     script = LIFECYCLE_DIR / ON_CREATE_SCRIPT
     subprocess.run(["bash", "-n", str(script)], check=True)
-    assert '/opt/sagemaker/containerd/data-root' in script.read_text(encoding="utf-8")
+    assert "/opt/sagemaker/containerd/data-root" in script.read_text(encoding="utf-8")

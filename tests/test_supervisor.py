@@ -52,9 +52,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def _child_argv(
-    script: Path, name: str, journal: Path, drain=0.5, ignore_term=False, die_after=0.0
-) -> list[str]:
+def _child_argv(script: Path, name: str, journal: Path, drain=0.5, ignore_term=False, die_after=0.0) -> list[str]:
     return [
         sys.executable,
         str(script),
@@ -66,9 +64,7 @@ def _child_argv(
     ]
 
 
-def _start_supervisor(
-    tmp_path: Path, triton_child: list[str], gateway_child: list[str]
-) -> subprocess.Popen[str]:
+def _start_supervisor(tmp_path: Path, triton_child: list[str], gateway_child: list[str]) -> subprocess.Popen[str]:
     """A real supervisor process whose 'tritonserver' and gateway are the stand-in children."""
     fake_triton = tmp_path / "fake_tritonserver"
     # The supervisor appends Triton flags; the wrapper drops them and runs the stand-in.
@@ -94,9 +90,7 @@ def _wait_for(journal: Path, lines: set[str], timeout: float = 30.0) -> None:
         if journal.exists() and lines <= set(journal.read_text().splitlines()):
             return
         time.sleep(0.05)
-    raise AssertionError(
-        f"never saw {lines} in {journal.read_text() if journal.exists() else '<no journal>'}"
-    )
+    raise AssertionError(f"never saw {lines} in {journal.read_text() if journal.exists() else '<no journal>'}")
 
 
 @pytest.fixture
@@ -165,13 +159,9 @@ def test_a_child_ignoring_sigterm_is_killed_and_the_exit_is_non_zero(tmp_path, s
 
 def test_model_repository_precedence(tmp_path, monkeypatch):
     written = tmp_path / "model_repository_file"
-    settings = SupervisorSettings(
-        model_repository_file=written, rendered_repository_dir=tmp_path / "rendered"
-    )
+    settings = SupervisorSettings(model_repository_file=written, rendered_repository_dir=tmp_path / "rendered")
     # 1. explicit setting wins
-    assert (
-        resolve_model_repository(TritonSettings(model_repository=tmp_path / "x"), settings) == tmp_path / "x"
-    )
+    assert resolve_model_repository(TritonSettings(model_repository=tmp_path / "x"), settings) == tmp_path / "x"
     # 2. the preflight's file
     written.write_text("/models/v3/model_repository\n")
     assert resolve_model_repository(TritonSettings(), settings) == Path("/models/v3/model_repository")

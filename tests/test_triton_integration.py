@@ -117,9 +117,7 @@ def test_silence_returns_empty_transcript(triton_server: LocalTriton) -> None:
     assert asyncio.run(_transcribe(triton_server, _inputs([silence, hiss]))) == ["", ""]
 
 
-def test_prompt_and_repetition_penalty_are_accepted(
-    triton_server: LocalTriton, speech: list[np.ndarray]
-) -> None:
+def test_prompt_and_repetition_penalty_are_accepted(triton_server: LocalTriton, speech: list[np.ndarray]) -> None:
     prefix = "<|startofprev|>Weather report.<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
     [text] = asyncio.run(_transcribe(triton_server, _inputs([speech[0]], text_prefix=prefix, penalty=1.1)))
     assert wer(SENTENCES[0], text) <= MAX_WER, text
@@ -152,9 +150,7 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
 
     async def send_all() -> list[list[str]]:
         async with InferenceServerClient(triton_server.settings.grpc_url) as client:
-            results = await asyncio.gather(
-                *(client.infer("whisper", r, client_timeout=300) for r in requests)
-            )
+            results = await asyncio.gather(*(client.infer("whisper", r, client_timeout=300) for r in requests))
         return [[row[0].decode() for row in r.as_numpy("TRANSCRIPTS")] for r in results]
 
     texts = asyncio.run(send_all())
@@ -190,6 +186,4 @@ def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> No
     rejected = [o for o in outcomes if isinstance(o, InferenceServerException)]
     served = [o for o in outcomes if not isinstance(o, BaseException)]
     assert rejected and served, outcomes
-    assert all(e.status() == "StatusCode.UNAVAILABLE" and "queue size" in e.message() for e in rejected), (
-        rejected
-    )
+    assert all(e.status() == "StatusCode.UNAVAILABLE" and "queue size" in e.message() for e in rejected), rejected

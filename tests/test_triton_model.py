@@ -155,9 +155,7 @@ def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
     engine = EngineParams(engine="tensorrt_llm", model_path='/models/sm86/v1 "x"', beam_size=4)
     config = _parse_config(render_config(engine, BatchingConfig(max_batch_size=32, max_queue_size=8)))
     assert (config.name, config.backend, config.max_batch_size) == ("whisper", "python", 32)
-    inputs = {
-        i.name: (model_config_pb2.DataType.Name(i.data_type), list(i.dims), i.optional) for i in config.input
-    }
+    inputs = {i.name: (model_config_pb2.DataType.Name(i.data_type), list(i.dims), i.optional) for i in config.input}
     assert inputs == {
         "WAV": ("TYPE_FP32", [-1], False),
         "WAV_LENS": ("TYPE_INT32", [1], True),

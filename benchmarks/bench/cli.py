@@ -58,13 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="Triton metrics URL (e.g. http://127.0.0.1:8002/metrics) for the average batch size; "
         "NAME= limits it to one target, else it applies to all",
     )  # fmt: skip
-    p.add_argument("--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32], help="comma list (default 1,2,4,8,16,32)")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per level (default 20; 0 = bound by --requests only)")
+    p.add_argument(
+        "--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32], help="comma list (default 1,2,4,8,16,32)"
+    )
+    p.add_argument(
+        "--duration", type=float, default=20.0, help="seconds per level (default 20; 0 = bound by --requests only)"
+    )
     p.add_argument("--requests", type=int, default=None, help="most requests per level")
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, seconds (default 60)")
     p.add_argument("--deadline", type=float, default=1800.0, help="overall time limit, seconds (default 1800)")
-    p.add_argument("--warmup", type=int, default=2, help="requests per target before its sweep, not counted (default 2)")
-    p.add_argument("--metrics-settle", type=float, default=1.0, help="pause before each Triton metrics scrape, seconds (default 1)")
+    p.add_argument(
+        "--warmup", type=int, default=2, help="requests per target before its sweep, not counted (default 2)"
+    )
+    p.add_argument(
+        "--metrics-settle", type=float, default=1.0, help="pause before each Triton metrics scrape, seconds (default 1)"
+    )
     p.add_argument("--model", default="whisper", help="Triton model name (default whisper)")
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default bench-results)")
     p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
@@ -90,7 +98,20 @@ def _metrics_map(values: Sequence[str], specs: Sequence[TargetSpec]) -> dict[str
 def results_table(results: Sequence[LevelResult]) -> Table:
     """A rich table of the results, one row per level."""
     table = Table(title="whisper benchmark")
-    for column in ("target", "conc", "ok/req", "p50 s", "p90 s", "p99 s", "req/s", "audio s/s", "RTF", "RTFx", "batch", "errors"):
+    for column in (
+        "target",
+        "conc",
+        "ok/req",
+        "p50 s",
+        "p90 s",
+        "p99 s",
+        "req/s",
+        "audio s/s",
+        "RTF",
+        "RTFx",
+        "batch",
+        "errors",
+    ):
         table.add_column(column, justify="right" if column not in ("target", "errors") else "left")
     fmt = lambda v, spec=".3f": "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:

@@ -71,7 +71,9 @@ def _nan(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
-def write_all(results: Sequence[LevelResult], meta: Mapping[str, object], out_dir: Path, prefix: str = "bench") -> dict[str, Path]:
+def write_all(
+    results: Sequence[LevelResult], meta: Mapping[str, object], out_dir: Path, prefix: str = "bench"
+) -> dict[str, Path]:
     """Write JSON, CSV and PNG into ``out_dir`` (created); returns ``{"json"|"csv"|"png": path}``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     return {

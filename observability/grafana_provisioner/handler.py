@@ -182,9 +182,7 @@ def provision(
         raise ProvisioningError(f"missing resource properties: {', '.join(missing)}")
     workspace = props["WorkspaceId"]
     name = f"cfn-dashboard-provisioner-{uuid.uuid4().hex[:8]}"
-    account = grafana_client.create_workspace_service_account(
-        workspaceId=workspace, name=name, grafanaRole="ADMIN"
-    )
+    account = grafana_client.create_workspace_service_account(workspaceId=workspace, name=name, grafanaRole="ADMIN")
     account_id = account["id"]
     try:
         token = grafana_client.create_workspace_service_account_token(

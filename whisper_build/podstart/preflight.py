@@ -46,7 +46,6 @@ TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 ENGINES = ("tensorrt_llm", "ctranslate2")
 
 
-
 class PreflightError(Exception):
     """The mounted model repository cannot be served on this node; the message says how to fix it."""
 
@@ -320,7 +319,9 @@ def run_preflight(
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 check failed, 2 bad arguments)."""
-    parser = argparse.ArgumentParser(prog="python -m whisper_build.podstart.preflight", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m whisper_build.podstart.preflight", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--model-dir", type=Path, required=True, help="mount point of models/<model>/<gpu_arch>/")
     parser.add_argument("--model", required=True, help="Whisper model name, e.g. large-v3-turbo")
     parser.add_argument("--bucket", required=True, help="model bucket name (for messages)")

@@ -71,9 +71,7 @@ class UploadProgress:
             percent = min(100, self._sent * 100 // self._total)
             if percent >= self._next:
                 self._next = (percent // self._step + 1) * self._step
-                self._out.write(
-                    f"{self._name}: {percent}% ({self._sent / MB:.1f}/{self._total / MB:.1f} MB)\n"
-                )
+                self._out.write(f"{self._name}: {percent}% ({self._sent / MB:.1f}/{self._total / MB:.1f} MB)\n")
                 self._out.flush()
 
 
@@ -188,7 +186,7 @@ def read_pointer(s3: Any, bucket: str, model: str, gpu_arch: str) -> str | None:
     try:
         version = json.loads(body)["version"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise PublishError(f"s3://{bucket}/{pointer_key(model, gpu_arch)} is not {{\"version\": ...}}") from exc
+        raise PublishError(f's3://{bucket}/{pointer_key(model, gpu_arch)} is not {{"version": ...}}') from exc
     if not isinstance(version, str) or not version:
         raise PublishError(f"s3://{bucket}/{pointer_key(model, gpu_arch)} names no version")
     return version

@@ -199,8 +199,7 @@ def _split_special_form(text: str) -> tuple[str, list[str]]:
         head = head[len(prev_tag) :]
     for name in _SPECIAL_TOKEN.findall(head):
         raise ValueError(
-            f"special token <|{name}|> is not allowed in the previous text before "
-            "<|startoftranscript|>; remove it"
+            f"special token <|{name}|> is not allowed in the previous text before <|startoftranscript|>; remove it"
         )
     pieces = _SPECIAL_TOKEN.split(tail)  # [text, name, text, name, ..., text]
     stray = "".join(pieces[0::2]).strip()

@@ -118,9 +118,7 @@ def resolve_model_repository(triton: TritonSettings, supervisor: SupervisorSetti
     return render_model_repository(supervisor.rendered_repository_dir, triton.engine, triton.batching)
 
 
-def build_children(
-    triton: TritonSettings, supervisor: SupervisorSettings, repository: Path
-) -> list[ChildSpec]:
+def build_children(triton: TritonSettings, supervisor: SupervisorSettings, repository: Path) -> list[ChildSpec]:
     """Triton then the gateway, in start order (stopped in reverse)."""
     return [
         ChildSpec("tritonserver", [supervisor.tritonserver, *tritonserver_args(triton, repository)],

@@ -88,9 +88,7 @@ class TritonWheel:
         try:
             import pytriton
         except ImportError as error:
-            raise TritonStartError(
-                "nvidia-pytriton is not installed: pip install -r requirements.txt"
-            ) from error
+            raise TritonStartError("nvidia-pytriton is not installed: pip install -r requirements.txt") from error
         site = Path(pytriton.__file__).resolve().parent.parent
         wheel = cls(site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs")
         if not wheel.binary.is_file():
@@ -108,16 +106,9 @@ class TritonWheel:
         Raises:
             TritonStartError: the wheel has no stub for that version.
         """
-        path = (
-            self.server_dir
-            / "python_backend_stubs"
-            / f"{version[0]}.{version[1]}"
-            / "triton_python_backend_stub"
-        )
+        path = self.server_dir / "python_backend_stubs" / f"{version[0]}.{version[1]}" / "triton_python_backend_stub"
         if not path.is_file():
-            raise TritonStartError(
-                f"nvidia-pytriton has no python backend stub for Python {version[0]}.{version[1]}"
-            )
+            raise TritonStartError(f"nvidia-pytriton has no python backend stub for Python {version[0]}.{version[1]}")
         return path
 
 
@@ -188,9 +179,7 @@ class LocalTriton:
             inheriting this process's stdout/stderr.
     """
 
-    def __init__(
-        self, settings: TritonSettings, workdir: Path | None = None, log_to_file: bool = True
-    ) -> None:
+    def __init__(self, settings: TritonSettings, workdir: Path | None = None, log_to_file: bool = True) -> None:
         self.settings = settings
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="whisper-triton-")) if workdir is None else workdir
@@ -254,9 +243,7 @@ class LocalTriton:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise TritonStartError(
-                    f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}"
-                )
+                raise TritonStartError(f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local http URL
                     if response.status == 200:
@@ -332,11 +319,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = None) -> TritonSettings:
     """Settings from the environment, with the given CLI flags on top."""
     settings = base or TritonSettings()
-    top = {
-        k: v
-        for k in ("host", "http_port", "grpc_port", "metrics_port")
-        if (v := getattr(args, k)) is not None
-    }
+    top = {k: v for k in ("host", "http_port", "grpc_port", "metrics_port") if (v := getattr(args, k)) is not None}
     engine = {k: v for k in ("model_path", "engine", "device") if (v := getattr(args, k)) is not None}
     if engine:
         top["engine"] = settings.engine.model_copy(update=engine)

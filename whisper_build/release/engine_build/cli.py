@@ -256,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         image = serving_image_identity(args.image_tag, gpu.tensorrt_llm_version())
         key = build_key(args.model, image, spec.build_flags())
-        print(json.dumps({"build_flags": spec.build_flags(), "build_key": key, "commands": [s.argv for s in plan]},
-                         indent=2))
+        print(
+            json.dumps(
+                {"build_flags": spec.build_flags(), "build_key": key, "commands": [s.argv for s in plan]}, indent=2
+            )
+        )
         return 0
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="engine-build-"))
     try:

@@ -32,8 +32,7 @@ def decode_base64(text: str) -> bytes:
     body = body.rstrip("=")
     if len(body) % 4 == 1:
         raise InvalidBase64Error(
-            "audio_data is not valid base64: its length is impossible for base64 "
-            "(truncated payload?)"
+            "audio_data is not valid base64: its length is impossible for base64 (truncated payload?)"
         )
     body += "=" * (-len(body) % 4)
     try:

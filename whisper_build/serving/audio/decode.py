@@ -68,9 +68,7 @@ def decode_audio(data: bytes, max_seconds: float | None = None) -> Audio:
     try:
         with av.open(io.BytesIO(data), mode="r", metadata_errors="ignore") as container:
             if not container.streams.audio:
-                raise NotAudioError(
-                    "the file has no audio stream: send a WAV/FLAC/MP3/OGG/M4A audio file"
-                )
+                raise NotAudioError("the file has no audio stream: send a WAV/FLAC/MP3/OGG/M4A audio file")
             stream = container.streams.audio[0]
             rate = stream.codec_context.sample_rate or stream.rate
             if not rate:
@@ -115,9 +113,7 @@ class _Mono16k:
 
     def __init__(self, rate: int) -> None:
         self._stream = (
-            None
-            if rate == SAMPLE_RATE
-            else soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+            None if rate == SAMPLE_RATE else soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
         )
         self._chunks: list[np.ndarray] = []
 

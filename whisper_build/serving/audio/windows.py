@@ -83,9 +83,7 @@ def split_windows(
     if window_seconds <= 0:
         raise ValueError(f"window_seconds must be > 0, got {window_seconds}")
     if not 0 <= search_seconds < window_seconds:
-        raise ValueError(
-            f"search_seconds must be in [0, window_seconds), got {search_seconds}"
-        )
+        raise ValueError(f"search_seconds must be in [0, window_seconds), got {search_seconds}")
     n = len(samples)
     limit = int(window_seconds * SAMPLE_RATE)
     search = int(search_seconds * SAMPLE_RATE)

@@ -83,9 +83,7 @@ class CTranslate2Engine:
                 texts[i] = text
         return texts
 
-    def _decode(
-        self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float]
-    ) -> list[str]:
+    def _decode(self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float]) -> list[str]:
         features = ctranslate2.StorageView.from_array(log_mel_batch(audio, self._model.n_mels))
         # Kept on the CPU so that rows can be selected per decode group (a no-op for device="cpu";
         # on a GPU a copy of ~60 MB for 16 large-v3 windows; generate() moves it back, as

@@ -135,9 +135,7 @@ class TensorRTLLMEngine:
             kv_cache_free_gpu_memory_fraction=0.9,
             cross_kv_cache_fraction=0.5,
         )
-        log.info(
-            "tensorrt_llm whisper loaded: %s batch=%d n_mels=%d", engine_dir, self._batch, self._layout.n_mels
-        )
+        log.info("tensorrt_llm whisper loaded: %s batch=%d n_mels=%d", engine_dir, self._batch, self._layout.n_mels)
 
     def transcribe_batch(
         self,
@@ -167,14 +165,10 @@ class TensorRTLLMEngine:
                 chunk = group[start : start + self._batch]
                 outputs = self._generate([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
                 for i, ids in zip(chunk, outputs, strict=True):
-                    texts[i] = self._tokenizer.decode(
-                        clean_output_ids(ids, prompt_ids[i], self._specials.eot)
-                    ).strip()
+                    texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
         return texts
 
-    def _generate(
-        self, audio: list[np.ndarray], prompt_ids: list[list[int]], penalty: float
-    ) -> list[list[int]]:
+    def _generate(self, audio: list[np.ndarray], prompt_ids: list[list[int]], penalty: float) -> list[list[int]]:
         torch = self._torch
         mel = torch.from_numpy(log_mel_batch(audio, self._layout.n_mels))
         # [B, n_mels, 3000] → [B, 3000, n_mels] fp16 on the GPU, as run.py passes encoder_input_features.

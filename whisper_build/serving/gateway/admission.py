@@ -72,8 +72,7 @@ class AdmissionController:
             if self._waiting >= self.queue_size:
                 raise Rejected(
                     "queue_full",
-                    f"server busy: {self.capacity} requests running and {self._waiting} waiting; "
-                    "retry later",
+                    f"server busy: {self.capacity} requests running and {self._waiting} waiting; retry later",
                 )
             self._waiting += 1
             try:

@@ -52,9 +52,7 @@ class InvocationRequest(BaseModel):
 
 def _field_errors(exc: ValidationError) -> str:
     """``field: problem; ...`` for a pydantic error (e.g. ``language: Input should be a valid string``)."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
 
 
 def _bad_request(message: str, code: ErrorCode = ErrorCode.INVALID_FIELD) -> ApiError:
@@ -68,8 +66,7 @@ def _to_api_error(exc: Exception, settings: GatewaySettings) -> ApiError:
         return ApiError(
             413,
             ErrorCode.AUDIO_TOO_LONG,
-            f"{exc} (limit {settings.max_audio_seconds:g} s, "
-            "setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
+            f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
         )
     if isinstance(exc, AudioError):
         return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc))
@@ -98,9 +95,7 @@ def _parse_prompt(prompt: str | None, language: str | None) -> DecodePrompt:
         raise _bad_request(str(exc)) from exc
 
 
-def create_app(
-    settings: GatewaySettings | None = None, backend_factory: BackendFactory | None = None
-) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None, backend_factory: BackendFactory | None = None) -> FastAPI:
     """Build the gateway app.
 
     Args:
@@ -111,9 +106,7 @@ def create_app(
     settings = settings or GatewaySettings()
     factory = backend_factory or (lambda s: TritonBackend(s.triton_url, s.model_name))
     metrics = GatewayMetrics(settings.capacity)
-    admission = AdmissionController(
-        settings.capacity, settings.queue_size, settings.queue_timeout_seconds
-    )
+    admission = AdmissionController(settings.capacity, settings.queue_size, settings.queue_timeout_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -166,9 +159,7 @@ def create_app(
         """SageMaker-style JSON transcription (see docs/gateway.md)."""
         body = await request.body()
         if not body:
-            raise _bad_request(
-                "request body is empty: send a JSON object with audio_data", ErrorCode.INVALID_JSON
-            )
+            raise _bad_request("request body is empty: send a JSON object with audio_data", ErrorCode.INVALID_JSON)
         try:
             payload = await asyncio.to_thread(json.loads, body)
         except (ValueError, RecursionError) as exc:
@@ -216,10 +207,7 @@ def create_app(
         """OpenAI-compatible transcription. ``model`` and ``temperature`` are accepted and
         ignored: the served model decodes greedily."""
         if response_format not in RESPONSE_FORMATS:
-            raise _bad_request(
-                f"unknown response_format {response_format!r}: "
-                f"use one of {', '.join(RESPONSE_FORMATS)}"
-            )
+            raise _bad_request(f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")
         decode_prompt = _parse_prompt(prompt, language)
 
         async def audio_bytes() -> bytes:

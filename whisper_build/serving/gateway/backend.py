@@ -102,9 +102,7 @@ class TritonBackend:
 
     async def _batch_limit(self, timeout: float) -> int:
         if self._max_batch is None:
-            config = await self._client.get_model_config(
-                self.model_name, as_json=True, client_timeout=timeout
-            )
+            config = await self._client.get_model_config(self.model_name, as_json=True, client_timeout=timeout)
             self._max_batch = max(1, int(config["config"].get("max_batch_size", 1)))
         return self._max_batch
 
@@ -127,9 +125,7 @@ class TritonBackend:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise BackendTimeout(f"Triton did not finish within {timeout:g} s")
-                texts += await self._infer(
-                    windows[i : i + limit], text_prefix, repetition_penalty, remaining
-                )
+                texts += await self._infer(windows[i : i + limit], text_prefix, repetition_penalty, remaining)
             return texts
         except InferenceServerException as exc:
             raise _translate(exc, timeout) from exc

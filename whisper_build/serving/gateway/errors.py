@@ -45,9 +45,7 @@ class ApiError(Exception):
         headers: extra response headers (e.g. ``Retry-After``).
     """
 
-    def __init__(
-        self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -55,9 +53,7 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def error_response(
-    status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
+def error_response(status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """JSON response in the error shape."""
     return JSONResponse({"code": int(code), "message": message}, status_code=status, headers=headers)
 

@@ -45,17 +45,11 @@ def to_srt(segments: list[Segment]) -> str:
 
 def to_vtt(segments: list[Segment]) -> str:
     """WebVTT text: ``WEBVTT`` header then ``start --> end`` cues."""
-    cues = [
-        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n{s.text}\n"
-        for s in segments
-        if s.text
-    ]
+    cues = [f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n{s.text}\n" for s in segments if s.text]
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def render(
-    response_format: str, text: str, segments: list[Segment], duration: float, language: str | None
-) -> Response:
+def render(response_format: str, text: str, segments: list[Segment], duration: float, language: str | None) -> Response:
     """Build the HTTP response for ``response_format``.
 
     Raises: ValueError for a format not in :data:`RESPONSE_FORMATS`.
@@ -81,6 +75,4 @@ def render(
                 ],
             }
         )
-    raise ValueError(
-        f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}"
-    )
+    raise ValueError(f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")

@@ -29,9 +29,7 @@ class DrainingServer(uvicorn.Server):
         drain_seconds: delay between ``on_drain`` and uvicorn's own shutdown.
     """
 
-    def __init__(
-        self, config: uvicorn.Config, on_drain: Callable[[], None], drain_seconds: float
-    ) -> None:
+    def __init__(self, config: uvicorn.Config, on_drain: Callable[[], None], drain_seconds: float) -> None:
         super().__init__(config)
         self._on_drain = on_drain
         self._drain_seconds = drain_seconds

@@ -80,8 +80,7 @@ class Transcriber:
                 self.settings.request_timeout_seconds,
             )
         segments = [
-            Segment(start, end, text.strip())
-            for (start, end, _), text in zip(prepared.windows, texts, strict=True)
+            Segment(start, end, text.strip()) for (start, end, _), text in zip(prepared.windows, texts, strict=True)
         ]
         text = " ".join(s.text for s in segments if s.text)
         return Transcription(text, segments, prepared.duration, prompt.language)

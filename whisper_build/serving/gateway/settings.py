@@ -20,18 +20,10 @@ class GatewaySettings(BaseSettings):
     model_name: str = Field("whisper", description="Triton model to call (contract §5)")
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
     max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
-    capacity: int = Field(
-        8, ge=1, description="requests processed at once (sized per GPU type); the rest wait"
-    )
-    queue_size: int = Field(
-        64, ge=0, description="requests allowed to wait for a slot; beyond it -> 429"
-    )
-    queue_timeout_seconds: float = Field(
-        30.0, gt=0, description="longest wait for a slot before 503"
-    )
-    request_timeout_seconds: float = Field(
-        300.0, gt=0, description="longest Triton work per request before 504"
-    )
+    capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")
+    queue_size: int = Field(64, ge=0, description="requests allowed to wait for a slot; beyond it -> 429")
+    queue_timeout_seconds: float = Field(30.0, gt=0, description="longest wait for a slot before 503")
+    request_timeout_seconds: float = Field(300.0, gt=0, description="longest Triton work per request before 504")
     window_seconds: float = Field(
         30.0, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
     )

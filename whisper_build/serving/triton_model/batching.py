@@ -79,9 +79,7 @@ def parse_request(
     lengths = _per_row(wav_lens, "WAV_LENS", batch, default=samples)
     for length in lengths:
         if not 0 <= length <= samples:
-            raise RequestError(
-                f"WAV_LENS values must be in [0, {samples}] (the WAV row length), got {length}"
-            )
+            raise RequestError(f"WAV_LENS values must be in [0, {samples}] (the WAV row length), got {length}")
     prefixes = _per_row(text_prefix, "TEXT_PREFIX", batch, default=b"")
     penalties = [float(p) for p in _per_row(repetition_penalty, "REPETITION_PENALTY", batch, default=1.0)]
     for penalty in penalties:
@@ -99,9 +97,7 @@ def _per_row(tensor: np.ndarray | None, name: str, batch: int, default: object) 
     if tensor is None:
         return [default] * batch
     if tensor.shape not in ((batch, 1), (batch,)):
-        raise RequestError(
-            f"{name} must have shape [{batch}, 1] (one value per WAV row), got {list(tensor.shape)}"
-        )
+        raise RequestError(f"{name} must have shape [{batch}, 1] (one value per WAV row), got {list(tensor.shape)}")
     return tensor.reshape(batch).tolist()
 
 
@@ -115,9 +111,7 @@ def _prompt(raw: object, row: int) -> DecodePrompt:
         raise RequestError(f"TEXT_PREFIX[{row}]: {error}") from error
 
 
-def run_batch(
-    engine: WhisperEngine, requests: Sequence[RequestWindows | Exception]
-) -> list[list[str] | Exception]:
+def run_batch(engine: WhisperEngine, requests: Sequence[RequestWindows | Exception]) -> list[list[str] | Exception]:
     """Decode the windows of all valid requests in ONE engine call and split the texts back.
 
     Args:

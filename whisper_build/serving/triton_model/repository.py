@@ -75,9 +75,7 @@ def render_config(engine: EngineParams, batching: BatchingConfig) -> str:
     return header + text_format.MessageToString(config)
 
 
-def render_model_repository(
-    target: Path, engine: EngineParams, batching: BatchingConfig | None = None
-) -> Path:
+def render_model_repository(target: Path, engine: EngineParams, batching: BatchingConfig | None = None) -> Path:
     """Write ``target/whisper/config.pbtxt`` and ``target/whisper/1/model.py``.
 
     Args:
