@@ -49,9 +49,9 @@ from benchmarks.bench.stats import LevelResult  # noqa: E402
 from benchmarks.bench.targets import TargetSpec, open_target  # noqa: E402
 from benchmarks.speech import long_recording, utterances  # noqa: E402
 from whisper_build.serving.engines import EngineParams  # noqa: E402
-from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
 from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
 from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
+from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
 
 CPU_THREADS = 2  # CTranslate2 intra-op threads, in Triton and in-process alike
 GATEWAY_CAPACITY = 32  # so that 16 concurrent requests reach Triton's batcher
@@ -80,7 +80,8 @@ def machine_info() -> dict[str, object]:
 # ------------------------------------------------------------------ gateway subprocess
 class GatewayProcess:
     """``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``; a context
-    manager that waits for ``/ping`` and stops it (SIGTERM, then SIGKILL)."""
+    manager that waits for ``/ping`` and stops it (SIGTERM, then SIGKILL).
+    """
 
     def __init__(self, triton_url: str, capacity: int = GATEWAY_CAPACITY) -> None:
         (self.port,) = free_ports(1)
@@ -130,7 +131,8 @@ class GatewayProcess:
 
 class PeakSampler:
     """Samples ``read()`` every ``interval_s`` in a thread while the ``with`` block runs; keeps
-    the maximum and the mean."""
+    the maximum and the mean.
+    """
 
     def __init__(self, read: Callable[[], int], interval_s: float = 0.2) -> None:
         self._read, self._interval = read, interval_s
@@ -228,7 +230,8 @@ async def _sweep_one(
 
 async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1) -> dict[str, float]:
     """Wall seconds for the recording's windows sent to Triton (a) all in one request (split only
-    at the model's ``max_batch_size``) and (b) one window per request, one after another."""
+    at the model's ``max_batch_size``) and (b) one window per request, one after another.
+    """
     from whisper_build.serving.gateway.backend import TritonBackend
     from whisper_build.serving.prompt import parse_prompt
 
@@ -265,7 +268,8 @@ def synth_times() -> dict[str, object]:
     """``make synth`` wall time (``scripts/synth.py --config X``: synthesis + cfn-lint/cdk-nag
     gates) for the default and the three-group config, run in a scratch copy of the repository
     (the script also writes ``dist/``, which must keep the default's files); plus the output of
-    ``scripts/bench_synth.py`` (warm synthesis times, no gates) when it exists."""
+    ``scripts/bench_synth.py`` (warm synthesis times, no gates) when it exists.
+    """
     python = sys.executable
     results: dict[str, object] = {}
     configs = (("default", "config/default.yaml"), ("three-groups", "config/examples/three-groups.yaml"))

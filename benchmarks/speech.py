@@ -89,7 +89,8 @@ def utterances(folder: Path, count: int = 4, sentences_each: int = 2) -> list[Pa
 
 def long_recording(path: Path, seconds: float = 600.0, pause_ms: int = 900) -> Path:
     """A recording of exactly ``seconds`` (default 10 minutes): :data:`SENTENCES` cycled with
-    pauses, said until long enough, then trimmed by sox."""
+    pauses, said until long enough, then trimmed by sox.
+    """
     count = len(SENTENCES)
     while True:
         sentences = [s for s, _ in zip(itertools.cycle(SENTENCES), range(count))]

@@ -132,7 +132,8 @@ class GpuMetricsChart(cdk8s.Chart):
 class WhisperCharts:
     """The charts of one deployment; ``autoscaling`` is ``None`` without an AMP workspace,
     ``node_autoscaling`` when ``cluster.node_autoscaling`` is off, ``gpu_metrics`` when
-    ``observability.enabled`` is off."""
+    ``observability.enabled`` is off.
+    """
 
     serving: ServingChart
     endpoint: EndpointChart

@@ -1,2 +1,3 @@
 """Observability as code: PromQL (``queries``), scrape config, rules, Grafana dashboard and the
-Grafana provisioner Lambda. ``queries`` is the one source of every PromQL expression."""
+Grafana provisioner Lambda. ``queries`` is the one source of every PromQL expression.
+"""

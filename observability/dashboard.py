@@ -12,7 +12,6 @@ into the Grafana workspace.
 from __future__ import annotations
 
 import argparse
-
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
 
-from observability.queries import Gateway, Gpu, Query, Triton, GPU_UTIL_THRESHOLD_PERCENT
+from observability.queries import GPU_UTIL_THRESHOLD_PERCENT, Gateway, Gpu, Query, Triton
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 
 DASHBOARD_UID = "whisper-hyperpod"

@@ -166,7 +166,8 @@ def _per_success_ms(duration_metric: str, *extra: str) -> str:
 
 def _all_outcomes(template: str, window: str = RATE_WINDOW) -> str:
     """``template`` applied to success and failure series joined with ``or`` (their label sets
-    differ by ``reason``, so ``or`` keeps both and a missing failure series cannot empty the sum)."""
+    differ by ``reason``, so ``or`` keeps both and a missing failure series cannot empty the sum).
+    """
     return (
         f"{template.format(m='nv_inference_request_success', s=_TRITON, w=window)} or "
         f"{template.format(m='nv_inference_request_failure', s=_TRITON, w=window)}"

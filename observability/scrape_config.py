@@ -190,7 +190,8 @@ class LocalPod:
 def discovered_labels(job: ScrapeJob, pod: LocalPod) -> dict[str, str]:
     """The ``__meta_kubernetes_*`` labels pod discovery gives the target of ``pod``'s declared
     container port ``job.port`` (a Running pod labelled ``app.kubernetes.io/name=job.app``): the
-    labels :func:`relabel_configs` reads, as label name → value."""
+    labels :func:`relabel_configs` reads, as label name → value.
+    """
     return {
         _META_APP: job.app,
         _META_GPU_GROUP: pod.gpu_group,

@@ -25,12 +25,11 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import cx_api  # noqa: E402
 
+from k8s_charts.synth import write_dist  # noqa: E402
+from observability.dashboard import write_dashboard  # noqa: E402
 from settings import ConfigError, DeploymentConfig, load_config  # noqa: E402
 from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
-
-from k8s_charts.synth import write_dist  # noqa: E402
-from observability.dashboard import write_dashboard  # noqa: E402
 
 
 def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:

@@ -195,7 +195,8 @@ class GpuGroup(_Strict):
     @property
     def baseline_replicas(self) -> int:
         """Pods the group runs without KEDA, holds while the scaling query fails, and gets back after an
-        engine build: ``max(min_replicas, 1)``."""
+        engine build: ``max(min_replicas, 1)``.
+        """
         return max(self.min_replicas, 1)
 
     @property

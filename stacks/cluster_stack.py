@@ -186,7 +186,8 @@ class ClusterStack(Stack):
     @property
     def workload_dependencies(self) -> list[Construct]:
         """Constructs every workload must be created after: the HyperPod cluster (GPU nodes) and the
-        Mountpoint CSI driver (model volumes)."""
+        Mountpoint CSI driver (model volumes).
+        """
         return [self.hyperpod.cluster, self.addons[MOUNTPOINT_ADDON]]
 
     def add_workloads(self, construct_id: str, chart: cdk8s.Chart) -> eks.KubernetesManifest:

@@ -40,13 +40,13 @@ from constructs import Construct
 from settings import labels, storage
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks import buildspecs, engine_job
-from whisper_build.release import invocations
 from stacks.nag import (
     acknowledge,
     acknowledge_document_wildcards,
     acknowledge_policy_wildcards,
     acknowledge_resource,
 )
+from whisper_build.release import invocations
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = "whisper_build/image/Dockerfile"
@@ -69,7 +69,8 @@ ROLLOUT_TIMEOUT_SECONDS = 1800
 def build_timeout(config: DeploymentConfig) -> Duration:
     """Timeout of an engine project: the serving drain, the Job's deadline and a margin
     (:data:`BUILD_MARGIN_SECONDS`), so the buildspec's own waits end (and post_build resumes
-    serving) before CodeBuild stops the build. Whole minutes (CodeBuild's ``TimeoutInMinutes``)."""
+    serving) before CodeBuild stops the build. Whole minutes (CodeBuild's ``TimeoutInMinutes``).
+    """
     seconds = engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
     return Duration.minutes(math.ceil(seconds / 60))
 
@@ -183,7 +184,8 @@ class EngineBuildStack(Stack):
     ) -> codebuild.Project:
         """A project that talks to the Kubernetes API from the private subnets, with an access entry
         granting ``edit`` in ``namespace`` only (``NAMESPACE`` in its environment), optionally
-        Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``)."""
+        Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``).
+        """
         project = codebuild.Project(
             self,
             construct_id,
@@ -231,7 +233,8 @@ class EngineBuildStack(Stack):
 
     def _grant_arch_prefix_write(self, role: iam.IRole, arch: str) -> iam.Policy:
         """Read/write under ``models/<model>/<arch>/`` only: upload, verify, switch the pointer
-        (:mod:`whisper_build.release.publish`: PutObject, HeadObject/GetObject, ListObjectsV2)."""
+        (:mod:`whisper_build.release.publish`: PutObject, HeadObject/GetObject, ListObjectsV2).
+        """
         prefix = storage.model_prefix(self._config.model.name, arch)
         objects = self._bucket.arn_for_objects(f"{prefix}*")
         policy = iam.Policy(
@@ -260,7 +263,8 @@ class EngineBuildStack(Stack):
     def _grant_arch_prefix_read(self, role: iam.IRole, arch: str) -> None:
         """GetObject under ``models/<model>/<arch>/`` only: the pointer and manifest the engine
         project reads to skip a build whose engine is already published
-        (:func:`stacks.buildspecs.hyperpod_job_buildspec`)."""
+        (:func:`stacks.buildspecs.hyperpod_job_buildspec`).
+        """
         prefix = storage.model_prefix(self._config.model.name, arch)
         objects = self._bucket.arn_for_objects(f"{prefix}*")
         policy = iam.Policy(
@@ -452,7 +456,8 @@ class EngineBuildStack(Stack):
     @staticmethod
     def _acknowledge_codebuild_defaults(project: codebuild.Project, *, in_vpc: bool, extra: str = "") -> None:
         """Acknowledge the wildcards aws-cdk-lib writes into every CodeBuild project's role; call
-        after the last grant to the role."""
+        after the last grant to the role.
+        """
         acknowledge_policy_wildcards(
             project.role,  # type: ignore[arg-type]
             "aws-cdk-lib CodeBuild defaults: log streams of this project's own log group (/aws/codebuild/<name>:*) "

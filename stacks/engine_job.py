@@ -22,7 +22,7 @@ from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
-from whisper_build.release.invocations import WORK_DIR, engine_build_command, engine_current_command
+from whisper_build.release.invocations import WORK_DIR, engine_build_command
 
 JOB_NAME_PLACEHOLDER = "__JOB_NAME__"
 """Replaced by the CodeBuild run with a unique name (Jobs are immutable; each build is a new Job)."""
@@ -62,7 +62,8 @@ def build_namespace(config: DeploymentConfig, arch: str) -> str:
 
 def kubernetes_group(arch: str) -> str:
     """Kubernetes RBAC group of ``arch``'s engine project (set on its EKS access entry and bound to
-    :func:`serving_access_manifests`' Role), e.g. ``whisper-engine-build-sm86``."""
+    :func:`serving_access_manifests`' Role), e.g. ``whisper-engine-build-sm86``.
+    """
     return f"{ENGINE_BUILD_APP}-{arch}"
 
 
@@ -82,13 +83,15 @@ DRAIN_MARGIN_SECONDS = 120
 def drain_timeout_seconds(config: DeploymentConfig) -> int:
     """How long a build waits for its group's serving pods to be gone after scaling to 0: their
     ``terminationGracePeriodSeconds`` (:func:`k8s_charts.workload.termination_grace_seconds`) plus
-    :data:`DRAIN_MARGIN_SECONDS` for the API server and kubelet."""
+    :data:`DRAIN_MARGIN_SECONDS` for the API server and kubelet.
+    """
     return termination_grace_seconds(config) + DRAIN_MARGIN_SECONDS
 
 
 def service_account_name(arch: str) -> str:
     """Service account of one architecture's build pods, e.g. ``engine-builder-sm86`` (its Pod
-    Identity role may write only that architecture's S3 prefix)."""
+    Identity role may write only that architecture's S3 prefix).
+    """
     return f"engine-builder-{arch}"
 
 
@@ -108,7 +111,8 @@ def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
     """Requests/limits of a build pod on ``group``'s nodes: one GPU, up to 4 vCPU (half the node),
     up to 24 GiB requested (half the node's memory; checkpoint conversion holds the model in host
     memory) and at most three quarters of the node's memory as the limit, so the request always
-    fits the instance (``settings.gpu_catalog`` sizes)."""
+    fits the instance (``settings.gpu_catalog`` sizes).
+    """
     spec = group.instance
     memory_request = max(4, min(24, spec.memory_gib // 2))
     memory_limit = max(memory_request, spec.memory_gib * 3 // 4)

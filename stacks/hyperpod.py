@@ -36,7 +36,8 @@ SAGEMAKER_TAG = CfnTag(key="SageMaker", value="true")
 
 def instance_group_labels(group: GpuGroup) -> dict[str, str]:
     """Kubernetes node labels of one GPU group (``docs/contracts.md`` §2), e.g.
-    ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``."""
+    ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``.
+    """
     return {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
 
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, Stage
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, Stage, pipelines
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import pipelines
 from constructs import Construct, IConstruct
 
 from settings.schema import DeploymentConfig
@@ -48,7 +47,8 @@ TRIGGER_MARGIN = Duration.minutes(30)
 
 def trigger_timeout(config: DeploymentConfig) -> Duration:
     """A trigger step waits for its project; it outlives the longest project timeout
-    (:func:`stacks.engine_build_stack.build_timeout`) by :data:`TRIGGER_MARGIN`."""
+    (:func:`stacks.engine_build_stack.build_timeout`) by :data:`TRIGGER_MARGIN`.
+    """
     return build_timeout(config).plus(TRIGGER_MARGIN)
 
 
@@ -156,7 +156,8 @@ class PipelineStack(Stack):
 
     def _acknowledge_generated(self) -> None:
         """Acknowledge wildcards in the roles aws-cdk-lib's CDK Pipelines generates (artifact bucket,
-        log groups, ``cdk-*`` bootstrap roles for self-mutation and asset publishing)."""
+        log groups, ``cdk-*`` bootstrap roles for self-mutation and asset publishing).
+        """
         for construct in _walk(self.pipeline):
             if isinstance(construct, iam.Role):
                 acknowledge_policy_wildcards(
@@ -168,7 +169,8 @@ class PipelineStack(Stack):
 
     def _action_arns_as_sub(self) -> None:
         """Rewrite ``Fn::Join`` values in action configurations (CDK Pipelines' CloudFormation role
-        ARNs of an account-agnostic stage) as ``Fn::Sub``, the form cfn-lint requires there (E3703)."""
+        ARNs of an account-agnostic stage) as ``Fn::Sub``, the form cfn-lint requires there (E3703).
+        """
         cfn_pipeline = self.pipeline.pipeline.node.default_child
         assert isinstance(cfn_pipeline, CfnResource)
         for i, stage in enumerate(self.resolve(cfn_pipeline.stages)):  # type: ignore[attr-defined]
@@ -182,7 +184,8 @@ class PipelineStack(Stack):
 def join_as_sub(value: Any) -> dict[str, str] | None:
     """``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::x"]]}`` →
     ``{"Fn::Sub": "arn:${AWS::Partition}:iam::x"}``; None for anything else (other delimiters,
-    parts other than strings and ``Ref``s)."""
+    parts other than strings and ``Ref``s).
+    """
     if not (isinstance(value, dict) and list(value) == ["Fn::Join"]):
         return None
     delimiter, parts = value["Fn::Join"]

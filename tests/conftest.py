@@ -2,12 +2,11 @@
 test module can request them by name."""
 
 # triton_server: real tritonserver + CPU whisper on free ports, session-scoped (tests/fixtures_triton.py)
-from fixtures_triton import triton_server  # noqa: F401
-
 import os
 import shutil
 
 import pytest
+from fixtures_triton import triton_server  # noqa: F401
 
 CI_TOOLS = ("espeak-ng", "sox", "prometheus", "promtool")
 """Debian tools some tests need (.ci/apt-packages.txt). Locally a missing tool skips those tests;

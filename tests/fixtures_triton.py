@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from whisper_build.serving.engines import EngineParams
-from whisper_build.workstation.local_triton import LocalTriton, free_ports
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
 
 
 def cpu_triton_settings() -> TritonSettings:

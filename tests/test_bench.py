@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
-
 from bench_fakes import closed_port, http_server, ok_answer, silent_server
+
 from benchmarks.bench.audio import BenchInputError, load_samples
 from benchmarks.bench.cli import main
 from benchmarks.bench.stats import Outcome, percentile, summarize

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import soundfile
+from gateway_server import running_gateway
+from speech_samples import speech_tools_available
 
 from benchmarks.bench.cli import main
 from benchmarks.speech import utterances
-from gateway_server import running_gateway
-from speech_samples import speech_tools_available
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 pytestmark = [

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import speech_samples as samples
-from gateway_server import running_gateway
 from fake_backend import FakeBackend
+from gateway_server import running_gateway
 
-from whisper_build.workstation.cli import main
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.workstation.cli import main
 from whisper_build.workstation.local_triton import free_ports
 
 

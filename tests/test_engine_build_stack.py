@@ -23,11 +23,11 @@ from k8s_charts.validation import validate
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels, parse_config
 from stacks import buildspecs, engine_job
-from whisper_build.release import invocations
 from stacks.assembly import cdk_json_context
 from stacks.engine_build_stack import EngineBuildStack, build_timeout, engine_project_name, fleet_instance_type
 from stacks.gates import read_nag_findings, run_cfn_lint, stack_templates
 from stacks.nag import enable_nag
+from whisper_build.release import invocations
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
-    group_indices,
     ctranslate2_max_length,
+    group_indices,
     max_length_for,
 )
 from whisper_build.serving.prompt import MAX_PROMPT_TOKENS, DecodePrompt

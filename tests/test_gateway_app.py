@@ -4,17 +4,16 @@ tests/test_gateway_integration.py."""
 
 from __future__ import annotations
 
-import re
-
 import asyncio
 import base64
+import re
 
 import httpx
 import numpy as np
 import pytest
 import speech_samples as samples
-from fastapi.testclient import TestClient
 from fake_backend import FakeBackend
+from fastapi.testclient import TestClient
 from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
 
 from whisper_build.serving.gateway.app import create_app

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
 
 from k8s_charts import synth as synth_cli
 from k8s_charts.sizing import pod_resources
-from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
 from observability import queries
 from observability.queries import scaling_utilization_query
 from observability.scrape_config import scrape_config

@@ -8,7 +8,6 @@ import copy
 import jsonschema
 import kubernetes_validate
 import pytest
-
 from k8s_support import THREE_GROUPS, config_with, crd_schemas, synth, three_groups, validate
 
 CONFIGS = {

@@ -9,8 +9,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 from cfnlint.api import ManualArgs, lint
-
 from k8s_support import three_groups
+
 from stacks.assembly import cdk_json_context
 from stacks.nag import enable_nag
 from stacks.storage_stack import SERVING_IMAGE_REPOSITORY

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 from whisper_build.workstation.local_triton import (
     REPO_ROOT,
     LocalTriton,
@@ -27,7 +28,6 @@ from whisper_build.workstation.local_triton import (
     server_environment,
     settings_from_args,
 )
-from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
 
 def test_assemble_backends_copies_the_python_backend_and_the_stub_for_this_python(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,7 +30,7 @@ def _manifest(**overrides) -> EngineManifest:
         gpu_arch="sm89",
         build_flags={"max_batch_size": 16},
         files={"model_repository/whisper/config.pbtxt": "a" * 64},
-        built_at=datetime(2026, 11, 30, 10, 15, tzinfo=timezone.utc),
+        built_at=datetime(2026, 11, 30, 10, 15, tzinfo=UTC),
     )
     fields.update(overrides)
     return EngineManifest(**fields)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import stat
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from whisper_build.release.manifest import EngineManifest, write_manifest
 from whisper_build.podstart.preflight import (
     PreflightError,
     PreflightTarget,
@@ -18,6 +17,7 @@ from whisper_build.podstart.preflight import (
     query_compute_capability,
     run_preflight,
 )
+from whisper_build.release.manifest import EngineManifest, write_manifest
 
 MODEL = "large-v3-turbo"
 BUCKET = "model-bucket-123"
@@ -45,7 +45,7 @@ def _publish(
         gpu_name="NVIDIA L40S" if arch == "sm89" else "NVIDIA A10G",
         compute_capability=capability,
         gpu_arch=arch,
-        built_at=datetime(2026, 11, 30, 10, 15, tzinfo=timezone.utc),
+        built_at=datetime(2026, 11, 30, 10, 15, tzinfo=UTC),
     )
     write_manifest(manifest, folder)
     (root / "current.json").write_text(json.dumps({"version": version}))
@@ -73,7 +73,7 @@ def test_empty_folder_fails_naming_prefix_and_build_command(tmp_path: Path) -> N
     assert f"the model repository mounted at {tmp_path} is empty" in message
     assert f"s3://{BUCKET}/models/{MODEL}/sm89/" in message
     assert BUILD_COMMAND in message
-    assert f"serving_engine: ctranslate2 on GPU group 'g6e' after publishing" in message
+    assert "serving_engine: ctranslate2 on GPU group 'g6e' after publishing" in message
     assert f"s3://{BUCKET}/models/{MODEL}/sm89/ctranslate2/" in message
 
 

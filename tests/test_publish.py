@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC
 
 import boto3
 import pytest
@@ -211,6 +212,6 @@ def test_current_manifest_without_key_is_not_current(s3, tmp_path, capsys):
 
 
 def test_new_version_sorts_by_time():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    assert pub.new_version(datetime(2026, 11, 30, 10, 15, 0, tzinfo=timezone.utc)) == "20261130T101500Z"
+    assert pub.new_version(datetime(2026, 11, 30, 10, 15, 0, tzinfo=UTC)) == "20261130T101500Z"

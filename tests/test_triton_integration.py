@@ -17,8 +17,8 @@ from tritonclient.grpc import InferInput
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
-from whisper_build.workstation.local_triton import LocalTriton
 from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = [
     pytest.mark.integration,

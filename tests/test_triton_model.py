@@ -10,11 +10,6 @@ import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from google.protobuf import text_format
 
 from whisper_build.serving.engines import EngineParams
-from whisper_build.serving.triton_model.repository import (
-    BatchingConfig,
-    render_config,
-    render_model_repository,
-)
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.batching import (
     RequestError,
@@ -22,6 +17,11 @@ from whisper_build.serving.triton_model.batching import (
     parse_request,
     run_batch,
     transcripts_array,
+)
+from whisper_build.serving.triton_model.repository import (
+    BatchingConfig,
+    render_config,
+    render_model_repository,
 )
 
 

@@ -1,5 +1,6 @@
 """Benchmark artefacts: ``<prefix>.json`` (results + run metadata), ``<prefix>.csv`` (one row per
-level) and ``<prefix>.png`` (latency and throughput vs concurrency, one line per target)."""
+level) and ``<prefix>.png`` (latency and throughput vs concurrency, one line per target).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def write_csv(results: Sequence[LevelResult], path: Path) -> Path:
 
 def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper benchmark") -> Path:
     """Two panels against concurrency (log₂ axis): p50 latency (p90 dashed) and audio seconds
-    transcribed per second; one colour per target. Uses matplotlib's Agg backend (no display)."""
+    transcribed per second; one colour per target. Uses matplotlib's Agg backend (no display).
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -32,7 +32,8 @@ ProgressCallback = Callable[[str, int, Outcome], None]
 class LevelPlan:
     """How long each level runs: until ``duration_s`` seconds have passed or ``max_requests``
     requests were issued, whichever comes first (``None`` = no such bound; at least one bound
-    must be set). ``request_timeout_s`` bounds each request."""
+    must be set). ``request_timeout_s`` bounds each request.
+    """
 
     duration_s: float | None
     max_requests: int | None

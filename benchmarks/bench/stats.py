@@ -47,7 +47,8 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 @dataclass(frozen=True)
 class Outcome:
     """One finished request: ``status`` (``ok``, ``http_500``, ``timeout``, …), client-side
-    ``latency_s`` and the ``audio_s`` of the file it carried."""
+    ``latency_s`` and the ``audio_s`` of the file it carried.
+    """
 
     status: str
     latency_s: float

@@ -48,7 +48,8 @@ class Target(Protocol):
 @dataclass(frozen=True)
 class TargetSpec:
     """A parsed ``NAME=URL``: ``kind`` is ``invocations``, ``openai`` or ``triton``; ``address``
-    is the base URL (HTTP) or ``host:port`` (gRPC)."""
+    is the base URL (HTTP) or ``host:port`` (gRPC).
+    """
 
     name: str
     kind: str
@@ -158,7 +159,6 @@ class TritonTarget:
 
     def __init__(self, spec: TargetSpec, model: str) -> None:
         from whisper_build.serving.gateway.backend import TritonBackend
-
         from whisper_build.serving.prompt import parse_prompt
 
         self.name = spec.name

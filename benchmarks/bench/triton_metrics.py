@@ -27,7 +27,8 @@ class Counts:
 
 def parse_counts(text: str, model: str) -> Counts:
     """Sum ``nv_inference_count`` and ``nv_inference_exec_count`` over every version of
-    ``model`` in a Prometheus text exposition; missing counters read as 0."""
+    ``model`` in a Prometheus text exposition; missing counters read as 0.
+    """
     totals = {INFERENCE_COUNT: 0.0, EXEC_COUNT: 0.0}
     for family in text_string_to_metric_families(text):
         if family.name not in totals:
@@ -41,7 +42,8 @@ def parse_counts(text: str, model: str) -> Counts:
 
 async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float = 5.0) -> Counts | None:
     """GET ``url`` and parse the counters of ``model``; ``None`` when the scrape fails (the
-    benchmark then reports no batch size rather than stopping)."""
+    benchmark then reports no batch size rather than stopping).
+    """
     try:
         response = await client.get(url, timeout=timeout)
         response.raise_for_status()

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +35,8 @@ from pathlib import Path
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
-from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from settings.schema import WHISPER_MODELS
+from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
@@ -194,7 +193,8 @@ def query_compute_capability() -> str:
 def image_trtllm_version() -> str | None:
     """TensorRT-LLM version of this image: the installed ``tensorrt_llm`` wheel's (the same source
     the engine build writes into the manifest, :func:`whisper_build.release.engine_build.gpu.tensorrt_llm_version`),
-    else ``$WHISPER_TRTLLM_VERSION``; ``None`` when neither is known."""
+    else ``$WHISPER_TRTLLM_VERSION``; ``None`` when neither is known.
+    """
     return tensorrt_llm_version() or os.environ.get(TRTLLM_VERSION_ENV, "").strip() or None
 
 

@@ -15,7 +15,7 @@ WORK_DIR = "/work"
 
 
 def engine_build_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
-    """argv of ``python -m whisper_build.release.engine_build`` for ``arch``, publishing to ``bucket_name``.
+    """Argv of ``python -m whisper_build.release.engine_build`` for ``arch``, publishing to ``bucket_name``.
 
     The build limits come from ``config.model``; the smoke clip comes from the image's
     ``WHISPER_SMOKE_CLIP`` / ``WHISPER_SMOKE_TEXT`` environment.
@@ -60,9 +60,10 @@ def engine_build_key(config: DeploymentConfig) -> str:
 
 
 def engine_current_command(config: DeploymentConfig, arch: str, bucket_name: str) -> list[str]:
-    """argv of ``python -m whisper_build.release.publish current`` for ``arch`` with :func:`engine_build_key`:
+    """Argv of ``python -m whisper_build.release.publish current`` for ``arch`` with :func:`engine_build_key`:
     exits 0 when the engine published for ``arch`` was built from the inputs of
-    :func:`engine_build_command`, so that build can be skipped."""
+    :func:`engine_build_command`, so that build can be skipped.
+    """
     return [
         "python3", "-m", "whisper_build.release.publish", "current",
         "--bucket", bucket_name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,7 +66,7 @@ class EngineManifest(BaseModel):
     def _utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("built_at must carry a timezone (ISO 8601 UTC, e.g. 2026-11-30T10:15:00Z)")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     @field_validator("files")
     @classmethod
@@ -125,7 +125,7 @@ def checksum_tree(root: Path, *, exclude: tuple[str, ...] = (MANIFEST_FILE,)) ->
 
 def utc_now() -> datetime:
     """Current time in UTC, to the second (the manifest's ``built_at``)."""
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def parse_manifest(text: str | bytes) -> EngineManifest:

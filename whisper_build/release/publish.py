@@ -28,7 +28,7 @@ import hashlib
 import json
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,7 +49,7 @@ class ChecksumMismatchError(PublishError):
 
 def new_version(now: datetime | None = None) -> str:
     """Version name from the UTC time, e.g. ``20261130T101500Z`` (sorts chronologically)."""
-    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(_VERSION_FORMAT)
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime(_VERSION_FORMAT)
 
 
 class UploadProgress:

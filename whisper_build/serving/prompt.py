@@ -184,7 +184,8 @@ def _cut_left(text: str) -> str:
 
 def _split_special_form(text: str) -> tuple[str, list[str]]:
     """Split ``[<|startofprev|>]TEXT<|startoftranscript|>...`` into previous text and the token
-    names after ``<|startoftranscript|>``."""
+    names after ``<|startoftranscript|>``.
+    """
     sot_tag = f"<|{_SOT}|>"
     if text.count(sot_tag) != 1:
         raise ValueError(

@@ -40,7 +40,8 @@ def normalize_words(text: str) -> list[str]:
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """Word error rate of ``hypothesis`` against ``reference`` (jiwer), on lower-cased words without
-    punctuation; ``len(hyp)`` when the reference is empty (0.0 when both are empty)."""
+    punctuation; ``len(hyp)`` when the reference is empty (0.0 when both are empty).
+    """
     import jiwer
 
     ref, hyp = " ".join(normalize_words(reference)), " ".join(normalize_words(hypothesis))

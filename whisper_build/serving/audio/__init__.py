@@ -8,6 +8,8 @@ Public surface:
 - :class:`AudioError` and its subclasses name what the caller must fix.
 """
 
+from whisper_build.serving.audio.b64 import decode_base64
+from whisper_build.serving.audio.decode import SAMPLE_RATE, Audio, decode_audio
 from whisper_build.serving.audio.errors import (
     AudioError,
     AudioTooLongError,
@@ -15,8 +17,6 @@ from whisper_build.serving.audio.errors import (
     InvalidBase64Error,
     NotAudioError,
 )
-from whisper_build.serving.audio.b64 import decode_base64
-from whisper_build.serving.audio.decode import SAMPLE_RATE, Audio, decode_audio
 from whisper_build.serving.audio.windows import Window, is_silent, split_windows
 
 __all__ = [

@@ -117,7 +117,8 @@ class EngineParams(BaseModel):
 
     def relative_to(self, base: Path) -> EngineParams:
         """These parameters with a relative ``model_path`` made absolute against ``base``
-        (the Triton model directory); unchanged when the path is empty or absolute."""
+        (the Triton model directory); unchanged when the path is empty or absolute.
+        """
         if not self.model_path or Path(self.model_path).is_absolute():
             return self
         return self.model_copy(update={"model_path": str(base / self.model_path)})

@@ -205,7 +205,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         response_format: Annotated[str, Form()] = "json",
     ) -> Response:
         """OpenAI-compatible transcription. ``model`` and ``temperature`` are accepted and
-        ignored: the served model decodes greedily."""
+        ignored: the served model decodes greedily.
+        """
         if response_format not in RESPONSE_FORMATS:
             raise _bad_request(f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")
         decode_prompt = _parse_prompt(prompt, language)

@@ -97,7 +97,7 @@ class TritonBackend:
                 await self._client.is_server_ready(client_timeout=timeout)
                 and await self._client.is_model_ready(self.model_name, client_timeout=timeout)
             )
-        except (InferenceServerException, OSError, asyncio.TimeoutError):
+        except (TimeoutError, InferenceServerException, OSError):
             return False
 
     async def _batch_limit(self, timeout: float) -> int:

@@ -11,9 +11,8 @@ the pod's memory (which Triton shares).
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from whisper_build.serving.gateway.errors import ErrorCode, error_response
 

@@ -21,7 +21,8 @@ from whisper_build.serving.prompt import DecodePrompt
 @dataclass(frozen=True)
 class Transcription:
     """Result: ``text`` (windows joined in order by one space), per-window ``segments``,
-    ``duration`` of the audio in seconds, ``language`` code if known."""
+    ``duration`` of the audio in seconds, ``language`` code if known.
+    """
 
     text: str
     segments: list[Segment]

@@ -26,7 +26,8 @@ __all__ = ["RequestError", "RequestWindows", "parse_request", "run_batch", "tran
 
 class RequestError(ValueError):
     """One request's tensors are invalid; the message names the input and what to fix.
-    The model answers that request with this message and serves the others."""
+    The model answers that request with this message and serves the others.
+    """
 
 
 @dataclass(frozen=True)
