@@ -207,3 +207,24 @@ def test_dockerfile_pins_a_triton_trtllm_base_and_runs_the_supervisor():
     [base] = re.findall(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, flags=re.MULTILINE)
     assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:\d{2}\.\d{2}-trtllm-python-py3", base), base
     assert 'ENTRYPOINT ["python3", "-m", "whisper_build.serving.supervisor"]' in dockerfile
+
+
+def test_benchmark_random_weight_mode_is_refused(tmp_path, monkeypatch, caplog):
+    from whisper_build.serving.engines import EngineParams
+    from whisper_build.serving.supervisor import BenchmarkModeRefused, refuse_benchmark_mode
+    from whisper_build.serving.triton_model.repository import render_model_repository
+
+    benchmark = EngineParams(engine="torch", model_path="/models/hf", beam_size=1, random_weights_fixed_tokens=100)
+    real = EngineParams(engine="torch", model_path="/models/hf", beam_size=1)
+    # from the environment: refused, naming the variable
+    with pytest.raises(BenchmarkModeRefused, match="WHISPER_TRITON_ENGINE__RANDOM_WEIGHTS_FIXED_TOKENS"):
+        refuse_benchmark_mode(TritonSettings(engine=benchmark), tmp_path)
+    # from a mounted repository's config.pbtxt: refused, naming the file
+    render_model_repository(tmp_path / "bench", benchmark)
+    with pytest.raises(BenchmarkModeRefused, match="random_weights_fixed_tokens=100"):
+        refuse_benchmark_mode(TritonSettings(), tmp_path / "bench")
+    refuse_benchmark_mode(TritonSettings(engine=real), render_model_repository(tmp_path / "real", real))
+    # the entrypoint exits 2 before starting anything
+    monkeypatch.setenv("WHISPER_TRITON_MODEL_REPOSITORY", str(tmp_path / "bench"))
+    assert main() == 2
+    assert "benchmarks only" in caplog.text

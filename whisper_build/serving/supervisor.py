@@ -31,11 +31,12 @@ from types import FrameType
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from whisper_build.serving.triton_model.repository import render_model_repository
+from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
 __all__ = [
     "ChildSpec",
+    "BenchmarkModeRefused",
     "ModelPathMissing",
     "Supervisor",
     "SupervisorSettings",
@@ -89,6 +90,39 @@ class ModelPathMissing(ValueError):
     The engine's empty-path default (the bundled whisper tiny.en) is for the local launcher and
     tests only; the serving image refuses it rather than serve the wrong model silently.
     """
+
+
+class BenchmarkModeRefused(ValueError):
+    """The engine would run in the benchmark-only random-weight, fixed-length mode
+    (``random_weights_fixed_tokens`` > 0), which the serving image never serves.
+    """
+
+
+def refuse_benchmark_mode(triton: TritonSettings, repository: Path) -> None:
+    """Raise when ``WHISPER_TRITON_ENGINE__RANDOM_WEIGHTS_FIXED_TOKENS`` or the repository's
+    ``whisper/config.pbtxt`` parameters ask for random weights.
+
+    Raises:
+        BenchmarkModeRefused: naming where the setting came from.
+    """
+    if triton.engine.random_weights_fixed_tokens:
+        raise BenchmarkModeRefused(
+            "WHISPER_TRITON_ENGINE__RANDOM_WEIGHTS_FIXED_TOKENS is set: random weights with a fixed decode "
+            "length are for benchmarks only; the serving image refuses them. Unset it."
+        )
+    config = repository / MODEL_NAME / "config.pbtxt"
+    if config.is_file():
+        from google.protobuf import text_format
+        from tritonclient.grpc import model_config_pb2
+
+        parsed = text_format.Parse(config.read_text(), model_config_pb2.ModelConfig())
+        parameter = parsed.parameters.get("random_weights_fixed_tokens")
+        value = parameter.string_value.strip() if parameter is not None else ""
+        if value not in ("", "0"):
+            raise BenchmarkModeRefused(
+                f"{config}: parameter random_weights_fixed_tokens={value} (random weights, benchmarks only); "
+                "the serving image refuses it"
+            )
 
 
 def resolve_model_repository(triton: TritonSettings, supervisor: SupervisorSettings) -> Path:
@@ -192,7 +226,8 @@ def main() -> int:
     triton, settings = TritonSettings(), SupervisorSettings()
     try:
         repository = resolve_model_repository(triton, settings)
-    except ModelPathMissing as err:
+        refuse_benchmark_mode(triton, repository)
+    except (ModelPathMissing, BenchmarkModeRefused) as err:
         log.error("%s", err)
         return 2
     log.info("serving model repository %s (engine %s, model_path %s)",

