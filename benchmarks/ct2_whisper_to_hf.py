@@ -202,9 +202,10 @@ def hf_config(ct2: dict[str, np.ndarray], token_ids: dict[str, int]) -> dict[str
 
 
 def hf_generation_config(ct2_config: dict[str, object], token_ids: dict[str, int]) -> dict[str, object]:
-    """``generation_config.json`` fields the ``torch`` engine reads: the suppressed tokens
-    (CTranslate2 ``config.json`` ``suppress_ids`` / ``suppress_ids_begin``, which its converter
-    copied from the Hugging Face generation config).
+    """``generation_config.json`` fields the ``torch`` engine reads: the suppressed tokens.
+
+    From CTranslate2 ``config.json`` ``suppress_ids`` / ``suppress_ids_begin``, which its converter
+    copied from the Hugging Face generation config.
     """
     return {
         "decoder_start_token_id": token_ids["sot"],
@@ -221,7 +222,9 @@ def _token_ids(tokenizer_json: Path) -> dict[str, int]:
 
 
 def write_hf_checkpoint(ct2_dir: Path, out_dir: Path, shards: int = 1) -> list[Path]:
-    """Write ``config.json``, ``generation_config.json``, ``tokenizer.json`` and the weights as
+    """Write a Hugging Face Whisper folder from a CTranslate2 one.
+
+    Files: ``config.json``, ``generation_config.json``, ``tokenizer.json`` and the weights as
     ``model.safetensors`` (``shards`` = 1) or ``model-0000i-of-0000n.safetensors`` plus
     ``model.safetensors.index.json`` (the layout ``from_pretrained`` reads), so that each file
     fits a size limit (tiny.en in fp16 is ~75 MB).

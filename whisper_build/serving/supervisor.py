@@ -93,13 +93,16 @@ class ModelPathMissing(ValueError):
 
 
 class BenchmarkModeRefused(ValueError):
-    """The engine would run in the benchmark-only random-weight, fixed-length mode
-    (``random_weights_fixed_tokens`` > 0), which the serving image never serves.
+    """The engine would run in the benchmark-only random-weight, fixed-length mode.
+
+    That is ``random_weights_fixed_tokens`` > 0, which the serving image never serves.
     """
 
 
 def refuse_benchmark_mode(triton: TritonSettings, repository: Path) -> None:
-    """Raise when ``WHISPER_TRITON_ENGINE__RANDOM_WEIGHTS_FIXED_TOKENS`` or the repository's
+    """Refuse the benchmark-only random-weight mode.
+
+    Raises when ``WHISPER_TRITON_ENGINE__RANDOM_WEIGHTS_FIXED_TOKENS`` or the repository's
     ``whisper/config.pbtxt`` parameters ask for random weights.
 
     Raises:
