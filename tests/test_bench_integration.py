@@ -44,3 +44,26 @@ def test_bench_against_gateway_and_triton(triton_server, tmp_path: Path) -> None
         # execution than the level had requests in flight (one window each: the file is < 30 s)
         assert 1.0 <= level["avg_batch_size"] <= level["concurrency"]
         assert level["audio_s_per_s"] == pytest.approx(2 * duration / level["wall_s"], rel=1e-3)
+
+
+def test_in_process_engine_target_batches_waiting_requests(tmp_path: Path) -> None:
+    """The ``engine:`` target loads the engine in the bench process; requests that arrive while
+    it is busy share the next engine call, and the level reports those calls' average batch."""
+    (speech,) = utterances(tmp_path / "audio", count=1)
+    code = main([
+        "--audio", str(speech), "--out", str(tmp_path / "out"), "--quiet", "--interleave",
+        "--target", "engine=engine:?engine=ctranslate2&beam_size=1&cpu_threads=2&max_batch=8",
+        "--concurrency", "1,2", "--requests", "2", "--duration", "0", "--warmup", "0", "--timeout", "120",
+    ])  # fmt: skip
+    assert code == 0
+    levels = json.loads((tmp_path / "out" / "bench.json").read_text())["levels"]
+    assert [(lv["concurrency"], lv["ok"]) for lv in levels] == [(1, 2), (2, 2)]
+    assert levels[0]["avg_batch_size"] == 1.0
+    assert levels[1]["avg_batch_size"] > 1.0  # two requests in flight, one engine: they shared calls
+
+
+def test_in_process_target_with_bad_engine_parameters_is_a_usage_error(tmp_path: Path) -> None:
+    (speech,) = utterances(tmp_path / "audio", count=1)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--audio", str(speech), "--target", "e=engine:?engine=onnx", "--quiet", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2

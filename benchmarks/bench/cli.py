@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--target", action="append", required=True, metavar="NAME=URL",
         help="repeatable: http://host:port[/invocations] or http://host:port/v1/audio/transcriptions "
-        "(gateway), grpc://host:port (Triton)",
+        "(gateway), grpc://host:port (Triton), 'engine:?engine=torch&model_path=DIR&max_batch=64' (the engine "
+        "in this process; keys are EngineParams fields)",
     )  # fmt: skip
     p.add_argument(
         "--triton-metrics", action="append", default=[], metavar="[NAME=]URL",
@@ -78,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
     p.add_argument("--title", default="whisper benchmark", help="plot title")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="run each concurrency on every target in turn (default: target by target)",
+    )
     return p
 
 
@@ -154,7 +160,7 @@ async def _run(args: argparse.Namespace, specs: list[TargetSpec], console: Conso
         with progress:
             return await sweep(
                 targets, samples, args.concurrency, plan, args.deadline, metrics_urls,
-                args.model, args.warmup, on_outcome, on_level, args.metrics_settle,
+                args.model, args.warmup, on_outcome, on_level, args.metrics_settle, args.interleave,
             )  # fmt: skip
     finally:
         for target in targets:

@@ -134,6 +134,7 @@ async def sweep(
     on_outcome: ProgressCallback | None = None,
     on_level: Callable[[LevelResult], None] | None = None,
     metrics_settle_s: float = 1.0,
+    interleave: bool = False,
 ) -> list[LevelResult]:
     """Every target × every concurrency, in that order; returns one result per level run.
 
@@ -146,27 +147,35 @@ async def sweep(
         metrics_settle_s: pause before each scrape. Triton's counters can lag the answers (seen
             here: a scrape right after a lone request's answer did not count it yet), so the
             scrape waits a moment for the last batch to be recorded.
+        interleave: run level by level (each concurrency on every target in turn) rather than
+            target by target, so that slow drifts (clocks, heat, other load) hit all targets alike.
     """
     deadline = time.monotonic() + deadline_s
     metrics_urls = metrics_urls or {}
     results: list[LevelResult] = []
+    if interleave:
+        order = [(t, c) for c in concurrencies for t in targets]
+    else:
+        order = [(t, c) for t in targets for c in concurrencies]
+    warmed: set[str] = set()
     async with httpx.AsyncClient() as scraper:
-        for target in targets:
-            if warmup and time.monotonic() < deadline:
-                warm = LevelPlan(None, warmup, plan.request_timeout_s)
-                await run_level(target, samples, 1, warm, deadline)
+        for target, concurrency in order:
+            if time.monotonic() >= deadline:
+                break
+            if warmup and target.name not in warmed:
+                warmed.add(target.name)
+                await run_level(target, samples, 1, LevelPlan(None, warmup, plan.request_timeout_s), deadline)
             url = metrics_urls.get(target.name)
-            for concurrency in concurrencies:
-                if time.monotonic() >= deadline:
-                    break
-                before = await _settled_scrape(scraper, url, model, metrics_settle_s)
-                outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
-                after = await _settled_scrape(scraper, url, model, metrics_settle_s)
-                result = summarize(
-                    target.name, concurrency, outcomes, wall,
-                    triton_metrics.average_batch_size(before, after),
-                )  # fmt: skip
-                results.append(result)
-                if on_level:
-                    on_level(result)
+            calls = getattr(target, "batches", None)  # in-process targets count their own batches
+            first_call = len(calls) if calls is not None else 0
+            before = await _settled_scrape(scraper, url, model, metrics_settle_s)
+            outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
+            after = await _settled_scrape(scraper, url, model, metrics_settle_s)
+            batch = triton_metrics.average_batch_size(before, after)
+            if calls is not None and len(calls) > first_call:
+                batch = sum(calls[first_call:]) / (len(calls) - first_call)
+            result = summarize(target.name, concurrency, outcomes, wall, batch)
+            results.append(result)
+            if on_level:
+                on_level(result)
     return results

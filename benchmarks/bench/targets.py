@@ -9,6 +9,9 @@ A target spec is ``NAME=URL``:
 - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
   gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
   file in one request, as the gateway sends them.
+- ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine in this process, no server
+  (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
+  fields plus ``max_batch`` (most windows per engine call, default 64).
 
 Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
 ``connection_error``, ``unavailable``, ``triton_error`` or ``bad_response``.
@@ -16,11 +19,13 @@ Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``ti
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -47,8 +52,8 @@ class Target(Protocol):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """A parsed ``NAME=URL``: ``kind`` is ``invocations``, ``openai`` or ``triton``; ``address``
-    is the base URL (HTTP) or ``host:port`` (gRPC).
+    """A parsed ``NAME=URL``: ``kind`` is ``invocations``, ``openai``, ``triton`` or ``in_process``; ``address``
+    is the base URL (HTTP), ``host:port`` (gRPC) or the query string (``in_process``).
     """
 
     name: str
@@ -68,6 +73,8 @@ def parse_target(spec: str) -> TargetSpec:
             f"target {spec!r}: write NAME=URL, e.g. gateway=http://127.0.0.1:8080 or triton=grpc://127.0.0.1:8001"
         )
     parts = urlsplit(url.strip())
+    if parts.scheme == "engine":
+        return TargetSpec(name.strip(), "in_process", parts.query)
     if not parts.hostname or parts.port is None:
         raise BenchInputError(f"target {spec!r}: the URL needs a host and a port")
     if parts.scheme == "grpc":
@@ -80,7 +87,7 @@ def parse_target(spec: str) -> TargetSpec:
         if path == OPENAI:
             return TargetSpec(name.strip(), "openai", base)
         raise BenchInputError(f"target {spec!r}: path must be empty, {INVOCATIONS} or {OPENAI}")
-    raise BenchInputError(f"target {spec!r}: scheme must be http, https or grpc")
+    raise BenchInputError(f"target {spec!r}: scheme must be http, https, grpc or engine")
 
 
 def _http_status(response: httpx.Response, success_key: str, success_value: object = None) -> str:
@@ -182,8 +189,96 @@ class TritonTarget:
         await self._backend.close()
 
 
+class InProcessTarget:
+    """The engine called in this process: the floor under any server's latency.
+
+    Requests that arrive while the engine is busy wait, and the next engine call takes all that
+    wait (up to ``max_batch`` windows): an ideal dynamic batcher with no queue delay. The engine
+    runs in one worker thread, so the event loop keeps issuing requests.
+
+    Raises:
+        BenchInputError: the query does not describe valid engine parameters.
+    """
+
+    def __init__(self, spec: TargetSpec) -> None:
+        from whisper_build.serving.engines import EngineParams, EngineParamsError, load_engine
+        from whisper_build.serving.prompt import parse_prompt
+
+        values = dict(parse_qsl(spec.address))
+        self.max_batch = int(values.pop("max_batch", "64"))
+        try:
+            params = EngineParams.from_strings(values)
+        except EngineParamsError as error:
+            raise BenchInputError(f"target {spec.name}: {error}") from error
+        self.name = spec.name
+        self._engine = load_engine(params)
+        self._prompt = parse_prompt("")
+        self._pending: list[tuple[tuple, asyncio.Future[list[str]]]] = []
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self.batches: list[int] = []
+        """Windows per engine call, in order (the in-process "average batch")."""
+
+    async def send(self, sample: AudioSample, timeout: float) -> str:
+        loop = asyncio.get_running_loop()
+        if self._worker is None:
+            self._wakeup = asyncio.Event()
+            self._worker = loop.create_task(self._run())
+        future: asyncio.Future[list[str]] = loop.create_future()
+        self._pending.append((sample.windows, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        try:
+            texts = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return "timeout"
+        except Exception:  # noqa: BLE001 - any engine failure is one error status
+            return "engine_error"
+        return OK if len(texts) == len(sample.windows) else "bad_response"
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                taken, size = 0, 0
+                while taken < len(self._pending) and (
+                    taken == 0 or size + len(self._pending[taken][0]) <= self.max_batch
+                ):
+                    size += len(self._pending[taken][0])
+                    taken += 1
+                batch, self._pending = self._pending[:taken], self._pending[taken:]
+                windows = [w for request, _ in batch for w in request]
+                self.batches.append(len(windows))
+                try:
+                    texts = await loop.run_in_executor(
+                        self._executor, self._engine.transcribe_batch, windows,
+                        [self._prompt] * len(windows), [1.0] * len(windows),
+                    )  # fmt: skip
+                except Exception as error:  # noqa: BLE001 - handed to every waiting request
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                start = 0
+                for request, future in batch:
+                    if not future.done():
+                        future.set_result(texts[start : start + len(request)])
+                    start += len(request)
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+        self._executor.shutdown(wait=False)
+
+
 def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") -> Target:
     """Create the client for ``spec``; HTTP targets get ``max_concurrency`` connections."""
+    if spec.kind == "in_process":
+        return InProcessTarget(spec)
     if spec.kind == "triton":
         return TritonTarget(spec, model)
     if spec.kind == "openai":
@@ -191,4 +286,4 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
     return InvocationsTarget(spec, max_concurrency)
 
 
-__all__ = ["BenchInputError", "Target", "TargetSpec", "open_target", "parse_target"]
+__all__ = ["BenchInputError", "InProcessTarget", "Target", "TargetSpec", "open_target", "parse_target"]
