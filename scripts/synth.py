@@ -4,7 +4,8 @@
 Usage: ``python scripts/synth.py [--config path.yaml] [--outdir cdk.out]``
 
 Exit status: 0 when every template passes cfn-lint and cdk-nag reports nothing unacknowledged;
-1 when a gate fails; 2 when the config is invalid.
+1 when a gate fails or CDK cannot synthesize; 2 when the config is invalid. ``--outdir`` is only
+replaced by a run that passes the gates; a failing run leaves its assembly in ``<outdir>.failed``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +29,7 @@ from aws_cdk import cx_api  # noqa: E402
 
 from k8s_charts.synth import write_dist  # noqa: E402
 from observability.dashboard import write_dashboard  # noqa: E402
-from settings import ConfigError, DeploymentConfig, load_config  # noqa: E402
+from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config  # noqa: E402
 from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
 
@@ -36,6 +38,9 @@ def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:
     """``dist/grafana/whisper-dashboard.json``, the dashboard the observability stack provisions."""
     return [write_dashboard(config, repo_root / "dist" / "grafana" / "whisper-dashboard.json")]
 
+
+FAILED_SUFFIX = ".failed"
+"""A run whose gates fail leaves its assembly in ``<outdir>.failed`` for inspection, never in ``<outdir>``."""
 
 EXTRA_OUTPUTS: list[Callable[[DeploymentConfig, Path], list[Path]]] = [write_dist, _write_dashboard]
 """Hooks run after a successful synthesis: ``hook(config, repo_root) -> written files``. The
@@ -85,45 +90,74 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         print(f"  wrote {path}")
 
 
+def _replace_dir(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target``, replacing what was there (stale templates of removed stacks go)."""
+    if target.exists():
+        shutil.rmtree(target)
+    source.rename(target)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Validate, synthesize into a staging directory, gate, then swap it into ``--outdir``; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config", type=Path, default=None, help="deployment config YAML (default: config/default.yaml)"
     )
     parser.add_argument("--outdir", type=Path, default=REPO_ROOT / "cdk.out", help="cloud assembly directory")
     args = parser.parse_args(argv)
+    config_name = str(args.config) if args.config is not None else f"{DEFAULT_CONFIG_PATH} (embedded default)"
 
     try:
         config = load_config(args.config)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.outdir.exists():
-        shutil.rmtree(args.outdir)  # stale templates of removed stacks must not be linted or deployed
+    # Synthesize next to the output directory and swap only when the gates pass: a failed run never
+    # deletes the last good cloud assembly (the one `cdk deploy` would use).
+    outdir = args.outdir.resolve()
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    failed_dir = outdir.with_name(outdir.name + FAILED_SUFFIX)
 
     synth_error: str | None = None
     try:
-        synthesize(config, args.outdir, args.config)
+        synthesize(config, staging, args.config)
     except ValueError as err:
+        shutil.rmtree(staging)
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except RuntimeError as err:  # cdk-nag findings make CDK's validation fail synthesis
-        synth_error = str(err).splitlines()[0]
-    templates = stack_templates(cx_api.CloudAssembly(str(args.outdir)))
-    findings: list[Finding] = read_nag_findings(args.outdir) + run_cfn_lint(list(templates.values()))
+    except Exception as err:  # noqa: BLE001 - jsii surfaces CDK errors as RuntimeError/JSIIError
+        # cdk-nag findings make CDK's validation fail synthesis after the assembly is written
+        synth_error = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if not (staging / "manifest.json").exists():
+        shutil.rmtree(staging)
+        print(f"error: synthesis of {config_name} failed: {synth_error}", file=sys.stderr)
+        print(f"{outdir} was left as it was.", file=sys.stderr)
+        return 1
+    staged_templates = stack_templates(cx_api.CloudAssembly(str(staging)))
+    findings: list[Finding] = read_nag_findings(staging) + run_cfn_lint(list(staged_templates.values()))
+    ok = not findings and synth_error is None
 
-    extra = [] if findings or synth_error else [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)]
+    final_dir = outdir if ok else failed_dir
+    _replace_dir(staging, final_dir)
+    templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
+    extra = [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)] if ok else []
+    print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
     print_summary(config, templates, extra)
     print()
     for finding in findings:
         print(finding)
     if synth_error and not findings:
         print(f"synthesis failed: {synth_error}")
-    ok = not findings and synth_error is None
     print(
         f"Gates: cfn-lint + cdk-nag AwsSolutions over {len(templates)} templates: "
         f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}"
     )
+    if ok:
+        if failed_dir.exists():
+            shutil.rmtree(failed_dir)
+    else:
+        print(f"The failing assembly is in {failed_dir}; {outdir} (the last passing one, if any) was left as it was.")
     return 0 if ok else 1
 
 

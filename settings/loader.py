@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from settings.errors import ConfigError
-from settings.schema import DeploymentConfig
+from settings.schema import PATTERN_RULES, DeploymentConfig
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
 """The embedded default: the real two-group (g5 + g6e) scenario users start from."""
@@ -17,6 +19,44 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "defau
 
 def _field_path(location: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in location) or "(top level)"
+
+
+def _model_at(location: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that holds the last element of ``location`` (a ``ValidationError`` loc)."""
+    model: type[BaseModel] = DeploymentConfig
+    for part in location[:-1]:
+        if isinstance(part, int):
+            continue  # list index: stay on the list's item model
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        annotation = field.annotation
+        candidates = [annotation, *typing.get_args(annotation)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _unknown_field_message(location: tuple[Any, ...]) -> str:
+    """``unknown field; did you mean instance_type?`` with the fields of the enclosing section."""
+    model = _model_at(location)
+    name = str(location[-1]) if location else ""
+    if model is None:
+        return "unknown field (check the spelling against config/default.yaml)"
+    fields = sorted(model.model_fields)
+    close = difflib.get_close_matches(name, fields, n=3, cutoff=0.6)
+    if close:
+        return f"unknown field; did you mean {' or '.join(close)}?"
+    return f"unknown field; the fields here are: {', '.join(fields)}"
+
+
+def _pattern_message(value: Any, pattern: str) -> str:
+    rule = PATTERN_RULES.get(pattern)
+    if rule is None:  # a new pattern without its sentence (tests/test_settings.py catches this)
+        return f"'{value}' does not have the expected form (regular expression {pattern})"
+    return f"'{value}' must be {rule}"
 
 
 def parse_config(data: Any, source: str = "<config>") -> DeploymentConfig:
@@ -40,13 +80,24 @@ def parse_config(data: Any, source: str = "<config>") -> DeploymentConfig:
             if problem["type"] == "missing":
                 message = "required field is missing"
             elif problem["type"] == "extra_forbidden":
-                message = "unknown field (check the spelling against config/default.yaml)"
+                message = _unknown_field_message(problem["loc"])
+            elif problem["type"] == "string_pattern_mismatch":
+                message = _pattern_message(problem["input"], problem["ctx"]["pattern"])
             path = _field_path(problem["loc"])
             if not problem["loc"] and ": " in message:
                 # cross-field rules name their own field: "gpu_groups.0.max_replicas: <reason>"
                 path, message = message.split(": ", 1)
             lines.append(f"  {path}: {message}")
         raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(lines)) from None
+
+
+def _yaml_problem(err: yaml.YAMLError, path: Path) -> str:
+    """``path:line:column: problem`` (1-based) instead of PyYAML's ``in "<unicode string>"`` text."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    context = getattr(err, "context", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: {problem}" + (f" ({context})" if context else "")
 
 
 def load_config(path: str | Path | None = None) -> DeploymentConfig:
@@ -66,5 +117,5 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"deployment config {config_path} is not valid YAML: {err}") from None
+        raise ConfigError(f"deployment config is not valid YAML: {_yaml_problem(err, config_path)}") from None
     return parse_config(data, str(config_path))

@@ -12,9 +12,9 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from settings import gpu_catalog
+from settings import gpu_catalog, network_plan, regions
 from settings.gpu_catalog import GpuSpec, InstanceSpec
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -47,6 +47,22 @@ Hugging Face ids and mel-bin counts (128 for large-v3 and large-v3-turbo, 80 bef
 WHISPER_MAX_NEW_TOKENS = 224
 """OpenAI Whisper samples at most ``n_text_ctx // 2 = 224`` tokens per 30 s window
 (openai/whisper ``decoding.py`` ``sample_len``)."""
+
+PATTERN_RULES = {
+    r"^[0-9a-f]{40}$": "a full 40-character git commit hash (lowercase hex), e.g. 067d658b2d5c3d347afbadd75e1425214e965dcb",
+    r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$": "a semantic version such as 0.1.0 or 0.1.0-067d658",
+    r"^oci://[^\s]+$": "an OCI reference starting with oci:// and without spaces",
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "lowercase letters, digits and hyphens, starting and ending with a letter "
+    "or digit (a Kubernetes namespace name)",
+    r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):": "the ARN of a CodeConnections connection "
+    "(arn:aws:codeconnections:<region>:<account>:connection/<id>)",
+    r"^[\w.-]+/[\w.-]+$": "owner/name of a repository, e.g. my-org/whisper-hyperpod",
+    r"^[a-z][a-z0-9-]{1,30}[a-z0-9]$": "3–32 lowercase letters, digits and hyphens, starting with a letter and "
+    "not ending with a hyphen (it prefixes stack, bucket and repository names)",
+    r"^\d{12}$": 'a 12-digit AWS account id, quoted in YAML ("123456789012")',
+}
+"""Every ``Field(pattern=...)`` of the schema → the rule in words, which a config error prints instead of
+the regular expression (``settings.loader``). A test checks that every pattern has an entry."""
 
 EngineKind = Literal["tensorrt_llm", "ctranslate2"]
 
@@ -125,8 +141,8 @@ class GpuGroup(_Strict):
     def _hyperpod_name(cls, value: str) -> str:
         if not re.match(HYPERPOD_NAME_PATTERN, value) or value != value.lower():
             raise ValueError(
-                f"'{value}' must match HyperPod's InstanceGroupName pattern {HYPERPOD_NAME_PATTERN} "
-                "and be lowercase (it also names Kubernetes objects)"
+                f"'{value}' must be lowercase letters and digits, optionally joined by hyphens, starting and "
+                "ending with a letter or digit (HyperPod's InstanceGroupName rule; it also names Kubernetes objects)"
             )
         return value
 
@@ -206,11 +222,18 @@ class GpuGroup(_Strict):
 
 
 class NetworkSettings(_Strict):
-    """VPC layout."""
+    """VPC layout: one public /24 and one private /19 per AZ (``settings.network_plan``)."""
 
-    vpc_cidr: str = Field("10.42.0.0/16", pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
     max_azs: int = Field(2, ge=2, le=6, description="HyperPod and the AMP scraper need >= 2 AZs.")
     nat_gateways: int = Field(1, ge=1, le=6)
+    vpc_cidr: str = Field("10.42.0.0/16", description="IPv4 network, /16 to /28, big enough for the subnets.")
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _subnets_fit(cls, value: str, info: ValidationInfo) -> str:
+        # max_azs is declared first so that it is validated (and in info.data) by now
+        network_plan.check_vpc_cidr(value, info.data.get("max_azs", 2))
+        return value
 
 
 class HyperPodChartSettings(_Strict):
@@ -342,7 +365,7 @@ class DeploymentConfig(_Strict):
     """The whole deployment: one YAML file, validated once, passed to every stack and chart."""
 
     project_name: str = Field("whisper-hyperpod", pattern=r"^[a-z][a-z0-9-]{1,30}[a-z0-9]$")
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="AWS region, e.g. us-east-1.")
+    region: str = Field(description="AWS region, e.g. us-east-1; checked against botocore's partition data.")
     account: str | None = Field(None, pattern=r"^\d{12}$")
     model: ModelSettings = ModelSettings()
     gpu_groups: list[GpuGroup] = Field(min_length=1)
@@ -353,6 +376,37 @@ class DeploymentConfig(_Strict):
     autoscaling: AutoscalingSettings = AutoscalingSettings()
     observability: ObservabilitySettings = ObservabilitySettings()
     pipeline: PipelineSettings = PipelineSettings()
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str) -> str:
+        return regions.check_region(value)
+
+    @model_validator(mode="after")
+    def _services_in_region(self) -> DeploymentConfig:
+        """HyperPod needs SageMaker and EKS in the region; observability needs AMP (and Grafana)."""
+        missing = regions.missing_services(self.region, regions.SERVICES_NEEDED)
+        if missing:
+            raise ValueError(
+                f"region: {self.region} has no endpoint for {' or '.join(missing)} "
+                "(botocore endpoint data); choose a region that has them, e.g. us-east-1"
+            )
+        if self.observability.enabled and regions.missing_services(self.region, regions.OBSERVABILITY_SERVICES):
+            raise ValueError(
+                f"observability.enabled: Amazon Managed Service for Prometheus is not available in {self.region} "
+                "(botocore endpoint data); set observability.enabled: false or choose another region"
+            )
+        if (
+            self.observability.enabled
+            and self.observability.grafana
+            and regions.missing_services(self.region, regions.GRAFANA_SERVICES)
+        ):
+            raise ValueError(
+                f"observability.grafana: Amazon Managed Grafana is not available in {self.region} "
+                "(botocore endpoint data); set observability.grafana: false (Prometheus rules and metrics stay) "
+                "or choose another region"
+            )
+        return self
 
     @field_validator("gpu_groups")
     @classmethod

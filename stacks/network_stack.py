@@ -9,17 +9,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from settings.network_plan import PRIVATE_SUBNET_MASK, PUBLIC_SUBNET_MASK
 from settings.schema import NetworkSettings
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 """Subnet tag the AWS Load Balancer Controller uses to place internal load balancers."""
 PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
 """Subnet tag the AWS Load Balancer Controller uses to place internet-facing load balancers."""
-
-PRIVATE_SUBNET_MASK = 19
-"""/19 private subnets: 8k addresses per AZ. VPC CNI gives every pod a VPC IP, and HyperPod GPU
-nodes (e.g. ml.p5.48xlarge) take many ENIs, so private subnets are sized generously."""
-PUBLIC_SUBNET_MASK = 24
 
 
 class NetworkStack(Stack):

@@ -81,13 +81,13 @@ def test_three_group_example_adds_h100() -> None:
         pytest.param(
             lambda d: d["gpu_groups"][0].update(name="g5_big"),
             "gpu_groups.0.name",
-            r"must match HyperPod's InstanceGroupName pattern",
+            r"must be lowercase letters and digits, optionally joined by hyphens",
             id="name-pattern",
         ),
         pytest.param(
             lambda d: d["gpu_groups"][0].update(name="-g5"),
             "gpu_groups.0.name",
-            r"must match HyperPod's InstanceGroupName pattern",
+            r"must be lowercase letters and digits, optionally joined by hyphens",
             id="name-leading-dash",
         ),
         pytest.param(
@@ -124,13 +124,74 @@ def test_three_group_example_adds_h100() -> None:
         pytest.param(
             lambda d: d["gpu_groups"][0].update(instance_typ="ml.g5.2xlarge"),
             "gpu_groups.0.instance_typ",
-            r"unknown field",
+            r"unknown field; did you mean instance_type( or instance_count)?\?",
             id="misspelt-key",
+        ),
+        pytest.param(
+            lambda d: d.update(projet_name="x"),
+            "projet_name",
+            r"unknown field; did you mean project_name\?",
+            id="misspelt-top-level-key",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(cidr="10.0.0.0/16"),
+            "network.cidr",
+            r"unknown field; did you mean vpc_cidr\?",
+            id="misspelt-network-key",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(vpc_cidr="10.42.0.1/16"),
+            "network.vpc_cidr",
+            r"'10\.42\.0\.1/16' has host bits set: the network it belongs to is 10\.42\.0\.0/16; write 10\.42\.0\.0/16",
+            id="cidr-host-bits",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(vpc_cidr="10.42.0.0/33"),
+            "network.vpc_cidr",
+            r"'10\.42\.0\.0/33' is not an IPv4 CIDR block such as 10\.42\.0\.0/16",
+            id="cidr-prefix-33",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(vpc_cidr="10.42.0.0/28"),
+            "network.vpc_cidr",
+            r"10\.42\.0\.0/28 is too small for the subnets the VPC needs: 2 public /24 and 2 private /19 .*"
+            r"use a /17 or larger, e\.g\. 10\.42\.0\.0/17",
+            id="cidr-too-small",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(vpc_cidr="10.0.0.0/8"),
+            "network.vpc_cidr",
+            r"a VPC CIDR block must be between /16 and /28 \(Amazon VPC\), not /8",
+            id="cidr-too-large",
+        ),
+        pytest.param(
+            lambda d: d["network"].update(vpc_cidr="10.42.0.0/17", max_azs=6),
+            "network.vpc_cidr",
+            r"6 public /24 and 6 private /19 .*use a /16 or larger",
+            id="cidr-too-small-for-six-azs",
+        ),
+        pytest.param(
+            lambda d: d.update(region="us-east-9"),
+            "region",
+            r"'us-east-9' is not an AWS region botocore knows; did you mean us-east-2 or us-east-1",
+            id="unknown-region",
+        ),
+        pytest.param(
+            lambda d: d.update(region="ap-southeast-7"),
+            "observability.grafana",
+            r"Amazon Managed Grafana is not available in ap-southeast-7 .*set observability\.grafana: false",
+            id="grafana-not-in-region",
+        ),
+        pytest.param(
+            lambda d: d.update(project_name="Whisper_HP"),
+            "project_name",
+            r"'Whisper_HP' must be 3–32 lowercase letters, digits and hyphens",
+            id="project-name-plain-sentence",
         ),
         pytest.param(
             lambda d: d["cluster"].update(hyperpod_chart={"git_ref": "main"}),
             "cluster.hyperpod_chart.git_ref",
-            r"should match pattern",
+            r"'main' must be a full 40-character git commit hash",
             id="chart-ref-not-pinned",
         ),
     ],
@@ -162,3 +223,64 @@ def test_missing_file_and_broken_yaml_are_config_errors(tmp_path: Path) -> None:
     broken.write_text("gpu_groups: [\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_config(broken)
+
+
+def test_region_without_grafana_is_accepted_with_grafana_off(default_data: dict[str, Any]) -> None:
+    config = parse_config(
+        _mutated(default_data, lambda d: d.update(region="ap-southeast-7", observability={"grafana": False})), "x"
+    )
+    assert config.region == "ap-southeast-7"
+
+
+def test_no_pattern_error_prints_a_regular_expression() -> None:
+    """Every ``Field(pattern=...)`` in the schema has a sentence in ``PATTERN_RULES``."""
+    from pydantic import BaseModel
+
+    from settings.schema import PATTERN_RULES, DeploymentConfig
+
+    patterns: set[str] = set()
+    seen: set[type] = set()
+
+    def walk(model: type[BaseModel]) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        for field in model.model_fields.values():
+            patterns.update(m.pattern for m in field.metadata if getattr(m, "pattern", None))
+            for candidate in (field.annotation, *getattr(field.annotation, "__args__", ())):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    walk(candidate)
+
+    walk(DeploymentConfig)
+    assert patterns, "the walk found no patterns: it is not reading the schema"
+    assert sorted(patterns - set(PATTERN_RULES)) == []
+
+
+def test_yaml_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    broken = tmp_path / "my config.yaml"
+    broken.write_text("project_name: x\ngpu_groups: [\n  - name: g5\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(broken)
+    message = str(raised.value)
+    assert message.startswith(f"deployment config is not valid YAML: {broken}:3:3: expected the node content")
+    assert "<unicode string>" not in message
+
+
+def test_subnet_plan_matches_cdk_for_the_default_vpc() -> None:
+    """``allocate_subnets`` reproduces CDK's NetworkBuilder layout of the synthesized default VPC."""
+    import ipaddress
+
+    from cdk_assembly import CONFIGS, synthesized
+
+    from settings.network_plan import allocate_subnets
+
+    result = synthesized(CONFIGS["default"])
+    assert result.stacks is not None, result.error
+    template = result.template_json(result.stacks.network.artifact_id)
+    cdk_blocks = [
+        r["Properties"]["CidrBlock"] for r in template["Resources"].values() if r["Type"] == "AWS::EC2::Subnet"
+    ]
+    planned = allocate_subnets(ipaddress.IPv4Network(result.config.network.vpc_cidr), 2)
+    assert planned is not None
+    assert sorted(cdk_blocks) == sorted(str(n) for n in planned)
+    assert sorted(cdk_blocks) == ["10.42.0.0/24", "10.42.1.0/24", "10.42.32.0/19", "10.42.64.0/19"]

@@ -65,3 +65,54 @@ def test_summary_lists_templates_and_instance_groups(synth_script, capsys) -> No
     assert "HyperPod instance groups (3):" in out
     for group in result.config.gpu_groups:
         assert f"{group.name:<12} {group.instance_type:<18} {group.gpu.name:<24} {group.arch:<6}" in out
+
+
+@pytest.fixture()
+def last_good(tmp_path: Path) -> Path:
+    """An output directory holding a previous run's assembly (a marker file stands in for it)."""
+    outdir = tmp_path / "cdk.out"
+    outdir.mkdir()
+    (outdir / "manifest.json").write_text('{"previous": true}', encoding="utf-8")
+    return outdir
+
+
+def test_invalid_config_leaves_the_last_assembly(synth_script, typo_config: Path, last_good: Path) -> None:
+    assert synth_script.main(["--config", str(typo_config), "--outdir", str(last_good)]) == 2
+    assert (last_good / "manifest.json").read_text(encoding="utf-8") == '{"previous": true}'
+
+
+def test_cdk_failure_leaves_the_last_assembly_and_no_traceback(
+    synth_script, last_good: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """CDK raising before it writes an assembly (what a jsii error does) → exit 1, one line, nothing deleted."""
+
+    def failing_synthesize(config, outdir, config_path):
+        raise RuntimeError("Error: 1 of /19 exceeds remaining space of 10.42.0.0/18\n    at NetworkBuilder.addSubnets")
+
+    monkeypatch.setattr(synth_script, "synthesize", failing_synthesize)
+    assert synth_script.main(["--config", str(CONFIGS["default"]), "--outdir", str(last_good)]) == 1
+    err = capsys.readouterr().err
+    assert f"synthesis of {CONFIGS['default']} failed: Error: 1 of /19 exceeds remaining space" in err
+    assert "NetworkBuilder.addSubnets" not in err and "Traceback" not in err
+    assert (last_good / "manifest.json").read_text(encoding="utf-8") == '{"previous": true}'
+    assert sorted(p.name for p in last_good.parent.iterdir()) == ["cdk.out"]  # staging directory removed
+
+
+@pytest.mark.slow
+def test_passing_run_replaces_the_assembly_and_names_the_config(
+    synth_script, last_good: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The real gates over the real default assembly (copied in place of a fresh synthesis)."""
+    import shutil
+
+    source = synthesized(CONFIGS["default"]).outdir
+    monkeypatch.setattr(
+        synth_script, "synthesize", lambda config, outdir, path: shutil.copytree(source, outdir, dirs_exist_ok=True)
+    )
+    monkeypatch.setattr(synth_script, "EXTRA_OUTPUTS", [])
+    assert synth_script.main(["--config", str(CONFIGS["default"]), "--outdir", str(last_good)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Config: {CONFIGS['default']} (project whisper-hyperpod, region us-east-1)")
+    assert "PASS" in out and str(last_good / "WhisperHyperpodNetwork.template.json") in out
+    assert json.loads((last_good / "manifest.json").read_text(encoding="utf-8")) != {"previous": True}
+    assert sorted(p.name for p in last_good.parent.iterdir()) == ["cdk.out"]

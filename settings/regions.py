@@ -1,0 +1,63 @@
+"""Which AWS regions exist and which of them offer the services a deployment needs.
+
+Source: the partition and endpoint data bundled with botocore (``botocore/data/endpoints.json``),
+read offline (no AWS call, no credentials). botocore knows where a *service* has an endpoint; it does
+not know where a particular SageMaker instance type is offered, so instance-type availability per
+region is left to the service quota request (docs/deploy.md, "Prerequisites").
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+SERVICES_NEEDED = {
+    "sagemaker": "SageMaker (HyperPod)",
+    "eks": "Amazon EKS",
+}
+"""botocore service name → what the deployment uses it for; every deployment needs these."""
+OBSERVABILITY_SERVICES = {"amp": "Amazon Managed Service for Prometheus"}
+"""Needed when ``observability.enabled``."""
+GRAFANA_SERVICES = {"grafana": "Amazon Managed Grafana"}
+"""Needed when ``observability.grafana``."""
+
+
+@functools.lru_cache(maxsize=1)
+def known_regions() -> frozenset[str]:
+    """Every region of every partition botocore knows (``aws``, ``aws-cn``, ``aws-us-gov``, …)."""
+    from botocore.loaders import create_loader
+
+    endpoints = create_loader().load_data("endpoints")
+    return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
+
+
+@functools.cache
+def service_regions(service: str) -> frozenset[str]:
+    """Regions, over all partitions, where botocore has an endpoint for ``service`` (e.g. ``"eks"``)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions(service, partition_name=partition)
+    )
+
+
+def check_region(region: str) -> str:
+    """Raise unless ``region`` is a region botocore knows.
+
+    Raises:
+        ValueError: naming up to three close region names ("did you mean").
+    """
+    regions = known_regions()
+    if region not in regions:
+        close = difflib.get_close_matches(region, sorted(regions), n=3, cutoff=0.75)
+        hint = f"; did you mean {' or '.join(close)}?" if close else " (e.g. us-east-1)"
+        raise ValueError(f"'{region}' is not an AWS region botocore knows{hint}")
+    return region
+
+
+def missing_services(region: str, services: dict[str, str]) -> list[str]:
+    """Descriptions of the ``services`` (botocore name → description) with no endpoint in ``region``."""
+    return [description for service, description in services.items() if region not in service_regions(service)]
