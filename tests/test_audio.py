@@ -20,6 +20,8 @@ from whisper_build.serving.audio import (
     decode_audio,
     decode_base64,
     is_silent,
+    iter_windows,
+    open_audio,
     split_windows,
 )
 
@@ -149,6 +151,61 @@ def test_duration_limit_names_the_limit() -> None:
     assert info.value.limit_seconds == 2
 
 
+@pytest.mark.parametrize(
+    ("fmt", "rate"),
+    [("wav_s16", 16000), ("flac", 44100), ("ogg_opus", 48000), ("m4a_aac", 44100), ("mp3", 22050)],
+)
+def test_over_long_audio_is_refused_from_the_header_before_decoding(fmt: str, rate: int) -> None:
+    data = samples.encode(samples.tone(5.0, rate), rate, fmt)
+    with open_audio(data, max_seconds=6) as stream:
+        assert stream.declared_seconds == pytest.approx(5.0, abs=0.1)
+    with pytest.raises(AudioTooLongError, match=r"is 5\.\d s long by its header, over the limit of 4 s: split it"):
+        open_audio(data, max_seconds=4)
+
+
+def _flac_without_total_samples(data: bytes) -> bytes:
+    """Zero STREAMINFO's 36-bit total-samples field: "unknown" (RFC 9639 §8.2), as streaming encoders write."""
+    out = bytearray(data)
+    assert out[:4] == b"fLaC" and out[4] & 0x7F == 0  # first metadata block is STREAMINFO
+    out[8 + 13] &= 0xF0
+    out[8 + 14 : 8 + 18] = b"\0\0\0\0"
+    return bytes(out)
+
+
+def test_audio_without_a_declared_duration_stops_decoding_at_the_limit() -> None:
+    data = _flac_without_total_samples(samples.encode(samples.tone(5.0, 16000), 16000, "flac"))
+    stream = open_audio(data, max_seconds=2)
+    assert stream.declared_seconds is None
+    decoded = 0
+    with stream, pytest.raises(AudioTooLongError, match="longer than 2 s, over the limit of 2 s"):
+        for chunk in stream.chunks():
+            decoded += len(chunk)
+    assert 2 * SAMPLE_RATE <= decoded < 2.5 * SAMPLE_RATE  # stopped within a frame of the limit
+    assert decode_audio(data).duration == pytest.approx(5.0)
+
+
+@pytest.mark.slow
+def test_truncated_three_hour_flac_is_refused_by_its_header() -> None:
+    # The issue's case: a small FLAC of 3 h of silence was refused only after ~7 s of decoding.
+    buffer = io.BytesIO()
+    block = np.zeros(8000 * 60, dtype=np.float32)
+    with soundfile.SoundFile(buffer, "w", 8000, 1, format="FLAC", subtype="PCM_16") as out:
+        for _ in range(180):
+            out.write(block)
+    head = buffer.getvalue()[:65536]  # only the start of the upload is even needed
+    with pytest.raises(AudioTooLongError, match="10800.0 s long by its header"):
+        open_audio(head, max_seconds=7200)
+
+
+def test_stream_closed_from_another_thread_stops_after_the_current_frame() -> None:
+    stream = open_audio(samples.encode(samples.tone(20.0, 16000), 16000, "flac"))
+    chunks = stream.chunks()
+    first = next(chunks)
+    stream.close()
+    assert len(first) > 0 and list(chunks) == []
+    stream.close()  # idempotent
+
+
 def _bursts(total_s: float, gaps: list[tuple[float, float]]) -> np.ndarray:
     """Noise everywhere except the given (start, end) gaps, which are silent."""
     rng = np.random.default_rng(0)
@@ -162,7 +219,7 @@ def test_windows_tile_input_and_cut_in_silence() -> None:
     x = _bursts(70.0, [(27.0, 27.6), (54.0, 54.5)])
     windows = split_windows(x, window_seconds=30.0, search_seconds=5.0)
     assert [w.start for w in windows][0] == 0 and windows[-1].end == len(x)
-    assert all(a.end == b.start for a, b in zip(windows, windows[1:]))
+    assert all(a.end == b.start for a, b in zip(windows, windows[1:], strict=False))
     assert all(w.end - w.start <= 30 * SAMPLE_RATE for w in windows)
     assert len(windows) == 3
     assert 27.0 <= windows[0].end_s <= 27.6
@@ -178,6 +235,37 @@ def test_windows_without_silence_cut_at_limit_region_and_short_audio_is_one_wind
     assert split_windows(np.zeros(0, dtype=np.float32)) == []
     with pytest.raises(ValueError, match="search_seconds"):
         split_windows(x, 30.0, 30.0)
+
+
+def _speechlike(seconds: int, rng: np.random.Generator) -> np.ndarray:
+    """Tone bursts of random length separated by random pauses, float32 ``[seconds * 16000]``."""
+    x = np.zeros(seconds * SAMPLE_RATE, dtype=np.float32)
+    at = 0
+    while at < len(x):
+        burst = int(rng.uniform(0.5, 9.0) * SAMPLE_RATE)
+        x[at : at + burst] = samples.tone(burst / SAMPLE_RATE, SAMPLE_RATE, amplitude=0.3)[: len(x) - at]
+        at += burst + int(rng.uniform(0.1, 1.5) * SAMPLE_RATE)
+    return x
+
+
+@pytest.mark.parametrize("chunking", ["one", "frames", "random"])
+def test_streamed_windows_are_the_same_whatever_the_chunking(chunking: str) -> None:
+    rng = np.random.default_rng(7)
+    x = _speechlike(200, rng)
+    if chunking == "one":
+        bounds = [0, len(x)]
+    elif chunking == "frames":
+        bounds = list(range(0, len(x), 4096)) + [len(x)]
+    else:
+        bounds = sorted({0, len(x), *rng.integers(0, len(x), 3000).tolist()})
+    chunks = (x[a:b] for a, b in zip(bounds, bounds[1:], strict=False))
+    streamed = list(iter_windows(chunks, 30.0, 5.0))
+    whole = split_windows(x, 30.0, 5.0)
+    assert [w for w, _ in streamed] == whole
+    assert len(whole) >= 7 and whole[0].start == 0 and whole[-1].end == len(x)
+    assert all(w.end - w.start <= 30 * SAMPLE_RATE for w in whole)
+    for window, part in streamed:  # each window carries its own samples at its true offset
+        np.testing.assert_array_equal(part, x[window.start : window.end])
 
 
 def test_is_silent() -> None:

@@ -2,14 +2,16 @@
 
 Public surface:
 - :func:`decode_base64` — base64 text (optionally a ``data:audio/...;base64,`` URI) -> bytes.
-- :func:`decode_audio` — container bytes (WAV/FLAC/OGG/Opus/MP3/M4A...) -> :class:`Audio`.
-- :func:`split_windows` — long audio -> ≤ 30 s :class:`Window` s cut at quiet points.
+- :func:`open_audio` — container bytes (WAV/FLAC/OGG/Opus/MP3/M4A...) -> :class:`AudioStream`: the
+  header's duration checked at once, then 16 kHz chunks decoded on demand (memory flat in length).
+- :func:`iter_windows` — a stream of chunks -> ≤ 30 s :class:`Window` s cut at quiet points, as it flows.
+- :func:`decode_audio` / :func:`split_windows` — the same for a whole clip held in memory.
 - :func:`is_silent` — does a window hold no signal worth transcribing.
 - :class:`AudioError` and its subclasses name what the caller must fix.
 """
 
 from whisper_build.serving.audio.b64 import decode_base64
-from whisper_build.serving.audio.decode import SAMPLE_RATE, Audio, decode_audio
+from whisper_build.serving.audio.decode import SAMPLE_RATE, Audio, AudioStream, decode_audio, open_audio
 from whisper_build.serving.audio.errors import (
     AudioError,
     AudioTooLongError,
@@ -17,11 +19,12 @@ from whisper_build.serving.audio.errors import (
     InvalidBase64Error,
     NotAudioError,
 )
-from whisper_build.serving.audio.windows import Window, is_silent, split_windows
+from whisper_build.serving.audio.windows import Window, is_silent, iter_windows, split_windows
 
 __all__ = [
     "SAMPLE_RATE",
     "Audio",
+    "AudioStream",
     "AudioError",
     "AudioTooLongError",
     "EmptyAudioError",
@@ -31,5 +34,7 @@ __all__ = [
     "decode_audio",
     "decode_base64",
     "is_silent",
+    "iter_windows",
+    "open_audio",
     "split_windows",
 ]

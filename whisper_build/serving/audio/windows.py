@@ -1,4 +1,4 @@
-"""Split long audio into ≤ 30 s windows, cutting at the quietest point near each boundary.
+"""Split long audio into ≤ 30 s windows as it streams in, cutting at the quietest point near each boundary.
 
 Whisper's encoder sees at most 30 s (``N_SAMPLES = 480000`` at 16 kHz, openai/whisper audio.py);
 longer audio must be cut. Cutting mid-word loses or garbles that word, so each cut is placed at
@@ -8,6 +8,7 @@ PR #19597, which cuts at the lowest-energy point of the last second of each chun
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,16 +60,71 @@ def _quietest_cut(samples: np.ndarray, lo: int, hi: int) -> int:
     return lo + best * _HOP + (k - 1) * _HOP // 2 + _FRAME // 2
 
 
+def iter_windows(
+    chunks: Iterable[np.ndarray],
+    window_seconds: float = WINDOW_SECONDS,
+    search_seconds: float = 5.0,
+) -> Iterator[tuple[Window, np.ndarray]]:
+    """Cut a stream of 16 kHz mono chunks into consecutive, non-overlapping windows as it flows.
+
+    Every window is at most ``window_seconds`` long; when more audio follows, each cut is placed
+    at the quietest point of the last ``search_seconds`` of the window. The windows tile the
+    input exactly (no sample is lost or repeated), and the cuts are the same whatever the chunk
+    sizes. At most one window plus one chunk is buffered, so memory does not grow with the
+    stream's length.
+
+    Args:
+        chunks: float32 ``[n_i]`` arrays at 16 kHz, in order (e.g. :meth:`AudioStream.chunks`).
+        window_seconds: maximum window length in seconds (> 0, Whisper: 30).
+        search_seconds: how far back from the limit a cut may move (0 ≤ x < window_seconds).
+
+    Yields:
+        ``(window, samples)``: the window's absolute sample range in the stream (its start offset
+        is the true start time of its text) and its samples, float32 ``[window.end - window.start]``
+        (a view; copy it to keep it beyond the next window).
+
+    Raises:
+        ValueError: invalid ``window_seconds`` / ``search_seconds``.
+    """
+    if window_seconds <= 0:
+        raise ValueError(f"window_seconds must be > 0, got {window_seconds}")
+    if not 0 <= search_seconds < window_seconds:
+        raise ValueError(f"search_seconds must be in [0, window_seconds), got {search_seconds}")
+    limit = int(window_seconds * SAMPLE_RATE)
+    search = int(search_seconds * SAMPLE_RATE)
+    offset = 0  # stream index of buffer[0]
+    buffer = np.zeros(0, dtype=np.float32)
+    pending: list[np.ndarray] = []
+    pending_n = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        pending_n += len(chunk)
+        if len(buffer) + pending_n <= limit:
+            continue  # not yet a full window: keep the chunks, copy nothing
+        buffer = np.concatenate([buffer, *pending])
+        pending, pending_n = [], 0
+        start = 0
+        while len(buffer) - start > limit:
+            hi = start + limit
+            lo = hi - search
+            cut = _quietest_cut(buffer, lo, hi) if search >= _FRAME else hi
+            cut = min(max(cut, lo + 1), hi)
+            yield Window(offset + start, offset + cut), buffer[start:cut]
+            start = cut
+        offset += start
+        buffer = buffer[start:].copy()  # ≤ one window: release the concatenation
+    if pending:
+        buffer = np.concatenate([buffer, *pending])
+    if len(buffer):
+        yield Window(offset, offset + len(buffer)), buffer
+
+
 def split_windows(
     samples: np.ndarray,
     window_seconds: float = WINDOW_SECONDS,
     search_seconds: float = 5.0,
 ) -> list[Window]:
-    """Cover ``samples`` (16 kHz mono) with consecutive, non-overlapping windows.
-
-    Every window is at most ``window_seconds`` long; when the audio is longer, each cut is
-    placed at the quietest point of the last ``search_seconds`` of the window. The windows
-    tile the input exactly (no sample is lost or repeated).
+    """Cover ``samples`` (16 kHz mono, all in memory) with windows; see :func:`iter_windows`.
 
     Args:
         samples: shape ``[n]``, 16 kHz.
@@ -80,25 +136,7 @@ def split_windows(
     Raises:
         ValueError: invalid ``window_seconds`` / ``search_seconds``.
     """
-    if window_seconds <= 0:
-        raise ValueError(f"window_seconds must be > 0, got {window_seconds}")
-    if not 0 <= search_seconds < window_seconds:
-        raise ValueError(f"search_seconds must be in [0, window_seconds), got {search_seconds}")
-    n = len(samples)
-    limit = int(window_seconds * SAMPLE_RATE)
-    search = int(search_seconds * SAMPLE_RATE)
-    windows: list[Window] = []
-    start = 0
-    while n - start > limit:
-        hi = start + limit
-        lo = hi - search
-        cut = _quietest_cut(samples, lo, hi) if search >= _FRAME else hi
-        cut = min(max(cut, lo + 1), hi)
-        windows.append(Window(start, cut))
-        start = cut
-    if start < n:
-        windows.append(Window(start, n))
-    return windows
+    return [window for window, _ in iter_windows([samples], window_seconds, search_seconds)]
 
 
 def is_silent(samples: np.ndarray, threshold_rms: float = 1e-3) -> bool:
