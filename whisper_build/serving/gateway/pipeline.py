@@ -1,0 +1,141 @@
+"""What the gateway's routers share: settings, admission, metrics and the transcriber.
+
+One :class:`Pipeline` lives on ``app.state.pipeline``; routers receive it through the FastAPI
+dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every transcription, so
+admission, the request timeout, in-flight and audio-seconds metrics and the error mapping are
+the same for every API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from whisper_build.serving.audio import AudioError, AudioTooLongError
+from whisper_build.serving.gateway.admission import AdmissionController, Rejected
+from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
+from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.metrics import GatewayMetrics
+from whisper_build.serving.gateway.service import Transcriber, Transcription
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.prompt import DecodePrompt, parse_prompt
+
+
+class Pipeline:
+    """Admission + timeout + metrics around a :class:`Transcriber`.
+
+    Args:
+        settings: gateway settings.
+        metrics: the app's Prometheus metrics.
+        admission: the app's admission controller.
+
+    The transcriber is attached at startup (``transcriber``), once the backend exists.
+    """
+
+    def __init__(self, settings: GatewaySettings, metrics: GatewayMetrics, admission: AdmissionController) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.admission = admission
+        self._transcriber: Transcriber | None = None
+
+    @property
+    def transcriber(self) -> Transcriber:
+        """The transcriber; RuntimeError before the app's startup attached it."""
+        if self._transcriber is None:
+            raise RuntimeError("the gateway pipeline is used before startup attached its transcriber")
+        return self._transcriber
+
+    @transcriber.setter
+    def transcriber(self, value: Transcriber) -> None:
+        self._transcriber = value
+
+    def retry_headers(self) -> dict[str, str]:
+        """``Retry-After`` header for 429/503 answers."""
+        return {"Retry-After": str(self.settings.retry_after_seconds)}
+
+    def to_api_error(self, exc: Exception) -> ApiError:
+        """Map pipeline errors to HTTP answers (docs/gateway.md "Errors"); re-raises anything else."""
+        settings = self.settings
+        if isinstance(exc, AudioTooLongError):
+            return ApiError(
+                413,
+                ErrorCode.AUDIO_TOO_LONG,
+                f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
+            )
+        if isinstance(exc, AudioError):
+            return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc))
+        if isinstance(exc, Rejected):
+            status = 429 if exc.reason == "queue_full" else 503
+            code = ErrorCode.OVERLOADED if status == 429 else ErrorCode.UNAVAILABLE
+            return ApiError(status, code, str(exc), self.retry_headers())
+        if isinstance(exc, BackendTimeout | TimeoutError):
+            return ApiError(
+                504,
+                ErrorCode.TIMEOUT,
+                f"transcription took longer than {settings.request_timeout_seconds:g} s "
+                "(WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS); send shorter audio or retry",
+            )
+        if isinstance(exc, BackendUnavailable):
+            return ApiError(503, ErrorCode.UNAVAILABLE, str(exc), self.retry_headers())
+        if isinstance(exc, BackendError):
+            return ApiError(502, ErrorCode.BACKEND_ERROR, str(exc))
+        raise exc
+
+    async def run(
+        self,
+        route: str,
+        read_audio: Callable[[], Awaitable[bytes]],
+        prompt: DecodePrompt,
+        penalty: float,
+    ) -> Transcription:
+        """Admit, read + transcribe within the timeout, count metrics.
+
+        Args:
+            route: route label for ``whisper_gateway_audio_seconds_total``.
+            read_audio: reads the audio container bytes (inside admission and the timeout).
+            prompt: decoder prompt.
+            penalty: repetition penalty (1.0 = none).
+
+        Raises:
+            ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
+        """
+        # In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
+        # autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated.
+        self.metrics.inflight.inc()
+        try:
+            async with self.admission.admit():
+                async with asyncio.timeout(self.settings.request_timeout_seconds):
+                    data = await read_audio()
+                    result = await self.transcriber.transcribe(data, prompt, penalty)
+        except (AudioError, Rejected, BackendError, TimeoutError) as exc:
+            raise self.to_api_error(exc) from exc
+        finally:
+            self.metrics.inflight.dec()
+        self.metrics.audio_seconds.labels(route=route).inc(result.duration)
+        return result
+
+
+def get_pipeline(request: Request) -> Pipeline:
+    """FastAPI dependency: the app's :class:`Pipeline`."""
+    pipeline: Pipeline = request.app.state.pipeline
+    return pipeline
+
+
+PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
+"""Route parameter type that injects the app's :class:`Pipeline`."""
+
+
+def bad_request(message: str, code: ErrorCode = ErrorCode.INVALID_FIELD) -> ApiError:
+    """400 :class:`ApiError` with ``message``."""
+    return ApiError(400, code, message)
+
+
+def parse_prompt_or_400(prompt: str | None, language: str | None) -> DecodePrompt:
+    """:func:`whisper_build.serving.prompt.parse_prompt`, its ValueError as a 400 ApiError."""
+    try:
+        return parse_prompt(prompt or "", language)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from exc

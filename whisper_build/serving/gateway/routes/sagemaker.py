@@ -1,0 +1,101 @@
+"""SageMaker-style API: ``POST /invocations`` (JSON, base64 audio) and ``GET /ping``.
+
+Request/response contract: docs/gateway.md; errors keep the ``{"code", "message"}`` shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from whisper_build.serving.audio import decode_base64
+from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
+
+INVOCATIONS = "/invocations"
+PING = "/ping"
+PING_TIMEOUT_S = 2.0
+
+router = APIRouter()
+
+
+class InvocationRequest(BaseModel):
+    """``POST /invocations`` body. Unknown fields are ignored (older clients send extras)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    audio_data: StrictStr = Field(description="audio file bytes, base64 (data URI prefix allowed)")
+    whisper_prompt: StrictStr | None = Field("", description="context text or special-token prompt")
+    repetition_penalty: float = Field(1.0, gt=0, le=10, allow_inf_nan=False)
+    language: StrictStr | None = None
+
+
+def _field_errors(exc: ValidationError) -> str:
+    """``field: problem; ...`` for a pydantic error (e.g. ``language: Input should be a valid string``)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+
+
+async def _parse_body(request: Request) -> InvocationRequest:
+    """The JSON body as :class:`InvocationRequest`; 400 :class:`ApiError` saying what to fix."""
+    body = await request.body()
+    if not body:
+        raise bad_request("request body is empty: send a JSON object with audio_data", ErrorCode.INVALID_JSON)
+    try:
+        payload = await asyncio.to_thread(json.loads, body)
+    except (ValueError, RecursionError) as exc:
+        raise bad_request(
+            f"request body is not valid JSON ({exc}); send "
+            '{"audio_data": "<base64 audio>"} with Content-Type: application/json',
+            ErrorCode.INVALID_JSON,
+        ) from None
+    if not isinstance(payload, dict):
+        raise bad_request(
+            f"request body must be a JSON object, got {type(payload).__name__}; send "
+            '{"audio_data": "<base64 audio>"}',
+            ErrorCode.INVALID_REQUEST,
+        )
+    try:
+        return InvocationRequest.model_validate(payload)
+    except ValidationError as exc:
+        raise bad_request(f"invalid request: {_field_errors(exc)}") from None
+
+
+@router.post(INVOCATIONS)
+async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
+    """SageMaker-style JSON transcription (see docs/gateway.md)."""
+    req = await _parse_body(request)
+    prompt = parse_prompt_or_400(req.whisper_prompt, req.language)
+
+    async def audio_bytes() -> bytes:
+        return await asyncio.to_thread(decode_base64, req.audio_data)
+
+    result = await pipeline.run(INVOCATIONS, audio_bytes, prompt, req.repetition_penalty)
+    return JSONResponse(
+        {
+            "code": 0,
+            "message": "Success",
+            "transcribe_text": result.text,
+            "duration": round(result.duration, 3),
+            "language": result.language,
+        }
+    )
+
+
+@router.get(PING)
+async def ping(pipeline: PipelineDep) -> JSONResponse:
+    """200 when Triton is live and the model ready; 503 otherwise or while draining."""
+    settings = pipeline.settings
+    if pipeline.admission.draining:
+        raise ApiError(503, ErrorCode.UNAVAILABLE, "the server is shutting down", pipeline.retry_headers())
+    if not await pipeline.transcriber.backend.ready(PING_TIMEOUT_S):
+        raise ApiError(
+            503,
+            ErrorCode.UNAVAILABLE,
+            f"model {settings.model_name!r} at {settings.triton_url} is not ready",
+            pipeline.retry_headers(),
+        )
+    return JSONResponse({"status": "ok"})
