@@ -7,6 +7,9 @@ CONFIG ?= config/default.yaml
 FILE ?=
 AUDIO ?=
 TARGETS ?=
+CONCURRENCY ?= 1,2,4,8,16,32
+DURATION ?= 20
+BENCH_AUDIO ?= bench-audio
 
 .DEFAULT_GOAL := help
 
@@ -42,16 +45,20 @@ test: install system-deps ## run the whole test suite (unit + integration with r
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops)
 	$(PY) -m whisper_build.workstation.local_triton --gateway
 
-transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE=x.wav)
-	@test -n "$(FILE)" || { echo "usage: make transcribe FILE=path/to/audio.wav"; exit 2; }
-	$(PY) -m whisper_build.workstation.cli $(FILE)
+transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav")
+	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }
+	$(PY) -m whisper_build.workstation.cli "$(FILE)"
 
 publish-hyperpod-chart: install ## package the pinned HyperPod dependency chart and push it to ECR (AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh $(CONFIG)
 
-bench: install ## load-test running servers: make bench AUDIO=file-or-folder TARGETS="--target gw=http://127.0.0.1:8080"
-	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=path TARGETS="--target NAME=URL ..."'; exit 2; }
-	$(PY) -m benchmarks.bench --audio $(AUDIO) $(TARGETS) --out bench-results
+bench: install ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
+	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=file-or-folder TARGETS="--target NAME=URL ..." [CONCURRENCY=1,2,4] [DURATION=seconds] (make bench-audio writes speech files)'; exit 2; }
+	@test -n "$(TARGETS)" || { echo 'usage: make bench AUDIO=$(AUDIO) TARGETS="--target gw=http://127.0.0.1:8080" (the running gateway; see docs/benchmarks.md)'; exit 2; }
+	$(PY) -m benchmarks.bench --audio "$(AUDIO)" $(TARGETS) --concurrency "$(CONCURRENCY)" --duration "$(DURATION)" --out bench-results
+
+bench-audio: install ## write sample speech files (espeak-ng + sox) into BENCH_AUDIO (default bench-audio/) for make bench
+	$(PY) -m benchmarks.speech --out "$(BENCH_AUDIO)"
 
 bench-report: install system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
 	$(PY) benchmarks/reference.py --out docs/benchmarks
@@ -59,4 +66,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench bench-report bench-synth
+.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench bench-audio bench-report bench-synth

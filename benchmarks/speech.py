@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -103,3 +104,33 @@ def long_recording(path: Path, seconds: float = 600.0, pause_ms: int = 900) -> P
     subprocess.run(["sox", str(path), str(trimmed), "trim", "0", f"{seconds}"], check=True, capture_output=True)
     trimmed.replace(path)
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.speech --out DIR``: write sample speech files for the bench tool; exit status."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.speech",
+        description="Write sample English speech (espeak-ng + sox, 16 kHz mono WAV) for `make bench`.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-audio"), help="folder (default bench-audio)")
+    parser.add_argument("--count", type=int, default=8, help="short utterances, about 6-10 s each (default 8)")
+    parser.add_argument(
+        "--long-seconds", type=float, default=0.0, help="also write long.wav of this many seconds (default none)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        written = utterances(args.out, args.count)
+        if args.long_seconds > 0:
+            written.append(long_recording(args.out / "long.wav", args.long_seconds))
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    total = sum(soundfile.info(str(p)).duration for p in written)
+    print(f"wrote {len(written)} files ({total:.0f} s of speech) to {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

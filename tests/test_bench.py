@@ -115,7 +115,7 @@ def audio_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _run(tmp_path: Path, audio: Path, targets: list[str], *extra: str) -> dict:
+def _run(tmp_path: Path, audio: Path, targets: list[str], *extra: str, expect: int = 0) -> dict:
     argv = [
         "--audio",
         str(audio),
@@ -130,7 +130,7 @@ def _run(tmp_path: Path, audio: Path, targets: list[str], *extra: str) -> dict:
     ]
     for target in targets:
         argv += ["--target", target]
-    assert main([*argv, *extra]) == 0
+    assert main([*argv, *extra]) == expect
     return json.loads((tmp_path / "bench.json").read_text())
 
 
@@ -148,7 +148,7 @@ def test_counts_ok_errors_and_timeouts_and_writes_reports(tmp_path: Path, audio_
             tmp_path, audio_file,
             [f"good={good}", f"openai={good}/v1/audio/transcriptions", f"bad={bad}", f"hung=http://127.0.0.1:{hung}"],
             "--concurrency", "1,2", "--requests", "4", "--timeout", "0.5",
-            "--triton-metrics", f"good={good}/metrics",
+            "--triton-metrics", f"good={good}/metrics", expect=1,
         )  # fmt: skip
 
     duration = float(soundfile.info(audio_file).duration)
@@ -172,16 +172,72 @@ def test_counts_ok_errors_and_timeouts_and_writes_reports(tmp_path: Path, audio_
 
 
 @pytest.mark.integration
-def test_refused_connections_and_grpc_silence_are_counted(tmp_path: Path, audio_file: Path) -> None:
+def test_closed_port_fails_before_the_sweep(
+    tmp_path: Path, audio_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead server: exit 3 at once, naming the target and address; nothing is written."""
+    port = closed_port()
+    with http_server(lambda n, path: ok_answer(path)) as good:
+        code = main([
+            "--audio", str(audio_file), "--out", str(tmp_path / "out"), "--quiet", "--duration", "60",
+            "--target", f"good={good}", "--target", f"dead=http://127.0.0.1:{port}",
+            "--target", f"deadgrpc=grpc://127.0.0.1:{port}",
+        ])  # fmt: skip
+    assert code == 3
+    err = capsys.readouterr().err
+    assert f"target dead: cannot connect to 127.0.0.1:{port} (Connection refused)" in err
+    assert f"target deadgrpc: cannot connect to 127.0.0.1:{port}" in err
+    assert "target good" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.integration
+def test_grpc_silence_is_counted_and_fails_the_run(tmp_path: Path, audio_file: Path) -> None:
     with silent_server() as hung:
         report = _run(
-            tmp_path, audio_file,
-            [f"refused=http://127.0.0.1:{closed_port()}", f"grpc=grpc://127.0.0.1:{hung}"],
-            "--concurrency", "2", "--requests", "2", "--timeout", "0.5", "--quiet",
+            tmp_path, audio_file, [f"grpc=grpc://127.0.0.1:{hung}"],
+            "--concurrency", "2", "--requests", "2", "--timeout", "0.5", "--quiet", expect=1,
         )  # fmt: skip
-    assert _levels(report, "refused")[2]["errors"] == {"connection_error": 2}
     grpc_errors = _levels(report, "grpc")[2]["errors"]
     assert sum(grpc_errors.values()) == 2 and set(grpc_errors) <= {"timeout", "unavailable"}
+
+
+@pytest.mark.integration
+def test_error_rate_threshold(tmp_path: Path, audio_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every third request answers 503: 33% errors pass the default 0.5 and fail --max-error-rate 0.2."""
+
+    def shedding(n: int, path: str) -> tuple[int, dict]:
+        return (503, {"error": "busy"}) if n % 3 == 2 else ok_answer(path)
+
+    with http_server(shedding) as server:
+        argv = ["--concurrency", "1", "--requests", "6", "--quiet"]
+        report = _run(tmp_path / "a", audio_file, [f"gw={server}"], *argv)
+        assert _levels(report, "gw")[1]["ok"] == 4
+        capsys.readouterr()
+        _run(tmp_path / "b", audio_file, [f"gw={server}"], *argv, "--max-error-rate", "0.2", expect=1)
+    assert "FAILED gw concurrency 1: 33% of 6 requests failed (> --max-error-rate 0.2; http_503=2)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_skipped_folder_entries_are_reported_and_recorded(
+    tmp_path: Path, audio_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "audio"
+    folder.mkdir()
+    (folder / "speech.wav").write_bytes(audio_file.read_bytes())
+    (folder / "notes.txt").write_text("not audio")
+    (folder / "broken.wav").write_bytes(b"RIFF nonsense")
+    with http_server(lambda n, path: ok_answer(path)) as server:
+        report = _run(tmp_path, folder, [f"gw={server}"], "--concurrency", "1", "--requests", "1", "--quiet")
+    err = capsys.readouterr().err
+    assert f"skipped {folder / 'notes.txt'}: not an audio file name" in err
+    assert f"skipped {folder / 'broken.wav'}: " in err
+    assert [f["path"] for f in report["meta"]["audio_files"]] == [str(folder / "speech.wav")]
+    assert {s["path"] for s in report["meta"]["skipped_inputs"]} == {
+        str(folder / "notes.txt"),
+        str(folder / "broken.wav"),
+    }
 
 
 @pytest.mark.integration
@@ -190,7 +246,7 @@ def test_overall_deadline_stops_a_hung_level(tmp_path: Path, audio_file: Path) -
     with silent_server() as hung:
         report = _run(
             tmp_path, audio_file, [f"hung=http://127.0.0.1:{hung}"],
-            "--concurrency", "3,8", "--requests", "100", "--timeout", "600", "--deadline", "1", "--quiet",
+            "--concurrency", "3,8", "--requests", "100", "--timeout", "600", "--deadline", "1", "--quiet", expect=1,
         )  # fmt: skip
     levels = _levels(report, "hung")
     assert list(levels) == [3]  # the second level was never started

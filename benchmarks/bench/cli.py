@@ -1,8 +1,8 @@
 """``python -m benchmarks.bench``: latency, RTF and throughput of Whisper serving vs concurrency.
 
-Example::
+Example (``make bench-audio`` writes speech files to ``bench-audio/``)::
 
-    python -m benchmarks.bench --audio samples/ \\
+    .venv/bin/python -m benchmarks.bench --audio bench-audio/ \\
         --target gateway=http://127.0.0.1:8080 --target triton=grpc://127.0.0.1:8001 \\
         --triton-metrics http://127.0.0.1:8002/metrics --concurrency 1,2,4,8,16,32 \\
         --duration 20 --out results/
@@ -22,11 +22,18 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from benchmarks.bench.audio import BenchInputError, load_samples
+from benchmarks.bench.audio import BenchInputError, Inputs, load_inputs
 from benchmarks.bench.report import write_all
 from benchmarks.bench.runner import LevelPlan, sweep
 from benchmarks.bench.stats import OK, LevelResult, Outcome
-from benchmarks.bench.targets import TargetSpec, open_target, parse_target
+from benchmarks.bench.targets import TargetSpec, open_target, parse_target, unreachable
+
+EXIT_OK = 0
+EXIT_LEVEL_FAILED = 1
+"""A level had no successful request, or more errors than ``--max-error-rate`` (reports are written)."""
+EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 3
+"""A target did not accept a TCP connection before the sweep (nothing is written)."""
 
 
 def _concurrencies(text: str) -> list[int]:
@@ -74,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--metrics-settle", type=float, default=1.0, help="pause before each Triton metrics scrape, seconds (default 1)"
     )
+    p.add_argument(
+        "--max-error-rate", type=float, default=0.5, metavar="FRACTION",
+        help="exit 1 when a level's failed requests ÷ requests exceeds this (default 0.5; 429/503 shed by an "
+        "overloaded server count as failures); a level with no successful request always fails",
+    )  # fmt: skip
     p.add_argument("--model", default="whisper", help="Triton model name (default whisper)")
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default bench-results)")
     p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
@@ -130,8 +142,31 @@ def results_table(results: Sequence[LevelResult]) -> Table:
     return table
 
 
-async def _run(args: argparse.Namespace, specs: list[TargetSpec], console: Console) -> list[LevelResult]:
-    samples = load_samples(args.audio)
+def failed_levels(results: Sequence[LevelResult], max_error_rate: float) -> list[str]:
+    """One line per level with no successful request or an error rate above ``max_error_rate`` (0–1)."""
+    lines = []
+    for r in results:
+        rate = (r.requests - r.ok) / r.requests if r.requests else 1.0
+        errors = ", ".join(f"{k}={v}" for k, v in r.errors.items()) or "no requests finished"
+        if r.ok == 0:
+            lines.append(f"{r.target} concurrency {r.concurrency}: no successful request ({errors})")
+        elif rate > max_error_rate:
+            lines.append(
+                f"{r.target} concurrency {r.concurrency}: {rate:.0%} of {r.requests} requests failed "
+                f"(> --max-error-rate {max_error_rate:g}; {errors})"
+            )
+    return lines
+
+
+async def _unreachable_targets(specs: Sequence[TargetSpec]) -> list[str]:
+    problems = await asyncio.gather(*(unreachable(s) for s in specs))
+    return [p for p in problems if p]
+
+
+async def _run(
+    args: argparse.Namespace, specs: list[TargetSpec], inputs: Inputs, console: Console
+) -> list[LevelResult]:
+    samples = inputs.samples
     plan = LevelPlan(args.duration or None, args.requests, args.timeout)
     metrics_urls = _metrics_map(args.triton_metrics, specs)
     targets = [open_target(s, max(args.concurrency), args.model) for s in specs]
@@ -168,7 +203,12 @@ async def _run(args: argparse.Namespace, specs: list[TargetSpec], console: Conso
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 = report written, 2 = bad arguments/input)."""
+    """Run the CLI; returns the exit status.
+
+    0 every level passed; 1 a level failed (no success, or errors above ``--max-error-rate``; reports
+    are still written); 2 bad arguments/input (via argparse); 3 a target was unreachable before the
+    sweep (nothing written).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console(stderr=True)
@@ -178,8 +218,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchInputError("target names must be unique")
         if args.duration < 0 or (args.duration == 0 and args.requests is None):
             raise BenchInputError("give a --duration > 0 or a --requests count per level")
+        if not 0 <= args.max_error_rate <= 1:
+            raise BenchInputError(f"--max-error-rate {args.max_error_rate}: give a fraction between 0 and 1")
+        inputs = load_inputs(args.audio)
+        for skipped in inputs.skipped:
+            console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False, soft_wrap=True)
+        problems = asyncio.run(_unreachable_targets(specs))
+        if problems:
+            for problem in problems:
+                console.print(f"error: {problem}", markup=False, soft_wrap=True)
+            console.print(
+                "nothing was measured; start the server (make serve) or fix --target", markup=False, soft_wrap=True
+            )
+            return EXIT_UNREACHABLE
         started = time.time()
-        results = asyncio.run(_run(args, specs, console))
+        results = asyncio.run(_run(args, specs, inputs, console))
     except (BenchInputError, ValueError) as exc:
         parser.error(str(exc))
     meta = {
@@ -189,6 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "argv": list(sys.argv if argv is None else argv),
         "targets": [vars(s) for s in specs],
         "audio": [str(p) for p in args.audio],
+        "audio_files": [
+            {"path": s.path, "duration_s": s.duration_s, "windows": len(s.windows)} for s in inputs.samples
+        ],
+        "skipped_inputs": [{"path": s.path, "reason": s.reason} for s in inputs.skipped],
+        "max_error_rate": args.max_error_rate,
         "duration_s_per_level": args.duration,
         "max_requests_per_level": args.requests,
         "request_timeout_s": args.timeout,
@@ -198,4 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = write_all(results, meta, args.out, args.prefix)
     Console(width=None if sys.stdout.isatty() else 160).print(results_table(results))
     console.print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0
+    failures = failed_levels(results, args.max_error_rate)
+    for line in failures:
+        console.print(f"FAILED {line}", markup=False, soft_wrap=True)
+    return EXIT_LEVEL_FAILED if failures else EXIT_OK

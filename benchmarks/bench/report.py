@@ -37,13 +37,15 @@ def write_csv(results: Sequence[LevelResult], path: Path) -> Path:
 
 
 def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper benchmark") -> Path:
-    """Two panels against concurrency (log₂ axis): p50 latency (p90 dashed) and audio seconds
-    transcribed per second; one colour per target. Uses matplotlib's Agg backend (no display).
+    """Two panels against concurrency (log₂ axis labelled with the plain concurrencies run): p50
+    latency (p90 dashed) and audio seconds transcribed per second, both from zero; one colour per
+    target. Uses matplotlib's Agg backend (no display).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     fig, (lat_ax, thr_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     targets = list(dict.fromkeys(r.target for r in results))
@@ -54,12 +56,17 @@ def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper bench
         lat_ax.plot(xs, [_nan(r.latency_p50_s) for r in rows], "o-", color=colour, label=f"{name} p50")
         lat_ax.plot(xs, [_nan(r.latency_p90_s) for r in rows], "--", color=colour, alpha=0.6, label=f"{name} p90")
         thr_ax.plot(xs, [r.audio_s_per_s for r in rows], "o-", color=colour, label=name)
+    concurrencies = sorted({r.concurrency for r in results})
     for ax, label in ((lat_ax, "latency (s)"), (thr_ax, "audio seconds per second")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(concurrencies, [str(c) for c in concurrencies])  # plain 1, 2, 4 … not 2^0, 2^1
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
+    lat_ax.set_ylim(bottom=0)
+    thr_ax.set_ylim(bottom=0)  # throughput from zero, so that differences are not exaggerated
     lat_ax.set_title("latency vs concurrency")
     thr_ax.set_title("throughput vs concurrency")
     fig.suptitle(title)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -287,3 +288,29 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
 
 
 __all__ = ["BenchInputError", "InProcessTarget", "Target", "TargetSpec", "open_target", "parse_target"]
+
+
+async def unreachable(spec: TargetSpec, timeout: float = 3.0) -> str | None:
+    """Why ``spec``'s server cannot be reached, or ``None`` when a TCP connection opens in ``timeout`` s.
+
+    In-process targets always pass. Checked before the sweep, so that a dead server fails the run at
+    once instead of after a full sweep of ``connection_error``.
+    """
+    if spec.kind == "in_process":
+        return None
+    if spec.kind == "triton":
+        host, _, port = spec.address.rpartition(":")
+    else:
+        parts = urlsplit(spec.address)
+        host, port = parts.hostname or "", str(parts.port or (443 if parts.scheme == "https" else 80))
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+    except (OSError, asyncio.TimeoutError) as err:
+        if isinstance(err, asyncio.TimeoutError):
+            reason = f"no answer within {timeout:g} s"
+        else:
+            reason = os.strerror(err.errno) if err.errno else str(err)
+        return f"target {spec.name}: cannot connect to {host}:{port} ({reason}); is the server running?"
+    writer.close()
+    await writer.wait_closed()
+    return None

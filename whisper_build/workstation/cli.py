@@ -55,7 +55,9 @@ def transcribe_file(
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(description="Transcribe an audio file with the gateway.")
+    parser = argparse.ArgumentParser(
+        prog="python -m whisper_build.workstation.cli", description="Transcribe an audio file with the gateway."
+    )
     parser.add_argument("file", type=Path, help="audio file (WAV, FLAC, MP3, OGG, M4A...)")
     parser.add_argument("--url", default=None, help="gateway base URL (default from settings)")
     parser.add_argument("--prompt", default="", help="context text or special-token prompt")

@@ -341,6 +341,24 @@ def _run_gateway(settings: TritonSettings) -> int:
     return supervisor.run()
 
 
+def _refuse_busy_gateway_port() -> None:
+    """Raise when the gateway's port (``WHISPER_GATEWAY_HOST``/``WHISPER_GATEWAY_PORT``) cannot be bound.
+
+    Raises:
+        TritonStartError: naming the variable to change.
+    """
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    gateway = GatewaySettings()
+    busy = ports_in_use(gateway.host, {"WHISPER_GATEWAY_PORT": gateway.port})
+    if busy:
+        raise TritonStartError(
+            f"the gateway's port is already in use on {gateway.host}: {', '.join(busy)} (another `make serve`?): "
+            f"stop it, or set WHISPER_GATEWAY_PORT to a free port, e.g. WHISPER_GATEWAY_PORT=9080 make serve "
+            "(and export the same WHISPER_GATEWAY_PORT for make transcribe)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
     args = _parse_args(argv)
@@ -352,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     try:
+        if args.gateway:
+            _refuse_busy_gateway_port()  # before Triton starts, so nothing is left half-running
         server.start(timeout_s=args.timeout)
         print(
             f"whisper on Triton is ready: gRPC {settings.grpc_url}, HTTP {settings.http_url}, "

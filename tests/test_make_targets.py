@@ -1,0 +1,110 @@
+"""The Makefile's workstation targets, run through ``make`` itself (``-o install``: the venv exists).
+
+``make transcribe`` with a space in FILE, ``make serve`` refusing a busy gateway port before Triton
+starts, ``make bench`` against a closed port failing, and the CLIs naming their modules in ``--help``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import speech_samples as samples
+from bench_fakes import closed_port
+from fake_backend import FakeBackend
+from gateway_server import running_gateway
+
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.workstation.local_triton import free_ports
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _make(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", "install", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture()
+def listening_socket() -> Iterator[int]:
+    """A port some other program is listening on."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield other.getsockname()[1]
+
+
+@pytest.mark.integration
+def test_make_transcribe_takes_a_path_with_a_space(tmp_path: Path) -> None:
+    wav = tmp_path / "my recording.wav"
+    wav.write_bytes(samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16"))
+    with running_gateway(GatewaySettings(), lambda _: FakeBackend()) as url:
+        port = url.rsplit(":", 1)[1]
+        completed = _make("transcribe", f"FILE={wav}", env={"WHISPER_GATEWAY_PORT": port})
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip().splitlines()[-1] == "w0:2.0"
+
+
+@pytest.mark.integration
+def test_make_serve_refuses_a_busy_gateway_port_before_starting_triton(listening_socket: int) -> None:
+    http, grpc, metrics = free_ports(3)
+    env = {
+        "WHISPER_GATEWAY_PORT": str(listening_socket),
+        "WHISPER_TRITON_HTTP_PORT": str(http),
+        "WHISPER_TRITON_GRPC_PORT": str(grpc),
+        "WHISPER_TRITON_METRICS_PORT": str(metrics),
+    }
+    completed = _make("serve", env=env, timeout=60)
+    assert completed.returncode != 0
+    assert f"WHISPER_GATEWAY_PORT={listening_socket}" in completed.stderr
+    assert "set WHISPER_GATEWAY_PORT to a free port" in completed.stderr
+    assert "whisper on Triton is ready" not in completed.stdout  # Triton was never started
+
+
+def test_serve_checks_the_gateway_port_before_triton_starts(
+    listening_socket: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from whisper_build.workstation import local_triton
+
+    def must_not_start(self: object, timeout_s: float = 0) -> None:
+        raise AssertionError("Triton was started although the gateway port is busy")
+
+    monkeypatch.setattr(local_triton.LocalTriton, "start", must_not_start)
+    monkeypatch.setenv("WHISPER_GATEWAY_PORT", str(listening_socket))
+    assert local_triton.main(["--gateway"]) == 1
+    assert f"WHISPER_GATEWAY_PORT={listening_socket}" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_make_bench_against_a_closed_port_exits_non_zero(tmp_path: Path) -> None:
+    wav = tmp_path / "tone.wav"
+    wav.write_bytes(samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16"))
+    port = closed_port()
+    completed = _make(
+        "bench", f"AUDIO={wav}", f"TARGETS=--target gw=http://127.0.0.1:{port}", "CONCURRENCY=1", "DURATION=1"
+    )
+    assert completed.returncode != 0
+    assert f"target gw: cannot connect to 127.0.0.1:{port}" in completed.stderr
+
+
+@pytest.mark.parametrize(
+    "module", ["whisper_build.workstation.cli", "whisper_build.workstation.local_triton", "benchmarks.bench",
+               "benchmarks.speech"],
+)  # fmt: skip
+def test_cli_help_names_the_module(module: str) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.startswith(f"usage: python -m {module}")
