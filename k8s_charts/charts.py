@@ -36,7 +36,9 @@ from settings.schema import DeploymentConfig
 
 
 class ServingChart(cdk8s.Chart):
-    """Namespace, one model volume per GPU architecture, one workload per GPU group.
+    """Namespace, one model volume per engine target, one workload per GPU group.
+
+    An engine target is a GPU architecture, or architecture + MIG profile (``GpuGroup.engine_target``).
 
     Attributes:
         workloads: GPU group name → its :class:`GpuGroupWorkload`.
@@ -58,8 +60,10 @@ class ServingChart(cdk8s.Chart):
             ),
         )
         volumes = {
-            arch: ModelVolume(self, f"models-{arch}", config=config, gpu_arch=arch, bucket_name=inputs.bucket_name)
-            for arch in config.gpu_archs
+            target: ModelVolume(
+                self, f"models-{target}", config=config, gpu_arch=target, bucket_name=inputs.bucket_name
+            )
+            for target in config.engine_targets
         }
         self.workloads = {
             group.name: GpuGroupWorkload(
@@ -69,7 +73,7 @@ class ServingChart(cdk8s.Chart):
                 group=group,
                 image=inputs.image(config.serving.image_tag),
                 bucket_name=inputs.bucket_name,
-                claim_name=volumes[group.arch].claim_name,
+                claim_name=volumes[group.engine_target].claim_name,
                 replicas=None if inputs.amp_workspace_id is not None else group.baseline_replicas,
             )
             for group in config.gpu_groups

@@ -39,6 +39,16 @@ DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"
 COUNTERS_FILE = "/etc/dcgm-exporter/default-counters.csv"
 """Fields to collect: the image's default list (``etc/default-counters.csv``), which upstream's chart
 names as the choice that "stop[s] profiling metrics" (``deployment/values.yaml`` ``arguments``)."""
+MIG_COUNTERS_FILE = "/etc/dcgm-exporter/dcp-metrics-included.csv"
+"""Fields of a MIG group's exporter: the image's list with profiling fields (``etc/dcp-metrics-included.csv``),
+which adds ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, the per-slice activity (GPU utilization is not reported
+per MIG slice), and keeps every gauge :mod:`observability.queries` reads."""
+
+
+def counters_file(group: GpuGroup) -> str:
+    """The exporter's field list for ``group``: :data:`MIG_COUNTERS_FILE` on MIG, else :data:`COUNTERS_FILE`."""
+    return MIG_COUNTERS_FILE if group.mig is not None else COUNTERS_FILE
+
 
 PORT_NAME = "metrics"
 HEALTH_PATH = "/health"
@@ -85,7 +95,7 @@ class GpuMetricsExporter(Construct):
         container = k8s.Container(
             name="exporter",
             image=DCGM_EXPORTER_IMAGE,
-            args=["-f", COUNTERS_FILE],
+            args=["-f", counters_file(group)],
             env=[k8s.EnvVar(name=key, value=value) for key, value in exporter_env().items()],
             ports=[k8s.ContainerPort(name=PORT_NAME, container_port=DCGM_EXPORTER_PORT, protocol="TCP")],
             resources=k8s.ResourceRequirements(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from settings import labels
 from settings.schema import GpuGroup
+from settings.storage import kubernetes_name
 
 MODEL_VOLUME_PREFIX = "whisper-models"
 
@@ -32,8 +33,11 @@ def workload_name(group: GpuGroup) -> str:
 
 
 def model_volume_name(gpu_arch: str) -> str:
-    """PersistentVolume and claim name of one architecture's model prefix, e.g. ``whisper-models-sm86``."""
-    return f"{MODEL_VOLUME_PREFIX}-{gpu_arch}"
+    """PersistentVolume and claim name of one engine target's model prefix, e.g. ``whisper-models-sm86``.
+
+    A MIG target gets its dot-free form: ``whisper-models-sm90-1g-10gb``.
+    """
+    return f"{MODEL_VOLUME_PREFIX}-{kubernetes_name(gpu_arch)}"
 
 
 def gpu_metrics_namespace(serving_namespace: str) -> str:

@@ -1,7 +1,7 @@
 """CPU, memory and ``/dev/shm`` of one serving pod, sized from its GPU group's instance type.
 
-One pod serves one GPU (``nvidia.com/gpu: 1``), so an instance with ``n`` GPUs runs ``n`` pods
-and each gets ``1/n`` of what the node can give after a reserve for the kubelet, the OS and the
+One pod serves one GPU (``nvidia.com/gpu: 1``) or one MIG slice (``nvidia.com/mig-<profile>: 1``), so
+an instance with ``n`` GPUs (or slices) runs ``n`` pods and each gets ``1/n`` of what the node can give after a reserve for the kubelet, the OS and the
 node's daemons (VPC CNI, kube-proxy, NVIDIA device plugin, HyperPod health agent, Mountpoint for
 S3 pods). The reserve, ``1 vCPU + 5 %`` and ``3 GiB + 10 %``, is above EKS's own kube-reserved
 (70–90 m CPU and ``255 MiB + 11 MiB × max pods`` on 8–32 vCPU nodes: EKS AMI
@@ -58,20 +58,26 @@ class PodResources:
         return f"{self.shm_mib}Mi"
 
 
-def pod_resources(instance: InstanceSpec) -> PodResources:
-    """Resources of one serving pod on ``instance`` (one pod per GPU).
+def pod_resources(instance: InstanceSpec, pods_per_node: int | None = None) -> PodResources:
+    """Resources of one serving pod on ``instance``.
+
+    Args:
+        instance: The node's size.
+        pods_per_node: Serving pods one node holds (``GpuGroup.pods_per_node``: one per GPU, or one
+            per MIG slice); default one per GPU.
 
     Raises:
         ValueError: the instance has no GPU or leaves no CPU/memory after the reserve.
     """
     if instance.gpus < 1:
         raise ValueError(f"instance {instance} has no GPU; serving pods need one GPU each")
+    pods = pods_per_node or instance.gpus
     cpu = instance.vcpus - RESERVED_CPU_BASE - RESERVED_CPU_FRACTION * instance.vcpus
     memory_gib = instance.memory_gib - RESERVED_MEMORY_GIB_BASE - RESERVED_MEMORY_FRACTION * instance.memory_gib
     if cpu <= 0 or memory_gib <= 0:
         raise ValueError(f"instance {instance} is too small for a serving pod after the system reserve")
-    cpu_m = math.floor(cpu * 1000 / instance.gpus / 100) * 100
-    memory_mib = math.floor(memory_gib * 1024 / instance.gpus)
+    cpu_m = math.floor(cpu * 1000 / pods / 100) * 100
+    memory_mib = math.floor(memory_gib * 1024 / pods)
     return PodResources(cpu_m, memory_mib, min(SHM_MAX_MIB, math.floor(memory_mib * SHM_FRACTION)))
 
 

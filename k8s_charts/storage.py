@@ -16,6 +16,7 @@ from constructs import Construct
 from k8s_charts import naming, security
 from settings import labels, storage
 from settings.schema import DeploymentConfig
+from settings.storage import kubernetes_name
 
 CSI_DRIVER = "s3.csi.aws.com"
 NOMINAL_CAPACITY = "1200Gi"
@@ -43,7 +44,7 @@ def mount_options(config: DeploymentConfig, gpu_arch: str) -> list[str]:
 
 def volume_handle(config: DeploymentConfig, gpu_arch: str) -> str:
     """Cluster-unique CSI volume handle, e.g. ``whisper-hyperpod-large-v3-turbo-sm86``."""
-    return f"{config.project_name}-{config.model.name}-{gpu_arch}"
+    return f"{config.project_name}-{config.model.name}-{kubernetes_name(gpu_arch)}"
 
 
 class ModelVolume(Construct):
@@ -51,7 +52,7 @@ class ModelVolume(Construct):
 
     Args:
         config: The deployment config (region, model, namespace, project name).
-        gpu_arch: Architecture whose prefix is mounted, e.g. ``sm86``.
+        gpu_arch: Engine target whose prefix is mounted, e.g. ``sm86`` or ``sm90-1g.10gb``.
         bucket_name: Model bucket; a CDK token is fine.
 
     Attributes:

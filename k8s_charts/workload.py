@@ -22,7 +22,6 @@ from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 from whisper_build.release.invocations import engine_build_command
 
-GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_MOUNT_PATH = "/models"
 RUN_DIR = "/run/whisper"
 MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
@@ -130,7 +129,8 @@ def preflight_args(config: DeploymentConfig, group: GpuGroup, bucket_name: str) 
         "--engine", group.serving_engine,
         "--gpu-group", group.name,
         "--gpu-arch", group.arch,
-        "--build-command", shlex.join(engine_build_command(config, group.arch, bucket_name)),
+        *(["--mig-profile", group.mig_profile] if group.mig_profile else []),
+        "--build-command", shlex.join(engine_build_command(config, group.engine_target, bucket_name)),
         "--write-model-repository", MODEL_REPOSITORY_FILE,
     ]  # fmt: skip
 
@@ -205,9 +205,10 @@ class GpuGroupWorkload(Construct):
         self.name = naming.workload_name(group)
         namespace = config.serving.namespace
         pod_labels = naming.group_labels(group)
-        size = pod_resources(group.instance)
+        size = pod_resources(group.instance, group.pods_per_node)
         serving = config.serving
-        gpu = {GPU_RESOURCE: k8s.Quantity.from_number(1)}
+        # one GPU, or one MIG slice of the group's profile (mixed strategy: nvidia.com/mig-<profile>)
+        gpu = {group.gpu_resource: k8s.Quantity.from_number(1)}
         main_resources = quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
         # the preflight runs nvidia-smi; the kubelet hands the same GPU on to the serving container
         init_resources = quantities(PREFLIGHT_RESOURCES) | gpu

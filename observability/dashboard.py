@@ -166,6 +166,7 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
         PanelSpec("GPU memory used", (Target(Gpu.MEMORY_USED),)),
         PanelSpec("GPU memory used (fullest GPU)", (Target(Gpu.MEMORY_USED_RATIO),)),
         PanelSpec("GPU power", (Target(Gpu.POWER),)),
+        PanelSpec("MIG slice activity", (Target(Gpu.SLICE_ACTIVITY),), width=24),
     )
     gateway = (
         PanelSpec(

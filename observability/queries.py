@@ -13,7 +13,10 @@ Metric facts (source: /work/shared/reference/whisper-serving-facts.md §4, Trito
   is end-to-end time ÷ compute-infer time, both from the cumulative µs counters.
 * DCGM exporter gauges: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` /
   ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W) (NVIDIA dcgm-exporter
-  ``etc/default-counters.csv``).
+  ``etc/default-counters.csv``). On MIG slices ``DCGM_FI_DEV_GPU_UTIL`` is not reported per slice;
+  the per-slice signal is the profiling gauge ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0–1, in
+  ``etc/dcp-metrics-included.csv``), labelled with the GPU instance ``GPU_I_ID`` and ``GPU_I_PROFILE``
+  (NVIDIA dcgm-exporter README, "MIG"; DCGM user guide, profiling metrics).
 * Gateway metrics: docs/contracts.md §7.
 
 Labels ``gpu_group``, ``gpu_arch``, ``instance_type`` and ``pod`` are added by the scrape
@@ -55,6 +58,9 @@ so a rate always has two samples even when one scrape is missed (Prometheus ``ra
 RATIO_WINDOW = "5m"
 """Window of the failure ratio, long enough that one failed request in a quiet minute does not
 read as a 100 % failure ratio."""
+
+MIG_SLICE_LABELS = ("Hostname", "gpu", "GPU_I_PROFILE", "GPU_I_ID")
+"""dcgm-exporter labels that identify one MIG slice: node, GPU index, GPU-instance profile and id."""
 
 GPU_UTIL_THRESHOLD_PERCENT = 90.0
 """GPU utilization drawn as a threshold line on the dashboard (percent)."""
@@ -327,6 +333,14 @@ class Gpu:
         f"sum by ({_by()}) (DCGM_FI_DEV_POWER_USAGE)",
         "watt",
         "GPU power draw.",
+    )
+    SLICE_ACTIVITY = Query(
+        "gpu_slice_activity",
+        f'avg by ({_by(*MIG_SLICE_LABELS)}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!=""}})',
+        "percentunit",
+        "Graphics-engine activity per MIG slice (DCGM_FI_PROF_GR_ENGINE_ACTIVE by GPU instance, 0-1); "
+        "MIG groups only: GPU utilization is not reported per slice.",
+        (*GROUP_LABELS, *MIG_SLICE_LABELS),
     )
 
 

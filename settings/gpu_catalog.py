@@ -9,6 +9,11 @@ Two sources:
   accelerated computing instance specifications
   (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and NVIDIA's CUDA GPU
   compute-capability list (https://developer.nvidia.com/cuda-gpus).
+* MIG (Multi-Instance GPU) profiles per GPU are NVIDIA's MIG user guide, "Supported MIG Profiles"
+  (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/, A100 40GB / A100 80GB / H100 80GB /
+  H200 141GB tables); the instance types on which HyperPod partitions GPUs with MIG are
+  :data:`MIG_INSTANCE_TYPES` (SageMaker HyperPod "Using GPU partitions in Amazon SageMaker
+  HyperPod", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-gpu-partitioning.html).
 
 To add a GPU type: add its family to ``GPU_FAMILIES`` and its sizes to ``INSTANCE_SIZES``
 (README, "Adding a GPU type").
@@ -19,6 +24,55 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+
+MIG_COMPUTE_SLICES = 7
+"""Compute slices (``g``) of a whole MIG-capable GPU: the ``7g`` profile is the full GPU (MIG user guide)."""
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG GPU-instance profile of one GPU model.
+
+    Attributes:
+        name: NVIDIA's profile name, ``<g>g.<memory>gb``, e.g. ``1g.10gb``.
+        max_per_gpu: Instances of this profile one GPU holds when it is partitioned into this profile
+            only (the ``all-<profile>`` layout of the GPU Operator's MIG manager), e.g. 7 for ``1g.10gb``.
+    """
+
+    name: str
+    max_per_gpu: int
+
+    @property
+    def compute_slices(self) -> int:
+        """``g``: sevenths of the GPU's compute (SMs) in this profile, e.g. 1 for ``1g.10gb``."""
+        return int(self.name.split("g.", 1)[0])
+
+    @property
+    def memory_gb(self) -> int:
+        """GPU memory of one instance in GB as the profile name states it, e.g. 10 for ``1g.10gb``."""
+        return int(self.name.split(".", 1)[1].removesuffix("gb"))
+
+    @property
+    def resource_name(self) -> str:
+        """Extended resource of one instance, e.g. ``nvidia.com/mig-1g.10gb``.
+
+        The NVIDIA device plugin advertises it under the ``mixed`` MIG strategy (NVIDIA GPU Operator,
+        "GPU Operator with MIG").
+        """
+        return f"nvidia.com/mig-{self.name}"
+
+    @property
+    def mig_config(self) -> str:
+        """Value of the ``nvidia.com/mig.config`` node label for this profile, e.g. ``all-1g.10gb``.
+
+        It makes the GPU Operator's MIG manager partition every GPU of the node into this profile (its
+        default ``mig-parted`` configuration names one ``all-<profile>`` layout per profile).
+        """
+        return f"all-{self.name}"
+
+
+def _mig(*profiles: tuple[str, int]) -> tuple[MigProfile, ...]:
+    return tuple(MigProfile(name, count) for name, count in profiles)
 
 
 @dataclass(frozen=True)
@@ -32,12 +86,18 @@ class GpuSpec:
         default_capacity: Concurrent Whisper requests one GPU of this model is sized for by default
             (the denominator of the capacity-weighted utilization that drives autoscaling). A starting
             point only: measure with ``bench`` and set ``gpu_groups[].capacity`` in the config.
+        mig_profiles: MIG profiles of this GPU (empty: no MIG support, e.g. A10G, L4, L40S).
     """
 
     name: str
     compute_capability: str
     memory_gib: int
     default_capacity: int
+    mig_profiles: tuple[MigProfile, ...] = ()
+
+    def mig_profile(self, name: str) -> MigProfile | None:
+        """The profile called ``name`` (e.g. ``1g.10gb``), or ``None`` when this GPU has no such profile."""
+        return next((profile for profile in self.mig_profiles if profile.name == name), None)
 
     @property
     def arch(self) -> str:
@@ -57,10 +117,20 @@ class InstanceSpec:
 A10G = GpuSpec("NVIDIA A10G", "8.6", 24, 8)
 L4 = GpuSpec("NVIDIA L4", "8.9", 24, 8)
 L40S = GpuSpec("NVIDIA L40S", "8.9", 48, 16)
-A100_40 = GpuSpec("NVIDIA A100-SXM4-40GB", "8.0", 40, 16)
-A100_80 = GpuSpec("NVIDIA A100-SXM4-80GB", "8.0", 80, 16)
-H100 = GpuSpec("NVIDIA H100 80GB HBM3", "9.0", 80, 32)
-H200 = GpuSpec("NVIDIA H200", "9.0", 141, 32)
+_MIG_A100_40 = _mig(("1g.5gb", 7), ("1g.10gb", 4), ("2g.10gb", 3), ("3g.20gb", 2), ("4g.20gb", 1), ("7g.40gb", 1))
+_MIG_80GB = _mig(("1g.10gb", 7), ("1g.20gb", 4), ("2g.20gb", 3), ("3g.40gb", 2), ("4g.40gb", 1), ("7g.80gb", 1))
+"""A100 80GB and H100 80GB share the profile names and counts (MIG user guide)."""
+_MIG_H200 = _mig(("1g.18gb", 7), ("1g.35gb", 4), ("2g.35gb", 3), ("3g.71gb", 2), ("4g.71gb", 1), ("7g.141gb", 1))
+
+A100_40 = GpuSpec("NVIDIA A100-SXM4-40GB", "8.0", 40, 16, _MIG_A100_40)
+A100_80 = GpuSpec("NVIDIA A100-SXM4-80GB", "8.0", 80, 16, _MIG_80GB)
+H100 = GpuSpec("NVIDIA H100 80GB HBM3", "9.0", 80, 32, _MIG_80GB)
+H200 = GpuSpec("NVIDIA H200", "9.0", 141, 32, _MIG_H200)
+
+MIG_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge")
+"""Instance types on which SageMaker HyperPod supports GPU partitioning with MIG (HyperPod "Using GPU
+partitions in Amazon SageMaker HyperPod", "Supported Instance Types"; the HyperPod NodeClass page lists
+the same four)."""
 
 GPU_FAMILIES: dict[str, GpuSpec] = {
     "g5": A10G,

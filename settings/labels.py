@@ -20,6 +20,10 @@ APP_NAME = "whisper"
 METRIC_LABELS = ("gpu_group", "gpu_arch", "instance_type", "pod")
 """Labels the scrape configs add to every series (Prometheus label names)."""
 
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+"""Node label the NVIDIA GPU Operator's MIG manager reads: the MIG layout to apply, e.g. ``all-1g.10gb``
+(a layout of its default ``mig-parted`` config; NVIDIA GPU Operator docs, "GPU Operator with MIG")."""
+
 GPU_TAINT_KEY = "nvidia.com/gpu"
 """Taint (effect ``NoSchedule``, value ``true``) on every HyperPod GPU node, so that only pods that
 tolerate it (the Whisper serving pods, GPU DaemonSets) land there; system pods stay on the CPU nodes."""

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from settings import gpu_catalog, network_plan, regions
-from settings.gpu_catalog import GpuSpec, InstanceSpec
+from settings import gpu_catalog, network_plan, regions, storage
+from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 """``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
@@ -130,6 +130,11 @@ class GpuGroup(_Strict):
     max_replicas: int = Field(
         1, ge=1, description="Upper bound for KEDA; without node autoscaling <= the group's GPUs."
     )
+    mig_profile: str | None = Field(
+        None,
+        description="Serve on MIG slices of this profile (e.g. 1g.10gb on H100) instead of whole GPUs; "
+        "one pod per slice. Only on the GPUs and instance types HyperPod partitions with MIG.",
+    )
     engine_builder: Literal["hyperpod_job", "codebuild_fleet"] = Field(
         "hyperpod_job",
         description="Where this architecture's engine is compiled: a Job on this group's nodes, "
@@ -186,7 +191,33 @@ class GpuGroup(_Strict):
             )
         if self.max_replicas < self.min_replicas:
             raise ValueError(f"max_replicas ({self.max_replicas}) must be >= min_replicas ({self.min_replicas})")
+        if self.mig_profile is not None:
+            self._check_mig(gpu)
         return self
+
+    def _check_mig(self, gpu: GpuSpec) -> None:
+        if not gpu.mig_profiles:
+            raise ValueError(
+                f"mig_profile '{self.mig_profile}': the {gpu.name} of {self.instance_type} has no MIG "
+                "(Multi-Instance GPU) support; remove mig_profile (MIG needs an A100, H100 or H200 GPU)"
+            )
+        if gpu.mig_profile(self.mig_profile or "") is None:
+            accepted = ", ".join(profile.name for profile in gpu.mig_profiles)
+            raise ValueError(
+                f"mig_profile '{self.mig_profile}' is not a MIG profile of the {gpu.name} ({self.instance_type}); "
+                f"accepted: {accepted} (NVIDIA MIG user guide)"
+            )
+        if self.instance_type not in gpu_catalog.MIG_INSTANCE_TYPES:
+            raise ValueError(
+                f"mig_profile '{self.mig_profile}': HyperPod partitions GPUs with MIG only on "
+                f"{', '.join(gpu_catalog.MIG_INSTANCE_TYPES)}, not {self.instance_type}; "
+                "use one of those or remove mig_profile"
+            )
+        if self.engine_builder == "codebuild_fleet":
+            raise ValueError(
+                f"mig_profile '{self.mig_profile}' needs engine_builder: hyperpod_job (the engine is built on a "
+                "slice of this group's nodes; CodeBuild fleets have whole GPUs)"
+            )
 
     @property
     def gpu(self) -> GpuSpec:
@@ -209,6 +240,34 @@ class GpuGroup(_Strict):
         return self.gpu_arch
 
     @property
+    def mig(self) -> MigProfile | None:
+        """The group's MIG profile (catalog entry), or ``None`` for whole GPUs."""
+        return self.gpu.mig_profile(self.mig_profile) if self.mig_profile else None
+
+    @property
+    def slices_per_gpu(self) -> int:
+        """Pods one GPU holds: the profile's instances per GPU (``all-<profile>`` layout), 1 without MIG."""
+        return self.mig.max_per_gpu if self.mig else 1
+
+    @property
+    def pods_per_node(self) -> int:
+        """Serving pods one node of the group holds: GPUs × slices per GPU (one pod per GPU or slice)."""
+        return self.instance.gpus * self.slices_per_gpu
+
+    @property
+    def gpu_resource(self) -> str:
+        """Extended resource one pod requests: ``nvidia.com/gpu``, or ``nvidia.com/mig-<profile>`` on MIG."""
+        return self.mig.resource_name if self.mig else "nvidia.com/gpu"
+
+    @property
+    def engine_target(self) -> str:
+        """What the group's engine is built for (:func:`settings.storage.engine_target`), e.g. ``sm90-1g.10gb``.
+
+        Names its S3 prefix ``models/<model>/<engine_target>/``, its build and its volume.
+        """
+        return storage.engine_target(self.arch, self.mig_profile)
+
+    @property
     def baseline_replicas(self) -> int:
         """Pods the group runs without KEDA, holds while the scaling query fails, and gets back after an
         engine build: ``max(min_replicas, 1)``.
@@ -217,8 +276,16 @@ class GpuGroup(_Strict):
 
     @property
     def effective_capacity(self) -> int:
-        """Concurrent requests one pod of this group is sized for."""
-        return self.capacity if self.capacity is not None else self.gpu.default_capacity
+        """Concurrent requests one pod of this group is sized for: ``capacity``, else the GPU's default.
+
+        On MIG the default is scaled to the slice's share of the GPU's compute (``default × g / 7``, at
+        least 1), so the capacity-weighted utilization means the same on a slice as on a whole GPU.
+        """
+        if self.capacity is not None:
+            return self.capacity
+        if self.mig is None:
+            return self.gpu.default_capacity
+        return max(1, self.gpu.default_capacity * self.mig.compute_slices // gpu_catalog.MIG_COMPUTE_SLICES)
 
 
 class NetworkSettings(_Strict):
@@ -420,15 +487,21 @@ class DeploymentConfig(_Strict):
 
     @model_validator(mode="after")
     def _replicas_fit_the_fleet(self) -> DeploymentConfig:
-        """Without node autoscaling, every pod (one GPU each) needs a GPU of its group's instances."""
+        """Without node autoscaling, every pod (one GPU or MIG slice each) needs one of its group's instances."""
         if self.cluster.node_autoscaling:
             return self
         for index, group in enumerate(self.gpu_groups):
             gpus = group.instance_count * group.instance.gpus
-            if group.max_replicas > gpus:
+            if group.mig is not None:
+                slices = gpus * group.slices_per_gpu
+                unit = f"{group.mig.name} MIG slices"
+                have = f"{gpus} GPU(s) × {group.slices_per_gpu} slices = {slices} slices"
+            else:
+                slices, unit, have = gpus, "GPUs", f"{gpus} GPU(s)"
+            if group.max_replicas > slices:
                 raise ValueError(
-                    f"gpu_groups.{index}.max_replicas: {group.max_replicas} pods need {group.max_replicas} GPUs "
-                    f"but group '{group.name}' has {group.instance_count} × {group.instance_type} = {gpus} GPU(s); "
+                    f"gpu_groups.{index}.max_replicas: {group.max_replicas} pods need {group.max_replicas} {unit} "
+                    f"but group '{group.name}' has {group.instance_count} × {group.instance_type} = {have}; "
                     "raise instance_count, lower max_replicas, or set cluster.node_autoscaling: true"
                 )
         return self
@@ -441,3 +514,15 @@ class DeploymentConfig(_Strict):
     def groups_for_arch(self, arch: str) -> list[GpuGroup]:
         """GPU groups whose architecture is ``arch``."""
         return [group for group in self.gpu_groups if group.arch == arch]
+
+    @property
+    def engine_targets(self) -> list[str]:
+        """Distinct engine targets (``GpuGroup.engine_target``), in config order.
+
+        E.g. ``["sm86", "sm90-1g.10gb"]``: one S3 prefix, model volume and engine build each.
+        """
+        return list(dict.fromkeys(group.engine_target for group in self.gpu_groups))
+
+    def groups_for_target(self, target: str) -> list[GpuGroup]:
+        """GPU groups whose engine target is ``target``."""
+        return [group for group in self.gpu_groups if group.engine_target == target]

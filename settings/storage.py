@@ -20,6 +20,21 @@ CTRANSLATE2_REQUIRED_FILES = ("model.bin", "config.json", "tokenizer.json")
 ``whisper_build.serving.engines.ctranslate2_engine``)."""
 
 
+def engine_target(gpu_arch: str, mig_profile: str | None = None) -> str:
+    """Name of what one engine is built for: the architecture, plus the MIG profile of a sliced GPU.
+
+    ``sm86``; ``sm90-1g.10gb`` for a ``1g.10gb`` slice of an H100 (its engine is sized to the slice's
+    memory, so it is built and published apart from a whole-GPU ``sm90`` engine). Used wherever the
+    S3 layout below says ``<gpu_arch>``.
+    """
+    return f"{gpu_arch}-{mig_profile}" if mig_profile else gpu_arch
+
+
+def kubernetes_name(target: str) -> str:
+    """An engine target as a Kubernetes / CodeBuild name part (no dots): ``sm90-1g.10gb`` → ``sm90-1g-10gb``."""
+    return target.replace(".", "-")
+
+
 def model_prefix(model: str, gpu_arch: str) -> str:
     """S3 prefix that one GPU architecture's pods mount, e.g. ``models/large-v3-turbo/sm86/``.
 

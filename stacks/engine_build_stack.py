@@ -1,6 +1,7 @@
 """CodeBuild projects that build the serving image, the per-architecture engines, and roll the pods.
 
-* one **engine project per GPU architecture** (``config.gpu_archs``). Default runner
+* one **engine project per engine target** (``config.engine_targets``: a GPU architecture, or
+  architecture + MIG profile for a group served on MIG slices, e.g. ``sm90-1g.10gb``). Default runner
   (``engine_builder: hyperpod_job``): the project pauses the serving Deployment of that
   architecture's build group (its GPUs are needed), applies a Kubernetes Job pinned to that group,
   waits for it and resumes serving (:func:`stacks.buildspecs.hyperpod_job_buildspec`). Each
@@ -76,8 +77,11 @@ def build_timeout(config: DeploymentConfig) -> Duration:
 
 
 def engine_project_name(config: DeploymentConfig, arch: str) -> str:
-    """``<project>-engine-<arch>``, e.g. ``whisper-hyperpod-engine-sm86``."""
-    return f"{config.project_name}-engine-{arch}"
+    """``<project>-engine-<target>``, e.g. ``whisper-hyperpod-engine-sm86``.
+
+    ``arch`` is an engine target; ``sm90-1g.10gb`` gives ``…-engine-sm90-1g-10gb`` (no dots in CodeBuild names).
+    """
+    return f"{config.project_name}-engine-{storage.kubernetes_name(arch)}"
 
 
 def image_project_name(config: DeploymentConfig) -> str:
@@ -140,7 +144,7 @@ class EngineBuildStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self._config = config
         if kubectl_provider is None and any(
-            engine_job.build_group(config, arch).engine_builder == "hyperpod_job" for arch in config.gpu_archs
+            engine_job.build_group(config, arch).engine_builder == "hyperpod_job" for arch in config.engine_targets
         ):
             raise ValueError("kubectl_provider is required when an architecture builds as a HyperPod Job")
         self._cluster = eks.Cluster.from_cluster_attributes(
@@ -157,7 +161,7 @@ class EngineBuildStack(Stack):
         self.engine_projects: dict[str, codebuild.Project] = {}
         self.fleets: dict[str, codebuild.Fleet] = {}
         self.builder_roles: dict[str, iam.Role] = {}
-        for arch in config.gpu_archs:
+        for arch in config.engine_targets:
             group = engine_job.build_group(config, arch)
             if group.engine_builder == "codebuild_fleet":
                 project = self._fleet_project(arch, group)
@@ -320,9 +324,9 @@ class EngineBuildStack(Stack):
             namespace=namespace,
             kubernetes_groups=[engine_job.kubernetes_group(arch)],
             env=_env(
-                GPU_ARCH=arch,
+                GPU_ARCH=storage.kubernetes_name(arch),
                 # skip the build (and the pause) when the published engine has this key (buildspecs)
-                BUILD_KEY=invocations.engine_build_key(self._config),
+                BUILD_KEY=invocations.engine_build_key(self._config, arch),
                 MODEL_BUCKET=self._bucket.bucket_name,
                 MODEL_PREFIX=storage.model_prefix(self._config.model.name, arch),
                 FORCE_ENGINE_BUILD="false",

@@ -4,7 +4,10 @@ Pure functions of the :class:`settings.DeploymentConfig`; the CodeBuild projects
 :mod:`stacks.engine_build_stack` embed their output. One engine per GPU architecture: an engine
 compiled on one architecture does not load on another (TensorRT-LLM issue #222), so the Job is
 pinned to the nodes of a group of that architecture and the tool itself re-checks the GPU
-(``--expect-arch``).
+(``--expect-arch``). A group served on MIG slices has an engine of its own, built on one slice
+(``nvidia.com/mig-<profile>: 1``) and sized to its memory: every ``arch`` argument below is an
+*engine target* (``GpuGroup.engine_target``: ``sm86`` or ``sm90-1g.10gb``); Kubernetes names use its
+dot-free form (:func:`settings.storage.kubernetes_name`, ``sm90-1g-10gb``).
 
 Isolation: each architecture's Job runs in a namespace of its own (:func:`build_namespace`), where
 only that architecture's CodeBuild role may create objects, so no project can run a pod as another
@@ -22,7 +25,8 @@ from k8s_charts.security import POD_SECURITY_ENFORCE_LABEL, SERVING_GID, SERVING
 from k8s_charts.workload import termination_grace_seconds
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
-from whisper_build.release.invocations import WORK_DIR, engine_build_command
+from settings.storage import kubernetes_name
+from whisper_build.release.invocations import WORK_DIR, engine_build_command, target_group
 
 JOB_NAME_PLACEHOLDER = "__JOB_NAME__"
 """Replaced by the CodeBuild run with a unique name (Jobs are immutable; each build is a new Job)."""
@@ -52,7 +56,7 @@ def build_namespace(config: DeploymentConfig, arch: str) -> str:
     Raises:
         ValueError: the name would exceed 63 characters (shorten ``serving.namespace``).
     """
-    name = f"{config.serving.namespace}-build-{arch}"
+    name = f"{config.serving.namespace}-build-{kubernetes_name(arch)}"
     if len(name) > NAMESPACE_MAX_LENGTH:
         raise ValueError(
             f"build namespace {name!r} is longer than {NAMESPACE_MAX_LENGTH} characters; shorten serving.namespace"
@@ -64,7 +68,7 @@ def kubernetes_group(arch: str) -> str:
     """Kubernetes RBAC group of ``arch``'s engine project (set on its EKS access entry and bound to
     :func:`serving_access_manifests`' Role), e.g. ``whisper-engine-build-sm86``.
     """
-    return f"{ENGINE_BUILD_APP}-{arch}"
+    return f"{ENGINE_BUILD_APP}-{kubernetes_name(arch)}"
 
 
 def serving_selector(config: DeploymentConfig, arch: str) -> str:
@@ -92,23 +96,21 @@ def service_account_name(arch: str) -> str:
     """Service account of one architecture's build pods, e.g. ``engine-builder-sm86`` (its Pod
     Identity role may write only that architecture's S3 prefix).
     """
-    return f"engine-builder-{arch}"
+    return f"engine-builder-{kubernetes_name(arch)}"
 
 
 def build_group(config: DeploymentConfig, arch: str) -> GpuGroup:
-    """The GPU group whose nodes build ``arch``'s engine: the first configured group of that arch.
+    """The GPU group whose nodes build ``arch``'s engine: the first configured group of that engine target.
 
     Raises:
-        ValueError: no group has that architecture.
+        ValueError: no group has that engine target.
     """
-    groups = config.groups_for_arch(arch)
-    if not groups:
-        raise ValueError(f"no GPU group of architecture {arch}; configured: {', '.join(config.gpu_archs)}")
-    return groups[0]
+    return target_group(config, arch)
 
 
 def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
-    """Requests/limits of a build pod on ``group``'s nodes: one GPU, up to 4 vCPU (half the node),
+    """Requests/limits of a build pod on ``group``'s nodes: one GPU (or MIG slice of the group's
+    profile, ``GpuGroup.gpu_resource``), up to 4 vCPU (half the node),
     up to 24 GiB requested (half the node's memory; checkpoint conversion holds the model in host
     memory) and at most three quarters of the node's memory as the limit, so the request always
     fits the instance (``settings.gpu_catalog`` sizes).
@@ -118,8 +120,8 @@ def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
     memory_limit = max(memory_request, spec.memory_gib * 3 // 4)
     cpu = max(1, min(4, spec.vcpus // 2))
     return {
-        "requests": {"cpu": str(cpu), "memory": f"{memory_request}Gi", "nvidia.com/gpu": "1"},
-        "limits": {"memory": f"{memory_limit}Gi", "nvidia.com/gpu": "1"},
+        "requests": {"cpu": str(cpu), "memory": f"{memory_request}Gi", group.gpu_resource: "1"},
+        "limits": {"memory": f"{memory_limit}Gi", group.gpu_resource: "1"},
     }
 
 
@@ -140,7 +142,7 @@ def engine_build_manifests(
     """
     group = build_group(config, arch)
     namespace = build_namespace(config, arch)
-    pod_labels = {labels.APP_NAME_LABEL: ENGINE_BUILD_APP, labels.GPU_ARCH_LABEL: arch}
+    pod_labels = {labels.APP_NAME_LABEL: ENGINE_BUILD_APP, labels.GPU_ARCH_LABEL: group.arch}
     service_account = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -187,7 +189,7 @@ def engine_build_manifests(
                         "fsGroup": SERVING_GID,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "nodeSelector": {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: arch},
+                    "nodeSelector": {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch},
                     "tolerations": [
                         {
                             "key": labels.GPU_TAINT_KEY,
@@ -214,7 +216,7 @@ def build_namespace_manifest(config: DeploymentConfig, arch: str) -> dict[str, A
             "name": build_namespace(config, arch),
             "labels": {
                 labels.APP_NAME_LABEL: ENGINE_BUILD_APP,
-                labels.GPU_ARCH_LABEL: arch,
+                labels.GPU_ARCH_LABEL: build_group(config, arch).arch,
                 POD_SECURITY_ENFORCE_LABEL: "restricted",
             },
         },

@@ -37,8 +37,17 @@ SAGEMAKER_TAG = CfnTag(key="SageMaker", value="true")
 def instance_group_labels(group: GpuGroup) -> dict[str, str]:
     """Kubernetes node labels of one GPU group (``docs/contracts.md`` §2), e.g.
     ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``.
+
+    A group with ``mig_profile`` also gets ``nvidia.com/mig.config: all-<profile>``: the way HyperPod
+    partitions an instance group's GPUs ("Using GPU partitions in Amazon SageMaker HyperPod": MIG
+    labels on the instance group), applied by the NVIDIA GPU Operator's MIG manager, which partitions
+    every GPU of a node labelled so into that profile; with the ``mixed`` MIG strategy the device
+    plugin then advertises ``nvidia.com/mig-<profile>`` (NVIDIA GPU Operator docs, "GPU Operator with MIG").
     """
-    return {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
+    node_labels = {labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
+    if group.mig is not None:
+        node_labels[labels.MIG_CONFIG_LABEL] = group.mig.mig_config
+    return node_labels
 
 
 class HyperPodCluster(Construct):

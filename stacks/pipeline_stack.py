@@ -131,7 +131,8 @@ class PipelineStack(Stack):
         self.pipeline.add_stage(self.stage, pre=approval)
         self.pipeline.add_wave("ServingImage", post=[self._trigger("BuildServingImage", image_project_name(config))])
         self.engine_steps = {
-            arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch)) for arch in config.gpu_archs
+            arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch))
+            for arch in config.engine_targets
         }
         self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])

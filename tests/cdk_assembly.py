@@ -33,6 +33,7 @@ stage (gated in tests/test_pipeline_stack.py; stage stack ids differ from the pl
 CONFIGS = {
     "default": REPO_ROOT / "config" / "default.yaml",
     "three-groups": REPO_ROOT / "config" / "examples" / "three-groups.yaml",
+    "mig": REPO_ROOT / "config" / "examples" / "mig.yaml",
 }
 
 

@@ -193,7 +193,7 @@ def test_pipeline_key_is_the_one_the_build_tool_records():
     spec = cli.spec_from_args(args, parse_model_source(args.model))
     recorded = build_key(args.model, cli.serving_image_identity(args.image_tag, "9.9.9"), spec.build_flags())
     assert args.image_tag == config.serving.image_tag
-    assert invocations.engine_build_key(config) == recorded
+    assert invocations.engine_build_key(config, "sm86") == recorded
 
 
 def test_cli_bad_options_exit_2(capsys):

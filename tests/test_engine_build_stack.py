@@ -271,7 +271,10 @@ def test_fleet_switch_builds_on_a_matching_gpu_fleet(fleet_assembly):
     assert "whisper_build.release.engine_build" in buildspec and "--expect-arch sm89" in buildspec
     # skipped when the published engine has this build's key, unless forced
     assert "whisper_build.release.publish current" in buildspec and "FORCE_ENGINE_BUILD" in buildspec
-    assert invocations.engine_build_key(parse_config(yaml.safe_load(CONFIGS["three-groups"].read_text()))) in buildspec
+    assert (
+        invocations.engine_build_key(parse_config(yaml.safe_load(CONFIGS["three-groups"].read_text())), "sm89")
+        in buildspec
+    )
     # The other architectures keep the HyperPod Job runner, and the fleet project needs no cluster access.
     assert "JOB_MANIFEST" in _env(projects["whisper-hyperpod-engine-sm86"])
     assert len(_of_type(template, "AWS::EKS::AccessEntry")) == 3
@@ -315,7 +318,7 @@ def test_build_resources_fit_the_instance():
 
 def test_unknown_architecture_is_refused():
     config = synthesized(CONFIGS["three-groups"]).config
-    with pytest.raises(ValueError, match="no GPU group of architecture sm75"):
+    with pytest.raises(ValueError, match="no GPU group with engine target sm75"):
         engine_job.build_group(config, "sm75")
 
 
@@ -496,7 +499,7 @@ def test_engine_projects_carry_the_build_key(three_groups):
     config = synthesized(CONFIGS["three-groups"]).config
     for arch in ARCHS:
         env = _env(_projects(three_groups)[engine_project_name(config, arch)])
-        assert env["BUILD_KEY"] == invocations.engine_build_key(config)
+        assert env["BUILD_KEY"] == invocations.engine_build_key(config, arch)
         assert env["MODEL_PREFIX"] == f"models/{config.model.name}/{arch}/" and env["FORCE_ENGINE_BUILD"] == "false"
 
 

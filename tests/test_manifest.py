@@ -55,6 +55,7 @@ def test_contract_field_names():
         "gpu_name",
         "compute_capability",
         "gpu_arch",
+        "mig_profile",
         "build_flags",
         "build_key",
         "files",

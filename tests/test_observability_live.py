@@ -54,6 +54,8 @@ SCRAPE_SECONDS = 1.0
 REQUESTS_PER_BURST = 3
 WAIT_SECONDS = 120.0
 DCGM_FIXTURE = Path(__file__).parent / "data" / "observability" / "dcgm_exporter_a10g.prom"
+DCGM_MIG_FIXTURE = DCGM_FIXTURE.with_name("dcgm_exporter_h100_mig.prom")
+"""A MIG node's page (per-slice profiling gauge), served as a second exporter pod of the group."""
 SENTENCE = "Operators watch the queue time and the request rate of every GPU group."
 
 
@@ -96,7 +98,11 @@ def prometheus(triton_server, tmp_path_factory) -> Iterator[tuple[str, str]]:
     rules_path = workdir / "rules.yml"
     rules_path.write_text(rules.rules_yaml([GROUP, MISSING_GROUP], 1))
     settings = GatewaySettings(triton_url=triton_server.settings.grpc_url, capacity=4, queue_size=16)
-    with running_gateway(settings) as gateway, serving_text(DCGM_FIXTURE.read_text()) as dcgm:
+    with (
+        running_gateway(settings) as gateway,
+        serving_text(DCGM_FIXTURE.read_text()) as dcgm,
+        serving_text(DCGM_MIG_FIXTURE.read_text()) as dcgm_mig,
+    ):
         triton = f"{triton_server.settings.host}:{triton_server.settings.metrics_port}"
 
         def pod(address: str, name: str = POD, ready: bool = True) -> scrape_config.LocalPod:
@@ -108,7 +114,7 @@ def prometheus(triton_server, tmp_path_factory) -> Iterator[tuple[str, str]]:
             {
                 queries.JOB_TRITON: [pod(triton)],
                 queries.JOB_GATEWAY: [pod(gateway_address), pod(gateway_address, UNREADY_POD, ready=False)],
-                queries.JOB_DCGM: [pod(dcgm, f"dcgm-exporter-{GROUP}-0")],
+                queries.JOB_DCGM: [pod(dcgm, f"dcgm-exporter-{GROUP}-0"), pod(dcgm_mig, f"dcgm-exporter-{GROUP}-1")],
             },
             SCRAPE_SECONDS,
             [str(rules_path)],

@@ -32,6 +32,7 @@ def _publish(
     trtllm: str = TRTLLM,
     model: str = MODEL,
     version: str = "20261130T101500Z",
+    mig_profile: str | None = None,
 ) -> Path:
     """Lay out what the engine build publishes: pointer, manifest, model repository."""
     folder = root / version
@@ -45,6 +46,7 @@ def _publish(
         gpu_name="NVIDIA L40S" if arch == "sm89" else "NVIDIA A10G",
         compute_capability=capability,
         gpu_arch=arch,
+        mig_profile=mig_profile,
         built_at=datetime(2026, 11, 30, 10, 15, tzinfo=UTC),
     )
     write_manifest(manifest, folder)
@@ -282,3 +284,80 @@ def test_unreadable_manifest_is_named(tmp_path: Path) -> None:
     (folder / "manifest.json").write_text("{not json")
     with pytest.raises(PreflightError, match=rf"sm89/{folder.name}/manifest\.json: manifest is not valid JSON"):
         _run(tmp_path)
+
+
+def _fake_nvidia_smi(folder: Path, line: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``nvidia-smi`` on PATH that answers the compute-capability query with ``line``."""
+    fake = folder / "nvidia-smi"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = "--query-gpu=name,compute_cap" ] && echo "{line}"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+def _select_args(root: Path, resolved: Path) -> list[str]:
+    return [
+        "--model-dir", str(root), "--model", MODEL, "--bucket", BUCKET, "--select-engine",
+        "--write-model-repository", str(resolved),
+    ]  # fmt: skip
+
+
+def test_select_engine_on_an_sm86_node_serves_the_sm86_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the model's root prefix holding engines for two architectures (one mount for every GPU type)
+    root = tmp_path / "models" / MODEL
+    sm86 = _publish(root / "sm86", arch="sm86", capability="8.6")
+    _publish(root / "sm89", arch="sm89", capability="8.9")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_nvidia_smi(bin_dir, "NVIDIA A10G, 8.6", monkeypatch)
+    monkeypatch.setenv("WHISPER_TRTLLM_VERSION", TRTLLM)
+    resolved = tmp_path / "run" / "model_repository"
+    # WHEN the pod starts on an A10G node
+    assert main(_select_args(root, resolved)) == 0
+    # THEN it serves the sm86 engine, found through nvidia-smi
+    assert resolved.read_text() == str(sm86 / "model_repository")
+    assert f"s3://{BUCKET}/models/{MODEL}/sm86/{sm86.name}/ is a sm86 TensorRT-LLM" in capsys.readouterr().out
+
+
+def test_select_engine_for_an_architecture_without_engine_fails_with_the_fix_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "models" / MODEL
+    _publish(root / "sm86", arch="sm86", capability="8.6")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_nvidia_smi(bin_dir, "NVIDIA H200, 9.0", monkeypatch)  # an H200 node: no sm90 engine published
+    monkeypatch.setenv("WHISPER_TRTLLM_VERSION", TRTLLM)
+    resolved = tmp_path / "run" / "model_repository"
+    assert main(_select_args(root, resolved)) == 1
+    err = capsys.readouterr().err
+    assert f"the model repository mounted at {root / 'sm90'} is empty: nothing is published for sm90" in err
+    assert f"expected: an engine published under s3://{BUCKET}/models/{MODEL}/sm90/" in err
+    assert (
+        "python -m whisper_build.release.engine_build --model openai/whisper-large-v3-turbo --model-name "
+        f"large-v3-turbo --expect-arch sm90 --output-dir /tmp/whisper-engine --publish-bucket {BUCKET}"
+    ) in err
+    assert not resolved.exists()
+
+
+def test_select_engine_on_a_mig_slice_picks_the_profile_folder(tmp_path: Path) -> None:
+    root = tmp_path / "models" / MODEL
+    whole = _publish(root / "sm90", arch="sm90", capability="9.0")
+    target = PreflightTarget(root, MODEL, BUCKET, mig_profile="1g.10gb", select_engine=True)
+    # only a whole-GPU sm90 engine: the slice needs its own (sized to 10 GB)
+    with pytest.raises(PreflightError, match=r"models/large-v3-turbo/sm90-1g\.10gb/") as err:
+        run_preflight(target, compute_capability=lambda: "9.0", trtllm_version=lambda: TRTLLM)
+    assert "--expect-arch sm90 --mig-profile 1g.10gb" in str(err.value)
+    # a whole-GPU manifest copied into the slice's folder is refused as well
+    sliced = root / "sm90-1g.10gb"
+    sliced.mkdir()
+    (sliced / "current.json").write_text(json.dumps({"version": whole.name}))
+    (sliced / whole.name).symlink_to(whole, target_is_directory=True)
+    with pytest.raises(PreflightError, match="built for a whole GPU but this pod runs on MIG profile 1g.10gb"):
+        run_preflight(target, compute_capability=lambda: "9.0", trtllm_version=lambda: TRTLLM)
+    # the slice's own engine passes
+    (sliced / "current.json").unlink()
+    built = _publish(sliced, arch="sm90", capability="9.0", version="20261201T000000Z", mig_profile="1g.10gb")
+    result = run_preflight(target, compute_capability=lambda: "9.0", trtllm_version=lambda: TRTLLM)
+    assert result.model_repository == built / "model_repository"

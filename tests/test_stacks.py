@@ -53,7 +53,12 @@ def test_one_instance_group_per_gpu_group(result: Synthesized) -> None:
             "InstanceType": g.instance_type,
             "InstanceCount": g.instance_count,
             "ThreadsPerCore": g.threads_per_core,
-            "Labels": {labels.GPU_GROUP_LABEL: g.name, labels.GPU_ARCH_LABEL: g.arch},
+            "Labels": {
+                labels.GPU_GROUP_LABEL: g.name,
+                labels.GPU_ARCH_LABEL: g.arch,
+                # the MIG example's p5 group: the GPU Operator's MIG manager partitions its GPUs
+                **({labels.MIG_CONFIG_LABEL: f"all-{g.mig_profile}"} if g.mig_profile else {}),
+            },
             "VolumeSizeInGB": g.ebs_volume_gb,
         }
         for g in result.config.gpu_groups

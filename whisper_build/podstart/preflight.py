@@ -14,6 +14,14 @@ read-only through Mountpoint for S3. Before Triton starts, this script checks th
    portable across TensorRT-LLM releases ("engines are not portable across TensorRT-LLM
    versions", TensorRT-LLM docs, ``trtllm-build``).
 
+With ``--mig-profile`` (a group served on MIG slices) the engine target is ``<gpu_arch>-<profile>``
+(``settings.storage.engine_target``) and the manifest must name the same profile.
+
+With ``--select-engine`` the mount is the model's root prefix ``models/<model>/`` (one volume for every
+GPU type, as the HyperPod inference operator mounts it) and the check *selects* the folder of this
+node's GPU, ``<node_arch>[-<profile>]/``, before checking it as above; the path written with
+``--write-model-repository`` is inside that folder.
+
 On a mismatch it exits 1 with a message naming the S3 prefix it expected and the command that
 builds the missing engine. With ``--engine ctranslate2`` (the group's ``serving_engine``
 switch) no TensorRT-LLM engine is needed, but the CTranslate2 conversion of the configured model
@@ -25,6 +33,7 @@ commands. Exit status: 0 ok, 1 check failed, 2 bad arguments.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -63,6 +72,8 @@ class PreflightTarget:
             the node-placement check.
         build_command: The exact command that builds and publishes this architecture's engine
             (the charts pass the engine-build Job's argv); ``None`` derives a generic one.
+        mig_profile: MIG profile of the slice the pod runs on (e.g. ``1g.10gb``), ``None`` for a whole GPU.
+        select_engine: ``model_dir`` is the model's root prefix; use its ``<node_arch>[-<profile>]/`` folder.
     """
 
     model_dir: Path
@@ -72,14 +83,20 @@ class PreflightTarget:
     gpu_group: str = ""
     gpu_arch: str | None = None
     build_command: str | None = None
+    mig_profile: str | None = None
+    select_engine: bool = False
+
+    def engine_target(self, gpu_arch: str) -> str:
+        """``sm86``, or ``sm90-1g.10gb`` on a MIG slice (:func:`settings.storage.engine_target`)."""
+        return storage.engine_target(gpu_arch, self.mig_profile)
 
     def prefix_uri(self, gpu_arch: str) -> str:
-        """``s3://<bucket>/models/<model>/<gpu_arch>/``."""
-        return f"s3://{self.bucket}/{storage.model_prefix(self.model, gpu_arch)}"
+        """``s3://<bucket>/models/<model>/<engine target>/``."""
+        return f"s3://{self.bucket}/{storage.model_prefix(self.model, self.engine_target(gpu_arch))}"
 
     def ctranslate2_uri(self, gpu_arch: str) -> str:
-        """``s3://<bucket>/models/<model>/<gpu_arch>/ctranslate2/``."""
-        return f"s3://{self.bucket}/{storage.ctranslate2_prefix(self.model, gpu_arch)}"
+        """``s3://<bucket>/models/<model>/<engine target>/ctranslate2/``."""
+        return f"s3://{self.bucket}/{storage.ctranslate2_prefix(self.model, self.engine_target(gpu_arch))}"
 
 
 @dataclass(frozen=True)
@@ -159,9 +176,10 @@ def build_command(target: PreflightTarget, gpu_arch: str) -> str:
     if target.build_command:
         return target.build_command
     hf_id = WHISPER_MODELS.get(target.model, (target.model,))[0]
+    mig = ["--mig-profile", target.mig_profile] if target.mig_profile else []
     return shlex.join([
         "python", "-m", "whisper_build.release.engine_build", "--model", hf_id, "--model-name", target.model,
-        "--expect-arch", gpu_arch, "--output-dir", "/tmp/whisper-engine", "--publish-bucket", target.bucket,
+        "--expect-arch", gpu_arch, *mig, "--output-dir", "/tmp/whisper-engine", "--publish-bucket", target.bucket,
     ])  # fmt: skip
 
 
@@ -170,7 +188,8 @@ def _fix_lines(target: PreflightTarget, gpu_arch: str) -> str:
     return (
         f"  expected: an engine published under {target.prefix_uri(gpu_arch)} "
         f"({storage.POINTER_FILE} -> <version>/{storage.MANIFEST_FILE})\n"
-        f"  fix:      build and publish it on a {gpu_arch} node (the engine-build Job of GPU group '{group}'):\n"
+        f"  fix:      build and publish it on a {target.engine_target(gpu_arch)} node (the engine-build Job of "
+        f"GPU group '{group}'):\n"
         f"              {build_command(target, gpu_arch)}\n"
         f"  or serve with CTranslate2 until then: set serving_engine: ctranslate2 on GPU group '{group}' "
         f"after publishing the model's CTranslate2 conversion to {target.ctranslate2_uri(gpu_arch)} "
@@ -238,6 +257,12 @@ def _check_manifest(
             f"{node_arch}; a TensorRT engine only runs on the architecture it was built for\n"
             + _fix_lines(target, node_arch)
         )
+    if manifest.mig_profile != target.mig_profile:
+        built, here = (f"MIG profile {p}" if p else "a whole GPU" for p in (manifest.mig_profile, target.mig_profile))
+        raise PreflightError(
+            f"MIG profile mismatch: the engine at {where} was built for {built} but this pod runs on {here}; "
+            "an engine is sized to the memory it was built for\n" + _fix_lines(target, node_arch)
+        )
     if manifest.model != target.model:
         raise PreflightError(
             f"model mismatch: the engine at {where} is Whisper '{manifest.model}' but the deployment serves "
@@ -295,7 +320,11 @@ def run_preflight(
         node_arch = arch_for_compute_capability(compute_capability())
     except ValueError as err:
         raise PreflightError(f"cannot read this node's GPU compute capability: {err}") from err
-    if target.gpu_arch is not None and target.gpu_arch != node_arch:
+    if target.select_engine:
+        # one mount for every GPU type: this node's folder is the engine to serve
+        selected = target.model_dir / target.engine_target(node_arch)
+        target = dataclasses.replace(target, model_dir=selected, gpu_arch=node_arch, select_engine=False)
+    elif target.gpu_arch is not None and target.gpu_arch != node_arch:
         raise PreflightError(
             f"this pod mounts {target.prefix_uri(target.gpu_arch)} (GPU group '{target.gpu_group or '?'}' is "
             f"{target.gpu_arch}) but landed on a {node_arch} GPU: the node's labels do not match its GPU; check "
@@ -329,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-group", default="", help="GPU group name (for messages)")
     parser.add_argument("--gpu-arch", default=None, help="architecture of the mounted prefix, e.g. sm86")
     parser.add_argument("--build-command", default=None, help="exact engine build command (for messages)")
+    parser.add_argument("--mig-profile", default=None, help="MIG profile of the pod's slice, e.g. 1g.10gb")
+    parser.add_argument(
+        "--select-engine",
+        action="store_true",
+        help="--model-dir is models/<model>/ (every GPU type); serve the folder of this node's GPU",
+    )
     parser.add_argument("--compute-capability", default=None, help="override nvidia-smi, e.g. 8.9 (tests)")
     parser.add_argument(
         "--write-model-repository",
@@ -338,7 +373,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     target = PreflightTarget(
-        args.model_dir, args.model, args.bucket, args.engine, args.gpu_group, args.gpu_arch, args.build_command
+        args.model_dir,
+        args.model,
+        args.bucket,
+        args.engine,
+        args.gpu_group,
+        args.gpu_arch,
+        args.build_command,
+        args.mig_profile,
+        args.select_engine,
     )
     capability = (lambda: args.compute_capability) if args.compute_capability else query_compute_capability
     try:

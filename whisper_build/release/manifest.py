@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from settings.gpu_catalog import arch_for_compute_capability
+from settings.storage import engine_target
 
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning; readers reject manifests with a newer version."""
@@ -51,6 +52,11 @@ class EngineManifest(BaseModel):
     gpu_name: str = Field(min_length=1, description="nvidia-smi name, e.g. NVIDIA A10G.")
     compute_capability: str = Field(pattern=r"^\d{1,2}\.\d$")
     gpu_arch: str = Field(pattern=r"^sm\d{2,3}$")
+    mig_profile: str | None = Field(
+        None,
+        pattern=r"^\d+g\.\d+gb$",
+        description="MIG profile the engine was built on and sized for (e.g. 1g.10gb); None for a whole GPU.",
+    )
     build_flags: dict[str, Any] = Field(default_factory=dict)
     build_key: str | None = Field(
         None,
@@ -87,12 +93,21 @@ class EngineManifest(BaseModel):
             )
         return self
 
+    @property
+    def engine_target(self) -> str:
+        """What the engine runs on (:func:`settings.storage.engine_target`), e.g. ``sm90-1g.10gb``.
+
+        The S3 prefix it is published under.
+        """
+        return engine_target(self.gpu_arch, self.mig_profile)
+
     def to_json(self) -> str:
         """Pretty JSON text (``built_at`` as ISO 8601 with ``Z``), newline-terminated."""
         data = self.model_dump(mode="json")
         data["built_at"] = self.built_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        if data["build_key"] is None:  # optional field: manifests without a key stay as they were
-            del data["build_key"]
+        for optional in ("build_key", "mig_profile"):  # absent, manifests stay as they were
+            if data[optional] is None:
+                del data[optional]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

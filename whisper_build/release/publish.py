@@ -131,7 +131,7 @@ def upload_version(
     problems = verify_tree(manifest, version_dir)
     if problems:
         raise PublishError(f"local files of {version_dir} differ from manifest.json: {'; '.join(problems)}")
-    prefix = version_prefix(manifest.model, manifest.gpu_arch, version)
+    prefix = version_prefix(manifest.model, manifest.engine_target, version)
     if _prefix_has_objects(s3, bucket, prefix):
         raise PublishError(f"s3://{bucket}/{prefix} already exists: published versions are immutable, pick a new one")
     if transfer_config is None:
@@ -157,7 +157,7 @@ def verify_version(s3: Any, bucket: str, manifest: EngineManifest, version: str)
     Raises:
         ChecksumMismatchError: an object is missing or its SHA-256 differs (lists them all).
     """
-    prefix = version_prefix(manifest.model, manifest.gpu_arch, version)
+    prefix = version_prefix(manifest.model, manifest.engine_target, version)
     problems = []
     for relative, expected in sorted(manifest.files.items()):
         try:
@@ -214,9 +214,10 @@ def switch_pointer(s3: Any, bucket: str, model: str, gpu_arch: str, version: str
         PublishError: the version has no valid manifest for this model and architecture.
     """
     manifest = read_remote_manifest(s3, bucket, model, gpu_arch, version)
-    if (manifest.model, manifest.gpu_arch) != (model, gpu_arch):
+    if (manifest.model, manifest.engine_target) != (model, gpu_arch):
         raise PublishError(
-            f"version {version} holds {manifest.model}/{manifest.gpu_arch}, not {model}/{gpu_arch}; pointer unchanged"
+            f"version {version} holds {manifest.model}/{manifest.engine_target}, not {model}/{gpu_arch}; "
+            "pointer unchanged"
         )
     s3.put_object(
         Bucket=bucket,
@@ -244,8 +245,10 @@ def publish(
     version = version or new_version()
     manifest = upload_version(s3, bucket, version_dir, version, transfer_config=transfer_config, out=out)
     verify_version(s3, bucket, manifest, version)
-    switch_pointer(s3, bucket, manifest.model, manifest.gpu_arch, version)
-    out.write(f"published s3://{bucket}/{version_prefix(manifest.model, manifest.gpu_arch, version)} (now current)\n")
+    switch_pointer(s3, bucket, manifest.model, manifest.engine_target, version)
+    out.write(
+        f"published s3://{bucket}/{version_prefix(manifest.model, manifest.engine_target, version)} (now current)\n"
+    )
     return version
 
 
@@ -317,14 +320,16 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("--bucket", required=True)
         cmd.add_argument("--model", required=True)
-        cmd.add_argument("--gpu-arch", required=True, help="e.g. sm86")
+        cmd.add_argument("--gpu-arch", required=True, help="engine target, e.g. sm86 or sm90-1g.10gb (MIG)")
     sub.choices["rollback"].add_argument("--to", help="version (default: the one before the current)")
     cur = sub.add_parser(
         "current", help="exit 0 when current.json names a version built with --build-key, 1 otherwise (says why)"
     )
     cur.add_argument("--bucket", required=True)
     cur.add_argument("--model", required=True)
-    cur.add_argument("--gpu-arch", "--arch", dest="gpu_arch", required=True, help="e.g. sm86")
+    cur.add_argument(
+        "--gpu-arch", "--arch", dest="gpu_arch", required=True, help="engine target, e.g. sm86 or sm90-1g.10gb (MIG)"
+    )
     cur.add_argument("--build-key", required=True, help="sha256:<hex> of the build about to run")
     return parser
 

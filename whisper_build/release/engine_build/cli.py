@@ -61,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
         "(env WHISPER_IMAGE_TAG; default: the installed TensorRT-LLM version)",
     )
     out.add_argument("--expect-arch", help="fail unless the GPU is this architecture (e.g. sm86)")
+    out.add_argument(
+        "--mig-profile",
+        help="MIG profile this build runs on and is sized for (e.g. 1g.10gb): recorded in the manifest and the "
+        "build key, and published under <arch>-<profile>/",
+    )
     tools = parser.add_argument_group("tools")
     tools.add_argument(
         "--trtllm-example-dir",
@@ -209,7 +214,7 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
         tokenizer_json=_fetch_tokenizer(tokenizer_origin(source, local, spec.model_name), work_dir),
         spec=spec,
     )
-    flags = spec.build_flags() | {"smoke_test": "skipped" if args.skip_smoke_test else "passed"}
+    flags = spec.build_flags(args.mig_profile) | {"smoke_test": "skipped" if args.skip_smoke_test else "passed"}
     if not args.skip_smoke_test:
         # Same parameters and path resolution as the Triton model (relative to the model folder).
         params = layout.engine_params(spec).relative_to(engine_dir.parent)
@@ -227,8 +232,11 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
         gpu_name=gpu_info.name,
         compute_capability=gpu_info.compute_capability,
         gpu_arch=gpu_info.arch,
+        mig_profile=args.mig_profile,
         build_flags=flags,
-        build_key=build_key(args.model, serving_image_identity(args.image_tag, trtllm_version), spec.build_flags()),
+        build_key=build_key(
+            args.model, serving_image_identity(args.image_tag, trtllm_version), spec.build_flags(args.mig_profile)
+        ),
         files=checksum_tree(args.output_dir),
         built_at=utc_now(),
     )
@@ -257,12 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             example_dir=args.trtllm_example_dir, trtllm_build=args.trtllm_build,
         )  # fmt: skip
         image = serving_image_identity(args.image_tag, gpu.tensorrt_llm_version())
-        key = build_key(args.model, image, spec.build_flags())
-        print(
-            json.dumps(
-                {"build_flags": spec.build_flags(), "build_key": key, "commands": [s.argv for s in plan]}, indent=2
-            )
-        )
+        flags = spec.build_flags(args.mig_profile)
+        key = build_key(args.model, image, flags)
+        print(json.dumps({"build_flags": flags, "build_key": key, "commands": [s.argv for s in plan]}, indent=2))
         return 0
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="engine-build-"))
     try:

@@ -87,14 +87,21 @@ class BuildSpec(BaseModel):
         """Decoder ``--max_seq_len``: prompt plus generated tokens."""
         return self.max_prompt_len + self.max_output_len
 
-    def build_flags(self) -> dict[str, Any]:
-        """Everything that determines the engines, for ``manifest.json`` ``build_flags``."""
+    def build_flags(self, mig_profile: str | None = None) -> dict[str, Any]:
+        """Everything that determines the engines, for ``manifest.json`` ``build_flags``.
+
+        Args:
+            mig_profile: The MIG profile the engine is built for (e.g. ``1g.10gb``), recorded as
+                ``mig_profile`` so a slice's engine has a build key of its own; omitted for whole GPUs.
+        """
         flags = self.model_dump()
         flags.update(
             encoder_max_input_len=ENCODER_MAX_INPUT_LEN,
             decoder_max_seq_len=self.decoder_max_seq_len,
             decoder_max_encoder_input_len=ENCODER_MAX_INPUT_LEN,
         )
+        if mig_profile:
+            flags["mig_profile"] = mig_profile
         return flags
 
 
