@@ -25,6 +25,7 @@ from whisper_build.workstation.local_triton import (
     _parse_args,
     assemble_backends,
     free_ports,
+    ports_in_use,
     server_environment,
     settings_from_args,
 )
@@ -201,3 +202,22 @@ def test_busy_port_fails_start_before_anything_runs(tmp_path):
         with pytest.raises(TritonStartError, match=rf"WHISPER_TRITON_GRPC_PORT={busy}"):
             server.start(timeout_s=5)
     assert not (tmp_path / "work" / "backends").exists()  # nothing was assembled or started
+
+
+def test_a_port_whose_last_connection_lingers_in_time_wait_is_not_busy():
+    # GIVEN a server port whose last connection was closed by the server side (TIME_WAIT on it);
+    # the server set SO_REUSEADDR, as tritonserver and uvicorn do
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the active closer keeps 127.0.0.1:port in TIME_WAIT
+        client.close()
+    # (a plain bind, as the launcher's check did before, is refused)
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))
+    # THEN the launcher's check binds like the servers do (SO_REUSEADDR) and finds it free
+    assert ports_in_use("127.0.0.1", {"WHISPER_TRITON_GRPC_PORT": port}) == []

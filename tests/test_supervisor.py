@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,7 +65,9 @@ def _child_argv(script: Path, name: str, journal: Path, drain=0.5, ignore_term=F
     ]
 
 
-def _start_supervisor(tmp_path: Path, triton_child: list[str], gateway_child: list[str]) -> subprocess.Popen[str]:
+def _start_supervisor(
+    tmp_path: Path, triton_child: list[str], gateway_child: list[str], **extra_env: str
+) -> subprocess.Popen[str]:
     """A real supervisor process whose 'tritonserver' and gateway are the stand-in children."""
     fake_triton = tmp_path / "fake_tritonserver"
     # The supervisor appends Triton flags; the wrapper drops them and runs the stand-in.
@@ -78,6 +81,8 @@ def _start_supervisor(tmp_path: Path, triton_child: list[str], gateway_child: li
         "WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S": "5",
         "WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S": "1",
         "WHISPER_TRITON_MODEL_REPOSITORY": str(tmp_path),
+        "WHISPER_SUPERVISOR_TERMINATION_MESSAGE_PATH": str(tmp_path / "termination-log"),
+        **extra_env,
     }
     return subprocess.Popen(
         [sys.executable, "-m", "whisper_build.serving.supervisor"], env=env, stderr=subprocess.PIPE, text=True
@@ -125,18 +130,74 @@ def test_sigterm_drains_the_gateway_before_stopping_triton(tmp_path, script):
     assert code == 0, stderr
 
 
-def test_a_child_dying_stops_the_other_and_fails_the_supervisor(tmp_path, script):
+def test_the_gateway_dying_stops_triton_and_fails_the_supervisor(tmp_path, script):
     journal = tmp_path / "journal"
     supervisor = _start_supervisor(
         tmp_path,
-        _child_argv(script, "triton", journal, die_after=0.5),
-        _child_argv(script, "gateway", journal),
+        _child_argv(script, "triton", journal),
+        _child_argv(script, "gateway", journal, die_after=0.5),
     )
     code, stderr = _finish(supervisor)
     lines = journal.read_text().splitlines()
-    assert "triton died" in lines and "gateway term" in lines and "gateway exit" in lines
+    assert "gateway died" in lines and "triton term" in lines and "triton exit" in lines
     assert code == 3, stderr  # the dead child's exit code
-    assert "tritonserver exited unexpectedly with 3" in stderr
+    assert "gateway exited unexpectedly with 3" in stderr
+
+
+def test_tritonserver_exiting_is_restarted_with_exponential_back_off(tmp_path, script):
+    # GIVEN a 'tritonserver' that dies 0.1 s after each start, and back-off 0.2 s doubling to 0.8 s
+    journal = tmp_path / "journal"
+    supervisor = _start_supervisor(
+        tmp_path,
+        _child_argv(script, "triton", journal, die_after=0.1),
+        _child_argv(script, "gateway", journal),
+        WHISPER_SUPERVISOR_RESTART_INITIAL_S="0.2",
+        WHISPER_SUPERVISOR_RESTART_MAX_S="0.8",
+    )
+    _wait_for(journal, {"triton started", "gateway started"})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and journal.read_text().count("triton started") < 5:
+        time.sleep(0.05)
+    # THEN the gateway kept running (no restart of the container) while Triton came back 4 times
+    assert journal.read_text().count("triton started") >= 5
+    assert journal.read_text().count("gateway started") == 1
+    supervisor.send_signal(signal.SIGTERM)
+    code, stderr = _finish(supervisor)
+    assert code == 0, stderr
+    # ... after delays doubling from 0.2 s and capped at 0.8 s, each exit one clear line
+    delays = [
+        float(d) for d in re.findall(r"tritonserver exited with code 3 after \d+ s; restart \d+ in ([\d.]+) s", stderr)
+    ]
+    assert delays[:4] == [0.2, 0.4, 0.8, 0.8], stderr
+    # ... and the last one is the container's termination message
+    assert (tmp_path / "termination-log").read_text().startswith("tritonserver exited with code 3")
+
+
+def test_the_supervisor_touches_its_heartbeat_file(tmp_path, script):
+    journal, heartbeat = tmp_path / "journal", tmp_path / "heartbeat"
+    supervisor = _start_supervisor(
+        tmp_path,
+        _child_argv(script, "triton", journal),
+        _child_argv(script, "gateway", journal),
+        WHISPER_SUPERVISOR_HEARTBEAT_FILE=str(heartbeat),
+    )
+    try:
+        _wait_for(journal, {"triton started", "gateway started"})
+        first = _mtime_when_present(heartbeat)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and heartbeat.stat().st_mtime_ns == first:
+            time.sleep(0.05)
+        assert heartbeat.stat().st_mtime_ns > first  # touched again: the supervisor's loop is alive
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        _finish(supervisor)
+
+
+def _mtime_when_present(path: Path) -> int:
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.stat().st_mtime_ns
 
 
 def test_a_child_ignoring_sigterm_is_killed_and_the_exit_is_non_zero(tmp_path, script):

@@ -11,7 +11,9 @@ environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix t
 Reference: /work/shared/reference/whisper-serving-facts.md §6.
 
 CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
-against this server and stops it first on Ctrl-C). Tests: :class:`LocalTriton` as a context
+against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,
+``kill -9``) is started again with back-off 1 s → 60 s, as in the serving image
+(:mod:`whisper_build.serving.supervisor`). Tests: :class:`LocalTriton` as a context
 manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import logging
 import os
 import shutil
 import signal
@@ -156,11 +159,15 @@ def ports_in_use(host: str, ports: dict[str, int]) -> list[str]:
     """Names (``"WHISPER_TRITON_GRPC_PORT=8001"``) of the ``ports`` that cannot be bound on ``host`` now.
 
     Triton only logs a busy port and keeps running, and a readiness check on a busy port would
-    reach whatever server already listens there, so the launcher refuses busy ports up front.
+    reach whatever server already listens there, so the launcher refuses busy ports up front. The
+    test bind sets ``SO_REUSEADDR`` as the servers' own binds do (Triton's gRPC and HTTP servers,
+    uvicorn), so connections of a just-stopped server lingering in ``TIME_WAIT`` do not count as
+    busy, while a listening socket still does (Linux refuses that bind either way).
     """
     busy = []
     for setting, port in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((host, port))
             except OSError:
@@ -186,6 +193,35 @@ class LocalTriton:
         self.workdir = Path(tempfile.mkdtemp(prefix="whisper-triton-")) if workdir is None else workdir
         self.log_path = self.workdir / "tritonserver.log" if log_to_file else None
         self._process: subprocess.Popen[bytes] | None = None
+        self._env: dict[str, str] = {}
+        self.command: list[str] = []
+        """tritonserver's argv, set by :meth:`start`."""
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The running tritonserver process (the latest one after :meth:`spawn`), if any."""
+        return self._process
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start tritonserver again with the command and environment of :meth:`start`.
+
+        :meth:`start` must have run; this does not wait for readiness. The supervisor's restarts
+        call it: the backends and model repository already in the work directory are reused.
+        """
+        assert self.command, "start() first"
+        output = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 - closed below
+        # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
+        self._process = subprocess.Popen(
+            self.command,
+            env=self._env,
+            start_new_session=True,
+            preexec_fn=_terminate_with_parent,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+        )
+        if output:
+            output.close()  # the child keeps its own descriptor
+        return self._process
 
     def start(self, timeout_s: float = 180.0) -> LocalTriton:
         """Start tritonserver and wait until the server and the ``whisper`` model are ready.
@@ -214,23 +250,15 @@ class LocalTriton:
             self.workdir / "model_repository", self.settings.engine, self.settings.batching
         )
         backends = assemble_backends(wheel, self.workdir / "backends")
-        command = [
+        self.command = [
             str(wheel.binary),
             *tritonserver_args(self.settings, repository),
             f"--backend-directory={backends}",
         ]
-        output = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115 - closed below
-        # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
-        self._process = subprocess.Popen(
-            command,
-            env=server_environment(wheel),
-            start_new_session=True,
-            preexec_fn=_terminate_with_parent,
-            stdout=output,
-            stderr=subprocess.STDOUT if output else None,
-        )
-        if output:
-            output.close()  # the child keeps its own descriptor
+        self._env = server_environment(wheel)
+        if self.log_path:
+            self.log_path.write_bytes(b"")  # this run's log only
+        self.spawn()
         try:
             self._wait_ready(timeout_s)
         except BaseException:
@@ -259,11 +287,6 @@ class LocalTriton:
         if not self.log_path or not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def wait(self) -> int:
-        """Block until tritonserver exits; its exit code."""
-        assert self._process is not None, "start() first"
-        return self._process.wait()
 
     def stop(self) -> None:
         """SIGTERM (Triton finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL;
@@ -328,17 +351,27 @@ def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = N
     return TritonSettings.model_validate({**settings.model_dump(), **top}) if top else settings
 
 
-def _run_gateway(settings: TritonSettings) -> int:
-    """Run the gateway in the foreground under the image supervisor's ordered shutdown; its exit code."""
-    from whisper_build.serving.supervisor import ChildSpec, Supervisor
+def _supervise(server: LocalTriton, gateway: bool) -> int:
+    """Watch the started ``server`` and, with ``gateway``, run the gateway in the foreground.
 
-    env = {**os.environ, "WHISPER_GATEWAY_TRITON_URL": settings.grpc_url}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    gateway = ChildSpec("gateway", [sys.executable, "-m", "whisper_build.serving.gateway"], 300.0, env)
-    supervisor = Supervisor([gateway])
+    Triton is restarted with back-off 1 s → 60 s when it exits, as in the serving image. Ctrl-C or
+    SIGTERM stops the gateway first, then Triton. Returns the exit code.
+    """
+    from whisper_build.serving.supervisor import ChildSpec, RestartPolicy, Supervisor
+
+    triton = ChildSpec(
+        "tritonserver", server.command, server.settings.exit_timeout_s + 5, restart=RestartPolicy(), spawn=server.spawn
+    )
+    children = [triton]
+    if gateway:
+        env = {**os.environ, "WHISPER_GATEWAY_TRITON_URL": server.settings.grpc_url}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        children.append(ChildSpec("gateway", [sys.executable, "-m", "whisper_build.serving.gateway"], 300.0, env))
+    supervisor = Supervisor(children)
     signal.signal(signal.SIGTERM, supervisor.request_stop)
     signal.signal(signal.SIGINT, supervisor.request_stop)
-    return supervisor.run()
+    assert server.process is not None
+    return supervisor.run(adopted={triton.name: server.process})
 
 
 def _refuse_busy_gateway_port() -> None:
@@ -361,6 +394,7 @@ def _refuse_busy_gateway_port() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s launcher %(levelname)s %(message)s")
     args = _parse_args(argv)
     settings = settings_from_args(args)
     server = LocalTriton(settings, workdir=args.workdir, log_to_file=False)
@@ -378,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             f"metrics {settings.metrics_url} (Ctrl-C stops)",
             flush=True,
         )
-        return _run_gateway(settings) if args.gateway else server.wait()
+        return _supervise(server, gateway=args.gateway)
     except KeyboardInterrupt:
         return 0
     except TritonStartError as error:
