@@ -31,8 +31,11 @@ from k8s_charts.gpu_metrics import GpuMetricsExporter
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
 from k8s_charts.storage import ModelVolume
+from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
 from settings.schema import DeploymentConfig
+
+READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
 
 
 class ServingChart(cdk8s.Chart):
@@ -56,6 +59,12 @@ class ServingChart(cdk8s.Chart):
                     **naming.app_labels(),
                     # Pod Security Admission: reject pods that are not "restricted"
                     security.POD_SECURITY_ENFORCE_LABEL: "restricted",
+                    # The AWS Load Balancer Controller injects a readiness gate into pods created here:
+                    # a pod counts as Ready only once its IP target is Healthy in the target group, so
+                    # a rollout cannot outpace target registration ("Pod readiness gate", works with
+                    # target-type ip, which both endpoint kinds use:
+                    # https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/)
+                    READINESS_GATE_INJECT_LABEL: "enabled",
                 },
             ),
         )
@@ -159,8 +168,10 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
 
     Raises:
         ValueError: a config combination the charts cannot express (e.g. an idle timeout shorter
-            than the request timeout); the message names the fields.
+            than the queue wait + the request timeout, :mod:`k8s_charts.timeouts`); the message names
+            the fields.
     """
+    check_timeouts(config)
     serving = ServingChart(app, "whisper-serving", config=config, inputs=inputs)
     endpoint = EndpointChart(app, "whisper-endpoint", config=config)
     endpoint.add_dependency(serving)

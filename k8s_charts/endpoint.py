@@ -6,9 +6,9 @@ annotations (``external`` type, ``ip`` targets, HTTP health check on the gateway
 group uses ``least_outstanding_requests``, so a slower GPU type with more requests in flight gets
 fewer new ones. Both select the app label only, so every group's pods are targets.
 
-Idle timeout: a transcription request can keep its connection silent for up to
-``serving.request_timeout_seconds`` while the GPU works, so the load balancer's idle timeout must be
-longer. NLB: the listener attribute ``tcp.idle_timeout.seconds`` (default 350 s, 60–6000 s; AWS
+Idle timeout: a transcription request can keep its connection silent while it waits for a slot
+(``serving.queue_timeout_seconds``) and then for up to ``serving.request_timeout_seconds`` while the
+GPU works, so the load balancer's idle timeout must be longer (:mod:`k8s_charts.timeouts`). NLB: the listener attribute ``tcp.idle_timeout.seconds`` (default 350 s, 60–6000 s; AWS
 ELB "Network Load Balancer listeners" docs), set with the controller's
 ``aws-load-balancer-listener-attributes.TCP-<port>`` annotation. ALB: the load balancer attribute
 ``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
@@ -30,15 +30,6 @@ SERVICE_PORT = 80
 HEALTH_CHECK_INTERVAL_SECONDS = 10
 NLB = "service.beta.kubernetes.io/aws-load-balancer-"
 ALB = "alb.ingress.kubernetes.io/"
-
-
-def _check_idle_timeout(config: DeploymentConfig) -> None:
-    if config.endpoint.idle_timeout_seconds <= config.serving.request_timeout_seconds:
-        raise ValueError(
-            f"endpoint.idle_timeout_seconds ({config.endpoint.idle_timeout_seconds}) must be greater than "
-            f"serving.request_timeout_seconds ({config.serving.request_timeout_seconds}): the load balancer "
-            "would cut long transcriptions whose connection is silent while the GPU works"
-        )
 
 
 def deregistration_delay_seconds(config: DeploymentConfig) -> int:
@@ -90,13 +81,11 @@ def alb_annotations(config: DeploymentConfig) -> dict[str, str]:
 class ServingEndpoint(Construct):
     """Service (and, for ``alb``, Ingress) selecting the serving pods of all GPU groups.
 
-    Raises:
-        ValueError: ``endpoint.idle_timeout_seconds`` is not greater than ``serving.request_timeout_seconds``.
+    The timeouts it sets are checked against the gateway's by :mod:`k8s_charts.timeouts`.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, id)
-        _check_idle_timeout(config)
         namespace = config.serving.namespace
         nlb = config.endpoint.kind == "nlb"
         k8s.KubeService(

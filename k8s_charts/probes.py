@@ -1,26 +1,36 @@
-"""Probes of the serving container, matched to Triton's health semantics.
+"""Probes of the serving container; all of them target the gateway, none a Triton port.
 
-* startup: Triton's ``/v2/health/live``, which answers only once the server has started, i.e.
-  after the model repository (TensorRT-LLM engines) is loaded. Budget :data:`ENGINE_LOAD_BUDGET_SECONDS`.
-* readiness: the gateway's ``/ping`` (200 when Triton is live and the model ready, 503 while
-  draining): the load balancer and the Service only send requests to pods that can serve them.
-* liveness: Triton's ``/v2/health/live``, never ``/v2/health/ready``: readiness drops while a
-  model (re)loads, and restarting the container then would only make the load start over
-  (KServe v2 inference protocol, which Triton implements: "live" = the server can receive and
-  respond to requests, "ready" = the models are ready for inferencing).
+Triton's own health endpoints cannot see a dead model: with the python backend's stub process
+killed, ``/v2/health/live``, ``/v2/health/ready`` and the model's ready endpoint all stay 200 while
+every inference fails. So the gateway judges the model by running a canary inference every few
+seconds (``whisper_build/serving/gateway/health.py``), and the probes split the two questions:
+
+* readiness: the gateway's ``/ping`` — 200 only while the canary (and client requests) succeed;
+  503 while the model loads, after it stopped answering, or while draining. The load balancer's
+  health check uses the same path, so an unready pod gets neither Service nor LB traffic.
+* liveness: the gateway's ``/live`` — answers from the event loop without calling Triton, and fails
+  when the in-pod supervisor's heartbeat goes stale. A dead or hung Triton is *not* a liveness
+  failure: the supervisor restarts tritonserver with back-off and the gateway reloads a model whose
+  stub died, inside the running container (no CrashLoopBackOff, no new engine read per try).
+* startup: ``/live`` too, with a short budget: it only covers the gateway's own start; the model
+  load is covered by readiness (and the Deployment's progress deadline), not by restarts.
+
+Triton's ports are probed by nothing, so they can be bound to the pod's loopback.
 """
 
 from __future__ import annotations
 
 from cdk8s_plus_33 import k8s
 
-LIVE_PATH = "/v2/health/live"
 PING_PATH = "/ping"
-STARTUP_PERIOD_SECONDS = 10
+LIVE_PATH = "/live"
+STARTUP_PERIOD_SECONDS = 5
+STARTUP_BUDGET_SECONDS = 120
+"""The gateway imports its libraries and binds within seconds; 2 min allows a slow, busy node."""
 ENGINE_LOAD_BUDGET_SECONDS = 20 * 60
-"""Longest engine load allowed before the kubelet restarts the container: Triton loads the encoder
-and decoder engines of large-v3 (several GB, read through Mountpoint for S3) in minutes; 20 min
-leaves room for a cold S3 read on a fresh node."""
+"""Longest engine load expected before a rollout is reported as stuck: Triton loads the encoder and
+decoder engines of large-v3 (several GB, read through Mountpoint for S3) in minutes; 20 min leaves
+room for a cold S3 read on a fresh node. Used for the Deployment's ``progressDeadlineSeconds``."""
 
 
 def http_get(path: str, port: str) -> k8s.HttpGetAction:
@@ -28,13 +38,13 @@ def http_get(path: str, port: str) -> k8s.HttpGetAction:
     return k8s.HttpGetAction(path=path, port=k8s.IntOrString.from_string(port), scheme="HTTP")
 
 
-def startup_probe(triton_http_port_name: str) -> k8s.Probe:
-    """Startup on Triton live: ``failureThreshold × periodSeconds`` = :data:`ENGINE_LOAD_BUDGET_SECONDS`."""
+def startup_probe(gateway_port_name: str) -> k8s.Probe:
+    """Startup on the gateway's ``/live``: ``failureThreshold × periodSeconds`` = :data:`STARTUP_BUDGET_SECONDS`."""
     return k8s.Probe(
-        http_get=http_get(LIVE_PATH, triton_http_port_name),
+        http_get=http_get(LIVE_PATH, gateway_port_name),
         period_seconds=STARTUP_PERIOD_SECONDS,
-        failure_threshold=ENGINE_LOAD_BUDGET_SECONDS // STARTUP_PERIOD_SECONDS,
-        timeout_seconds=5,
+        failure_threshold=STARTUP_BUDGET_SECONDS // STARTUP_PERIOD_SECONDS,
+        timeout_seconds=3,
     )
 
 
@@ -49,11 +59,11 @@ def readiness_probe(gateway_port_name: str) -> k8s.Probe:
     )
 
 
-def liveness_probe(triton_http_port_name: str) -> k8s.Probe:
-    """Liveness on Triton's ``/v2/health/live``: restart after 6 failures (1 min)."""
+def liveness_probe(gateway_port_name: str) -> k8s.Probe:
+    """Liveness on the gateway's ``/live``: restart after 3 failures 10 s apart (30 s)."""
     return k8s.Probe(
-        http_get=http_get(LIVE_PATH, triton_http_port_name),
+        http_get=http_get(LIVE_PATH, gateway_port_name),
         period_seconds=10,
-        failure_threshold=6,
+        failure_threshold=3,
         timeout_seconds=5,
     )

@@ -32,13 +32,22 @@ CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
 CTRANSLATE2_COMPUTE_TYPE = "float16"
 """Matches the ``--quantization float16`` conversion the preflight's message prescribes."""
 
-PRESTOP_SLEEP_SECONDS = 15
-"""Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM."""
+PRESTOP_SLEEP_SECONDS = 30
+"""Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM
+(``k8s_charts.timeouts.DEREGISTRATION_PROPAGATION_SECONDS`` says why 30 s; checked at synthesis)."""
 DRAIN_SECONDS = 5
 """After SIGTERM the gateway answers ``/ping`` 503 this long before it stops accepting."""
 TRITON_STOP_SECONDS = 10
 """The supervisor stops Triton after the gateway (no requests left in flight): this long, then SIGKILL."""
 SHUTDOWN_MARGIN_SECONDS = 5
+KEEP_ALIVE_MARGIN_SECONDS = 5
+
+TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
+"""The preflight's and the supervisor's last message shows in ``kubectl describe pod`` (``Last
+State: Terminated … Message``): the supervisor writes ``/dev/termination-log``; a container that
+exits with an error without writing it gets the tail of its log (the preflight's clear message)."""
+HEARTBEAT_FILE = f"{RUN_DIR}/supervisor.heartbeat"
+"""Touched by the supervisor every poll; the gateway's ``/live`` fails when it goes stale."""
 
 PORT_GATEWAY = "http"
 PORT_TRITON_HTTP = "triton-http"
@@ -57,6 +66,19 @@ def graceful_shutdown_seconds(config: DeploymentConfig) -> int:
 def gateway_stop_seconds(config: DeploymentConfig) -> int:
     """How long the image's supervisor waits for the gateway after SIGTERM: drain + graceful shutdown + 5 s."""
     return DRAIN_SECONDS + graceful_shutdown_seconds(config) + 5
+
+
+def gateway_keep_alive_seconds(config: DeploymentConfig) -> int:
+    """The gateway's keep-alive (uvicorn ``timeout_keep_alive``), longer than the load balancer's idle timeout.
+
+    A load balancer reuses idle connections to its targets; when the target closes one first, a
+    request sent on it in that instant fails with 502. AWS: "configure the idle timeout of your
+    application to be larger than the idle timeout configured for the load balancer" (Application
+    Load Balancers, "Connection idle timeout",
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html#connection-idle-timeout).
+    uvicorn's default is 5 s.
+    """
+    return config.endpoint.idle_timeout_seconds + KEEP_ALIVE_MARGIN_SECONDS
 
 
 def termination_grace_seconds(config: DeploymentConfig) -> int:
@@ -102,6 +124,9 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": serving.request_timeout_seconds,
         "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
         "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
+        "WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS": serving.queue_timeout_seconds,
+        "WHISPER_GATEWAY_KEEP_ALIVE_SECONDS": gateway_keep_alive_seconds(config),
+        "WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
         **ctranslate2_env(group),
         "WHISPER_TRITON_HTTP_PORT": serving.triton_http_port,
@@ -111,6 +136,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_MODEL_REPOSITORY_FILE": MODEL_REPOSITORY_FILE,
         "WHISPER_SUPERVISOR_GATEWAY_STOP_TIMEOUT_S": gateway_stop_seconds(config),
         "WHISPER_SUPERVISOR_TRITON_STOP_TIMEOUT_S": TRITON_STOP_SECONDS,
+        "WHISPER_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "HOME": "/tmp",  # read-only root filesystem: caches go to the /tmp emptyDir
     }
 
@@ -221,6 +247,7 @@ class GpuGroupWorkload(Construct):
             resources=k8s.ResourceRequirements(requests=init_resources, limits=init_resources),
             security_context=security.container_security_context(),
             volume_mounts=_mounts(shm=False),
+            termination_message_policy=TERMINATION_MESSAGE_POLICY,
         )
         container = k8s.Container(
             name="serving",
@@ -233,9 +260,10 @@ class GpuGroupWorkload(Construct):
             ],
             env=_env(serving_env(config, group)),
             resources=k8s.ResourceRequirements(requests=main_resources, limits=main_resources),
-            startup_probe=probes.startup_probe(PORT_TRITON_HTTP),
+            startup_probe=probes.startup_probe(PORT_GATEWAY),
             readiness_probe=probes.readiness_probe(PORT_GATEWAY),
-            liveness_probe=probes.liveness_probe(PORT_TRITON_HTTP),
+            liveness_probe=probes.liveness_probe(PORT_GATEWAY),
+            termination_message_policy=TERMINATION_MESSAGE_POLICY,
             lifecycle=_prestop(config),
             security_context=security.container_security_context(),
             volume_mounts=_mounts(shm=True),

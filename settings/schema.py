@@ -380,6 +380,9 @@ class ServingSettings(_Strict):
     max_body_mb: int = Field(100, ge=1)
     max_audio_seconds: int = Field(7200, ge=1)
     request_timeout_seconds: int = Field(300, ge=1, description="Longest request the gateway allows.")
+    queue_timeout_seconds: int = Field(
+        30, ge=1, description="Longest wait of an admitted request for a free slot before 503."
+    )
 
 
 class EndpointSettings(_Strict):

@@ -21,12 +21,13 @@ from constructs import Construct
 
 from settings import labels
 from settings.schema import DeploymentConfig, GpuGroup
-from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role
+from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role, lifecycle_source_uri
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards
 
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "lifecycle"
 """Directory shipped to ``s3://<model bucket>/lifecycle/``; HyperPod copies the whole prefix to each node."""
-LIFECYCLE_PREFIX = "lifecycle/"
+LIFECYCLE_KEY = "lifecycle"
+"""Key of the instance groups' ``SourceS3Uri`` (``s3://<bucket>/lifecycle``); the scripts are under ``lifecycle/``."""
 ON_CREATE_SCRIPT = "on_create.sh"
 BUCKET_DEPLOYMENT_HANDLER_PREFIX = "Custom::CDKBucketDeployment"
 """Id prefix of the singleton upload Lambda aws-cdk-lib adds to the stack for every BucketDeployment."""
@@ -80,7 +81,7 @@ class HyperPodCluster(Construct):
             "LifecycleScripts",
             sources=[s3deploy.Source.asset(str(LIFECYCLE_DIR))],
             destination_bucket=lifecycle_bucket,
-            destination_key_prefix=LIFECYCLE_PREFIX,
+            destination_key_prefix=f"{LIFECYCLE_KEY}/",
         )
         self._acknowledge_upload_handler()
         self.execution_role, execution_policy = create_execution_role(
@@ -90,13 +91,13 @@ class HyperPodCluster(Construct):
             subnets=subnets,
             security_group=security_group,
             lifecycle_bucket=lifecycle_bucket,
-            lifecycle_prefix=LIFECYCLE_PREFIX,
+            lifecycle_key=LIFECYCLE_KEY,
         )
         self.karpenter_role: iam.Role | None = (
             create_karpenter_cluster_role(self, "KarpenterRole") if autoscaling else None
         )
         lifecycle = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
-            source_s3_uri=f"s3://{lifecycle_bucket.bucket_name}/{LIFECYCLE_PREFIX.rstrip('/')}",
+            source_s3_uri=lifecycle_source_uri(lifecycle_bucket.bucket_name, LIFECYCLE_KEY),
             on_create=ON_CREATE_SCRIPT,
         )
         # HyperpodNodeClass requires all subnets of an instance group in one AZ (HyperPod autoscaling docs).

@@ -70,6 +70,29 @@ def _ec2_arn(stack: Stack, resource: str) -> str:
     return stack.format_arn(service="ec2", resource=resource, resource_name="*")
 
 
+def lifecycle_list_prefixes(lifecycle_key: str) -> list[str]:
+    """``s3:prefix`` values of the execution role's ``s3:ListBucket`` on the lifecycle bucket.
+
+    HyperPod reads the lifecycle scripts from ``LifeCycleConfig.SourceS3Uri`` — "An Amazon S3
+    bucket path where your lifecycle scripts are stored"
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterLifeCycleConfig.html) —
+    ``s3://<bucket>/<key>``, so the listing may use the URI's key exactly as written or anything
+    below it: ``[<key>, <key>/*]`` (``StringLike``; ``<key>/*`` also matches ``<key>/``).
+
+    Raises:
+        ValueError: ``lifecycle_key`` is empty or starts or ends with ``/`` (it would not be the
+            key of ``s3://<bucket>/<key>``).
+    """
+    if not lifecycle_key or lifecycle_key.startswith("/") or lifecycle_key.endswith("/"):
+        raise ValueError(f"lifecycle_key must be an S3 key without leading or trailing '/', got '{lifecycle_key}'")
+    return [lifecycle_key, f"{lifecycle_key}/*"]
+
+
+def lifecycle_source_uri(bucket_name: str, lifecycle_key: str) -> str:
+    """``SourceS3Uri`` of the instance groups: ``s3://<bucket>/<key>`` (the key :func:`lifecycle_list_prefixes` allows)."""
+    return f"s3://{bucket_name}/{lifecycle_key}"
+
+
 def create_execution_role(
     scope: Construct,
     construct_id: str,
@@ -78,32 +101,31 @@ def create_execution_role(
     subnets: Sequence[ec2.ISubnet],
     security_group: ec2.ISecurityGroup,
     lifecycle_bucket: s3.IBucket,
-    lifecycle_prefix: str,
+    lifecycle_key: str,
 ) -> tuple[iam.Role, iam.Policy]:
     """Least-privilege execution role of the HyperPod instance groups.
 
     Grants: the managed instance policy; VPC CNI ENI management limited to this account/region's
     ENIs and instances and the cluster's subnets and security group; ECR image pulls; EKS Pod
     Identity for pods on the nodes (``eks-auth:AssumeRoleForPodIdentity`` on this cluster); read of
-    the lifecycle scripts under ``lifecycle_prefix`` (no S3 write at all).
+    the lifecycle scripts under ``lifecycle_key`` (no S3 write at all).
 
     Args:
         cluster_arn: ARN of the EKS cluster the nodes join.
         subnets: Subnets the instance groups use.
         security_group: Security group the instance groups use.
         lifecycle_bucket: Bucket holding ``on_create.sh``.
-        lifecycle_prefix: Key prefix of the scripts, ending in ``/`` (e.g. ``lifecycle/``).
+        lifecycle_key: The key part of the cluster's ``SourceS3Uri`` (``s3://<bucket>/<key>``), without
+            a trailing ``/`` (e.g. ``lifecycle``); the scripts are the objects under ``<key>/``.
 
     Returns:
         The role and its inline policy (the HyperPod cluster must be created after the policy).
 
     Raises:
-        ValueError: ``lifecycle_prefix`` does not end with ``/``.
+        ValueError: ``lifecycle_key`` is empty or starts or ends with ``/``.
     """
-    if not lifecycle_prefix.endswith("/"):
-        raise ValueError(f"lifecycle_prefix must end with '/', got '{lifecycle_prefix}'")
     stack = Stack.of(scope)
-    lifecycle_objects = lifecycle_bucket.arn_for_objects(f"{lifecycle_prefix}*")
+    lifecycle_objects = lifecycle_bucket.arn_for_objects(f"{lifecycle_key}/*")
     role = iam.Role(
         scope,
         construct_id,
@@ -128,7 +150,7 @@ def create_execution_role(
         iam.PolicyStatement(
             actions=["s3:ListBucket"],
             resources=[lifecycle_bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{lifecycle_prefix}*", lifecycle_prefix]}},
+            conditions={"StringLike": {"s3:prefix": lifecycle_list_prefixes(lifecycle_key)}},
         ),
     ]
     policy = iam.Policy(scope, f"{construct_id}Policy", statements=statements)

@@ -354,3 +354,27 @@ def test_inflight_counts_waiting_requests_so_utilization_can_exceed_one() -> Non
                 assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
 
     asyncio.run(scenario())
+
+
+def test_live_answers_without_the_model_and_fails_on_a_stale_supervisor_heartbeat(tmp_path) -> None:
+    import os
+    import time
+
+    heartbeat = tmp_path / "heartbeat"
+    client, backend = make_client(supervisor_heartbeat_file=heartbeat, supervisor_heartbeat_max_age_seconds=30)
+    with client:
+        # no heartbeat file yet: the supervisor is not running
+        r = client.get("/live")
+        assert r.status_code == 503 and "unreadable" in r.json()["message"]
+        heartbeat.touch()
+        backend.is_ready = False  # a dead or loading model is readiness' business, not liveness'
+        assert client.get("/live").status_code == 200
+        old = time.time() - 31
+        os.utime(heartbeat, (old, old))
+        r = client.get("/live")
+        assert r.status_code == 503 and "heartbeat" in r.json()["message"] and "31 s old" in r.json()["message"]
+    # without a heartbeat file configured (make serve, tests) only the event loop counts
+    client, backend = make_client()
+    with client:
+        backend.is_ready = False
+        assert client.get("/live").json() == {"status": "alive"}

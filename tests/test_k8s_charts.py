@@ -9,6 +9,8 @@ import yaml
 from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
 
 from k8s_charts import synth as synth_cli
+from k8s_charts import timeouts, workload
+from k8s_charts.timeouts import DEREGISTRATION_PROPAGATION_SECONDS
 from k8s_charts.sizing import pod_resources
 from observability import queries
 from observability.queries import scaling_utilization_query
@@ -115,20 +117,30 @@ def test_groups_of_one_architecture_share_one_volume() -> None:
     assert claims == {"whisper-models-sm89"}
 
 
-def test_probes_match_triton_semantics(config, deployments) -> None:
+def test_probes_target_only_the_gateway(config, deployments) -> None:
     for group in config.gpu_groups:
         serving = _container(deployments[f"whisper-{group.name}"])
         startup, live, ready = serving["startupProbe"], serving["livenessProbe"], serving["readinessProbe"]
-        assert startup["failureThreshold"] * startup["periodSeconds"] >= 15 * 60
-        assert (
-            startup["httpGet"]
-            == live["httpGet"]
-            == {"path": "/v2/health/live", "port": "triton-http", "scheme": "HTTP"}
-        )
-        assert ready["httpGet"]["path"] == "/ping" and ready["httpGet"]["port"] == "http"
+        # liveness and startup: the gateway's event loop (+ supervisor heartbeat), never the model
+        assert startup["httpGet"] == live["httpGet"] == {"path": "/live", "port": "http", "scheme": "HTTP"}
+        # readiness: the canary-backed /ping, out of rotation within 10 s
+        assert ready["httpGet"] == {"path": "/ping", "port": "http", "scheme": "HTTP"}
+        assert ready["periodSeconds"] * ready["failureThreshold"] <= 10
+        # no probe reaches a Triton port, so Triton can bind the pod's loopback
+        triton_ports = {"triton-http", "triton-grpc", "triton-metrics", 8000, 8001, 8002}
+        assert not {probe["httpGet"]["port"] for probe in (startup, live, ready)} & triton_ports
         ports = {p["name"]: p["containerPort"] for p in serving["ports"]}
-        assert ports == {"http": 8080, "triton-http": 8000, "triton-grpc": 8001, "triton-metrics": 8002}
-        assert "ready" not in str(live)
+        assert ports["http"] == 8080
+        env = _env(serving)
+        assert env["WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE"] == env["WHISPER_SUPERVISOR_HEARTBEAT_FILE"]
+        assert env["WHISPER_SUPERVISOR_HEARTBEAT_FILE"].startswith("/run/whisper/")  # a writable emptyDir
+
+
+def test_init_and_serving_containers_fall_back_to_their_log_for_the_termination_message(config, deployments) -> None:
+    for group in config.gpu_groups:
+        pod = _pod(deployments[f"whisper-{group.name}"])
+        for container in pod["initContainers"] + pod["containers"]:
+            assert container["terminationMessagePolicy"] == "FallbackToLogsOnError", container["name"]
 
 
 def test_security_context_is_restricted_for_every_container(config, deployments) -> None:
@@ -205,7 +217,7 @@ def test_termination_outlasts_the_longest_request_with_a_drain(config, deploymen
         assert pod["terminationGracePeriodSeconds"] > config.serving.request_timeout_seconds
         serving = _container(deployments[f"whisper-{group.name}"])
         prestop = serving["lifecycle"]["preStop"]["sleep"]["seconds"]
-        assert prestop > 0
+        assert prestop >= DEREGISTRATION_PROPAGATION_SECONDS
         env = {key: float(value) for key, value in _env(serving).items() if key.endswith(("_SECONDS", "_S"))}
         # the gateway drains, then finishes the longest request, within the supervisor's wait for it
         assert env["WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"] >= config.serving.request_timeout_seconds
@@ -223,7 +235,7 @@ def test_termination_outlasts_the_longest_request_with_a_drain(config, deploymen
 
 def test_prestop_falls_back_to_exec_before_kubernetes_1_30() -> None:
     deployment = next(iter(of_kind(synth(config_with(cluster={"kubernetes_version": "1.29"})), "Deployment").values()))
-    assert _container(deployment)["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "15"]}}
+    assert _container(deployment)["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "30"]}}
 
 
 def test_one_disruption_budget_per_group(config, manifests) -> None:
@@ -369,11 +381,62 @@ def test_alb_switch_creates_an_ingress_with_least_outstanding_requests() -> None
 
 def test_idle_timeout_shorter_than_a_request_is_refused() -> None:
     config = config_with(endpoint={"idle_timeout_seconds": 120}, serving={"request_timeout_seconds": 300})
+    with pytest.raises(ValueError, match=r"endpoint.idle_timeout_seconds \(120\) must be greater than"):
+        synth(config)
+
+
+def test_idle_timeout_must_cover_the_queue_wait_plus_the_request() -> None:
+    # GIVEN an idle timeout above the request timeout but below queue wait + request timeout
+    config = config_with(endpoint={"idle_timeout_seconds": 320}, serving={"request_timeout_seconds": 300})
     with pytest.raises(
         ValueError,
-        match=r"endpoint.idle_timeout_seconds \(120\) must be greater than serving.request_timeout_seconds \(300\)",
+        match=r"endpoint.idle_timeout_seconds \(320\) must be greater than serving.queue_timeout_seconds \(30\) "
+        r"\+ serving.request_timeout_seconds \(300\) = 330",
     ):
         synth(config)
+    # ... a shorter queue wait makes it fit, and the gateway is told that queue wait
+    manifests = synth(
+        config_with(
+            endpoint={"idle_timeout_seconds": 320},
+            serving={"request_timeout_seconds": 300, "queue_timeout_seconds": 10},
+        )
+    )
+    for deployment in of_kind(manifests, "Deployment").values():
+        assert _env(_container(deployment))["WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS"] == "10"
+
+
+@pytest.mark.parametrize("kind", ["alb", "nlb"])
+def test_gateway_keep_alive_outlasts_the_load_balancer_idle_timeout(kind) -> None:
+    config = config_with(endpoint={"kind": kind, "idle_timeout_seconds": 900}, serving={"request_timeout_seconds": 600})
+    for deployment in of_kind(synth(config), "Deployment").values():
+        assert int(_env(_container(deployment))["WHISPER_GATEWAY_KEEP_ALIVE_SECONDS"]) > 900
+
+
+def test_a_keep_alive_shorter_than_the_alb_idle_timeout_is_refused() -> None:
+    alb, nlb = config_with(endpoint={"kind": "alb"}), config_with(endpoint={"kind": "nlb"})
+    idle = alb.endpoint.idle_timeout_seconds
+    with pytest.raises(
+        ValueError, match=rf"KEEP_ALIVE_SECONDS=5\) must be greater than endpoint.idle_timeout_seconds \({idle}\)"
+    ):
+        timeouts.check_keep_alive(alb, 5)  # uvicorn's default
+    timeouts.check_keep_alive(alb, idle + 1)
+    timeouts.check_keep_alive(nlb, 5)  # the rule is about the ALB's connection reuse
+
+
+def test_a_prestop_shorter_than_deregistration_fails_synthesis(monkeypatch) -> None:
+    monkeypatch.setattr(workload, "PRESTOP_SLEEP_SECONDS", DEREGISTRATION_PROPAGATION_SECONDS - 1)
+    with pytest.raises(ValueError, match=r"preStop sleep \(29 s\) must be at least 30 s"):
+        synth(three_groups())
+    with pytest.raises(ValueError, match=r"shorter than terminationGracePeriodSeconds"):
+        timeouts.check_prestop(400, 350)
+
+
+def test_the_serving_namespace_asks_for_load_balancer_readiness_gates(manifests) -> None:
+    namespace = of_kind(manifests, "Namespace")["whisper"]
+    assert namespace["metadata"]["labels"]["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
+    # the gate works with IP targets only (the controller's doc): both endpoint kinds use them
+    service = next(iter(of_kind(manifests, "Service").values()))
+    assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] == "ip"
 
 
 def test_node_autoscaling_switch(deployments) -> None:

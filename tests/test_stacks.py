@@ -4,7 +4,9 @@ execution role cannot write S3, the EKS cluster has the add-ons HyperPod and Mou
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from cdk_assembly import CONFIGS, Synthesized, synthesized
 from settings import labels
 from stacks.cluster_stack import KUBECTL_MINOR, check_kubectl_compatibility
 from stacks.hyperpod import LIFECYCLE_DIR, ON_CREATE_SCRIPT
+from stacks.hyperpod_iam import lifecycle_list_prefixes
 from stacks.network_stack import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG
 
 pytestmark = pytest.mark.slow
@@ -274,3 +277,39 @@ def test_lifecycle_script_is_valid_bash_and_moves_containerd_root() -> None:
     script = LIFECYCLE_DIR / ON_CREATE_SCRIPT
     subprocess.run(["bash", "-n", str(script)], check=True)
     assert "/opt/sagemaker/containerd/data-root" in script.read_text(encoding="utf-8")
+
+
+def test_execution_role_may_list_exactly_the_lifecycle_source_uri(result: Synthesized) -> None:
+    # GIVEN the SourceS3Uri every instance group uses, s3://<bucket>/<key>
+    template = result.template_json(_ids(result)[2])
+    groups = _hyperpod(result)["Properties"]["InstanceGroups"]
+    uris = {json.dumps(g["LifeCycleConfig"]["SourceS3Uri"], sort_keys=True) for g in groups}
+    assert len(uris) == 1
+    parts = json.loads(uris.pop())["Fn::Join"][1]
+    uri = "".join(part if isinstance(part, str) else "TOKEN" for part in parts)  # account/region tokens
+    # the API's SourceS3Uri pattern (API_ClusterLifeCycleConfig): bucket, then the key after one "/"
+    match = re.fullmatch(r"(https|s3)://([^/]+)/?(.*)", uri)
+    assert match is not None, uri
+    key = match.group(3)
+    assert key and not key.endswith("/"), uri
+    # WHEN HyperPod lists the bucket under it THEN the role's s3:ListBucket condition allows the key
+    # itself and everything below it (StringLike: * = any characters), and nothing beside it
+    role_id = groups[0]["ExecutionRole"]["Fn::GetAtt"][0]
+    (listing,) = [s for s in _role_statements(template, role_id) if "s3:ListBucket" in _as_list(s["Action"])]
+    patterns = _as_list(listing["Condition"]["StringLike"]["s3:prefix"])
+
+    def allowed(prefix: str) -> bool:
+        return any(fnmatch.fnmatchcase(prefix, pattern) for pattern in patterns)
+
+    assert allowed(key) and allowed(f"{key}/") and allowed(f"{key}/{ON_CREATE_SCRIPT}")
+    assert not allowed(f"{key}-other/") and not allowed("") and not allowed("models/")
+    # ... and the objects below it may be read
+    (reading,) = [s for s in _role_statements(template, role_id) if "s3:GetObject" in _as_list(s["Action"])]
+    assert reading["Resource"]["Fn::Join"][1][-1].endswith(f"/{key}/*"), reading["Resource"]
+
+
+def test_lifecycle_key_must_be_a_plain_key() -> None:
+    assert lifecycle_list_prefixes("lifecycle") == ["lifecycle", "lifecycle/*"]
+    for bad in ("", "lifecycle/", "/lifecycle"):
+        with pytest.raises(ValueError, match="lifecycle_key must be an S3 key"):
+            lifecycle_list_prefixes(bad)

@@ -1,7 +1,7 @@
 """FastAPI app: the SageMaker-style and OpenAI routers plus ``/metrics``.
 
 ``/invocations`` and ``/ping`` come from :mod:`.routes.sagemaker`, ``/v1/...`` from
-:mod:`.routes.openai`. Build with :func:`create_app`; ``app`` uses the environment's settings.
+:mod:`.routes.openai`, ``/live`` (liveness, no model call) from :mod:`.routes.liveness`. Build with :func:`create_app`; ``app`` uses the environment's settings.
 
 Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
 :class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency.
@@ -22,14 +22,14 @@ from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
-from whisper_build.serving.gateway.routes import openai, sagemaker
+from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.service import Transcriber
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
 METRICS = "/metrics"
-ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, METRICS})
+ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE, METRICS})
 """Route labels in the gateway's metrics; any other path is counted as ``other``."""
 
 BackendFactory = Callable[[GatewaySettings], TranscriptionBackend]
@@ -73,6 +73,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     install_error_handlers(app)
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
+    app.include_router(liveness.router)
 
     @app.get(METRICS)
     async def prometheus_metrics() -> Response:

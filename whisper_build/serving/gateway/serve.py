@@ -72,6 +72,7 @@ def main(settings: GatewaySettings | None = None) -> None:
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=int(settings.graceful_shutdown_seconds),
+        timeout_keep_alive=settings.keep_alive_seconds,
         proxy_headers=False,
     )
     DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -41,3 +43,10 @@ class GatewaySettings(BaseSettings):
         120.0, gt=0, description="longest wait for in-flight requests after SIGTERM"
     )
     log_level: str = Field("info", description="uvicorn log level")
+    keep_alive_seconds: int = Field(
+        5, ge=1, description="uvicorn timeout_keep_alive: idle connections close after this (> the LB idle timeout)"
+    )
+    supervisor_heartbeat_file: Path | None = Field(
+        None, description="file the in-pod supervisor touches; /live fails when it is older than the limit below"
+    )
+    supervisor_heartbeat_max_age_seconds: float = Field(30.0, gt=0, description="largest heartbeat age /live accepts")

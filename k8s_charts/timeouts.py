@@ -1,0 +1,90 @@
+"""Rules between the load balancer's, the gateway's and the pod's timeouts, checked at synthesis.
+
+Each rule raises :class:`ValueError` naming the config fields (or chart constants) and the reason,
+so ``make synth`` fails instead of deploying an endpoint that cuts requests:
+
+* :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout: a
+  request may wait ``serving.queue_timeout_seconds`` for a slot and then run for
+  ``serving.request_timeout_seconds`` with a silent connection.
+* :func:`check_keep_alive` — with ``endpoint.kind: alb`` the gateway's keep-alive exceeds the ALB
+  idle timeout (else the gateway closes connections the ALB is about to reuse: sporadic 502s).
+* :func:`check_prestop` — the preStop sleep covers the time the AWS Load Balancer Controller needs
+  to deregister a terminating pod's IP target and for that to reach the load balancer.
+"""
+
+from __future__ import annotations
+
+from settings.schema import DeploymentConfig
+
+DEREGISTRATION_PROPAGATION_SECONDS = 30
+"""Time from a pod's deletion until its IP target stops receiving new requests: the controller sees
+the endpoint change, calls ``DeregisterTargets``, and the ELB applies it on every load balancer
+node. The AWS Load Balancer Controller maintainers break this down as "controller process time +
+ELB API propagation time + HTTP req/resp RTT + kube-proxy's iptable update time" and size the
+preStop sleep on it (kubernetes-sigs/aws-load-balancer-controller#1719, #2106); the controller's
+pod readiness gate doc covers the start of a pod's life, not its end
+(https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/).
+The EKS best-practices guide ("Gracefully handle the client requests") recommends a preStop sleep
+for the same propagation: https://docs.aws.amazon.com/eks/latest/best-practices/load-balancing.html."""
+
+
+def check_idle_timeout(config: DeploymentConfig) -> None:
+    """LB idle timeout > queue wait + request timeout.
+
+    Raises:
+        ValueError: it is not; the message names the three fields.
+    """
+    idle, serving = config.endpoint.idle_timeout_seconds, config.serving
+    longest = serving.queue_timeout_seconds + serving.request_timeout_seconds
+    if idle <= longest:
+        raise ValueError(
+            f"endpoint.idle_timeout_seconds ({idle}) must be greater than serving.queue_timeout_seconds "
+            f"({serving.queue_timeout_seconds}) + serving.request_timeout_seconds ({serving.request_timeout_seconds})"
+            f" = {longest}: the load balancer would cut a queued long transcription whose connection is silent "
+            "while it waits and the GPU works"
+        )
+
+
+def check_keep_alive(config: DeploymentConfig, keep_alive_seconds: int) -> None:
+    """With ``endpoint.kind: alb``: the gateway's keep-alive > the ALB idle timeout.
+
+    Raises:
+        ValueError: it is not.
+    """
+    if config.endpoint.kind == "alb" and keep_alive_seconds <= config.endpoint.idle_timeout_seconds:
+        raise ValueError(
+            f"the gateway's keep-alive (WHISPER_GATEWAY_KEEP_ALIVE_SECONDS={keep_alive_seconds}) must be greater than "
+            f"endpoint.idle_timeout_seconds ({config.endpoint.idle_timeout_seconds}) with endpoint.kind: alb: "
+            "the gateway would close idle connections the ALB reuses (502)"
+        )
+
+
+def check_prestop(prestop_seconds: int, termination_grace_seconds: int) -> None:
+    """The preStop sleep is ≥ :data:`DEREGISTRATION_PROPAGATION_SECONDS` and shorter than the grace period.
+
+    Raises:
+        ValueError: it is not.
+    """
+    if prestop_seconds < DEREGISTRATION_PROPAGATION_SECONDS:
+        raise ValueError(
+            f"the preStop sleep ({prestop_seconds} s) must be at least {DEREGISTRATION_PROPAGATION_SECONDS} s: "
+            "the load balancer keeps sending new requests until the controller's deregistration reaches it"
+        )
+    if prestop_seconds >= termination_grace_seconds:
+        raise ValueError(
+            f"the preStop sleep ({prestop_seconds} s) must be shorter than terminationGracePeriodSeconds "
+            f"({termination_grace_seconds} s)"
+        )
+
+
+def check_timeouts(config: DeploymentConfig) -> None:
+    """All rules, with the values the charts render.
+
+    Raises:
+        ValueError: the first rule broken.
+    """
+    from k8s_charts import workload
+
+    check_idle_timeout(config)
+    check_keep_alive(config, workload.gateway_keep_alive_seconds(config))
+    check_prestop(workload.PRESTOP_SLEEP_SECONDS, workload.termination_grace_seconds(config))
