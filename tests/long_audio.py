@@ -6,6 +6,7 @@ cache key holds every parameter, so a changed recipe builds a new file.
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def sparse_speech_flac(speech: Path, minutes: int, every_minutes: int, noise_rms
     that hold the clip.
     """
     clip, rate = soundfile.read(speech, dtype="float32")
-    path, ready = _cached(f"speech-{speech.stem}-{minutes}min-every{every_minutes}-{noise_rms:g}-{rate}hz.flac")
+    digest = hashlib.sha256(clip.tobytes()).hexdigest()[:12]  # a changed clip builds a new file
+    path, ready = _cached(f"speech-{digest}-{minutes}min-every{every_minutes}-{noise_rms:g}-{rate}hz.flac")
     if ready:
         return path
     rng = np.random.default_rng(0)
@@ -64,3 +66,13 @@ def sparse_speech_flac(speech: Path, minutes: int, every_minutes: int, noise_rms
             yield block
 
     return _write_flac(path, rate, blocks())
+
+
+def without_total_samples(flac: bytes) -> bytes:
+    """The FLAC with STREAMINFO's 36-bit total-samples field zeroed: "unknown" (RFC 9639 §8.2), as
+    streaming encoders write it, so the container declares no duration."""
+    out = bytearray(flac)
+    assert out[:4] == b"fLaC" and out[4] & 0x7F == 0  # the first metadata block is STREAMINFO
+    out[8 + 13] &= 0xF0
+    out[8 + 14 : 8 + 18] = b"\0\0\0\0"
+    return bytes(out)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile
 import speech_samples as samples
+from long_audio import without_total_samples
 
 from whisper_build.serving.audio import (
     SAMPLE_RATE,
@@ -163,17 +164,8 @@ def test_over_long_audio_is_refused_from_the_header_before_decoding(fmt: str, ra
         open_audio(data, max_seconds=4)
 
 
-def _flac_without_total_samples(data: bytes) -> bytes:
-    """Zero STREAMINFO's 36-bit total-samples field: "unknown" (RFC 9639 §8.2), as streaming encoders write."""
-    out = bytearray(data)
-    assert out[:4] == b"fLaC" and out[4] & 0x7F == 0  # first metadata block is STREAMINFO
-    out[8 + 13] &= 0xF0
-    out[8 + 14 : 8 + 18] = b"\0\0\0\0"
-    return bytes(out)
-
-
 def test_audio_without_a_declared_duration_stops_decoding_at_the_limit() -> None:
-    data = _flac_without_total_samples(samples.encode(samples.tone(5.0, 16000), 16000, "flac"))
+    data = without_total_samples(samples.encode(samples.tone(5.0, 16000), 16000, "flac"))
     stream = open_audio(data, max_seconds=2)
     assert stream.declared_seconds is None
     decoded = 0

@@ -46,7 +46,12 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     settings = settings or GatewaySettings()
     factory = backend_factory or (lambda s: TritonBackend(s.triton_url, s.model_name))
     metrics = GatewayMetrics(settings.capacity)
-    admission = AdmissionController(settings.capacity, settings.queue_size, settings.queue_timeout_seconds)
+    admission = AdmissionController(
+        settings.capacity,
+        settings.queue_size,
+        settings.queue_timeout_seconds,
+        settings.effective_audio_budget_seconds,
+    )
     pipeline = Pipeline(settings, metrics, admission)
 
     @asynccontextmanager

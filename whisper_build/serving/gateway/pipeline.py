@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from whisper_build.serving.audio import AudioError, AudioTooLongError
+from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError
 from whisper_build.serving.gateway.admission import AdmissionController, Rejected
 from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
@@ -91,29 +91,39 @@ class Pipeline:
         prompt: DecodePrompt,
         penalty: float,
     ) -> Transcription:
-        """Admit, read + transcribe within the timeout, count metrics.
+        """Read the audio and its header, admit it by request and audio seconds, transcribe, count metrics.
+
+        The header is read before admission, so over-long audio is refused (413) without waiting
+        and admission charges the declared duration (``max_audio_seconds`` when the format does not
+        say); the body is already in memory by then (:mod:`whisper_build.serving.gateway.body_limit`).
 
         Args:
             route: route label for ``whisper_gateway_audio_seconds_total``.
-            read_audio: reads the audio container bytes (inside admission and the timeout).
+            read_audio: reads the audio container bytes (within the request timeout).
             prompt: decoder prompt.
             penalty: repetition penalty (1.0 = none).
 
         Raises:
             ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
         """
+        settings = self.settings
         # In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
         # autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated.
         self.metrics.inflight.inc()
+        stream: AudioStream | None = None
         try:
-            async with self.admission.admit():
-                async with asyncio.timeout(self.settings.request_timeout_seconds):
-                    data = await read_audio()
-                    result = await self.transcriber.transcribe(data, prompt, penalty)
+            async with asyncio.timeout(settings.request_timeout_seconds):
+                stream = await asyncio.to_thread(self.transcriber.open, await read_audio())
+            declared = stream.declared_seconds
+            async with self.admission.admit(declared if declared is not None else settings.max_audio_seconds):
+                async with asyncio.timeout(settings.request_timeout_seconds):
+                    result = await self.transcriber.transcribe(stream, prompt, penalty)
         except (AudioError, Rejected, BackendError, TimeoutError) as exc:
             raise self.to_api_error(exc) from exc
         finally:
             self.metrics.inflight.dec()
+            if stream is not None:
+                stream.close()  # also stops a decode still running in a worker thread
         self.metrics.audio_seconds.labels(route=route).inc(result.duration)
         return result
 

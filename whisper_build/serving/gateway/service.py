@@ -1,26 +1,39 @@
-"""The transcription pipeline behind both HTTP routes: bytes -> windows -> model -> text.
+"""The transcription pipeline behind both HTTP routes: bytes -> streamed windows -> model -> text.
 
 Pure of HTTP: raises :class:`whisper_build.serving.audio.AudioError` for unusable audio and
 :class:`whisper_build.serving.gateway.backend.BackendError` for model-server failures.
+
+Memory per request does not grow with the audio's length: the upload is decoded as a stream
+(:func:`whisper_build.serving.audio.open_audio`), cut into windows as it flows
+(:func:`whisper_build.serving.audio.iter_windows`), silent windows are dropped at once, and the
+rest go to the model in groups of at most ``window_group_size`` windows, in order. While one
+group is with the model, the next one is decoded (so at most two groups are held).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from whisper_build.serving.audio import decode_audio, is_silent, split_windows
+from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
 from whisper_build.serving.gateway.backend import TranscriptionBackend
 from whisper_build.serving.gateway.formats import Segment
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt
 
+WindowGroup = list[tuple[Window, np.ndarray]]
+"""Consecutive non-silent windows of one upload: each window's position in the stream (its start
+offset is the true start of its text) and its 16 kHz samples."""
+
 
 @dataclass(frozen=True)
 class Transcription:
-    """Result: ``text`` (windows joined in order by one space), per-window ``segments``,
+    """One upload's transcription.
+
+    Attributes: ``text`` (windows joined in order by one space), per-window ``segments``,
     ``duration`` of the audio in seconds, ``language`` code if known.
     """
 
@@ -30,40 +43,50 @@ class Transcription:
     language: str | None
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    duration: float
-    windows: list[tuple[float, float, np.ndarray]]  # (start s, end s, samples); silent ones dropped
-
-
 class Transcriber:
-    """Decode audio, split it into windows, send all non-silent windows as one batch, join.
+    """Open audio, stream it into windows, send non-silent windows in bounded groups, join.
 
     Args:
         backend: the model server.
-        settings: window length, cut search, silence threshold, duration limit, timeout.
+        settings: window length, cut search, silence threshold, group size, duration limit, timeout.
     """
 
     def __init__(self, backend: TranscriptionBackend, settings: GatewaySettings) -> None:
         self.backend = backend
         self.settings = settings
 
-    def _prepare(self, data: bytes) -> _Prepared:
-        """CPU part (run in a worker thread): decode, split, drop silent windows."""
-        audio = decode_audio(data, max_seconds=self.settings.max_audio_seconds)
-        search = min(self.settings.cut_search_seconds, self.settings.window_seconds / 2)
-        windows = []
-        for w in split_windows(audio.samples, self.settings.window_seconds, search):
-            samples = audio.samples[w.start : w.end]
-            if not is_silent(samples, self.settings.silence_rms):
-                windows.append((w.start_s, w.end_s, samples))
-        return _Prepared(audio.duration, windows)
+    def open(self, data: bytes) -> AudioStream:
+        """Read the upload's header (blocking, cheap): refuses over-long audio before decoding.
 
-    async def transcribe(self, data: bytes, prompt: DecodePrompt, repetition_penalty: float) -> Transcription:
-        """Transcribe an audio file's bytes.
+        Raises:
+            AudioError: not audio, empty, or declared longer than ``max_audio_seconds``.
+        """
+        return open_audio(data, max_seconds=self.settings.max_audio_seconds)
+
+    def window_groups(self, stream: AudioStream) -> Iterator[WindowGroup]:
+        """Decode ``stream`` (blocking, CPU) into groups of ≤ ``window_group_size`` non-silent windows.
+
+        Raises:
+            AudioError: undecodable, or longer than ``max_audio_seconds`` once decoded.
+        """
+        settings = self.settings
+        search = min(settings.cut_search_seconds, settings.window_seconds / 2)
+        group: WindowGroup = []
+        for window, samples in iter_windows(stream.chunks(), settings.window_seconds, search):
+            if is_silent(samples, settings.silence_rms):
+                continue  # dropped at once: never held, never sent
+            group.append((window, samples))
+            if len(group) == settings.window_group_size:
+                yield group
+                group = []
+        if group:
+            yield group
+
+    async def transcribe(self, stream: AudioStream, prompt: DecodePrompt, repetition_penalty: float) -> Transcription:
+        """Transcribe an opened upload (the caller closes ``stream``).
 
         Args:
-            data: audio container bytes (see :func:`whisper_build.serving.audio.decode_audio`).
+            stream: from :meth:`open`.
             prompt: decoder prompt, sent to every window as ``TEXT_PREFIX``.
             repetition_penalty: ``REPETITION_PENALTY`` for every window (1.0 = none).
 
@@ -71,17 +94,29 @@ class Transcriber:
             AudioError: unusable audio (not audio, empty, too long).
             BackendError: the model server failed (see :mod:`whisper_build.serving.gateway.backend`).
         """
-        prepared = await asyncio.to_thread(self._prepare, data)
-        texts: list[str] = []
-        if prepared.windows:
-            texts = await self.backend.transcribe(
-                [w for _, _, w in prepared.windows],
-                prompt.to_text_prefix(),
-                repetition_penalty,
-                self.settings.request_timeout_seconds,
-            )
-        segments = [
-            Segment(start, end, text.strip()) for (start, end, _), text in zip(prepared.windows, texts, strict=True)
-        ]
+        groups = self.window_groups(stream)
+        text_prefix = prompt.to_text_prefix()
+        segments: list[Segment] = []
+        pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
+        try:
+            while (group := await pending) is not None:
+                # Decode the next group while this one is with the model.
+                pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
+                texts = await self.backend.transcribe(
+                    [samples for _, samples in group],
+                    text_prefix,
+                    repetition_penalty,
+                    self.settings.request_timeout_seconds,
+                )
+                segments += [
+                    Segment(window.start_s, window.end_s, text.strip())
+                    for (window, _), text in zip(group, texts, strict=True)
+                ]
+                del group
+        finally:
+            if not pending.done():
+                pending.cancel()  # the worker thread finishes its group; closing the stream stops it
+            elif not pending.cancelled():
+                pending.exception()  # retrieved: an error after a failure elsewhere is not logged twice
         text = " ".join(s.text for s in segments if s.text)
-        return Transcription(text, segments, prepared.duration, prompt.language)
+        return Transcription(text, segments, stream.seconds, prompt.language)

@@ -24,10 +24,22 @@ class GatewaySettings(BaseSettings):
     max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
     capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")
     queue_size: int = Field(64, ge=0, description="requests allowed to wait for a slot; beyond it -> 429")
+    audio_budget_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="seconds of audio transcribed at once (admission budget beside capacity); "
+        "default 2 × max_audio_seconds, so two longest files run together and short ones beside them",
+    )
     queue_timeout_seconds: float = Field(30.0, gt=0, description="longest wait for a slot before 503")
     request_timeout_seconds: float = Field(300.0, gt=0, description="longest Triton work per request before 504")
     window_seconds: float = Field(
         30.0, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
+    )
+    window_group_size: int = Field(
+        16,
+        ge=1,
+        description="non-silent windows sent to Triton per call (order kept); with the next group decoded "
+        "meanwhile, a request holds at most two groups (16 × 30 s × 16 kHz float32 = 31 MB each)",
     )
     cut_search_seconds: float = Field(
         5.0, ge=0, description="how far before a window's end a cut may move to find silence"
@@ -50,3 +62,8 @@ class GatewaySettings(BaseSettings):
         None, description="file the in-pod supervisor touches; /live fails when it is older than the limit below"
     )
     supervisor_heartbeat_max_age_seconds: float = Field(30.0, gt=0, description="largest heartbeat age /live accepts")
+
+    @property
+    def effective_audio_budget_seconds(self) -> float:
+        """``audio_budget_seconds``, or 2 × ``max_audio_seconds`` when unset."""
+        return self.audio_budget_seconds if self.audio_budget_seconds is not None else 2 * self.max_audio_seconds
