@@ -13,7 +13,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -169,12 +169,13 @@ async def sweep(
             calls = getattr(target, "batches", None)  # in-process targets count their own batches
             first_call = len(calls) if calls is not None else 0
             before = await _settled_scrape(scraper, url, model, metrics_settle_s)
+            started_unix = time.time()
             outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
             after = await _settled_scrape(scraper, url, model, metrics_settle_s)
             batch = triton_metrics.average_batch_size(before, after)
             if calls is not None and len(calls) > first_call:
                 batch = sum(calls[first_call:]) / (len(calls) - first_call)
-            result = summarize(target.name, concurrency, outcomes, wall, batch)
+            result = replace(summarize(target.name, concurrency, outcomes, wall, batch), started_unix=started_unix)
             results.append(result)
             if on_level:
                 on_level(result)

@@ -74,6 +74,7 @@ class LevelResult:
     rtf: float | None = None
     rtfx: float | None = None
     avg_batch_size: float | None = None
+    started_unix: float | None = None
 
     def as_dict(self) -> dict:
         """Plain dict for JSON (errors stay a nested ``{status: count}`` mapping)."""

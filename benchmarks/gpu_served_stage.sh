@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Prepare, HERE, what benchmarks/gpu_served_run.sh needs on the lent GPU machine (no network there;
+# one device call carries at most 64 MiB): three parts under .gpucarry/ (git-ignored), each with
+# the same MANIFEST (sha256 of every file of every part).
+#
+#   .gpucarry/1: the tritonserver runtime of the nvidia-pytriton wheel (xz tarball) + tiny.en shard 2
+#   .gpucarry/2: the cp312 wheels the machine lacks (PyAV, FastAPI, tritonclient, pydantic, ...) + shard 3
+#   .gpucarry/3: tiny.en shard 1 + config/tokenizer, espeak-ng speech, reference transcripts
+#
+# The wheel list is generated, not hand-written: `pip install --dry-run --report` resolves the
+# serving path's pins for CPython 3.12 / manylinux x86-64, and every package the machine already
+# has (benchmarks/gpu_machine_packages.txt, from the device tool's KINDS.md list) is dropped.
+#
+# usage (repository root of the checkout the device tool sends, i.e. the session's checkout):
+#   bash benchmarks/gpu_served_stage.sh            # ~2 min: downloads ~50 MB of wheels, espeak-ng
+# then three device calls, each within ~30 s of the last (the machine stays warm ~30 s):
+#   run command "bash benchmarks/gpu_served_run.sh", carry [".gpucarry/1"]
+#   run command "bash benchmarks/gpu_served_run.sh", carry [".gpucarry/2"]
+#   run command "bash benchmarks/gpu_served_run.sh", carry [".gpucarry/3"]   <- stages, then runs
+# Each call verifies what /tmp/gpustage already holds and says which parts are still missing.
+set -euo pipefail
+root=$(git rev-parse --show-toplevel); cd "$root"
+py=${PYTHON:-.venv/bin/python}
+exclude=$(git rev-parse --git-path info/exclude)
+grep -qx '/.gpucarry/' "$exclude" 2>/dev/null || echo '/.gpucarry/' >> "$exclude"
+rm -rf .gpucarry; mkdir -p .gpucarry/1 .gpucarry/2 .gpucarry/3 .gpucarry/work
+work=.gpucarry/work
+
+echo "== wheels: resolve for cp312 manylinux, drop what the machine has"
+platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
+           --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+requirements=(fastapi uvicorn python-multipart 'tritonclient[grpc]' pydantic pydantic-settings av soxr soundfile
+              jiwer prometheus-client)
+pins=()
+for r in "${requirements[@]}"; do
+  base=${r%%[*}; pins+=("$(grep -iE "^${base}(\[[a-z,]+\])?==" requirements.txt || echo "$r")")
+done
+"$py" -m pip install -q --dry-run --ignore-installed --report "$work/report.json" --only-binary=:all: \
+  --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "${pins[@]}"
+"$py" - "$work/report.json" benchmarks/gpu_machine_packages.txt > "$work/wheels.txt" <<'EOF'
+import json, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n.lower())
+have = {norm(l.strip()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")}
+for item in json.load(open(sys.argv[1]))["install"]:
+    if norm(item["metadata"]["name"]) not in have:
+        print(item["download_info"]["url"])
+EOF
+while read -r url; do
+  file=${url##*/}; name=${file%%-*}; version=${file#*-}; version=${version%%-*}
+  "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d .gpucarry/2 "${name}==${version}"
+done < "$work/wheels.txt"
+ls .gpucarry/2
+
+echo "== tritonserver runtime of the nvidia-pytriton wheel (server, libraries, python backend, 3.12 stub)"
+site=$("$py" -c 'import pathlib, pytriton; print(pathlib.Path(pytriton.__file__).parent.parent)')
+tar -C "$site" -cf - --exclude='libpython3*' --exclude='__pycache__' \
+  pytriton/tritonserver/bin pytriton/tritonserver/backends pytriton/tritonserver/caches \
+  pytriton/tritonserver/python_backend_stubs/3.12 nvidia_pytriton.libs | xz -T0 -6 > .gpucarry/1/tritonserver.tar.xz
+
+echo "== speech, reference transcripts, tiny.en in the transformers layout"
+"$py" benchmarks/gpu_served.py --prepare --stage "$work/stage"
+mv "$work"/stage/hf-tiny-en/model-00002-of-00003.safetensors .gpucarry/1/
+mv "$work"/stage/hf-tiny-en/model-00003-of-00003.safetensors .gpucarry/2/
+mkdir -p .gpucarry/3/hf-tiny-en
+mv "$work"/stage/hf-tiny-en/* .gpucarry/3/hf-tiny-en/
+mv "$work"/stage/audio "$work"/stage/references.json .gpucarry/3/
+rm -rf "$work"
+
+(cd .gpucarry && find 1 2 3 -type f | sort | xargs sha256sum) > MANIFEST.tmp
+for part in 1 2 3; do cp MANIFEST.tmp .gpucarry/$part/MANIFEST; done
+rm MANIFEST.tmp
+du -sh .gpucarry/1 .gpucarry/2 .gpucarry/3
+for part in 1 2 3; do
+  size=$(du -sb .gpucarry/$part | cut -f1)
+  # 64 MiB = 67 108 864 bytes a call, the repository's tracked files (~2.5 MB) included
+  [ "$size" -lt 63500000 ] || { echo "part $part is $size bytes: over the 64 MiB a call carries (with the tree)"; exit 1; }
+done
+echo "staged; now three device calls: bash benchmarks/gpu_served_run.sh with carry .gpucarry/1, then /2, then /3"
