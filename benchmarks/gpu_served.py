@@ -145,8 +145,8 @@ def run_model(name: str, params: EngineParams, args: argparse.Namespace, audio: 
                     "--concurrency", args.concurrency, "--duration", str(args.duration),
                     "--warmup", "4", "--timeout", "120", "--metrics-settle", "0.5",
                 ])  # fmt: skip
-    if code != 0:
-        raise RuntimeError(f"bench exited {code} for {name}")
+    if code != 0:  # a failed level (errors, no success) is reported in its record, not fatal to the run
+        print(f"WARNING: bench exited {code} for {name}", flush=True)
     levels = json.loads((out / "bench.json").read_text())["levels"]
     for level in levels:
         level["gpu_sm_util_pct"] = gpu.mean_sm(level.get("started_unix"), level["wall_s"])
