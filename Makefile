@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/default.yaml
+DRY_RUN ?=
+PURGE ?=
 FILE ?=
 AUDIO ?=
 TARGETS ?=
@@ -49,8 +51,14 @@ transcribe: install ## print the transcript of FILE through the running gateway 
 	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }
 	$(PY) -m whisper_build.workstation.cli "$(FILE)"
 
-publish-hyperpod-chart: install ## package the pinned HyperPod dependency chart and push it to ECR (AWS credentials, git, helm >= 3.8)
-	scripts/publish_hyperpod_chart.sh $(CONFIG)
+publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
+	scripts/publish_hyperpod_chart.sh "$(CONFIG)"
+
+deploy: install ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands)
+	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+
+destroy: install ## delete CONFIG's stacks, list what AWS retained (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
+	$(PY) -m whisper_build.workstation.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
 
 bench: install ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
 	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=file-or-folder TARGETS="--target NAME=URL ..." [CONCURRENCY=1,2,4] [DURATION=seconds] (make bench-audio writes speech files)'; exit 2; }
@@ -66,4 +74,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth

@@ -22,11 +22,11 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from k8s_charts import naming, probes, workload
-from settings import labels
+from settings import names
 from settings.schema import DeploymentConfig
 
-SERVICE_NAME = labels.APP_NAME
-SERVICE_PORT = 80
+SERVICE_NAME = names.ENDPOINT_SERVICE_NAME
+SERVICE_PORT = names.ENDPOINT_SERVICE_PORT
 HEALTH_CHECK_INTERVAL_SECONDS = 10
 NLB = "service.beta.kubernetes.io/aws-load-balancer-"
 ALB = "alb.ingress.kubernetes.io/"

@@ -9,6 +9,7 @@ endpoint spans every group).
 from __future__ import annotations
 
 from settings import labels
+from settings.names import workload_name  # noqa: F401 (re-exported)
 from settings.schema import GpuGroup
 from settings.storage import kubernetes_name
 
@@ -25,11 +26,6 @@ def group_labels(group: GpuGroup, app: str = labels.APP_NAME) -> dict[str, str]:
     (also the Deployment / DaemonSet selector). The scrape relabelling reads the last two.
     """
     return {labels.APP_NAME_LABEL: app, labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
-
-
-def workload_name(group: GpuGroup) -> str:
-    """Deployment / PDB / ScaledObject name of a group, e.g. ``whisper-g5``."""
-    return f"{labels.APP_NAME}-{group.name}"
 
 
 def model_volume_name(gpu_arch: str) -> str:

@@ -21,11 +21,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
-from settings import storage
+from settings import names, storage
+from settings.names import HYPERPOD_CHART_NAME
 from settings.schema import DeploymentConfig
 from stacks.hyperpod import HyperPodCluster
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards, acknowledge_resource
-from stacks.storage_stack import HYPERPOD_CHART_NAME
 
 KUBECTL_MINOR = 34
 """Minor version of kubectl/helm in the kubectl layer (``aws-cdk.lambda-layer-kubectl-v34``)."""
@@ -104,7 +104,7 @@ class ClusterStack(Stack):
         self.cluster = eks.Cluster(
             self,
             "Eks",
-            cluster_name=config.project_name,
+            cluster_name=names.cluster_name(config),
             version=eks.KubernetesVersion.of(config.cluster.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[private_subnets],

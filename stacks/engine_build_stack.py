@@ -39,6 +39,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from settings import labels, storage
+from settings.names import engine_project_name, image_project_name, rollout_project_name  # noqa: F401 (re-exported)
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks import buildspecs, engine_job
 from stacks.nag import (
@@ -74,24 +75,6 @@ def build_timeout(config: DeploymentConfig) -> Duration:
     """
     seconds = engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
     return Duration.minutes(math.ceil(seconds / 60))
-
-
-def engine_project_name(config: DeploymentConfig, arch: str) -> str:
-    """``<project>-engine-<target>``, e.g. ``whisper-hyperpod-engine-sm86``.
-
-    ``arch`` is an engine target; ``sm90-1g.10gb`` gives ``…-engine-sm90-1g-10gb`` (no dots in CodeBuild names).
-    """
-    return f"{config.project_name}-engine-{storage.kubernetes_name(arch)}"
-
-
-def image_project_name(config: DeploymentConfig) -> str:
-    """``<project>-serving-image``."""
-    return f"{config.project_name}-serving-image"
-
-
-def rollout_project_name(config: DeploymentConfig) -> str:
-    """``<project>-rollout``."""
-    return f"{config.project_name}-rollout"
 
 
 def fleet_instance_type(group: GpuGroup) -> str:

@@ -9,15 +9,10 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from settings import names
+from settings.names import CHARTS_NAMESPACE, HYPERPOD_CHART_NAME, SERVING_IMAGE_REPOSITORY  # noqa: F401 (re-exported)
 from stacks.nag import acknowledge
 
-SERVING_IMAGE_REPOSITORY = "whisper-serving"
-"""ECR repository name suffix of the serving image (Triton + gateway): ``<project>/whisper-serving``."""
-HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
-"""``name`` in the HyperPod dependency chart's ``Chart.yaml`` (aws/sagemaker-hyperpod-cli)."""
-CHARTS_NAMESPACE = "charts"
-"""``helm push <tgz> oci://<registry>/<project>/charts`` stores the chart in the ECR repository
-``<project>/charts/<chart name>`` (Helm OCI docs: the chart name is appended to the reference)."""
 UNTAGGED_IMAGE_EXPIRY_DAYS = 14
 S3_BUCKET_NAME_MAX = 63
 """S3 bucket names are 3–63 characters (Amazon S3 bucket naming rules)."""
@@ -57,9 +52,9 @@ class StorageStack(Stack):
             "AwsSolutions-S1",
             "This bucket is the server-access-log destination of the model bucket; logging it too would need a third bucket",
         )
-        self.model_bucket_name = self._bucket_name(project_name, "models")
+        self.model_bucket_name = self._bucket_name(project_name, names.MODEL_BUCKET_PURPOSE)
         self.model_bucket = self._logged_bucket("Models", self.model_bucket_name)
-        self.lifecycle_bucket_name = self._bucket_name(project_name, "lifecycle")
+        self.lifecycle_bucket_name = self._bucket_name(project_name, names.LIFECYCLE_BUCKET_PURPOSE)
         self.lifecycle_bucket = self._logged_bucket("Lifecycle", self.lifecycle_bucket_name)
         self.serving_repository = self._repository("ServingImage", f"{project_name}/{SERVING_IMAGE_REPOSITORY}")
         self.chart_repository = self._repository(
@@ -77,7 +72,7 @@ class StorageStack(Stack):
                 f"project_name '{project_name}' is too long for the bucket name "
                 f"'{project_name}-{purpose}-<account>-<region>' ({length} > {S3_BUCKET_NAME_MAX} characters); shorten it"
             )
-        return f"{project_name}-{purpose}-{Aws.ACCOUNT_ID}-{self.region}"
+        return names.bucket_name(project_name, purpose, Aws.ACCOUNT_ID, self.region)
 
     def _logged_bucket(self, construct_id: str, name: str) -> s3.Bucket:
         return s3.Bucket(

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from aws_cdk import Environment, Tags
 from constructs import Construct
 
+from settings.names import PROJECT_TAG, serving_repository_name
+from settings.names import stack_prefix as _stack_prefix
 from settings.schema import DeploymentConfig
 from stacks.cluster_stack import ClusterStack
 from stacks.engine_build_stack import EngineBuildStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
-from stacks.storage_stack import SERVING_IMAGE_REPOSITORY, StorageStack
+from stacks.storage_stack import StorageStack
 from stacks.workloads_stack import WorkloadsStack
-
-PROJECT_TAG = "project"
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         f"{prefix}Workloads",
         config=config,
         cluster_stack=cluster,
-        serving_repository_name=f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}",
+        serving_repository_name=serving_repository_name(config),
         amp_workspace_id=observability.workspace.attr_workspace_id if observability else None,
         amp_workspace_arn=observability.workspace.attr_arn if observability else None,
         env=env,
@@ -101,7 +101,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         cluster_name=cluster.cluster.cluster_name,
         kubectl_provider=cluster.cluster.kubectl_provider,
         model_bucket_name=storage.model_bucket_name,
-        serving_repository_name=f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}",
+        serving_repository_name=serving_repository_name(config),
         vpc=network.vpc,
         cluster_security_group=network.node_security_group,
         env=env,
@@ -117,8 +117,3 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         workloads=workloads,
         engine_build=engine_build,
     )
-
-
-def _stack_prefix(project_name: str) -> str:
-    """``whisper-hyperpod`` → ``WhisperHyperpod`` (stack ids are CloudFormation stack names)."""
-    return "".join(part.capitalize() for part in project_name.split("-"))

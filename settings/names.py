@@ -1,0 +1,81 @@
+"""Names of the AWS resources and Kubernetes objects a deployment creates, derived from the config.
+
+One place for the stacks (which create them), the deploy tool (which waits on and prints them) and
+the docs. Pure functions of the config: importing this module loads no CDK.
+"""
+
+from __future__ import annotations
+
+from settings import labels, storage
+from settings.schema import DeploymentConfig, GpuGroup
+
+SERVING_IMAGE_REPOSITORY = "whisper-serving"
+"""ECR repository name suffix of the serving image (Triton + gateway): ``<project>/whisper-serving``."""
+HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
+"""``name`` in the HyperPod dependency chart's ``Chart.yaml`` (aws/sagemaker-hyperpod-cli)."""
+CHARTS_NAMESPACE = "charts"
+"""``helm push <tgz> oci://<registry>/<project>/charts`` stores the chart in the ECR repository
+``<project>/charts/<chart name>`` (Helm OCI docs: the chart name is appended to the reference)."""
+PROJECT_TAG = "project"
+"""Tag key every resource of the deployment carries, value ``project_name`` (``Tags.of(app)``)."""
+MODEL_BUCKET_PURPOSE = "models"
+LIFECYCLE_BUCKET_PURPOSE = "lifecycle"
+ENDPOINT_SERVICE_NAME = labels.APP_NAME
+"""Kubernetes Service (and, for ``endpoint.kind: alb``, Ingress) in front of every GPU group."""
+ENDPOINT_SERVICE_PORT = 80
+
+
+def stack_prefix(project_name: str) -> str:
+    """``whisper-hyperpod`` → ``WhisperHyperpod`` (stack ids are CloudFormation stack names)."""
+    return "".join(part.capitalize() for part in project_name.split("-"))
+
+
+def stack_name(config: DeploymentConfig, stack: str) -> str:
+    """CloudFormation stack name of one stack, e.g. ``stack_name(config, "Storage")`` → ``WhisperHyperpodStorage``."""
+    return f"{stack_prefix(config.project_name)}{stack}"
+
+
+def cluster_name(config: DeploymentConfig) -> str:
+    """EKS cluster name: the project name."""
+    return config.project_name
+
+
+def serving_repository_name(config: DeploymentConfig) -> str:
+    """ECR repository of the serving image, ``<project>/whisper-serving``."""
+    return f"{config.project_name}/{SERVING_IMAGE_REPOSITORY}"
+
+
+def chart_repository_name(config: DeploymentConfig) -> str:
+    """ECR repository of the HyperPod dependency chart, ``<project>/charts/hyperpod-helm-chart``."""
+    return f"{config.project_name}/{CHARTS_NAMESPACE}/{HYPERPOD_CHART_NAME}"
+
+
+def bucket_name(project_name: str, purpose: str, account: str, region: str) -> str:
+    """``<project>-<purpose>-<account>-<region>``, e.g. ``whisper-hyperpod-models-123456789012-us-east-1``.
+
+    ``account`` and ``region`` may be CloudFormation tokens inside the stacks.
+    """
+    return f"{project_name}-{purpose}-{account}-{region}"
+
+
+def workload_name(group: GpuGroup) -> str:
+    """Deployment / PDB / ScaledObject name of a group, e.g. ``whisper-g5``."""
+    return f"{labels.APP_NAME}-{group.name}"
+
+
+def engine_project_name(config: DeploymentConfig, arch: str) -> str:
+    """``<project>-engine-<target>``, e.g. ``whisper-hyperpod-engine-sm86``.
+
+    ``arch`` is an engine target; ``sm90-1g.10gb`` gives ``…-engine-sm90-1g-10gb`` (no dots in CodeBuild names).
+    """
+    return f"{config.project_name}-engine-{storage.kubernetes_name(arch)}"
+
+
+def image_project_name(config: DeploymentConfig) -> str:
+    """``<project>-serving-image``."""
+    return f"{config.project_name}-serving-image"
+
+
+def rollout_project_name(config: DeploymentConfig) -> str:
+    """``<project>-rollout``."""
+    return f"{config.project_name}-rollout"

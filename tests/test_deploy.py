@@ -1,0 +1,332 @@
+"""``make deploy`` / ``make destroy`` (``whisper_build.workstation.deploy``): the command sequence in
+dry-run for the default and a custom project config, the runner (order, skips, failures, resume
+hint), and the AWS calls against botocore's Stubber and moto."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from settings import DEFAULT_CONFIG_PATH, load_config
+from whisper_build.workstation.deploy import aws, cli
+from whisper_build.workstation.deploy.plan import deploy_steps
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REGION = "us-east-1"
+
+
+@pytest.fixture()
+def custom_config(tmp_path: Path) -> Path:
+    """The default config with another project name and region."""
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    data.update(project_name="speech-prod", region="eu-west-1")
+    path = tmp_path / "my config.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _dry_run(action: str, config: Path, *extra: str) -> list[str]:
+    lines: list[str] = []
+
+    class NoBoto:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError("a dry run must not touch AWS")
+
+    def no_commands(argv: Sequence[str]) -> None:
+        raise AssertionError(f"a dry run must not run {argv}")
+
+    code = cli.main([action, "--config", str(config), "--dry-run", *extra], out=lines.append,
+                    run_command=no_commands, boto3_module=NoBoto())  # fmt: skip
+    assert code == 0
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("config_fixture", "project", "prefix", "region"),
+    [(None, "whisper-hyperpod", "WhisperHyperpod", "us-east-1"), ("custom", "speech-prod", "SpeechProd", "eu-west-1")],
+)
+def test_dry_run_carries_the_config_through_every_step(
+    config_fixture: str | None, project: str, prefix: str, region: str, custom_config: Path
+) -> None:
+    config_path = custom_config if config_fixture else DEFAULT_CONFIG_PATH
+    shown = str(config_path) if config_fixture else "config/default.yaml"
+    lines = _dry_run("deploy", config_path)
+    commands = [line.strip().removeprefix("$ ") for line in lines if line.strip().startswith("$ ")]
+    steps = [line.split(":")[0] for line in lines if line.startswith("[")]
+    assert steps == [f"[{i}/9] {name}" for i, name in enumerate(
+        ["bootstrap", "storage", "hyperpod-chart", "stacks", "serving-image", "engines", "rollout", "kubectl", "serving"], 1
+    )]  # fmt: skip
+    cdk_commands = [c for c in commands if c.startswith("npx cdk")]
+    assert len(cdk_commands) == 3
+    for command in cdk_commands:
+        assert command.endswith(shlex.join(["-c", f"config={shown}"]))
+    assert f"npx cdk deploy {prefix}Storage --exclusively" in cdk_commands[1]
+    assert shlex.join(["scripts/publish_hyperpod_chart.sh", shown]) in commands
+    for command in commands:
+        if command.startswith("aws ") or command.startswith("kubectl"):
+            assert region in command or "kubectl" in command
+            assert project in command or "deployment/whisper-" in command
+    text = "\n".join(lines)
+    for name in (
+        f"{project}-serving-image",
+        f"{project}-engine-sm86",
+        f"{project}-engine-sm89",
+        f"{project}-rollout",
+        f"--name {project} --region {region}",
+        f"{project}/charts/hyperpod-helm-chart:0.1.0-067d658",
+    ):
+        assert name in text  # fmt: skip
+    if config_fixture:
+        assert "whisper-hyperpod" not in text and "WhisperHyperpod" not in text
+
+
+def test_dry_run_of_destroy_names_the_config(custom_config: Path) -> None:
+    lines = _dry_run("destroy", custom_config, "--purge")
+    assert f"$ npx cdk destroy --all --force -c 'config={custom_config}'" in [line.strip() for line in lines]
+    assert any("Key=project,Values=speech-prod" in line and "then empty and delete them" in line for line in lines)
+
+
+def test_make_deploy_dry_run_runs_the_same_plan(custom_config: Path) -> None:
+    completed = subprocess.run(
+        ["make", "-s", "-o", "install", "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "[9/9] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
+
+
+def test_pipeline_configs_are_refused_with_the_way_to_deploy_them(capsys: pytest.CaptureFixture[str]) -> None:
+    config = REPO_ROOT / "config" / "examples" / "pipeline.yaml"
+    assert cli.main(["deploy", "--config", str(config), "--dry-run"]) == 2
+    assert f"npx cdk deploy --all -c config={config}" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the runner, with a recording session
+class RecordingSession:
+    """Stands in for :class:`cli.AwsSession`: records calls; ``have`` lists ECR images that exist."""
+
+    def __init__(self, have: set[str], fail_builds: set[str] | None = None) -> None:
+        self.have = have
+        self.fail_builds = fail_builds or set()
+        self.calls: list[str] = []
+
+    def image_exists(self, repository: str, tag: str) -> bool:
+        self.calls.append(f"image_exists {repository}:{tag}")
+        return f"{repository}:{tag}" in self.have
+
+    def run_builds(self, projects: Sequence[str]) -> None:
+        self.calls.append(f"builds {' '.join(projects)}")
+        failed = self.fail_builds & set(projects)
+        if failed:
+            raise aws.DeployError(f"CodeBuild project {sorted(failed)[0]} ended FAILED")
+
+    def grant_kubectl(self, cluster: str, namespace: str) -> None:
+        self.calls.append(f"grant {cluster} {namespace}")
+
+
+def _run_plan(session: RecordingSession, config_path: Path = DEFAULT_CONFIG_PATH) -> tuple[list[str], list[str]]:
+    config = load_config(config_path)
+    commands: list[str] = []
+    lines: list[str] = []
+    steps = deploy_steps(config, "cfg.yaml", "123456789012")
+    cli.Runner(steps, session, lines.append, lambda argv: commands.append(" ".join(argv))).run()  # type: ignore[arg-type]
+    return commands, lines
+
+
+def test_first_deploy_runs_every_step_in_order() -> None:
+    session = RecordingSession(have=set())
+    commands, lines = _run_plan(session)
+    assert commands == [
+        "npx cdk bootstrap aws://123456789012/us-east-1 -c config=cfg.yaml",
+        "npx cdk deploy WhisperHyperpodStorage --exclusively --require-approval never --import-existing-resources "
+        "-c config=cfg.yaml",
+        "scripts/publish_hyperpod_chart.sh cfg.yaml",
+        "npx cdk deploy --all --require-approval never -c config=cfg.yaml",
+        "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",
+        "kubectl -n whisper rollout status deployment/whisper-g5 --timeout=30m",
+        "kubectl -n whisper rollout status deployment/whisper-g6e --timeout=30m",
+    ]
+    assert session.calls == [
+        "image_exists whisper-hyperpod/charts/hyperpod-helm-chart:0.1.0-067d658",
+        "image_exists whisper-hyperpod/whisper-serving:0.1.0",
+        "builds whisper-hyperpod-serving-image",
+        "builds whisper-hyperpod-engine-sm86 whisper-hyperpod-engine-sm89",
+        "builds whisper-hyperpod-rollout",
+        "grant whisper-hyperpod whisper",
+    ]
+    assert sum(line.strip().startswith("done in ") for line in lines) == 9
+
+
+def test_rerun_skips_the_chart_and_image_that_exist() -> None:
+    session = RecordingSession(
+        have={"whisper-hyperpod/charts/hyperpod-helm-chart:0.1.0-067d658", "whisper-hyperpod/whisper-serving:0.1.0"}
+    )
+    commands, lines = _run_plan(session)
+    assert "scripts/publish_hyperpod_chart.sh cfg.yaml" not in commands
+    assert "builds whisper-hyperpod-serving-image" not in session.calls
+    assert sum(line.strip() == "skipped: already done" for line in lines) == 2
+
+
+def test_a_failed_step_stops_the_run_naming_it_and_how_to_resume() -> None:
+    session = RecordingSession(have=set(), fail_builds={"whisper-hyperpod-engine-sm89"})
+    with pytest.raises(
+        aws.DeployError, match=r"step 'engines' failed after .*whisper-hyperpod-engine-sm89.*run the same"
+    ):
+        _run_plan(session)
+    assert "builds whisper-hyperpod-rollout" not in session.calls
+
+
+def test_a_failing_command_stops_the_run() -> None:
+    config = load_config()
+
+    def fail(argv: Sequence[str]) -> None:
+        raise subprocess.CalledProcessError(1, list(argv))
+
+    with pytest.raises(aws.DeployError, match="step 'bootstrap' failed"):
+        cli.Runner(deploy_steps(config, "c.yaml", "1"), RecordingSession(set()), lambda _: None, fail).run()  # type: ignore[arg-type]
+
+
+def test_endpoint_message_for_an_internal_nlb() -> None:
+    config = load_config()
+    status = {
+        "status": {"loadBalancer": {"ingress": [{"hostname": "internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com"}]}}
+    }
+    seen: list[Sequence[str]] = []
+
+    def kubectl(argv: Sequence[str]) -> str:
+        seen.append(argv)
+        return json.dumps(status)
+
+    hostname = cli.endpoint_address(config, kubectl)
+    assert seen == [["kubectl", "-n", "whisper", "get", "service", "whisper", "-o", "json"]]
+    message = cli.how_to_reach(config, hostname)
+    assert "http://internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com" in message
+    assert "kubectl -n whisper port-forward service/whisper 8080:80" in message
+    assert "curl -s http://127.0.0.1:8080/ping" in message
+    assert "OpenAI(base_url='http://127.0.0.1:8080/v1'" in message
+    assert cli.endpoint_address(config, lambda argv: json.dumps({"status": {}})) is None
+
+
+# ---------------------------------------------------------------- AWS calls: Stubber and moto
+def _client(service: str) -> Any:
+    return boto3.client(service, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+
+
+def test_run_builds_waits_for_every_build_and_reports_failures() -> None:
+    codebuild = _client("codebuild")
+    stub = Stubber(codebuild)
+    stub.add_response("start_build", {"build": {"id": "a:1"}}, {"projectName": "a"})
+    stub.add_response("start_build", {"build": {"id": "b:1"}}, {"projectName": "b"})
+    running = {"id": "a:1", "currentPhase": "BUILD", "buildComplete": False, "buildStatus": "IN_PROGRESS"}
+    stub.add_response("batch_get_builds", {"builds": [running, {**running, "id": "b:1", "currentPhase": "PROVISIONING"}]},
+                      {"ids": ["a:1", "b:1"]})  # fmt: skip
+    stub.add_response(
+        "batch_get_builds",
+        {"builds": [{**running, "currentPhase": "COMPLETED", "buildComplete": True, "buildStatus": "SUCCEEDED"},
+                    {**running, "id": "b:1", "currentPhase": "BUILD"}]},
+        {"ids": ["a:1", "b:1"]},
+    )  # fmt: skip
+    stub.add_response(
+        "batch_get_builds",
+        {"builds": [{"id": "b:1", "currentPhase": "COMPLETED", "buildComplete": True, "buildStatus": "FAILED",
+                     "logs": {"deepLink": "https://console/logs/b"}}]},
+        {"ids": ["b:1"]},
+    )  # fmt: skip
+    reports: list[str] = []
+    sleeps: list[float] = []
+    with stub, pytest.raises(aws.DeployError) as raised:
+        aws.run_builds(codebuild, ["a", "b"], reports.append, poll_s=7, sleep=sleeps.append)
+    stub.assert_no_pending_responses()
+    assert str(raised.value) == "CodeBuild project b ended FAILED (build b:1, logs: https://console/logs/b)"
+    assert reports == ["a: build", "b: provisioning", "a: completed", "b: build", "b: completed"]
+    assert sleeps == [7, 7]
+
+
+def test_image_exists_reads_ecr_errors() -> None:
+    ecr = _client("ecr")
+    stub = Stubber(ecr)
+    params = {"repositoryName": "p/whisper-serving", "imageIds": [{"imageTag": "0.1.0"}]}
+    stub.add_response("describe_images", {"imageDetails": [{"imageTags": ["0.1.0"]}]}, params)
+    stub.add_client_error("describe_images", "ImageNotFoundException", expected_params=params)
+    stub.add_client_error("describe_images", "RepositoryNotFoundException", expected_params=params)
+    stub.add_client_error("describe_images", "AccessDeniedException", expected_params=params)
+    with stub:
+        assert aws.image_exists(ecr, "p/whisper-serving", "0.1.0") is True
+        assert aws.image_exists(ecr, "p/whisper-serving", "0.1.0") is False
+        assert aws.image_exists(ecr, "p/whisper-serving", "0.1.0") is False
+        with pytest.raises(aws.ClientError, match="AccessDenied"):
+            aws.image_exists(ecr, "p/whisper-serving", "0.1.0")
+
+
+def test_access_entry_is_created_once_and_scoped_to_the_namespace() -> None:
+    eks = _client("eks")
+    stub = Stubber(eks)
+    role = "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_1"
+    associate = {
+        "clusterName": "c", "principalArn": role, "policyArn": aws.EKS_NAMESPACE_ADMIN_POLICY,
+        "accessScope": {"type": "namespace", "namespaces": ["whisper"]},
+    }  # fmt: skip
+    stub.add_response("create_access_entry", {}, {"clusterName": "c", "principalArn": role})
+    stub.add_response("associate_access_policy", {}, associate)
+    stub.add_client_error("create_access_entry", "ResourceInUseException")
+    stub.add_response("associate_access_policy", {}, associate)
+    with stub:
+        assert aws.ensure_access_entry(eks, "c", role, "whisper") is True
+        assert aws.ensure_access_entry(eks, "c", role, "whisper") is False
+    stub.assert_no_pending_responses()
+
+
+@mock_aws
+def test_access_entry_principal_keeps_the_role_path() -> None:
+    iam = _client("iam")
+    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
+    iam.create_role(RoleName="AWSReservedSSO_Admin_1", Path="/aws-reserved/sso.amazonaws.com/",
+                    AssumeRolePolicyDocument=trust)  # fmt: skip
+    session_arn = "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Admin_1/me@example.com"
+    principal = aws.access_entry_principal(session_arn, iam)
+    assert principal.endswith(":role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_1")
+    user = "arn:aws:iam::123456789012:user/ci"
+    assert aws.access_entry_principal(user, iam) == user
+
+
+@mock_aws
+def test_retained_resources_are_listed_and_purged() -> None:
+    config = load_config()
+    s3 = _client("s3")
+    ecr = _client("ecr")
+    models = f"whisper-hyperpod-models-123456789012-{REGION}"
+    logs = "whisperhyperpodstorage-accesslogs-1x2y3z"
+    for bucket in (models, logs):
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_tagging(Bucket=logs, Tagging={"TagSet": [{"Key": "project", "Value": "whisper-hyperpod"}]})
+    for version in (b"v1", b"v2"):
+        s3.put_object(Bucket=models, Key="models/large-v3-turbo/sm86/current.json", Body=version)
+    ecr.create_repository(repositoryName="whisper-hyperpod/whisper-serving")
+    lines: list[str] = []
+    session = cli.AwsSession(config, "123456789012", "arn:aws:iam::123456789012:user/me",
+                             lambda service, region_name: _client(service),
+                             lambda service, region_name: boto3.resource(service, region_name=region_name),
+                             lines.append)  # fmt: skip
+
+    session.report_retained(purge=False)
+    listed = "\n".join(lines)
+    assert f"s3-bucket {models}: model engines" in listed
+    assert f"s3-bucket {logs}: server access logs" in listed
+    assert "ecr-repository whisper-hyperpod/whisper-serving: serving images" in listed
+    assert "make destroy CONFIG=<this config> PURGE=1" in listed
+    assert "aws ecr delete-repository --repository-name whisper-hyperpod/whisper-serving --force" in listed
+
+    session.report_retained(purge=True)
+    assert session.retained() == []
+    assert s3.list_buckets()["Buckets"] == []
+    assert ecr.describe_repositories()["repositories"] == []
