@@ -36,6 +36,7 @@ from long_audio import sparse_speech_flac
 from k8s_charts.sizing import pod_resources
 from settings.gpu_catalog import INSTANCE_SIZES
 from whisper_build.serving.audio import open_audio
+from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.workstation.local_triton import free_ports
 
 pytestmark = [
@@ -158,6 +159,13 @@ def test_eight_concurrent_hour_uploads_complete_or_shed_without_a_crash(triton_s
                 assert samples.wer(SENTENCE, segment["text"]) <= 0.3, segment
                 assert segment["start"] <= minute * 60 < segment["end"]  # each window's true offset
         assert memory["VmHWM"] < smallest_pod_memory_mib() * MIB
+        # Tighter: what the gateway holds is bodies (the buffered upload, then the file's bytes, with a
+        # transient copy while parsing) and, per running upload, 64 MiB + two window groups. Keeping
+        # an hour of decoded 16 kHz audio (230 MB, twice while concatenating) per running upload
+        # would not fit.
+        defaults = GatewaySettings()
+        group = defaults.window_group_size * int(defaults.window_seconds * 16000) * 4  # float32 samples
+        assert memory["VmHWM"] - idle <= UPLOADS * 3 * len(data) + 2 * (64 * MIB + 2 * group)
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -3,13 +3,15 @@ concurrency limit with 429.
 
 The size limit is checked twice: from ``Content-Length`` before anything is read, and while the
 body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full
-before the app runs, so the app never sees a partial body. Because bodies are buffered before
+before the app runs (then replayed to it chunk by chunk), so the app never sees a partial body. Because bodies are buffered before
 the app's admission control runs, at most ``max_concurrent`` bodies are held at once: the next
 one is answered 429 before it is buffered, so an upload flood sheds load instead of exhausting
 the pod's memory (which Triton shares).
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -114,15 +116,18 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        # Replayed chunk by chunk, each dropped once handed over: no joined copy of the body, and a
+        # multipart body is freed as the app parses it (it spools the file to disk).
+        pending = deque(chunks)
         del chunks
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                chunk = pending.popleft() if pending else b""
+                replayed = not pending
+                return {"type": "http.request", "body": chunk, "more_body": not replayed}
             return await receive()
 
         await self.app(scope, replay, send)
