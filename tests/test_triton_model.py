@@ -9,6 +9,7 @@ import pytest
 import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from google.protobuf import text_format
 
+from fake_engine import Decoded, ScriptedEngine
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.batching import (
@@ -25,23 +26,13 @@ from whisper_build.serving.triton_model.repository import (
 )
 
 
-class RecordingEngine:
-    """In-memory engine: records each call and answers "<first sample>|<language>" per window."""
+def RecordingEngine(fail: Exception | None = None) -> ScriptedEngine:  # noqa: N802 - reads like a class
+    """Engine answering "<first sample>|<language>|<length>" per window (one text token)."""
+    return ScriptedEngine(lambda a, p, _t: Decoded([f"{a[0]:g}|{p.language}|{len(a)}"]), fail=fail)
 
-    def __init__(self, fail: Exception | None = None) -> None:
-        self.calls: list[tuple[int, list[DecodePrompt], list[float]]] = []
-        self.fail = fail
 
-    def transcribe_batch(
-        self,
-        audio: Sequence[np.ndarray],
-        prompts: Sequence[DecodePrompt],
-        repetition_penalty: Sequence[float],
-    ) -> list[str]:
-        self.calls.append((len(audio), list(prompts), list(repetition_penalty)))
-        if self.fail:
-            raise self.fail
-        return [f"{a[0]:g}|{p.language}|{len(a)}" for a, p in zip(audio, prompts, strict=True)]
+def _texts(result: object) -> list[str]:
+    return [w.text for w in result]  # type: ignore[attr-defined]
 
 
 def _wav(*rows: list[float]) -> np.ndarray:
@@ -106,10 +97,10 @@ def test_all_windows_of_all_requests_go_to_one_engine_call_and_come_back_per_req
     ]
     results = run_batch(engine, requests)
     # ONE engine call with the 4 valid windows, in request order
-    assert [count for count, _, _ in engine.calls] == [4]
-    assert results[0] == ["1|None|1", "2|None|1", "3|None|1"]
+    assert [call[0] for call in engine.calls] == [4]
+    assert _texts(results[0]) == ["1|None|1", "2|None|1", "3|None|1"]
     assert isinstance(results[1], RequestError)
-    assert results[2] == ["4|fr|1"]
+    assert _texts(results[2]) == ["4|fr|1"]
 
 
 def test_engine_failure_fails_the_valid_requests_only():
@@ -121,12 +112,11 @@ def test_engine_failure_fails_the_valid_requests_only():
 
 
 def test_engine_returning_the_wrong_count_is_an_error():
-    class ShortEngine(RecordingEngine):
-        def transcribe_batch(self, audio, prompts, repetition_penalty):  # noqa: ANN001, ANN201
-            return ["only one"]
-
-    [result] = run_batch(ShortEngine(), [parse_request(_wav([1], [2]))])
-    assert isinstance(result, RuntimeError) and "returned 1 transcripts for 2 windows" in str(result)
+    engine = RecordingEngine()
+    real = engine.generate
+    engine.generate = lambda *a, **k: real(*a, **k)[:1]  # type: ignore[method-assign]
+    [result] = run_batch(engine, [parse_request(_wav([1], [2]))])
+    assert isinstance(result, RuntimeError) and "returned 1 hypotheses for 2 windows" in str(result)
 
 
 def test_no_valid_request_means_no_engine_call():
@@ -161,11 +151,12 @@ def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
         "WAV_LENS": ("TYPE_INT32", [1], True),
         "TEXT_PREFIX": ("TYPE_STRING", [1], True),
         "REPETITION_PENALTY": ("TYPE_FP32", [1], True),
+        "TIMESTAMPS": ("TYPE_BOOL", [1], True),
+        "WORD_TIMESTAMPS": ("TYPE_BOOL", [1], True),
+        "TEMPERATURE": ("TYPE_FP32", [1], True),
     }
-    [output] = config.output
-    assert (output.name, model_config_pb2.DataType.Name(output.data_type), list(output.dims)) == (
-        "TRANSCRIPTS", "TYPE_STRING", [1],
-    )  # fmt: skip
+    outputs = {o.name: (model_config_pb2.DataType.Name(o.data_type), list(o.dims)) for o in config.output}
+    assert outputs == {"TRANSCRIPTS": ("TYPE_STRING", [1]), "RESULT": ("TYPE_STRING", [1])}
     assert config.dynamic_batching.default_queue_policy.max_queue_size == 8
     # Engine parameters round-trip through the config into EngineParams.
     strings = {key: value.string_value for key, value in config.parameters.items()}

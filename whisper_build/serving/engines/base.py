@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -17,15 +18,133 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 
-__all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]
+__all__ = [
+    "EngineCapabilities",
+    "EngineKind",
+    "EngineParams",
+    "EngineParamsError",
+    "Hypothesis",
+    "WhisperEngine",
+    "WordTiming",
+]
 
 EngineKind = Literal["ctranslate2", "tensorrt_llm", "torch"]
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Hypothesis:
+    """One decoded window, as the decoding layer needs it.
+
+    Attributes:
+        tokens: generated ids after the prompt, up to (not including) ``<|endoftext|>``; text
+            tokens (``< eot``) and, when timestamps were asked, timestamp tokens (``>= timestamp_begin``).
+        sum_logprob: sum of the log-probabilities of ``tokens`` and the end-of-text token (natural log).
+        no_speech_prob: probability of ``<|nospeech|>`` at the ``<|startoftranscript|>`` position;
+            ``None`` when the engine cannot give it.
+        language: language code the window was decoded in (multilingual models), else ``None``.
+    """
+
+    tokens: list[int]
+    sum_logprob: float
+    no_speech_prob: float | None
+    language: str | None = None
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """One word aligned to the audio (cross-attention alignment, as in openai/whisper ``timing.py``).
+
+    Attributes:
+        word: the word's text with its leading space (``" hello"``), punctuation merged in.
+        start: start in seconds from the window's start.
+        end: end in seconds from the window's start (``>= start``).
+        probability: mean token probability of the word.
+        tokens: how many text tokens the word spans (words cover the aligned tokens in order).
+    """
+
+    word: str
+    start: float
+    end: float
+    probability: float
+    tokens: int
+
+
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """What an engine can do beyond greedy/beam text decoding.
+
+    Attributes:
+        timestamps: predicts Whisper timestamp tokens (prompt without ``<|notimestamps|>``).
+        word_timestamps: implements :meth:`WhisperEngine.align`.
+        sampling: really samples at temperature > 0 (needed for the temperature fallback).
+    """
+
+    timestamps: bool
+    word_timestamps: bool
+    sampling: bool
+
+
 class WhisperEngine(Protocol):
-    """Decodes a batch of ≤ 30 s windows in one go."""
+    """Decodes a batch of ≤ 30 s windows in one go.
+
+    :meth:`generate` (and :meth:`align`) are what the Triton model's decoding layer
+    (:mod:`whisper_build.serving.triton_model.decoding`) runs; :meth:`transcribe_batch` is the
+    plain text path (benchmarks, engine-build smoke test).
+    """
+
+    name: str
+    """Engine kind (``ctranslate2``, ``tensorrt_llm``, ``torch``), for error messages."""
+    capabilities: EngineCapabilities
+    multilingual: bool
+    eot: int
+    """Id of ``<|endoftext|>``; ids ``< eot`` are text tokens."""
+    timestamp_begin: int
+    """Id of ``<|0.00|>``."""
+
+    def generate(
+        self,
+        audio: Sequence[np.ndarray],
+        prompts: Sequence[DecodePrompt],
+        repetition_penalty: Sequence[float],
+        *,
+        timestamps: bool,
+        temperature: float,
+    ) -> list[Hypothesis]:
+        """Decode every window once (no silence gate, no fallback: the decoding layer does those).
+
+        Args:
+            audio: 1-D float32 arrays, 16 kHz mono, ≤ 480 000 samples each.
+            prompts: one decoder prompt per window.
+            repetition_penalty: one value > 0 per window (1.0 = off).
+            timestamps: predict timestamp tokens (only when ``capabilities.timestamps``).
+            temperature: 0 = the configured beam search / greedy; > 0 = sampling at this
+                temperature (only when ``capabilities.sampling``).
+
+        Returns:
+            One :class:`Hypothesis` per window, in order.
+        """
+        ...
+
+    def align(
+        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
+    ) -> list[list[WordTiming]]:
+        """Word timings of already decoded text (only when ``capabilities.word_timestamps``).
+
+        Args:
+            audio: the windows, as given to :meth:`generate`.
+            prompts: their prompts (language/task).
+            text_tokens: per window, the text token ids (``< eot``) to align.
+
+        Returns:
+            Per window, its words in order, times relative to the window's start.
+        """
+        ...
+
+    def decode_text(self, tokens: Sequence[int]) -> str:
+        """Text of token ids; ids ``>= eot`` are ignored."""
+        ...
 
     def transcribe_batch(
         self,
@@ -72,8 +191,20 @@ class EngineParams(BaseModel):
             ``n_text_ctx // 2 = 224`` (openai/whisper ``decoding.py`` ``sample_len``).
         max_engine_batch: most windows per runtime call; larger batches are split (TensorRT-LLM
             engines are built with a fixed ``--max_batch_size``).
-        no_speech_threshold: a window whose ``<|nospeech|>`` probability exceeds this yields ``""``
-            (ctranslate2; openai/whisper ``transcribe`` default 0.6).
+        no_speech_threshold: a window whose ``<|nospeech|>`` probability exceeds this is silence
+            and yields ``""`` (openai/whisper ``transcribe`` default 0.6).
+        no_speech_needs_low_logprob: openai/whisper's rule, silence only when ALSO the average
+            log-prob is below ``logprob_threshold``. Default off: tiny models are often confident
+            in text invented on silence or noise (measured: a 10 s 440 Hz tone decodes as
+            "Beeping Beeping ..." with avg log-prob above -1), so no-speech alone decides.
+        logprob_threshold: a decode whose average log-prob is below this is re-decoded at the
+            next temperature (openai/whisper default -1.0).
+        compression_ratio_threshold: a decode whose text's zlib compression ratio is above this
+            (a repetition loop) is re-decoded at the next temperature (openai/whisper default 2.4).
+        temperature_increment: fallback temperature step; temperatures ``t, t+step, … ≤ 1.0``
+            (openai/whisper ``(0.0, 0.2, …, 1.0)``); 0 turns the fallback off.
+        best_of: hypotheses sampled per window at temperature > 0; the most likely one is kept
+            (openai/whisper ``best_of`` 5; CTranslate2 ``num_hypotheses``).
         silence_dbfs: windows quieter than this RMS level are not decoded (both engines).
         default_language: language for multilingual models when the request names none and the
             engine cannot detect it (tensorrt_llm).
@@ -94,6 +225,11 @@ class EngineParams(BaseModel):
     max_new_tokens: int = Field(224, ge=1, le=440)
     max_engine_batch: int = Field(16, ge=1, le=1024)
     no_speech_threshold: float = Field(0.6, gt=0.0, le=1.0)
+    no_speech_needs_low_logprob: bool = False
+    logprob_threshold: float = Field(-1.0, le=0.0)
+    compression_ratio_threshold: float = Field(2.4, gt=0.0)
+    temperature_increment: float = Field(0.2, ge=0.0, le=1.0)
+    best_of: int = Field(5, ge=1, le=16)
     silence_dbfs: float = Field(-55.0, le=0.0)
     default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)

@@ -14,6 +14,16 @@ return_dict=True, output_sequence_lengths=True)``. Differences from the example,
   ``max_new_tokens`` (e.g. 448) and ``--max_input_len`` ≥ the longest prompt (e.g. 230);
 * output ids echo the prompt and are padded with ``end_id``: :func:`clean_output_ids` removes both.
 
+:meth:`TensorRTLLMEngine.generate` (the decoding layer's entry) asks the runtime for
+``output_cum_log_probs`` (summed log-prob per beam) and, at temperature > 0, samples with
+``num_beams=1, top_k=0, top_p=1.0, temperature=t`` (full-distribution sampling; ``top_k=0`` with
+``top_p=0`` would be greedy in TensorRT-LLM's sampling config). The ``<|nospeech|>`` probability
+would need the decoder's context logits (an engine built with ``--gather_context_logits``), so it
+is ``None`` here and the silence rule on this engine rests on the energy gate and the log-prob
+thresholds. UNVERIFIED on a GPU (no GPU here): written from the TensorRT-LLM
+``ModelRunnerCpp.generate`` signature; the decoding logic above it is unit-tested with a fake.
+Word timings: not available (no cross-attention output), so the decoding layer answers 400.
+
 Engine directory layout (made by ``whisper_build`` engine build): ``encoder/config.json`` +
 ``rank0.engine``, ``decoder/config.json`` + ``rank0.engine``, and the model's Hugging Face
 ``tokenizer.json`` (openai/whisper-* repository) at the top level.
@@ -30,12 +40,13 @@ from pathlib import Path
 import numpy as np
 import tokenizers
 
-from whisper_build.serving.engines.base import EngineParams, EngineParamsError
+from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, EngineParamsError, Hypothesis
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
+    generated_ids,
     group_indices,
     max_length_for,
 )
@@ -125,6 +136,11 @@ class TensorRTLLMEngine:
         self._torch = torch
         self._tokenizer = tokenizers.Tokenizer.from_file(str(engine_dir / "tokenizer.json"))
         self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, self._layout.multilingual)
+        self.name = "tensorrt_llm"
+        self.capabilities = EngineCapabilities(timestamps=True, word_timestamps=False, sampling=True)
+        self.multilingual = self._layout.multilingual
+        self.eot = self._specials.eot
+        self.timestamp_begin = self._specials.timestamp_begin
         self._runner = ModelRunnerCpp.from_dir(
             engine_dir=str(engine_dir),
             is_enc_dec=True,
@@ -163,18 +179,69 @@ class TensorRTLLMEngine:
             group = [voiced[j] for j in indices]
             for start in range(0, len(group), self._batch):
                 chunk = group[start : start + self._batch]
-                outputs = self._generate([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
+                outputs, _ = self._generate([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
                 for i, ids in zip(chunk, outputs, strict=True):
                     texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
         return texts
 
-    def _generate(self, audio: list[np.ndarray], prompt_ids: list[list[int]], penalty: float) -> list[list[int]]:
+    def generate(
+        self,
+        audio: Sequence[np.ndarray],
+        prompts: Sequence[DecodePrompt],
+        repetition_penalty: Sequence[float],
+        *,
+        timestamps: bool,
+        temperature: float,
+    ) -> list[Hypothesis]:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (module docstring: UNVERIFIED)."""
+        if not len(audio) == len(prompts) == len(repetition_penalty):
+            raise ValueError("audio, prompts and repetition_penalty must have the same length")
+        languages = [p.language or (self._params.default_language if self.multilingual else None) for p in prompts]
+        prompt_ids = [
+            build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, lang, timestamps)
+            for p, lang in zip(prompts, languages, strict=True)
+        ]
+        out: list[Hypothesis | None] = [None] * len(audio)
+        for penalty, group in group_indices(list(repetition_penalty)).items():
+            for start in range(0, len(group), self._batch):
+                chunk = group[start : start + self._batch]
+                ids, logprobs = self._generate(
+                    [audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty, temperature, scores=True
+                )
+                for i, row, logprob in zip(chunk, ids, logprobs, strict=True):
+                    tokens = generated_ids(row, prompt_ids[i], self.eot)
+                    out[i] = Hypothesis(tokens, logprob, None, languages[i])
+        return [h for h in out if h is not None]
+
+    def decode_text(self, tokens: Sequence[int]) -> str:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
+        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
+
+    def align(
+        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
+    ) -> list[list]:
+        """Not available on this engine (``capabilities.word_timestamps`` is false)."""
+        raise NotImplementedError("tensorrt_llm engines expose no cross-attention alignment")
+
+    def _generate(
+        self,
+        audio: list[np.ndarray],
+        prompt_ids: list[list[int]],
+        penalty: float,
+        temperature: float = 0.0,
+        scores: bool = False,
+    ) -> tuple[list[list[int]], list[float]]:
         torch = self._torch
         mel = torch.from_numpy(log_mel_batch(audio, self._layout.n_mels))
         # [B, n_mels, 3000] → [B, 3000, n_mels] fp16 on the GPU, as run.py passes encoder_input_features.
         features = mel.transpose(1, 2).contiguous().to(device="cuda", dtype=torch.float16)
         frames = torch.full((len(audio),), N_FRAMES, dtype=torch.int32, device="cuda")
         longest = max(len(ids) for ids in prompt_ids)  # prompt + new tokens must fit n_text_ctx = 448
+        sampling = (
+            {"num_beams": 1, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            if temperature > 0
+            else {"num_beams": self._params.beam_size}
+        )
         with torch.no_grad():
             outputs = self._runner.generate(
                 batch_input_ids=[torch.tensor(ids, dtype=torch.int32) for ids in prompt_ids],
@@ -183,15 +250,20 @@ class TensorRTLLMEngine:
                 max_new_tokens=max_length_for(longest, self._params.max_new_tokens) - longest,
                 end_id=self._specials.eot,
                 pad_id=self._specials.eot,
-                num_beams=self._params.beam_size,
                 repetition_penalty=penalty,
                 output_sequence_lengths=True,
+                output_cum_log_probs=scores,
                 return_dict=True,
+                **sampling,
             )
             torch.cuda.synchronize()
         output_ids = outputs["output_ids"].cpu().numpy()  # [B, beams, max_len]
         lengths = outputs["sequence_lengths"].cpu().numpy()  # [B, beams]
-        return [output_ids[b, 0, : lengths[b, 0]].tolist() for b in range(len(audio))]
+        ids = [output_ids[b, 0, : lengths[b, 0]].tolist() for b in range(len(audio))]
+        if not scores:
+            return ids, []
+        cum = outputs["cum_log_probs"].cpu().numpy()  # [B, beams]
+        return ids, [float(cum[b, 0]) for b in range(len(audio))]
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids

@@ -18,6 +18,7 @@ __all__ = [
     "SpecialTokens",
     "build_prompt_ids",
     "clean_output_ids",
+    "generated_ids",
     "group_indices",
     "ctranslate2_max_length",
     "max_length_for",
@@ -40,6 +41,8 @@ class SpecialTokens:
         eot: ``<|endoftext|>``; every id ``>= eot`` is a special or timestamp token in Whisper
             vocabularies (openai/whisper ``tokenizer.py``: specials are appended after the BPE ranks).
         multilingual: whether the model takes language and task tokens.
+        timestamp_begin: ``<|0.00|>``; id ``timestamp_begin + k`` is the time ``k × 0.02`` s
+            (openai/whisper ``tokenizer.py``).
     """
 
     sot_prev: int
@@ -47,6 +50,7 @@ class SpecialTokens:
     no_timestamps: int
     eot: int
     multilingual: bool
+    timestamp_begin: int = -1
 
     @classmethod
     def from_lookup(cls, token_to_id: Callable[[str], int | None], multilingual: bool) -> SpecialTokens:
@@ -62,7 +66,10 @@ class SpecialTokens:
             "eot": "<|endoftext|>",
         }
         ids = {field: _lookup(token_to_id, token) for field, token in names.items()}
-        return cls(multilingual=multilingual, **ids)
+        # Some tokenizer.json files lack the timestamp tokens; <|0.00|> follows <|notimestamps|>
+        # in every Whisper vocabulary (faster-whisper ``Tokenizer.timestamp_begin``).
+        timestamp_begin = token_to_id("<|0.00|>") or ids["no_timestamps"] + 1
+        return cls(multilingual=multilingual, timestamp_begin=timestamp_begin, **ids)
 
 
 def _lookup(token_to_id: Callable[[str], int | None], token: str) -> int:
@@ -78,6 +85,7 @@ def build_prompt_ids(
     encode: Callable[[str], list[int]],
     token_to_id: Callable[[str], int | None],
     language: str | None,
+    timestamps: bool = False,
 ) -> list[int]:
     """Decoder prompt ids for one window.
 
@@ -88,10 +96,12 @@ def build_prompt_ids(
         token_to_id: special-token string → id.
         language: language code to put in the prompt for multilingual models (``prompt.language``,
             a detected one, or a default); ignored for English-only models.
+        timestamps: leave out ``<|notimestamps|>`` so that the model predicts timestamp tokens
+            (openai/whisper ``DecodingTask._get_initial_tokens`` with ``without_timestamps=False``).
 
     Returns:
         ``[<|startofprev|>, *prev[-223:]] + [<|startoftranscript|>, (<|lang|>, <|task|>)] +
-        [<|notimestamps|>]``. Previous text is encoded as ``" " + text`` like openai/whisper
+        [<|notimestamps|> unless timestamps]``. Previous text is encoded as ``" " + text`` like openai/whisper
         ``decoding.py`` and cut from the left to :data:`whisper_build.serving.prompt.MAX_PROMPT_TOKENS`.
 
     Raises:
@@ -105,7 +115,22 @@ def build_prompt_ids(
         if language is None:
             raise ValueError("a multilingual model needs a language (detected or default)")
         ids += [_lookup(token_to_id, f"<|{language}|>"), _lookup(token_to_id, f"<|{prompt.task}|>")]
-    ids.append(specials.no_timestamps)
+    if not timestamps:
+        ids.append(specials.no_timestamps)
+    return ids
+
+
+def generated_ids(output_ids: Sequence[int], prompt_ids: Sequence[int], eot: int) -> list[int]:
+    """New token ids of one decoded sequence, timestamp tokens kept: prompt echo removed, cut at ``eot``.
+
+    Like :func:`clean_output_ids` but keeps ids ``> eot`` (timestamps and other specials) for the
+    decoding layer to parse.
+    """
+    ids = list(output_ids)
+    if prompt_ids and ids[: len(prompt_ids)] == list(prompt_ids):
+        ids = ids[len(prompt_ids) :]
+    if eot in ids:
+        ids = ids[: ids.index(eot)]
     return ids
 
 

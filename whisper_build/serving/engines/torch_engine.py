@@ -33,9 +33,15 @@ from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.audio_utils import mel_filter_bank
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from whisper_build.serving.engines.base import EngineParams, EngineParamsError
+from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, EngineParamsError, Hypothesis
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
-from whisper_build.serving.engines.tokens import SpecialTokens, build_prompt_ids, clean_output_ids, group_indices
+from whisper_build.serving.engines.tokens import (
+    SpecialTokens,
+    build_prompt_ids,
+    clean_output_ids,
+    generated_ids,
+    group_indices,
+)
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -102,6 +108,11 @@ class TorchEngine:
         config = self._model.config
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, config.vocab_size >= MULTILINGUAL_VOCAB)
+        self.name = "torch"
+        self.capabilities = EngineCapabilities(timestamps=False, word_timestamps=False, sampling=False)
+        self.multilingual = self._specials.multilingual
+        self.eot = self._specials.eot
+        self.timestamp_begin = self._specials.timestamp_begin
         self._no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
         generation = _read_json(path / "generation_config.json")
         self._suppress = self._mask(config.vocab_size, generation.get("suppress_tokens") or [], above_eot=True)
@@ -159,8 +170,44 @@ class TorchEngine:
                 texts[i] = text
         return texts
 
+    def decode_text(self, tokens: Sequence[int]) -> str:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
+        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
+
+    def align(
+        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
+    ) -> list[list]:
+        """Not available on this engine (``capabilities.word_timestamps`` is false)."""
+        raise NotImplementedError("engine torch has no word alignment")
+
+    def generate(
+        self,
+        audio: Sequence[np.ndarray],
+        prompts: Sequence[DecodePrompt],
+        repetition_penalty: Sequence[float],
+        *,
+        timestamps: bool,
+        temperature: float,
+    ) -> list[Hypothesis]:
+        """Greedy decode with summed log-probs (no timestamps, no sampling: see ``capabilities``).
+
+        Raises:
+            ValueError: ``timestamps`` or ``temperature`` > 0 asked.
+        """
+        if timestamps or temperature > 0:
+            raise ValueError("engine torch decodes greedily without timestamps")
+        out: list[Hypothesis] = []
+        for start in range(0, len(audio), self._params.max_engine_batch):
+            end = start + self._params.max_engine_batch
+            out += self._decode(
+                list(audio[start:end]), list(prompts[start:end]), list(repetition_penalty[start:end]), raw=True
+            )
+        return out
+
     @torch.inference_mode()
-    def _decode(self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float]) -> list[str]:
+    def _decode(
+        self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float], raw: bool = False
+    ) -> list:
         batch = torch.from_numpy(np.stack([pad_or_trim_audio(w, N_SAMPLES) for w in audio])).to(self._device)
         features = log_mel_torch(batch, self._filters).to(self._model.dtype)
         encoded = self._model.model.encoder(input_features=features).last_hidden_state
@@ -169,12 +216,16 @@ class TorchEngine:
             build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, p.language or language)
             for p in prompts
         ]
-        texts = [""] * len(audio)
+        texts: list = [""] * len(audio)
         groups = group_indices([(penalty, len(ids)) for penalty, ids in zip(penalties, prompt_ids, strict=True)])
         for (penalty, _length), indices in groups.items():
             rows = encoded if len(groups) == 1 else encoded[indices]
-            tokens, no_speech = self._greedy(rows, [prompt_ids[i] for i in indices], penalty)
-            for i, ids, p_no_speech in zip(indices, tokens, no_speech, strict=True):
+            tokens, no_speech, logprobs = self._greedy(rows, [prompt_ids[i] for i in indices], penalty)
+            for i, ids, p_no_speech, logprob in zip(indices, tokens, no_speech, logprobs, strict=True):
+                if raw:
+                    new = generated_ids(ids, [], self.eot)
+                    texts[i] = Hypothesis(new, logprob, p_no_speech, prompts[i].language or language)
+                    continue
                 if not self._params.random_weights_fixed_tokens and p_no_speech > self._params.no_speech_threshold:
                     continue  # silence or noise, as the ctranslate2 engine decides
                 texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
@@ -182,12 +233,13 @@ class TorchEngine:
 
     def _greedy(
         self, encoded: torch.Tensor, prompt_ids: list[list[int]], penalty: float
-    ) -> tuple[list[list[int]], list[float]]:
+    ) -> tuple[list[list[int]], list[float], list[float]]:
         """Greedy decode of one group of equal-length prompts.
 
         Returns:
-            New token ids per row (ending at ``<|endoftext|>``) and the ``<|nospeech|>``
-            probability per row.
+            New token ids per row (ending at ``<|endoftext|>``), the ``<|nospeech|>``
+            probability per row, and the summed log-prob of each row's tokens up to and
+            including ``<|endoftext|>``.
         """
         eot, fixed = self._specials.eot, self._params.random_weights_fixed_tokens
         prompt = torch.tensor(prompt_ids, device=self._device)
@@ -203,6 +255,7 @@ class TorchEngine:
         logits = out.logits[:, -1].float()
         generated = torch.empty((len(prompt_ids), 0), dtype=torch.long, device=self._device)
         finished = torch.zeros(len(prompt_ids), dtype=torch.bool, device=self._device)
+        sum_logprob = torch.zeros(len(prompt_ids), dtype=torch.float32, device=self._device)
         for step in range(limit):
             logits = logits + self._suppress
             if step == 0:
@@ -213,6 +266,8 @@ class TorchEngine:
                 seen = logits.gather(1, generated)
                 logits = logits.scatter(1, generated, torch.where(seen > 0, seen / penalty, seen * penalty))
             token = torch.where(finished, eot, logits.argmax(-1))
+            chosen = logits.log_softmax(-1).gather(1, token[:, None])[:, 0]
+            sum_logprob += torch.where(finished, 0.0, chosen)
             generated = torch.cat([generated, token[:, None]], dim=1)
             finished |= token == eot
             if not fixed and step % 8 == 7 and bool(finished.all()):  # a host sync every 8 steps only
@@ -222,7 +277,7 @@ class TorchEngine:
                     encoder_outputs=(encoded,), decoder_input_ids=token[:, None], past_key_values=cache, use_cache=True
                 )
                 logits = out.logits[:, -1].float()
-        return generated.tolist(), no_speech
+        return generated.tolist(), no_speech, sum_logprob.tolist()
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids

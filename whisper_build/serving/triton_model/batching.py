@@ -5,23 +5,41 @@ Kept free of ``triton_python_backend_utils`` so that it is unit-tested without a
 ``model_repository/whisper/1/model.py`` only moves tensors in and out. Tensor shapes follow
 ``docs/contracts.md`` §5 with Triton's batch dimension first (``max_batch_size > 0``):
 ``WAV`` float32 ``[B, T]``, ``WAV_LENS`` int32 ``[B, 1]``, ``TEXT_PREFIX`` bytes ``[B, 1]``,
-``REPETITION_PENALTY`` float32 ``[B, 1]`` → ``TRANSCRIPTS`` bytes ``[B, 1]``. A request may carry
+``REPETITION_PENALTY`` float32 ``[B, 1]``, ``TIMESTAMPS`` / ``WORD_TIMESTAMPS`` bool ``[B, 1]``,
+``TEMPERATURE`` float32 ``[B, 1]`` → ``TRANSCRIPTS`` bytes ``[B, 1]`` and ``RESULT`` bytes ``[B, 1]``
+(one JSON object per window, :meth:`WindowResult.to_json`). A request may carry
 ``B > 1`` windows (all 30 s windows of one file, zero-padded to the longest, with ``WAV_LENS``);
 the dynamic batcher may hand several such requests to one ``execute()``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from whisper_build.serving.engines.base import WhisperEngine
 from whisper_build.serving.engines.features import N_SAMPLES
 from whisper_build.serving.prompt import DecodePrompt, parse_prompt
+from whisper_build.serving.triton_model.decoding import (
+    DecodeOptions,
+    DecodingPolicy,
+    UnsupportedOption,
+    WindowResult,
+    check_supported,
+    decode_windows,
+)
 
-__all__ = ["RequestError", "RequestWindows", "parse_request", "run_batch", "transcripts_array"]
+__all__ = [
+    "RequestError",
+    "RequestWindows",
+    "parse_request",
+    "results_array",
+    "run_batch",
+    "transcripts_array",
+]
 
 
 class RequestError(ValueError):
@@ -38,11 +56,17 @@ class RequestWindows:
         audio: one 1-D float32 array per window, already cut to its ``WAV_LENS`` length.
         prompts: one decoder prompt per window.
         repetition_penalty: one value > 0 per window.
+        options: one :class:`DecodeOptions` per window.
     """
 
     audio: list[np.ndarray]
     prompts: list[DecodePrompt]
     repetition_penalty: list[float]
+    options: list[DecodeOptions] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.options:
+            self.options.extend(DecodeOptions() for _ in self.audio)
 
 
 def parse_request(
@@ -50,6 +74,9 @@ def parse_request(
     wav_lens: np.ndarray | None = None,
     text_prefix: np.ndarray | None = None,
     repetition_penalty: np.ndarray | None = None,
+    timestamps: np.ndarray | None = None,
+    word_timestamps: np.ndarray | None = None,
+    temperature: np.ndarray | None = None,
 ) -> RequestWindows:
     """Validate one request's input tensors and split them into windows.
 
@@ -60,10 +87,15 @@ def parse_request(
         text_prefix: optional ``TEXT_PREFIX`` ``[B, 1]`` UTF-8 bytes, parsed with
             :func:`whisper_build.serving.prompt.parse_prompt`; default: no prompt.
         repetition_penalty: optional ``REPETITION_PENALTY`` ``[B, 1]``, each > 0; default 1.0.
+        timestamps: optional ``TIMESTAMPS`` ``[B, 1]`` bool: segment timestamps; default false.
+        word_timestamps: optional ``WORD_TIMESTAMPS`` ``[B, 1]`` bool: word timings (implies
+            timestamps); default false.
+        temperature: optional ``TEMPERATURE`` ``[B, 1]`` in ``[0, 1]``: first temperature of the
+            fallback sequence; default 0.
 
     Raises:
         RequestError: missing ``WAV``, wrong shapes, lengths out of range, non-finite samples,
-            bad UTF-8 or prompt, non-positive penalty.
+            bad UTF-8 or prompt, non-positive penalty, temperature outside [0, 1].
     """
     if wav is None:
         raise RequestError("input WAV is required: float32 [batch, samples] at 16 kHz")
@@ -86,10 +118,17 @@ def parse_request(
     for penalty in penalties:
         if not (np.isfinite(penalty) and penalty > 0):
             raise RequestError(f"REPETITION_PENALTY must be a finite number > 0 (1.0 = off), got {penalty}")
+    stamps = [bool(x) for x in _per_row(timestamps, "TIMESTAMPS", batch, default=False)]
+    words = [bool(x) for x in _per_row(word_timestamps, "WORD_TIMESTAMPS", batch, default=False)]
+    temperatures = [float(t) for t in _per_row(temperature, "TEMPERATURE", batch, default=0.0)]
+    for value in temperatures:
+        if not (np.isfinite(value) and 0.0 <= value <= 1.0):
+            raise RequestError(f"TEMPERATURE must be in [0, 1] (0 = beam search/greedy), got {value}")
     return RequestWindows(
         audio=[wav[row, : int(length)] for row, length in enumerate(lengths)],
         prompts=[_prompt(raw, row) for row, raw in enumerate(prefixes)],
         repetition_penalty=penalties,
+        options=[DecodeOptions(s or w, w, t) for s, w, t in zip(stamps, words, temperatures, strict=True)],
     )
 
 
@@ -112,39 +151,77 @@ def _prompt(raw: object, row: int) -> DecodePrompt:
         raise RequestError(f"TEXT_PREFIX[{row}]: {error}") from error
 
 
-def run_batch(engine: WhisperEngine, requests: Sequence[RequestWindows | Exception]) -> list[list[str] | Exception]:
-    """Decode the windows of all valid requests in ONE engine call and split the texts back.
+def _check_model(engine: WhisperEngine, request: RequestWindows) -> RequestWindows | RequestError:
+    """The request, or a :class:`RequestError` when it asks what this engine/model cannot do."""
+    if not engine.multilingual:
+        for prompt in request.prompts:
+            if prompt.task == "translate":
+                return RequestError("this model is English-only (.en): it cannot translate; serve a multilingual model")
+            if prompt.language not in (None, "en"):
+                return RequestError(
+                    f"this model is English-only (.en): language {prompt.language!r} is not supported; "
+                    "send 'en' or no language"
+                )
+    try:
+        check_supported(engine, request.options)
+    except UnsupportedOption as error:
+        return RequestError(str(error))
+    return request
+
+
+def run_batch(
+    engine: WhisperEngine,
+    requests: Sequence[RequestWindows | Exception],
+    policy: DecodingPolicy | None = None,
+) -> list[list[WindowResult] | Exception]:
+    """Decode the windows of all valid requests together and split the results back.
+
+    All windows go through ONE :func:`decode_windows` call (one engine call per fallback step).
 
     Args:
         engine: the loaded engine.
         requests: per request, its windows or the error found while parsing it.
+        policy: fallback and silence thresholds (defaults: openai/whisper's).
 
     Returns:
-        Per request, in order: its transcripts (one per window), or an exception — the parse
-        error, or the engine's error (then every valid request of the batch gets it).
+        Per request, in order: one :class:`WindowResult` per window, or an exception — the
+        parse error, a :class:`RequestError` for options the model cannot serve, or the engine's
+        error (then every valid request of the batch gets it).
     """
-    valid = [r for r in requests if isinstance(r, RequestWindows)]
+    checked = [r if isinstance(r, Exception) else _check_model(engine, r) for r in requests]
+    valid = [r for r in checked if isinstance(r, RequestWindows)]
     try:
-        texts = engine.transcribe_batch(
+        windows = decode_windows(
+            engine,
             [a for r in valid for a in r.audio],
             [p for r in valid for p in r.prompts],
             [x for r in valid for x in r.repetition_penalty],
+            [o for r in valid for o in r.options],
+            policy or DecodingPolicy(),
         ) if valid else []  # fmt: skip
         expected = sum(len(r.audio) for r in valid)
-        if len(texts) != expected:
-            raise RuntimeError(f"returned {len(texts)} transcripts for {expected} windows")
+        if len(windows) != expected:
+            raise RuntimeError(f"returned {len(windows)} results for {expected} windows")
     except Exception as error:  # noqa: BLE001 - reported per request, the model keeps serving
         failure = RuntimeError(f"whisper engine failed: {type(error).__name__}: {error}")
-        return [r if isinstance(r, Exception) else failure for r in requests]
-    results: list[list[str] | Exception] = []
+        return [r if isinstance(r, Exception) else failure for r in checked]
+    results: list[list[WindowResult] | Exception] = []
     offset = 0
-    for request in requests:
+    for request in checked:
         if isinstance(request, Exception):
             results.append(request)
             continue
-        results.append(texts[offset : offset + len(request.audio)])
+        results.append(windows[offset : offset + len(request.audio)])
         offset += len(request.audio)
     return results
+
+
+def results_array(windows: Sequence[WindowResult]) -> np.ndarray:
+    """``RESULT`` tensor: object array ``[B, 1]`` of UTF-8 JSON (:meth:`WindowResult.to_json`)."""
+    out = np.empty((len(windows), 1), dtype=object)
+    for row, window in enumerate(windows):
+        out[row, 0] = json.dumps(window.to_json(), ensure_ascii=False).encode("utf-8")
+    return out
 
 
 def transcripts_array(texts: Sequence[str]) -> np.ndarray:

@@ -70,7 +70,7 @@ def render_config(engine: EngineParams, batching: BatchingConfig) -> str:
     )
     config.parameters.clear()
     for key, value in engine.model_dump(mode="json").items():
-        config.parameters[key].string_value = str(value)
+        config.parameters[key].string_value = str(value).lower() if isinstance(value, bool) else str(value)
     header = "# Rendered by whisper_build.serving.triton_model.repository.render_config from settings; do not edit.\n"
     return header + text_format.MessageToString(config)
 

@@ -14,15 +14,20 @@ from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.triton_model.batching import (
     RequestError,
     parse_request,
+    results_array,
     run_batch,
     transcripts_array,
 )
+from whisper_build.serving.triton_model.decoding import DecodingPolicy
 
 _INPUTS = {
     "wav": "WAV",
     "wav_lens": "WAV_LENS",
     "text_prefix": "TEXT_PREFIX",
     "repetition_penalty": "REPETITION_PENALTY",
+    "timestamps": "TIMESTAMPS",
+    "word_timestamps": "WORD_TIMESTAMPS",
+    "temperature": "TEMPERATURE",
 }
 
 
@@ -39,6 +44,7 @@ class TritonPythonModel:
         raw = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
         params = EngineParams.from_strings({k: v for k, v in raw.items() if k in EngineParams.model_fields})
         self._engine = load_engine(params.relative_to(Path(args["model_repository"])))
+        self._policy = DecodingPolicy.from_params(params)
 
     def execute(self, requests):
         """One response per request, in order; a bad request gets a TritonError of its own."""
@@ -55,7 +61,7 @@ class TritonPythonModel:
             except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
                 parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
         responses = []
-        for result in run_batch(self._engine, parsed):
+        for result in run_batch(self._engine, parsed, self._policy):
             if isinstance(result, Exception):
                 code = (
                     pb_utils.TritonError.INVALID_ARG
@@ -64,6 +70,7 @@ class TritonPythonModel:
                 )
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))
             else:
-                tensor = pb_utils.Tensor("TRANSCRIPTS", transcripts_array(result))
-                responses.append(pb_utils.InferenceResponse(output_tensors=[tensor]))
+                texts = pb_utils.Tensor("TRANSCRIPTS", transcripts_array([w.text for w in result]))
+                structured = pb_utils.Tensor("RESULT", results_array(result))
+                responses.append(pb_utils.InferenceResponse(output_tensors=[texts, structured]))
         return responses

@@ -1,0 +1,129 @@
+"""Unit tests of the Triton model's decoding layer (fallback, signals, segments, words) on a fake engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fake_engine import Decoded, ScriptedEngine
+
+from whisper_build.serving.engines.base import EngineCapabilities
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model.decoding import (
+    DecodeOptions,
+    DecodingPolicy,
+    UnsupportedOption,
+    compression_ratio,
+    decode_windows,
+    parse_segments,
+)
+
+SPEECH = np.full(16000 * 10, 0.1, np.float32)  # 10 s, loud enough to be decoded
+LOOP = [" the"] * 60
+
+
+def _decode(engine: ScriptedEngine, windows: list[np.ndarray], options: DecodeOptions = DecodeOptions()):  # noqa: ANN202
+    n = len(windows)
+    return decode_windows(engine, windows, [DecodePrompt()] * n, [1.0] * n, [options] * n, DecodingPolicy())
+
+
+def test_repetition_loop_is_re_decoded_at_a_higher_temperature_and_the_loop_disappears():
+    marker = SPEECH.copy()
+    marker[0] = 0.5  # the window that loops at t=0
+
+    def script(window: np.ndarray, _prompt: DecodePrompt, temperature: float) -> Decoded:
+        if window[0] == 0.5 and temperature == 0.0:
+            return Decoded(LOOP, sum_logprob=-6.0)
+        return Decoded([" Hello", " world."], sum_logprob=-0.9)
+
+    engine = ScriptedEngine(script)
+    looped, fine = _decode(engine, [marker, SPEECH])
+    assert compression_ratio("".join(LOOP)) > 2.4
+    assert looped.text == "Hello world." and looped.temperature == 0.2 and looped.temperatures == [0.0, 0.2]
+    assert fine.temperatures == [0.0]
+    # First call: both windows at t=0; the fallback re-decodes ONLY the failed window, at 0.2.
+    assert [(c[0], c[4]) for c in engine.calls] == [(2, 0.0), (1, 0.2)]
+    assert looped.avg_logprob == pytest.approx(-0.9 / 3)
+
+
+def test_low_logprob_walks_the_whole_sequence_and_keeps_the_best_readable_attempt():
+    scores = {0.0: -9.0, 0.2: -4.0, 0.4: -8.0, 0.6: -8.0, 0.8: -8.0, 1.0: -8.0}
+    engine = ScriptedEngine(lambda _w, _p, t: Decoded([" mumble"], sum_logprob=scores[t]))
+    [result] = _decode(engine, [SPEECH])
+    assert result.temperatures == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert result.temperature == 0.2 and result.avg_logprob == pytest.approx(-2.0)
+
+
+def test_request_temperature_starts_the_sequence():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded([" x"], sum_logprob=-10.0))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(temperature=0.6))
+    assert result.temperatures == [0.6, 0.8, 1.0]
+
+
+def test_silence_by_no_speech_probability_skips_fallback_and_segments():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded([" Thank", " you."], sum_logprob=-8.0, no_speech_prob=0.9))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
+    assert result.text == "" and result.segments == [] and result.temperatures == [0.0]
+    assert result.no_speech_prob == 0.9
+
+
+def test_quiet_windows_are_not_decoded():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded([" ghost"]))
+    [result] = _decode(engine, [np.zeros(16000, np.float32)])
+    assert engine.calls == [] and result.text == "" and result.avg_logprob is None
+
+
+def test_an_engine_without_sampling_never_falls_back():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded(LOOP), capabilities=EngineCapabilities(True, False, False))
+    [result] = _decode(engine, [SPEECH])
+    assert result.temperatures == [0.0] and len(engine.calls) == 1
+
+
+def test_unsupported_options_are_refused_before_decoding():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded([]), capabilities=EngineCapabilities(True, False, True))
+    with pytest.raises(UnsupportedOption, match="word timestamps are not available with engine fake"):
+        _decode(engine, [SPEECH], DecodeOptions(timestamps=True, word_timestamps=True))
+    assert engine.calls == []
+
+
+def _segments(engine: ScriptedEngine, pieces: list[str | float], duration: float = 10.0):  # noqa: ANN202
+    tokens = [1001 + round(p / 0.02) if isinstance(p, float) else engine.token(p) for p in pieces]
+    return [(s.start, s.end, s.text) for s in parse_segments(tokens, 1001, 1000, duration, engine.decode_text)]
+
+
+def test_timestamp_pairs_make_segments_and_a_cut_off_tail_ends_at_the_window_end():
+    engine = ScriptedEngine(lambda *_: Decoded([]))
+    pieces = [0.0, " One.", 2.0, 2.5, " Two.", 4.0, 4.4, " Three"]
+    assert _segments(engine, pieces) == [(0.0, 2.0, "One."), (2.5, 4.0, "Two."), (4.4, 10.0, "Three")]
+
+
+def test_segments_are_monotonic_clamped_and_never_empty():
+    engine = ScriptedEngine(lambda *_: Decoded([]))
+    pieces = [0.0, " One.", 3.0, 2.0, " ", 2.5, 1.0, " Back.", 12.0, 29.0, " Late.", 30.0]
+    assert _segments(engine, pieces, duration=8.0) == [(0.0, 3.0, "One."), (3.0, 8.0, "Back."), (8.0, 8.0, "Late.")]
+
+
+def test_no_timestamps_is_one_segment_over_the_window():
+    engine = ScriptedEngine(lambda *_: Decoded([]))
+    assert _segments(engine, [" Hi."], duration=3.2) == [(0.0, 3.2, "Hi.")]
+
+
+def test_words_lie_inside_their_segments_in_order():
+    engine = ScriptedEngine(lambda *_: Decoded([0.0, " a", " b", 1.0, 3.0, " c", " d", 3.6]))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True, word_timestamps=True))
+    assert [s.text for s in result.segments] == ["a b", "c d"]
+    words = [(w.word, w.start, w.end) for s in result.segments for w in s.words]
+    assert [w for w, _, _ in words] == [" a", " b", " c", " d"]
+    for segment in result.segments:
+        assert all(segment.start <= w.start <= w.end <= segment.end for w in segment.words)
+    starts = [s for _, s, _ in words]
+    assert starts == sorted(starts)
+
+
+def test_result_json_has_the_signals():
+    engine = ScriptedEngine(lambda *_: Decoded([0.0, " Hi.", 1.0], sum_logprob=-0.5, no_speech_prob=0.1))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
+    data = result.to_json()
+    assert data["segments"][0]["start"] == 0.0 and data["segments"][0]["end"] == 1.0
+    assert (
+        data["avg_logprob"] == -0.125
+    )  # 3 tokens (timestamps count, as in openai/whisper) + eot and data["no_speech_prob"] == 0.1 and data["temperature"] == 0.0

@@ -1,0 +1,439 @@
+"""The decoding layer of the Triton ``whisper`` model, one for every engine.
+
+Over :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (tokens, summed log-prob,
+no-speech probability per window) it does what openai/whisper ``transcribe()`` and faster-whisper
+``generate_with_fallback`` do per 30 s window:
+
+* **quality signals**: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio``
+  = UTF-8 bytes ÷ zlib-compressed bytes of the text, ``no_speech_prob``;
+* **temperature fallback**: a decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0``
+  is re-decoded at the next temperature (``t, t + 0.2, … ≤ 1.0``); only the failed windows are
+  re-decoded, all of them in one engine call per temperature. A window that never passes keeps
+  the attempt with the best ``avg_logprob`` among those under the compression threshold, else
+  the best overall (faster-whisper's choice; openai/whisper keeps the last attempt);
+* **silence**: ``no_speech_prob > no_speech_threshold`` (and, with
+  ``no_speech_needs_low_logprob``, ``avg_logprob < logprob_threshold`` as openai/whisper) makes
+  the window silent: no segments, no fallback. Windows below ``silence_dbfs`` are not decoded;
+* **segments** from Whisper's timestamp tokens (:func:`parse_segments`), times relative to the
+  window's start, clamped to the window's audio, monotonic, never with empty text;
+* **word timings** by the engine's alignment (:meth:`WhisperEngine.align`), placed in their
+  segments.
+
+Not reproduced from openai/whisper ``transcribe()``, on purpose: ``condition_on_previous_text``
+(each window is decoded independently, so that all windows of all requests decode in ONE batch;
+conditioning would serialise a file's windows) and seek-based re-decoding (a window whose last
+segment has no closing timestamp is not re-decoded from that timestamp with more audio: the
+gateway cuts windows at silences, so the cut-off segment is closed at the window's end).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whisper_build.serving.engines.base import EngineParams, Hypothesis, WhisperEngine, WordTiming
+from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
+from whisper_build.serving.engines.tokens import group_indices
+from whisper_build.serving.prompt import DecodePrompt
+
+__all__ = [
+    "SECONDS_PER_TIMESTAMP",
+    "DecodeOptions",
+    "DecodingPolicy",
+    "SegmentResult",
+    "UnsupportedOption",
+    "WindowResult",
+    "compression_ratio",
+    "decode_windows",
+    "parse_segments",
+]
+
+SECONDS_PER_TIMESTAMP = 0.02
+"""Time step of Whisper's timestamp tokens (``<|0.00|>`` … ``<|30.00|>``), openai/whisper ``tokenizer.py``."""
+_EPS = 1e-6
+
+
+class UnsupportedOption(ValueError):
+    """The engine cannot do what a request asks (e.g. word timestamps on ``tensorrt_llm``)."""
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Per-window decoding options (the Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE``).
+
+    Attributes:
+        timestamps: segment timestamps from timestamp tokens.
+        word_timestamps: word timings (implies ``timestamps``).
+        temperature: first temperature; the fallback continues ``+ increment`` up to 1.0.
+    """
+
+    timestamps: bool = False
+    word_timestamps: bool = False
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecodingPolicy:
+    """Thresholds of the fallback and silence rules (openai/whisper ``transcribe()`` defaults).
+
+    Attributes:
+        temperature_increment: fallback step; 0 = no fallback.
+        compression_ratio_threshold: re-decode above this (2.4).
+        logprob_threshold: re-decode below this average log-prob (-1.0).
+        no_speech_threshold: silent above this no-speech probability (0.6).
+        no_speech_needs_low_logprob: silent only if also below ``logprob_threshold``.
+        silence_dbfs: windows quieter than this are not decoded.
+    """
+
+    temperature_increment: float = 0.2
+    compression_ratio_threshold: float = 2.4
+    logprob_threshold: float = -1.0
+    no_speech_threshold: float = 0.6
+    no_speech_needs_low_logprob: bool = False
+    silence_dbfs: float = -55.0
+
+    @classmethod
+    def from_params(cls, params: EngineParams) -> DecodingPolicy:
+        """The policy the model config's engine parameters set."""
+        return cls(
+            temperature_increment=params.temperature_increment,
+            compression_ratio_threshold=params.compression_ratio_threshold,
+            logprob_threshold=params.logprob_threshold,
+            no_speech_threshold=params.no_speech_threshold,
+            no_speech_needs_low_logprob=params.no_speech_needs_low_logprob,
+            silence_dbfs=params.silence_dbfs,
+        )
+
+    def temperatures(self, start: float) -> list[float]:
+        """``start, start + step, … ≤ 1.0`` (just ``[start]`` when the step is 0)."""
+        if self.temperature_increment <= 0:
+            return [start]
+        steps = int((1.0 - start) / self.temperature_increment + _EPS)
+        return [round(start + k * self.temperature_increment, 6) for k in range(steps + 1)]
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """One segment of a window; times in seconds from the window's start.
+
+    Attributes:
+        start: start time.
+        end: end time (``>= start``).
+        text: the segment's text, stripped, never empty.
+        tokens: its text token ids.
+        words: word timings inside ``[start, end]`` when asked, else empty.
+    """
+
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    words: list[WordTiming] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """What one window decodes to (the Triton ``RESULT`` output, JSON).
+
+    Attributes:
+        text: the window's text, stripped (``""`` for silence).
+        segments: its segments (none for silence).
+        avg_logprob: average log-prob of the kept decode (``None`` when not decoded).
+        compression_ratio: zlib compression ratio of ``text`` (``None`` when not decoded).
+        no_speech_prob: ``<|nospeech|>`` probability (``None`` when unknown or not decoded).
+        temperature: temperature of the kept decode.
+        temperatures: every temperature this window was decoded at, in order (for metrics).
+        language: language of the decode (multilingual models).
+    """
+
+    text: str
+    segments: list[SegmentResult]
+    avg_logprob: float | None
+    compression_ratio: float | None
+    no_speech_prob: float | None
+    temperature: float
+    temperatures: list[float]
+    language: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready dict (docs/contracts.md §5 ``RESULT``)."""
+
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(float(x), 4)
+
+        return {
+            "text": self.text,
+            "segments": [
+                {
+                    "start": round(s.start, 3),
+                    "end": round(s.end, 3),
+                    "text": s.text,
+                    "tokens": s.tokens,
+                    **(
+                        {
+                            "words": [
+                                {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3),
+                                 "probability": r(w.probability)}
+                                for w in s.words
+                            ]
+                        }
+                        if s.words
+                        else {}
+                    ),
+                }
+                for s in self.segments
+            ],
+            "avg_logprob": r(self.avg_logprob),
+            "compression_ratio": r(self.compression_ratio),
+            "no_speech_prob": r(self.no_speech_prob),
+            "temperature": self.temperature,
+            "temperatures": self.temperatures,
+            "language": self.language,
+        }  # fmt: skip
+
+
+def compression_ratio(text: str) -> float:
+    """UTF-8 length ÷ zlib-compressed length (openai/whisper ``utils.compression_ratio``); 0 for ``""``."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def parse_segments(
+    tokens: Sequence[int],
+    timestamp_begin: int,
+    eot: int,
+    duration: float,
+    decode: object,
+) -> list[SegmentResult]:
+    """Segments of one window from its generated tokens.
+
+    A timestamp token closes the open segment (if it has text) at its time and opens the next
+    one; a pair ``<|a|><|b|>`` thus ends one segment at ``a`` and starts the next at ``b``
+    (openai/whisper ``transcribe()``: consecutive timestamps). Text after the last timestamp
+    (a segment cut off by the window's end or by the token limit) is closed at ``duration``.
+    Without any timestamp token the window is one segment ``[0, duration]``.
+
+    Times are clamped to ``[0, duration]`` and made monotonic (a segment never starts before the
+    previous one ends, never ends before it starts); segments whose text is empty after
+    stripping are dropped.
+
+    Args:
+        tokens: generated ids without the prompt and without ``<|endoftext|>``.
+        timestamp_begin: id of ``<|0.00|>``.
+        eot: id of ``<|endoftext|>``; other special ids (``eot`` ≤ id < ``timestamp_begin``) are ignored.
+        duration: the window's audio length in seconds.
+        decode: ``callable(list[int]) -> str`` turning text ids into text.
+    """
+    raw: list[tuple[float, float, list[int]]] = []
+    start: float | None = None
+    text: list[int] = []
+    for token in tokens:
+        if token >= timestamp_begin:
+            time = (token - timestamp_begin) * SECONDS_PER_TIMESTAMP
+            if text:
+                raw.append((start if start is not None else 0.0, time, text))
+                text = []
+            start = time
+        elif token < eot:
+            text.append(token)
+    if text:
+        raw.append((start if start is not None else 0.0, duration, text))
+    segments: list[SegmentResult] = []
+    previous_end = 0.0
+    for begin, end, ids in raw:
+        content = decode(ids).strip()  # type: ignore[operator]
+        if not content:
+            continue
+        begin = min(max(begin, previous_end), duration)
+        end = min(max(end, begin), duration)
+        segments.append(SegmentResult(begin, end, content, ids))
+        previous_end = end
+    return segments
+
+
+def _place_words(segments: list[SegmentResult], words: list[WordTiming]) -> list[SegmentResult]:
+    """Give each segment the words of its tokens (in order), clamped inside it and monotonic."""
+    placed: list[SegmentResult] = []
+    queue = list(words)
+    last_end = 0.0
+    for segment in segments:
+        budget = len(segment.tokens)
+        mine: list[WordTiming] = []
+        while queue and budget > 0:
+            word = queue.pop(0)
+            budget -= max(1, word.tokens)
+            start = min(max(word.start, segment.start, last_end), segment.end)
+            end = min(max(word.end, start), segment.end)
+            mine.append(WordTiming(word.word, start, end, word.probability, word.tokens))
+            last_end = end
+        placed.append(SegmentResult(segment.start, segment.end, segment.text, segment.tokens, mine))
+    return placed
+
+
+@dataclass
+class _Attempt:
+    hypothesis: Hypothesis
+    text: str
+    avg_logprob: float
+    compression_ratio: float
+    temperature: float
+
+
+def _attempt(engine: WhisperEngine, hypothesis: Hypothesis, temperature: float) -> _Attempt:
+    text = engine.decode_text(hypothesis.tokens).strip()
+    return _Attempt(
+        hypothesis,
+        text,
+        hypothesis.sum_logprob / (len(hypothesis.tokens) + 1),
+        compression_ratio(text),
+        temperature,
+    )
+
+
+def _is_silence(attempt: _Attempt, policy: DecodingPolicy) -> bool:
+    no_speech = attempt.hypothesis.no_speech_prob
+    if no_speech is None or no_speech <= policy.no_speech_threshold:
+        return False
+    return not policy.no_speech_needs_low_logprob or attempt.avg_logprob < policy.logprob_threshold
+
+
+def _failed(attempt: _Attempt, policy: DecodingPolicy) -> bool:
+    return (
+        attempt.compression_ratio > policy.compression_ratio_threshold or attempt.avg_logprob < policy.logprob_threshold
+    )
+
+
+def _best(attempts: list[_Attempt], policy: DecodingPolicy) -> _Attempt:
+    """The last attempt if it passed, else faster-whisper's pick among all attempts."""
+    if not _failed(attempts[-1], policy):
+        return attempts[-1]
+    readable = [a for a in attempts if a.compression_ratio <= policy.compression_ratio_threshold]
+    return max(readable or attempts, key=lambda a: a.avg_logprob)
+
+
+def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> None:
+    """Raise :class:`UnsupportedOption` when ``options`` ask what ``engine`` cannot do."""
+    caps = engine.capabilities
+    if any(o.word_timestamps for o in options) and not caps.word_timestamps:
+        raise UnsupportedOption(
+            f"word timestamps are not available with engine {engine.name}: it exposes no cross-attention "
+            "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2"
+        )
+    if any(o.timestamps or o.word_timestamps for o in options) and not caps.timestamps:
+        raise UnsupportedOption(
+            f"timestamps are not available with engine {engine.name}; serve the model with engine ctranslate2"
+        )
+    if any(o.temperature > 0 for o in options) and not caps.sampling:
+        raise UnsupportedOption(f"temperature > 0 is not available with engine {engine.name} (greedy only)")
+
+
+def decode_windows(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    prompts: Sequence[DecodePrompt],
+    repetition_penalty: Sequence[float],
+    options: Sequence[DecodeOptions],
+    policy: DecodingPolicy,
+) -> list[WindowResult]:
+    """Decode every window with fallback, signals, segments and words.
+
+    Args:
+        engine: the loaded engine.
+        audio: 1-D float32 windows, 16 kHz, ≤ 30 s.
+        prompts: one prompt per window.
+        repetition_penalty: one value > 0 per window.
+        options: one :class:`DecodeOptions` per window.
+        policy: thresholds.
+
+    Returns:
+        One :class:`WindowResult` per window, in order.
+
+    Raises:
+        UnsupportedOption: an option the engine cannot do (checked before any decoding).
+        ValueError: the sequences differ in length.
+    """
+    if not len(audio) == len(prompts) == len(repetition_penalty) == len(options):
+        raise ValueError("audio, prompts, repetition_penalty and options must have the same length")
+    check_supported(engine, options)
+    attempts: dict[int, list[_Attempt]] = {}
+    schedule = {
+        i: policy.temperatures(o.temperature) if engine.capabilities.sampling else [o.temperature]
+        for i, o in enumerate(options)
+    }
+    pending = [i for i, window in enumerate(audio) if not is_silent(window, policy.silence_dbfs)]
+    step = 0
+    while pending:
+        # One engine call per (temperature, timestamps) group: normally one call per step.
+        keys = [(schedule[i][step], options[i].timestamps or options[i].word_timestamps) for i in pending]
+        for (temperature, timestamps), rows in group_indices(keys).items():
+            idx = [pending[r] for r in rows]
+            hypotheses = engine.generate(
+                [audio[i] for i in idx],
+                [prompts[i] for i in idx],
+                [repetition_penalty[i] for i in idx],
+                timestamps=timestamps,
+                temperature=temperature,
+            )
+            if len(hypotheses) != len(idx):
+                raise RuntimeError(f"engine returned {len(hypotheses)} hypotheses for {len(idx)} windows")
+            for i, hypothesis in zip(idx, hypotheses, strict=True):
+                attempts.setdefault(i, []).append(_attempt(engine, hypothesis, temperature))
+        step += 1
+        pending = [
+            i
+            for i in pending
+            if step < len(schedule[i]) and not _is_silence(attempts[i][-1], policy) and _failed(attempts[i][-1], policy)
+        ]
+    results: list[WindowResult | None] = [None] * len(audio)
+    word_rows: list[int] = []
+    for i in range(len(audio)):
+        tried = attempts.get(i)
+        if not tried:
+            results[i] = WindowResult("", [], None, None, None, options[i].temperature, [])
+            continue
+        best = _best(tried, policy)
+        duration = len(audio[i]) / SAMPLE_RATE
+        silent = _is_silence(best, policy)
+        segments = (
+            []
+            if silent
+            else parse_segments(
+                best.hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text
+            )
+        )
+        text = " ".join(s.text for s in segments)
+        results[i] = WindowResult(
+            text,
+            segments,
+            best.avg_logprob,
+            compression_ratio(text) if text else best.compression_ratio,
+            best.hypothesis.no_speech_prob,
+            best.temperature,
+            [a.temperature for a in tried],
+            best.hypothesis.language,
+        )
+        if options[i].word_timestamps and segments:
+            word_rows.append(i)
+    if word_rows:
+        words = engine.align(
+            [audio[i] for i in word_rows],
+            [prompts[i] for i in word_rows],
+            [[t for s in results[i].segments for t in s.tokens] for i in word_rows],  # type: ignore[union-attr]
+        )
+        for i, window_words in zip(word_rows, words, strict=True):
+            result = results[i]
+            assert result is not None
+            results[i] = WindowResult(
+                result.text,
+                _place_words(result.segments, window_words),
+                result.avg_logprob,
+                result.compression_ratio,
+                result.no_speech_prob,
+                result.temperature,
+                result.temperatures,
+                result.language,
+            )
+    return [r for r in results if r is not None]
