@@ -21,9 +21,11 @@ SPEECH = np.full(16000 * 10, 0.1, np.float32)  # 10 s, loud enough to be decoded
 LOOP = [" the"] * 60
 
 
-def _decode(engine: ScriptedEngine, windows: list[np.ndarray], options: DecodeOptions = DecodeOptions()):  # noqa: ANN202
+def _decode(engine: ScriptedEngine, windows: list[np.ndarray], options: DecodeOptions | None = None):  # noqa: ANN202
     n = len(windows)
-    return decode_windows(engine, windows, [DecodePrompt()] * n, [1.0] * n, [options] * n, DecodingPolicy())
+    return decode_windows(
+        engine, windows, [DecodePrompt()] * n, [1.0] * n, [options or DecodeOptions()] * n, DecodingPolicy()
+    )
 
 
 def test_repetition_loop_is_re_decoded_at_a_higher_temperature_and_the_loop_disappears():

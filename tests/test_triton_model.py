@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 import tritonclient.grpc.model_config_pb2 as model_config_pb2
+from fake_engine import Decoded, ScriptedEngine
 from google.protobuf import text_format
 
-from fake_engine import Decoded, ScriptedEngine
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.batching import (

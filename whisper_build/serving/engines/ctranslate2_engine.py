@@ -114,7 +114,7 @@ class CTranslate2Engine:
         texts = [""] * len(audio)
         keys = [(penalty, len(ids)) for penalty, ids in zip(penalties, prompt_ids, strict=True)]
         groups = group_indices(keys)
-        for (penalty, prompt_len), indices in groups.items():
+        for (penalty, _prompt_len), indices in groups.items():
             group_encoded = encoded if len(groups) == 1 else _select(encoded, indices)
             results = self._model.generate(
                 group_encoded,
