@@ -116,3 +116,40 @@ def test_passing_run_replaces_the_assembly_and_names_the_config(
     assert "PASS" in out and str(last_good / "WhisperHyperpodNetwork.template.json") in out
     assert json.loads((last_good / "manifest.json").read_text(encoding="utf-8")) != {"previous": True}
     assert sorted(p.name for p in last_good.parent.iterdir()) == ["cdk.out"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"network": {"vpc_cidr": "10.42.0.1/16"}}, "network.vpc_cidr: '10.42.0.1/16' has host bits set"),
+        ({"network": {"vpc_cidr": "10.42.0.0/33"}}, "network.vpc_cidr: '10.42.0.0/33' is not an IPv4 CIDR block"),
+        ({"network": {"vpc_cidr": "10.42.0.0/28"}}, "network.vpc_cidr: 10.42.0.0/28 is too small"),
+        ({"region": "us-east-9"}, "region: 'us-east-9' is not an AWS region botocore knows; did you mean us-east-2"),
+        ({"projet_name": "x"}, "projet_name: unknown field; did you mean project_name?"),
+        ({"project_name": "My_Project"}, "project_name: 'My_Project' must be 3–32 lowercase letters"),
+    ],
+)
+def test_issue_16_config_mistakes_fail_before_cdk_and_keep_the_assembly(
+    synth_script, tmp_path: Path, last_good: Path, capsys, change: dict, expected: str
+) -> None:
+    data = yaml.safe_load(CONFIGS["default"].read_text(encoding="utf-8"))
+    for key, value in change.items():
+        if isinstance(value, dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    path = tmp_path / "mistake.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid deployment config {path}:" in err and expected in err
+    assert "Traceback" not in err
+    assert (last_good / "manifest.json").read_text(encoding="utf-8") == '{"previous": true}'
+
+
+def test_yaml_syntax_error_names_the_file(synth_script, tmp_path: Path, last_good: Path, capsys) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("project_name: x\nnetwork: {vpc_cidr: 10.42.0.0/16\n", encoding="utf-8")
+    assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3:1:" in err and "<unicode string>" not in err
