@@ -28,7 +28,7 @@ echo "all parts verified"
 
 if [ ! -f /tmp/site/.done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$stage"/2/*.whl && touch /tmp/site/.done || exit 1
+    "$stage"/1/*.whl "$stage"/2/*.whl && touch /tmp/site/.done || exit 1
 fi
 # Triton's python backend stub embeds the interpreter and ignores PYTHONPATH (seen here: its
 # sys.path is the interpreter's own plus the working directory), so the carried packages reach the

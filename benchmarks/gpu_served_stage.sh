@@ -4,7 +4,8 @@
 # the same MANIFEST (sha256 of every file of every part).
 #
 #   .gpucarry/1: the tritonserver runtime of the nvidia-pytriton wheel (xz tarball) + tiny.en shard 2
-#   .gpucarry/2: the cp312 wheels the machine lacks (PyAV, FastAPI, tritonclient, pydantic, ...) + shard 3
+#                + the small cp312 wheels the machine lacks (FastAPI, tritonclient, pydantic, ...)
+#   .gpucarry/2: the PyAV wheel (~36 MB) + tiny.en shard 3
 #   .gpucarry/3: tiny.en shard 1 + config/tokenizer, espeak-ng speech, reference transcripts
 #
 # The wheel list is generated, not hand-written: `pip install --dry-run --report` resolves the
@@ -50,7 +51,8 @@ while read -r url; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d .gpucarry/2 "${name}==${version}"
 done < "$work/wheels.txt"
-ls .gpucarry/2
+find .gpucarry/2 -name '*.whl' ! -name 'av-*' -exec mv {} .gpucarry/1/ \;
+ls .gpucarry/1 .gpucarry/2
 
 echo "== tritonserver runtime of the nvidia-pytriton wheel (server, libraries, python backend, 3.12 stub)"
 site=$("$py" -c 'import pathlib, pytriton; print(pathlib.Path(pytriton.__file__).parent.parent)')
