@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""CDK app: ``cdk synth [-c config=path/to.yaml]`` → CloudFormation for VPC, storage, EKS + HyperPod;
-with ``pipeline.connection_arn``/``repository`` in the config, the CDK Pipelines stack that deploys them.
+"""CDK app: ``cdk synth [-c config=path/to.yaml]`` → CloudFormation for VPC, storage, EKS + HyperPod.
+
+With ``pipeline.connection_arn``/``repository`` in the config, the app holds the CDK Pipelines stack that
+deploys them instead.
 """
 
 import sys

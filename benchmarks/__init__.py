@@ -1,3 +1,4 @@
-"""Benchmarks: the ``bench`` CLI (:mod:`benchmarks.bench`) and the reference measurements
-(``benchmarks/reference.py``, ``benchmarks/gpu_whisper_random.py``).
+"""Benchmarks: the ``bench`` CLI (:mod:`benchmarks.bench`) and the reference measurements.
+
+Reference measurements: ``benchmarks/reference.py`` and ``benchmarks/gpu_whisper_random.py``.
 """

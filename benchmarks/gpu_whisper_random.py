@@ -122,11 +122,12 @@ def time_batch(model, batch: int, new_tokens: int, device: str, repeats: int) ->
 
 
 def whisper_v3_vocabulary(size: int) -> list[str]:
-    """Token strings with Whisper v3's special tokens at their ids (openai/whisper tokenizer.py:
-    ``<|endoftext|>`` 50257, ``<|startoftranscript|>`` 50258, 100 languages from 50259,
-    ``<|translate|>`` … ``<|notimestamps|>`` 50359–50364, then 1501 timestamps ``<|0.00|>`` …
-    ``<|30.00|>``); ordinary tokens get placeholder names. CTranslate2 finds the special tokens
-    by name, so a converted random model needs this vocabulary.
+    """Token strings with Whisper v3's special tokens at their ids; ordinary tokens get placeholder names.
+
+    Ids (openai/whisper tokenizer.py): ``<|endoftext|>`` 50257, ``<|startoftranscript|>`` 50258,
+    100 languages from 50259, ``<|translate|>`` … ``<|notimestamps|>`` 50359–50364, then 1501
+    timestamps ``<|0.00|>`` … ``<|30.00|>``. CTranslate2 finds the special tokens by name, so a
+    converted random model needs this vocabulary.
     """
     specials = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", *(f"<|l{i}|>" for i in range(1, 100)),
                 "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
@@ -150,8 +151,10 @@ def convert_to_ctranslate2(model, workdir: Path, device: str, compute_type: str)
 
 
 def time_batch_ct2(model, batch: int, new_tokens: int, n_mels: int, repeats: int) -> dict[str, float]:
-    """Median wall times (s) of ``encode`` alone and of ``encode`` + greedy ``generate`` of
-    ``new_tokens`` tokens (end-of-text suppressed); ``generated_tokens`` = shortest output.
+    """Median wall times (s) of ``encode`` alone and of ``encode`` + greedy ``generate``.
+
+    ``generate`` produces ``new_tokens`` tokens (end-of-text suppressed); ``generated_tokens`` = shortest
+    output.
     """
     import ctranslate2
     import numpy as np
@@ -189,8 +192,10 @@ def time_batch_ct2(model, batch: int, new_tokens: int, n_mels: int, repeats: int
 
 
 def summarize_batch(batch: int, new_tokens: int, timing: dict[str, float]) -> dict[str, float]:
-    """RTFx, windows/s and tokens/s for one batch size from its median timings (``timing`` may
-    carry ``generated_tokens``, the shortest output of the batch; else ``new_tokens``).
+    """RTFx, windows/s and tokens/s for one batch size from its median timings.
+
+    ``timing`` may carry ``generated_tokens``, the shortest output of the batch; else ``new_tokens`` is
+    used.
     """
     audio_s = batch * WINDOW_SECONDS
     total = timing["total_s"]
@@ -208,8 +213,9 @@ def summarize_batch(batch: int, new_tokens: int, timing: dict[str, float]) -> di
 
 
 def plot_results(paths: list[Path], out: Path) -> Path:
-    """RTFx and windows/s vs batch size, one line per results JSON (``--out`` files of this
-    script); matplotlib Agg, runs without a GPU.
+    """Plot RTFx and windows/s vs batch size, one line per results JSON (``--out`` files of this script).
+
+    Uses matplotlib's Agg backend; runs without a GPU.
     """
     import matplotlib
 

@@ -79,8 +79,9 @@ def machine_info() -> dict[str, object]:
 
 # ------------------------------------------------------------------ gateway subprocess
 class GatewayProcess:
-    """``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``; a context
-    manager that waits for ``/ping`` and stops it (SIGTERM, then SIGKILL).
+    """Run ``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``.
+
+    A context manager that waits for ``/ping`` and stops the gateway on exit (SIGTERM, then SIGKILL).
     """
 
     def __init__(self, triton_url: str, capacity: int = GATEWAY_CAPACITY) -> None:
@@ -130,8 +131,9 @@ class GatewayProcess:
 
 
 class PeakSampler:
-    """Samples ``read()`` every ``interval_s`` in a thread while the ``with`` block runs; keeps
-    the maximum and the mean.
+    """Sample ``read()`` every ``interval_s`` in a thread while the ``with`` block runs.
+
+    Keeps the maximum and the mean.
     """
 
     def __init__(self, read: Callable[[], int], interval_s: float = 0.2) -> None:
@@ -154,10 +156,12 @@ class PeakSampler:
 
     @property
     def peak(self) -> int:
+        """Largest sample read (0 before the first)."""
         return max(self._values, default=0)
 
     @property
     def mean(self) -> float:
+        """Mean of the samples read (0.0 before the first)."""
         return statistics.fmean(self._values) if self._values else 0.0
 
 
@@ -201,7 +205,7 @@ async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs:
         await target.close()
     if not gateway_s:
         raise RuntimeError(f"no gateway request succeeded: {statuses}")
-    ratios = [g / e for g, e in zip(gateway_s, engine_s)]
+    ratios = [g / e for g, e in zip(gateway_s, engine_s, strict=True)]
     return {
         "pairs": len(gateway_s), "statuses": statuses,
         "gateway_p50_s": statistics.median(gateway_s), "engine_p50_s": statistics.median(engine_s),
@@ -229,8 +233,10 @@ async def _sweep_one(
 
 
 async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1) -> dict[str, float]:
-    """Wall seconds for the recording's windows sent to Triton (a) all in one request (split only
-    at the model's ``max_batch_size``) and (b) one window per request, one after another.
+    """Wall seconds for the recording's windows sent to Triton in one request vs one window per request.
+
+    (a) all in one request (split only at the model's ``max_batch_size``) and (b) one window per
+    request, one after another.
     """
     from whisper_build.serving.gateway.backend import TritonBackend
     from whisper_build.serving.prompt import parse_prompt
@@ -265,10 +271,11 @@ async def one_gateway_request(gateway_url: str, sample: AudioSample, timeout: fl
 
 
 def synth_times() -> dict[str, object]:
-    """``make synth`` wall time (``scripts/synth.py --config X``: synthesis + cfn-lint/cdk-nag
-    gates) for the default and the three-group config, run in a scratch copy of the repository
-    (the script also writes ``dist/``, which must keep the default's files); plus the output of
-    ``scripts/bench_synth.py`` (warm synthesis times, no gates) when it exists.
+    """``make synth`` wall time for the default and the three-group config.
+
+    ``scripts/synth.py --config X`` (synthesis + cfn-lint/cdk-nag gates), run in a scratch copy of the
+    repository (the script also writes ``dist/``, which must keep the default's files); plus the output
+    of ``scripts/bench_synth.py`` (warm synthesis times, no gates) when it exists.
     """
     python = sys.executable
     results: dict[str, object] = {}
@@ -341,7 +348,7 @@ def render_markdown(figures: dict) -> str:
     if "error" in synth:
         lines.append(f"| make synth | not measured: {synth['error']} |")
     else:
-        for name, row in synth.items():
+        for row in synth.values():
             if "wall_s" in row:
                 lines.append(f"| `{row['command']}` wall time | {row['wall_s']:.1f} s (exit {row['exit_code']}) |")
         if "default" in synth and "three-groups" in synth:

@@ -1,5 +1,6 @@
-"""Benchmark speech made locally with espeak-ng + sox (no downloads): short utterances and a long
-recording of many sentences with pauses between them.
+"""Benchmark speech made locally with espeak-ng + sox (no downloads).
+
+Short utterances and a long recording of many sentences with pauses between them.
 
 ``espeak-ng`` reads SSML with ``-m``; ``<break time="…ms"/>`` inserts the pauses. ``sox``
 converts its 22.05 kHz output to 16 kHz mono 16-bit WAV (Whisper's rate) and trims the long
@@ -89,8 +90,9 @@ def utterances(folder: Path, count: int = 4, sentences_each: int = 2) -> list[Pa
 
 
 def long_recording(path: Path, seconds: float = 600.0, pause_ms: int = 900) -> Path:
-    """A recording of exactly ``seconds`` (default 10 minutes): :data:`SENTENCES` cycled with
-    pauses, said until long enough, then trimmed by sox.
+    """A recording of exactly ``seconds`` (default 10 minutes).
+
+    :data:`SENTENCES` cycled with pauses, said until long enough, then trimmed by sox.
     """
     count = len(SENTENCES)
     while True:

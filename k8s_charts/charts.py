@@ -143,9 +143,10 @@ class GpuMetricsChart(cdk8s.Chart):
 
 @dataclass(frozen=True)
 class WhisperCharts:
-    """The charts of one deployment; ``autoscaling`` is ``None`` without an AMP workspace,
-    ``node_autoscaling`` when ``cluster.node_autoscaling`` is off, ``gpu_metrics`` when
-    ``observability.enabled`` is off.
+    """The charts of one deployment.
+
+    ``autoscaling`` is ``None`` without an AMP workspace, ``node_autoscaling`` when
+    ``cluster.node_autoscaling`` is off, ``gpu_metrics`` when ``observability.enabled`` is off.
     """
 
     serving: ServingChart

@@ -22,8 +22,10 @@ def app_labels() -> dict[str, str]:
 
 
 def group_labels(group: GpuGroup, app: str = labels.APP_NAME) -> dict[str, str]:
-    """Pod labels of one GPU group: ``app.kubernetes.io/name`` = ``app`` + group + architecture
-    (also the Deployment / DaemonSet selector). The scrape relabelling reads the last two.
+    """Pod labels of one GPU group: ``app.kubernetes.io/name`` = ``app`` + group + architecture.
+
+    The name label is also the Deployment / DaemonSet selector. The scrape relabelling reads the last
+    two.
     """
     return {labels.APP_NAME_LABEL: app, labels.GPU_GROUP_LABEL: group.name, labels.GPU_ARCH_LABEL: group.arch}
 

@@ -44,8 +44,10 @@ def _required(requirements: dict[str, str]) -> k8s.NodeSelector:
 
 
 def group_affinity(group: GpuGroup) -> k8s.Affinity:
-    """Required: the group's nodes, healthy or not (node agents such as the GPU metrics exporter,
-    which must keep reporting on a node HyperPod marks unhealthy).
+    """Required node affinity: the group's nodes, healthy or not.
+
+    For node agents such as the GPU metrics exporter, which must keep reporting on a node HyperPod marks
+    unhealthy.
     """
     required = _required(group_node_labels(group))
     return k8s.Affinity(node_affinity=k8s.NodeAffinity(required_during_scheduling_ignored_during_execution=required))

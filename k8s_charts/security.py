@@ -1,5 +1,7 @@
-"""Security contexts: the serving pods (the Kubernetes "restricted" Pod Security Standard) and the
-one relaxation, the GPU metrics exporter (:func:`gpu_metrics_security_context`, which says why).
+"""Security contexts: the serving pods (Kubernetes "restricted" Pod Security Standard) and one relaxation.
+
+The one relaxation is the GPU metrics exporter (:func:`gpu_metrics_security_context`, which says
+why).
 
 Serving pods:
 

@@ -1,3 +1,4 @@
-"""Observability as code: PromQL (``queries``), scrape config, rules, Grafana dashboard and the
-Grafana provisioner Lambda. ``queries`` is the one source of every PromQL expression.
+"""Observability as code: PromQL, scrape config, rules, Grafana dashboard and the Grafana provisioner.
+
+``queries`` is the one source of every PromQL expression; the Grafana provisioner is a Lambda.
 """

@@ -171,8 +171,10 @@ def _per_success_ms(duration_metric: str, *extra: str) -> str:
 
 
 def _all_outcomes(template: str, window: str = RATE_WINDOW) -> str:
-    """``template`` applied to success and failure series joined with ``or`` (their label sets
-    differ by ``reason``, so ``or`` keeps both and a missing failure series cannot empty the sum).
+    """``template`` applied to success and failure series joined with ``or``.
+
+    Their label sets differ by ``reason``, so ``or`` keeps both and a missing failure series cannot
+    empty the sum.
     """
     return (
         f"{template.format(m='nv_inference_request_success', s=_TRITON, w=window)} or "
@@ -543,9 +545,10 @@ def panel_queries() -> tuple[Query, ...]:
 
 
 def all_queries(groups: Sequence[str]) -> tuple[Query, ...]:
-    """Every expression of the project for a fleet of ``groups``: panel queries (which include
-    every recording-rule expression and every alert signal), the recorded series, and the KEDA
-    query of each group.
+    """Every expression of the project for a fleet of ``groups``.
+
+    Panel queries (which include every recording-rule expression and every alert signal), the recorded
+    series, and the KEDA query of each group.
 
     Alert conditions are not included (they return data only while firing); see
     :func:`alert_rules`.

@@ -1,6 +1,8 @@
-"""Prometheus scrape configuration: the AMP managed scraper's (Kubernetes discovery) and the
-live check's (static local targets carrying the Kubernetes discovery labels), both built from the
-same job list and the same relabel rules.
+"""Prometheus scrape configuration: the AMP managed scraper's and the live check's.
+
+The AMP managed scraper's uses Kubernetes discovery; the live check's uses static local targets
+carrying the Kubernetes discovery labels. Both are built from the same job list and the same
+relabel rules.
 
 Jobs (names from :mod:`observability.queries`):
 
@@ -110,9 +112,11 @@ _RUNNING = "Running"
 
 
 def relabel_configs(job: ScrapeJob, config: DeploymentConfig) -> list[dict[str, Any]]:
-    """The job's ``relabel_configs``: keep the job's pods and port (Running, Ready if
-    ``job.ready_only``), then copy pod labels to ``gpu_group``, ``gpu_arch``, ``pod``,
-    ``namespace`` and set ``instance_type`` from ``gpu_group`` (one rule per configured group).
+    """The job's ``relabel_configs``: keep the job's pods and port, then copy the pod labels.
+
+    Keeps Running pods (Ready too if ``job.ready_only``) on the job's port, then copies pod labels to
+    ``gpu_group``, ``gpu_arch``, ``pod``, ``namespace`` and sets ``instance_type`` from ``gpu_group``
+    (one rule per configured group).
 
     Reads only ``__meta_kubernetes_*`` labels of Kubernetes pod discovery (Prometheus
     ``kubernetes_sd_config`` docs); no address rewriting (discovery's ``__address__`` is already
@@ -188,9 +192,10 @@ class LocalPod:
 
 
 def discovered_labels(job: ScrapeJob, pod: LocalPod) -> dict[str, str]:
-    """The ``__meta_kubernetes_*`` labels pod discovery gives the target of ``pod``'s declared
-    container port ``job.port`` (a Running pod labelled ``app.kubernetes.io/name=job.app``): the
-    labels :func:`relabel_configs` reads, as label name → value.
+    """The ``__meta_kubernetes_*`` labels pod discovery gives ``pod``'s target, as label name → value.
+
+    The target is ``pod``'s declared container port ``job.port`` (a Running pod labelled
+    ``app.kubernetes.io/name=job.app``); the labels are those :func:`relabel_configs` reads.
     """
     return {
         _META_APP: job.app,
@@ -210,8 +215,10 @@ def local_scrape_config(
     interval_seconds: float,
     rule_files: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A Prometheus server config with the same jobs and the same relabel rules as
-    :func:`scrape_config`, but static local targets in place of Kubernetes discovery.
+    """A Prometheus server config like :func:`scrape_config`, with static local targets for discovery.
+
+    Same jobs and the same relabel rules as :func:`scrape_config`, but static local targets in place of
+    Kubernetes discovery.
 
     Each target carries the ``__meta_kubernetes_*`` labels discovery would give it
     (:func:`discovered_labels`) and the job's production :func:`relabel_configs` run on them in

@@ -188,9 +188,12 @@ def hyperpod_instance_types() -> frozenset[str]:
         botocore (no AWS call, no credentials).
     """
     import botocore.session
+    from botocore.model import StringShape
 
     model = botocore.session.get_session().get_service_model("sagemaker")
-    return frozenset(model.shape_for("ClusterInstanceType").enum)
+    shape = model.shape_for("ClusterInstanceType")
+    assert isinstance(shape, StringShape), "botocore's ClusterInstanceType is a string enum"
+    return frozenset(shape.enum)
 
 
 def split_instance_type(instance_type: str) -> tuple[str, str]:
@@ -221,8 +224,9 @@ def instance_spec_for(instance_type: str) -> InstanceSpec | None:
 
 
 def arch_for_compute_capability(compute_capability: str) -> str:
-    """``"8.6"`` → ``"sm86"``, ``"9.0"`` → ``"sm90"``, ``"12.0"`` → ``"sm120"`` (the naming
-    TensorRT-LLM and the S3 layout use).
+    """Compute capability → SM name: ``"8.6"`` → ``"sm86"``, ``"9.0"`` → ``"sm90"``, ``"12.0"`` → ``"sm120"``.
+
+    The naming TensorRT-LLM and the S3 layout use.
 
     Raises:
         ValueError: when the text is not ``<major>.<minor>``.

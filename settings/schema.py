@@ -23,7 +23,10 @@ HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 HYPERPOD_KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 """Kubernetes versions HyperPod EKS supports (HyperPod EKS prerequisites page, 2026)."""
 
-WHISPER_MODELS = {
+MelBins = Literal[80, 128]
+"""Mel bins of a Whisper encoder input: 80 (tiny … large-v2) or 128 (large-v3, large-v3-turbo)."""
+
+WHISPER_MODELS: dict[str, tuple[str, MelBins, bool]] = {
     # name: (Hugging Face id, mel bins, multilingual)
     "large-v3-turbo": ("openai/whisper-large-v3-turbo", 128, True),
     "large-v3": ("openai/whisper-large-v3", 128, True),
@@ -96,7 +99,7 @@ class ModelSettings(_Strict):
         return WHISPER_MODELS[self.name][0]
 
     @property
-    def n_mels(self) -> int:
+    def n_mels(self) -> MelBins:
         """Mel bins the encoder expects (80 or 128)."""
         return WHISPER_MODELS[self.name][1]
 
@@ -269,8 +272,9 @@ class GpuGroup(_Strict):
 
     @property
     def baseline_replicas(self) -> int:
-        """Pods the group runs without KEDA, holds while the scaling query fails, and gets back after an
-        engine build: ``max(min_replicas, 1)``.
+        """Pods the group runs without KEDA: ``max(min_replicas, 1)``.
+
+        Also what it holds while the scaling query fails and gets back after an engine build.
         """
         return max(self.min_replicas, 1)
 

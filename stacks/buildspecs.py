@@ -101,15 +101,14 @@ def _unless_engine_current(command: str) -> str:
 
 
 def hyperpod_job_buildspec() -> dict[str, Any]:
-    """Free the build group's GPU, run the engine-build Job there and wait for it, then resume serving
-    (default runner).
+    """Default runner: free the build group's GPU, run the engine-build Job there, then resume serving.
 
     The build group's serving pods hold its GPUs (``min_replicas`` ≥ 1, one GPU each), so a Job
     applied next to them would stay Pending. The build phase therefore first pauses the group's KEDA
     ScaledObject (annotation ``autoscaling.keda.sh/paused-replicas=0``: KEDA scales the target to
     zero and stops autoscaling; keda-docs 2.18 ``reference/scaledobject-spec.md``), scales the
-    Deployment to 0 and waits for its pods to be gone, and only then applies the Job. post_build
-    runs whether the build phase succeeded or failed (CodeBuild User Guide, "Build phase
+    Deployment to 0 and waits for its pods to be gone, and only then applies the Job and waits for it.
+    post_build runs whether the build phase succeeded or failed (CodeBuild User Guide, "Build phase
     transitions"): it prints the pod's last 500 log lines, removes the pause annotation and scales
     the Deployment back to ``SERVING_REPLICAS`` (KEDA autoscales from there again).
 

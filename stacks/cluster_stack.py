@@ -1,5 +1,7 @@
-"""Cluster: the EKS control plane (``aws_eks_v2``), its add-ons and system node group, the HyperPod
-dependency Helm chart, and the HyperPod cluster whose GPU nodes join it.
+"""Cluster: the EKS control plane (``aws_eks_v2``), add-ons, system nodes, HyperPod chart and cluster.
+
+The EKS control plane, its add-ons and system node group, the HyperPod dependency Helm chart, and
+the HyperPod cluster whose GPU nodes join it.
 
 Order at deploy time (HyperPod EKS prerequisites: "install the dependency Helm chart before creating
 the HyperPod cluster"): EKS cluster → node add-ons (vpc-cni, kube-proxy, pod identity agent) →
@@ -9,7 +11,7 @@ system node group → CoreDNS, Mountpoint add-ons and the HyperPod dependency ch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import cdk8s
 from aws_cdk import CfnOutput, Stack
@@ -19,7 +21,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from settings import names, storage
 from settings.names import HYPERPOD_CHART_NAME
@@ -47,6 +49,16 @@ Identity (mountpoint-s3-csi-driver ``docs/CONFIGURATION.md``)."""
 HYPERPOD_CHART_RELEASE = "hyperpod-dependencies"
 """Release name AWS's HyperPod console/CloudFormation setup uses for the dependency chart."""
 SYSTEM_NODE_LABEL = ("whisper-hyperpod.io/node-role", "system")
+
+
+def as_icluster(cluster: eks.Cluster) -> eks.ICluster:
+    """``cluster`` typed as the ``eks.ICluster`` it implements (a cast; nothing changes at run time).
+
+    aws-cdk-lib's Python ``Cluster`` declares ``@jsii.implements(ICluster)`` but not the interface's
+    optional ``kubectl_provider_options`` property, so a type checker sees no structural match where
+    an ``ICluster`` is expected (``Addon``, ``KubernetesManifest``, ``HelmChart``).
+    """
+    return cast(eks.ICluster, cluster)
 
 
 def check_kubectl_compatibility(kubernetes_version: str) -> None:
@@ -155,7 +167,7 @@ class ClusterStack(Stack):
             labels=dict([SYSTEM_NODE_LABEL]),
         )
         self.system_nodegroup.node.add_dependency(*(self.addons[name] for name in (*NODE_ADDONS, POD_IDENTITY_ADDON)))
-        coredns = eks.Addon(self, f"Addon-{COREDNS_ADDON}", cluster=self.cluster, addon_name=COREDNS_ADDON)
+        coredns = eks.Addon(self, f"Addon-{COREDNS_ADDON}", cluster=as_icluster(self.cluster), addon_name=COREDNS_ADDON)
         coredns.node.add_dependency(self.system_nodegroup)
         self.addons[COREDNS_ADDON] = coredns
         self.mountpoint_role = self._add_mountpoint(self.model_bucket)
@@ -184,9 +196,10 @@ class ClusterStack(Stack):
         # here, after the HyperPod cluster, e.g. ``self.add_workloads("Serving", chart)``.
 
     @property
-    def workload_dependencies(self) -> list[Construct]:
-        """Constructs every workload must be created after: the HyperPod cluster (GPU nodes) and the
-        Mountpoint CSI driver (model volumes).
+    def workload_dependencies(self) -> list[IConstruct]:
+        """Constructs every workload must be created after.
+
+        The HyperPod cluster (GPU nodes) and the Mountpoint CSI driver (model volumes).
         """
         return [self.hyperpod.cluster, self.addons[MOUNTPOINT_ADDON]]
 
@@ -234,12 +247,16 @@ class ClusterStack(Stack):
                 "The kubectl provider Lambda runtime is pinned by aws-cdk-lib (updated with aws-cdk-lib releases)",
             )
 
-    def _add_addons(self) -> dict[str, Construct]:
-        addons: dict[str, Construct] = {
-            name: eks.Addon(self, f"Addon-{name}", cluster=self.cluster, addon_name=name) for name in NODE_ADDONS
+    def _add_addons(self) -> dict[str, IConstruct]:
+        addons: dict[str, IConstruct] = {
+            name: eks.Addon(self, f"Addon-{name}", cluster=as_icluster(self.cluster), addon_name=name)
+            for name in NODE_ADDONS
         }
-        # The cluster's own accessor, so later Pod Identity service accounts reuse this add-on.
-        addons[POD_IDENTITY_ADDON] = self.cluster.eks_pod_identity_agent
+        # The cluster's own accessor, so later Pod Identity service accounts reuse this add-on; it
+        # creates the add-on on first access (typed optional by aws-cdk-lib, never None here).
+        pod_identity_agent = self.cluster.eks_pod_identity_agent
+        assert pod_identity_agent is not None, "aws_eks_v2.Cluster creates the Pod Identity agent add-on on access"
+        addons[POD_IDENTITY_ADDON] = pod_identity_agent
         return addons
 
     def _add_mountpoint(self, model_bucket: s3.IBucket) -> iam.Role:
@@ -267,7 +284,9 @@ class ClusterStack(Stack):
         acknowledge_resource(
             policy, models_arn, "engine files under models/ have version-stamped keys unknown at deploy time; read-only"
         )
-        addon = eks.Addon(self, f"Addon-{MOUNTPOINT_ADDON}", cluster=self.cluster, addon_name=MOUNTPOINT_ADDON)
+        addon = eks.Addon(
+            self, f"Addon-{MOUNTPOINT_ADDON}", cluster=as_icluster(self.cluster), addon_name=MOUNTPOINT_ADDON
+        )
         # Its controller is a Deployment: it needs a node, and Pod Identity for its credentials.
         addon.node.add_dependency(self.addons[POD_IDENTITY_ADDON], self.system_nodegroup)
         namespace, service_account = MOUNTPOINT_SERVICE_ACCOUNT

@@ -69,9 +69,10 @@ ROLLOUT_TIMEOUT_SECONDS = 1800
 
 
 def build_timeout(config: DeploymentConfig) -> Duration:
-    """Timeout of an engine project: the serving drain, the Job's deadline and a margin
-    (:data:`BUILD_MARGIN_SECONDS`), so the buildspec's own waits end (and post_build resumes
-    serving) before CodeBuild stops the build. Whole minutes (CodeBuild's ``TimeoutInMinutes``).
+    """Timeout of an engine project: the serving drain, the Job's deadline and a margin, in whole minutes.
+
+    The margin is :data:`BUILD_MARGIN_SECONDS`, so the buildspec's own waits end (and post_build resumes
+    serving) before CodeBuild stops the build. Whole minutes: CodeBuild's ``TimeoutInMinutes``.
     """
     seconds = engine_job.drain_timeout_seconds(config) + engine_job.JOB_DEADLINE_SECONDS + BUILD_MARGIN_SECONDS
     return Duration.minutes(math.ceil(seconds / 60))
@@ -107,19 +108,27 @@ class EngineBuildStack(Stack):
         cluster_security_group: ec2.ISecurityGroup,
         **kwargs: Any,
     ) -> None:
-        """Args:
-        cluster_name: name of the EKS cluster the HyperPod nodes joined.
-        kubectl_provider: the cluster's kubectl provider (``cluster.kubectl_provider``), which
-            applies each architecture's build namespace and serving-namespace Role; ``None`` only
-            when every architecture builds on a CodeBuild fleet.
-        model_bucket_name / serving_repository_name: deterministic names (not tokens), imported
-            here so that ARNs in this stack's policies are plain strings, not cross-stack imports.
-        vpc: private subnets of it host the projects that call the Kubernetes API.
-        cluster_security_group: a security group allowed to reach the cluster endpoint (the
-            shared node security group).
+        """Define the projects of ``config``'s GPU architectures on the cluster the HyperPod nodes joined.
 
         Deploy after the workloads stack (access entries need the cluster, the Roles the serving
         namespace).
+
+        Args:
+            scope: the CDK app or stage.
+            construct_id: the stack's id.
+            config: the deployment config.
+            cluster_name: name of the EKS cluster the HyperPod nodes joined.
+            kubectl_provider: the cluster's kubectl provider (``cluster.kubectl_provider``), which
+                applies each architecture's build namespace and serving-namespace Role; ``None`` only
+                when every architecture builds on a CodeBuild fleet.
+            model_bucket_name: the model bucket's deterministic name (not a token), imported here so
+                that ARNs in this stack's policies are plain strings, not cross-stack imports.
+            serving_repository_name: the serving image repository's deterministic name, for the same
+                reason.
+            vpc: private subnets of it host the projects that call the Kubernetes API.
+            cluster_security_group: a security group allowed to reach the cluster endpoint (the
+                shared node security group).
+            **kwargs: passed to :class:`aws_cdk.Stack` (``env``, ``description``, ...).
 
         Raises:
             ValueError: an architecture builds as a HyperPod Job but ``kubectl_provider`` is ``None``.
@@ -169,9 +178,10 @@ class EngineBuildStack(Stack):
         timeout: Duration,
         kubernetes_groups: list[str] | None = None,
     ) -> codebuild.Project:
-        """A project that talks to the Kubernetes API from the private subnets, with an access entry
-        granting ``edit`` in ``namespace`` only (``NAMESPACE`` in its environment), optionally
-        Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``).
+        """A project that talks to the Kubernetes API from the private subnets, limited to ``namespace``.
+
+        Its access entry grants ``edit`` in ``namespace`` only (``NAMESPACE`` in its environment),
+        optionally Kubernetes RBAC groups, and ``eks:DescribeCluster`` (for ``aws eks update-kubeconfig``).
         """
         project = codebuild.Project(
             self,
@@ -219,8 +229,9 @@ class EngineBuildStack(Stack):
         return project
 
     def _grant_arch_prefix_write(self, role: iam.IRole, arch: str) -> iam.Policy:
-        """Read/write under ``models/<model>/<arch>/`` only: upload, verify, switch the pointer
-        (:mod:`whisper_build.release.publish`: PutObject, HeadObject/GetObject, ListObjectsV2).
+        """Grant read/write under ``models/<model>/<arch>/`` only: upload, verify, switch the pointer.
+
+        Actions of :mod:`whisper_build.release.publish`: PutObject, HeadObject/GetObject, ListObjectsV2.
         """
         prefix = storage.model_prefix(self._config.model.name, arch)
         objects = self._bucket.arn_for_objects(f"{prefix}*")
@@ -248,8 +259,9 @@ class EngineBuildStack(Stack):
         return policy
 
     def _grant_arch_prefix_read(self, role: iam.IRole, arch: str) -> None:
-        """GetObject under ``models/<model>/<arch>/`` only: the pointer and manifest the engine
-        project reads to skip a build whose engine is already published
+        """Grant GetObject under ``models/<model>/<arch>/`` only.
+
+        The pointer and manifest the engine project reads to skip a build whose engine is already published
         (:func:`stacks.buildspecs.hyperpod_job_buildspec`).
         """
         prefix = storage.model_prefix(self._config.model.name, arch)
@@ -442,8 +454,9 @@ class EngineBuildStack(Stack):
 
     @staticmethod
     def _acknowledge_codebuild_defaults(project: codebuild.Project, *, in_vpc: bool, extra: str = "") -> None:
-        """Acknowledge the wildcards aws-cdk-lib writes into every CodeBuild project's role; call
-        after the last grant to the role.
+        """Acknowledge the wildcards aws-cdk-lib writes into every CodeBuild project's role.
+
+        Call after the last grant to the role.
         """
         acknowledge_policy_wildcards(
             project.role,  # type: ignore[arg-type]

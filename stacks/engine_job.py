@@ -65,15 +65,18 @@ def build_namespace(config: DeploymentConfig, arch: str) -> str:
 
 
 def kubernetes_group(arch: str) -> str:
-    """Kubernetes RBAC group of ``arch``'s engine project (set on its EKS access entry and bound to
-    :func:`serving_access_manifests`' Role), e.g. ``whisper-engine-build-sm86``.
+    """Kubernetes RBAC group of ``arch``'s engine project, e.g. ``whisper-engine-build-sm86``.
+
+    Set on its EKS access entry and bound to :func:`serving_access_manifests`' Role.
     """
     return f"{ENGINE_BUILD_APP}-{kubernetes_name(arch)}"
 
 
 def serving_selector(config: DeploymentConfig, arch: str) -> str:
-    """Label selector of the serving Deployment, pods and ScaledObject of ``arch``'s build group
-    (:func:`build_group`), e.g. ``app.kubernetes.io/name=whisper,whisper-hyperpod.io/gpu-group=g5,...``.
+    """Label selector of the serving Deployment, pods and ScaledObject of ``arch``'s build group.
+
+    The build group is :func:`build_group`'s, e.g.
+    ``app.kubernetes.io/name=whisper,whisper-hyperpod.io/gpu-group=g5,...``.
 
     Only the build group gives its GPU up: other groups of the same architecture keep serving. The
     labels are those the charts put on those objects (:func:`k8s_charts.naming.group_labels`).
@@ -85,16 +88,18 @@ DRAIN_MARGIN_SECONDS = 120
 
 
 def drain_timeout_seconds(config: DeploymentConfig) -> int:
-    """How long a build waits for its group's serving pods to be gone after scaling to 0: their
-    ``terminationGracePeriodSeconds`` (:func:`k8s_charts.workload.termination_grace_seconds`) plus
+    """How long a build waits for its group's serving pods to be gone after scaling to 0, in seconds.
+
+    Their ``terminationGracePeriodSeconds`` (:func:`k8s_charts.workload.termination_grace_seconds`) plus
     :data:`DRAIN_MARGIN_SECONDS` for the API server and kubelet.
     """
     return termination_grace_seconds(config) + DRAIN_MARGIN_SECONDS
 
 
 def service_account_name(arch: str) -> str:
-    """Service account of one architecture's build pods, e.g. ``engine-builder-sm86`` (its Pod
-    Identity role may write only that architecture's S3 prefix).
+    """Service account of one architecture's build pods, e.g. ``engine-builder-sm86``.
+
+    Its Pod Identity role may write only that architecture's S3 prefix.
     """
     return f"engine-builder-{kubernetes_name(arch)}"
 
@@ -109,10 +114,11 @@ def build_group(config: DeploymentConfig, arch: str) -> GpuGroup:
 
 
 def build_resources(group: GpuGroup) -> dict[str, dict[str, str]]:
-    """Requests/limits of a build pod on ``group``'s nodes: one GPU (or MIG slice of the group's
-    profile, ``GpuGroup.gpu_resource``), up to 4 vCPU (half the node),
-    up to 24 GiB requested (half the node's memory; checkpoint conversion holds the model in host
-    memory) and at most three quarters of the node's memory as the limit, so the request always
+    """Requests/limits of a build pod on ``group``'s nodes.
+
+    One GPU (or MIG slice of the group's profile, ``GpuGroup.gpu_resource``), up to 4 vCPU (half the
+    node), up to 24 GiB requested (half the node's memory; checkpoint conversion holds the model in
+    host memory) and at most three quarters of the node's memory as the limit, so the request always
     fits the instance (``settings.gpu_catalog`` sizes).
     """
     spec = group.instance
@@ -131,6 +137,8 @@ def engine_build_manifests(
     """The ServiceAccount and Job that build ``arch``'s engine on its GPU group.
 
     Args:
+        config: the deployment config.
+        arch: GPU architecture, e.g. ``sm86`` (one of ``config.gpu_archs``).
         image_uri: the serving image (contains TensorRT-LLM and this project).
         bucket_name: the model bucket (may be a CloudFormation token at synth time).
         region: AWS region for the SDK inside the pod.

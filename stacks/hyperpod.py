@@ -1,5 +1,6 @@
-"""The SageMaker HyperPod cluster (``AWS::SageMaker::Cluster``, EKS orchestrator): one instance group
-per configured GPU group, its lifecycle script and IAM.
+"""The SageMaker HyperPod cluster (``AWS::SageMaker::Cluster``, EKS orchestrator).
+
+One instance group per configured GPU group, its lifecycle script and IAM.
 
 Property names and rules: CloudFormation ``AWS::SageMaker::Cluster`` and the SageMaker API reference
 (``ClusterInstanceGroupSpecification``, ``ClusterKubernetesConfig``); facts with sources in
@@ -36,8 +37,9 @@ SAGEMAKER_TAG = CfnTag(key="SageMaker", value="true")
 
 
 def instance_group_labels(group: GpuGroup) -> dict[str, str]:
-    """Kubernetes node labels of one GPU group (``docs/contracts.md`` §2), e.g.
-    ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``.
+    """Kubernetes node labels of one GPU group (``docs/contracts.md`` §2).
+
+    E.g. ``{"whisper-hyperpod.io/gpu-group": "g5", "whisper-hyperpod.io/gpu-arch": "sm86"}``.
 
     A group with ``mig_profile`` also gets ``nvidia.com/mig.config: all-<profile>``: the way HyperPod
     partitions an instance group's GPUs ("Using GPU partitions in Amazon SageMaker HyperPod": MIG

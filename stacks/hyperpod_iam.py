@@ -111,6 +111,8 @@ def create_execution_role(
     the lifecycle scripts under ``lifecycle_key`` (no S3 write at all).
 
     Args:
+        scope: construct scope of the role and its policy.
+        construct_id: id of the role (the policy is ``<construct_id>Policy``).
         cluster_arn: ARN of the EKS cluster the nodes join.
         subnets: Subnets the instance groups use.
         security_group: Security group the instance groups use.

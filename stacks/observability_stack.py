@@ -1,5 +1,7 @@
-"""Observability: AMP workspace, AMP managed scraper on the EKS cluster, recording/alert rules,
-and (optionally) an Amazon Managed Grafana workspace with the AMP data source and the dashboard.
+"""Observability: AMP workspace and managed scraper, rules, and optionally Amazon Managed Grafana.
+
+The AMP managed scraper runs on the EKS cluster; recording/alert rules go into the workspace; the
+optional Amazon Managed Grafana workspace gets the AMP data source and the dashboard.
 
 The scrape configuration, the rules and the dashboard are generated from
 :mod:`observability.queries` (``observability/scrape_config.py``, ``rules.py``, ``dashboard.py``);
@@ -231,9 +233,11 @@ class ObservabilityStack(Stack):
             },
         )
         framework = provider.node.find_child("framework-onEvent")
+        assert isinstance(framework, lambda_.Function), "cr.Provider's framework-onEvent is a lambda Function"
         for function in (handler, framework):
             _ignore_redundant_role_dependency(function)
-        framework_role = framework.node.find_child("ServiceRole")
+        framework_role = framework.role
+        assert framework_role is not None, "the Provider framework function creates its own role"
         acknowledge_managed_policies(
             framework_role,
             "CDK custom-resource Provider framework function: AWS's basic execution policy only lets it "

@@ -1,5 +1,7 @@
-"""CDK Pipelines delivery: source → synth (tests, gates, ``cdk synth``) → self-mutate → deploy the
-stacks → build the serving image → build every architecture's engine in parallel → roll the pods.
+"""CDK Pipelines delivery: source → synth → deploy → serving image → engines → rollout.
+
+In full: source → synth (tests, gates, ``cdk synth``) → self-mutate → deploy the stacks → build the
+serving image → build every architecture's engine in parallel → roll the pods.
 
 Only synthesized when ``config.pipeline`` names a source (:func:`add_app`); otherwise the app holds
 the plain stacks for a workstation ``cdk deploy``. The pipeline steps after the deployment are thin
@@ -46,8 +48,10 @@ TRIGGER_MARGIN = Duration.minutes(30)
 
 
 def trigger_timeout(config: DeploymentConfig) -> Duration:
-    """A trigger step waits for its project; it outlives the longest project timeout
-    (:func:`stacks.engine_build_stack.build_timeout`) by :data:`TRIGGER_MARGIN`.
+    """Timeout of a trigger step: it waits for its project, so it outlives the longest project timeout.
+
+    The longest project timeout is :func:`stacks.engine_build_stack.build_timeout`'s; the margin is
+    :data:`TRIGGER_MARGIN`.
     """
     return build_timeout(config).plus(TRIGGER_MARGIN)
 
@@ -156,8 +160,10 @@ class PipelineStack(Stack):
         )
 
     def _acknowledge_generated(self) -> None:
-        """Acknowledge wildcards in the roles aws-cdk-lib's CDK Pipelines generates (artifact bucket,
-        log groups, ``cdk-*`` bootstrap roles for self-mutation and asset publishing).
+        """Acknowledge wildcards in the roles aws-cdk-lib's CDK Pipelines generates.
+
+        Those roles: the artifact bucket's, the log groups', the ``cdk-*`` bootstrap roles for self-mutation
+        and asset publishing.
         """
         for construct in _walk(self.pipeline):
             if isinstance(construct, iam.Role):
@@ -169,8 +175,9 @@ class PipelineStack(Stack):
                 )
 
     def _action_arns_as_sub(self) -> None:
-        """Rewrite ``Fn::Join`` values in action configurations (CDK Pipelines' CloudFormation role
-        ARNs of an account-agnostic stage) as ``Fn::Sub``, the form cfn-lint requires there (E3703).
+        """Rewrite ``Fn::Join`` values in action configurations as ``Fn::Sub``, the form cfn-lint requires (E3703).
+
+        The values are CDK Pipelines' CloudFormation role ARNs of an account-agnostic stage.
         """
         cfn_pipeline = self.pipeline.pipeline.node.default_child
         assert isinstance(cfn_pipeline, CfnResource)
@@ -183,9 +190,11 @@ class PipelineStack(Stack):
 
 
 def join_as_sub(value: Any) -> dict[str, str] | None:
-    """``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::x"]]}`` →
-    ``{"Fn::Sub": "arn:${AWS::Partition}:iam::x"}``; None for anything else (other delimiters,
-    parts other than strings and ``Ref``s).
+    """A plain string ``Fn::Join`` as ``Fn::Sub``; None for anything else.
+
+    ``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::x"]]}`` →
+    ``{"Fn::Sub": "arn:${AWS::Partition}:iam::x"}``. Anything else: other delimiters, parts other than
+    strings and ``Ref``s.
     """
     if not (isinstance(value, dict) and list(value) == ["Fn::Join"]):
         return None
@@ -226,10 +235,14 @@ def repository_path(path: str | Path) -> str:
 
 
 def add_app(scope: Construct, config: DeploymentConfig, *, config_path: str | Path | None = None) -> WhisperStacks:
-    """What ``app.py`` synthesizes: the pipeline (containing the app stacks) when ``config.pipeline``
-    names a source, else the app stacks directly (workstation ``cdk deploy``).
+    """What ``app.py`` synthesizes: the pipeline, or the app stacks directly.
+
+    The pipeline (containing the app stacks) when ``config.pipeline`` names a source, else the app
+    stacks directly (workstation ``cdk deploy``).
 
     Args:
+        scope: the CDK app (or another scope) the stacks are added to.
+        config: the deployment config.
         config_path: the config file (``-c config=...``); the pipeline's synth step passes it on to
             ``cdk synth``. Default: ``config/default.yaml``.
 

@@ -35,8 +35,10 @@ class WhisperStacks:
 
 
 def stack_environment(config: DeploymentConfig) -> Environment:
-    """``Environment(region=config.region, account=config.account)``; without an account the stacks
-    are account-agnostic, so synthesis needs no AWS credentials (AZs resolve with ``Fn::GetAZs``).
+    """``Environment(region=config.region, account=config.account)``.
+
+    Without an account the stacks are account-agnostic, so synthesis needs no AWS credentials (AZs
+    resolve with ``Fn::GetAZs``).
     """
     return Environment(account=config.account, region=config.region)
 

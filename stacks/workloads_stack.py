@@ -33,7 +33,7 @@ from constructs import Construct
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import ChartInputs
 from settings.schema import DeploymentConfig
-from stacks.cluster_stack import ClusterStack
+from stacks.cluster_stack import ClusterStack, as_icluster
 from stacks.nag import acknowledge_policy_wildcards
 
 ALB_CONTROLLER_VERSION = eks.AlbControllerVersion.V2_13_3
@@ -109,7 +109,7 @@ class WorkloadsStack(Stack):
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         for chart in charts.all():
             self.manifests[chart.node.id] = eks.KubernetesManifest(
-                self, chart.node.id, cluster=cluster, manifest=chart.to_json()
+                self, chart.node.id, cluster=as_icluster(cluster), manifest=chart.to_json()
             )
         serving = self.manifests[charts.serving.node.id]
         # model volumes need the Mountpoint CSI driver; pods need the HyperPod GPU nodes
@@ -144,7 +144,7 @@ class WorkloadsStack(Stack):
         keda = eks.HelmChart(
             self,
             "Keda",
-            cluster=cluster,
+            cluster=as_icluster(cluster),
             chart="keda",
             repository=KEDA_CHART_REPOSITORY,
             version=KEDA_CHART_VERSION,

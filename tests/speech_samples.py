@@ -94,7 +94,7 @@ def speak(text: str, path: Path, rate: int = 16000, channels: int = 1, words_per
 def concatenate_with_pauses(parts: list[Path], path: Path, pause_seconds: float = 0.6) -> Path:
     """Join WAV files with ``pause_seconds`` of silence between them (sox)."""
     padded = []
-    for i, part in enumerate(parts):
+    for part in parts:
         out = part.with_name(f"{part.stem}.padded.wav")
         subprocess.run(["sox", str(part), str(out), "pad", "0", str(pause_seconds)], check=True, capture_output=True)
         padded.append(out)

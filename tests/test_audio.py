@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import tracemalloc
 
 import numpy as np
@@ -211,7 +212,7 @@ def test_windows_tile_input_and_cut_in_silence() -> None:
     x = _bursts(70.0, [(27.0, 27.6), (54.0, 54.5)])
     windows = split_windows(x, window_seconds=30.0, search_seconds=5.0)
     assert [w.start for w in windows][0] == 0 and windows[-1].end == len(x)
-    assert all(a.end == b.start for a, b in zip(windows, windows[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(windows))
     assert all(w.end - w.start <= 30 * SAMPLE_RATE for w in windows)
     assert len(windows) == 3
     assert 27.0 <= windows[0].end_s <= 27.6

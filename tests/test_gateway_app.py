@@ -221,11 +221,13 @@ async def _timeout_scenario() -> None:
     backend = FakeBackend()
     backend.gate = asyncio.Event()  # never released
     app = create_app(GatewaySettings(request_timeout_seconds=0.2), lambda _: backend)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-            r = await client.post("/invocations", json={"audio_data": b64(WAV)})
-            assert r.status_code == 504 and "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS" in r.json()["message"]
-            assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client,
+    ):
+        r = await client.post("/invocations", json={"audio_data": b64(WAV)})
+        assert r.status_code == 504 and "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS" in r.json()["message"]
+        assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
 
 
 def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:

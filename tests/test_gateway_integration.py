@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import os
 import re
 import signal
@@ -185,7 +186,7 @@ def test_openai_endpoint_formats(client, long_wav, short_wav) -> None:
     assert verbose["duration"] > 40 and verbose["language"] == "en"
     segments = verbose["segments"]
     assert len(segments) >= 2 and segments[0]["start"] == 0.0
-    assert all(a["end"] == b["start"] for a, b in zip(segments, segments[1:]))
+    assert all(a["end"] == b["start"] for a, b in itertools.pairwise(segments))
     assert all(s["end"] - s["start"] <= 30.0 for s in segments)
     assert wer(" ".join(LONG_SENTENCES), " ".join(s["text"] for s in segments)) <= 0.3
     srt = post(short_wav, response_format="srt").text

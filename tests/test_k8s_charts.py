@@ -252,7 +252,7 @@ def test_preflight_init_container_checks_the_group_engine(config, deployments) -
         preflight = _container(deployments[f"whisper-{group.name}"], "preflight")
         command = preflight["command"]
         assert command[:3] == ["python3", "-m", "whisper_build.podstart.preflight"]
-        args = dict(zip(command[3::2], command[4::2]))
+        args = dict(zip(command[3::2], command[4::2], strict=True))
         assert args["--engine"] == group.serving_engine and args["--gpu-group"] == group.name
         assert args["--model"] == config.model.name and args["--model-dir"] == "/models"
         assert args["--gpu-arch"] == group.arch

@@ -1,5 +1,7 @@
-"""Speech-serving benchmark (GenAI-Perf / perf_analyzer style): latency percentiles, RTF, RTFx and
-throughput of the gateway or Triton at a sweep of concurrencies. Run ``python -m benchmarks.bench``.
+"""Speech-serving benchmark (GenAI-Perf / perf_analyzer style) at a sweep of concurrencies.
+
+Measures latency percentiles, RTF, RTFx and throughput of the gateway or Triton. Run
+``python -m benchmarks.bench``.
 
 Modules: :mod:`~benchmarks.bench.stats` (arithmetic), :mod:`~benchmarks.bench.audio` (inputs),
 :mod:`~benchmarks.bench.targets` (clients), :mod:`~benchmarks.bench.triton_metrics` (batch size),

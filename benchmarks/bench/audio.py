@@ -25,8 +25,10 @@ class BenchInputError(ValueError):
 
 @dataclass(frozen=True)
 class AudioSample:
-    """One input file: ``name``, container ``data``, ``duration_s`` and the non-silent
-    float32 16 kHz ``windows`` (each ≤ 30 s, Whisper's input length).
+    """One input file and its non-silent windows.
+
+    Fields: ``name``, container ``data``, ``duration_s`` and the non-silent float32 16 kHz ``windows``
+    (each ≤ 30 s, Whisper's input length).
     """
 
     name: str

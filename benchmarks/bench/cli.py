@@ -1,10 +1,10 @@
-"""``python -m benchmarks.bench``: latency, RTF and throughput of Whisper serving vs concurrency.
+r"""``python -m benchmarks.bench``: latency, RTF and throughput of Whisper serving vs concurrency.
 
 Example (``make bench-audio`` writes speech files to ``bench-audio/``)::
 
-    .venv/bin/python -m benchmarks.bench --audio bench-audio/ \\
-        --target gateway=http://127.0.0.1:8080 --target triton=grpc://127.0.0.1:8001 \\
-        --triton-metrics http://127.0.0.1:8002/metrics --concurrency 1,2,4,8,16,32 \\
+    .venv/bin/python -m benchmarks.bench --audio bench-audio/ \
+        --target gateway=http://127.0.0.1:8080 --target triton=grpc://127.0.0.1:8001 \
+        --triton-metrics http://127.0.0.1:8002/metrics --concurrency 1,2,4,8,16,32 \
         --duration 20 --out results/
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from benchmarks.bench.audio import BenchInputError, Inputs, load_inputs
@@ -174,7 +174,7 @@ async def _run(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
         console=console, disable=args.quiet, transient=False,
     )  # fmt: skip
-    tasks: dict[tuple[str, int], int] = {}
+    tasks: dict[tuple[str, int], TaskID] = {}
     tallies: dict[tuple[str, int], list[int]] = {}
 
     def on_outcome(name: str, concurrency: int, outcome: Outcome) -> None:

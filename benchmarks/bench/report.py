@@ -1,5 +1,7 @@
-"""Benchmark artefacts: ``<prefix>.json`` (results + run metadata), ``<prefix>.csv`` (one row per
-level) and ``<prefix>.png`` (latency and throughput vs concurrency, one line per target).
+"""Benchmark artefacts: ``<prefix>.json``, ``<prefix>.csv`` and ``<prefix>.png``.
+
+``<prefix>.json`` holds results + run metadata, ``<prefix>.csv`` one row per level and ``<prefix>.png``
+latency and throughput vs concurrency, one line per target.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ def write_csv(results: Sequence[LevelResult], path: Path) -> Path:
 
 
 def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper benchmark") -> Path:
-    """Two panels against concurrency (log₂ axis labelled with the plain concurrencies run): p50
-    latency (p90 dashed) and audio seconds transcribed per second, both from zero; one colour per
-    target. Uses matplotlib's Agg backend (no display).
+    """Plot latency and throughput against concurrency into ``path``; one colour per target.
+
+    Two panels on a log₂ concurrency axis labelled with the plain concurrencies run: p50 latency
+    (p90 dashed) and audio seconds transcribed per second, both from zero. Uses matplotlib's Agg
+    backend (no display).
     """
     import matplotlib
 

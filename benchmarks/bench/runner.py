@@ -1,9 +1,8 @@
-"""The sweep: for each target and each concurrency, keep N requests in flight for a bounded
-time or count, and summarize.
+"""The sweep: for each target and concurrency, keep N requests in flight for a bounded time or count.
 
-Nothing here can hang: every request has its own timeout (enforced twice — by the client and
-by ``asyncio.wait_for``), a level stops issuing at its duration or count, and the whole run
-stops at an overall deadline; requests still in flight then are cancelled and counted as
+Each level is summarized. Nothing here can hang: every request has its own timeout (enforced twice —
+by the client and by ``asyncio.wait_for``), a level stops issuing at its duration or count, and the
+whole run stops at an overall deadline; requests still in flight then are cancelled and counted as
 ``aborted``.
 """
 
@@ -30,9 +29,11 @@ ProgressCallback = Callable[[str, int, Outcome], None]
 
 @dataclass(frozen=True)
 class LevelPlan:
-    """How long each level runs: until ``duration_s`` seconds have passed or ``max_requests``
-    requests were issued, whichever comes first (``None`` = no such bound; at least one bound
-    must be set). ``request_timeout_s`` bounds each request.
+    """How long each level runs and how long each request may take.
+
+    A level runs until ``duration_s`` seconds have passed or ``max_requests`` requests were issued,
+    whichever comes first (``None`` = no such bound; at least one bound must be set).
+    ``request_timeout_s`` bounds each request.
     """
 
     duration_s: float | None
@@ -77,8 +78,13 @@ async def run_level(
     """Run one level; files are used round-robin.
 
     Args:
+        target: the server under test.
+        samples: the input files (at least one), sent in order, round-robin.
+        concurrency: requests kept in flight (≥ 1).
+        plan: how long the level runs and each request's timeout.
         deadline: ``time.monotonic()`` value at which everything stops (requests in flight are
             cancelled and counted ``aborted``).
+        on_outcome: called after each request (:data:`ProgressCallback`).
 
     Returns:
         (outcomes, wall seconds from the first request to the last answer or the stop).
@@ -139,10 +145,16 @@ async def sweep(
     """Every target × every concurrency, in that order; returns one result per level run.
 
     Args:
+        targets: the servers under test, swept one after another.
+        samples: the input files, used round-robin (:func:`run_level`).
+        concurrencies: the levels, in the order they run.
+        plan: how long each level runs and each request's timeout.
         deadline_s: overall time limit in seconds from now; levels not reached are skipped.
         metrics_urls: target name → Triton metrics URL, scraped before and after each level
             for the average batch size.
+        model: the Triton model whose counters are read from ``metrics_urls``.
         warmup: requests per target at concurrency 1 before its sweep, not counted.
+        on_outcome: called after each counted request (:data:`ProgressCallback`).
         on_level: called with each level's result as soon as it is known.
         metrics_settle_s: pause before each scrape. Triton's counters can lag the answers (seen
             here: a scrape right after a lone request's answer did not count it yet), so the

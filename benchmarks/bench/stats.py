@@ -27,8 +27,9 @@ PERCENTILES = (50, 90, 99)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0–100) with linear interpolation between closest ranks
-    (NumPy's default ``linear`` method); ``None`` for no values.
+    """The ``q``-th percentile (0–100) of ``values``; ``None`` for no values.
+
+    Linear interpolation between closest ranks (NumPy's default ``linear`` method).
 
     Raises:
         ValueError: ``q`` outside [0, 100].
@@ -46,8 +47,10 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One finished request: ``status`` (``ok``, ``http_500``, ``timeout``, …), client-side
-    ``latency_s`` and the ``audio_s`` of the file it carried.
+    """One finished request.
+
+    Fields: ``status`` (``ok``, ``http_500``, ``timeout``, …), client-side ``latency_s`` and the
+    ``audio_s`` of the file it carried.
     """
 
     status: str

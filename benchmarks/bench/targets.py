@@ -53,8 +53,10 @@ class Target(Protocol):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """A parsed ``NAME=URL``: ``kind`` is ``invocations``, ``openai``, ``triton`` or ``in_process``; ``address``
-    is the base URL (HTTP), ``host:port`` (gRPC) or the query string (``in_process``).
+    """A parsed ``NAME=URL`` benchmark target.
+
+    ``kind`` is ``invocations``, ``openai``, ``triton`` or ``in_process``; ``address`` is the base URL
+    (HTTP), ``host:port`` (gRPC) or the query string (``in_process``).
     """
 
     name: str

@@ -26,8 +26,9 @@ class Counts:
 
 
 def parse_counts(text: str, model: str) -> Counts:
-    """Sum ``nv_inference_count`` and ``nv_inference_exec_count`` over every version of
-    ``model`` in a Prometheus text exposition; missing counters read as 0.
+    """Sum ``nv_inference_count`` and ``nv_inference_exec_count`` over every version of ``model``.
+
+    Reads a Prometheus text exposition; missing counters read as 0.
     """
     totals = {INFERENCE_COUNT: 0.0, EXEC_COUNT: 0.0}
     for family in text_string_to_metric_families(text):
@@ -41,8 +42,9 @@ def parse_counts(text: str, model: str) -> Counts:
 
 
 async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float = 5.0) -> Counts | None:
-    """GET ``url`` and parse the counters of ``model``; ``None`` when the scrape fails (the
-    benchmark then reports no batch size rather than stopping).
+    """GET ``url`` and parse the counters of ``model``; ``None`` when the scrape fails.
+
+    A failed scrape makes the benchmark report no batch size rather than stop.
     """
     try:
         response = await client.get(url, timeout=timeout)

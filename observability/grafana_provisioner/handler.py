@@ -1,5 +1,6 @@
-"""CloudFormation custom resource: provision the AMP data source and the dashboard into an
-Amazon Managed Grafana workspace.
+"""CloudFormation custom resource: the AMP data source and the dashboard in Amazon Managed Grafana.
+
+Provisions both into an Amazon Managed Grafana workspace.
 
 CloudFormation has no resource for Grafana data sources or dashboards (CDK ``aws_grafana`` has
 only ``CfnWorkspace``), so this Lambda (behind the CDK ``custom_resources.Provider`` framework):

@@ -210,9 +210,11 @@ def query_compute_capability() -> str:
 
 
 def image_trtllm_version() -> str | None:
-    """TensorRT-LLM version of this image: the installed ``tensorrt_llm`` wheel's (the same source
-    the engine build writes into the manifest, :func:`whisper_build.release.engine_build.gpu.tensorrt_llm_version`),
-    else ``$WHISPER_TRTLLM_VERSION``; ``None`` when neither is known.
+    """TensorRT-LLM version of this image; ``None`` when it is not known.
+
+    The installed ``tensorrt_llm`` wheel's (the same source the engine build writes into the manifest,
+    :func:`whisper_build.release.engine_build.gpu.tensorrt_llm_version`), else
+    ``$WHISPER_TRTLLM_VERSION``; ``None`` when neither is known.
     """
     return tensorrt_llm_version() or os.environ.get(TRTLLM_VERSION_ENV, "").strip() or None
 

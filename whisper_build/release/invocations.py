@@ -80,11 +80,12 @@ def engine_build_command(config: DeploymentConfig, target: str, bucket_name: str
 
 
 def engine_build_key(config: DeploymentConfig, target: str) -> str:
-    """Build key (:func:`whisper_build.release.engine_build.spec.build_key`) that :func:`engine_build_command`
-    makes the build tool record in ``manifest.json``: the model id, the serving image tag and the
-    flags derived from ``config.model`` (plus the MIG profile and its batch size on a MIG target).
-    Whole-GPU targets of different architectures share a key (the architecture is the S3 prefix the
-    key is compared under).
+    """Build key that :func:`engine_build_command` makes the build tool record in ``manifest.json``.
+
+    The key (:func:`whisper_build.release.engine_build.spec.build_key`) of the model id, the serving image
+    tag and the flags derived from ``config.model`` (plus the MIG profile and its batch size on a MIG
+    target). Whole-GPU targets of different architectures share a key (the architecture is the S3 prefix
+    the key is compared under).
 
     Raises:
         BuildSpecError: the config's model limits are outside Whisper's.
@@ -102,8 +103,9 @@ def engine_build_key(config: DeploymentConfig, target: str) -> str:
 
 
 def engine_current_command(config: DeploymentConfig, target: str, bucket_name: str) -> list[str]:
-    """Argv of ``python -m whisper_build.release.publish current`` for ``target`` with :func:`engine_build_key`:
-    exits 0 when the engine published for ``target`` was built from the inputs of
+    """Argv of ``python -m whisper_build.release.publish current`` for ``target`` with :func:`engine_build_key`.
+
+    The command exits 0 when the engine published for ``target`` was built from the inputs of
     :func:`engine_build_command`, so that build can be skipped.
     """
     return [

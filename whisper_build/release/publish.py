@@ -66,6 +66,7 @@ class UploadProgress:
         self._lock = threading.Lock()
 
     def __call__(self, bytes_sent: int) -> None:
+        """Add ``bytes_sent`` (bytes since the last call) and print when the next step is reached."""
         with self._lock:
             self._sent += bytes_sent
             percent = min(100, self._sent * 100 // self._total)
@@ -114,9 +115,11 @@ def upload_version(
 
     Args:
         s3: a boto3 S3 client.
+        bucket: the model bucket's name.
         version_dir: folder with ``manifest.json`` and the files it lists.
         version: version name (see :func:`new_version`).
         transfer_config: ``boto3.s3.transfer.TransferConfig``; default 64 MiB parts, 8 threads.
+        out: where upload progress is written.
 
     Returns:
         The manifest that was uploaded.

@@ -183,8 +183,9 @@ def _cut_left(text: str) -> str:
 
 
 def _split_special_form(text: str) -> tuple[str, list[str]]:
-    """Split ``[<|startofprev|>]TEXT<|startoftranscript|>...`` into previous text and the token
-    names after ``<|startoftranscript|>``.
+    """Split a prompt into previous text and the token names after ``<|startoftranscript|>``.
+
+    The prompt has the form ``[<|startofprev|>]TEXT<|startoftranscript|>...``.
     """
     sot_tag = f"<|{_SOT}|>"
     if text.count(sot_tag) != 1:
@@ -221,7 +222,7 @@ def _read_sot_tokens(names: list[str]) -> tuple[str | None, Task]:
         if stage == 0 and name.lower() in LANGUAGE_CODES:
             language, stage = name.lower(), 1
         elif stage <= 1 and name in _TASKS:
-            task, stage = name, 2  # type: ignore[assignment]
+            task, stage = name, 2
         elif stage <= 2 and name == _NO_TIMESTAMPS:
             stage = 3
         elif stage == 0 and name.isalpha() and len(name) <= 3:

@@ -59,8 +59,9 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _terminate_with_parent() -> None:
-    """In the forked child: ask Linux to SIGTERM it when its parent dies (``prctl(PR_SET_PDEATHSIG)``),
-    so that a killed test run or CLI never leaves tritonserver running.
+    """In the forked child: ask Linux to SIGTERM it when its parent dies (``prctl(PR_SET_PDEATHSIG)``).
+
+    So a killed test run or CLI never leaves tritonserver running.
     """
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -289,8 +290,9 @@ class LocalTriton:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        """SIGTERM (Triton finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL;
-        removes a temporary work directory. Safe to call twice.
+        """Stop Triton: SIGTERM (it finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL.
+
+        Removes a temporary work directory. Safe to call twice.
         """
         process, self._process = self._process, None
         if process is not None and process.poll() is None:

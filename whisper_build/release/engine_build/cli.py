@@ -122,8 +122,10 @@ def spec_from_args(args: argparse.Namespace, source: ModelSource) -> BuildSpec:
 
 
 def serving_image_identity(image_tag: str | None, trtllm_version: str | None) -> str:
-    """What ties the engine to its TensorRT-LLM version in :func:`build_key`: the serving image tag
-    when given, else ``tensorrt_llm==<installed version>`` (``unknown`` when not installed).
+    """What ties the engine to its TensorRT-LLM version in :func:`build_key`.
+
+    The serving image tag when given, else ``tensorrt_llm==<installed version>`` (``unknown`` when not
+    installed).
     """
     return image_tag or f"tensorrt_llm=={trtllm_version or 'unknown'}"
 
@@ -162,9 +164,10 @@ def _download_s3_prefix(source: ModelSource, target: Path) -> Path:
 
 
 def tokenizer_origin(source: ModelSource, folder: Path | None, model_name: str) -> Path | str:
-    """Where ``tokenizer.json`` comes from: the checkpoint folder when it holds one, else a Hugging
-    Face repository (the source's own id, so fine-tunes keep their tokenizer, or the model's
-    official id for OpenAI ``.pt`` folders).
+    """Where ``tokenizer.json`` comes from: the checkpoint folder, else a Hugging Face repository.
+
+    The checkpoint folder when it holds one, else a Hugging Face repository (the source's own id, so
+    fine-tunes keep their tokenizer, or the model's official id for OpenAI ``.pt`` folders).
     """
     if folder is not None and (folder / layout.TOKENIZER_FILE).is_file():
         return folder / layout.TOKENIZER_FILE

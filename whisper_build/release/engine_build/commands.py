@@ -138,8 +138,13 @@ def build_plan(
     """All subprocesses of one build, in order.
 
     Args:
+        spec: what to build (model, dtype, batch and length limits).
+        paths: the build's working and output folders.
         openai_checkpoint_dir: folder that already holds ``<model_name>.pt``; skips the rewrite.
         hf_checkpoint: Hugging Face id or folder to rewrite first (when no ``.pt`` is at hand).
+        python: interpreter that runs TensorRT-LLM's example scripts.
+        example_dir: TensorRT-LLM's Whisper example folder (:data:`DEFAULT_EXAMPLE_DIR`).
+        trtllm_build: the ``trtllm-build`` executable.
 
     Raises:
         ValueError: neither or both of ``openai_checkpoint_dir`` / ``hf_checkpoint`` given.

@@ -39,8 +39,10 @@ def normalize_words(text: str) -> list[str]:
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Word error rate of ``hypothesis`` against ``reference`` (jiwer), on lower-cased words without
-    punctuation; ``len(hyp)`` when the reference is empty (0.0 when both are empty).
+    """Word error rate of ``hypothesis`` against ``reference`` (jiwer).
+
+    On lower-cased words without punctuation; ``len(hyp)`` when the reference is empty (0.0 when both
+    are empty).
     """
     import jiwer
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from whisper_build.serving.audio.decode import SAMPLE_RATE
 
@@ -41,16 +42,17 @@ class Window:
         return self.end / SAMPLE_RATE
 
 
-def _frame_rms(samples: np.ndarray) -> np.ndarray:
+def _frame_rms(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     """RMS of 25 ms frames every 10 ms, shape ``[max(1, 1 + (n - 400) // 160)]``."""
     if len(samples) < _FRAME:
         energy = np.mean(np.square(samples, dtype=np.float64)) if len(samples) else 0.0
         return np.array([np.sqrt(energy)])
     frames = np.lib.stride_tricks.sliding_window_view(samples, _FRAME)[::_HOP]
-    return np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=1))
+    mean_square: npt.NDArray[np.float64] = np.mean(np.square(frames, dtype=np.float64), axis=1)
+    return np.sqrt(mean_square)
 
 
-def _quietest_cut(samples: np.ndarray, lo: int, hi: int) -> int:
+def _quietest_cut(samples: npt.NDArray[np.float32], lo: int, hi: int) -> int:
     """Sample index in ``[lo, hi]`` at the centre of the quietest 200 ms stretch."""
     rms = _frame_rms(samples[lo:hi])
     k = min(_SMOOTH_FRAMES, len(rms))
@@ -120,7 +122,7 @@ def iter_windows(
 
 
 def split_windows(
-    samples: np.ndarray,
+    samples: npt.NDArray[np.float32],
     window_seconds: float = WINDOW_SECONDS,
     search_seconds: float = 5.0,
 ) -> list[Window]:
@@ -139,7 +141,7 @@ def split_windows(
     return [window for window, _ in iter_windows([samples], window_seconds, search_seconds)]
 
 
-def is_silent(samples: np.ndarray, threshold_rms: float = 1e-3) -> bool:
+def is_silent(samples: npt.NDArray[np.float32], threshold_rms: float = 1e-3) -> bool:
     """True when no 25 ms frame of ``samples`` is louder than ``threshold_rms``.
 
     Whisper tends to invent text ("Thank you.") for silence; windows that are silent by this

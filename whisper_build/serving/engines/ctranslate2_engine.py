@@ -1,5 +1,4 @@
-"""CTranslate2 Whisper engine: CPU (development, tests) or GPU (fallback where no TensorRT-LLM
-engine exists yet).
+"""CTranslate2 Whisper engine: CPU (development, tests) or GPU (fallback where no TensorRT-LLM engine exists).
 
 One :meth:`CTranslate2Engine.transcribe_batch` call computes features for the whole batch, runs
 the encoder once over all non-silent windows (``Whisper.encode``), and then decodes with
@@ -21,6 +20,7 @@ from collections.abc import Sequence
 
 import ctranslate2
 import numpy as np
+import numpy.typing as npt
 import tokenizers
 
 from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, Hypothesis, WordTiming
@@ -80,7 +80,7 @@ class CTranslate2Engine:
 
     def transcribe_batch(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
     ) -> list[str]:
@@ -100,7 +100,9 @@ class CTranslate2Engine:
                 texts[i] = text
         return texts
 
-    def _decode(self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float]) -> list[str]:
+    def _decode(
+        self, audio: list[npt.NDArray[np.float32]], prompts: list[DecodePrompt], penalties: list[float]
+    ) -> list[str]:
         features = ctranslate2.StorageView.from_array(log_mel_batch(audio, self._model.n_mels))
         # Kept on the CPU so that rows can be selected per decode group (a no-op for device="cpu";
         # on a GPU a copy of ~60 MB for 16 large-v3 windows; generate() moves it back, as

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "N_FRAMES",
@@ -39,7 +41,7 @@ SILENCE_DBFS = -55.0
 not decoded and yield ``""``. Quiet speech sits around -40..-25 dBFS; dither/room noise below -60."""
 
 
-def pad_or_trim_audio(audio: np.ndarray, length: int = N_SAMPLES) -> np.ndarray:
+def pad_or_trim_audio(audio: npt.NDArray[np.floating[Any]], length: int = N_SAMPLES) -> npt.NDArray[np.float32]:
     """Zero-pad at the end or cut a 1-D float32 window to ``length`` samples.
 
     Raises:
@@ -52,7 +54,7 @@ def pad_or_trim_audio(audio: np.ndarray, length: int = N_SAMPLES) -> np.ndarray:
     return np.pad(audio.astype(np.float32, copy=False), (0, length - audio.shape[0]))
 
 
-def rms_dbfs(audio: np.ndarray) -> float:
+def rms_dbfs(audio: npt.NDArray[np.floating[Any]]) -> float:
     """RMS level of a window in dBFS (full scale = 1.0); ``-inf`` for an empty or all-zero window."""
     if audio.size == 0:
         return float("-inf")
@@ -60,19 +62,19 @@ def rms_dbfs(audio: np.ndarray) -> float:
     return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
 
 
-def is_silent(audio: np.ndarray, threshold_dbfs: float = SILENCE_DBFS) -> bool:
+def is_silent(audio: npt.NDArray[np.floating[Any]], threshold_dbfs: float = SILENCE_DBFS) -> bool:
     """True when the window's RMS level is below ``threshold_dbfs`` (see :data:`SILENCE_DBFS`)."""
     return rms_dbfs(audio) < threshold_dbfs
 
 
 @lru_cache(maxsize=4)
-def _extractor(n_mels: int):  # noqa: ANN202 - faster_whisper type, imported lazily
+def _extractor(n_mels: int) -> Any:  # faster_whisper.feature_extractor.FeatureExtractor, imported lazily
     from faster_whisper.feature_extractor import FeatureExtractor
 
     return FeatureExtractor(feature_size=n_mels)
 
 
-def log_mel_batch(audio: Sequence[np.ndarray], n_mels: int) -> np.ndarray:
+def log_mel_batch(audio: Sequence[npt.NDArray[np.float32]], n_mels: int) -> npt.NDArray[np.float32]:
     """Log-Mel features of a batch of ≤ 30 s windows, each padded to exactly 30 s.
 
     Args:

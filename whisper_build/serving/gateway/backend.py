@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 
 class BackendError(Exception):
@@ -31,7 +32,7 @@ class TranscriptionBackend(Protocol):
 
     async def transcribe(
         self,
-        windows: Sequence[np.ndarray],
+        windows: Sequence[npt.NDArray[np.float32]],
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
@@ -52,7 +53,7 @@ class TranscriptionBackend(Protocol):
         ...
 
 
-def pack_batch(windows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32]]:
     """Zero-pad windows into ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]``.
 
     ``T`` is the longest window; ``WAV_LENS[i]`` is the true length of window ``i`` in samples
@@ -108,7 +109,7 @@ class TritonBackend:
 
     async def transcribe(
         self,
-        windows: Sequence[np.ndarray],
+        windows: Sequence[npt.NDArray[np.float32]],
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
@@ -132,7 +133,7 @@ class TritonBackend:
 
     async def _infer(
         self,
-        windows: Sequence[np.ndarray],
+        windows: Sequence[npt.NDArray[np.float32]],
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,

@@ -1,5 +1,4 @@
-"""ASGI middleware that refuses request bodies over a size limit with 413, and bodies beyond a
-concurrency limit with 429.
+"""ASGI middleware: 413 for request bodies over a size limit, 429 for bodies beyond a concurrency limit.
 
 The size limit is checked twice: from ``Content-Length`` before anything is read, and while the
 body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full
@@ -75,6 +74,7 @@ class BodyLimitMiddleware:
         await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: non-HTTP and GET/HEAD/OPTIONS pass through; other bodies are limited, then buffered."""
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return

@@ -57,8 +57,9 @@ class GatewayMetrics:
 
 
 class MetricsMiddleware:
-    """ASGI middleware counting every HTTP request by route template and status, and timing the
-    successful ones (``whisper_gateway_request_duration_seconds`` holds 2xx responses only).
+    """ASGI middleware counting every HTTP request by route template and status, and timing the successful ones.
+
+    ``whisper_gateway_request_duration_seconds`` holds 2xx responses only.
 
     Routes are the app's path templates (``/invocations``); unknown paths count as ``other`` so
     that scanners cannot blow up label cardinality.
@@ -70,6 +71,7 @@ class MetricsMiddleware:
         self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: run the app, then count the HTTP request (and time it when it answered 2xx)."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

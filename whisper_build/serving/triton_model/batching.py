@@ -1,5 +1,4 @@
-"""Pure batching logic of the Triton ``whisper`` model: request tensors → windows → one engine
-call → per-request transcripts.
+"""Pure batching logic of the Triton ``whisper`` model: request tensors → windows → one engine call → transcripts.
 
 Kept free of ``triton_python_backend_utils`` so that it is unit-tested without a server;
 ``model_repository/whisper/1/model.py`` only moves tensors in and out. Tensor shapes follow
@@ -44,6 +43,7 @@ __all__ = [
 
 class RequestError(ValueError):
     """One request's tensors are invalid; the message names the input and what to fix.
+
     The model answers that request with this message and serves the others.
     """
 
