@@ -41,7 +41,16 @@ install: $(VENV)/.installed node_modules/.installed ## create .venv and install 
 synth: install ## synthesize CONFIG (default: the embedded default) + run the gates; prints where everything went
 	$(PY) scripts/synth.py --config $(CONFIG)
 
-test: install system-deps ## run the whole test suite (unit + integration with real Triton, gateway, Prometheus)
+lint: install ## ruff (lint), ruff format --check and mypy; fails on any finding (config: pyproject.toml)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: install system-deps lint ## lint (above), then the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops)
@@ -74,4 +83,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth
