@@ -10,8 +10,8 @@ from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, t
 
 from k8s_charts import synth as synth_cli
 from k8s_charts import timeouts, workload
-from k8s_charts.timeouts import DEREGISTRATION_PROPAGATION_SECONDS
 from k8s_charts.sizing import pod_resources
+from k8s_charts.timeouts import DEREGISTRATION_PROPAGATION_SECONDS
 from observability import queries
 from observability.queries import scaling_utilization_query
 from observability.scrape_config import scrape_config

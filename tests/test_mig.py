@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_support import REPO, of_kind, synth, validate
 
 from k8s_charts import naming
 from k8s_charts.gpu_metrics import MIG_COUNTERS_FILE
 from k8s_charts.sizing import pod_resources
-from k8s_support import REPO, of_kind, synth, validate
 from settings import ConfigError, load_config, parse_config
 from settings.gpu_catalog import H100, H200
 from stacks import engine_job

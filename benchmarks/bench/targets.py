@@ -224,6 +224,7 @@ class InProcessTarget:
         """Windows per engine call, in order (the in-process "average batch")."""
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
+        """See :meth:`Target.send`: queue the sample's windows for the next engine call and wait."""
         loop = asyncio.get_running_loop()
         if self._worker is None:
             self._wakeup = asyncio.Event()
@@ -273,6 +274,7 @@ class InProcessTarget:
                     start += len(request)
 
     async def close(self) -> None:
+        """Stop the batching task and the engine thread (a running engine call finishes on its own)."""
         if self._worker is not None:
             self._worker.cancel()
         self._executor.shutdown(wait=False)
@@ -307,7 +309,7 @@ async def unreachable(spec: TargetSpec, timeout: float = 3.0) -> str | None:
         host, port = parts.hostname or "", str(parts.port or (443 if parts.scheme == "https" else 80))
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
-    except (OSError, asyncio.TimeoutError) as err:
+    except (TimeoutError, OSError) as err:
         if isinstance(err, asyncio.TimeoutError):
             reason = f"no answer within {timeout:g} s"
         else:

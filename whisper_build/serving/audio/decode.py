@@ -29,6 +29,7 @@ from types import TracebackType
 
 import av
 import numpy as np
+import numpy.typing as npt
 import soxr
 
 from whisper_build.serving.audio.errors import AudioTooLongError, EmptyAudioError, NotAudioError
@@ -50,7 +51,7 @@ class Audio:
         codec: FFmpeg codec name of the input stream (e.g. ``pcm_s16le``, ``mp3``).
     """
 
-    samples: np.ndarray
+    samples: npt.NDArray[np.float32]
     source_rate: int
     source_channels: int
     codec: str
@@ -101,7 +102,7 @@ class AudioStream:
         """Seconds of 16 kHz output yielded so far (the full duration once :meth:`chunks` is exhausted)."""
         return self._samples_out / SAMPLE_RATE
 
-    def chunks(self) -> Iterator[np.ndarray]:
+    def chunks(self) -> Iterator[npt.NDArray[np.float32]]:
         """Decode, yielding float32 ``[n]`` chunks of 16 kHz mono audio in order (single use).
 
         A damaged tail after decodable audio ends the stream quietly (as ``ffmpeg -i`` does), and
@@ -242,13 +243,13 @@ class _Mono16k:
             None if rate == SAMPLE_RATE else soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
         )
 
-    def add(self, frame: av.AudioFrame) -> np.ndarray:
+    def add(self, frame: av.AudioFrame) -> npt.NDArray[np.float32]:
         """Downmix a planar-float frame (``[channels, n]``) and resample it; returns float32 ``[m]``."""
         mono = frame.to_ndarray().mean(axis=0, dtype=np.float32)
         out = mono if self._stream is None else self._stream.resample_chunk(mono, last=False)
         return _finite(out)
 
-    def finish(self) -> np.ndarray:
+    def finish(self) -> npt.NDArray[np.float32]:
         """Flush the resampler; returns its last samples (float32 ``[m]``, possibly empty)."""
         if self._stream is None:
             return np.zeros(0, dtype=np.float32)
@@ -257,5 +258,5 @@ class _Mono16k:
         return _finite(out)
 
 
-def _finite(chunk: np.ndarray) -> np.ndarray:
+def _finite(chunk: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return np.nan_to_num(chunk, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)

@@ -63,10 +63,10 @@ def _quietest_cut(samples: npt.NDArray[np.float32], lo: int, hi: int) -> int:
 
 
 def iter_windows(
-    chunks: Iterable[np.ndarray],
+    chunks: Iterable[npt.NDArray[np.float32]],
     window_seconds: float = WINDOW_SECONDS,
     search_seconds: float = 5.0,
-) -> Iterator[tuple[Window, np.ndarray]]:
+) -> Iterator[tuple[Window, npt.NDArray[np.float32]]]:
     """Cut a stream of 16 kHz mono chunks into consecutive, non-overlapping windows as it flows.
 
     Every window is at most ``window_seconds`` long; when more audio follows, each cut is placed
@@ -96,7 +96,7 @@ def iter_windows(
     search = int(search_seconds * SAMPLE_RATE)
     offset = 0  # stream index of buffer[0]
     buffer = np.zeros(0, dtype=np.float32)
-    pending: list[np.ndarray] = []
+    pending: list[npt.NDArray[np.float32]] = []
     pending_n = 0
     for chunk in chunks:
         pending.append(chunk)

@@ -1,5 +1,7 @@
-"""Whisper engines behind one interface: ``ctranslate2`` (CPU/GPU), ``tensorrt_llm`` (GPU) and ``torch``
-(Hugging Face checkpoints on PyTorch).
+"""Whisper engines behind one interface: ``ctranslate2``, ``tensorrt_llm`` and ``torch``.
+
+``ctranslate2`` runs on CPU or GPU, ``tensorrt_llm`` on GPU, ``torch`` serves Hugging Face checkpoints
+on PyTorch.
 
 Import :func:`load_engine` and :class:`EngineParams`; runtime libraries are imported lazily.
 """

@@ -96,6 +96,10 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     return app
 
 
+app: FastAPI
+"""The app with the environment's settings (:class:`GatewaySettings`), built on first access."""
+
+
 def __getattr__(name: str) -> Any:
     """``app`` is built on first access, so importing this module reads no environment."""
     if name == "app":

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
 from whisper_build.serving.gateway.backend import TranscriptionBackend
@@ -24,7 +25,7 @@ from whisper_build.serving.gateway.formats import Segment
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt
 
-WindowGroup = list[tuple[Window, np.ndarray]]
+WindowGroup = list[tuple[Window, npt.NDArray[np.float32]]]
 """Consecutive non-silent windows of one upload: each window's position in the stream (its start
 offset is the true start of its text) and its 16 kHz samples."""
 
