@@ -1,5 +1,6 @@
-"""GPU figures through the served path: gateway → Triton → ``torch`` engine, beside Triton called
-directly and the same engine in-process, on the same single-window requests.
+"""GPU figures through the served path (gateway → Triton → ``torch`` engine) beside Triton and in-process.
+
+Triton is called directly and the same engine runs in-process, on the same single-window requests.
 
 Run by ``benchmarks/gpu_served_run.sh`` on the lent H200 (it stages the wheels, the tritonserver
 runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
@@ -76,8 +77,10 @@ def engine_query(params: EngineParams, max_batch: int) -> str:
 
 
 def check_transcripts(gateway_url: str, audio: list[Path], references: dict, params: EngineParams) -> dict:
-    """Each file once through the gateway (WER against the spoken text) and the in-process engine
-    on the same windows (compared with the ``ctranslate2`` greedy transcripts made with the files).
+    """Check transcripts: each file once through the gateway and through the in-process engine.
+
+    Gateway transcripts are scored against the spoken text (WER); the in-process engine's, on the same
+    windows, are compared with the ``ctranslate2`` greedy transcripts made with the files.
     """
     import httpx
     import jiwer
@@ -112,9 +115,12 @@ def check_transcripts(gateway_url: str, audio: list[Path], references: dict, par
     }
 
 
-def run_model(name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], references: dict) -> dict:
-    """Start Triton + gateway for ``params``, check (real weights), sweep; the bench JSON levels
-    with each level's mean GPU SM utilisation added.
+def run_model(
+    name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], references: dict
+) -> list[dict]:
+    """Start Triton + gateway for ``params``, check (real weights), sweep.
+
+    Returns the bench JSON levels with each level's mean GPU SM utilisation added.
     """
     http, grpc, metrics = free_ports(3)
     batching = BatchingConfig(
@@ -154,8 +160,9 @@ def run_model(name: str, params: EngineParams, args: argparse.Namespace, audio: 
 
 
 class GpuSampler:
-    """``nvidia-smi dmon -s u`` read in a thread: ``(unix time, SM %, memory-controller %)``
-    each second, stamped on arrival, and its raw log kept in ``log_path``.
+    """``nvidia-smi dmon -s u`` read in a thread: ``(unix time, SM %, memory-controller %)`` each second.
+
+    Samples are stamped on arrival; the raw log is kept in ``log_path``.
     """
 
     def __init__(self, log_path: Path) -> None:
@@ -216,9 +223,11 @@ def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
 
 
 def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
-    """Here, before the device run: ``folder/audio/*.wav`` (espeak-ng, two sentences each),
-    ``folder/references.json`` (the spoken text and greedy ``ctranslate2`` transcripts per file)
-    and ``folder/hf-tiny-en/`` (the mapped tiny.en in ``shards`` safetensors files).
+    """Stage the device run's inputs here, before it: audio, references and the mapped tiny.en.
+
+    Writes ``folder/audio/*.wav`` (espeak-ng, two sentences each), ``folder/references.json`` (the
+    spoken text and greedy ``ctranslate2`` transcripts per file) and ``folder/hf-tiny-en/`` (the
+    mapped tiny.en in ``shards`` safetensors files).
     """
     from benchmarks.ct2_whisper_to_hf import write_hf_checkpoint
     from benchmarks.speech import SENTENCES, say
