@@ -1,8 +1,9 @@
-"""The one interface every Whisper engine implements, its parameters, and the factory.
+"""The one interface every Whisper engine implements, and its parameters.
 
 The Triton model (``model_repository/whisper/1/model.py``) builds :class:`EngineParams` from the
-``parameters`` of its ``config.pbtxt`` and calls :func:`load_engine`; the concrete runtime module
-(CTranslate2, TensorRT-LLM or PyTorch) is imported only then, so the other one need not be installed.
+``parameters`` of its ``config.pbtxt`` and calls :func:`whisper_build.serving.engines.factory.load_engine`;
+the concrete runtime module (CTranslate2, TensorRT-LLM or PyTorch) is imported only then, so the others
+need not be installed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
@@ -105,7 +107,7 @@ class WhisperEngine(Protocol):
 
     def generate(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
         *,
@@ -128,7 +130,10 @@ class WhisperEngine(Protocol):
         ...
 
     def align(
-        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
     ) -> list[list[WordTiming]]:
         """Word timings of already decoded text (only when ``capabilities.word_timestamps``).
 
@@ -148,7 +153,7 @@ class WhisperEngine(Protocol):
 
     def transcribe_batch(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
     ) -> list[str]:
@@ -245,8 +250,9 @@ class EngineParams(BaseModel):
 
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> EngineParams:
-        """Build from string values (Triton model-config ``parameters``). Unknown keys are
-        rejected, so callers pass only the keys that are fields of this model.
+        """Build from string values (Triton model-config ``parameters``).
+
+        Unknown keys are rejected, so callers pass only the keys that are fields of this model.
 
         Raises:
             EngineParamsError: a value is invalid; one line per field with the reason.
@@ -259,16 +265,18 @@ class EngineParams(BaseModel):
         return params
 
     def relative_to(self, base: Path) -> EngineParams:
-        """These parameters with a relative ``model_path`` made absolute against ``base``
-        (the Triton model directory); unchanged when the path is empty or absolute.
+        """These parameters with a relative ``model_path`` made absolute against ``base``.
+
+        ``base`` is the Triton model directory; unchanged when the path is empty or absolute.
         """
         if not self.model_path or Path(self.model_path).is_absolute():
             return self
         return self.model_copy(update={"model_path": str(base / self.model_path)})
 
     def resolved_model_path(self) -> Path:
-        """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only;
-        logs a warning, since production never means to serve tiny.en).
+        """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only).
+
+        The fallback logs a warning, since production never means to serve tiny.en.
 
         Raises:
             EngineParamsError: empty path for tensorrt_llm, or the directory does not exist.

@@ -142,13 +142,13 @@ class CTranslate2Engine:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
         return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
 
-    def _encoded(self, audio: Sequence[np.ndarray]) -> ctranslate2.StorageView:
+    def _encoded(self, audio: Sequence[npt.NDArray[np.float32]]) -> ctranslate2.StorageView:
         features = ctranslate2.StorageView.from_array(log_mel_batch(list(audio), self._model.n_mels))
         return self._model.encode(features, to_cpu=True)
 
     def generate(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
         *,
@@ -207,7 +207,10 @@ class CTranslate2Engine:
         return [h for h in out if h is not None]
 
     def align(
-        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
     ) -> list[list[WordTiming]]:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.align`.
 

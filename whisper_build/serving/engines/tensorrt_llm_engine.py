@@ -38,9 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import tokenizers
 
-from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, EngineParamsError, Hypothesis
+from whisper_build.serving.engines.base import (
+    EngineCapabilities,
+    EngineParams,
+    EngineParamsError,
+    Hypothesis,
+    WordTiming,
+)
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
@@ -155,7 +162,7 @@ class TensorRTLLMEngine:
 
     def transcribe_batch(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
     ) -> list[str]:
@@ -186,7 +193,7 @@ class TensorRTLLMEngine:
 
     def generate(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
         *,
@@ -218,14 +225,17 @@ class TensorRTLLMEngine:
         return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
 
     def align(
-        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
-    ) -> list[list]:
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
+    ) -> list[list[WordTiming]]:
         """Not available on this engine (``capabilities.word_timestamps`` is false)."""
         raise NotImplementedError("tensorrt_llm engines expose no cross-attention alignment")
 
     def _generate(
         self,
-        audio: list[np.ndarray],
+        audio: list[npt.NDArray[np.float32]],
         prompt_ids: list[list[int]],
         penalty: float,
         temperature: float = 0.0,

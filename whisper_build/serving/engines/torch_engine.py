@@ -25,15 +25,23 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import tokenizers
 import torch
 from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.audio_utils import mel_filter_bank
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, EngineParamsError, Hypothesis
+from whisper_build.serving.engines.base import (
+    EngineCapabilities,
+    EngineParams,
+    EngineParamsError,
+    Hypothesis,
+    WordTiming,
+)
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
@@ -151,7 +159,7 @@ class TorchEngine:
 
     def transcribe_batch(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
     ) -> list[str]:
@@ -175,14 +183,17 @@ class TorchEngine:
         return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
 
     def align(
-        self, audio: Sequence[np.ndarray], prompts: Sequence[DecodePrompt], text_tokens: Sequence[Sequence[int]]
-    ) -> list[list]:
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
+    ) -> list[list[WordTiming]]:
         """Not available on this engine (``capabilities.word_timestamps`` is false)."""
         raise NotImplementedError("engine torch has no word alignment")
 
     def generate(
         self,
-        audio: Sequence[np.ndarray],
+        audio: Sequence[npt.NDArray[np.float32]],
         prompts: Sequence[DecodePrompt],
         repetition_penalty: Sequence[float],
         *,
@@ -206,8 +217,12 @@ class TorchEngine:
 
     @torch.inference_mode()
     def _decode(
-        self, audio: list[np.ndarray], prompts: list[DecodePrompt], penalties: list[float], raw: bool = False
-    ) -> list:
+        self,
+        audio: list[npt.NDArray[np.float32]],
+        prompts: list[DecodePrompt],
+        penalties: list[float],
+        raw: bool = False,
+    ) -> list[Any]:  # texts, or Hypothesis objects when raw
         batch = torch.from_numpy(np.stack([pad_or_trim_audio(w, N_SAMPLES) for w in audio])).to(self._device)
         features = log_mel_torch(batch, self._filters).to(self._model.dtype)
         encoded = self._model.model.encoder(input_features=features).last_hidden_state
@@ -216,7 +231,7 @@ class TorchEngine:
             build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, p.language or language)
             for p in prompts
         ]
-        texts: list = [""] * len(audio)
+        texts: list[Any] = [""] * len(audio)
         groups = group_indices([(penalty, len(ids)) for penalty, ids in zip(penalties, prompt_ids, strict=True)])
         for (penalty, _length), indices in groups.items():
             rows = encoded if len(groups) == 1 else encoded[indices]
@@ -283,5 +298,5 @@ class TorchEngine:
         return self._tokenizer.encode(text, add_special_tokens=False).ids
 
 
-def _read_json(path: Path) -> dict[str, object]:
+def _read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}

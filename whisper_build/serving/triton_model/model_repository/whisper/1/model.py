@@ -7,12 +7,14 @@ be importable (the local launcher puts it on ``PYTHONPATH``; the image sets ``PY
 
 import json
 from pathlib import Path
+from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.triton_model.batching import (
     RequestError,
+    RequestWindows,
     parse_request,
     results_array,
     run_batch,
@@ -34,7 +36,7 @@ _INPUTS = {
 class TritonPythonModel:
     """Loads the engine named by the ``engine`` model-config parameter and serves batches."""
 
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         """Read ``parameters`` from the model config and load the engine (raises on bad config).
 
         A relative ``model_path`` is resolved against this model's directory
@@ -46,9 +48,9 @@ class TritonPythonModel:
         self._engine = load_engine(params.relative_to(Path(args["model_repository"])))
         self._policy = DecodingPolicy.from_params(params)
 
-    def execute(self, requests):
+    def execute(self, requests: list[Any]) -> list[Any]:
         """One response per request, in order; a bad request gets a TritonError of its own."""
-        parsed = []
+        parsed: list[RequestWindows | Exception] = []
         for request in requests:
             try:
                 arrays = {}
@@ -60,7 +62,7 @@ class TritonPythonModel:
                 parsed.append(error)
             except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
                 parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
-        responses = []
+        responses: list[Any] = []
         for result in run_batch(self._engine, parsed, self._policy):
             if isinstance(result, Exception):
                 code = (
