@@ -82,9 +82,12 @@ class GatewayProcess:
     """Run ``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``.
 
     A context manager that waits for ``/ping`` and stops the gateway on exit (SIGTERM, then SIGKILL).
+    ``settings`` adds ``WHISPER_GATEWAY_*`` variables (e.g. ``{"WHISPER_GATEWAY_QUEUE_SIZE": "4"}``).
     """
 
-    def __init__(self, triton_url: str, capacity: int = GATEWAY_CAPACITY) -> None:
+    def __init__(
+        self, triton_url: str, capacity: int = GATEWAY_CAPACITY, settings: dict[str, str] | None = None
+    ) -> None:
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
@@ -93,6 +96,7 @@ class GatewayProcess:
             WHISPER_GATEWAY_CAPACITY=str(capacity), WHISPER_GATEWAY_LOG_LEVEL="warning",
             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
         )  # fmt: skip
+        env.update(settings or {})
         self._env = env
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -113,6 +117,16 @@ class GatewayProcess:
             time.sleep(0.3)
         self.__exit__()
         raise RuntimeError("the gateway did not answer /ping within 60 s")
+
+    @property
+    def pid(self) -> int:
+        """Process id of the running gateway."""
+        assert self._process is not None
+        return self._process.pid
+
+    def alive(self) -> bool:
+        """True while the gateway process runs."""
+        return self._process is not None and self._process.poll() is None
 
     def rss_bytes(self) -> int:
         """Resident set size of the gateway process now."""

@@ -21,10 +21,6 @@ The file is built once and cached (``tests/long_audio.py``); the measured figure
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -33,11 +29,11 @@ import pytest
 import speech_samples as samples
 from long_audio import sparse_speech_flac
 
+from benchmarks.reference import GatewayProcess
 from k8s_charts.sizing import pod_resources
 from settings.gpu_catalog import INSTANCE_SIZES
 from whisper_build.serving.audio import open_audio
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.workstation.local_triton import free_ports
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,7 +41,6 @@ pytestmark = [
     pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox"),
 ]
 
-REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 UPLOADS = 8
@@ -79,36 +74,6 @@ def hour_flac(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _start_gateway(triton_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_ports(1)[0]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "WHISPER_GATEWAY_PORT": str(port),
-        "WHISPER_GATEWAY_TRITON_URL": triton_url,
-        "WHISPER_GATEWAY_CAPACITY": "8",
-        "WHISPER_GATEWAY_AUDIO_BUDGET_SECONDS": str(2 * HOUR),
-        "WHISPER_GATEWAY_QUEUE_SIZE": "4",
-        "WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS": "60",
-        "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": "600",
-        "WHISPER_GATEWAY_RETRY_AFTER_SECONDS": "5",
-        "WHISPER_GATEWAY_LOG_LEVEL": "warning",
-    }
-    process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.2)
-
-
 async def _upload_all(url: str, data: bytes) -> list[tuple[httpx.Response, float]]:
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(900, connect=30)) as client:
 
@@ -126,14 +91,21 @@ async def _upload_all(url: str, data: bytes) -> list[tuple[httpx.Response, float
 
 def test_eight_concurrent_hour_uploads_complete_or_shed_without_a_crash(triton_server, hour_flac: Path) -> None:
     data = hour_flac.read_bytes()
-    process, url = _start_gateway(triton_server.settings.grpc_url)
-    try:
-        idle = _status(process.pid)["VmRSS"]
+    settings = {
+        "WHISPER_GATEWAY_AUDIO_BUDGET_SECONDS": str(2 * HOUR),
+        "WHISPER_GATEWAY_QUEUE_SIZE": "4",
+        "WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS": "60",
+        "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": "600",
+        "WHISPER_GATEWAY_RETRY_AFTER_SECONDS": "5",
+    }
+    with GatewayProcess(triton_server.settings.grpc_url, capacity=8, settings=settings) as gateway:
+        url = gateway.url
+        idle = _status(gateway.pid)["VmRSS"]
         started = time.monotonic()
         results = asyncio.run(_upload_all(url, data))
         wall = time.monotonic() - started
-        memory = _status(process.pid)
-        assert process.poll() is None, "the gateway process died"
+        memory = _status(gateway.pid)
+        assert gateway.alive(), "the gateway process died"
         assert httpx.get(f"{url}/ping", timeout=10).status_code == 200
 
         statuses = [r.status_code for r, _ in results]
@@ -166,10 +138,3 @@ def test_eight_concurrent_hour_uploads_complete_or_shed_without_a_crash(triton_s
         defaults = GatewaySettings()
         group = defaults.window_group_size * int(defaults.window_seconds * 16000) * 4  # float32 samples
         assert memory["VmHWM"] - idle <= UPLOADS * 3 * len(data) + 2 * (64 * MIB + 2 * group)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
