@@ -28,13 +28,15 @@ echo "all parts verified"
 
 if [ ! -f /tmp/site/.done ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$stage"/1/*.whl "$stage"/2/*.whl && touch /tmp/site/.done || exit 1
+    "$stage"/[123]/*.whl && touch /tmp/site/.done || exit 1
 fi
-# Triton's python backend stub embeds the interpreter and ignores PYTHONPATH (seen here: its
-# sys.path is the interpreter's own plus the working directory), so the carried packages reach the
-# model through a .pth file in the machine's site-packages (the machine is discarded after the lease).
+# Triton's python backend stub embeds the interpreter and ignores PYTHONPATH (seen: its sys.path is
+# the interpreter's own plus the working directory), so the carried packages reach the model through
+# a .pth file in the machine's site-packages that puts /tmp/site FIRST: the carried numpy 1.26 (the
+# project's pin; Triton 2.51's stub fails with the machine's numpy 2) then serves every process.
+# The machine is discarded after the lease.
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-echo /tmp/site > "$site/zz_gpu_served_carried.pth"
+echo 'import sys; sys.path.insert(0, "/tmp/site")' > "$site/00_gpu_served_carried.pth"
 if [ ! -f /tmp/rt/.done ]; then
   mkdir -p /tmp/rt && tar -xJf "$stage/1/tritonserver.tar.xz" -C /tmp/rt && touch /tmp/rt/pytriton/__init__.py /tmp/rt/.done || exit 1
 fi

@@ -6,7 +6,8 @@
 #   .gpucarry/1: the tritonserver runtime of the nvidia-pytriton wheel (xz tarball) + tiny.en shard 2
 #                + the small cp312 wheels the machine lacks (FastAPI, tritonclient, pydantic, ...)
 #   .gpucarry/2: the PyAV wheel (~36 MB) + tiny.en shard 3
-#   .gpucarry/3: tiny.en shard 1 + config/tokenizer, espeak-ng speech, reference transcripts
+#   .gpucarry/3: tiny.en shard 1 + config/tokenizer, espeak-ng speech, reference transcripts,
+#                the numpy 1.26 wheel (see "always" below)
 #
 # The wheel list is generated, not hand-written: `pip install --dry-run --report` resolves the
 # serving path's pins for CPython 3.12 / manylinux x86-64, and every package the machine already
@@ -31,17 +32,21 @@ echo "== wheels: resolve for cp312 manylinux, drop what the machine has"
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 requirements=(fastapi uvicorn python-multipart 'tritonclient[grpc]' pydantic pydantic-settings av soxr soundfile
-              jiwer prometheus-client)
+              jiwer prometheus-client numpy)
 pins=()
 for r in "${requirements[@]}"; do
   base=${r%%[*}; pins+=("$(grep -iE "^${base}(\[[a-z,]+\])?==" requirements.txt || echo "$r")")
 done
 "$py" -m pip install -q --dry-run --ignore-installed --report "$work/report.json" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "${pins[@]}"
-"$py" - "$work/report.json" benchmarks/gpu_machine_packages.txt > "$work/wheels.txt" <<'EOF'
+# numpy is carried although the machine has one: its numpy 2.x breaks the python backend stub of
+# Triton 2.51 (nvidia-pytriton 0.7.0 requires numpy<2; seen there: BYTES inputs deserialized wrong,
+# the stub aborts), so the project's pin (requirements.txt) goes along and comes first on sys.path.
+always=(numpy)
+"$py" - "$work/report.json" benchmarks/gpu_machine_packages.txt "${always[@]}" > "$work/wheels.txt" <<'EOF'
 import json, re, sys
 norm = lambda n: re.sub(r"[-_.]+", "-", n.lower())
-have = {norm(l.strip()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")}
+have = {norm(l.strip()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")} - set(sys.argv[3:])
 for item in json.load(open(sys.argv[1]))["install"]:
     if norm(item["metadata"]["name"]) not in have:
         print(item["download_info"]["url"])
@@ -51,8 +56,9 @@ while read -r url; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d .gpucarry/2 "${name}==${version}"
 done < "$work/wheels.txt"
-find .gpucarry/2 -name '*.whl' ! -name 'av-*' -exec mv {} .gpucarry/1/ \;
-ls .gpucarry/1 .gpucarry/2
+find .gpucarry/2 -name '*.whl' ! -name 'av-*' ! -name 'numpy-*' -exec mv {} .gpucarry/1/ \;
+mv .gpucarry/2/numpy-*.whl .gpucarry/3/
+ls .gpucarry/1 .gpucarry/2 .gpucarry/3
 
 echo "== tritonserver runtime of the nvidia-pytriton wheel (server, libraries, python backend, 3.12 stub)"
 site=$("$py" -c 'import pathlib, pytriton; print(pathlib.Path(pytriton.__file__).parent.parent)')
