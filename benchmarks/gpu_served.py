@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -131,7 +132,14 @@ def run_model(
     )
     out = args.out / name
     started = time.monotonic()
-    with LocalTriton(settings, workdir=args.out / f"triton_{name}"):
+    extra_env = dict(item.split("=", 1) for item in args.triton_env)
+    os.environ.update(extra_env)  # read by LocalTriton.start (server_environment) only
+    try:
+        triton = LocalTriton(settings, workdir=args.out / f"triton_{name}").start()
+    finally:
+        for key in extra_env:
+            os.environ.pop(key, None)
+    with triton:
         triton_ready_s = time.monotonic() - started
         with GatewayProcess(settings.grpc_url, capacity=args.max_batch) as gateway:
             checks: dict = {"triton_ready_s": round(triton_ready_s, 1)}
@@ -264,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=8.0, help="seconds per level and target")
     p.add_argument("--max-batch", type=int, default=64, help="Triton max_batch_size = engine max batch")
     p.add_argument("--queue-delay-us", type=int, default=2000, help="Triton dynamic batcher max queue delay")
+    p.add_argument(
+        "--triton-env", action="append", default=[], metavar="KEY=VALUE",
+        help="environment for tritonserver (and its python stubs) only",
+    )  # fmt: skip
     p.add_argument("--fixed-tokens", type=int, default=100, help="decode length of the random-weight model")
     args = p.parse_args(argv)
     if args.prepare:

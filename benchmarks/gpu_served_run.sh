@@ -27,16 +27,24 @@ fi
 echo "all parts verified"
 
 if [ ! -f /tmp/site/.done ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$stage"/[123]/*.whl && touch /tmp/site/.done || exit 1
+  wheels=$(ls "$stage"/[123]/*.whl | grep -v '/numpy-')
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
+    && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/np "$stage"/3/numpy-*.whl \
+    && touch /tmp/site/.done || exit 1
 fi
-# Triton's python backend stub embeds the interpreter and ignores PYTHONPATH (seen: its sys.path is
-# the interpreter's own plus the working directory), so the carried packages reach the model through
-# a .pth file in the machine's site-packages that puts /tmp/site FIRST: the carried numpy 1.26 (the
-# project's pin; Triton 2.51's stub fails with the machine's numpy 2) then serves every process.
-# The machine is discarded after the lease.
+# Triton 2.51's python backend stub (pybind11 built for numpy 1.x) receives BYTES inputs wrong under
+# numpy 2 (seen here: itemsize read as 0, so TEXT_PREFIX arrived as its first byte repeated, and the
+# stub aborted in deserialize_bytes_tensor); nvidia-pytriton 0.7.0 requires numpy<2. The machine's
+# scipy/scikit-learn need numpy 2, and transformers imports them when present. So, in the Triton stub
+# only (tritonserver gets GPU_SERVED_STUB_NUMPY1=1 from gpu_served.py --triton-env), the project's
+# numpy 1.26 pin comes first and scipy/sklearn are hidden; every process also finds the carried
+# packages (/tmp/site) after the machine's. The stub embeds Python and ignores PYTHONPATH (seen: its
+# sys.path is the interpreter's plus the working directory), hence a .pth file in the machine's
+# site-packages (the machine is discarded after the lease).
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-echo 'import sys; sys.path.insert(0, "/tmp/site")' > "$site/00_gpu_served_carried.pth"
+echo 'import os, sys; sys.path.append("/tmp/site"); os.environ.get("GPU_SERVED_STUB_NUMPY1") and (sys.path.insert(0, "/tmp/np"), sys.modules.update(sklearn=None, scipy=None))' \
+  > "$site/00_gpu_served_carried.pth"
 if [ ! -f /tmp/rt/.done ]; then
   mkdir -p /tmp/rt && tar -xJf "$stage/1/tritonserver.tar.xz" -C /tmp/rt && touch /tmp/rt/pytriton/__init__.py /tmp/rt/.done || exit 1
 fi
@@ -46,12 +54,13 @@ ln -s "$stage/3/audio" "$stage/3/references.json" "$run/"
 
 # The pytriton runtime's libraries, then the interpreter's libpython for the python backend stub.
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONPATH=/tmp/site:/tmp/rt
+export PYTHONPATH=/tmp/rt
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 set -o pipefail
 # shellcheck disable=SC2086
-timeout 560 python3 benchmarks/gpu_served.py --stage "$run" --out /tmp/gpu-served ${GPU_SERVED_ARGS:-} 2>&1 \
+timeout 560 python3 benchmarks/gpu_served.py --stage "$run" --out /tmp/gpu-served \
+  --triton-env GPU_SERVED_STUB_NUMPY1=1 ${GPU_SERVED_ARGS:-} 2>&1 \
   | grep -v "Loading weights\|attention mask" | tee "$OUT/log.txt"
 status=$?
 cp /tmp/gpu-served/gpu_served.json /tmp/gpu-served/checks_*.json "$OUT/" 2>/dev/null
