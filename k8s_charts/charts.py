@@ -12,6 +12,11 @@ Five charts, because the cluster stack must order them after different things:
 * ``whisper-gpu-metrics`` — only with ``observability.enabled`` (nothing scrapes it otherwise): a
   ``privileged`` namespace and one NVIDIA DCGM exporter DaemonSet per group. Needs nothing else.
 
+With ``serving.target: inference_operator`` the ``whisper-serving`` chart instead holds the namespace
+and one HyperPod ``InferenceEndpointConfig`` per resource shape (:mod:`k8s_charts.inference_endpoint`);
+there is no ``whisper-endpoint`` or ``whisper-autoscaling`` chart (the operator makes the load balancer,
+the SageMaker endpoint and the autoscaler). Needs the inference operator add-on (its CRD).
+
 The same charts are written as plain YAML by :mod:`k8s_charts.synth` and deployed by
 ``cluster.add_cdk8s_chart`` in the cluster stack.
 """
@@ -28,6 +33,7 @@ from k8s_charts import naming, security
 from k8s_charts.autoscaling import KedaScaling
 from k8s_charts.endpoint import ServingEndpoint
 from k8s_charts.gpu_metrics import GpuMetricsExporter
+from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_shapes
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
 from k8s_charts.storage import ModelVolume
@@ -49,25 +55,7 @@ class ServingChart(cdk8s.Chart):
 
     def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, inputs: ChartInputs) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        namespace = config.serving.namespace
-        k8s.KubeNamespace(
-            self,
-            "Namespace",
-            metadata=k8s.ObjectMeta(
-                name=namespace,
-                labels={
-                    **naming.app_labels(),
-                    # Pod Security Admission: reject pods that are not "restricted"
-                    security.POD_SECURITY_ENFORCE_LABEL: "restricted",
-                    # The AWS Load Balancer Controller injects a readiness gate into pods created here:
-                    # a pod counts as Ready only once its IP target is Healthy in the target group, so
-                    # a rollout cannot outpace target registration ("Pod readiness gate", works with
-                    # target-type ip, which both endpoint kinds use:
-                    # https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/)
-                    READINESS_GATE_INJECT_LABEL: "enabled",
-                },
-            ),
-        )
+        _serving_namespace(self, config, readiness_gate=True)
         volumes = {
             target: ModelVolume(
                 self, f"models-{target}", config=config, gpu_arch=target, bucket_name=inputs.bucket_name
@@ -87,6 +75,45 @@ class ServingChart(cdk8s.Chart):
             )
             for group in config.gpu_groups
         }
+
+
+def _serving_namespace(chart: cdk8s.Chart, config: DeploymentConfig, *, readiness_gate: bool) -> k8s.KubeNamespace:
+    """The serving namespace, enforcing the "restricted" Pod Security Standard.
+
+    With ``readiness_gate`` (this project's load balancer controller and Deployments) the AWS Load
+    Balancer Controller injects a readiness gate into pods created here: a pod counts as Ready only once
+    its IP target is Healthy in the target group, so a rollout cannot outpace target registration ("Pod
+    readiness gate", works with target-type ip, which both endpoint kinds use:
+    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/).
+    The inference operator target leaves its pods to the operator.
+    """
+    labels = {
+        **naming.app_labels(),
+        # Pod Security Admission: reject pods that are not "restricted"
+        security.POD_SECURITY_ENFORCE_LABEL: "restricted",
+    }
+    if readiness_gate:
+        labels[READINESS_GATE_INJECT_LABEL] = "enabled"
+    return k8s.KubeNamespace(chart, "Namespace", metadata=k8s.ObjectMeta(name=config.serving.namespace, labels=labels))
+
+
+class InferenceOperatorChart(cdk8s.Chart):
+    """Namespace and one HyperPod ``InferenceEndpointConfig`` per resource shape.
+
+    The ``whisper-serving`` chart of ``serving.target: inference_operator``.
+
+    Attributes:
+        endpoints: ``InferenceEndpointConfig`` name → its :class:`WhisperInferenceEndpoint`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, inputs: ChartInputs) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        _serving_namespace(self, config, readiness_gate=False)
+        endpoints = [
+            WhisperInferenceEndpoint(self, f"endpoint{index}", config=config, shape=shape, inputs=inputs)
+            for index, shape in enumerate(resource_shapes(config))
+        ]
+        self.endpoints = {endpoint.name: endpoint for endpoint in endpoints}
 
 
 class EndpointChart(cdk8s.Chart):
@@ -145,12 +172,13 @@ class GpuMetricsChart(cdk8s.Chart):
 class WhisperCharts:
     """The charts of one deployment.
 
-    ``autoscaling`` is ``None`` without an AMP workspace, ``node_autoscaling`` when
+    ``endpoint`` is ``None`` on the inference operator target; ``autoscaling`` is ``None`` without an
+    AMP workspace or on the inference operator target, ``node_autoscaling`` when
     ``cluster.node_autoscaling`` is off, ``gpu_metrics`` when ``observability.enabled`` is off.
     """
 
-    serving: ServingChart
-    endpoint: EndpointChart
+    serving: ServingChart | InferenceOperatorChart
+    endpoint: EndpointChart | None
     autoscaling: AutoscalingChart | None
     node_autoscaling: NodeAutoscalingChart | None
     gpu_metrics: GpuMetricsChart | None = None
@@ -173,11 +201,16 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
             the fields.
     """
     check_timeouts(config)
-    serving = ServingChart(app, "whisper-serving", config=config, inputs=inputs)
-    endpoint = EndpointChart(app, "whisper-endpoint", config=config)
-    endpoint.add_dependency(serving)
+    serving: ServingChart | InferenceOperatorChart
+    endpoint = None
     autoscaling = None
-    if inputs.amp_workspace_id is not None:
+    if config.serving.target == "inference_operator":
+        serving = InferenceOperatorChart(app, "whisper-serving", config=config, inputs=inputs)
+    else:
+        serving = ServingChart(app, "whisper-serving", config=config, inputs=inputs)
+        endpoint = EndpointChart(app, "whisper-endpoint", config=config)
+        endpoint.add_dependency(serving)
+    if inputs.amp_workspace_id is not None and config.serving.target == "deployments":
         autoscaling = AutoscalingChart(
             app, "whisper-autoscaling", config=config, amp_workspace_id=inputs.amp_workspace_id
         )

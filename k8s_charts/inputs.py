@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PLACEHOLDER_BUCKET = "REPLACE-WITH-MODEL-BUCKET-NAME"
-PLACEHOLDER_AMP_WORKSPACE_ID = "REPLACE-WITH-AMP-WORKSPACE-ID"
+PLACEHOLDER_AMP_WORKSPACE_ID = "ws-REPLACE-WITH-AMP-WORKSPACE-ID"
+"""Starts with ``ws-`` so the placeholder URL still matches the pattern the inference operator's CRD
+requires of an AMP ``serverAddress``."""
+PLACEHOLDER_TLS_BUCKET = "REPLACE-WITH-TLS-CERTIFICATE-BUCKET-NAME"
 PLACEHOLDER_IMAGE_REPOSITORY = "REPLACE-WITH-SERVING-IMAGE-REPOSITORY-URI"
 
 
@@ -26,11 +29,14 @@ class ChartInputs:
         amp_workspace_id: Amazon Managed Prometheus workspace id (``ws-...``) KEDA queries;
             ``None`` when there is no workspace (``observability.enabled: false``): then the charts
             have no KEDA objects and each Deployment runs ``max(min_replicas, 1)`` pods.
+        tls_bucket_name: Bucket the inference operator writes its self-signed certificates to
+            (``serving.target: inference_operator`` without a custom certificate).
     """
 
     bucket_name: str
     image_repository: str
     amp_workspace_id: str | None
+    tls_bucket_name: str = PLACEHOLDER_TLS_BUCKET
 
     def image(self, tag: str) -> str:
         """Image reference ``<repository>:<tag>``."""

@@ -141,23 +141,36 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
     }
 
 
+def preflight_command(
+    config: DeploymentConfig, bucket_name: str, model_dir: str, repository_file: str, mig_profile: str | None
+) -> list[str]:
+    """``python -m whisper_build.podstart.preflight`` with what every serving pod passes.
+
+    The mount, the model, the bucket (for messages), the MIG profile of its slice and the file it
+    writes the resolved model repository to.
+    """
+    return [
+        "python3", "-m", "whisper_build.podstart.preflight",
+        "--model-dir", model_dir,
+        "--model", config.model.name,
+        "--bucket", bucket_name,
+        *(["--mig-profile", mig_profile] if mig_profile else []),
+        "--write-model-repository", repository_file,
+    ]  # fmt: skip
+
+
 def preflight_args(config: DeploymentConfig, group: GpuGroup, bucket_name: str) -> list[str]:
-    """Command line of the preflight init container (``python -m whisper_build.podstart.preflight``).
+    """Command line of the preflight init container: :func:`preflight_command` plus the group.
 
     ``--build-command`` is the engine-build Job's exact argv for the group's architecture
     (:func:`whisper_build.release.invocations.engine_build_command`), so a failing pod names the command to run.
     """
     return [
-        "python3", "-m", "whisper_build.podstart.preflight",
-        "--model-dir", MODEL_MOUNT_PATH,
-        "--model", config.model.name,
-        "--bucket", bucket_name,
+        *preflight_command(config, bucket_name, MODEL_MOUNT_PATH, MODEL_REPOSITORY_FILE, group.mig_profile),
         "--engine", group.serving_engine,
         "--gpu-group", group.name,
         "--gpu-arch", group.arch,
-        *(["--mig-profile", group.mig_profile] if group.mig_profile else []),
         "--build-command", shlex.join(engine_build_command(config, group.engine_target, bucket_name)),
-        "--write-model-repository", MODEL_REPOSITORY_FILE,
     ]  # fmt: skip
 
 

@@ -516,6 +516,26 @@ def scaling_utilization_query(group: str) -> str:
     return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
 
 
+def endpoint_utilization_query(namespace: str, endpoint: str) -> str:
+    """Autoscaling query of one inference-operator endpoint (``serving.target: inference_operator``).
+
+    The same capacity-weighted utilization as :func:`scaling_utilization_query`, over the pods of the
+    ``InferenceEndpointConfig`` named ``endpoint``.
+
+    The operator's pods carry the operator's labels, not this project's, so they are selected by
+    namespace and by name: ``<endpoint>-<replica set hash>-<pod hash>``, assuming the operator names its
+    Deployment after the endpoint config (the usual Deployment → ReplicaSet → pod naming; not verified
+    on a cluster here). The two dash-free parts keep ``whisper`` from matching ``whisper-mig-1g-10gb``'s
+    pods. Only Ready pods are scraped
+    (``observability/scrape_config.py``).
+
+    Raises:
+        ValueError: ``namespace`` or ``endpoint`` is not a lowercase DNS label.
+    """
+    sel = _selector(namespace=_check_group(namespace), pod="~" + _check_group(endpoint) + "-[a-z0-9]+-[a-z0-9]+")
+    return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
+
+
 def scaling_query(group: str) -> Query:
     """:func:`scaling_utilization_query` as a :class:`Query` (result carries no labels)."""
     return Query(

@@ -53,25 +53,32 @@ class ScrapeJob:
 
     Attributes:
         name: ``job`` label value.
-        app: ``app.kubernetes.io/name`` value of the pods to scrape.
+        app: ``app.kubernetes.io/name`` value of the pods to scrape; ``None``: every pod of the namespace
+            that declares the port (the inference operator's pods carry the operator's labels, not ours).
         port: container port number to scrape (must be declared in the pod spec).
         namespace: restrict discovery to this namespace (``None``: all namespaces).
         ready_only: keep only pods whose Ready condition is true.
     """
 
     name: str
-    app: str
+    app: str | None
     port: int
     namespace: str | None
     ready_only: bool = False
 
 
 def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
-    """The three jobs of a deployment, ports and namespace from ``config.serving``."""
+    """The three jobs of a deployment, ports and namespace from ``config.serving``.
+
+    With ``serving.target: inference_operator`` the serving jobs keep every pod of the serving
+    namespace that declares the port (the operator's pods do not carry ``app.kubernetes.io/name=whisper``;
+    the namespace holds nothing else).
+    """
     serving = config.serving
+    app = APP_NAME if serving.target == "deployments" else None
     return (
-        ScrapeJob(queries.JOB_TRITON, APP_NAME, serving.triton_metrics_port, serving.namespace),
-        ScrapeJob(queries.JOB_GATEWAY, APP_NAME, serving.gateway_port, serving.namespace, ready_only=True),
+        ScrapeJob(queries.JOB_TRITON, app, serving.triton_metrics_port, serving.namespace),
+        ScrapeJob(queries.JOB_GATEWAY, app, serving.gateway_port, serving.namespace, ready_only=True),
         ScrapeJob(queries.JOB_DCGM, DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT, None),
     )
 
@@ -122,8 +129,8 @@ def relabel_configs(job: ScrapeJob, config: DeploymentConfig) -> list[dict[str, 
     ``kubernetes_sd_config`` docs); no address rewriting (discovery's ``__address__`` is already
     ``podIP:containerPort``). Used verbatim by the AMP scraper config and the local config.
     """
-    relabel = [
-        _keep(_META_APP, re.escape(job.app)),
+    relabel = [_keep(_META_APP, re.escape(job.app))] if job.app is not None else []
+    relabel += [
         _keep(_META_PORT, str(job.port)),
         _keep(_META_PHASE, _RUNNING),
     ]
@@ -198,7 +205,7 @@ def discovered_labels(job: ScrapeJob, pod: LocalPod) -> dict[str, str]:
     ``app.kubernetes.io/name=job.app``); the labels are those :func:`relabel_configs` reads.
     """
     return {
-        _META_APP: job.app,
+        _META_APP: job.app or "",
         _META_GPU_GROUP: pod.gpu_group,
         _META_GPU_ARCH: pod.gpu_arch,
         _META_PORT: str(job.port),

@@ -63,6 +63,10 @@ PATTERN_RULES = {
     r"^[a-z][a-z0-9-]{1,30}[a-z0-9]$": "3–32 lowercase letters, digits and hyphens, starting with a letter and "
     "not ending with a hyphen (it prefixes stack, bucket and repository names)",
     r"^\d{12}$": 'a 12-digit AWS account id, quoted in YAML ("123456789012")',
+    r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$": "the ARN of an ACM certificate "
+    "(arn:aws:acm:<region>:<account>:certificate/<id>)",
+    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$": "a lowercase DNS name such as "
+    "whisper.example.com (no wildcard)",
 }
 """Every ``Field(pattern=...)`` of the schema → the rule in words, which a config error prints instead of
 the regular expression (``settings.loader``). A test checks that every pattern has an entry."""
@@ -387,6 +391,12 @@ class ServingSettings(_Strict):
     queue_timeout_seconds: int = Field(
         30, ge=1, description="Longest wait of an admitted request for a free slot before 503."
     )
+    target: Literal["deployments", "inference_operator"] = Field(
+        "deployments",
+        description="deployments: this project's Deployments, Service/Ingress and KEDA objects (API-key auth). "
+        "inference_operator: HyperPod inference operator InferenceEndpointConfigs, one SageMaker endpoint per "
+        "resource shape (IAM auth; docs/serving-targets.md).",
+    )
 
 
 class EndpointSettings(_Strict):
@@ -397,6 +407,25 @@ class EndpointSettings(_Strict):
     )
     scheme: Literal["internal", "internet-facing"] = "internal"
     idle_timeout_seconds: int = Field(350, ge=60, le=4000)
+    certificate_arn: str | None = Field(
+        None,
+        pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
+        description="ACM certificate: the load balancer listens with TLS on 443 (NLB TLS / ALB HTTPS) and "
+        "has no plaintext listener. Required for internet-facing.",
+    )
+    domain_name: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$",
+        max_length=253,
+        description="DNS name the certificate covers (lowercase, not a wildcard). With certificate_arn and "
+        "serving.target inference_operator: the operator's customCertificateConfig.",
+    )
+
+    @model_validator(mode="after")
+    def _domain_needs_certificate(self) -> EndpointSettings:
+        if self.domain_name is not None and self.certificate_arn is None:
+            raise ValueError("domain_name needs certificate_arn (the ACM certificate that covers it)")
+        return self
 
 
 class AutoscalingSettings(_Strict):
@@ -491,6 +520,23 @@ class DeploymentConfig(_Strict):
                 raise ValueError(f"duplicate GPU group name '{group.name}'; names must be unique")
             seen.add(group.name)
         return groups
+
+    @model_validator(mode="after")
+    def _operator_target_serves_engines(self) -> DeploymentConfig:
+        """The inference operator target serves TensorRT-LLM engines only.
+
+        Its pods select an engine per GPU (one config for several GPU types); the CTranslate2 fallback
+        is set per group, so it stays on the deployments target.
+        """
+        if self.serving.target != "inference_operator":
+            return self
+        for index, group in enumerate(self.gpu_groups):
+            if group.serving_engine != "tensorrt_llm":
+                raise ValueError(
+                    f"gpu_groups.{index}.serving_engine: {group.serving_engine} is served by serving.target "
+                    "deployments only; build the group's TensorRT-LLM engine or use the deployments target"
+                )
+        return self
 
     @model_validator(mode="after")
     def _replicas_fit_the_fleet(self) -> DeploymentConfig:

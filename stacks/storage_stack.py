@@ -28,13 +28,18 @@ class StorageStack(Stack):
             stacks build ARNs from it without cross-stack imports.
         lifecycle_bucket / lifecycle_bucket_name: HyperPod lifecycle scripts (``<project>-lifecycle-<account>-<region>``);
             separate so that the CDK upload Lambda can write there and nowhere near the engines.
-        access_log_bucket: Receives the server access logs of both buckets.
+        access_log_bucket: Receives the server access logs of the other buckets.
+        tls_bucket / tls_bucket_name: Only with ``tls_certificates`` (``serving.target: inference_operator``):
+            where the HyperPod inference operator writes the self-signed certificates of its endpoints
+            (``<project>-tls-<account>-<region>``); ``tls_bucket_name`` is ``None`` otherwise.
         serving_repository: ECR repository of the serving image (scan on push, immutable tags).
         chart_repository: ECR repository the HyperPod dependency chart is pushed to
             (``scripts/publish_hyperpod_chart.sh``); its OCI URL is :attr:`chart_oci_url`.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, project_name: str, **kwargs: Any) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, project_name: str, tls_certificates: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.access_log_bucket = s3.Bucket(
             self,
@@ -56,6 +61,10 @@ class StorageStack(Stack):
         self.model_bucket = self._logged_bucket("Models", self.model_bucket_name)
         self.lifecycle_bucket_name = self._bucket_name(project_name, names.LIFECYCLE_BUCKET_PURPOSE)
         self.lifecycle_bucket = self._logged_bucket("Lifecycle", self.lifecycle_bucket_name)
+        self.tls_bucket_name: str | None = None
+        if tls_certificates:
+            self.tls_bucket_name = self._bucket_name(project_name, "tls")
+            self.tls_bucket = self._logged_bucket("TlsCertificates", self.tls_bucket_name)
         self.serving_repository = self._repository("ServingImage", f"{project_name}/{SERVING_IMAGE_REPOSITORY}")
         self.chart_repository = self._repository(
             "HyperPodChart", f"{project_name}/{CHARTS_NAMESPACE}/{HYPERPOD_CHART_NAME}"

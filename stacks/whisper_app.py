@@ -60,7 +60,13 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
     env = stack_environment(config)
     prefix = _stack_prefix(config.project_name)
     network = NetworkStack(scope, f"{prefix}Network", settings=config.network, env=env)
-    storage = StorageStack(scope, f"{prefix}Storage", project_name=config.project_name, env=env)
+    storage = StorageStack(
+        scope,
+        f"{prefix}Storage",
+        project_name=config.project_name,
+        tls_certificates=config.serving.target == "inference_operator",
+        env=env,
+    )
     cluster = ClusterStack(
         scope,
         f"{prefix}Cluster",
@@ -93,6 +99,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         serving_repository_name=serving_repository_name(config),
         amp_workspace_id=observability.workspace.attr_workspace_id if observability else None,
         amp_workspace_arn=observability.workspace.attr_arn if observability else None,
+        tls_bucket_name=storage.tls_bucket_name,
         env=env,
     )
     workloads.add_stack_dependency(storage, "serving repository referenced by name")

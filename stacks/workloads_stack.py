@@ -15,6 +15,11 @@ Order (each an explicit dependency, with the reason next to it):
 2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster and
    the Mountpoint CSI driver) → ``whisper-endpoint`` (after the controller, whose webhook mutates
    Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity).
+With ``serving.target: inference_operator`` (:mod:`stacks.inference_operator`): no Load Balancer
+Controller and no KEDA of this stack (the operator add-on brings its own); the EKS add-on
+``amazon-sagemaker-hyperpod-inference`` with its execution role instead, after the system node group
+and the Mountpoint add-on; ``whisper-serving`` (the ``InferenceEndpointConfig`` objects) after it.
+
 3. ``whisper-gpu-metrics`` (with observability): its own namespace and the DCGM exporter DaemonSets;
    no explicit dependency (a DaemonSet waits for matching nodes by itself).
 """
@@ -28,12 +33,14 @@ from aws_cdk import Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import ChartInputs
 from settings.schema import DeploymentConfig
 from stacks.cluster_stack import ClusterStack, as_icluster
+from stacks.inference_operator import InferenceOperatorAddon
 from stacks.nag import acknowledge_policy_wildcards
 
 ALB_CONTROLLER_VERSION = eks.AlbControllerVersion.V2_13_3
@@ -79,23 +86,35 @@ class WorkloadsStack(Stack):
         serving_repository_name: str,
         amp_workspace_id: str | None,
         amp_workspace_arn: str | None,
+        tls_bucket_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         if (amp_workspace_id is None) != (amp_workspace_arn is None):
             raise ValueError("pass both amp_workspace_id and amp_workspace_arn, or neither (no KEDA)")
+        operator_target = config.serving.target == "inference_operator"
+        if operator_target and tls_bucket_name is None:
+            raise ValueError("serving.target inference_operator needs tls_bucket_name (the storage stack's TLS bucket)")
         cluster = cluster_stack.cluster
-        self.alb_controller = eks.AlbController(self, "AlbController", cluster=cluster, version=ALB_CONTROLLER_VERSION)
-        # the controller's pods need a node to run on before its webhook answers
-        self.alb_controller.node.add_dependency(cluster_stack.system_nodegroup)
-        service_account = self.alb_controller.node.find_child("alb-sa")
-        assert isinstance(service_account, eks.ServiceAccount), f"{service_account.node.path} is not a ServiceAccount"
-        acknowledge_policy_wildcards(
-            service_account.role,
-            "AWS Load Balancer Controller IAM policy as shipped by aws-cdk-lib for this controller version "
-            "(the controller creates load balancers, target groups and security groups with generated names)",
-        )
-        self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
+        self.alb_controller: eks.AlbController | None = None
+        self.keda: eks.HelmChart | None = None
+        self.inference_operator: InferenceOperatorAddon | None = None
+        if operator_target:
+            assert tls_bucket_name is not None
+            self.inference_operator = InferenceOperatorAddon(
+                self,
+                "InferenceOperator",
+                cluster=cluster,
+                model_bucket=cluster_stack.model_bucket,
+                tls_bucket=s3.Bucket.from_bucket_name(self, "TlsBucket", tls_bucket_name),
+            )
+            # the operator's controller runs on the system nodes and mounts engines with the Mountpoint driver
+            self.inference_operator.addon.node.add_dependency(
+                cluster_stack.system_nodegroup, *cluster_stack.addons.values()
+            )
+        else:
+            self.alb_controller = self._add_alb_controller(cluster_stack)
+            self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
 
         app = cdk8s.App()
         inputs = ChartInputs(
@@ -104,6 +123,7 @@ class WorkloadsStack(Stack):
                 self, "ServingRepository", serving_repository_name
             ).repository_uri,
             amp_workspace_id=amp_workspace_id,
+            **({"tls_bucket_name": tls_bucket_name} if tls_bucket_name else {}),
         )
         charts = build_charts(app, config, inputs)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
@@ -117,11 +137,30 @@ class WorkloadsStack(Stack):
         if charts.node_autoscaling is not None:
             # the NodePools must exist before pods wait for nodes they provision
             serving.node.add_dependency(self.manifests[charts.node_autoscaling.node.id])
-        # the controller's webhook mutates Services; a Service created before it gets no load balancer
-        self.manifests[charts.endpoint.node.id].node.add_dependency(serving, self.alb_controller)
+        if self.inference_operator is not None:
+            # InferenceEndpointConfig objects need the operator's CRD and webhooks
+            serving.node.add_dependency(self.inference_operator.addon)
+        if charts.endpoint is not None and self.alb_controller is not None:
+            # the controller's webhook mutates Services; a Service created before it gets no load balancer
+            self.manifests[charts.endpoint.node.id].node.add_dependency(serving, self.alb_controller)
         if charts.autoscaling is not None and self.keda is not None:
             # ScaledObject/TriggerAuthentication need KEDA's CRDs; scaling targets need the Deployments
             self.manifests[charts.autoscaling.node.id].node.add_dependency(serving, self.keda)
+
+    def _add_alb_controller(self, cluster_stack: ClusterStack) -> eks.AlbController:
+        controller = eks.AlbController(
+            self, "AlbController", cluster=cluster_stack.cluster, version=ALB_CONTROLLER_VERSION
+        )
+        # the controller's pods need a node to run on before its webhook answers
+        controller.node.add_dependency(cluster_stack.system_nodegroup)
+        service_account = controller.node.find_child("alb-sa")
+        assert isinstance(service_account, eks.ServiceAccount), f"{service_account.node.path} is not a ServiceAccount"
+        acknowledge_policy_wildcards(
+            service_account.role,
+            "AWS Load Balancer Controller IAM policy as shipped by aws-cdk-lib for this controller version "
+            "(the controller creates load balancers, target groups and security groups with generated names)",
+        )
+        return controller
 
     def _add_keda(self, cluster_stack: ClusterStack, amp_workspace_arn: str) -> eks.HelmChart:
         cluster = cluster_stack.cluster

@@ -34,6 +34,7 @@ CONFIGS = {
     "default": REPO_ROOT / "config" / "default.yaml",
     "three-groups": REPO_ROOT / "config" / "examples" / "three-groups.yaml",
     "mig": REPO_ROOT / "config" / "examples" / "mig.yaml",
+    "inference-operator": REPO_ROOT / "config" / "examples" / "inference-operator.yaml",
 }
 
 

@@ -329,7 +329,7 @@ def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config
         meta = trigger["metadata"]
         assert meta["awsRegion"] == config.region
         assert meta["serverAddress"] == (
-            f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/REPLACE-WITH-AMP-WORKSPACE-ID"
+            f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/ws-REPLACE-WITH-AMP-WORKSPACE-ID"
         )
         assert meta["query"] == scaling_utilization_query(group.name)
         assert f'gpu_group="{group.name}"' in meta["query"]

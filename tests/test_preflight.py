@@ -361,3 +361,20 @@ def test_select_engine_on_a_mig_slice_picks_the_profile_folder(tmp_path: Path) -
     built = _publish(sliced, arch="sm90", capability="9.0", version="20261201T000000Z", mig_profile="1g.10gb")
     result = run_preflight(target, compute_capability=lambda: "9.0", trtllm_version=lambda: TRTLLM)
     assert result.model_repository == built / "model_repository"
+
+
+def test_exec_replaces_the_process_after_a_passed_check_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr("whisper_build.podstart.preflight.os.execvp", lambda file, argv: calls.append((file, argv)))
+    monkeypatch.setenv("WHISPER_TRTLLM_VERSION", TRTLLM)
+    root = tmp_path / "models" / MODEL
+    resolved = tmp_path / "repo"
+    args = [*_select_args(root, resolved), "--compute-capability", "8.9"]
+    supervisor = ["python3", "-m", "whisper_build.serving.supervisor"]
+    # nothing published for sm89: the check fails and the supervisor is never started
+    assert main([*args, "--exec", *supervisor]) == 1
+    assert calls == []
+    folder = _publish(root / "sm89")
+    main([*args, "--exec", *supervisor])
+    assert calls == [("python3", supervisor)]
+    assert resolved.read_text() == str(folder / "model_repository")

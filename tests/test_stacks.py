@@ -197,7 +197,9 @@ def test_every_bucket_is_tls_only_private_and_versioned(result: Synthesized) -> 
     template = result.template_json(_ids(result)[1])
     buckets = _resources(template, "AWS::S3::Bucket")
     policies = _resources(template, "AWS::S3::BucketPolicy")
-    assert len(buckets) == 3
+    # models, lifecycle, access logs; + the inference operator's certificates on that target
+    operator = result.config.serving.target == "inference_operator"
+    assert len(buckets) == (4 if operator else 3)
     for logical_id, bucket in buckets.items():
         props = bucket["Properties"]
         assert props["PublicAccessBlockConfiguration"] == {
@@ -217,7 +219,7 @@ def test_every_bucket_is_tls_only_private_and_versioned(result: Synthesized) -> 
         ]
         assert deny_plain_http and deny_plain_http[0]["Action"] == "s3:*", logical_id
     logged = [b for b in buckets.values() if "LoggingConfiguration" in b["Properties"]]
-    assert len(logged) == 2  # model + lifecycle buckets log to the access-log bucket
+    assert len(logged) == (3 if operator else 2)  # model + lifecycle (+ TLS) buckets log to the access-log bucket
 
 
 def test_ecr_repositories_scan_on_push_and_are_immutable(result: Synthesized) -> None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the typed cdk8s classes in k8s_charts/imports/ from the CRDs in tests/data/crds/
+# (KEDA, Karpenter NodePool, HyperPod inference operator InferenceEndpointConfig)
 # (offline: `cdk8s import` reads local files). Run from the repository root after `make install`:
 #   bash k8s_charts/imports/regenerate.sh
 # ScaledObject and TriggerAuthentication share the keda.sh group, so they are imported from one
@@ -11,10 +12,12 @@ out=k8s_charts/imports
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 { cat "$crds/keda.sh_scaledobjects.yaml"; echo '---'; cat "$crds/keda.sh_triggerauthentications.yaml"; } > "$work/keda.sh.yaml"
-rm -rf "$out/sh"
+rm -rf "$out/sh" "$out/com"
 # cdk8s-cli exits non-zero after writing the classes when its update check cannot reach npm (offline).
-for spec in "$work/keda.sh.yaml" "$crds/karpenter.sh_nodepools.yaml"; do
+for spec in "$work/keda.sh.yaml" "$crds/karpenter.sh_nodepools.yaml" \
+  "$crds/inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"; do
   npx --no-install cdk8s import --language python --output "$out" "$spec" >/dev/null 2>&1 || true
 done
 test -f "$out/sh/keda/__init__.py" && test -f "$out/sh/karpenter/__init__.py"
-echo "regenerated $out/sh/keda and $out/sh/karpenter"
+test -f "$out/com/amazon/aws/sagemaker/inference/__init__.py"
+echo "regenerated $out/sh/keda, $out/sh/karpenter and $out/com/amazon/aws/sagemaker/inference"

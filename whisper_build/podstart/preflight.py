@@ -20,7 +20,9 @@ With ``--mig-profile`` (a group served on MIG slices) the engine target is ``<gp
 With ``--select-engine`` the mount is the model's root prefix ``models/<model>/`` (one volume for every
 GPU type, as the HyperPod inference operator mounts it) and the check *selects* the folder of this
 node's GPU, ``<node_arch>[-<profile>]/``, before checking it as above; the path written with
-``--write-model-repository`` is inside that folder.
+``--write-model-repository`` is inside that folder. ``--exec CMD…`` then replaces the process with
+``CMD`` (the worker of the inference operator, which has no init containers sharing a volume with it,
+runs ``preflight … --select-engine --exec python3 -m whisper_build.serving.supervisor``).
 
 On a mismatch it exits 1 with a message naming the S3 prefix it expected and the command that
 builds the missing engine. With ``--engine ctranslate2`` (the group's ``serving_engine``
@@ -373,7 +375,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write the resolved Triton model repository path to this file (read by the supervisor)",
     )
+    parser.add_argument(
+        "--exec",
+        dest="exec_argv",
+        nargs=argparse.REMAINDER,
+        default=None,
+        help="after a passed check, replace this process with the rest of the command line (e.g. the "
+        "supervisor); for containers that cannot have an init container, such as the inference operator's worker",
+    )
     args = parser.parse_args(argv)
+    if args.exec_argv is not None and not args.exec_argv:
+        parser.error("--exec needs a command")
     target = PreflightTarget(
         args.model_dir,
         args.model,
@@ -394,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_model_repository is not None:
         args.write_model_repository.parent.mkdir(parents=True, exist_ok=True)
         args.write_model_repository.write_text(str(result.model_repository or ""), encoding="utf-8")
-    print(f"preflight {result.message}")
+    print(f"preflight {result.message}", flush=True)
+    if args.exec_argv:
+        os.execvp(args.exec_argv[0], args.exec_argv)  # noqa: S606 (the container's own command line)
     return 0
 
 

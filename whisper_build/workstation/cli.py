@@ -1,8 +1,12 @@
 """``python -m whisper_build.workstation.cli FILE``: send an audio file to the gateway and print the text.
 
 The gateway URL defaults to ``http://<WHISPER_GATEWAY_HOST>:<WHISPER_GATEWAY_PORT>`` (the same
-settings the gateway reads). Exit status: 0 success, 1 the gateway answered an error, 2 bad
-arguments or the file cannot be read, 3 the gateway cannot be reached.
+settings the gateway reads). With ``--sagemaker-endpoint NAME`` the same request goes to the
+SageMaker endpoint the HyperPod inference operator registered (``serving.target:
+inference_operator``) through boto3's ``sagemaker-runtime`` ``InvokeEndpoint``, signed with the
+caller's AWS credentials (IAM auth; no API key). Exit status: 0 success, 1 the gateway or endpoint
+answered an error, 2 bad arguments or the file cannot be read, 3 the gateway or endpoint cannot be
+reached (or no AWS credentials).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,6 +34,19 @@ def _default_url() -> str:
     return f"http://{settings.host}:{settings.port}"
 
 
+def invocation_body(path: Path, prompt: str = "", language: str | None = None) -> bytes:
+    """The ``/invocations`` request body for ``path``: ``{"audio_data": <base64>, "whisper_prompt": …}``.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    audio = base64.b64encode(path.read_bytes()).decode("ascii")
+    payload: dict[str, str] = {"audio_data": audio, "whisper_prompt": prompt}
+    if language:
+        payload["language"] = language
+    return json.dumps(payload).encode()
+
+
 def transcribe_file(
     path: Path, url: str, prompt: str = "", language: str | None = None, timeout: float = 600.0
 ) -> dict:
@@ -39,13 +57,9 @@ def transcribe_file(
         urllib.error.HTTPError: the gateway answered 4xx/5xx (body in the error's ``read()``).
         urllib.error.URLError: the gateway cannot be reached.
     """
-    audio = base64.b64encode(path.read_bytes()).decode("ascii")
-    payload: dict[str, str] = {"audio_data": audio, "whisper_prompt": prompt}
-    if language:
-        payload["language"] = language
     request = urllib.request.Request(
         f"{url.rstrip('/')}/invocations",
-        data=json.dumps(payload).encode(),
+        data=invocation_body(path, prompt, language),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
@@ -53,8 +67,68 @@ def transcribe_file(
         return json.loads(response.read())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
+def transcribe_with_sagemaker(
+    path: Path, endpoint: str, client: Any, prompt: str = "", language: str | None = None
+) -> dict:
+    """``InvokeEndpoint`` of ``endpoint`` with the ``/invocations`` body; returns the decoded JSON answer.
+
+    The operator forwards the body to the worker's ``/invocations`` (``invocationEndpoint``), so the
+    request and answer are the gateway's contract.
+
+    Args:
+        path: Audio file (any format the gateway decodes).
+        endpoint: SageMaker endpoint name (the ``InferenceEndpointConfig``'s ``endpointName``).
+        client: A boto3 ``sagemaker-runtime`` client (signs the request with the caller's credentials).
+        prompt: ``whisper_prompt`` of the request.
+        language: Whisper language code, or ``None`` to detect it.
+
+    Raises:
+        OSError: the file cannot be read.
+        botocore.exceptions.ClientError: the endpoint answered an error (``ModelError`` carries the
+            gateway's status and message), or is unknown / not allowed.
+        botocore.exceptions.BotoCoreError: no credentials, or the endpoint cannot be reached.
+    """
+    response = client.invoke_endpoint(
+        EndpointName=endpoint,
+        ContentType="application/json",
+        Accept="application/json",
+        Body=invocation_body(path, prompt, language),
+    )
+    return json.loads(response["Body"].read())
+
+
+def _sagemaker(args: argparse.Namespace, client: Any) -> tuple[int, dict | None]:
+    """Run the ``--sagemaker-endpoint`` mode; (exit status, answer or None)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if client is None:
+        import boto3
+
+        client = boto3.client("sagemaker-runtime", region_name=args.region)
+    try:
+        return 0, transcribe_with_sagemaker(args.file, args.sagemaker_endpoint, client, args.prompt, args.language)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        status = exc.response.get("OriginalStatusCode")
+        detail = f" (model answered {status})" if status else ""
+        print(
+            f"SageMaker endpoint {args.sagemaker_endpoint} error {error.get('Code')}{detail}: {error.get('Message')}",
+            file=sys.stderr,
+        )
+        return 1, None
+    except BotoCoreError as exc:
+        print(f"cannot call SageMaker endpoint {args.sagemaker_endpoint}: {exc}", file=sys.stderr)
+        return 3, None
+
+
+def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
+    """Command-line entry point; returns the exit status.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+        sagemaker_client: A ``sagemaker-runtime`` client for ``--sagemaker-endpoint`` (tests pass a
+            stubbed one); default ``boto3.client("sagemaker-runtime", region_name=--region)``.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.workstation.cli", description="Transcribe an audio file with the gateway."
     )
@@ -63,11 +137,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default="", help="context text or special-token prompt")
     parser.add_argument("--language", default=None, help="Whisper language code, e.g. en")
     parser.add_argument("--json", action="store_true", help="print the whole JSON answer")
+    parser.add_argument(
+        "--sagemaker-endpoint",
+        metavar="NAME",
+        default=None,
+        help="call this SageMaker endpoint (serving.target inference_operator) with your AWS credentials "
+        "instead of a gateway URL",
+    )
+    parser.add_argument("--region", default=None, help="AWS region of the endpoint (default: AWS config)")
     args = parser.parse_args(argv)
+    if args.sagemaker_endpoint and args.url:
+        parser.error("give --url or --sagemaker-endpoint, not both")
     url = args.url or _default_url()
     if args.file.is_file() and args.file.stat().st_size == 0:
         print(f"{args.file} is empty: nothing to transcribe", file=sys.stderr)
         return 2
+    if args.sagemaker_endpoint:
+        if not args.file.is_file():
+            print(f"cannot read {args.file}: no such file", file=sys.stderr)
+            return 2
+        status, result = _sagemaker(args, sagemaker_client)
+        if result is not None:
+            print(json.dumps(result, indent=2) if args.json else result.get("transcribe_text", ""))
+        return status
     try:
         answer = transcribe_file(args.file, url, args.prompt, args.language)
     except urllib.error.HTTPError as exc:
