@@ -260,8 +260,9 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
 
 
 def plot(result_json: Path, out: Path) -> Path:
-    """p50 latency and windows/s against concurrency, one row per model, one line per target
-    (matplotlib Agg; runs anywhere).
+    """Plot p50 latency and windows/s against concurrency.
+
+    One row per model, one line per target (matplotlib Agg; runs anywhere).
     """
     import matplotlib
 
