@@ -49,7 +49,7 @@ if [ ! -f /tmp/rt/.done ]; then
   mkdir -p /tmp/rt && tar -xJf "$stage/1/tritonserver.tar.xz" -C /tmp/rt && touch /tmp/rt/pytriton/__init__.py /tmp/rt/.done || exit 1
 fi
 run=$stage/run; rm -rf "$run"; mkdir -p "$run/hf-tiny-en"
-ln -s "$stage"/3/hf-tiny-en/* "$stage"/1/*.safetensors "$stage"/2/*.safetensors "$run/hf-tiny-en/"
+ln -s "$stage"/[123]/hf-tiny-en/* "$stage"/[12]/*.safetensors "$run/hf-tiny-en/"
 ln -s "$stage/3/audio" "$stage/3/references.json" "$run/"
 
 # The pytriton runtime's libraries, then the interpreter's libpython for the python backend stub.
