@@ -7,6 +7,7 @@ a new stack is one constructor call here plus one attribute on :class:`WhisperSt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Environment, Tags
 from constructs import Construct
@@ -57,15 +58,18 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         ValueError: a setting the stacks cannot honour (e.g. a Kubernetes version outside the kubectl
             layer's skew); the message names the setting.
     """
-    env = stack_environment(config)
     prefix = _stack_prefix(config.project_name)
-    network = NetworkStack(scope, f"{prefix}Network", settings=config.network, env=env)
+    # Stack tags are set on each stack (cdk.json sets @aws-cdk/core:explicitStackTags, under which
+    # Tags.of() no longer tags stacks); CloudFormation copies them to every resource, including
+    # types CDK's Tags.of() cannot tag. Tags.of() below still tags the resources in the templates.
+    common: dict[str, Any] = {"env": stack_environment(config), "tags": {PROJECT_TAG: config.project_name}}
+    network = NetworkStack(scope, f"{prefix}Network", settings=config.network, **common)
     storage = StorageStack(
         scope,
         f"{prefix}Storage",
         project_name=config.project_name,
         tls_certificates=config.serving.target == "inference_operator",
-        env=env,
+        **common,
     )
     cluster = ClusterStack(
         scope,
@@ -77,7 +81,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         lifecycle_bucket_name=storage.lifecycle_bucket_name,
         chart_repository=storage.chart_repository,
         chart_oci_url=storage.chart_oci_url,
-        env=env,
+        **common,
     )
     cluster.add_stack_dependency(storage, "buckets are referenced by name, not by export")
     observability = None
@@ -89,7 +93,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
             cluster_arn=cluster.cluster.cluster_arn,
             subnet_ids=[subnet.subnet_id for subnet in network.vpc.private_subnets],
             security_group_id=network.node_security_group.security_group_id,
-            env=env,
+            **common,
         )
     workloads = WorkloadsStack(
         scope,
@@ -100,7 +104,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         amp_workspace_id=observability.workspace.attr_workspace_id if observability else None,
         amp_workspace_arn=observability.workspace.attr_arn if observability else None,
         tls_bucket_name=storage.tls_bucket_name,
-        env=env,
+        **common,
     )
     workloads.add_stack_dependency(storage, "serving repository referenced by name")
     engine_build = EngineBuildStack(
@@ -113,7 +117,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         serving_repository_name=serving_repository_name(config),
         vpc=network.vpc,
         cluster_security_group=network.node_security_group,
-        env=env,
+        **common,
     )
     engine_build.add_stack_dependency(storage, "model bucket and serving repository are referenced by name")
     engine_build.add_stack_dependency(workloads, "build Roles live in the serving namespace the workloads create")
