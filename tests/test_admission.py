@@ -113,3 +113,22 @@ def test_drain_refuses_waiters_and_a_cancelled_waiter_leaks_nothing() -> None:
 def test_invalid_limits_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         AdmissionController(**kwargs)
+
+
+def test_a_request_that_arrived_before_the_drain_is_served_if_there_is_room_at_once() -> None:
+    async def scenario() -> None:
+        adm = AdmissionController(capacity=1, queue_size=1, queue_timeout=10, audio_budget_seconds=100)
+        adm.check_open()  # arrived while open, then read its audio
+        adm.start_drain()
+        with pytest.raises(Rejected, match="shutting down"):
+            adm.check_open()
+        with pytest.raises(Rejected):
+            async with adm.admit(10):  # arrived after: refused
+                pass
+        async with adm.admit(10, arrived_before_drain=True):
+            with pytest.raises(Rejected) as info:  # would have to wait: refused, not queued
+                async with adm.admit(10, arrived_before_drain=True):
+                    pass
+            assert info.value.reason == "draining"
+
+    asyncio.run(scenario())

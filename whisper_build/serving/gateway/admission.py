@@ -126,19 +126,31 @@ class AdmissionController:
         )
         return f"server busy: {self._running} of {self.capacity} requests running{audio}"
 
+    def check_open(self) -> None:
+        """Raise :class:`Rejected` (``draining``) once :meth:`start_drain` was called.
+
+        Callers that read a request's audio before :meth:`admit` check here first, then pass
+        ``arrived_before_drain=True``: a request that arrived before the drain is still served when
+        there is room at once, as if it had been admitted on arrival.
+        """
+        if self._draining:
+            raise Rejected("draining", _DRAINING)
+
     @asynccontextmanager
-    async def admit(self, audio_seconds: float = 0.0) -> AsyncIterator[None]:
+    async def admit(self, audio_seconds: float = 0.0, *, arrived_before_drain: bool = False) -> AsyncIterator[None]:
         """Hold room for one request carrying ``audio_seconds`` of audio for the ``async with`` body.
 
         Args:
             audio_seconds: the request's audio length in seconds (its declared or worst-case length).
+            arrived_before_drain: the caller passed :meth:`check_open` when the request arrived;
+                while draining it is then refused only when it would have to wait.
 
         Raises:
             Rejected: draining, queue full, or no room within ``queue_timeout``.
         """
-        if self._draining:
-            raise Rejected("draining", _DRAINING)
         cost = self._cost(audio_seconds)
+        if self._draining and not (arrived_before_drain and self._fits(cost)):
+            raise Rejected("draining", _DRAINING)
         if self._fits(cost):
             self._take(cost)
         else:

@@ -112,10 +112,12 @@ class Pipeline:
         self.metrics.inflight.inc()
         stream: AudioStream | None = None
         try:
+            self.admission.check_open()
             async with asyncio.timeout(settings.request_timeout_seconds):
                 stream = await asyncio.to_thread(self.transcriber.open, await read_audio())
             declared = stream.declared_seconds
-            async with self.admission.admit(declared if declared is not None else settings.max_audio_seconds):
+            cost = declared if declared is not None else settings.max_audio_seconds
+            async with self.admission.admit(cost, arrived_before_drain=True):
                 async with asyncio.timeout(settings.request_timeout_seconds):
                     result = await self.transcriber.transcribe(stream, prompt, penalty)
         except (AudioError, Rejected, BackendError, TimeoutError) as exc:
