@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from k8s_charts import naming, probes
@@ -51,6 +52,8 @@ INVOCATION_PATH = "invocations"
 """``invocationEndpoint``: the path after ``http://<host>:<port>/`` (CRD description)."""
 TLS_CERTIFICATE_PREFIX = "inference-operator-certificates/"
 TRIGGER_NAME = "utilization"
+PORT_NAME = "http"
+"""``worker.modelInvocationPort.name`` (the CRD allows ``http`` or ``grpc``)."""
 
 
 @dataclass(frozen=True)
@@ -129,43 +132,52 @@ def worker_env(config: DeploymentConfig, shape: ResourceShape) -> dict[str, obje
 
 
 def _probes(config: DeploymentConfig) -> iec.InferenceEndpointConfigSpecWorkerProbes:
-    """Startup, readiness and liveness on the gateway's ``/ping`` (the operator exposes one port).
+    """The Deployments target's probes, on the worker's port number.
 
-    Startup allows the engine-load budget of the Deployments target.
+    Same paths and timings as :mod:`k8s_charts.probes`: startup and liveness on the gateway's ``/live``,
+    readiness on ``/ping``.
     """
-    port, path = config.serving.gateway_port, probes.PING_PATH
+    port = config.serving.gateway_port
+    startup, readiness, liveness = (
+        probe(PORT_NAME) for probe in (probes.startup_probe, probes.readiness_probe, probes.liveness_probe)
+    )
     return iec.InferenceEndpointConfigSpecWorkerProbes(
         startup_probe=iec.InferenceEndpointConfigSpecWorkerProbesStartupProbe(
             http_get=iec.InferenceEndpointConfigSpecWorkerProbesStartupProbeHttpGet(
-                path=path,
+                path=_path(startup),
                 port=iec.InferenceEndpointConfigSpecWorkerProbesStartupProbeHttpGetPort.from_number(port),
                 scheme="HTTP",
             ),
-            period_seconds=probes.STARTUP_PERIOD_SECONDS,
-            failure_threshold=probes.ENGINE_LOAD_BUDGET_SECONDS // probes.STARTUP_PERIOD_SECONDS,
-            timeout_seconds=5,
+            period_seconds=startup.period_seconds,
+            failure_threshold=startup.failure_threshold,
+            timeout_seconds=startup.timeout_seconds,
         ),
         readiness_probe=iec.InferenceEndpointConfigSpecWorkerProbesReadinessProbe(
             http_get=iec.InferenceEndpointConfigSpecWorkerProbesReadinessProbeHttpGet(
-                path=path,
+                path=_path(readiness),
                 port=iec.InferenceEndpointConfigSpecWorkerProbesReadinessProbeHttpGetPort.from_number(port),
                 scheme="HTTP",
             ),
-            period_seconds=5,
-            failure_threshold=2,
-            timeout_seconds=3,
+            period_seconds=readiness.period_seconds,
+            failure_threshold=readiness.failure_threshold,
+            timeout_seconds=readiness.timeout_seconds,
         ),
         liveness_probe=iec.InferenceEndpointConfigSpecWorkerProbesLivenessProbe(
             http_get=iec.InferenceEndpointConfigSpecWorkerProbesLivenessProbeHttpGet(
-                path=path,
+                path=_path(liveness),
                 port=iec.InferenceEndpointConfigSpecWorkerProbesLivenessProbeHttpGetPort.from_number(port),
                 scheme="HTTP",
             ),
-            period_seconds=10,
-            failure_threshold=6,
-            timeout_seconds=5,
+            period_seconds=liveness.period_seconds,
+            failure_threshold=liveness.failure_threshold,
+            timeout_seconds=liveness.timeout_seconds,
         ),
     )
+
+
+def _path(probe: k8s.Probe) -> str:
+    assert probe.http_get is not None and probe.http_get.path is not None
+    return probe.http_get.path
 
 
 def _resources(shape: ResourceShape) -> iec.InferenceEndpointConfigSpecWorkerResources:
@@ -263,7 +275,7 @@ class WhisperInferenceEndpoint(Construct):
                         for key, value in worker_env(config, shape).items()
                     ],
                     model_invocation_port=iec.InferenceEndpointConfigSpecWorkerModelInvocationPort(
-                        container_port=serving.gateway_port, name="http"
+                        container_port=serving.gateway_port, name=PORT_NAME
                     ),
                     model_volume_mount=iec.InferenceEndpointConfigSpecWorkerModelVolumeMount(
                         name=MODEL_VOLUME_NAME, mount_path=MODEL_MOUNT_PATH

@@ -71,6 +71,10 @@ def test_one_schema_valid_endpoint_config_and_no_fleet_deployments(config, manif
         "-m",
         "whisper_build.serving.supervisor",
     ]
+    # the Deployments target's probes: liveness never depends on the model, readiness does
+    assert worker["probes"]["livenessProbe"]["httpGet"] == {"path": "/live", "port": 8080, "scheme": "HTTP"}
+    assert worker["probes"]["readinessProbe"]["httpGet"]["path"] == "/ping"
+    assert worker["probes"]["startupProbe"]["httpGet"]["path"] == "/live"
     env = {e["name"]: e["value"] for e in worker["environmentVariables"]}
     assert env["WHISPER_MODEL_REPOSITORY_FILE"] == command[command.index("--write-model-repository") + 1]
     # sized to the smallest group (g5: 8 vCPU, 32 GiB, capacity 8) so a pod fits either instance type
