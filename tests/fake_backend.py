@@ -9,19 +9,31 @@ import numpy as np
 
 
 class FakeBackend:
-    """Answers ``"w<index>:<seconds>"`` per window; records calls; can fail or block."""
+    """Answers ``"w<index>:<seconds>"`` per window; records calls; can fail or block.
+
+    The gateway's canary inferences (one window of 1 s of silence) are counted in ``canaries``,
+    not in ``calls``, and never block on ``gate``; they fail with ``error`` like any call.
+    ``reload`` (the gateway's repair) clears ``error`` while ``reload_heals``.
+    """
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, list[int], str, float]] = []
         self.error: Exception | None = None
-        self.is_ready = True
         self.gate: asyncio.Event | None = None
         self.entered: asyncio.Event | None = None
         self.closed = False
+        self.reloads = 0
+        self.canaries = 0
+        self.reload_heals = True
 
     async def transcribe(
         self, windows: Sequence[np.ndarray], text_prefix: str, repetition_penalty: float, timeout: float
     ) -> list[str]:
+        if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
+            self.canaries += 1
+            if self.error is not None:
+                raise self.error
+            return [""]
         self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
         if self.entered is not None:
             self.entered.set()
@@ -31,8 +43,10 @@ class FakeBackend:
             raise self.error
         return [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
 
-    async def ready(self, timeout: float) -> bool:
-        return self.is_ready
+    async def reload(self, timeout: float) -> None:
+        self.reloads += 1
+        if self.reload_heals:
+            self.error = None
 
     async def close(self) -> None:
         self.closed = True

@@ -9,14 +9,17 @@ session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory remov
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import LocalTriton, free_ports
+from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton, free_ports
 
 
 def cpu_triton_settings() -> TritonSettings:
@@ -38,3 +41,22 @@ def triton_server() -> Iterator[LocalTriton]:
     """A running tritonserver with the ``whisper`` model (CPU), shared by the whole session."""
     with LocalTriton(cpu_triton_settings()) as server:
         yield server
+
+
+def make_serve_command(workdir: Path, cpu_threads: int = 1) -> tuple[list[str], dict[str, str], int]:
+    """``make serve`` (the launcher CLI with ``--gateway``) on free 127.0.0.1 ports.
+
+    Returns:
+        (argv, environment, gateway port).
+    """
+    http, grpc, metrics, gateway_port = free_ports(4)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_TRITON_ENGINE__CPU_THREADS": str(cpu_threads),
+        "WHISPER_GATEWAY_PORT": str(gateway_port),
+    }
+    command = [sys.executable, "-m", "whisper_build.workstation.local_triton", "--http-port", str(http),
+               "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(workdir),
+               "--gateway"]  # fmt: skip
+    return command, env, gateway_port

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import time
 
 import httpx
 import numpy as np
@@ -161,18 +162,71 @@ def test_backend_failures_map_to_5xx(error: Exception, status: int, code: int, m
         assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 200
 
 
-def test_ping_follows_backend_readiness_and_drain() -> None:
-    client, backend = make_client()
+FAST_CANARY = {"canary_interval_seconds": 0.05, "canary_timeout_seconds": 0.5, "stale_after_seconds": 5}
+
+
+def _until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_ping_follows_the_canary_the_repair_and_drain() -> None:
+    client, backend = make_client(**FAST_CANARY)
     with client:
-        assert client.get("/ping").status_code == 200
-        backend.is_ready = False
+        # GIVEN a model whose canary succeeds, no client traffic at all
+        _until(lambda: client.get("/ping").status_code == 200)
+        # WHEN the model's runtime dies (every inference fails; Triton's own health stays green)
+        backend.reload_heals = False
+        backend.error = BackendError("Stub process 'whisper_0_0' is not healthy.")
+        # THEN /ping turns 503 with the reason, from the canary alone, and failures are counted
+        _until(lambda: client.get("/ping").status_code == 503)
         r = client.get("/ping")
-        assert r.status_code == 503 and "not ready" in r.json()["message"]
-        backend.is_ready = True
+        assert "cannot serve" in r.json()["message"] and "not healthy" in r.json()["message"]
+        metrics = client.get("/metrics").text
+        assert 'whisper_gateway_backend_failures_total{source="canary"}' in metrics
+        assert "whisper_gateway_model_healthy 0.0" in metrics
+        # ... the gateway asks for a reload, and while it does not help, backs off (1 s, 2 s, ...)
+        _until(lambda: backend.reloads >= 1)
+        time.sleep(0.5)
+        assert backend.reloads == 1
+        # WHEN a reload brings the model back THEN /ping is 200 again, with no client request
+        backend.reload_heals = True
+        _until(lambda: client.get("/ping").status_code == 200)
+        assert backend.reloads == 2 and backend.calls == []
+        assert "whisper_gateway_model_healthy 1.0" in client.get("/metrics").text
+        # draining wins over health
         client.app.state.admission.start_drain()
         assert client.get("/ping").status_code == 503
         r = client.post("/invocations", json={"audio_data": b64(WAV)})
         assert r.status_code == 503 and "shutting down" in r.json()["message"]
+
+
+def test_ping_is_unready_until_the_first_canary_succeeds() -> None:
+    client, backend = make_client(**FAST_CANARY)
+    backend.error = BackendUnavailable("Triton is unavailable: failed to connect")
+    backend.reload_heals = False
+    with client:
+        _until(lambda: backend.canaries >= 2)
+        r = client.get("/ping")
+        assert r.status_code == 503 and "failed to connect" in r.json()["message"]
+        backend.error = None  # e.g. the supervisor's restart of tritonserver finished loading
+        _until(lambda: client.get("/ping").status_code == 200)
+
+
+def test_client_failures_count_and_client_successes_keep_a_busy_model_healthy() -> None:
+    client, backend = make_client(canary_interval_seconds=5, canary_timeout_seconds=1, stale_after_seconds=7)
+    with client:
+        _until(lambda: client.get("/ping").status_code == 200)
+        backend.error = BackendError("Triton failed the request: boom")
+        for _ in range(2):
+            assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 502
+        assert 'whisper_gateway_backend_failures_total{source="request"} 2.0' in client.get("/metrics").text
+        assert client.get("/ping").status_code == 503  # two failures in a row
+        backend.error = None
+        assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 200
+        assert client.get("/ping").status_code == 200  # a client success is evidence too
 
 
 def test_body_limit_checked_while_streaming_without_content_length() -> None:
@@ -245,6 +299,8 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_gateway_audio_seconds_total",
         "whisper_gateway_inflight_requests",
         "whisper_gateway_capacity_requests",
+        "whisper_gateway_backend_failures_total",
+        "whisper_gateway_model_healthy",
     }
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text
@@ -369,7 +425,7 @@ def test_live_answers_without_the_model_and_fails_on_a_stale_supervisor_heartbea
         r = client.get("/live")
         assert r.status_code == 503 and "unreadable" in r.json()["message"]
         heartbeat.touch()
-        backend.is_ready = False  # a dead or loading model is readiness' business, not liveness'
+        backend.error = BackendUnavailable("dead")  # a dead or loading model is readiness' business
         assert client.get("/live").status_code == 200
         old = time.time() - 31
         os.utime(heartbeat, (old, old))
@@ -378,5 +434,5 @@ def test_live_answers_without_the_model_and_fails_on_a_stale_supervisor_heartbea
     # without a heartbeat file configured (make serve, tests) only the event loop counts
     client, backend = make_client()
     with client:
-        backend.is_ready = False
+        backend.error = BackendUnavailable("dead")
         assert client.get("/live").json() == {"status": "alive"}

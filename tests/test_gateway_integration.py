@@ -128,7 +128,10 @@ def invoke(client: httpx.Client, audio: bytes, **fields: object) -> httpx.Respon
 
 
 def test_ping_is_ready(client: httpx.Client) -> None:
-    r = client.get("/ping")
+    # ready once the first canary inference came back (at startup, within a second on CPU)
+    deadline = time.monotonic() + 30
+    while (r := client.get("/ping")).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert r.status_code == 200 and r.json() == {"status": "ok"}
 
 

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fixtures_triton import make_serve_command
 
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 from whisper_build.workstation.local_triton import (
@@ -104,16 +105,8 @@ def test_a_model_that_cannot_load_fails_start_with_the_log(tmp_path):
 @pytest.mark.integration
 def test_cli_serves_triton_and_the_gateway_until_sigterm(tmp_path):
     # GIVEN the CLI with --gateway on free ports
-    http, grpc, metrics, gateway_port = free_ports(4)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "WHISPER_TRITON_ENGINE__CPU_THREADS": "1",
-        "WHISPER_GATEWAY_PORT": str(gateway_port),
-    }
-    command = [sys.executable, "-m", "whisper_build.workstation.local_triton", "--http-port", str(http),
-               "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(tmp_path),
-               "--gateway"]  # fmt: skip
+    command, env, gateway_port = make_serve_command(tmp_path)
+    grpc = int(command[command.index("--grpc-port") + 1])
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert process.stdout is not None

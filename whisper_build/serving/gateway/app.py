@@ -9,6 +9,8 @@ Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,6 +22,7 @@ from whisper_build.serving.gateway.admission import AdmissionController
 from whisper_build.serving.gateway.backend import TranscriptionBackend, TritonBackend
 from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
+from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
@@ -53,15 +56,22 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         settings.effective_audio_budget_seconds,
     )
     pipeline = Pipeline(settings, metrics, admission)
+    pipeline.health = health = ModelHealth(settings, metrics, busy=lambda: admission.running > 0)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend = factory(settings)
         pipeline.transcriber = Transcriber(backend, settings)
+        stop_canary = asyncio.Event()
+        canary = asyncio.create_task(health.run(backend, stop_canary), name="canary")
         try:
             yield
         finally:
             admission.start_drain()
+            stop_canary.set()
+            canary.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await canary
             await backend.close()
 
     app = FastAPI(
@@ -75,6 +85,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.state.admission = admission
     app.state.metrics = metrics
     app.state.pipeline = pipeline
+    app.state.health = health
     install_error_handlers(app)
     app.include_router(sagemaker.router)
     app.include_router(openai.router)

@@ -44,8 +44,11 @@ class TranscriptionBackend(Protocol):
         """
         ...
 
-    async def ready(self, timeout: float) -> bool:
-        """True when the server is up and the model is loaded and ready."""
+    async def reload(self, timeout: float) -> None:
+        """Ask the model server to load the model again (repair after its runtime died).
+
+        Raises: BackendUnavailable, BackendTimeout, BackendError.
+        """
         ...
 
     async def close(self) -> None:
@@ -88,18 +91,6 @@ class TritonBackend:
         self.model_name = model_name
         self._client = InferenceServerClient(url=url)
         self._max_batch: int | None = None
-
-    async def ready(self, timeout: float) -> bool:
-        """``is_server_ready`` and ``is_model_ready`` over gRPC; False on any error."""
-        from tritonclient.utils import InferenceServerException
-
-        try:
-            return bool(
-                await self._client.is_server_ready(client_timeout=timeout)
-                and await self._client.is_model_ready(self.model_name, client_timeout=timeout)
-            )
-        except (TimeoutError, InferenceServerException, OSError):
-            return False
 
     async def _batch_limit(self, timeout: float) -> int:
         if self._max_batch is None:
@@ -164,6 +155,19 @@ class TritonBackend:
         if out is None or out.size != batch:
             raise BackendError(f"Triton returned {0 if out is None else out.size} transcripts for {batch} windows")
         return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in out.reshape(-1)]
+
+    async def reload(self, timeout: float) -> None:
+        """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).
+
+        Triton loads a new instance — a new python stub process — and swaps it in.
+        """
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            await self._client.load_model(self.model_name, client_timeout=timeout)
+        except InferenceServerException as exc:
+            raise _translate(exc, timeout) from exc
+        self._max_batch = None
 
     async def close(self) -> None:
         """Close the gRPC channel."""

@@ -12,7 +12,7 @@ _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 60
 
 
 class GatewayMetrics:
-    """The five gateway metrics on their own registry (one per app, so tests can build many).
+    """The gateway metrics on their own registry (one per app, so tests can build many).
 
     Args:
         capacity: value of ``whisper_gateway_capacity_requests`` (settings ``capacity``).
@@ -50,6 +50,17 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.capacity.set(capacity)
+        self.backend_failures = Counter(
+            "whisper_gateway_backend_failures",  # exposed with the _total suffix
+            "Inferences the model server failed, by source: canary (the gateway's own probe) or request.",
+            ["source"],
+            registry=self.registry,
+        )
+        self.model_healthy = Gauge(
+            "whisper_gateway_model_healthy",
+            "1 while the model serves (recent canary or request succeeded), else 0; /ping answers 503 at 0.",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         """Text exposition format 0.0.4."""

@@ -18,6 +18,7 @@ from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongErr
 from whisper_build.serving.gateway.admission import AdmissionController, Rejected
 from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.service import Transcriber, Transcription
 from whisper_build.serving.gateway.settings import GatewaySettings
@@ -40,6 +41,8 @@ class Pipeline:
         self.metrics = metrics
         self.admission = admission
         self._transcriber: Transcriber | None = None
+        self.health: ModelHealth | None = None
+        """Told the outcome of every backend call (set by ``create_app``)."""
 
     @property
     def transcriber(self) -> Transcriber:
@@ -120,12 +123,18 @@ class Pipeline:
             async with self.admission.admit(cost, arrived_before_drain=True):
                 async with asyncio.timeout(settings.request_timeout_seconds):
                     result = await self.transcriber.transcribe(stream, prompt, penalty)
-        except (AudioError, Rejected, BackendError, TimeoutError) as exc:
+        except BackendError as exc:
+            if self.health is not None and not isinstance(exc, BackendTimeout):
+                self.health.record_failure("request", exc)  # a timeout may be the request's own length
+            raise self.to_api_error(exc) from exc
+        except (AudioError, Rejected, TimeoutError) as exc:
             raise self.to_api_error(exc) from exc
         finally:
             self.metrics.inflight.dec()
             if stream is not None:
                 stream.close()  # also stops a decode still running in a worker thread
+        if self.health is not None and result.segments:
+            self.health.record_success()  # the model answered (no windows: it was not asked)
         self.metrics.audio_seconds.labels(route=route).inc(result.duration)
         return result
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -55,6 +55,19 @@ class GatewaySettings(BaseSettings):
         120.0, gt=0, description="longest wait for in-flight requests after SIGTERM"
     )
     log_level: str = Field("info", description="uvicorn log level")
+    canary_interval_seconds: float = Field(
+        2.0, gt=0, le=5.0, description="pause between canary inferences (health.py); /ping follows them"
+    )
+    canary_timeout_seconds: float = Field(5.0, gt=0, description="longest canary inference before it counts as failed")
+    unhealthy_after_failures: int = Field(
+        2, ge=1, description="consecutive failed inferences (canary or request) that make /ping 503"
+    )
+    stale_after_seconds: float = Field(
+        8.0, gt=0, description="/ping 503 when no inference succeeded for this long (a hung model server)"
+    )
+    reload_after_failures: int = Field(
+        3, ge=1, description="consecutive failed inferences after which the model is loaded again (back-off 1-60 s)"
+    )
     keep_alive_seconds: int = Field(
         5, ge=1, description="uvicorn timeout_keep_alive: idle connections close after this (> the LB idle timeout)"
     )
@@ -67,3 +80,13 @@ class GatewaySettings(BaseSettings):
     def effective_audio_budget_seconds(self) -> float:
         """``audio_budget_seconds``, or 2 × ``max_audio_seconds`` when unset."""
         return self.audio_budget_seconds if self.audio_budget_seconds is not None else 2 * self.max_audio_seconds
+
+    @model_validator(mode="after")
+    def _staleness_covers_a_canary(self) -> GatewaySettings:
+        if self.stale_after_seconds <= self.canary_interval_seconds + self.canary_timeout_seconds:
+            raise ValueError(
+                f"stale_after_seconds ({self.stale_after_seconds:g}) must be greater than canary_interval_seconds "
+                f"({self.canary_interval_seconds:g}) + canary_timeout_seconds ({self.canary_timeout_seconds:g}): "
+                "a healthy but slow canary would turn /ping 503"
+            )
+        return self

@@ -22,7 +22,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from whisper_build.serving.engines.base import EngineParams
-from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.repository import MODEL_NAME, BatchingConfig
 
 __all__ = ["TritonSettings", "tritonserver_args"]
 
@@ -63,6 +63,11 @@ def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[
 
     Latency summaries are on (``--metrics-config summary_latencies=true``: Triton 2.51 serves
     ``nv_inference_*_summary_us`` quantiles); the model repository is loaded once, not polled.
+    Model control is ``explicit`` with ``--load-model=whisper``: the model loads at start as before
+    (a load failure still ends the server, which the supervisor restarts with back-off), and the
+    gateway can load it again through the repository API when its python stub died
+    (``whisper_build.serving.gateway.health``). That API also lets any client of Triton's ports
+    unload the model, so those ports must stay private to the pod.
     """
     host = settings.host
     return [
@@ -75,4 +80,5 @@ def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[
         f"--exit-timeout-secs={settings.exit_timeout_s}",
         f"--log-verbose={settings.log_verbose}",
         "--strict-readiness=true",
+        "--model-control-mode=explicit", f"--load-model={MODEL_NAME}",
     ]  # fmt: skip

@@ -18,7 +18,6 @@ from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, par
 
 INVOCATIONS = "/invocations"
 PING = "/ping"
-PING_TIMEOUT_S = 2.0
 
 router = APIRouter()
 
@@ -87,15 +86,21 @@ async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
 
 @router.get(PING)
 async def ping(pipeline: PipelineDep) -> JSONResponse:
-    """200 when Triton is live and the model ready; 503 otherwise or while draining."""
+    """200 while the model serves; 503 while it loads, after it stopped answering, or while draining.
+
+    The model serves while its canary inference and client requests succeed
+    (:mod:`whisper_build.serving.gateway.health`). Answers from memory: health checks put no load
+    on the model server.
+    """
     settings = pipeline.settings
     if pipeline.admission.draining:
         raise ApiError(503, ErrorCode.UNAVAILABLE, "the server is shutting down", pipeline.retry_headers())
-    if not await pipeline.transcriber.backend.ready(PING_TIMEOUT_S):
+    problem = pipeline.health.problem() if pipeline.health is not None else None
+    if problem is not None:
         raise ApiError(
             503,
             ErrorCode.UNAVAILABLE,
-            f"model {settings.model_name!r} at {settings.triton_url} is not ready",
+            f"model {settings.model_name!r} at {settings.triton_url} cannot serve: {problem}",
             pipeline.retry_headers(),
         )
     return JSONResponse({"status": "ok"})

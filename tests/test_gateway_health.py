@@ -1,0 +1,91 @@
+"""The gateway's model-health rules (canary, thresholds, staleness, repair back-off) on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fake_backend import FakeBackend
+from pydantic import ValidationError
+
+from whisper_build.serving.gateway.backend import BackendError, BackendTimeout
+from whisper_build.serving.gateway.health import CANARY_SECONDS, ModelHealth, canary_clip
+from whisper_build.serving.gateway.metrics import GatewayMetrics
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(busy: bool = False) -> tuple[ModelHealth, FakeBackend, Clock, dict[str, bool]]:
+    clock, state = Clock(), {"busy": busy}
+    health = ModelHealth(GatewaySettings(), GatewayMetrics(8), busy=lambda: state["busy"], clock=clock)
+    return health, FakeBackend(), clock, state
+
+
+def test_the_canary_is_one_second_of_16k_silence() -> None:
+    clip = canary_clip()
+    assert clip.shape == (int(CANARY_SECONDS * 16000),) and clip.dtype.name == "float32" and not clip.any()
+
+
+def test_unready_until_a_success_then_two_failures_or_staleness_make_it_unready() -> None:
+    health, backend, clock, _ = make()
+    assert "loading" in health.problem()
+    assert asyncio.run(health.canary(backend)) and health.problem() is None
+    backend.error = BackendError("Stub process 'whisper_0_0' is not healthy.")
+    asyncio.run(health.canary(backend))
+    assert health.problem() is None  # one failure is tolerated
+    asyncio.run(health.canary(backend))
+    assert "2 inferences in a row failed" in health.problem() and "not healthy" in health.problem()
+    backend.error = None
+    asyncio.run(health.canary(backend))
+    assert health.problem() is None
+    clock.now += 8.1  # nothing succeeded for longer than stale_after_seconds (a hung server)
+    assert "no inference succeeded for 8 s" in health.problem()
+
+
+def test_a_busy_model_is_slow_not_dead() -> None:
+    health, backend, clock, state = make(busy=True)
+    asyncio.run(health.canary(backend))
+    backend.error = BackendTimeout("Triton did not answer within 5 s")
+    for _ in range(3):
+        asyncio.run(health.canary(backend))
+    clock.now += 30
+    assert health.problem() is None  # canary timeouts behind client requests, no staleness while busy
+    state["busy"] = False
+    assert "no inference succeeded" in health.problem()
+    asyncio.run(health.canary(backend))
+    asyncio.run(health.canary(backend))
+    assert "2 inferences in a row failed" in health.problem()  # idle and timing out: a hang
+
+
+def test_repair_reloads_only_after_errors_and_backs_off() -> None:
+    health, backend, clock, _ = make()
+    backend.reload_heals = False
+    backend.error = BackendTimeout("slow")
+    for _ in range(4):
+        asyncio.run(health.canary(backend))
+        asyncio.run(health.repair(backend))
+    assert backend.reloads == 0  # timeouts: never reload a model that may just be slow
+    backend.error = BackendError("Stub process 'whisper_0_0' is not healthy.")
+    reload_times = []
+    for _ in range(40):  # 20 s of canaries every 0.5 s
+        asyncio.run(health.canary(backend))
+        before = backend.reloads
+        asyncio.run(health.repair(backend))
+        if backend.reloads > before:
+            reload_times.append(clock.now)
+        clock.now += 0.5
+    gaps = [b - a for a, b in zip(reload_times, reload_times[1:], strict=False)]
+    assert gaps[:4] == [1.0, 2.0, 4.0, 8.0]  # back-off, not a reload every canary
+    assert len(reload_times) == 5
+
+
+def test_staleness_must_cover_one_slow_canary() -> None:
+    with pytest.raises(ValidationError, match=r"stale_after_seconds \(6\) must be greater than"):
+        GatewaySettings(stale_after_seconds=6, canary_interval_seconds=2, canary_timeout_seconds=5)
