@@ -5,9 +5,12 @@ Triton's health endpoints cannot see a dead model: with the python backend's stu
 inference fails. So :class:`ModelHealth` judges the model by what it does:
 
 * a background task sends :data:`CANARY_SECONDS` of silence through the real inference path every
-  ``canary_interval_seconds`` (no client traffic needed), with ``canary_timeout_seconds``;
-* client requests report their outcome too (a success refreshes health under load, when a canary
-  may wait behind long requests; a backend failure is counted);
+  ``canary_interval_seconds`` while no client request runs (no client traffic needed), with
+  ``canary_timeout_seconds``;
+* client requests report their outcome too (a success refreshes health; a backend error counts as
+  a failure, a timeout does not — it may be the request's own length). While they run, the canary
+  pauses: it would only queue behind them, and a timed-out canary is cancelled, which Triton counts
+  as a failed request in its own metrics (``nv_inference_request_failure``);
 * the model is *unhealthy* — ``/ping`` 503, so the readiness probe and the load balancer take the pod
   out — after ``unhealthy_after_failures`` consecutive failures, or when nothing succeeded for
   ``stale_after_seconds`` (a hung server), or before the first success (still loading). A canary
@@ -21,7 +24,8 @@ inference fails. So :class:`ModelHealth` judges the model by what it does:
   until it is back.
 
 Timing with the defaults (2 s interval, 5 s timeout, 2 failures, 8 s staleness): a dead stub fails
-each canary in about a second, so ``/ping`` turns 503 within ~6 s; a hung server within 8 s.
+each canary in about a second, so ``/ping`` turns 503 within ~6 s; a hung server within 8 s when
+idle — with client requests in flight, once they end (their request timeout at the latest).
 Metrics: ``whisper_gateway_backend_failures_total{source}`` and ``whisper_gateway_model_healthy``
 (docs/contracts.md §7).
 """
@@ -163,7 +167,8 @@ class ModelHealth:
         """The canary loop, until ``stop`` is set: canary, repair if needed, sleep the interval."""
         was_healthy = False
         while not stop.is_set():
-            await self.canary(backend)
+            if not self._busy():  # while client requests run, their outcomes are the evidence
+                await self.canary(backend)
             healthy = self.problem() is None
             if healthy != was_healthy:
                 log.log(logging.INFO if healthy else logging.ERROR, "model %r %s", self.settings.model_name,
