@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from whisper_build.serving.backoff import Backoff
 from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, TranscriptionBackend
@@ -58,7 +59,7 @@ RELOAD_TIMEOUT_SECONDS = 600.0
 """Longest wait for the model server to load the model again (large engines load in minutes)."""
 
 
-def canary_clip() -> np.ndarray:
+def canary_clip() -> npt.NDArray[np.float32]:
     """The built-in canary: :data:`CANARY_SECONDS` of silence, 16 kHz mono float32.
 
     It checks that the model server executes the model end to end (a transcript comes back), not
