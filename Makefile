@@ -24,6 +24,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
+.venv-checkov/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q --upgrade pip
+	.venv-checkov/bin/pip install -q -r requirements-checkov.txt
+	touch $@
+
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
@@ -36,7 +42,9 @@ system-deps: ## install the Debian packages the tests use (espeak-ng, sox, prome
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-install: $(VENV)/.installed node_modules/.installed ## create .venv and install Python + Node.js tools
+install: $(VENV)/.installed .venv-checkov/.installed node_modules/.installed ## create .venv (+ .venv-checkov) and install Python + Node.js tools
+
+checkov: .venv-checkov/.installed ## install checkov (make synth's security gate) into its own .venv-checkov
 
 synth: install ## synthesize CONFIG (default: the embedded default) + run the gates; prints where everything went
 	$(PY) scripts/synth.py --config $(CONFIG)
@@ -63,6 +71,9 @@ transcribe: install ## print the transcript of FILE through the running gateway 
 publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh "$(CONFIG)"
 
+api-key: install ## print how to fetch and rotate the gateway API key of the deployed CONFIG
+	$(PY) -m whisper_build.workstation.api_keys --config "$(CONFIG)"
+
 deploy: install ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands)
 	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
@@ -83,4 +94,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth

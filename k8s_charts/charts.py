@@ -2,8 +2,9 @@
 
 Five charts, because the cluster stack must order them after different things:
 
-* ``whisper-serving`` — namespace, model volumes (one per GPU architecture), one Deployment + PDB
-  per GPU group. Needs the Mountpoint for S3 CSI driver.
+* ``whisper-serving`` — namespace, its NetworkPolicies (default deny + explicit allows), the serving
+  ServiceAccount, model volumes (one per GPU architecture), one Deployment + PDB per GPU group.
+  Needs the Mountpoint for S3 CSI driver.
 * ``whisper-endpoint`` — the Service (NLB) or Service + Ingress (ALB). Needs the AWS Load
   Balancer Controller running (its webhook mutates Services).
 * ``whisper-autoscaling`` — KEDA TriggerAuthentication + one ScaledObject per group. Needs KEDA's CRDs.
@@ -35,6 +36,7 @@ from k8s_charts.endpoint import ServingEndpoint
 from k8s_charts.gpu_metrics import GpuMetricsExporter
 from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_shapes
 from k8s_charts.inputs import ChartInputs
+from k8s_charts.network_policy import ServingNetworkPolicies
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
 from k8s_charts.storage import ModelVolume
 from k8s_charts.timeouts import check_timeouts
@@ -45,7 +47,8 @@ READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
 
 
 class ServingChart(cdk8s.Chart):
-    """Namespace, one model volume per engine target, one workload per GPU group.
+    """Namespace, NetworkPolicies, ServiceAccount, one model volume per engine target, one workload
+    per GPU group.
 
     An engine target is a GPU architecture, or architecture + MIG profile (``GpuGroup.engine_target``).
 
@@ -56,6 +59,22 @@ class ServingChart(cdk8s.Chart):
     def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, inputs: ChartInputs) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         _serving_namespace(self, config, readiness_gate=True)
+        namespace = config.serving.namespace
+        ServingNetworkPolicies(
+            self,
+            "NetworkPolicies",
+            config=config,
+            metrics_ports=[config.serving.gateway_metrics_port, config.serving.triton_metrics_port],
+            scraper_cidrs=inputs.scraper_cidrs,
+        )
+        k8s.KubeServiceAccount(
+            self,
+            "ServiceAccount",
+            metadata=k8s.ObjectMeta(
+                name=naming.SERVING_SERVICE_ACCOUNT, namespace=namespace, labels=naming.app_labels()
+            ),
+            automount_service_account_token=False,
+        )
         volumes = {
             target: ModelVolume(
                 self, f"models-{target}", config=config, gpu_arch=target, bucket_name=inputs.bucket_name
@@ -72,6 +91,8 @@ class ServingChart(cdk8s.Chart):
                 bucket_name=inputs.bucket_name,
                 claim_name=volumes[group.engine_target].claim_name,
                 replicas=None if inputs.amp_workspace_id is not None else group.baseline_replicas,
+                service_account_name=naming.SERVING_SERVICE_ACCOUNT,
+                api_keys_secret_arn=inputs.api_keys_secret_arn,
             )
             for group in config.gpu_groups
         }

@@ -14,6 +14,17 @@ ELB "Network Load Balancer listeners" docs), set with the controller's
 ``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
 ``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
 ``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
+
+TLS and exposure (docs/deploy.md, Security): with ``endpoint.certificate_arn`` the load balancer
+listens on 443 only (NLB: a TLS listener, ``ssl-cert``/``ssl-ports``; ALB: an HTTPS listener) with
+:data:`TLS_POLICY`; without it, on 80 (refused for ``internet-facing`` by the config schema). An NLB
+TLS listener's idle timeout is fixed at 350 s and cannot be changed (AWS ELB "Update the TCP idle
+timeout" docs), so ``endpoint.idle_timeout_seconds`` must stay 350 there. The load balancer only
+accepts ``DeploymentConfig.endpoint_source_cidrs`` (``load-balancer-source-ranges`` / ALB
+``inbound-cidrs``). NLB client-IP preservation is off explicitly
+(``preserve_client_ip.enabled=false``, the default for ``ip`` targets): pods see the load
+balancer's private VPC addresses, which is what the serving NetworkPolicy admits
+(:mod:`k8s_charts.network_policy`).
 """
 
 from __future__ import annotations
@@ -26,10 +37,20 @@ from settings import names
 from settings.schema import DeploymentConfig
 
 SERVICE_NAME = names.ENDPOINT_SERVICE_NAME
-SERVICE_PORT = names.ENDPOINT_SERVICE_PORT
+HTTP_PORT = names.ENDPOINT_SERVICE_PORT
+TLS_PORT = names.ENDPOINT_TLS_PORT
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+"""TLS 1.3 + 1.2 with forward-secret ciphers only: the policy Elastic Load Balancing recommends and
+uses by default for new TLS/HTTPS listeners (ELB "Security policies" docs)."""
 HEALTH_CHECK_INTERVAL_SECONDS = 10
 NLB = "service.beta.kubernetes.io/aws-load-balancer-"
+SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
 ALB = "alb.ingress.kubernetes.io/"
+
+
+def service_port(config: DeploymentConfig) -> int:
+    """The load balancer's (and Service's) port: 443 with a certificate, else 80."""
+    return TLS_PORT if config.endpoint.tls else HTTP_PORT
 
 
 def deregistration_delay_seconds(config: DeploymentConfig) -> int:
@@ -39,10 +60,12 @@ def deregistration_delay_seconds(config: DeploymentConfig) -> int:
 
 def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
     """Annotations of the LoadBalancer Service (all values are strings, as the controller requires)."""
-    return {
+    endpoint = config.endpoint
+    port = service_port(config)
+    annotations = {
         f"{NLB}type": "external",
         f"{NLB}nlb-target-type": "ip",
-        f"{NLB}scheme": config.endpoint.scheme,
+        f"{NLB}scheme": endpoint.scheme,
         f"{NLB}healthcheck-protocol": "http",
         f"{NLB}healthcheck-path": probes.PING_PATH,
         f"{NLB}healthcheck-port": "traffic-port",
@@ -50,25 +73,44 @@ def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
         f"{NLB}healthcheck-healthy-threshold": "2",
         f"{NLB}healthcheck-unhealthy-threshold": "2",
         f"{NLB}healthcheck-success-codes": "200",
-        f"{NLB}target-group-attributes": f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)}",
-        f"{NLB}listener-attributes.TCP-{SERVICE_PORT}": (
-            f"tcp.idle_timeout.seconds={config.endpoint.idle_timeout_seconds}"
+        f"{NLB}target-group-attributes": (
+            f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)},"
+            "preserve_client_ip.enabled=false"
         ),
         f"{NLB}attributes": "load_balancing.cross_zone.enabled=true",
+        SOURCE_RANGES: ",".join(config.endpoint_source_cidrs),
     }
+    if endpoint.certificate_arn is not None:
+        annotations |= {
+            f"{NLB}ssl-cert": endpoint.certificate_arn,
+            f"{NLB}ssl-ports": str(port),
+            f"{NLB}ssl-negotiation-policy": TLS_POLICY,
+            f"{NLB}backend-protocol": "tcp",  # TLS ends at the load balancer; pods speak HTTP in the VPC
+        }
+    else:
+        annotations[f"{NLB}listener-attributes.TCP-{port}"] = (
+            f"tcp.idle_timeout.seconds={endpoint.idle_timeout_seconds}"
+        )
+    return annotations
 
 
 def alb_annotations(config: DeploymentConfig) -> dict[str, str]:
     """Annotations of the ALB Ingress."""
-    return {
-        f"{ALB}scheme": config.endpoint.scheme,
+    endpoint = config.endpoint
+    protocol = "HTTPS" if endpoint.tls else "HTTP"
+    annotations = {
+        f"{ALB}scheme": endpoint.scheme,
         f"{ALB}target-type": "ip",
-        f"{ALB}listen-ports": f'[{{"HTTP": {SERVICE_PORT}}}]',
+        f"{ALB}listen-ports": f'[{{"{protocol}": {service_port(config)}}}]',
+        f"{ALB}inbound-cidrs": ",".join(config.endpoint_source_cidrs),
         f"{ALB}target-group-attributes": (
             "load_balancing.algorithm.type=least_outstanding_requests,"
             f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)}"
         ),
-        f"{ALB}load-balancer-attributes": f"idle_timeout.timeout_seconds={config.endpoint.idle_timeout_seconds}",
+        f"{ALB}load-balancer-attributes": (
+            f"idle_timeout.timeout_seconds={endpoint.idle_timeout_seconds},"
+            "routing.http.drop_invalid_header_fields.enabled=true"
+        ),
         f"{ALB}healthcheck-path": probes.PING_PATH,
         f"{ALB}healthcheck-port": "traffic-port",
         f"{ALB}healthcheck-interval-seconds": str(HEALTH_CHECK_INTERVAL_SECONDS),
@@ -76,6 +118,9 @@ def alb_annotations(config: DeploymentConfig) -> dict[str, str]:
         f"{ALB}unhealthy-threshold-count": "2",
         f"{ALB}success-codes": "200",
     }
+    if endpoint.certificate_arn is not None:
+        annotations |= {f"{ALB}certificate-arn": endpoint.certificate_arn, f"{ALB}ssl-policy": TLS_POLICY}
+    return annotations
 
 
 class ServingEndpoint(Construct):
@@ -102,8 +147,8 @@ class ServingEndpoint(Construct):
                 selector=naming.app_labels(),
                 ports=[
                     k8s.ServicePort(
-                        name="http",
-                        port=SERVICE_PORT,
+                        name="https" if config.endpoint.tls else "http",
+                        port=service_port(config),
                         target_port=k8s.IntOrString.from_string(workload.PORT_GATEWAY),
                         protocol="TCP",
                     )
@@ -129,7 +174,7 @@ class ServingEndpoint(Construct):
                                     path_type="Prefix",
                                     backend=k8s.IngressBackend(
                                         service=k8s.IngressServiceBackend(
-                                            name=SERVICE_NAME, port=k8s.ServiceBackendPort(number=SERVICE_PORT)
+                                            name=SERVICE_NAME, port=k8s.ServiceBackendPort(number=service_port(config))
                                         )
                                     ),
                                 )

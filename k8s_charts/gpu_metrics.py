@@ -108,7 +108,12 @@ class GpuMetricsExporter(Construct):
         k8s.KubeDaemonSet(
             self,
             "DaemonSet",
-            metadata=k8s.ObjectMeta(name=self.name, namespace=namespace, labels=self.pod_labels),
+            metadata=k8s.ObjectMeta(
+                name=self.name,
+                namespace=namespace,
+                labels=self.pod_labels,
+                annotations=security.checkov_skip_annotations(security.GPU_METRICS_SKIPS),
+            ),
             spec=k8s.DaemonSetSpec(
                 selector=k8s.LabelSelector(match_labels=self.pod_labels),
                 update_strategy=k8s.DaemonSetUpdateStrategy(

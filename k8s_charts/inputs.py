@@ -15,6 +15,7 @@ PLACEHOLDER_AMP_WORKSPACE_ID = "ws-REPLACE-WITH-AMP-WORKSPACE-ID"
 requires of an AMP ``serverAddress``."""
 PLACEHOLDER_TLS_BUCKET = "REPLACE-WITH-TLS-CERTIFICATE-BUCKET-NAME"
 PLACEHOLDER_IMAGE_REPOSITORY = "REPLACE-WITH-SERVING-IMAGE-REPOSITORY-URI"
+PLACEHOLDER_API_KEYS_SECRET_ARN = "REPLACE-WITH-API-KEYS-SECRET-ARN"
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,25 @@ class ChartInputs:
             have no KEDA objects and each Deployment runs ``max(min_replicas, 1)`` pods.
         tls_bucket_name: Bucket the inference operator writes its self-signed certificates to
             (``serving.target: inference_operator`` without a custom certificate).
+        api_keys_secret_arn: ARN of the Secrets Manager secret holding the gateway's API keys
+            (``endpoint.auth: api_key``); ``None`` without authentication.
+        scraper_cidrs: CIDRs the metrics scraper connects from (the private subnets); ``None``:
+            the VPC CIDR.
     """
 
     bucket_name: str
     image_repository: str
     amp_workspace_id: str | None
     tls_bucket_name: str = PLACEHOLDER_TLS_BUCKET
+    api_keys_secret_arn: str | None = None
+    scraper_cidrs: tuple[str, ...] | None = None
 
     def image(self, tag: str) -> str:
         """Image reference ``<repository>:<tag>``."""
         return f"{self.image_repository}:{tag}"
 
 
-PLACEHOLDER_INPUTS = ChartInputs(PLACEHOLDER_BUCKET, PLACEHOLDER_IMAGE_REPOSITORY, PLACEHOLDER_AMP_WORKSPACE_ID)
+PLACEHOLDER_INPUTS = ChartInputs(
+    PLACEHOLDER_BUCKET, PLACEHOLDER_IMAGE_REPOSITORY, PLACEHOLDER_AMP_WORKSPACE_ID, PLACEHOLDER_API_KEYS_SECRET_ARN
+)
 """Inputs for plain YAML (``dist/k8s/``): named placeholders instead of stack outputs."""

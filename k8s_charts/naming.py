@@ -14,6 +14,9 @@ from settings.schema import GpuGroup
 from settings.storage import kubernetes_name
 
 MODEL_VOLUME_PREFIX = "whisper-models"
+SERVING_SERVICE_ACCOUNT = f"{labels.APP_NAME}-serving"
+"""ServiceAccount of the serving pods; the workloads stack associates it (EKS Pod Identity) with the
+role that may read the gateway's API keys secret."""
 
 
 def app_labels() -> dict[str, str]:

@@ -22,6 +22,43 @@ from cdk8s_plus_33 import k8s
 SERVING_UID = 1000
 SERVING_GID = 1000
 
+CHECKOV_SKIP_ANNOTATION = "checkov.io/skip{}"
+"""checkov skips a Kubernetes check on an object annotated ``checkov.io/skip<N>: <check id>=<reason>``
+(checkov docs, "Suppressing/Skipping", Kubernetes)."""
+
+SERVING_IMAGE_SKIPS = {
+    "CKV_K8S_15": "the serving image tag comes from the config and ECR tags are immutable "
+    "(storage stack), so IfNotPresent cannot run a different image than Always would",
+    "CKV_K8S_43": "ECR tags of the serving repository are immutable (storage stack), so the tag pins "
+    "one image as a digest would, and stays readable in the config",
+    "CKV_K8S_40": "uid/gid 1000 is the NGC Triton images' triton-server user and must equal the "
+    "Mountpoint for S3 uid/gid mount options (k8s_charts.security)",
+}
+"""checkov checks the serving Deployments do not meet, with the reason."""
+
+GPU_METRICS_SKIPS = {
+    "CKV_K8S_15": "the DCGM exporter image is pinned to an exact upstream release tag",
+    "CKV_K8S_43": "the DCGM exporter image is pinned to an exact upstream release tag (nvcr.io)",
+    "CKV_K8S_22": "upstream enables a read-only root filesystem only with tmpfs volumes for paths it "
+    "does not document (gpu_metrics_security_context)",
+    "CKV_K8S_23": "DCGM's embedded host engine refuses to run as non-root (NVIDIA/dcgm-exporter #402, #407; "
+    "gpu_metrics_security_context)",
+    "CKV_K8S_25": "CAP_SYS_ADMIN is the one capability DCGM profiling metrics need, as upstream ships it "
+    "(gpu_metrics_security_context)",
+    "CKV_K8S_39": "CAP_SYS_ADMIN is the one capability DCGM profiling metrics need, as upstream ships it "
+    "(gpu_metrics_security_context)",
+    "CKV_K8S_40": "runs as root (uid 0): DCGM's host engine requires it (gpu_metrics_security_context)",
+}
+"""checkov checks the DCGM exporter DaemonSets do not meet, with the reason (its own privileged namespace)."""
+
+
+def checkov_skip_annotations(skips: dict[str, str]) -> dict[str, str]:
+    """Object annotations that skip each checkov check of ``skips`` (check id → reason)."""
+    return {
+        CHECKOV_SKIP_ANNOTATION.format(n): f"{check}={reason}" for n, (check, reason) in enumerate(skips.items(), 1)
+    }
+
+
 POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 """Namespace label of Pod Security Admission; values ``restricted`` | ``baseline`` | ``privileged``."""
 

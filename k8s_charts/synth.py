@@ -4,7 +4,7 @@ One file per chart, numbered in apply order (``0000-whisper-serving.k8s.yaml``, 
 ``kubectl apply -f``. Values
 that only exist after ``cdk deploy`` (model bucket, image repository, AMP workspace id) are named
 placeholders (:data:`k8s_charts.inputs.PLACEHOLDER_INPUTS`); pass ``--bucket`` / ``--image-repository``
-/ ``--amp-workspace-id`` to fill them. With ``--validate`` every object is checked against the
+/ ``--amp-workspace-id`` / ``--api-keys-secret-arn`` to fill them. With ``--validate`` every object is checked against the
 Kubernetes schema of ``cluster.kubernetes_version`` or its CRD (:mod:`k8s_charts.validation`).
 Exit status: 0 written (and valid), 1 an object failed validation, 2 invalid config or arguments.
 """
@@ -74,13 +74,20 @@ def main(argv: list[str] | None = None) -> int:
         "--image-repository", default=PLACEHOLDER_INPUTS.image_repository, help="serving image URI, no tag"
     )
     parser.add_argument("--amp-workspace-id", default=PLACEHOLDER_INPUTS.amp_workspace_id, help="AMP workspace id")
+    parser.add_argument(
+        "--api-keys-secret-arn",
+        default=PLACEHOLDER_INPUTS.api_keys_secret_arn,
+        help="Secrets Manager secret of the gateway's API keys (stack output ApiKeysSecretArn)",
+    )
     parser.add_argument("--validate", action="store_true", help="validate every object (kubernetes-validate + CRDs)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
         # without observability there is no AMP workspace, hence no KEDA objects (fixed replicas)
         workspace = args.amp_workspace_id if config.observability.enabled else None
-        files = synth_yaml(config, args.out, ChartInputs(args.bucket, args.image_repository, workspace))
+        files = synth_yaml(
+            config, args.out, ChartInputs(args.bucket, args.image_repository, workspace, args.api_keys_secret_arn)
+        )
     except (ConfigError, ValueError) as err:
         print(f"k8s synth failed: {err}", file=sys.stderr)
         return 2

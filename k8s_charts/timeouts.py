@@ -6,6 +6,8 @@ so ``make synth`` fails instead of deploying an endpoint that cuts requests:
 * :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout: a
   request may wait ``serving.queue_timeout_seconds`` for a slot and then run for
   ``serving.request_timeout_seconds`` with a silent connection.
+* :func:`check_tls_idle_timeout` — an NLB TLS listener (``endpoint.certificate_arn``) has a fixed
+  350 s idle timeout, so ``endpoint.idle_timeout_seconds`` must say 350 there.
 * :func:`check_keep_alive` — with ``endpoint.kind: alb`` the gateway's keep-alive exceeds the ALB
   idle timeout (else the gateway closes connections the ALB is about to reuse: sporadic 502s).
 * :func:`check_prestop` — the preStop sleep covers the time the AWS Load Balancer Controller needs
@@ -42,6 +44,27 @@ def check_idle_timeout(config: DeploymentConfig) -> None:
             f"({serving.queue_timeout_seconds}) + serving.request_timeout_seconds ({serving.request_timeout_seconds})"
             f" = {longest}: the load balancer would cut a queued long transcription whose connection is silent "
             "while it waits and the GPU works"
+        )
+
+
+NLB_TLS_IDLE_TIMEOUT_SECONDS = 350
+"""Fixed idle timeout of NLB TLS listeners: "The connection idle timeout for TLS listeners is 350
+seconds and can't be modified" (AWS ELB docs, "Update the TCP idle timeout for your Network Load
+Balancer listener")."""
+
+
+def check_tls_idle_timeout(config: DeploymentConfig) -> None:
+    """With an NLB and a certificate: ``endpoint.idle_timeout_seconds`` is the TLS listener's fixed 350 s.
+
+    Raises:
+        ValueError: it is another value.
+    """
+    endpoint = config.endpoint
+    if endpoint.kind == "nlb" and endpoint.tls and endpoint.idle_timeout_seconds != NLB_TLS_IDLE_TIMEOUT_SECONDS:
+        raise ValueError(
+            f"endpoint.idle_timeout_seconds ({endpoint.idle_timeout_seconds}) cannot apply with "
+            f"endpoint.certificate_arn on an NLB: TLS listeners have a fixed {NLB_TLS_IDLE_TIMEOUT_SECONDS} s "
+            "idle timeout; set 350, or use endpoint.kind: alb"
         )
 
 
@@ -86,5 +109,6 @@ def check_timeouts(config: DeploymentConfig) -> None:
     from k8s_charts import workload
 
     check_idle_timeout(config)
+    check_tls_idle_timeout(config)
     check_keep_alive(config, workload.gateway_keep_alive_seconds(config))
     check_prestop(workload.PRESTOP_SLEEP_SECONDS, workload.termination_grace_seconds(config))

@@ -50,8 +50,7 @@ HEARTBEAT_FILE = f"{RUN_DIR}/supervisor.heartbeat"
 """Touched by the supervisor every poll; the gateway's ``/live`` fails when it goes stale."""
 
 PORT_GATEWAY = "http"
-PORT_TRITON_HTTP = "triton-http"
-PORT_TRITON_GRPC = "triton-grpc"
+PORT_GATEWAY_METRICS = "gateway-metrics"
 PORT_TRITON_METRICS = "triton-metrics"
 
 PREFLIGHT_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
@@ -105,18 +104,34 @@ def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
     }
 
 
-def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
+def auth_env(config: DeploymentConfig, api_keys_secret_arn: str | None) -> dict[str, object]:
+    """``WHISPER_GATEWAY_API_KEYS_SECRET`` (the secret's ARN) when ``endpoint.auth`` is ``api_key``.
+
+    Raises:
+        ValueError: authentication is on but no secret ARN was given.
+    """
+    if config.endpoint.auth != "api_key":
+        return {}
+    if api_keys_secret_arn is None:
+        raise ValueError("endpoint.auth is api_key but the charts got no API keys secret ARN")
+    return {"WHISPER_GATEWAY_API_KEYS_SECRET": api_keys_secret_arn}
+
+
+def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: str | None = None) -> dict[str, object]:
     """Environment of the serving container (the image's settings classes read it).
 
     ``WHISPER_GATEWAY_*`` (``whisper_build.serving.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
     engine (``whisper_build.serving.triton_model.settings``; :func:`ctranslate2_env` for the fallback),
     ``WHISPER_SUPERVISOR_*`` stop timeouts and the file the preflight writes
-    (``whisper_build.serving.supervisor``).
+    (``whisper_build.serving.supervisor``). With ``endpoint.auth: api_key`` the gateway reads its
+    keys from the secret :func:`auth_env` names.
     """
     serving = config.serving
     return {
         "WHISPER_GATEWAY_HOST": "0.0.0.0",  # noqa: S104 (pod IP; the Service/NLB reach it)
         "WHISPER_GATEWAY_PORT": serving.gateway_port,
+        "WHISPER_GATEWAY_METRICS_PORT": serving.gateway_metrics_port,
+        **auth_env(config, api_keys_secret_arn),
         "WHISPER_GATEWAY_TRITON_URL": f"127.0.0.1:{serving.triton_grpc_port}",
         "WHISPER_GATEWAY_CAPACITY": group.effective_capacity,
         "WHISPER_GATEWAY_MAX_BODY_BYTES": serving.max_body_mb * MIB,
@@ -129,6 +144,10 @@ def serving_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
         **ctranslate2_env(group),
+        # Triton's HTTP and gRPC on the pod's loopback only (the gateway is their one client; no
+        # probe uses them), its metrics on the pod IP for the scraper (NetworkPolicy metrics-ingress)
+        "WHISPER_TRITON_HOST": "127.0.0.1",
+        "WHISPER_TRITON_METRICS_HOST": "0.0.0.0",  # noqa: S104
         "WHISPER_TRITON_HTTP_PORT": serving.triton_http_port,
         "WHISPER_TRITON_GRPC_PORT": serving.triton_grpc_port,
         "WHISPER_TRITON_METRICS_PORT": serving.triton_metrics_port,
@@ -223,6 +242,8 @@ class GpuGroupWorkload(Construct):
         bucket_name: Model bucket (for the preflight's messages).
         claim_name: PersistentVolumeClaim of the group's architecture (:class:`k8s_charts.storage.ModelVolume`).
         replicas: Fixed pod count, or ``None`` when an autoscaler (KEDA) owns it.
+        service_account_name: The pods' ServiceAccount (EKS Pod Identity for the API keys secret).
+        api_keys_secret_arn: Secret the gateway reads its API keys from (``endpoint.auth: api_key``).
 
     Attributes:
         name: Deployment name (the ScaledObject's target).
@@ -239,6 +260,8 @@ class GpuGroupWorkload(Construct):
         bucket_name: str,
         claim_name: str,
         replicas: int | None = None,
+        service_account_name: str | None = None,
+        api_keys_secret_arn: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.name = naming.workload_name(group)
@@ -267,11 +290,13 @@ class GpuGroupWorkload(Construct):
             image=image,
             ports=[
                 k8s.ContainerPort(name=PORT_GATEWAY, container_port=serving.gateway_port, protocol="TCP"),
-                k8s.ContainerPort(name=PORT_TRITON_HTTP, container_port=serving.triton_http_port, protocol="TCP"),
-                k8s.ContainerPort(name=PORT_TRITON_GRPC, container_port=serving.triton_grpc_port, protocol="TCP"),
+                k8s.ContainerPort(
+                    name=PORT_GATEWAY_METRICS, container_port=serving.gateway_metrics_port, protocol="TCP"
+                ),
+                # Triton's HTTP/gRPC ports are not declared: they listen on the pod's loopback only
                 k8s.ContainerPort(name=PORT_TRITON_METRICS, container_port=serving.triton_metrics_port, protocol="TCP"),
             ],
-            env=_env(serving_env(config, group)),
+            env=_env(serving_env(config, group, api_keys_secret_arn)),
             resources=k8s.ResourceRequirements(requests=main_resources, limits=main_resources),
             startup_probe=probes.startup_probe(PORT_GATEWAY),
             readiness_probe=probes.readiness_probe(PORT_GATEWAY),
@@ -284,7 +309,12 @@ class GpuGroupWorkload(Construct):
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=self.name, namespace=namespace, labels=pod_labels),
+            metadata=k8s.ObjectMeta(
+                name=self.name,
+                namespace=namespace,
+                labels=pod_labels,
+                annotations=security.checkov_skip_annotations(security.SERVING_IMAGE_SKIPS),
+            ),
             spec=k8s.DeploymentSpec(
                 # with KEDA no `replicas`: its HPA owns the count and re-applying must not reset it
                 replicas=replicas,
@@ -309,6 +339,8 @@ class GpuGroupWorkload(Construct):
                         topology_spread_constraints=topology_spread(pod_labels),
                         security_context=security.pod_security_context(),
                         termination_grace_period_seconds=termination_grace_seconds(config),
+                        service_account_name=service_account_name,
+                        # EKS Pod Identity injects its own projected token; the pods never call the Kubernetes API
                         automount_service_account_token=False,
                         enable_service_links=False,
                     ),

@@ -8,8 +8,8 @@ Jobs (names from :mod:`observability.queries`):
 
 * ``whisper-triton``: Triton's metrics port (settings ``serving.triton_metrics_port``, 8002) of
   every pod labelled ``app.kubernetes.io/name=whisper`` in the serving namespace;
-* ``whisper-gateway``: the gateway's ``/metrics`` (``serving.gateway_port``, 8080) of the same
-  pods, **Ready pods only**, so ``up`` counts ready pods and a pod still loading its engine
+* ``whisper-gateway``: the gateway's ``/metrics`` on its own port (``serving.gateway_metrics_port``,
+  8081; the traffic port 8080 serves no metrics) of the same pods, **Ready pods only**, so ``up`` counts ready pods and a pod still loading its engine
   adds no capacity to the autoscaling query;
 * ``dcgm-exporter``: NVIDIA DCGM exporter pods (``app.kubernetes.io/name=dcgm-exporter``, port
   9400, upstream chart defaults) in any namespace.
@@ -78,7 +78,7 @@ def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     app = APP_NAME if serving.target == "deployments" else None
     return (
         ScrapeJob(queries.JOB_TRITON, app, serving.triton_metrics_port, serving.namespace),
-        ScrapeJob(queries.JOB_GATEWAY, app, serving.gateway_port, serving.namespace, ready_only=True),
+        ScrapeJob(queries.JOB_GATEWAY, app, serving.gateway_metrics_port, serving.namespace, ready_only=True),
         ScrapeJob(queries.JOB_DCGM, DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT, None),
     )
 

@@ -3,9 +3,12 @@
 
 Usage: ``python scripts/synth.py [--config path.yaml] [--outdir cdk.out]``
 
-Exit status: 0 when every template passes cfn-lint and cdk-nag reports nothing unacknowledged;
-1 when a gate fails or CDK cannot synthesize; 2 when the config is invalid. ``--outdir`` is only
-replaced by a run that passes the gates; a failing run leaves its assembly in ``<outdir>.failed``.
+Gates: cfn-lint and cdk-nag over every template, then checkov over the templates and the
+Kubernetes manifests (``dist/k8s``). Exit status: 0 when no gate has an unexplained finding (every
+skip carries its reason: ``.cfnlintrc``, the cdk-nag acknowledgements, ``stacks/checkov_skips.py``
+and the ``checkov.io/skip`` annotations); 1 when a gate fails or CDK cannot synthesize; 2 when the
+config is invalid. ``--outdir`` is only replaced by a run that passes the gates; a failing run
+leaves its assembly in ``<outdir>.failed``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from k8s_charts.synth import write_dist  # noqa: E402
 from observability.dashboard import write_dashboard  # noqa: E402
 from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config  # noqa: E402
 from stacks.assembly import synthesize  # noqa: E402
-from stacks.gates import Finding, read_nag_findings, run_cfn_lint, stack_templates  # noqa: E402
+from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates  # noqa: E402
 
 
 def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:
@@ -138,10 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     findings: list[Finding] = read_nag_findings(staging) + run_cfn_lint(list(staged_templates.values()))
     ok = not findings and synth_error is None
 
+    extra = [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)] if ok else []
+    manifests = [path for path in extra if path.name.endswith(".k8s.yaml")]
+    checkov = run_checkov([*staged_templates.values(), *manifests]) if ok else None
+    if checkov is not None:
+        findings += checkov.findings
+        ok = not findings
     final_dir = outdir if ok else failed_dir
     _replace_dir(staging, final_dir)
     templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
-    extra = [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)] if ok else []
     print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
     print_summary(config, templates, extra)
     print()
@@ -149,8 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         print(finding)
     if synth_error and not findings:
         print(f"synthesis failed: {synth_error}")
+    scanned = f"{len(templates)} templates" + (f" + {len(manifests)} manifests (checkov)" if checkov else "")
+    if checkov is not None:
+        print(
+            f"checkov: {checkov.passed} passed, {len(checkov.findings)} failed, {len(checkov.skipped)} skipped per resource"
+        )
     print(
-        f"Gates: cfn-lint + cdk-nag AwsSolutions over {len(templates)} templates: "
+        f"Gates: cfn-lint + cdk-nag AwsSolutions + checkov over {scanned}: "
         f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}"
     )
     if ok:

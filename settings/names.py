@@ -23,6 +23,9 @@ LIFECYCLE_BUCKET_PURPOSE = "lifecycle"
 ENDPOINT_SERVICE_NAME = labels.APP_NAME
 """Kubernetes Service (and, for ``endpoint.kind: alb``, Ingress) in front of every GPU group."""
 ENDPOINT_SERVICE_PORT = 80
+"""Port of the endpoint without a certificate (plain HTTP, internal endpoints only)."""
+ENDPOINT_TLS_PORT = 443
+"""Port of the endpoint with ``endpoint.certificate_arn`` (NLB TLS / ALB HTTPS; no plaintext listener)."""
 
 
 def stack_prefix(project_name: str) -> str:

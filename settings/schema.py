@@ -358,12 +358,7 @@ class ClusterSettings(_Strict):
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
-        for value in values:
-            try:
-                ipaddress.IPv4Network(value)
-            except ValueError as err:
-                raise ValueError(f"'{value}' is not an IPv4 CIDR block such as 203.0.113.0/24 ({err})") from None
-        return values
+        return _check_ipv4_cidrs(values)
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -381,7 +376,10 @@ class ServingSettings(_Strict):
 
     namespace: str = Field("whisper", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     image_tag: str = Field("0.1.0", description="ECR tag of the serving image (tags are immutable).")
-    gateway_port: int = Field(8080, ge=1, le=65535)
+    gateway_port: int = Field(8080, ge=1, le=65535, description="Traffic port (the load balancer's target).")
+    gateway_metrics_port: int = Field(
+        8081, ge=1, le=65535, description="Gateway /metrics, off the traffic port (an NLB cannot filter paths)."
+    )
     triton_http_port: int = Field(8000, ge=1, le=65535)
     triton_grpc_port: int = Field(8001, ge=1, le=65535)
     triton_metrics_port: int = Field(8002, ge=1, le=65535)
@@ -398,9 +396,43 @@ class ServingSettings(_Strict):
         "resource shape (IAM auth; docs/serving-targets.md).",
     )
 
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> ServingSettings:
+        ports = {
+            "gateway_port": self.gateway_port,
+            "gateway_metrics_port": self.gateway_metrics_port,
+            "triton_http_port": self.triton_http_port,
+            "triton_grpc_port": self.triton_grpc_port,
+            "triton_metrics_port": self.triton_metrics_port,
+        }
+        seen: dict[int, str] = {}
+        for name, port in ports.items():
+            if port in seen:
+                raise ValueError(f"{name} ({port}) is the same port as {seen[port]}; every port must differ")
+            seen[port] = name
+        return self
+
+
+OPEN_CIDR = "0.0.0.0/0"
+
+
+def _check_ipv4_cidrs(values: list[str]) -> list[str]:
+    for value in values:
+        try:
+            ipaddress.IPv4Network(value)
+        except ValueError as err:
+            raise ValueError(f"'{value}' is not an IPv4 CIDR block such as 203.0.113.0/24 ({err})") from None
+    return values
+
 
 class EndpointSettings(_Strict):
-    """The one load-balanced endpoint in front of every GPU group."""
+    """The one load-balanced endpoint in front of every GPU group, and who may use it.
+
+    Secure by default: ``internal`` scheme, API-key authentication on, source ranges = the VPC.
+    ``internet-facing`` is refused unless it has a certificate (TLS only, no plaintext listener),
+    authentication on, and either narrow ``allowed_cidrs`` or ``acknowledge_open_to_internet``
+    (:meth:`DeploymentConfig._endpoint_exposure`).
+    """
 
     kind: Literal["nlb", "alb"] = Field(
         "nlb", description="alb routes with least_outstanding_requests so a slower GPU type gets fewer requests."
@@ -420,6 +452,33 @@ class EndpointSettings(_Strict):
         description="DNS name the certificate covers (lowercase, not a wildcard). With certificate_arn and "
         "serving.target inference_operator: the operator's customCertificateConfig.",
     )
+
+    allowed_cidrs: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="IPv4 CIDRs allowed to reach the load balancer (its source ranges); default: the VPC CIDR. "
+        "Required for internet-facing.",
+    )
+    acknowledge_open_to_internet: bool = Field(
+        False,
+        description="Set true to allow 0.0.0.0/0 in allowed_cidrs of an internet-facing endpoint "
+        "(anyone on the internet can reach it; API keys and TLS still apply).",
+    )
+    auth: Literal["api_key", "none"] = Field(
+        "api_key",
+        description="api_key: the gateway requires a key from the stack's Secrets Manager secret "
+        "(docs/deploy.md, Security). none: no authentication (internal endpoints only).",
+    )
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str] | None) -> list[str] | None:
+        return None if values is None else _check_ipv4_cidrs(values)
+
+    @property
+    def tls(self) -> bool:
+        """True when the load balancer terminates TLS (a certificate is configured)."""
+        return self.certificate_arn is not None
 
     @model_validator(mode="after")
     def _domain_needs_certificate(self) -> EndpointSettings:
@@ -558,6 +617,43 @@ class DeploymentConfig(_Strict):
                     "raise instance_count, lower max_replicas, or set cluster.node_autoscaling: true"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _endpoint_exposure(self) -> DeploymentConfig:
+        """Refuse an internet-facing endpoint without TLS, without authentication, or open to
+        0.0.0.0/0 without ``endpoint.acknowledge_open_to_internet``; one message names every
+        violated field.
+        """
+        endpoint = self.endpoint
+        if endpoint.scheme != "internet-facing":
+            return self
+        problems = []
+        if endpoint.certificate_arn is None:
+            problems.append(
+                "endpoint.certificate_arn: required for scheme internet-facing (an ACM certificate ARN; "
+                "the API would otherwise be plaintext HTTP on the internet)"
+            )
+        if endpoint.auth != "api_key":
+            problems.append(
+                f"endpoint.auth: '{endpoint.auth}' leaves an internet-facing endpoint unauthenticated; use api_key"
+            )
+        if endpoint.allowed_cidrs is None:
+            problems.append(
+                "endpoint.allowed_cidrs: required for scheme internet-facing (the client CIDRs that may connect)"
+            )
+        elif OPEN_CIDR in endpoint.allowed_cidrs and not endpoint.acknowledge_open_to_internet:
+            problems.append(
+                f"endpoint.allowed_cidrs: {OPEN_CIDR} opens the endpoint to the whole internet; narrow it, or "
+                "set endpoint.acknowledge_open_to_internet: true"
+            )
+        if problems:
+            raise ValueError("endpoint: scheme internet-facing refused, " + "; ".join(problems))
+        return self
+
+    @property
+    def endpoint_source_cidrs(self) -> list[str]:
+        """CIDRs the load balancer accepts: ``endpoint.allowed_cidrs``, else the VPC CIDR."""
+        return self.endpoint.allowed_cidrs or [self.network.vpc_cidr]
 
     @property
     def gpu_archs(self) -> list[str]:

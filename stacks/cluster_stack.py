@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 import cdk8s
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct, IConstruct
@@ -38,6 +39,10 @@ https://kubernetes.io/releases/version-skew-policy/#kubectl)."""
 NODE_ADDONS = ("vpc-cni", "kube-proxy")
 """EKS managed add-ons (DaemonSets) a node needs to become Ready; installed before any node. HyperPod
 requires VPC CNI >= 1.18.3, the EKS default for Kubernetes >= 1.30."""
+ADDON_CONFIGURATION = {"vpc-cni": {"enableNetworkPolicy": "true"}}
+"""Add-on configuration values: the VPC CNI's network policy agent enforces the serving
+NetworkPolicies (``k8s_charts.network_policy``; VPC CNI >= 1.14, EKS user guide "Restrict pod
+traffic with Kubernetes network policies")."""
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 COREDNS_ADDON = "coredns"
 """CoreDNS runs as a Deployment, so it is installed once the system node group exists (AWS's HyperPod
@@ -82,6 +87,8 @@ class ClusterStack(Stack):
 
     Attributes:
         cluster: The EKS cluster (``aws_eks_v2.Cluster``, API authentication mode, kubectl provider).
+        secrets_key: Customer-managed KMS key (rotation on) for the envelope encryption of
+            Kubernetes Secrets (EKS ``EncryptionConfig``).
         system_nodegroup: Managed CPU node group for system pods (CoreDNS, controllers, KEDA).
         addons: EKS managed add-ons by name (``vpc-cni``, ``kube-proxy``, ``coredns``,
             ``eks-pod-identity-agent``, ``aws-mountpoint-s3-csi-driver``).
@@ -137,6 +144,7 @@ class ClusterStack(Stack):
                 eks.ClusterLoggingTypes.SCHEDULER,
             ],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(self, "KubectlLayer")),
+            secrets_encryption_key=self._secrets_key(),
         )
         # Pods on the managed CPU nodes (EKS cluster security group) and on HyperPod nodes (shared
         # node security group) talk to each other: DNS, webhooks, gateway → Triton.
@@ -247,9 +255,31 @@ class ClusterStack(Stack):
                 "The kubectl provider Lambda runtime is pinned by aws-cdk-lib (updated with aws-cdk-lib releases)",
             )
 
+    def _secrets_key(self) -> kms.Key:
+        """KMS key of the cluster's Secrets encryption.
+
+        EKS encrypts Secrets with it from creation on. A cluster deployed without one gets it
+        through EKS ``AssociateEncryptionConfig``: irreversible, the key cannot be changed later,
+        and Secrets written before stay as they were until rewritten (docs/deploy.md, Security).
+        """
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            enable_key_rotation=True,
+            description=f"{self.config.project_name}: envelope encryption of Kubernetes Secrets (EKS)",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        return self.secrets_key
+
     def _add_addons(self) -> dict[str, IConstruct]:
         addons: dict[str, IConstruct] = {
-            name: eks.Addon(self, f"Addon-{name}", cluster=as_icluster(self.cluster), addon_name=name)
+            name: eks.Addon(
+                self,
+                f"Addon-{name}",
+                cluster=as_icluster(self.cluster),
+                addon_name=name,
+                configuration_values=ADDON_CONFIGURATION.get(name),
+            )
             for name in NODE_ADDONS
         }
         # The cluster's own accessor, so later Pod Identity service accounts reuse this add-on; it

@@ -42,6 +42,7 @@ from settings import labels, storage
 from settings.names import engine_project_name, image_project_name, rollout_project_name  # noqa: F401 (re-exported)
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks import buildspecs, engine_job
+from stacks.checkov_skips import skip_check
 from stacks.nag import (
     acknowledge,
     acknowledge_document_wildcards,
@@ -464,12 +465,14 @@ class EngineBuildStack(Stack):
             "and report groups named after this project (<name>-*)" + extra,
         )
         if in_vpc:
-            acknowledge_document_wildcards(
-                project.node.find_child("PolicyDocument"),
+            vpc_policy = project.node.find_child("PolicyDocument")
+            vpc_reason = (
                 "aws-cdk-lib policy for a CodeBuild project in a VPC: ec2:CreateNetworkInterface and the "
                 "ec2:Describe* calls have no resource-level permissions; CreateNetworkInterfacePermission is "
-                "conditioned on this VPC's subnets and the CodeBuild service",
+                "conditioned on this VPC's subnets and the CodeBuild service"
             )
+            acknowledge_document_wildcards(vpc_policy, vpc_reason)
+            skip_check(vpc_policy, "CKV_AWS_111", vpc_reason)
 
 
 def _env(**values: str) -> dict[str, codebuild.BuildEnvironmentVariable]:

@@ -1,4 +1,4 @@
-"""Quality gates over a synthesized cloud assembly: cfn-lint and cdk-nag (AwsSolutions).
+"""Quality gates over a synthesized cloud assembly: cfn-lint, cdk-nag (AwsSolutions) and checkov.
 
 Both gates cover every stack in the assembly, including stacks inside nested ``Stage`` assemblies
 (CDK Pipelines), so a stack added later is gated without touching this module.
@@ -120,3 +120,140 @@ def read_nag_findings(assembly_dir: Path) -> list[Finding]:
                     )
                 )
     return findings
+
+
+CHECKOV_VENV = REPO_ROOT / ".venv-checkov"
+"""checkov's own virtual environment (``make checkov``): its pinned dependencies (boto3, packaging…)
+clash with requirements.txt, so it cannot share ``.venv``."""
+CHECKOV_FRAMEWORKS = ("cloudformation", "kubernetes")
+
+
+@dataclass(frozen=True)
+class CheckovResult:
+    """What checkov reported over the files it was given.
+
+    Attributes:
+        findings: Failed checks (the gate passes when empty).
+        passed: Number of passed checks.
+        skipped: Skipped checks as ``(check id, resource, reason)``, from :data:`stacks.checkov_skips.GLOBAL_SKIPS`
+            are not listed (checkov does not report them), per-resource skips are.
+    """
+
+    findings: list[Finding]
+    passed: int
+    skipped: list[tuple[str, str, str]]
+
+
+def checkov_executable() -> str:
+    """``.venv-checkov/bin/checkov``, else ``checkov`` from ``PATH``.
+
+    Raises:
+        FileNotFoundError: checkov is not installed (``make checkov``).
+    """
+    beside = CHECKOV_VENV / "bin" / "checkov"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("checkov")
+    if found is None:
+        raise FileNotFoundError(f"checkov not found; run `make checkov` (installs it into {CHECKOV_VENV.name}/)")
+    return found
+
+
+def run_checkov(files: list[Path], global_skips: dict[str, str] | None = None) -> CheckovResult:
+    """Scan CloudFormation templates and Kubernetes manifests with checkov (offline).
+
+    Args:
+        files: ``*.template.json`` and ``*.k8s.yaml`` files.
+        global_skips: Check id → reason, skipped everywhere (default :data:`stacks.checkov_skips.GLOBAL_SKIPS`).
+
+    Returns:
+        Failed checks as findings, the passed count and the per-resource skips with their reasons.
+
+    Raises:
+        RuntimeError: checkov itself failed (crash, unreadable output), with its output.
+    """
+    from stacks.checkov_skips import GLOBAL_SKIPS
+
+    skips = GLOBAL_SKIPS if global_skips is None else global_skips
+    if not files:
+        return CheckovResult([], 0, [])
+    command = [checkov_executable(), "--framework", *CHECKOV_FRAMEWORKS, "--output", "json", "--compact"]
+    command += ["--skip-download"]  # offline: no policy/guideline download from the vendor's API
+    if skips:
+        command += ["--skip-check", ",".join(sorted(skips))]
+    for file in files:
+        command += ["--file", str(file)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        reports = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"checkov failed (exit {result.returncode}): {result.stderr.strip()[-2000:]}") from None
+    findings: list[Finding] = []
+    passed = 0
+    skipped: list[tuple[str, str, str]] = []
+    for report in reports if isinstance(reports, list) else [reports]:
+        results = report.get("results", {})
+        passed += len(results.get("passed_checks", []))
+        for check in results.get("failed_checks", []):
+            findings.append(
+                Finding(
+                    gate="checkov",
+                    rule=check["check_id"],
+                    location=f"{Path(check['file_path']).name}:{check['resource']}",
+                    message=check["check_name"],
+                    level=(check.get("severity") or "error").lower(),
+                )
+            )
+        for check in results.get("skipped_checks", []):
+            reason = (check.get("check_result") or {}).get("suppress_comment", "")
+            skipped.append((check["check_id"], f"{Path(check['file_path']).name}:{check['resource']}", reason))
+    return CheckovResult(findings, passed, skipped)
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """One explained exception to a gate.
+
+    Attributes:
+        gate: ``cfn-lint``, ``cdk-nag`` or ``checkov``.
+        rule: Rule / check id (cdk-nag ids include the finding, e.g. ``AwsSolutions-IAM5[Resource::*]``).
+        where: Construct path, ``<template>:<resource>``, or ``everywhere``.
+        reason: The reason written next to it.
+    """
+
+    gate: str
+    rule: str
+    where: str
+    reason: str
+
+
+def nag_acknowledgements(assembly_dir: Path) -> list[Acknowledgement]:
+    """cdk-nag (``AwsSolutions-*``) acknowledgements recorded in the assembly's ``*.metadata.json``.
+
+    CDK records an acknowledgement on the construct it was made on (``aws:cdk:acknowledged-rules``
+    metadata); each is listed once, on the highest construct path that carries it.
+    """
+    found: list[Acknowledgement] = []
+    for file in sorted(Path(assembly_dir).glob("*.metadata.json")):
+        metadata = json.loads(file.read_text(encoding="utf-8"))
+        for path in sorted(metadata, key=lambda p: (p.count("/"), p)):
+            for entry in metadata[path]:
+                if entry.get("type") != "aws:cdk:acknowledged-rules":
+                    continue
+                for rule, reason in entry["data"].items():
+                    rule_id = rule.split("::", 1)[-1]  # "Annotation::AwsSolutions-S1"
+                    if not rule_id.startswith("AwsSolutions-"):
+                        continue  # aws-cdk-lib's own template-validation acknowledgements
+                    inherited = any(
+                        a.rule == rule_id and a.reason == reason and path.startswith(a.where + "/") for a in found
+                    )
+                    if not inherited:
+                        found.append(Acknowledgement("cdk-nag", rule_id, path, reason))
+    return found
+
+
+def cfn_lint_ignores(config_file: Path = CFN_LINT_CONFIG) -> list[str]:
+    """Rule ids ignored in ``.cfnlintrc`` (their reasons are the comments above them there)."""
+    import yaml
+
+    return list(yaml.safe_load(config_file.read_text(encoding="utf-8")).get("ignore_checks", []))

@@ -1,4 +1,9 @@
-"""Network: VPC over >= 2 AZs, NAT, flow logs, S3 gateway endpoint, the HyperPod node security group."""
+"""Network: VPC over >= 2 AZs, NAT, flow logs, S3 gateway endpoint, Secrets Manager interface
+endpoint, the HyperPod node security group.
+
+The Secrets Manager endpoint (private DNS) keeps the gateway's API-key reads inside the VPC, which is
+what the serving pods' egress NetworkPolicy allows (HTTPS to the VPC CIDR only).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from constructs import Construct
 
 from settings.network_plan import PRIVATE_SUBNET_MASK, PUBLIC_SUBNET_MASK
 from settings.schema import NetworkSettings
+from stacks.checkov_skips import skip_check
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 """Subnet tag the AWS Load Balancer Controller uses to place internal load balancers."""
@@ -36,6 +42,12 @@ class NetworkStack(Stack):
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=RemovalPolicy.DESTROY,
         )
+        skip_check(
+            flow_log_group,
+            "CKV_AWS_158",
+            "CloudWatch Logs encrypts every log group at rest by default; VPC flow records hold addresses and "
+            "ports, no secrets or customer data",
+        )
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -57,6 +69,24 @@ class NetworkStack(Stack):
                     traffic_type=ec2.FlowLogTrafficType.ALL,
                 )
             },
+        )
+        endpoint_security_group = ec2.SecurityGroup(
+            self,
+            "SecretsManagerEndpointSecurityGroup",
+            vpc=self.vpc,
+            description="Secrets Manager interface endpoint: HTTPS from the VPC",
+            allow_all_outbound=False,
+        )
+        endpoint_security_group.add_ingress_rule(
+            ec2.Peer.ipv4(settings.vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC (serving pods' API-key reads)"
+        )
+        self.secrets_manager_endpoint = self.vpc.add_interface_endpoint(
+            "SecretsManager",
+            service=ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+            private_dns_enabled=True,
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            security_groups=[endpoint_security_group],
+            open=False,
         )
         for subnet in self.vpc.private_subnets:
             Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")

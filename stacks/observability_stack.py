@@ -40,6 +40,7 @@ from constructs import Construct
 from k8s_charts.autoscaling import amp_server_address
 from observability import dashboard, rules, scrape_config
 from settings import DeploymentConfig
+from stacks.checkov_skips import skip_check
 from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards
 
 PROVISIONER_DIR = Path(__file__).resolve().parent.parent / "observability" / "grafana_provisioner"
@@ -216,6 +217,13 @@ class ObservabilityStack(Stack):
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=RemovalPolicy.DESTROY,
         )
+        for group in (log_group, provider_logs):
+            skip_check(
+                group,
+                "CKV_AWS_158",
+                "CloudWatch Logs encrypts every log group at rest by default; the dashboard provisioner logs "
+                "hold request outcomes, never the temporary Grafana token",
+            )
         provider = cr.Provider(self, "ProvisionerProvider", on_event_handler=handler, log_group=provider_logs)
         CustomResource(
             self,

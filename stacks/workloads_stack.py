@@ -22,6 +22,11 @@ and the Mountpoint add-on; ``whisper-serving`` (the ``InferenceEndpointConfig`` 
 
 3. ``whisper-gpu-metrics`` (with observability): its own namespace and the DCGM exporter DaemonSets;
    no explicit dependency (a DaemonSet waits for matching nodes by itself).
+
+With ``endpoint.auth: api_key`` the stack also owns the gateway's API keys
+(:class:`stacks.api_keys.GatewayApiKeys`: KMS key, secret, Pod Identity role of the serving
+ServiceAccount); the serving chart is applied after the Pod Identity association, so pods start
+with credentials, and the secret's ARN is the stack output ``ApiKeysSecretArn``.
 """
 
 from __future__ import annotations
@@ -29,16 +34,20 @@ from __future__ import annotations
 from typing import Any
 
 import cdk8s
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from k8s_charts import naming
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import ChartInputs
 from settings.schema import DeploymentConfig
+from stacks.api_keys import GatewayApiKeys
+from stacks.checkov_skips import skip_check
 from stacks.cluster_stack import ClusterStack, as_icluster
 from stacks.inference_operator import InferenceOperatorAddon
 from stacks.nag import acknowledge_policy_wildcards
@@ -54,6 +63,9 @@ KEDA_CHART_VERSION = "2.18.3"
 KEDA_NAMESPACE = "keda"
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
 """Service account the KEDA chart creates for its operator (chart default ``serviceAccount.operator.name``)."""
+
+OIDC_PROVIDER_HANDLER = "Custom::AWSCDKOpenIdConnectProviderCustomResourceProvider"
+"""Stack-level singleton aws-cdk-lib creates for ``cluster.open_id_connect_provider``."""
 
 AMP_QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
 
@@ -73,6 +85,7 @@ class WorkloadsStack(Stack):
     Attributes:
         alb_controller: The AWS Load Balancer Controller.
         keda: The KEDA Helm release, or ``None``.
+        api_keys: The gateway's API keys (secret, key, Pod Identity), or ``None`` with ``endpoint.auth: none``.
         manifests: Chart id → the ``KubernetesManifest`` that applies it.
     """
 
@@ -116,7 +129,26 @@ class WorkloadsStack(Stack):
             self.alb_controller = self._add_alb_controller(cluster_stack)
             self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
 
+        self.api_keys: GatewayApiKeys | None = None
+        if config.endpoint.auth == "api_key" and not operator_target:
+            self.api_keys = GatewayApiKeys(
+                self,
+                "GatewayApiKeys",
+                cluster=as_icluster(cluster),
+                namespace=config.serving.namespace,
+                service_account=naming.SERVING_SERVICE_ACCOUNT,
+                project_name=config.project_name,
+            )
+            self.api_keys.association.node.add_dependency(cluster_stack.addons["eks-pod-identity-agent"])
+            CfnOutput(
+                self,
+                "ApiKeysSecretArn",
+                value=self.api_keys.secret.secret_arn,
+                description="Secrets Manager secret of the gateway API keys (make api-key prints how to read/rotate)",
+            )
+
         app = cdk8s.App()
+        private_subnets = cluster.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         inputs = ChartInputs(
             bucket_name=cluster_stack.model_bucket.bucket_name,
             image_repository=ecr.Repository.from_repository_name(
@@ -124,6 +156,9 @@ class WorkloadsStack(Stack):
             ).repository_uri,
             amp_workspace_id=amp_workspace_id,
             **({"tls_bucket_name": tls_bucket_name} if tls_bucket_name else {}),
+            api_keys_secret_arn=self.api_keys.secret.secret_arn if self.api_keys else None,
+            # the AMP scraper's network interfaces sit in the cluster's private subnets
+            scraper_cidrs=tuple(subnet.ipv4_cidr_block for subnet in private_subnets),
         )
         charts = build_charts(app, config, inputs)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
@@ -134,6 +169,9 @@ class WorkloadsStack(Stack):
         serving = self.manifests[charts.serving.node.id]
         # model volumes need the Mountpoint CSI driver; pods need the HyperPod GPU nodes
         serving.node.add_dependency(*cluster_stack.workload_dependencies)
+        if self.api_keys is not None:
+            # pods read the API keys at start: their Pod Identity association must exist first
+            serving.node.add_dependency(self.api_keys.association)
         if charts.node_autoscaling is not None:
             # the NodePools must exist before pods wait for nodes they provision
             serving.node.add_dependency(self.manifests[charts.node_autoscaling.node.id])
@@ -155,11 +193,21 @@ class WorkloadsStack(Stack):
         controller.node.add_dependency(cluster_stack.system_nodegroup)
         service_account = controller.node.find_child("alb-sa")
         assert isinstance(service_account, eks.ServiceAccount), f"{service_account.node.path} is not a ServiceAccount"
-        acknowledge_policy_wildcards(
-            service_account.role,
+        controller_reason = (
             "AWS Load Balancer Controller IAM policy as shipped by aws-cdk-lib for this controller version "
-            "(the controller creates load balancers, target groups and security groups with generated names)",
+            "(the controller creates load balancers, target groups and security groups with generated names)"
         )
+        acknowledge_policy_wildcards(service_account.role, controller_reason)
+        skip_check(service_account.role.node.find_child("DefaultPolicy"), "CKV_AWS_111", controller_reason)
+        # the controller's service account (IRSA) makes aws-cdk-lib add the cluster's OIDC provider handler
+        oidc_handler = cluster_stack.node.try_find_child(OIDC_PROVIDER_HANDLER)
+        if oidc_handler is not None:
+            skip_check(
+                oidc_handler.node.find_child("Role"),
+                "CKV_AWS_109",
+                "aws-cdk-lib's OIDC provider handler creates/updates/deletes the cluster's IAM OIDC provider, "
+                "whose ARN exists only after creation (iam:*OpenIDConnectProvider on *)",
+            )
         return controller
 
     def _add_keda(self, cluster_stack: ClusterStack, amp_workspace_arn: str) -> eks.HelmChart:

@@ -11,7 +11,14 @@ from contextlib import contextmanager
 import uvicorn
 
 from whisper_build.serving.gateway.app import BackendFactory, create_app
+from whisper_build.serving.gateway.metrics import start_metrics_server
 from whisper_build.serving.gateway.settings import GatewaySettings
+
+
+class GatewayUrl(str):
+    """The gateway's base URL; ``.metrics`` is the base URL of its metrics port (``/metrics`` there)."""
+
+    metrics: str
 
 
 @contextmanager
@@ -19,9 +26,9 @@ def running_gateway(
     settings: GatewaySettings,
     backend_factory: BackendFactory | None = None,
     startup_timeout: float = 30.0,
-) -> Iterator[str]:
-    """Serve ``create_app(settings, backend_factory)`` on 127.0.0.1:<free port>; yield its base
-    URL; stop it after.
+) -> Iterator[GatewayUrl]:
+    """Serve ``create_app(settings, backend_factory)`` on 127.0.0.1:<free port> and its metrics on
+    another free port, as ``serve.main`` does; yield the base URL (with ``.metrics``); stop both after.
 
     The socket is bound here (port 0) and handed to uvicorn, so no other process can take the
     port in between.
@@ -30,7 +37,9 @@ def running_gateway(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings, backend_factory), log_level="warning", timeout_graceful_shutdown=10)
+    app = create_app(settings, backend_factory)
+    metrics_server, _ = start_metrics_server(app.state.metrics, "127.0.0.1", 0)
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -40,8 +49,12 @@ def running_gateway(
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        url = GatewayUrl(f"http://127.0.0.1:{port}")
+        url.metrics = f"http://127.0.0.1:{metrics_server.server_port}"
+        yield url
     finally:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+        metrics_server.shutdown()
+        metrics_server.server_close()

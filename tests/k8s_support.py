@@ -17,6 +17,13 @@ from settings import DeploymentConfig, load_config, parse_config
 
 REPO = Path(__file__).resolve().parent.parent
 THREE_GROUPS = REPO / "config" / "examples" / "three-groups.yaml"
+CERTIFICATE_ARN = "arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+PUBLIC_TLS_ENDPOINT = {
+    "scheme": "internet-facing",
+    "certificate_arn": CERTIFICATE_ARN,
+    "allowed_cidrs": ["203.0.113.0/24"],
+}
+"""An internet-facing endpoint synthesis accepts: TLS, API keys (default), narrow source ranges."""
 
 
 def config_with(path: Path | None = None, **overrides: Any) -> DeploymentConfig:

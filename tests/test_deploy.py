@@ -213,6 +213,9 @@ def test_endpoint_message_for_an_internal_nlb() -> None:
     assert "kubectl -n whisper port-forward service/whisper 8080:80" in message
     assert "curl -s http://127.0.0.1:8080/ping" in message
     assert "OpenAI(base_url='http://127.0.0.1:8080/v1'" in message
+    # API keys are on by default: the message says how to fetch one and sends it
+    assert "secretsmanager get-secret-value --secret-id whisper-hyperpod/gateway-api-keys" in message
+    assert '/invocations -H "Authorization: Bearer $KEY"' in message
     assert cli.endpoint_address(config, lambda argv: json.dumps({"status": {}})) is None
 
 

@@ -29,6 +29,11 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 
 
+def metrics_text(app) -> str:
+    """The app's Prometheus exposition (served on the metrics port by ``serve.main``, not by the app)."""
+    return app.state.metrics.render().decode()
+
+
 def make_client(**overrides: object) -> tuple[TestClient, FakeBackend]:
     backend = FakeBackend()
     settings = GatewaySettings(**{"max_body_bytes": 1_000_000, "max_audio_seconds": 120, **overrides})
@@ -260,7 +265,7 @@ async def _overload_scenario() -> None:
             second = await client.post("/invocations", json=body)
             assert second.status_code == 429 and second.headers["retry-after"] == "2"
             assert second.json()["code"] == 2001 and "busy" in second.json()["message"]
-            metrics = (await client.get("/metrics")).text
+            metrics = metrics_text(app)
             assert "whisper_gateway_inflight_requests 1.0" in metrics
             backend.gate.set()
             assert (await first).status_code == 200
@@ -281,13 +286,13 @@ async def _timeout_scenario() -> None:
     ):
         r = await client.post("/invocations", json={"audio_data": b64(WAV)})
         assert r.status_code == 504 and "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS" in r.json()["message"]
-        assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
+        assert "whisper_gateway_inflight_requests 0.0" in metrics_text(app)
 
 
 def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
     client, _ = client_and_backend
     client.post("/invocations", json={"audio_data": b64(WAV)})
-    text = client.get("/metrics").text
+    text = metrics_text(client.app)
     names = {
         line.split()[2]
         for line in text.splitlines()
@@ -311,7 +316,7 @@ def test_latency_histogram_counts_successes_only(client_and_backend) -> None:
     client, _ = client_and_backend
 
     def sample(name: str) -> float:
-        match = re.search(rf"^{re.escape(name)} (\S+)$", client.get("/metrics").text, re.MULTILINE)
+        match = re.search(rf"^{re.escape(name)} (\S+)$", metrics_text(client.app), re.MULTILINE)
         return float(match.group(1)) if match else 0.0
 
     timed = 'whisper_gateway_request_duration_seconds_count{route="/invocations"}'
@@ -403,13 +408,13 @@ def test_inflight_counts_waiting_requests_so_utilization_can_exceed_one() -> Non
                 await asyncio.wait_for(backend.entered.wait(), 10)
                 waiting = asyncio.create_task(client.post("/invocations", json=body))
                 deadline = asyncio.get_running_loop().time() + 10
-                while "whisper_gateway_inflight_requests 2.0" not in (await client.get("/metrics")).text:
+                while "whisper_gateway_inflight_requests 2.0" not in metrics_text(app):
                     assert asyncio.get_running_loop().time() < deadline, "waiting request not counted"
                     await asyncio.sleep(0.01)
-                assert "whisper_gateway_capacity_requests 1.0" in (await client.get("/metrics")).text
+                assert "whisper_gateway_capacity_requests 1.0" in metrics_text(app)
                 backend.gate.set()
                 assert [(await running).status_code, (await waiting).status_code] == [200, 200]
-                assert "whisper_gateway_inflight_requests 0.0" in (await client.get("/metrics")).text
+                assert "whisper_gateway_inflight_requests 0.0" in metrics_text(app)
 
     asyncio.run(scenario())
 

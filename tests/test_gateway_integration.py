@@ -264,7 +264,7 @@ def test_overload_gets_429_and_service_recovers(triton, short_wav) -> None:
         assert all(r.headers["retry-after"] == "3" and r.json()["code"] in (2001, 2002) for r in refused)
         after = httpx.post(f"{url}/invocations", json={"audio_data": audio}, timeout=120)
         assert after.status_code == 200 and wer(SHORT_TEXT, after.json()["transcribe_text"]) <= 0.3
-        metrics = httpx.get(f"{url}/metrics").text
+        metrics = httpx.get(f"{url.metrics}/metrics").text
         assert 'whisper_gateway_requests_total{route="/invocations",status="429"}' in metrics
 
 
@@ -272,13 +272,14 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
     """python -m whisper_build.serving.gateway: SIGTERM -> /ping 503 while the admitted request finishes."""
     from whisper_build.workstation.local_triton import free_ports
 
-    port = free_ports(1)[0]
+    port, metrics_port = free_ports(2)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
             filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
         ),
         "WHISPER_GATEWAY_PORT": str(port),
+        "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
         "WHISPER_GATEWAY_TRITON_URL": triton.settings.grpc_url,
         "WHISPER_GATEWAY_DRAIN_SECONDS": "2",
         "WHISPER_GATEWAY_LOG_LEVEL": "warning",
@@ -301,7 +302,10 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
         async def scenario() -> tuple[httpx.Response, int, int]:
             async with httpx.AsyncClient(base_url=url, timeout=300) as c:
                 inflight = asyncio.create_task(c.post("/invocations", json={"audio_data": long_audio}))
-                while "whisper_gateway_inflight_requests 1.0" not in (await c.get("/metrics")).text:
+                # metrics are served on their own port; the traffic port has none
+                assert (await c.get("/metrics")).status_code == 404
+                metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+                while "whisper_gateway_inflight_requests 1.0" not in (await c.get(metrics_url)).text:
                     assert not inflight.done(), "request finished before SIGTERM could be sent"
                     await asyncio.sleep(0.02)
                 process.send_signal(signal.SIGTERM)

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_support import THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
+from k8s_support import PUBLIC_TLS_ENDPOINT, THREE_GROUPS, config_with, of_kind, scraped_by, synth, three_groups
 
 from k8s_charts import synth as synth_cli
 from k8s_charts import timeouts, workload
+from k8s_charts.inputs import PLACEHOLDER_INPUTS
 from k8s_charts.sizing import pod_resources
 from k8s_charts.timeouts import DEREGISTRATION_PROPAGATION_SECONDS
 from observability import queries
@@ -130,7 +131,7 @@ def test_probes_target_only_the_gateway(config, deployments) -> None:
         triton_ports = {"triton-http", "triton-grpc", "triton-metrics", 8000, 8001, 8002}
         assert not {probe["httpGet"]["port"] for probe in (startup, live, ready)} & triton_ports
         ports = {p["name"]: p["containerPort"] for p in serving["ports"]}
-        assert ports["http"] == 8080
+        assert ports["http"] == 8080 and ports["gateway-metrics"] == 8081
         env = _env(serving)
         assert env["WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE"] == env["WHISPER_SUPERVISOR_HEARTBEAT_FILE"]
         assert env["WHISPER_SUPERVISOR_HEARTBEAT_FILE"].startswith("/run/whisper/")  # a writable emptyDir
@@ -194,7 +195,7 @@ def test_the_image_reads_the_pod_environment(config, deployments, monkeypatch: p
     # THEN every variable is one they know (extra="forbid") and means what the chart intends
     from whisper_build.serving.gateway.settings import GatewaySettings
     from whisper_build.serving.supervisor import SupervisorSettings
-    from whisper_build.serving.triton_model.settings import TritonSettings
+    from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
     for group in config.gpu_groups:
         deployment = deployments[f"whisper-{group.name}"]
@@ -209,6 +210,12 @@ def test_the_image_reads_the_pod_environment(config, deployments, monkeypatch: p
         assert triton.engine.engine == group.serving_engine
         assert (triton.http_port, triton.grpc_port, triton.metrics_port) == (8000, 8001, 8002)
         assert str(supervisor.model_repository_file) == "/run/whisper/model_repository"
+        # Triton's HTTP/gRPC on the loopback, its metrics on the pod IP; gateway metrics off the traffic port
+        args = tritonserver_args(triton, Path("/models"))
+        assert {"--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=0.0.0.0"} <= set(args)
+        assert gateway.metrics_port == config.serving.gateway_metrics_port != gateway.port
+        # API keys from the stack's secret (placeholder ARN in the plain YAML)
+        assert gateway.api_keys_secret == PLACEHOLDER_INPUTS.api_keys_secret_arn and gateway.api_keys is None
 
 
 def test_termination_outlasts_the_longest_request_with_a_drain(config, deployments) -> None:
@@ -362,7 +369,7 @@ def test_nlb_service_spans_every_group(config, manifests, deployments) -> None:
 
 
 def test_alb_switch_creates_an_ingress_with_least_outstanding_requests() -> None:
-    manifests = synth(config_with(THREE_GROUPS, endpoint={"kind": "alb", "scheme": "internet-facing"}))
+    manifests = synth(config_with(THREE_GROUPS, endpoint={"kind": "alb", **PUBLIC_TLS_ENDPOINT}))
     (ingress,) = of_kind(manifests, "Ingress").values()
     (service,) = of_kind(manifests, "Service").values()
     assert service["spec"]["type"] == "ClusterIP"

@@ -8,12 +8,13 @@ import copy
 import jsonschema
 import kubernetes_validate
 import pytest
-from k8s_support import THREE_GROUPS, config_with, crd_schemas, synth, three_groups, validate
+from k8s_support import PUBLIC_TLS_ENDPOINT, THREE_GROUPS, config_with, crd_schemas, synth, three_groups, validate
 
 CONFIGS = {
     "default": lambda: config_with(),
     "three-groups": three_groups,
-    "alb": lambda: config_with(THREE_GROUPS, endpoint={"kind": "alb", "scheme": "internet-facing"}),
+    "alb": lambda: config_with(THREE_GROUPS, endpoint={"kind": "alb", **PUBLIC_TLS_ENDPOINT}),
+    "nlb-tls": lambda: config_with(endpoint=PUBLIC_TLS_ENDPOINT),
     "node-autoscaling": lambda: config_with(THREE_GROUPS, cluster={"node_autoscaling": True}),
     "k8s-1.29": lambda: config_with(cluster={"kubernetes_version": "1.29"}),
 }

@@ -108,7 +108,7 @@ def prometheus(triton_server, tmp_path_factory) -> Iterator[tuple[str, str]]:
         def pod(address: str, name: str = POD, ready: bool = True) -> scrape_config.LocalPod:
             return scrape_config.LocalPod(address, name, CONFIG.serving.namespace, GROUP, _GROUP.gpu_arch, ready)
 
-        gateway_address = gateway.removeprefix("http://")
+        gateway_address = gateway.metrics.removeprefix("http://")  # the metrics port, not the traffic port
         config = scrape_config.local_scrape_config(
             CONFIG,
             {

@@ -6,7 +6,10 @@ SageMaker endpoint the HyperPod inference operator registered (``serving.target:
 inference_operator``) through boto3's ``sagemaker-runtime`` ``InvokeEndpoint``, signed with the
 caller's AWS credentials (IAM auth; no API key). Exit status: 0 success, 1 the gateway or endpoint
 answered an error, 2 bad arguments or the file cannot be read, 3 the gateway or endpoint cannot be
-reached (or no AWS credentials).
+reached (or no AWS credentials). For the gateway the API key is ``--api-key``, else
+``WHISPER_API_KEY``, else the first key of ``WHISPER_GATEWAY_API_KEYS`` (so
+``WHISPER_GATEWAY_API_KEYS=k make serve`` and ``WHISPER_GATEWAY_API_KEYS=k make transcribe`` work
+together); none is sent when all are unset.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -47,10 +51,23 @@ def invocation_body(path: Path, prompt: str = "", language: str | None = None) -
     return json.dumps(payload).encode()
 
 
+def default_api_key() -> str | None:
+    """``WHISPER_API_KEY``, else the first of ``WHISPER_GATEWAY_API_KEYS`` (comma-separated), else ``None``."""
+    if os.environ.get("WHISPER_API_KEY"):
+        return os.environ["WHISPER_API_KEY"]
+    keys = [key.strip() for key in os.environ.get("WHISPER_GATEWAY_API_KEYS", "").split(",") if key.strip()]
+    return keys[0] if keys else None
+
+
 def transcribe_file(
-    path: Path, url: str, prompt: str = "", language: str | None = None, timeout: float = 600.0
+    path: Path,
+    url: str,
+    prompt: str = "",
+    language: str | None = None,
+    timeout: float = 600.0,
+    api_key: str | None = None,
 ) -> dict:
-    """POST ``path`` to ``{url}/invocations`` and return the decoded JSON answer.
+    """POST ``path`` to ``{url}/invocations`` (with ``X-Api-Key: api_key`` if given) and return the decoded JSON answer.
 
     Raises:
         OSError: the file cannot be read.
@@ -60,7 +77,7 @@ def transcribe_file(
     request = urllib.request.Request(
         f"{url.rstrip('/')}/invocations",
         data=invocation_body(path, prompt, language),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **({"X-Api-Key": api_key} if api_key else {})},
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (URL from user/settings)
@@ -145,6 +162,9 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
         "instead of a gateway URL",
     )
     parser.add_argument("--region", default=None, help="AWS region of the endpoint (default: AWS config)")
+    parser.add_argument(
+        "--api-key", default=None, help="gateway API key (default: WHISPER_API_KEY / WHISPER_GATEWAY_API_KEYS)"
+    )
     args = parser.parse_args(argv)
     if args.sagemaker_endpoint and args.url:
         parser.error("give --url or --sagemaker-endpoint, not both")
@@ -161,7 +181,7 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
             print(json.dumps(result, indent=2) if args.json else result.get("transcribe_text", ""))
         return status
     try:
-        answer = transcribe_file(args.file, url, args.prompt, args.language)
+        answer = transcribe_file(args.file, url, args.prompt, args.language, api_key=args.api_key or default_api_key())
     except urllib.error.HTTPError as exc:
         print(f"gateway error {exc.code}: {exc.read().decode('utf-8', 'replace')}", file=sys.stderr)
         return 1

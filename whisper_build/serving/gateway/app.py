@@ -1,7 +1,12 @@
-"""FastAPI app: the SageMaker-style and OpenAI routers plus ``/metrics``.
+"""FastAPI app: the SageMaker-style and OpenAI routers behind API-key authentication.
 
 ``/invocations`` and ``/ping`` come from :mod:`.routes.sagemaker`, ``/v1/...`` from
-:mod:`.routes.openai`, ``/live`` (liveness, no model call) from :mod:`.routes.liveness`. Build with :func:`create_app`; ``app`` uses the environment's settings.
+:mod:`.routes.openai`, ``/live`` (liveness, no model call) from :mod:`.routes.liveness`. Build with
+:func:`create_app`; ``app`` uses the environment's settings. With API keys configured
+(:mod:`.auth`), ``/v1/*`` and ``/invocations`` need one; ``/ping`` and ``/live`` stay open.
+Prometheus metrics are not on this app: :func:`whisper_build.serving.gateway.metrics.start_metrics_server`
+serves them on their own port (``WHISPER_GATEWAY_METRICS_PORT``), because a network load balancer
+forwards every path of the traffic port.
 
 Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
 :class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency.
@@ -16,9 +21,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import Response
 
 from whisper_build.serving.gateway.admission import AdmissionController
+from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
 from whisper_build.serving.gateway.backend import TranscriptionBackend, TritonBackend
 from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
@@ -31,8 +36,7 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
-METRICS = "/metrics"
-ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE, METRICS})
+ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE})
 """Route labels in the gateway's metrics; any other path is counted as ``other``."""
 
 BackendFactory = Callable[[GatewaySettings], TranscriptionBackend]
@@ -57,6 +61,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     )
     pipeline = Pipeline(settings, metrics, admission)
     pipeline.health = health = ModelHealth(settings, metrics, busy=lambda: admission.running > 0)
+    auth = auth_from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,6 +69,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         pipeline.transcriber = Transcriber(backend, settings)
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary), name="canary")
+        if auth is not None:
+            await auth.start()
         try:
             yield
         finally:
@@ -72,6 +79,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
             canary.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await canary
+            if auth is not None:
+                await auth.stop()
             await backend.close()
 
     app = FastAPI(
@@ -86,15 +95,11 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.state.metrics = metrics
     app.state.pipeline = pipeline
     app.state.health = health
+    app.state.auth = auth
     install_error_handlers(app)
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
     app.include_router(liveness.router)
-
-    @app.get(METRICS)
-    async def prometheus_metrics() -> Response:
-        """Prometheus text exposition of the metrics in docs/contracts.md §7."""
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     app.add_middleware(
         BodyLimitMiddleware,
@@ -103,6 +108,10 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         max_concurrent=settings.capacity + settings.queue_size,
         retry_after_seconds=settings.retry_after_seconds,
     )
+    if auth is not None:
+        # outside the body limit (a request without a key is refused before its body is read),
+        # inside the metrics middleware (401s are counted)
+        app.add_middleware(ApiKeyMiddleware, auth=auth, retry_after_seconds=settings.retry_after_seconds)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
     return app
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Wall-time buckets in seconds: a 30 s window takes ~0.1-1 s on GPU, long files minutes.
@@ -65,6 +67,25 @@ class GatewayMetrics:
     def render(self) -> bytes:
         """Text exposition format 0.0.4."""
         return generate_latest(self.registry)
+
+
+def start_metrics_server(metrics: GatewayMetrics, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
+    """Serve ``metrics`` (``/metrics``, text format 0.0.4) on ``host:port`` with prometheus-client's own
+    HTTP server, in a daemon thread: a port of its own, so the load balancer's traffic port exposes
+    no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
+
+    Args:
+        metrics: The app's metrics (``app.state.metrics``).
+        host: Address to bind (the pod IP, ``0.0.0.0``, in a pod).
+        port: Port; 0 picks a free one (``server.server_port`` tells which).
+
+    Returns:
+        The server (``server.shutdown()`` stops it) and its thread.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    return start_http_server(port, addr=host, registry=metrics.registry)
 
 
 class MetricsMiddleware:

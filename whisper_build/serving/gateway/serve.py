@@ -17,6 +17,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from whisper_build.serving.gateway.app import create_app
+from whisper_build.serving.gateway.metrics import start_metrics_server
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 
@@ -75,7 +76,11 @@ def main(settings: GatewaySettings | None = None) -> None:
         timeout_keep_alive=settings.keep_alive_seconds,
         proxy_headers=False,
     )
-    DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()
+    metrics_server, _ = start_metrics_server(app.state.metrics, settings.host, settings.metrics_port)
+    try:
+        DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()
+    finally:
+        metrics_server.shutdown()
 
 
 if __name__ == "__main__":

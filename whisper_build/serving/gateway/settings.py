@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from settings import endpoint_auth
 
 
 class GatewaySettings(BaseSettings):
@@ -17,7 +19,10 @@ class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WHISPER_GATEWAY_", extra="forbid")
 
     host: str = Field("127.0.0.1", description="address the HTTP server binds")
-    port: int = Field(8080, ge=0, le=65535, description="HTTP port")
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port (transcription traffic)")
+    metrics_port: int = Field(
+        8081, ge=0, le=65535, description="port of /metrics, off the traffic port (0 = any free port)"
+    )
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint host:port")
     model_name: str = Field("whisper", description="Triton model to call (contract §5)")
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
@@ -75,6 +80,25 @@ class GatewaySettings(BaseSettings):
         None, description="file the in-pod supervisor touches; /live fails when it is older than the limit below"
     )
     supervisor_heartbeat_max_age_seconds: float = Field(30.0, gt=0, description="largest heartbeat age /live accepts")
+    api_keys: SecretStr | None = Field(
+        None, description="comma-separated API keys (local runs); unset with no secret = authentication off"
+    )
+    api_keys_secret: str | None = Field(
+        None, description="Secrets Manager secret ARN/name holding the API keys as JSON (deployed pods)"
+    )
+    api_keys_refresh_seconds: float = Field(
+        float(endpoint_auth.REFRESH_SECONDS),
+        gt=0,
+        description="how often the API keys secret is re-read (rotation without restart)",
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> GatewaySettings:
+        if self.api_keys is not None and self.api_keys_secret is not None:
+            raise ValueError("set WHISPER_GATEWAY_API_KEYS (local) or WHISPER_GATEWAY_API_KEYS_SECRET, not both")
+        if self.api_keys is not None and not self.api_keys.get_secret_value().strip(", "):
+            raise ValueError("WHISPER_GATEWAY_API_KEYS is set but holds no key (comma-separated keys)")
+        return self
 
     @property
     def effective_audio_budget_seconds(self) -> float:

@@ -4,7 +4,8 @@ Environment variables use the prefix ``WHISPER_TRITON_``; nested fields use ``__
 
 | setting | environment variable | default |
 |---|---|---|
-| bind address | ``WHISPER_TRITON_HOST`` | ``127.0.0.1`` |
+| bind address (HTTP, gRPC) | ``WHISPER_TRITON_HOST`` | ``127.0.0.1`` |
+| bind address of the metrics port | ``WHISPER_TRITON_METRICS_HOST`` | the bind address above |
 | HTTP / gRPC / metrics ports | ``WHISPER_TRITON_HTTP_PORT`` / ``_GRPC_PORT`` / ``_METRICS_PORT`` | 8000 / 8001 / 8002 (docs/contracts.md §6) |
 | model repository | ``WHISPER_TRITON_MODEL_REPOSITORY`` | empty: render one into a temporary directory |
 | engine | ``WHISPER_TRITON_ENGINE__ENGINE`` | ``ctranslate2`` |
@@ -33,6 +34,9 @@ class TritonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WHISPER_TRITON_", env_nested_delimiter="__", extra="forbid")
 
     host: str = "127.0.0.1"
+    metrics_host: str | None = Field(
+        None, description="bind address of the metrics port (the pod IP for the scraper); default: host"
+    )
     http_port: int = Field(8000, ge=0, le=65535)
     grpc_port: int = Field(8001, ge=0, le=65535)
     metrics_port: int = Field(8002, ge=0, le=65535)
@@ -55,7 +59,12 @@ class TritonSettings(BaseSettings):
     @property
     def metrics_url(self) -> str:
         """``http://host:port/metrics`` (Prometheus text)."""
-        return f"http://{self.host}:{self.metrics_port}/metrics"
+        return f"http://{self.metrics_bind_host}:{self.metrics_port}/metrics"
+
+    @property
+    def metrics_bind_host(self) -> str:
+        """Address the metrics port binds: ``metrics_host``, else ``host``."""
+        return self.metrics_host or self.host
 
 
 def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[str]:
@@ -74,7 +83,7 @@ def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[
         f"--model-repository={model_repository}",
         f"--http-address={host}", f"--http-port={settings.http_port}",
         f"--grpc-address={host}", f"--grpc-port={settings.grpc_port}",
-        f"--metrics-address={host}", f"--metrics-port={settings.metrics_port}",
+        f"--metrics-address={settings.metrics_bind_host}", f"--metrics-port={settings.metrics_port}",
         "--allow-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--exit-timeout-secs={settings.exit_timeout_s}",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from settings import ConfigError, DeploymentConfig, load_config, names
+from whisper_build.workstation import api_keys
 from whisper_build.workstation.deploy import aws
 from whisper_build.workstation.deploy.plan import (
     Command,
@@ -206,12 +207,14 @@ def endpoint_address(config: DeploymentConfig, kubectl: Callable[[Sequence[str]]
 
 def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
     """The closing message: the endpoint, a port-forward for an internal one, and a first request."""
-    namespace, service, port = config.serving.namespace, names.ENDPOINT_SERVICE_NAME, names.ENDPOINT_SERVICE_PORT
+    namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
+    port = names.ENDPOINT_TLS_PORT if config.endpoint.tls else names.ENDPOINT_SERVICE_PORT
+    scheme = "https" if config.endpoint.tls else "http"
     lines = ["", "Whisper is serving."]
     where = hostname or "(load balancer still provisioning: kubectl -n {namespace} get {kind} {service})"
     kind = "service" if config.endpoint.kind == "nlb" else "ingress"
     lines.append(
-        f"Endpoint ({config.endpoint.scheme} {config.endpoint.kind.upper()}): http://{where.format(namespace=namespace, kind=kind, service=service)}"
+        f"Endpoint ({config.endpoint.scheme} {config.endpoint.kind.upper()}): {scheme}://{where.format(namespace=namespace, kind=kind, service=service)}"
     )
     if config.endpoint.scheme == "internal":
         lines += [
@@ -221,15 +224,21 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
         ]
         base = "http://127.0.0.1:8080"
     else:
-        base = f"http://{hostname or '<endpoint>'}"
+        base = f"{scheme}://{hostname or '<endpoint>'}"
+    auth = config.endpoint.auth == "api_key"
+    key_header = ' -H "Authorization: Bearer $KEY"' if auth else ""
+    if auth:
+        lines.append(
+            f"  # the API key (make api-key CONFIG=… prints how to rotate it): {api_keys.fetch_key_command(config)}"
+        )
     lines += [
         f"  curl -s {base}/ping",
         "  base64 -w0 recording.wav | jq -Rc '{audio_data: ., whisper_prompt: \"\"}' \\",
-        f"    | curl -s {base}/invocations -H 'Content-Type: application/json' -d @-",
+        f"    | curl -s {base}/invocations{key_header} -H 'Content-Type: application/json' -d @-",
         "  # OpenAI client (pip install openai):",
-        f"  python -c \"from openai import OpenAI; c = OpenAI(base_url='{base}/v1', api_key='unused'); "
+        f"  python -c \"import os; from openai import OpenAI; c = OpenAI(base_url='{base}/v1', api_key=os.environ.get('KEY', 'unused')); "
         "print(c.audio.transcriptions.create(model='whisper', file=open('recording.wav', 'rb')).text)\"",
-        "  # or: WHISPER_GATEWAY_PORT=8080 make transcribe FILE=recording.wav",
+        "  # or: WHISPER_API_KEY=$KEY WHISPER_GATEWAY_PORT=8080 make transcribe FILE=recording.wav",
         "Grafana, metrics and alerts: docs/observability.md. Tear down: make destroy CONFIG=<this config>.",
     ]
     return "\n".join(lines)
