@@ -47,9 +47,9 @@ READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
 
 
 class ServingChart(cdk8s.Chart):
-    """Namespace, NetworkPolicies, ServiceAccount, one model volume per engine target, one workload
-    per GPU group.
+    """Namespace, NetworkPolicies, ServiceAccount, model volumes, one workload per GPU group.
 
+    One model volume per engine target.
     An engine target is a GPU architecture, or architecture + MIG profile (``GpuGroup.engine_target``).
 
     Attributes:

@@ -1,5 +1,6 @@
-"""Shared names of the gateway's API keys (docs/contracts.md §8): the secret the stack creates, the
-key it generates, and how often the gateway re-reads it.
+"""Shared names of the gateway's API keys (docs/contracts.md §8).
+
+The secret the stack creates, the key it generates, and how often the gateway re-reads it.
 """
 
 from __future__ import annotations

@@ -620,9 +620,10 @@ class DeploymentConfig(_Strict):
 
     @model_validator(mode="after")
     def _endpoint_exposure(self) -> DeploymentConfig:
-        """Refuse an internet-facing endpoint without TLS, without authentication, or open to
-        0.0.0.0/0 without ``endpoint.acknowledge_open_to_internet``; one message names every
-        violated field.
+        """Refuse an internet-facing endpoint that is not secured.
+
+        Without TLS, without authentication, without source ranges, or open to 0.0.0.0/0 without
+        ``endpoint.acknowledge_open_to_internet``; one message names every violated field.
         """
         endpoint = self.endpoint
         if endpoint.scheme != "internet-facing":

@@ -1,6 +1,6 @@
-"""Network: VPC over >= 2 AZs, NAT, flow logs, S3 gateway endpoint, Secrets Manager interface
-endpoint, the HyperPod node security group.
+"""Network: VPC, NAT, flow logs, S3 and Secrets Manager endpoints, the HyperPod node security group.
 
+The VPC spans >= 2 AZs.
 The Secrets Manager endpoint (private DNS) keeps the gateway's API-key reads inside the VPC, which is
 what the serving pods' egress NetworkPolicy allows (HTTPS to the VPC CIDR only).
 """

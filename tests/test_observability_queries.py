@@ -122,7 +122,7 @@ def test_scrape_config_jobs_relabel_pod_labels_and_map_instance_types():
         for name, job in jobs.items()
     }
     assert ports[queries.JOB_TRITON] == [str(config.serving.triton_metrics_port)]
-    assert ports[queries.JOB_GATEWAY] == [str(config.serving.gateway_port)]
+    assert ports[queries.JOB_GATEWAY] == [str(config.serving.gateway_metrics_port)]  # not the traffic port
     ready = [
         r
         for r in jobs[queries.JOB_GATEWAY]["relabel_configs"]

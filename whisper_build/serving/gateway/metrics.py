@@ -70,9 +70,10 @@ class GatewayMetrics:
 
 
 def start_metrics_server(metrics: GatewayMetrics, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
-    """Serve ``metrics`` (``/metrics``, text format 0.0.4) on ``host:port`` with prometheus-client's own
-    HTTP server, in a daemon thread: a port of its own, so the load balancer's traffic port exposes
-    no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
+    """Serve ``metrics`` on ``host:port`` with prometheus-client's own HTTP server (a daemon thread).
+
+    ``/metrics`` in text format 0.0.4, on a port of its own, so the load balancer's traffic port
+    exposes no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
 
     Args:
         metrics: The app's metrics (``app.state.metrics``).
