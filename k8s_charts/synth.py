@@ -85,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         # without observability there is no AMP workspace, hence no KEDA objects (fixed replicas)
         workspace = args.amp_workspace_id if config.observability.enabled else None
-        files = synth_yaml(
-            config, args.out, ChartInputs(args.bucket, args.image_repository, workspace, args.api_keys_secret_arn)
+        inputs = ChartInputs(
+            args.bucket, args.image_repository, workspace, api_keys_secret_arn=args.api_keys_secret_arn
         )
+        files = synth_yaml(config, args.out, inputs)
     except (ConfigError, ValueError) as err:
         print(f"k8s synth failed: {err}", file=sys.stderr)
         return 2
