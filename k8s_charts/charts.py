@@ -24,6 +24,7 @@ The same charts are written as plain YAML by :mod:`k8s_charts.synth` and deploye
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cdk8s
@@ -36,11 +37,12 @@ from k8s_charts.endpoint import ServingEndpoint
 from k8s_charts.gpu_metrics import GpuMetricsExporter
 from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_shapes
 from k8s_charts.inputs import ChartInputs
-from k8s_charts.network_policy import ServingNetworkPolicies
+from k8s_charts.network_policy import ScrapeOnlyNetworkPolicies, ServingNetworkPolicies
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
 from k8s_charts.storage import ModelVolume
 from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
+from observability.scrape_config import DCGM_EXPORTER_PORT
 from settings.schema import DeploymentConfig
 
 READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
@@ -173,7 +175,9 @@ class GpuMetricsChart(cdk8s.Chart):
         exporters: GPU group name → its :class:`GpuMetricsExporter`.
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, config: DeploymentConfig, scraper_cidrs: Sequence[str] | None = None
+    ) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         self.namespace_name = naming.gpu_metrics_namespace(config.serving.namespace)
         k8s.KubeNamespace(
@@ -182,6 +186,13 @@ class GpuMetricsChart(cdk8s.Chart):
             metadata=k8s.ObjectMeta(
                 name=self.namespace_name, labels={security.POD_SECURITY_ENFORCE_LABEL: "privileged"}
             ),
+        )
+        ScrapeOnlyNetworkPolicies(
+            self,
+            "NetworkPolicies",
+            namespace=self.namespace_name,
+            ports=[DCGM_EXPORTER_PORT],
+            scraper_cidrs=scraper_cidrs or [config.network.vpc_cidr],
         )
         self.exporters = {
             group.name: GpuMetricsExporter(self, group.name, namespace=self.namespace_name, group=group)
@@ -240,5 +251,9 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
     if config.cluster.node_autoscaling:
         nodes = NodeAutoscalingChart(app, "whisper-node-autoscaling", config=config)
         serving.add_dependency(nodes)
-    gpu_metrics = GpuMetricsChart(app, "whisper-gpu-metrics", config=config) if config.observability.enabled else None
+    gpu_metrics = (
+        GpuMetricsChart(app, "whisper-gpu-metrics", config=config, scraper_cidrs=inputs.scraper_cidrs)
+        if config.observability.enabled
+        else None
+    )
     return WhisperCharts(serving, endpoint, autoscaling, nodes, gpu_metrics)

@@ -130,3 +130,36 @@ class ServingNetworkPolicies(Construct):
                 ],
             ),
         )
+
+
+class ScrapeOnlyNetworkPolicies(Construct):
+    """Default-deny plus scrape-port ingress for every pod of ``namespace`` (the GPU metrics exporters).
+
+    The exporters only answer the scraper and call nothing over the network (DCGM reads the node's GPUs
+    through the driver), so no egress is allowed.
+
+    Args:
+        namespace: The namespace.
+        ports: Container ports the scraper reads.
+        scraper_cidrs: CIDRs the scraper connects from.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, namespace: str, ports: Sequence[int], scraper_cidrs: Sequence[str]
+    ) -> None:
+        super().__init__(scope, id)
+        every_pod = k8s.LabelSelector()
+        for name, spec in (
+            ("default-deny", k8s.NetworkPolicySpec(pod_selector=every_pod, policy_types=["Ingress", "Egress"])),
+            (
+                "metrics-ingress",
+                k8s.NetworkPolicySpec(
+                    pod_selector=every_pod,
+                    policy_types=["Ingress"],
+                    ingress=[
+                        k8s.NetworkPolicyIngressRule(from_=_from_cidrs(scraper_cidrs), ports=[_port(p) for p in ports])
+                    ],
+                ),
+            ),
+        ):
+            k8s.KubeNetworkPolicy(self, name, metadata=k8s.ObjectMeta(name=name, namespace=namespace), spec=spec)

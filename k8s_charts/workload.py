@@ -107,14 +107,28 @@ def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
 def auth_env(config: DeploymentConfig, api_keys_secret_arn: str | None) -> dict[str, object]:
     """``WHISPER_GATEWAY_API_KEYS_SECRET`` (the secret's ARN) when ``endpoint.auth`` is ``api_key``.
 
+    Only for this project's Deployments: with ``serving.target: inference_operator`` callers
+    authenticate to the SageMaker endpoint with IAM, and the worker's gateway checks no key.
+
     Raises:
         ValueError: authentication is on but no secret ARN was given.
     """
-    if config.endpoint.auth != "api_key":
+    if config.endpoint.auth != "api_key" or config.serving.target != "deployments":
         return {}
     if api_keys_secret_arn is None:
         raise ValueError("endpoint.auth is api_key but the charts got no API keys secret ARN")
     return {"WHISPER_GATEWAY_API_KEYS_SECRET": api_keys_secret_arn}
+
+
+def metrics_env(config: DeploymentConfig) -> dict[str, object]:
+    """Where the gateway serves ``/metrics``: its own port (Deployments) or the traffic port.
+
+    Inference operator workers use the traffic port: the operator declares one port, and its SageMaker
+    endpoint forwards only ``/invocations`` and ``/ping``. Matches :func:`observability.scrape_config.scrape_jobs`.
+    """
+    if config.serving.target == "deployments":
+        return {"WHISPER_GATEWAY_METRICS_PORT": config.serving.gateway_metrics_port}
+    return {"WHISPER_GATEWAY_METRICS_ON_TRAFFIC_PORT": "true"}
 
 
 def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: str | None = None) -> dict[str, object]:
@@ -130,7 +144,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
     return {
         "WHISPER_GATEWAY_HOST": "0.0.0.0",  # noqa: S104 (pod IP; the Service/NLB reach it)
         "WHISPER_GATEWAY_PORT": serving.gateway_port,
-        "WHISPER_GATEWAY_METRICS_PORT": serving.gateway_metrics_port,
+        **metrics_env(config),
         **auth_env(config, api_keys_secret_arn),
         "WHISPER_GATEWAY_TRITON_URL": f"127.0.0.1:{serving.triton_grpc_port}",
         "WHISPER_GATEWAY_CAPACITY": group.effective_capacity,

@@ -67,6 +67,16 @@ class ScrapeJob:
     ready_only: bool = False
 
 
+def gateway_metrics_port(config: DeploymentConfig) -> int:
+    """Port of the gateway's ``/metrics``.
+
+    ``serving.gateway_metrics_port`` (off the traffic port) for Deployments, the traffic port on
+    inference operator workers (``k8s_charts.workload.metrics_env``).
+    """
+    serving = config.serving
+    return serving.gateway_metrics_port if serving.target == "deployments" else serving.gateway_port
+
+
 def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     """The three jobs of a deployment, ports and namespace from ``config.serving``.
 
@@ -78,7 +88,7 @@ def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     app = APP_NAME if serving.target == "deployments" else None
     return (
         ScrapeJob(queries.JOB_TRITON, app, serving.triton_metrics_port, serving.namespace),
-        ScrapeJob(queries.JOB_GATEWAY, app, serving.gateway_metrics_port, serving.namespace, ready_only=True),
+        ScrapeJob(queries.JOB_GATEWAY, app, gateway_metrics_port(config), serving.namespace, ready_only=True),
         ScrapeJob(queries.JOB_DCGM, DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT, None),
     )
 

@@ -129,6 +129,17 @@ class WorkloadsStack(Stack):
             self.alb_controller = self._add_alb_controller(cluster_stack)
             self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
 
+        # IRSA (the controller's or the inference operator's role) makes aws-cdk-lib add the cluster's
+        # OIDC provider handler to the cluster stack
+        oidc_handler = cluster_stack.node.try_find_child(OIDC_PROVIDER_HANDLER)
+        if oidc_handler is not None:
+            skip_check(
+                oidc_handler.node.find_child("Role"),
+                "CKV_AWS_109",
+                "aws-cdk-lib's OIDC provider handler creates/updates/deletes the cluster's IAM OIDC provider, "
+                "whose ARN exists only after creation (iam:*OpenIDConnectProvider on *)",
+            )
+
         self.api_keys: GatewayApiKeys | None = None
         if config.endpoint.auth == "api_key" and not operator_target:
             self.api_keys = GatewayApiKeys(
@@ -199,15 +210,6 @@ class WorkloadsStack(Stack):
         )
         acknowledge_policy_wildcards(service_account.role, controller_reason)
         skip_check(service_account.role.node.find_child("DefaultPolicy"), "CKV_AWS_111", controller_reason)
-        # the controller's service account (IRSA) makes aws-cdk-lib add the cluster's OIDC provider handler
-        oidc_handler = cluster_stack.node.try_find_child(OIDC_PROVIDER_HANDLER)
-        if oidc_handler is not None:
-            skip_check(
-                oidc_handler.node.find_child("Role"),
-                "CKV_AWS_109",
-                "aws-cdk-lib's OIDC provider handler creates/updates/deletes the cluster's IAM OIDC provider, "
-                "whose ARN exists only after creation (iam:*OpenIDConnectProvider on *)",
-            )
         return controller
 
     def _add_keda(self, cluster_stack: ClusterStack, amp_workspace_arn: str) -> eks.HelmChart:

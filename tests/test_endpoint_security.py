@@ -310,3 +310,19 @@ def test_docs_list_every_explained_exception_of_the_default_config(default, tmp_
     report = markdown(explained_exceptions(default.outdir, synth_yaml(default.config, tmp_path)))
     docs = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     assert report in docs, "docs/deploy.md Security is stale: paste `python -m stacks.gate_report` output"
+
+
+def test_metrics_ports_follow_the_serving_target() -> None:
+    from k8s_charts.workload import metrics_env, serving_env
+    from observability import queries
+    from observability.scrape_config import scrape_jobs
+
+    deployments = config_with()
+    operator = config_with(REPO_ROOT / "config" / "examples" / "inference-operator.yaml")
+    gateway_port = {
+        c.serving.target: {j.name: j.port for j in scrape_jobs(c)}[queries.JOB_GATEWAY] for c in (deployments, operator)
+    }
+    assert gateway_port == {"deployments": 8081, "inference_operator": operator.serving.gateway_port}
+    assert metrics_env(operator) == {"WHISPER_GATEWAY_METRICS_ON_TRAFFIC_PORT": "true"}
+    # the operator's SageMaker endpoint authenticates with IAM: its workers get no API-key secret
+    assert "WHISPER_GATEWAY_API_KEYS_SECRET" not in serving_env(operator, operator.gpu_groups[0], "arn:x")

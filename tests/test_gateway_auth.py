@@ -196,3 +196,9 @@ def test_make_transcribe_sends_the_local_key(gateway: str, tmp_path, monkeypatch
     monkeypatch.setenv("WHISPER_GATEWAY_API_KEYS", f"{KEYS[1]},{KEYS[0]}")
     assert main([str(wav), "--url", gateway]) == 0
     assert capsys.readouterr().out.strip() == "w0:2.0"
+
+
+def test_inference_operator_workers_serve_metrics_on_the_traffic_port() -> None:
+    settings = GatewaySettings(metrics_on_traffic_port=True)
+    with running_gateway(settings, lambda _: FakeBackend()) as url:
+        assert "whisper_gateway_capacity_requests" in httpx.get(f"{url}/metrics", timeout=10).text

@@ -4,7 +4,7 @@
 :mod:`.routes.openai`, ``/live`` (liveness, no model call) from :mod:`.routes.liveness`. Build with
 :func:`create_app`; ``app`` uses the environment's settings. With API keys configured
 (:mod:`.auth`), ``/v1/*`` and ``/invocations`` need one; ``/ping`` and ``/live`` stay open.
-Prometheus metrics are not on this app: :func:`whisper_build.serving.gateway.metrics.start_metrics_server`
+Prometheus metrics are not on this app (unless ``metrics_on_traffic_port``): :func:`whisper_build.serving.gateway.metrics.start_metrics_server`
 serves them on their own port (``WHISPER_GATEWAY_METRICS_PORT``), because a network load balancer
 forwards every path of the traffic port.
 
@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import Response
 
 from whisper_build.serving.gateway.admission import AdmissionController
 from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
@@ -36,7 +37,8 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
-ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE})
+METRICS = "/metrics"
+ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE, METRICS})
 """Route labels in the gateway's metrics; any other path is counted as ``other``."""
 
 BackendFactory = Callable[[GatewaySettings], TranscriptionBackend]
@@ -97,6 +99,13 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.state.health = health
     app.state.auth = auth
     install_error_handlers(app)
+    if settings.metrics_on_traffic_port:
+
+        @app.get(METRICS)
+        async def prometheus_metrics() -> Response:
+            """Prometheus text exposition of the metrics in docs/contracts.md §7 (inference operator workers)."""
+            return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
     app.include_router(liveness.router)

@@ -76,11 +76,14 @@ def main(settings: GatewaySettings | None = None) -> None:
         timeout_keep_alive=settings.keep_alive_seconds,
         proxy_headers=False,
     )
-    metrics_server, _ = start_metrics_server(app.state.metrics, settings.host, settings.metrics_port)
+    metrics_server = None
+    if not settings.metrics_on_traffic_port:
+        metrics_server, _ = start_metrics_server(app.state.metrics, settings.host, settings.metrics_port)
     try:
         DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()
     finally:
-        metrics_server.shutdown()
+        if metrics_server is not None:
+            metrics_server.shutdown()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@ class GatewaySettings(BaseSettings):
     metrics_port: int = Field(
         8081, ge=0, le=65535, description="port of /metrics, off the traffic port (0 = any free port)"
     )
+    metrics_on_traffic_port: bool = Field(
+        False,
+        description="serve /metrics on the traffic port instead (HyperPod inference operator workers: the "
+        "operator declares one port, and its SageMaker endpoint forwards only /invocations and /ping)",
+    )
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint host:port")
     model_name: str = Field("whisper", description="Triton model to call (contract §5)")
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
