@@ -377,7 +377,7 @@ def _supervise(server: LocalTriton, gateway: bool) -> int:
 
 
 def _refuse_busy_gateway_port() -> None:
-    """Raise when the gateway's port (``WHISPER_GATEWAY_HOST``/``WHISPER_GATEWAY_PORT``) cannot be bound.
+    """Raise when the gateway's traffic or metrics port (``WHISPER_GATEWAY_PORT``/``_METRICS_PORT``) cannot be bound.
 
     Raises:
         TritonStartError: naming the variable to change.
@@ -385,11 +385,14 @@ def _refuse_busy_gateway_port() -> None:
     from whisper_build.serving.gateway.settings import GatewaySettings
 
     gateway = GatewaySettings()
-    busy = ports_in_use(gateway.host, {"WHISPER_GATEWAY_PORT": gateway.port})
+    ports = {"WHISPER_GATEWAY_PORT": gateway.port}
+    if not gateway.metrics_on_traffic_port and gateway.metrics_port:
+        ports["WHISPER_GATEWAY_METRICS_PORT"] = gateway.metrics_port
+    busy = ports_in_use(gateway.host, ports)
     if busy:
         raise TritonStartError(
             f"the gateway's port is already in use on {gateway.host}: {', '.join(busy)} (another `make serve`?): "
-            f"stop it, or set WHISPER_GATEWAY_PORT to a free port, e.g. WHISPER_GATEWAY_PORT=9080 make serve "
+            f"stop it, or set that variable to a free port, e.g. WHISPER_GATEWAY_PORT=9080 make serve "
             "(and export the same WHISPER_GATEWAY_PORT for make transcribe)"
         )
 
