@@ -41,7 +41,9 @@ def manifests(config):
 
 def test_one_schema_valid_endpoint_config_and_no_fleet_deployments(config, manifests):
     kinds = {m["kind"] for m in manifests}
-    assert kinds == {"Namespace", "InferenceEndpointConfig", "DaemonSet"}  # DaemonSets: the DCGM exporters
+    # DaemonSets: the DCGM exporters; NetworkPolicies: their namespace's default deny + scrape ingress
+    assert kinds == {"Namespace", "InferenceEndpointConfig", "DaemonSet", "NetworkPolicy"}
+    assert {m["metadata"]["namespace"] for m in manifests if m["kind"] == "NetworkPolicy"} == {"whisper-gpu-metrics"}
     assert not {"Deployment", "ScaledObject", "Service", "Ingress", "PersistentVolume"} & kinds
     (endpoint,) = of_kind(manifests, "InferenceEndpointConfig").values()
     assert validate(endpoint, config.cluster.kubernetes_version) == (

@@ -392,7 +392,7 @@ def _refuse_busy_gateway_port() -> None:
     if busy:
         raise TritonStartError(
             f"the gateway's port is already in use on {gateway.host}: {', '.join(busy)} (another `make serve`?): "
-            f"stop it, or set that variable to a free port, e.g. WHISPER_GATEWAY_PORT=9080 make serve "
+            f"stop it, or set WHISPER_GATEWAY_PORT to a free port (WHISPER_GATEWAY_METRICS_PORT likewise), e.g. WHISPER_GATEWAY_PORT=9080 make serve "
             "(and export the same WHISPER_GATEWAY_PORT for make transcribe)"
         )
 
