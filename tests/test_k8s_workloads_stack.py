@@ -114,9 +114,11 @@ def test_charts_are_applied_after_what_they_need(synthesized) -> None:
     assert {serving, keda} <= set(resources[autoscaling]["DependsOn"])
     # the HyperPod cluster and the Mountpoint driver are in the cluster stack: a stack dependency
     assert stacks.cluster in workloads.dependencies
-    # the GPU metrics exporters (a chart of their own) are applied too, one DaemonSet per group
+    # the GPU metrics exporters (a chart of their own) are applied too, one DaemonSet per group, behind
+    # their namespace's default deny + scrape ingress
     gpu_metrics = json.loads(resources[_logical_id(template, MANIFEST, "dcgm-exporter")]["Properties"]["Manifest"])
-    assert [m["kind"] for m in gpu_metrics] == ["Namespace", "DaemonSet", "DaemonSet", "DaemonSet"]
+    kinds = [m["kind"] for m in gpu_metrics]
+    assert kinds == ["Namespace", "NetworkPolicy", "NetworkPolicy", "DaemonSet", "DaemonSet", "DaemonSet"]
 
 
 def test_manifests_carry_the_stack_values_not_placeholders(synthesized) -> None:

@@ -239,7 +239,8 @@ def test_network_two_azs_flow_logs_s3_endpoint_and_node_security_group(result: S
     assert _resources(template, "AWS::EC2::NatGateway")
     assert [f["Properties"]["TrafficType"] for f in _resources(template, "AWS::EC2::FlowLog").values()] == ["ALL"]
     endpoints = _resources(template, "AWS::EC2::VPCEndpoint").values()
-    assert [e["Properties"]["VpcEndpointType"] for e in endpoints] == ["Gateway"]
+    # S3 (gateway) and Secrets Manager (interface, for the serving pods' API-key reads inside the VPC)
+    assert sorted(e["Properties"]["VpcEndpointType"] for e in endpoints) == ["Gateway", "Interface"]
     self_rules = [
         r["Properties"]
         for r in _resources(template, "AWS::EC2::SecurityGroupIngress").values()
