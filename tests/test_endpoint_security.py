@@ -125,10 +125,14 @@ def test_alb_with_a_certificate_listens_with_https_only() -> None:
 def policies() -> dict[str, dict[str, Any]]:
     config = config_with()
     manifests = synth(config)
-    found = of_kind(manifests, "NetworkPolicy")
-    for manifest in found.values():
+    found = [m for m in manifests if m["kind"] == "NetworkPolicy"]
+    for manifest in found:
         assert validate(manifest, config.cluster.kubernetes_version).startswith("k8s:")
-    return {name: manifest["spec"] for name, manifest in found.items()}
+    # the GPU metrics namespace: default deny + the DCGM exporter port from the scraper only
+    exporters = {m["metadata"]["name"]: m["spec"] for m in found if m["metadata"]["namespace"] == "whisper-gpu-metrics"}
+    assert set(exporters) == {"default-deny", "metrics-ingress"}
+    assert _ports(exporters["metrics-ingress"]["ingress"]) == {9400}
+    return {m["metadata"]["name"]: m["spec"] for m in found if m["metadata"]["namespace"] == config.serving.namespace}
 
 
 def test_default_deny_covers_every_pod_both_ways(policies) -> None:
