@@ -189,7 +189,7 @@ def test_ping_follows_the_canary_the_repair_and_drain() -> None:
         _until(lambda: client.get("/ping").status_code == 503)
         r = client.get("/ping")
         assert "cannot serve" in r.json()["message"] and "not healthy" in r.json()["message"]
-        metrics = client.get("/metrics").text
+        metrics = metrics_text(client.app)
         assert 'whisper_gateway_backend_failures_total{source="canary"}' in metrics
         assert "whisper_gateway_model_healthy 0.0" in metrics
         # ... the gateway asks for a reload, and while it does not help, backs off (1 s, 2 s, ...)
@@ -200,7 +200,7 @@ def test_ping_follows_the_canary_the_repair_and_drain() -> None:
         backend.reload_heals = True
         _until(lambda: client.get("/ping").status_code == 200)
         assert backend.reloads == 2 and backend.calls == []
-        assert "whisper_gateway_model_healthy 1.0" in client.get("/metrics").text
+        assert "whisper_gateway_model_healthy 1.0" in metrics_text(client.app)
         # draining wins over health
         client.app.state.admission.start_drain()
         assert client.get("/ping").status_code == 503
@@ -227,7 +227,7 @@ def test_client_failures_count_and_client_successes_keep_a_busy_model_healthy() 
         backend.error = BackendError("Triton failed the request: boom")
         for _ in range(2):
             assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 502
-        assert 'whisper_gateway_backend_failures_total{source="request"} 2.0' in client.get("/metrics").text
+        assert 'whisper_gateway_backend_failures_total{source="request"} 2.0' in metrics_text(client.app)
         assert client.get("/ping").status_code == 503  # two failures in a row
         backend.error = None
         assert client.post("/invocations", json={"audio_data": b64(WAV)}).status_code == 200
