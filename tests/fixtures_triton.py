@@ -49,12 +49,13 @@ def make_serve_command(workdir: Path, cpu_threads: int = 1) -> tuple[list[str], 
     Returns:
         (argv, environment, gateway port).
     """
-    http, grpc, metrics, gateway_port = free_ports(4)
+    http, grpc, metrics, gateway_port, gateway_metrics_port = free_ports(5)
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT),
         "WHISPER_TRITON_ENGINE__CPU_THREADS": str(cpu_threads),
         "WHISPER_GATEWAY_PORT": str(gateway_port),
+        "WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics_port),
     }
     command = [sys.executable, "-m", "whisper_build.workstation.local_triton", "--http-port", str(http),
                "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--workdir", str(workdir),
