@@ -79,7 +79,7 @@ def machine_info() -> dict[str, object]:
 
 # ------------------------------------------------------------------ gateway subprocess
 class GatewayProcess:
-    """Run ``python -m whisper_build.serving.gateway`` on a free port, pointed at ``triton_url``.
+    """Run ``python -m whisper_build.serving.gateway`` on free ports (traffic, metrics), pointed at ``triton_url``.
 
     A context manager that waits for ``/ping`` and stops the gateway on exit (SIGTERM, then SIGKILL).
     ``settings`` adds ``WHISPER_GATEWAY_*`` variables (e.g. ``{"WHISPER_GATEWAY_QUEUE_SIZE": "4"}``).
@@ -88,11 +88,13 @@ class GatewayProcess:
     def __init__(
         self, triton_url: str, capacity: int = GATEWAY_CAPACITY, settings: dict[str, str] | None = None
     ) -> None:
-        (self.port,) = free_ports(1)
+        self.port, metrics_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         env = dict(os.environ)
         env.update(
-            WHISPER_GATEWAY_PORT=str(self.port), WHISPER_GATEWAY_TRITON_URL=triton_url,
+            WHISPER_GATEWAY_PORT=str(self.port), WHISPER_GATEWAY_METRICS_PORT=str(metrics_port),
+            WHISPER_GATEWAY_TRITON_URL=triton_url,
             WHISPER_GATEWAY_CAPACITY=str(capacity), WHISPER_GATEWAY_LOG_LEVEL="warning",
             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
         )  # fmt: skip
