@@ -39,7 +39,7 @@ TRITON_MODEL = "whisper"
 """Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
 ``tensorrt_llm``) are left out so that a request is not counted twice."""
 
-TRANSCRIBE_ROUTES = ("/invocations", "/v1/audio/transcriptions")
+TRANSCRIBE_ROUTES = ("/invocations", "/v1/audio/transcriptions", "/v1/audio/translations")
 """Gateway routes that transcribe (``whisper_build/serving/gateway/app.py``); ``/ping`` and ``/metrics``
 are excluded from latency and throughput."""
 

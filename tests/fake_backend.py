@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from whisper_build.serving.gateway.backend import DecodeRequest, WindowOutput
+
 
 class FakeBackend:
     """Answers ``"w<index>:<seconds>"`` per window; records calls; can fail or block.
@@ -25,23 +27,35 @@ class FakeBackend:
         self.reloads = 0
         self.canaries = 0
         self.reload_heals = True
+        self.options: list[DecodeRequest] = []
 
     async def transcribe(
-        self, windows: Sequence[np.ndarray], text_prefix: str, repetition_penalty: float, timeout: float
-    ) -> list[str]:
+        self,
+        windows: Sequence[np.ndarray],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeRequest | None = None,
+    ) -> list[WindowOutput]:
         if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
             self.canaries += 1
             if self.error is not None:
                 raise self.error
-            return [""]
+            return [WindowOutput("")]
         self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
+        self.options.append(options or DecodeRequest())
         if self.entered is not None:
             self.entered.set()
         if self.gate is not None:
             await self.gate.wait()
         if self.error is not None:
             raise self.error
-        return [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
+        texts = [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
+        # As the Triton model answers without timestamps: one segment over each window.
+        return [
+            WindowOutput(t, [{"start": 0.0, "end": len(w) / 16000, "text": t, "tokens": []}], temperatures=[0.0])
+            for t, w in zip(texts, windows, strict=True)
+        ]
 
     async def reload(self, timeout: float) -> None:
         self.reloads += 1

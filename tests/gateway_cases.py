@@ -95,6 +95,19 @@ BAD_REQUESTS: list[BadRequest] = [
 ]  # fmt: skip
 
 
+def error_message(path: str, body: Any) -> str:
+    """The error's message, after asserting the shape for ``path``: OpenAI's
+    ``{"error": {message, type, param, code}}`` under ``/v1/``, else ``{code: int != 0, message}``."""
+    assert isinstance(body, dict), body
+    if path.startswith("/v1/"):
+        assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+        assert isinstance(body["error"]["code"], str) and body["error"]["type"], body
+        return str(body["error"]["message"])
+    assert set(body) == {"code", "message"}, body
+    assert isinstance(body["code"], int) and body["code"] != 0, body
+    return str(body["message"])
+
+
 def send_bad_request(client: Any, case: BadRequest, max_body_bytes: int, max_audio_seconds: float) -> tuple[int, Any]:
     """Send ``case`` with an httpx-compatible ``client``; return (status, decoded JSON body)."""
     response = client.request(case.method, case.path, **case.build(max_body_bytes, max_audio_seconds))

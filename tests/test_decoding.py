@@ -129,3 +129,11 @@ def test_result_json_has_the_signals():
     assert (
         data["avg_logprob"] == -0.125
     )  # 3 tokens (timestamps count, as in openai/whisper) + eot and data["no_speech_prob"] == 0.1 and data["temperature"] == 0.0
+
+
+def test_a_segment_start_in_leading_silence_moves_to_the_first_voiced_frame():
+    window = np.zeros(16000 * 12, np.float32)
+    window[16000 * 10 :] = 0.1  # 10 s of silence, then sound
+    engine = ScriptedEngine(lambda *_: Decoded([0.0, " Late.", 11.5]))
+    [result] = _decode(engine, [window], DecodeOptions(timestamps=True))
+    assert [(s.start, s.end) for s in result.segments] == [(10.0, 11.5)]

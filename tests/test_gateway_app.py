@@ -15,7 +15,7 @@ import pytest
 import speech_samples as samples
 from fake_backend import FakeBackend
 from fastapi.testclient import TestClient
-from gateway_cases import BAD_REQUESTS, BadRequest, send_bad_request
+from gateway_cases import BAD_REQUESTS, BadRequest, error_message, send_bad_request
 
 from whisper_build.serving.gateway.app import create_app
 from whisper_build.serving.gateway.backend import (
@@ -58,9 +58,8 @@ def test_bad_requests_get_shaped_4xx(client_and_backend, case: BadRequest) -> No
     calls_before = len(backend.calls)
     status, body = send_bad_request(client, case, max_body_bytes=1_000_000, max_audio_seconds=120)
     assert status == case.status, body
-    assert isinstance(body, dict) and set(body) == {"code", "message"}, body
-    assert isinstance(body["code"], int) and body["code"] != 0
-    assert case.message.lower() in body["message"].lower(), body["message"]
+    message = error_message(case.path, body)
+    assert case.message.lower() in message.lower(), message
     assert len(backend.calls) == calls_before  # nothing bad reached the model
     # the service keeps serving after every bad request
     ok = client.post("/invocations", json={"audio_data": b64(WAV)})
@@ -134,11 +133,12 @@ def test_openai_formats(client_and_backend) -> None:
     x = np.concatenate([samples.tone(25.0, 16000), np.zeros(16000, np.float32), samples.tone(10.0, 16000)])
     audio = samples.encode(x, 16000, "flac")
     plain = openai(client, audio).json()
-    assert list(plain) == ["text"] and [t.split(":")[0] for t in plain["text"].split()] == ["w0", "w1"]
+    assert list(plain) == ["text", "usage"] and [t.split(":")[0] for t in plain["text"].split()] == ["w0", "w1"]
+    assert plain["usage"] == {"type": "duration", "seconds": 36}
     text = openai(client, audio, response_format="text")
     assert text.headers["content-type"].startswith("text/plain") and text.text.startswith("w0:")
     verbose = openai(client, audio, response_format="verbose_json", language="en", model="whisper-1").json()
-    assert verbose["language"] == "en" and verbose["duration"] == pytest.approx(36.0)
+    assert verbose["language"] == "english" and verbose["duration"] == pytest.approx(36.0)
     segments = verbose["segments"]
     assert [s["id"] for s in segments] == [0, 1] and segments[0]["start"] == 0.0
     assert segments[0]["end"] == segments[1]["start"] and segments[1]["end"] == pytest.approx(36.0)
@@ -306,10 +306,12 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_gateway_capacity_requests",
         "whisper_gateway_backend_failures_total",
         "whisper_gateway_model_healthy",
+        "whisper_gateway_window_decodes_total",
     }
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text
     assert "whisper_gateway_capacity_requests 8.0" in text
+    assert 'whisper_gateway_window_decodes_total{temperature="0.0"}' in text
 
 
 def test_latency_histogram_counts_successes_only(client_and_backend) -> None:

@@ -52,7 +52,7 @@ def test_group_names_that_could_break_promql_are_rejected(bad):
 
 
 def test_transcription_routes_match_the_gateway():
-    assert set(queries.TRANSCRIBE_ROUTES) == {gateway_app.INVOCATIONS, gateway_app.OPENAI}
+    assert set(queries.TRANSCRIBE_ROUTES) == {gateway_app.INVOCATIONS, gateway_app.OPENAI, gateway_app.TRANSLATIONS}
     assert set(queries.TRANSCRIBE_ROUTES) < gateway_app.ROUTES
 
 

@@ -28,6 +28,7 @@ from typing import Literal
 
 __all__ = [
     "LANGUAGE_CODES",
+    "LANGUAGE_NAMES",
     "MAX_PREVIOUS_TEXT_CHARS",
     "MAX_PROMPT_TOKENS",
     "DecodePrompt",
@@ -56,6 +57,23 @@ LANGUAGE_CODES: tuple[str, ...] = (
 )  # fmt: skip
 """Whisper's language codes in token order (openai/whisper ``tokenizer.py`` ``LANGUAGES``; ``yue``
 was added with large-v3). ``tests/test_prompt.py`` checks this against faster-whisper's (sorted) copy."""
+
+LANGUAGE_NAMES: dict[str, str] = dict(zip(LANGUAGE_CODES, (
+    "english", "chinese", "german", "spanish", "russian", "korean", "french", "japanese", "portuguese",
+    "turkish", "polish", "catalan", "dutch", "arabic", "swedish", "italian", "indonesian", "hindi",
+    "finnish", "vietnamese", "hebrew", "ukrainian", "greek", "malay", "czech", "romanian", "danish",
+    "hungarian", "tamil", "norwegian", "thai", "urdu", "croatian", "bulgarian", "lithuanian", "latin",
+    "maori", "malayalam", "welsh", "slovak", "telugu", "persian", "latvian", "bengali", "serbian",
+    "azerbaijani", "slovenian", "kannada", "estonian", "macedonian", "breton", "basque", "icelandic",
+    "armenian", "nepali", "mongolian", "bosnian", "kazakh", "albanian", "swahili", "galician", "marathi",
+    "punjabi", "sinhala", "khmer", "shona", "yoruba", "somali", "afrikaans", "occitan", "georgian",
+    "belarusian", "tajik", "sindhi", "gujarati", "amharic", "yiddish", "lao", "uzbek", "faroese",
+    "haitian creole", "pashto", "turkmen", "nynorsk", "maltese", "sanskrit", "luxembourgish", "myanmar",
+    "tibetan", "tagalog", "malagasy", "assamese", "tatar", "hawaiian", "lingala", "hausa", "bashkir",
+    "javanese", "sundanese", "cantonese",
+), strict=True))  # fmt: skip
+"""Lowercase English name per language code (openai/whisper ``tokenizer.py`` ``LANGUAGES``), as
+OpenAI's API reports ``language`` in ``verbose_json``."""
 
 Task = Literal["transcribe", "translate"]
 _TASKS: tuple[Task, ...] = ("transcribe", "translate")

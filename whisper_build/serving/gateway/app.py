@@ -37,8 +37,11 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
+TRANSLATIONS = openai.TRANSLATIONS
 METRICS = "/metrics"
-ROUTES = frozenset({INVOCATIONS, OPENAI, sagemaker.PING, liveness.LIVE, METRICS})
+ROUTES = frozenset(
+    {INVOCATIONS, OPENAI, openai.TRANSLATIONS, openai.MODELS, openai.MODEL, sagemaker.PING, liveness.LIVE, METRICS}
+)
 """Route labels in the gateway's metrics; any other path is counted as ``other``."""
 
 BackendFactory = Callable[[GatewaySettings], TranscriptionBackend]

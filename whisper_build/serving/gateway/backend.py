@@ -8,8 +8,10 @@ another implementation through ``create_app(settings, backend=...)``.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +29,68 @@ class BackendTimeout(BackendError):
     """The model server did not answer within the deadline (answered as 504)."""
 
 
+class BackendRejected(BackendError):
+    """The model refused the request as invalid for it (Triton INVALID_ARG; answered as 400),
+    e.g. a non-English language on an English-only model, or word timestamps on tensorrt_llm.
+    """
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """Decoding options sent with every window (Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
+    ``TEMPERATURE``; docs/contracts.md §5).
+    """
+
+    timestamps: bool = False
+    word_timestamps: bool = False
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class WindowOutput:
+    """One window's ``RESULT`` (docs/contracts.md §5); segment and word times are window-relative.
+
+    Attributes:
+        text: the window's text.
+        segments: ``{"start", "end", "text", "tokens", "words"?}`` dicts.
+        avg_logprob, compression_ratio, no_speech_prob: the kept decode's signals (``None`` if none).
+        temperature: temperature of the kept decode.
+        temperatures: every temperature the window was decoded at (fallback), in order.
+        language: decode language code (multilingual models), else ``None``.
+    """
+
+    text: str
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    avg_logprob: float | None = None
+    compression_ratio: float | None = None
+    no_speech_prob: float | None = None
+    temperature: float = 0.0
+    temperatures: list[float] = field(default_factory=list)
+    language: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> WindowOutput:
+        """Parse one ``RESULT`` element.
+
+        Raises:
+            BackendError: not the JSON object the model writes.
+        """
+        try:
+            data = json.loads(raw)
+            return cls(
+                text=str(data["text"]),
+                segments=list(data.get("segments") or []),
+                avg_logprob=data.get("avg_logprob"),
+                compression_ratio=data.get("compression_ratio"),
+                no_speech_prob=data.get("no_speech_prob"),
+                temperature=float(data.get("temperature") or 0.0),
+                temperatures=[float(t) for t in data.get("temperatures") or []],
+                language=data.get("language"),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"Triton returned an unreadable RESULT: {exc}") from exc
+
+
 class TranscriptionBackend(Protocol):
     """What the gateway needs from a model server."""
 
@@ -36,11 +100,12 @@ class TranscriptionBackend(Protocol):
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-    ) -> list[str]:
-        """Transcribe each window (16 kHz mono float32, ≤ 30 s) with the same prompt.
+        options: DecodeRequest | None = None,
+    ) -> list[WindowOutput]:
+        """Transcribe each window (16 kHz mono float32, ≤ 30 s) with the same prompt and options.
 
-        Returns: one text per window, in order.
-        Raises: BackendUnavailable, BackendTimeout, BackendError.
+        Returns: one :class:`WindowOutput` per window, in order.
+        Raises: BackendRejected, BackendUnavailable, BackendTimeout, BackendError.
         """
         ...
 
@@ -104,20 +169,22 @@ class TritonBackend:
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-    ) -> list[str]:
+        options: DecodeRequest | None = None,
+    ) -> list[WindowOutput]:
         """See :meth:`TranscriptionBackend.transcribe`."""
         from tritonclient.utils import InferenceServerException
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        options = options or DecodeRequest()
         try:
             limit = await self._batch_limit(timeout)
-            texts: list[str] = []
+            texts: list[WindowOutput] = []
             for i in range(0, len(windows), limit):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise BackendTimeout(f"Triton did not finish within {timeout:g} s")
-                texts += await self._infer(windows[i : i + limit], text_prefix, repetition_penalty, remaining)
+                texts += await self._infer(windows[i : i + limit], text_prefix, repetition_penalty, remaining, options)
             return texts
         except InferenceServerException as exc:
             raise _translate(exc, timeout) from exc
@@ -128,7 +195,8 @@ class TritonBackend:
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-    ) -> list[str]:
+        options: DecodeRequest,
+    ) -> list[WindowOutput]:
         from tritonclient.grpc import InferInput, InferRequestedOutput
 
         wav, lens = pack_batch(windows)
@@ -141,6 +209,9 @@ class TritonBackend:
             ("WAV_LENS", "INT32", lens),
             ("TEXT_PREFIX", "BYTES", prefix),
             ("REPETITION_PENALTY", "FP32", penalty),
+            ("TIMESTAMPS", "BOOL", np.full((batch, 1), options.timestamps, dtype=bool)),
+            ("WORD_TIMESTAMPS", "BOOL", np.full((batch, 1), options.word_timestamps, dtype=bool)),
+            ("TEMPERATURE", "FP32", np.full((batch, 1), options.temperature, dtype=np.float32)),
         ):
             item = InferInput(name, list(array.shape), dtype)
             item.set_data_from_numpy(array)
@@ -148,13 +219,13 @@ class TritonBackend:
         result = await self._client.infer(
             self.model_name,
             inputs,
-            outputs=[InferRequestedOutput("TRANSCRIPTS")],
+            outputs=[InferRequestedOutput("RESULT")],
             client_timeout=timeout,
         )
-        out = result.as_numpy("TRANSCRIPTS")
+        out = result.as_numpy("RESULT")
         if out is None or out.size != batch:
-            raise BackendError(f"Triton returned {0 if out is None else out.size} transcripts for {batch} windows")
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in out.reshape(-1)]
+            raise BackendError(f"Triton returned {0 if out is None else out.size} results for {batch} windows")
+        return [WindowOutput.from_json(v) for v in out.reshape(-1)]
 
     async def reload(self, timeout: float) -> None:
         """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).
@@ -180,6 +251,8 @@ def _translate(exc: Exception, timeout: float) -> BackendError:
     message = getattr(exc, "message", lambda: str(exc))() or str(exc)
     if "DEADLINE_EXCEEDED" in status:
         return BackendTimeout(f"Triton did not answer within {timeout:g} s")
+    if "INVALID_ARG" in status:
+        return BackendRejected(message)
     if "UNAVAILABLE" in status or "NOT_FOUND" in status:
         return BackendUnavailable(f"Triton is unavailable: {message}")
     return BackendError(f"Triton failed the request: {message}")

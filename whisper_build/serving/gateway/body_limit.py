@@ -45,13 +45,14 @@ class BodyLimitMiddleware:
         self.retry_after_seconds = retry_after_seconds
         self._in_progress = 0
 
-    def _too_large(self, size: str) -> JSONResponse:
+    def _too_large(self, size: str, path: str) -> JSONResponse:
         return error_response(
             413,
             ErrorCode.BODY_TOO_LARGE,
             f"request body is {size} bytes, over the limit of {self.max_bytes} bytes "
             f"({self.setting_name}): send a shorter or compressed audio file (e.g. FLAC, MP3)",
             {"Connection": "close"},
+            path,
         )
 
     async def _reply_too_large(self, size: str, scope: Scope, receive: Receive, send: Send) -> None:
@@ -61,7 +62,7 @@ class BodyLimitMiddleware:
         TCP reset, which can destroy the 413 before the client reads it; reading the rest
         first (as nginx's lingering close does) lets the client see the answer.
         """
-        await self._drain_then(self._too_large(size), scope, receive, send)
+        await self._drain_then(self._too_large(size, scope.get("path", "")), scope, receive, send)
 
     async def _drain_then(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send) -> None:
         """Read and drop up to ``max_bytes`` of body without keeping it, then send ``response``."""
@@ -84,6 +85,7 @@ class BodyLimitMiddleware:
                 ErrorCode.OVERLOADED,
                 f"server busy: {self._in_progress} requests in progress (capacity + queue); retry later",
                 {"Retry-After": str(self.retry_after_seconds), "Connection": "close"},
+                scope.get("path", ""),
             )
             await self._drain_then(busy, scope, receive, send)
             return
@@ -111,7 +113,7 @@ class BodyLimitMiddleware:
                 if message.get("more_body", False):
                     await self._reply_too_large(f"more than {self.max_bytes}", scope, receive, send)
                 else:
-                    await self._too_large(str(size))(scope, receive, send)
+                    await self._too_large(str(size), scope.get("path", ""))(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -1,8 +1,11 @@
-"""The gateway's one error shape, ``{"code": <non-zero int>, "message": "<what to fix>"}``.
+"""The gateway's error shapes.
 
-Every error response has this shape, including FastAPI's validation errors (normally 422),
-unknown routes (404/405) and unexpected exceptions (500). :class:`ErrorCode` values are stable
-and documented in docs/gateway.md.
+``/invocations``, ``/ping`` and the rest answer ``{"code": <non-zero int>, "message": "<what to fix>"}``;
+every path under ``/v1/`` answers OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
+(https://platform.openai.com/docs/guides/error-codes), so that OpenAI clients raise their typed
+errors. Both cover FastAPI's validation errors (normally 422), unknown routes (404/405),
+unexpected exceptions (500) and the body-limit middleware's 413/429. :class:`ErrorCode` values
+are stable and documented in docs/gateway.md.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class ErrorCode(IntEnum):
     BACKEND_ERROR = 2003
     TIMEOUT = 2004
     INTERNAL = 2005
+    MODEL_NOT_FOUND = 1008
 
 
 class ApiError(Exception):
@@ -44,19 +48,56 @@ class ApiError(Exception):
         code: :class:`ErrorCode`.
         message: what the caller should fix or do.
         headers: extra response headers (e.g. ``Retry-After``).
+        param: the request field at fault (OpenAI's ``param``), if any.
     """
 
-    def __init__(self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        headers: dict[str, str] | None = None,
+        param: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        self.param = param
 
 
-def error_response(status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """JSON response in the error shape."""
-    return JSONResponse({"code": int(code), "message": message}, status_code=status, headers=headers)
+OPENAI_PREFIX = "/v1/"
+"""Paths answered in OpenAI's error shape."""
+
+
+def openai_error_type(status: int) -> str:
+    """OpenAI ``error.type`` for an HTTP status (``invalid_request_error``, ``rate_limit_error``, …)."""
+    if status == 429:
+        return "rate_limit_error"
+    if status == 404:
+        return "not_found_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def error_response(
+    status: int,
+    code: ErrorCode,
+    message: str,
+    headers: dict[str, str] | None = None,
+    path: str = "",
+    param: str | None = None,
+) -> JSONResponse:
+    """JSON error response: OpenAI's shape for ``path`` under ``/v1/``, else ``{code, message}``."""
+    if path.startswith(OPENAI_PREFIX):
+        body: dict[str, object] = {
+            "error": {"message": message, "type": openai_error_type(status), "param": param, "code": code.name.lower()}
+        }
+    else:
+        body = {"code": int(code), "message": message}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _describe_validation(exc: RequestValidationError) -> str:
@@ -73,23 +114,35 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register handlers so every error leaves in the error shape (never FastAPI's 422/500 body)."""
 
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.headers, request.url.path, exc.param)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, ErrorCode.INVALID_FIELD, _describe_validation(exc))
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [str(p) for e in exc.errors() for p in e.get("loc", ())[1:2]]
+        return error_response(
+            400,
+            ErrorCode.INVALID_FIELD,
+            _describe_validation(exc),
+            None,
+            request.url.path,
+            fields[0] if fields else None,
+        )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = ErrorCode.NOT_FOUND if exc.status_code in (404, 405) else ErrorCode.INVALID_REQUEST
         if exc.status_code >= 500:
             code = ErrorCode.INTERNAL
-        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None), request.url.path)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error", exc_info=exc)
         return error_response(
-            500, ErrorCode.INTERNAL, f"internal error ({type(exc).__name__}); the request was not processed"
+            500,
+            ErrorCode.INTERNAL,
+            f"internal error ({type(exc).__name__}); the request was not processed",
+            None,
+            request.url.path,
         )

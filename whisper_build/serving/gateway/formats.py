@@ -1,28 +1,54 @@
-"""OpenAI ``/v1/audio/transcriptions`` response formats built from window segments.
+"""OpenAI ``/v1/audio/transcriptions`` and ``/translations`` response formats.
 
 Formats follow the OpenAI API reference (``response_format``: json, text, srt, verbose_json,
-vtt). Segments are the gateway's audio windows: one per ≤ 30 s window, with its start/end
-time, since the model decodes without timestamps.
+vtt). Segments come from Whisper's timestamp tokens (decoded in the Triton model, offset by each
+window's true start); without timestamps, one segment per audio window.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import textwrap
+from dataclasses import dataclass, field
 from typing import Literal
 
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from whisper_build.serving.prompt import LANGUAGE_NAMES
+
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 RESPONSE_FORMATS: tuple[str, ...] = ("json", "text", "srt", "verbose_json", "vtt")
+TIMESTAMPED_FORMATS: frozenset[str] = frozenset({"srt", "verbose_json", "vtt"})
+"""Formats that need segment timestamps from the model."""
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word: ``word`` text (leading space kept), ``start``/``end`` in seconds of the file."""
+
+    word: str
+    start: float
+    end: float
 
 
 @dataclass(frozen=True)
 class Segment:
-    """Transcribed span: ``start``/``end`` in seconds, ``text`` stripped."""
+    """Transcribed span: ``start``/``end`` in seconds of the file, ``text`` stripped.
+
+    The quality fields are the window's decode (openai/whisper reports them per decode window
+    too); ``None`` when the model did not decode (silence) or cannot report them.
+    """
 
     start: float
     end: float
     text: str
+    seek: int = 0
+    tokens: list[int] = field(default_factory=list)
+    temperature: float | None = None
+    avg_logprob: float | None = None
+    compression_ratio: float | None = None
+    no_speech_prob: float | None = None
+    words: list[Word] = field(default_factory=list)
 
 
 def _timestamp(seconds: float, separator: str) -> str:
@@ -34,45 +60,106 @@ def _timestamp(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
-def to_srt(segments: list[Segment]) -> str:
-    """SubRip text: numbered cues ``start --> end`` then the text, blank-line separated."""
+def _cue_text(text: str, line_chars: int) -> str:
+    """Cue text stripped, wrapped at ``line_chars`` characters per line (0 = one line)."""
+    text = " ".join(text.split())
+    return "\n".join(textwrap.wrap(text, line_chars)) if line_chars > 0 else text
+
+
+def to_srt(segments: list[Segment], line_chars: int = 0) -> str:
+    """SubRip text: cues numbered from 1, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, no empty cues."""
     cues = [
-        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{s.text}\n"
-        for i, s in enumerate((s for s in segments if s.text), start=1)
+        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{_cue_text(s.text, line_chars)}\n"
+        for i, s in enumerate((s for s in segments if s.text.strip()), start=1)
     ]
     return "\n".join(cues)
 
 
-def to_vtt(segments: list[Segment]) -> str:
-    """WebVTT text: ``WEBVTT`` header then ``start --> end`` cues."""
-    cues = [f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n{s.text}\n" for s in segments if s.text]
+def to_vtt(segments: list[Segment], line_chars: int = 0) -> str:
+    """WebVTT text: ``WEBVTT`` header then ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` cues, no empty cues."""
+    cues = [
+        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n{_cue_text(s.text, line_chars)}\n"
+        for s in segments
+        if s.text.strip()
+    ]
     return "WEBVTT\n\n" + "\n".join(cues)
 
 
-def render(response_format: str, text: str, segments: list[Segment], duration: float, language: str | None) -> Response:
+def language_name(code: str | None) -> str | None:
+    """OpenAI's ``language`` value: the lowercase English name (``en`` → ``english``)."""
+    return None if code is None else LANGUAGE_NAMES.get(code, code)
+
+
+def usage(duration: float) -> dict[str, object]:
+    """OpenAI's ``usage`` for audio billed by duration: whole seconds, rounded up."""
+    return {"type": "duration", "seconds": math.ceil(duration)}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def render(
+    response_format: str,
+    text: str,
+    segments: list[Segment],
+    duration: float,
+    language: str | None,
+    *,
+    task: str = "transcribe",
+    words: bool = False,
+    line_chars: int = 0,
+) -> Response:
     """Build the HTTP response for ``response_format``.
+
+    Args:
+        response_format: one of :data:`RESPONSE_FORMATS`.
+        text: the whole transcript.
+        segments: file-relative segments.
+        duration: audio seconds.
+        language: language code (reported as its English name).
+        task: ``transcribe`` or ``translate``.
+        words: add the top-level ``words`` list to ``verbose_json``.
+        line_chars: SRT/VTT cue line wrap (0 = none).
 
     Raises: ValueError for a format not in :data:`RESPONSE_FORMATS`.
     """
     if response_format == "json":
-        return JSONResponse({"text": text})
+        return JSONResponse({"text": text, "usage": usage(duration)})
     if response_format == "text":
         return PlainTextResponse(text)
     if response_format == "srt":
-        return PlainTextResponse(to_srt(segments), media_type="application/x-subrip")
+        return PlainTextResponse(to_srt(segments, line_chars), media_type="application/x-subrip")
     if response_format == "vtt":
-        return PlainTextResponse(to_vtt(segments), media_type="text/vtt")
+        return PlainTextResponse(to_vtt(segments, line_chars), media_type="text/vtt")
     if response_format == "verbose_json":
-        return JSONResponse(
-            {
-                "task": "transcribe",
-                "language": language,
-                "duration": round(duration, 3),
-                "text": text,
-                "segments": [
-                    {"id": i, "start": round(s.start, 3), "end": round(s.end, 3), "text": s.text}
-                    for i, s in enumerate(segments)
-                ],
-            }
-        )
+        body: dict[str, object] = {
+            "task": task,
+            "language": language_name(language),
+            "duration": round(duration, 3),
+            "text": text,
+            "segments": [
+                {
+                    "id": i,
+                    "seek": s.seek,
+                    "start": round(s.start, 3),
+                    "end": round(s.end, 3),
+                    "text": s.text,
+                    "tokens": s.tokens,
+                    "temperature": s.temperature,
+                    "avg_logprob": _r(s.avg_logprob),
+                    "compression_ratio": _r(s.compression_ratio),
+                    "no_speech_prob": _r(s.no_speech_prob),
+                }
+                for i, s in enumerate(segments)
+            ],
+            "usage": usage(duration),
+        }
+        if words:
+            body["words"] = [
+                {"word": w.word.strip(), "start": round(w.start, 3), "end": round(w.end, 3)}
+                for s in segments
+                for w in s.words
+            ]
+        return JSONResponse(body)
     raise ValueError(f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")

@@ -52,6 +52,12 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.capacity.set(capacity)
+        self.window_decodes = Counter(
+            "whisper_gateway_window_decodes",  # exposed with the _total suffix
+            "Decodes of 30 s windows by temperature: > 0 are temperature-fallback re-decodes.",
+            ["temperature"],
+            registry=self.registry,
+        )
         self.backend_failures = Counter(
             "whisper_gateway_backend_failures",  # exposed with the _total suffix
             "Inferences the model server failed, by source: canary (the gateway's own probe) or request.",

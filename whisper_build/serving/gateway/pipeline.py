@@ -16,7 +16,13 @@ from fastapi import Depends, Request
 
 from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError
 from whisper_build.serving.gateway.admission import AdmissionController, Rejected
-from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
+from whisper_build.serving.gateway.backend import (
+    BackendError,
+    BackendRejected,
+    BackendTimeout,
+    BackendUnavailable,
+    DecodeRequest,
+)
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
@@ -74,6 +80,8 @@ class Pipeline:
             status = 429 if exc.reason == "queue_full" else 503
             code = ErrorCode.OVERLOADED if status == 429 else ErrorCode.UNAVAILABLE
             return ApiError(status, code, str(exc), self.retry_headers())
+        if isinstance(exc, BackendRejected):
+            return ApiError(400, ErrorCode.INVALID_FIELD, str(exc))
         if isinstance(exc, BackendTimeout | TimeoutError):
             return ApiError(
                 504,
@@ -93,6 +101,7 @@ class Pipeline:
         read_audio: Callable[[], Awaitable[bytes]],
         prompt: DecodePrompt,
         penalty: float,
+        options: DecodeRequest | None = None,
     ) -> Transcription:
         """Read the audio and its header, admit it by request and audio seconds, transcribe, count metrics.
 
@@ -105,6 +114,7 @@ class Pipeline:
             read_audio: reads the audio container bytes (within the request timeout).
             prompt: decoder prompt.
             penalty: repetition penalty (1.0 = none).
+            options: timestamps / words / temperature.
 
         Raises:
             ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
@@ -122,9 +132,9 @@ class Pipeline:
             cost = declared if declared is not None else settings.max_audio_seconds
             async with self.admission.admit(cost, arrived_before_drain=True):
                 async with asyncio.timeout(settings.request_timeout_seconds):
-                    result = await self.transcriber.transcribe(stream, prompt, penalty)
+                    result = await self.transcriber.transcribe(stream, prompt, penalty, options)
         except BackendError as exc:
-            if self.health is not None and not isinstance(exc, BackendTimeout):
+            if self.health is not None and not isinstance(exc, BackendTimeout | BackendRejected):
                 self.health.record_failure("request", exc)  # a timeout may be the request's own length
             raise self.to_api_error(exc) from exc
         except (AudioError, Rejected, TimeoutError) as exc:
@@ -133,9 +143,11 @@ class Pipeline:
             self.metrics.inflight.dec()
             if stream is not None:
                 stream.close()  # also stops a decode still running in a worker thread
-        if self.health is not None and result.segments:
+        if self.health is not None and result.decode_temperatures:
             self.health.record_success()  # the model answered (no windows: it was not asked)
         self.metrics.audio_seconds.labels(route=route).inc(result.duration)
+        for temperature in result.decode_temperatures:
+            self.metrics.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
         return result
 
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
-from whisper_build.serving.gateway.backend import TranscriptionBackend
-from whisper_build.serving.gateway.formats import Segment
+from whisper_build.serving.gateway.backend import DecodeRequest, TranscriptionBackend, WindowOutput
+from whisper_build.serving.gateway.formats import Segment, Word
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt
 
@@ -34,14 +34,55 @@ offset is the true start of its text) and its 16 kHz samples."""
 class Transcription:
     """One upload's transcription.
 
-    Attributes: ``text`` (windows joined in order by one space), per-window ``segments``,
-    ``duration`` of the audio in seconds, ``language`` code if known.
+    Attributes: ``text`` (segments joined in order by one space), ``segments`` (file-relative:
+    from timestamp tokens when asked, else one per window), ``duration`` of the audio in seconds,
+    ``language`` code if known, ``decode_temperatures`` every window decode's temperature (the
+    fallback's re-decodes included, for metrics).
     """
 
     text: str
     segments: list[Segment]
     duration: float
     language: str | None
+    decode_temperatures: list[float] = field(default_factory=list)
+
+
+def window_segments(window: Window, output: WindowOutput, previous_end: float) -> list[Segment]:
+    """File-relative segments of one window's ``RESULT``.
+
+    Times are offset by the window's true start (windows are cut at silences, not at k × 30 s),
+    clamped to the window's end, and never go back before ``previous_end`` (the last segment's
+    end so far); segments with empty text are dropped. Words are offset and clamped the same way
+    into their segment.
+    """
+    segments = []
+    for raw in output.segments:
+        text = str(raw.get("text", "")).strip()
+        if not text:
+            continue
+        start = min(max(window.start_s + float(raw["start"]), previous_end), window.end_s)
+        end = min(max(window.start_s + float(raw["end"]), start), window.end_s)
+        words = []
+        last = start
+        for w in raw.get("words") or []:
+            w_start = min(max(window.start_s + float(w["start"]), last), end)
+            w_end = min(max(window.start_s + float(w["end"]), w_start), end)
+            words.append(Word(str(w["word"]), w_start, w_end))
+            last = w_end
+        segments.append(
+            Segment(
+                start, end, text,
+                seek=round(window.start_s * 100),  # openai/whisper: seek in 10 ms mel frames
+                tokens=[int(t) for t in raw.get("tokens") or []],
+                temperature=output.temperature,
+                avg_logprob=output.avg_logprob,
+                compression_ratio=output.compression_ratio,
+                no_speech_prob=output.no_speech_prob,
+                words=words,
+            )
+        )  # fmt: skip
+        previous_end = end
+    return segments
 
 
 class Transcriber:
@@ -83,13 +124,20 @@ class Transcriber:
         if group:
             yield group
 
-    async def transcribe(self, stream: AudioStream, prompt: DecodePrompt, repetition_penalty: float) -> Transcription:
+    async def transcribe(
+        self,
+        stream: AudioStream,
+        prompt: DecodePrompt,
+        repetition_penalty: float,
+        options: DecodeRequest | None = None,
+    ) -> Transcription:
         """Transcribe an opened upload (the caller closes ``stream``).
 
         Args:
             stream: from :meth:`open`.
             prompt: decoder prompt, sent to every window as ``TEXT_PREFIX``.
             repetition_penalty: ``REPETITION_PENALTY`` for every window (1.0 = none).
+            options: timestamps / words / temperature for every window.
 
         Raises:
             AudioError: unusable audio (not audio, empty, too long).
@@ -98,21 +146,24 @@ class Transcriber:
         groups = self.window_groups(stream)
         text_prefix = prompt.to_text_prefix()
         segments: list[Segment] = []
+        temperatures: list[float] = []
+        language = prompt.language
         pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
         try:
             while (group := await pending) is not None:
                 # Decode the next group while this one is with the model.
                 pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
-                texts = await self.backend.transcribe(
+                outputs = await self.backend.transcribe(
                     [samples for _, samples in group],
                     text_prefix,
                     repetition_penalty,
                     self.settings.request_timeout_seconds,
+                    options,
                 )
-                segments += [
-                    Segment(window.start_s, window.end_s, text.strip())
-                    for (window, _), text in zip(group, texts, strict=True)
-                ]
+                for (window, _), output in zip(group, outputs, strict=True):
+                    segments += window_segments(window, output, segments[-1].end if segments else 0.0)
+                    temperatures += output.temperatures
+                    language = language or output.language
                 del group
         finally:
             if not pending.done():
@@ -120,4 +171,4 @@ class Transcriber:
             elif not pending.cancelled():
                 pending.exception()  # retrieved: an error after a failure elsewhere is not logged twice
         text = " ".join(s.text for s in segments if s.text)
-        return Transcription(text, segments, stream.seconds, prompt.language)
+        return Transcription(text, segments, stream.seconds, language, temperatures)

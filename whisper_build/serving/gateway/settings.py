@@ -29,7 +29,14 @@ class GatewaySettings(BaseSettings):
         "operator declares one port, and its SageMaker endpoint forwards only /invocations and /ping)",
     )
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint host:port")
-    model_name: str = Field("whisper", description="Triton model to call (contract §5)")
+    model_name: str = Field("whisper", description="Triton model to call (contract §5); the OpenAI model id")
+    model_aliases: list[str] = Field(
+        default_factory=lambda: ["whisper-1"],
+        description="other OpenAI `model` values accepted for the served model (JSON list), e.g. OpenAI's whisper-1",
+    )
+    subtitle_line_chars: int = Field(
+        0, ge=0, description="SRT/VTT cue lines wrap at this many characters (0 = one line per cue)"
+    )
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
     max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
     capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")

@@ -15,7 +15,8 @@ no-speech probability per window) it does what openai/whisper ``transcribe()`` a
   ``no_speech_needs_low_logprob``, ``avg_logprob < logprob_threshold`` as openai/whisper) makes
   the window silent: no segments, no fallback. Windows below ``silence_dbfs`` are not decoded;
 * **segments** from Whisper's timestamp tokens (:func:`parse_segments`), times relative to the
-  window's start, clamped to the window's audio, monotonic, never with empty text;
+  window's start, clamped to the window's audio, monotonic, never with empty text; a start in
+  leading silence moves to the first voiced 20 ms frame (:func:`trim_leading_silence`);
 * **word timings** by the engine's alignment (:meth:`WhisperEngine.align`), placed in their
   segments.
 
@@ -254,6 +255,34 @@ def parse_segments(
     return segments
 
 
+_FRAME = 320
+"""20 ms frames (one timestamp step at 16 kHz) for the leading-silence trim."""
+
+
+def trim_leading_silence(segments: list[SegmentResult], audio: np.ndarray, silence_dbfs: float) -> list[SegmentResult]:
+    """Move each segment's start forward past 20 ms frames quieter than ``silence_dbfs``.
+
+    Whisper places a window's first timestamp at most 1 s in (openai/whisper
+    ``max_initial_timestamp`` = 1.0, CTranslate2 ``max_initial_timestamp_index`` = 50), so a
+    window that opens with 10 s of silence would start its first segment at 0 s. Starts never
+    move past the segment's end or backwards.
+    """
+    if not segments or audio.size == 0:
+        return segments
+    frames = audio[: audio.size // _FRAME * _FRAME].reshape(-1, _FRAME).astype(np.float64)
+    if frames.size == 0:
+        return segments
+    level = 10 * np.log10(np.maximum((frames**2).mean(axis=1), 1e-20))
+    voiced = level > silence_dbfs
+    out = []
+    for segment in segments:
+        first, last = int(segment.start * SAMPLE_RATE) // _FRAME, int(segment.end * SAMPLE_RATE) // _FRAME
+        hits = np.flatnonzero(voiced[first:last])
+        start = segment.start if hits.size == 0 else max(segment.start, (first + int(hits[0])) * _FRAME / SAMPLE_RATE)
+        out.append(SegmentResult(min(start, segment.end), segment.end, segment.text, segment.tokens, segment.words))
+    return out
+
+
 def _place_words(segments: list[SegmentResult], words: list[WordTiming]) -> list[SegmentResult]:
     """Give each segment the words of its tokens (in order), clamped inside it and monotonic."""
     placed: list[SegmentResult] = []
@@ -400,8 +429,12 @@ def decode_windows(
         segments = (
             []
             if silent
-            else parse_segments(
-                best.hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text
+            else trim_leading_silence(
+                parse_segments(
+                    best.hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text
+                ),
+                audio[i],
+                policy.silence_dbfs,
             )
         )
         text = " ".join(s.text for s in segments)
@@ -413,7 +446,7 @@ def decode_windows(
             best.hypothesis.no_speech_prob,
             best.temperature,
             [a.temperature for a in tried],
-            best.hypothesis.language,
+            best.hypothesis.language or (None if engine.multilingual else "en"),
         )
         if options[i].word_timestamps and segments:
             word_rows.append(i)

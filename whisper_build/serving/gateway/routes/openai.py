@@ -1,43 +1,167 @@
-"""OpenAI-compatible audio API: ``POST /v1/audio/transcriptions`` (multipart form).
+"""OpenAI-compatible audio API.
 
-Field support and differences from OpenAI's API: docs/gateway.md.
+``POST /v1/audio/transcriptions`` and ``/v1/audio/translations`` (multipart form), ``GET
+/v1/models`` and ``/v1/models/{id}``. Field support and differences from OpenAI's API:
+docs/gateway.md ("OpenAI API parity"). Errors on every ``/v1/`` path use OpenAI's shape
+(:mod:`whisper_build.serving.gateway.errors`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, UploadFile
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
-from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, render
-from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
+from whisper_build.serving.gateway.backend import DecodeRequest
+from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
+from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
+from whisper_build.serving.prompt import DecodePrompt
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
+TRANSLATIONS = "/v1/audio/translations"
+MODELS = "/v1/models"
+MODEL = "/v1/models/{model_id}"
+GRANULARITIES = ("segment", "word")
+OWNER = "whisper-hyperpod"
 
 router = APIRouter()
+
+FileField = Annotated[UploadFile, File(description="audio file")]
+ModelField = Annotated[str | None, Form()]
+PromptField = Annotated[str, Form()]
+FormatField = Annotated[str, Form()]
+TemperatureField = Annotated[float, Form(ge=0, le=1)]
+GranularityField = Annotated[list[str] | None, Form(alias="timestamp_granularities[]")]
+GranularityPlainField = Annotated[list[str] | None, Form(alias="timestamp_granularities")]
+
+
+def served_ids(pipeline: Pipeline) -> list[str]:
+    """Model ids this gateway answers to: the served model name, then its aliases."""
+    settings = pipeline.settings
+    return [settings.model_name, *(a for a in settings.model_aliases if a != settings.model_name)]
+
+
+def _check_model(pipeline: Pipeline, model: str | None) -> None:
+    if model is not None and model not in served_ids(pipeline):
+        raise ApiError(
+            404,
+            ErrorCode.MODEL_NOT_FOUND,
+            f"model {model!r} is not served here; use one of {', '.join(served_ids(pipeline))} (GET /v1/models)",
+            param="model",
+        )
+
+
+def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeRequest:
+    """Decoding options for a request; 400 for an unknown format or granularity, or one without verbose_json."""
+    if response_format not in RESPONSE_FORMATS:
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_FIELD,
+            f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}",
+            param="response_format",
+        )
+    unknown = [g for g in granularities if g not in GRANULARITIES]
+    if unknown:
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_FIELD,
+            f"unknown timestamp_granularities {unknown}: use segment and/or word",
+            param="timestamp_granularities",
+        )
+    if granularities and response_format != "verbose_json":
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_FIELD,
+            f"timestamp_granularities needs response_format verbose_json (got {response_format!r})",
+            param="timestamp_granularities",
+        )
+    words = "word" in granularities
+    return DecodeRequest(
+        timestamps=response_format in TIMESTAMPED_FORMATS or words, word_timestamps=words, temperature=temperature
+    )
+
+
+async def _audio(
+    pipeline: Pipeline,
+    route: str,
+    task: Literal["transcribe", "translate"],
+    file: UploadFile,
+    model: str | None,
+    prompt: DecodePrompt,
+    response_format: str,
+    temperature: float,
+    granularities: list[str],
+) -> Response:
+    _check_model(pipeline, model)
+    options = _options(response_format, granularities, temperature)
+
+    async def audio_bytes() -> bytes:
+        return await file.read()
+
+    result = await pipeline.run(route, audio_bytes, prompt, 1.0, options)
+    return render(
+        response_format,
+        result.text,
+        result.segments,
+        result.duration,
+        result.language or ("en" if task == "translate" else None),
+        task=task,
+        words=options.word_timestamps,
+        line_chars=pipeline.settings.subtitle_line_chars,
+    )
 
 
 @router.post(TRANSCRIPTIONS)
 async def transcriptions(
     pipeline: PipelineDep,
-    file: Annotated[UploadFile, File(description="audio file")],
-    model: Annotated[str, Form()] = "whisper",
-    prompt: Annotated[str, Form()] = "",
+    file: FileField,
+    model: ModelField = None,
+    prompt: PromptField = "",
     language: Annotated[str | None, Form()] = None,
-    temperature: Annotated[float, Form(ge=0, le=1)] = 0.0,
-    response_format: Annotated[str, Form()] = "json",
+    temperature: TemperatureField = 0.0,
+    response_format: FormatField = "json",
+    granularities: GranularityField = None,
+    granularities_plain: GranularityPlainField = None,
 ) -> Response:
-    """OpenAI-compatible transcription.
-
-    ``model`` and ``temperature`` are accepted and ignored: the served model decodes greedily.
-    """
-    if response_format not in RESPONSE_FORMATS:
-        raise bad_request(f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")
+    """OpenAI-compatible transcription (``model`` must be a served id; see docs/gateway.md)."""
     decode_prompt = parse_prompt_or_400(prompt, language)
+    chosen = [*(granularities or []), *(granularities_plain or [])]
+    return await _audio(
+        pipeline, TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, temperature, chosen
+    )
 
-    async def audio_bytes() -> bytes:
-        return await file.read()
 
-    result = await pipeline.run(TRANSCRIPTIONS, audio_bytes, decode_prompt, 1.0)
-    return render(response_format, result.text, result.segments, result.duration, result.language)
+@router.post(TRANSLATIONS)
+async def translations(
+    pipeline: PipelineDep,
+    file: FileField,
+    model: ModelField = None,
+    prompt: PromptField = "",
+    temperature: TemperatureField = 0.0,
+    response_format: FormatField = "json",
+) -> Response:
+    """OpenAI-compatible translation to English (multilingual models; English-only models answer 400)."""
+    base = parse_prompt_or_400(prompt, None)
+    decode_prompt = DecodePrompt(base.previous_text, base.language, "translate")
+    return await _audio(
+        pipeline, TRANSLATIONS, "translate", file, model, decode_prompt, response_format, temperature, []
+    )
+
+
+def _model_object(model_id: str) -> dict[str, object]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": OWNER}
+
+
+@router.get(MODELS)
+async def models(pipeline: PipelineDep) -> JSONResponse:
+    """OpenAI ``models.list``: the served model and its aliases."""
+    return JSONResponse({"object": "list", "data": [_model_object(m) for m in served_ids(pipeline)]})
+
+
+@router.get(MODEL)
+async def model(model_id: str, pipeline: PipelineDep) -> JSONResponse:
+    """OpenAI ``models.retrieve``; 404 in OpenAI's shape for an id not served here."""
+    _check_model(pipeline, model_id)
+    return JSONResponse(_model_object(model_id))

@@ -10,9 +10,10 @@ import json
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from whisper_build.serving.audio import decode_base64
+from whisper_build.serving.gateway.backend import DecodeRequest
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
 
@@ -31,6 +32,7 @@ class InvocationRequest(BaseModel):
     whisper_prompt: StrictStr | None = Field("", description="context text or special-token prompt")
     repetition_penalty: float = Field(1.0, gt=0, le=10, allow_inf_nan=False)
     language: StrictStr | None = None
+    timestamps: StrictBool = Field(False, description="add segments with times from Whisper's timestamp tokens")
 
 
 def _field_errors(exc: ValidationError) -> str:
@@ -72,16 +74,20 @@ async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
     async def audio_bytes() -> bytes:
         return await asyncio.to_thread(decode_base64, req.audio_data)
 
-    result = await pipeline.run(INVOCATIONS, audio_bytes, prompt, req.repetition_penalty)
-    return JSONResponse(
-        {
-            "code": 0,
-            "message": "Success",
-            "transcribe_text": result.text,
-            "duration": round(result.duration, 3),
-            "language": result.language,
-        }
-    )
+    options = DecodeRequest(timestamps=req.timestamps)
+    result = await pipeline.run(INVOCATIONS, audio_bytes, prompt, req.repetition_penalty, options)
+    body: dict[str, object] = {
+        "code": 0,
+        "message": "Success",
+        "transcribe_text": result.text,
+        "duration": round(result.duration, 3),
+        "language": result.language,
+    }
+    if req.timestamps:
+        body["segments"] = [
+            {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text} for s in result.segments
+        ]
+    return JSONResponse(body)
 
 
 @router.get(PING)
