@@ -30,15 +30,17 @@ class BackendTimeout(BackendError):
 
 
 class BackendRejected(BackendError):
-    """The model refused the request as invalid for it (Triton INVALID_ARG; answered as 400),
-    e.g. a non-English language on an English-only model, or word timestamps on tensorrt_llm.
+    """The model refused the request as invalid for it (Triton INVALID_ARG; answered as 400).
+
+    E.g. a non-English language on an English-only model, or word timestamps on tensorrt_llm.
     """
 
 
 @dataclass(frozen=True)
 class DecodeRequest:
-    """Decoding options sent with every window (Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
-    ``TEMPERATURE``; docs/contracts.md §5).
+    """Decoding options sent with every window.
+
+    Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE`` (docs/contracts.md §5).
     """
 
     timestamps: bool = False
