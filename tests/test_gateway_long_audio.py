@@ -52,13 +52,14 @@ def test_over_long_audio_is_refused_from_its_header_without_decoding() -> None:
     with TestClient(create_app(GatewaySettings(max_audio_seconds=60), lambda _: backend)) as client:
         head = _flac(90.0)[:20_000]  # the header says 90 s; the rest of the file is not even sent
         r = _openai(client, head)
-        assert r.status_code == 413 and r.json()["code"] == 1006
-        message = r.json()["message"]
+        error = r.json()["error"]  # /v1/* answers in OpenAI's error shape
+        assert r.status_code == 413 and error["code"] == "audio_too_long"
+        message = error["message"]
         assert "90.0 s long by its header, over the limit of 60 s: split it" in message
         assert "WHISPER_GATEWAY_MAX_AUDIO_SECONDS" in message
         # Without a declared length, decoding stops at the limit.
         r = _openai(client, without_total_samples(_flac(90.0)))
-        assert r.status_code == 413 and "longer than 60 s" in r.json()["message"]
+        assert r.status_code == 413 and "longer than 60 s" in r.json()["error"]["message"]
     assert not backend.calls
 
 
@@ -79,7 +80,7 @@ def test_admission_budgets_audio_seconds_429_for_a_long_upload_while_a_short_one
                 await asyncio.wait_for(backend.entered.wait(), 10)
                 busy = await post(60)  # 60 + 60 > 100 s of audio: refused though 7 slots are free
                 assert busy.status_code == 429 and busy.headers["retry-after"] == "4"
-                assert "60 s of audio of a 100 s budget (this request: 60 s)" in busy.json()["message"]
+                assert "60 s of audio of a 100 s budget (this request: 60 s)" in busy.json()["error"]["message"]
                 short = asyncio.create_task(post(20))  # fits beside the first
                 while len(backend.calls) < 2:
                     await asyncio.sleep(0.01)

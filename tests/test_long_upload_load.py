@@ -121,7 +121,7 @@ def test_eight_concurrent_hour_uploads_complete_or_shed_without_a_crash(triton_s
         assert len(completed) >= 2, statuses
         assert len(completed) + len(refused) == UPLOADS, statuses
         for response in refused:
-            assert response.headers["retry-after"] == "5" and "busy" in response.json()["message"]
+            assert response.headers["retry-after"] == "5" and "busy" in response.json()["error"]["message"]
         for response in completed:
             body = response.json()
             assert body["duration"] == pytest.approx(HOUR, abs=0.1)  # the whole hour was decoded
