@@ -21,11 +21,11 @@ KEY_LENGTH = 48
 
 
 def fetch_key_command(config: DeploymentConfig) -> str:
-    """Shell command setting ``KEY`` to the generated (``primary``) key of the deployed secret."""
+    """Shell command exporting ``KEY`` (the generated ``primary`` key of the deployed secret) to child processes."""
     secret = api_keys_secret_name(config.project_name)
     read = f"aws --region {config.region} secretsmanager get-secret-value --secret-id {secret} --query SecretString --output text"
     pick = "python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'"
-    return f"KEY=$({read} | {pick} {GENERATED_KEY_NAME})"
+    return f"export KEY=$({read} | {pick} {GENERATED_KEY_NAME})"
 
 
 def instructions(config: DeploymentConfig) -> str:
