@@ -32,7 +32,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from whisper_build.serving.gateway.errors import ErrorCode
+from whisper_build.serving.gateway.errors import ErrorCode, error_response
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -172,13 +172,9 @@ def _denied(path: str, status: int, message: str, retry_after: int | None = None
     headers = {"WWW-Authenticate": 'Bearer realm="whisper"'} if status == 401 else {}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    if path.startswith("/v1/"):
-        code = "invalid_api_key" if status == 401 else "service_unavailable"
-        kind = "invalid_request_error" if status == 401 else "server_error"
-        body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    else:
-        body = {"code": int(ErrorCode.UNAUTHORIZED if status == 401 else ErrorCode.UNAVAILABLE), "message": message}
-    return JSONResponse(body, status_code=status, headers=headers)
+    if status == 401:
+        return error_response(status, ErrorCode.UNAUTHORIZED, message, headers, path, openai_code="invalid_api_key")
+    return error_response(status, ErrorCode.UNAVAILABLE, message, headers, path, openai_code="service_unavailable")
 
 
 class ApiKeyMiddleware:

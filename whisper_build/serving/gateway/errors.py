@@ -89,11 +89,21 @@ def error_response(
     headers: dict[str, str] | None = None,
     path: str = "",
     param: str | None = None,
+    openai_code: str | None = None,
 ) -> JSONResponse:
-    """JSON error response: OpenAI's shape for ``path`` under ``/v1/``, else ``{code, message}``."""
+    """JSON error response: OpenAI's shape for ``path`` under ``/v1/``, else ``{code, message}``.
+
+    ``openai_code`` replaces ``error.code`` (default: ``code``'s name in lower case) where OpenAI
+    defines its own, e.g. ``invalid_api_key``.
+    """
     if path.startswith(OPENAI_PREFIX):
         body: dict[str, object] = {
-            "error": {"message": message, "type": openai_error_type(status), "param": param, "code": code.name.lower()}
+            "error": {
+                "message": message,
+                "type": openai_error_type(status),
+                "param": param,
+                "code": openai_code or code.name.lower(),
+            }
         }
     else:
         body = {"code": int(code), "message": message}
