@@ -51,6 +51,7 @@ from stacks.checkov_skips import skip_check
 from stacks.cluster_stack import ClusterStack, as_icluster
 from stacks.inference_operator import InferenceOperatorAddon
 from stacks.nag import acknowledge_policy_wildcards
+from stacks.observability_stack import AMP_QUERY_ACTIONS
 
 ALB_CONTROLLER_VERSION = eks.AlbControllerVersion.V2_13_3
 """AWS Load Balancer Controller release (supports the NLB ``listener-attributes`` annotation used for
@@ -66,8 +67,6 @@ KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
 
 OIDC_PROVIDER_HANDLER = "Custom::AWSCDKOpenIdConnectProviderCustomResourceProvider"
 """Stack-level singleton aws-cdk-lib creates for ``cluster.open_id_connect_provider``."""
-
-AMP_QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
 
 
 class WorkloadsStack(Stack):

@@ -13,9 +13,10 @@ from k8s_support import three_groups
 
 from stacks.assembly import cdk_json_context
 from stacks.nag import enable_nag
+from stacks.observability_stack import AMP_QUERY_ACTIONS
 from stacks.storage_stack import SERVING_IMAGE_REPOSITORY
 from stacks.whisper_app import add_whisper_stacks, stack_environment
-from stacks.workloads_stack import AMP_QUERY_ACTIONS, KEDA_CHART_VERSION, WorkloadsStack
+from stacks.workloads_stack import KEDA_CHART_VERSION, WorkloadsStack
 
 pytestmark = pytest.mark.slow
 
