@@ -11,13 +11,17 @@ from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.decoding import (
     DecodeOptions,
     DecodingPolicy,
+    SegmentResult,
     UnsupportedOption,
     compression_ratio,
     decode_windows,
+    drop_last_word,
+    ends_in_speech,
     parse_segments,
 )
 
-SPEECH = np.full(16000 * 10, 0.1, np.float32)  # 10 s, loud enough to be decoded
+SPEECH = np.concatenate([np.full(16000 * 9, 0.1, np.float32), np.zeros(16000, np.float32)])
+"""10 s: 9 s loud enough to be decoded, then 1 s of silence (so no word is cut by the window's end)."""
 LOOP = [" the"] * 60
 
 
@@ -126,14 +130,54 @@ def test_result_json_has_the_signals():
     [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
     data = result.to_json()
     assert data["segments"][0]["start"] == 0.0 and data["segments"][0]["end"] == 1.0
-    assert (
-        data["avg_logprob"] == -0.125
-    )  # 3 tokens (timestamps count, as in openai/whisper) + eot and data["no_speech_prob"] == 0.1 and data["temperature"] == 0.0
+    # 3 tokens (timestamps count, as in openai/whisper) + eot
+    assert data["avg_logprob"] == -0.125 and data["no_speech_prob"] == 0.1 and data["temperature"] == 0.0
 
 
 def test_a_segment_start_in_leading_silence_moves_to_the_first_voiced_frame():
     window = np.zeros(16000 * 12, np.float32)
-    window[16000 * 10 :] = 0.1  # 10 s of silence, then sound
+    window[16000 * 10 : 16000 * 11] = 0.1  # 10 s of silence, 1 s of sound, 1 s of silence
     engine = ScriptedEngine(lambda *_: Decoded([0.0, " Late.", 11.5]))
     [result] = _decode(engine, [window], DecodeOptions(timestamps=True))
     assert [(s.start, s.end) for s in result.segments] == [(10.0, 11.5)]
+
+
+def _cut(seconds_loud: float, tail: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.full(int(16000 * seconds_loud), 0.1, np.float32), tail.astype(np.float32)])
+
+
+def test_ends_in_speech_tells_a_cut_from_a_pause_or_a_noise_floor():
+    policy = DecodingPolicy()
+    args = (policy.silence_dbfs, policy.cut_speech_db)
+    assert ends_in_speech(_cut(2.0, np.zeros(0)), *args)  # cut while loud
+    assert not ends_in_speech(_cut(2.0, np.zeros(1600)), *args)  # 100 ms pause at the end
+    assert not ends_in_speech(_cut(2.0, np.full(1600, 0.002)), *args)  # noise floor 34 dB under
+    assert ends_in_speech(_cut(2.0, np.full(1600, 0.02)), *args)  # 14 dB under: still speech
+    assert not ends_in_speech(_cut(2.0, np.zeros(0)), policy.silence_dbfs, 0.0)  # rule off
+
+
+def test_a_word_cut_by_the_window_end_is_dropped_never_guessed():
+    """tiny.en completes a cut word with a guess ("Please turn off" cut 20 ms into "off" → "Please
+    turn on."); the layer keeps only the words before it, with their punctuation gone with it."""
+    engine = ScriptedEngine(lambda *_: Decoded([0.0, " Please", " turn", " on", ".", 1.0], sum_logprob=-1.0))
+    [cut] = _decode(engine, [_cut(0.8, np.zeros(0))], DecodeOptions(timestamps=True))
+    assert cut.text == "Please turn" and [s.text for s in cut.segments] == ["Please turn"]
+    assert cut.segments[0].tokens == [engine.token(" Please"), engine.token(" turn")]
+    [whole] = _decode(engine, [_cut(0.8, np.zeros(8000))], DecodeOptions(timestamps=True))
+    assert whole.text == "Please turn on."
+    # Without timestamps too; a one-word window that is cut becomes empty, not a guess.
+    one = ScriptedEngine(lambda *_: Decoded([" Please"], sum_logprob=-0.5))
+    [empty] = _decode(one, [_cut(0.5, np.zeros(0))])
+    assert empty.text == "" and empty.segments == []
+
+
+def test_drop_last_word_keeps_earlier_segments_and_cuts_unspaced_scripts_by_token():
+    engine = ScriptedEngine(lambda *_: Decoded([]))
+    a = SegmentResult(0.0, 1.0, "One.", [engine.token(" One.")])
+    b = SegmentResult(1.0, 2.0, "二三", [engine.token("二"), engine.token("三")])
+    assert [(s.text, s.tokens) for s in drop_last_word([a, b], engine.decode_text)] == [
+        ("One.", a.tokens),
+        ("二", [engine.token("二")]),
+    ]
+    assert drop_last_word([a], engine.decode_text) == []
+    assert drop_last_word([], engine.decode_text) == []

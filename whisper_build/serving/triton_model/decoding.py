@@ -17,6 +17,11 @@ no-speech probability per window) it does what openai/whisper ``transcribe()`` a
 * **segments** from Whisper's timestamp tokens (:func:`parse_segments`), times relative to the
   window's start, clamped to the window's audio, monotonic, never with empty text; a start in
   leading silence moves to the first voiced 20 ms frame (:func:`trim_leading_silence`);
+* **a word cut by the window's end**: when the audio still carries speech in its last 20 ms
+  (:func:`ends_in_speech`: a file cut mid-sentence, or a 30 s cut with no pause to cut at), the
+  last word of the window is dropped (:func:`drop_last_word`): Whisper completes a cut word with
+  its most likely guess (measured with tiny.en: the first 0.8 s of "Please turn off …" ends 20 ms
+  into "off" and decodes as "Please turn on."), so the text holds only words heard whole;
 * **word timings** by the engine's alignment (:meth:`WhisperEngine.align`), placed in their
   segments.
 
@@ -49,6 +54,8 @@ __all__ = [
     "WindowResult",
     "compression_ratio",
     "decode_windows",
+    "drop_last_word",
+    "ends_in_speech",
     "parse_segments",
 ]
 
@@ -87,6 +94,9 @@ class DecodingPolicy:
         no_speech_threshold: silent above this no-speech probability (0.6).
         no_speech_needs_low_logprob: silent only if also below ``logprob_threshold``.
         silence_dbfs: windows quieter than this are not decoded.
+        cut_speech_db: a window whose last 20 ms frame is above ``silence_dbfs`` and within this
+            many dB of its loudest 20 ms frame ends mid-speech: its last word is dropped
+            (:func:`ends_in_speech`); 0 turns the rule off.
     """
 
     temperature_increment: float = 0.2
@@ -95,6 +105,7 @@ class DecodingPolicy:
     no_speech_threshold: float = 0.6
     no_speech_needs_low_logprob: bool = False
     silence_dbfs: float = -55.0
+    cut_speech_db: float = 20.0
 
     @classmethod
     def from_params(cls, params: EngineParams) -> DecodingPolicy:
@@ -259,6 +270,48 @@ _FRAME = 320
 """20 ms frames (one timestamp step at 16 kHz) for the leading-silence trim."""
 
 
+def _frame_levels(audio: np.ndarray) -> np.ndarray:
+    """Level in dBFS of each whole 20 ms frame of ``audio``, shape ``[len(audio) // 320]``."""
+    frames = audio[: audio.size // _FRAME * _FRAME].reshape(-1, _FRAME).astype(np.float64)
+    return np.asarray(10 * np.log10(np.maximum((frames**2).mean(axis=1), 1e-20)))
+
+
+def ends_in_speech(audio: np.ndarray, silence_dbfs: float, cut_speech_db: float) -> bool:
+    """True when ``audio`` (16 kHz) is cut while someone speaks.
+
+    That is: its last 20 ms frame is louder than ``silence_dbfs`` and at most ``cut_speech_db``
+    below its loudest 20 ms frame. A window that ends in a pause, or in a noise floor well under
+    the speech (a real recording's room noise is typically 30 dB or more under speech), is not
+    cut. ``cut_speech_db <= 0`` always gives False.
+    """
+    level = _frame_levels(audio)
+    if cut_speech_db <= 0 or level.size == 0:
+        return False
+    return bool(level[-1] > silence_dbfs and level[-1] >= level.max() - cut_speech_db)
+
+
+def drop_last_word(segments: list[SegmentResult], decode: object) -> list[SegmentResult]:
+    """``segments`` without the last word of the last segment (the segment goes if nothing is left).
+
+    The last word starts at the last text token whose text begins with a space (Whisper's BPE
+    marks word starts so), taking any punctuation after it; in a segment with no later word
+    start (one word, or a script written without spaces) the last token goes.
+
+    Args:
+        segments: a window's segments, in order.
+        decode: ``callable(list[int]) -> str`` turning text ids into text.
+    """
+    if not segments:
+        return segments
+    last = segments[-1]
+    starts = [k for k, t in enumerate(last.tokens) if k > 0 and decode([t]).startswith(" ")]  # type: ignore[operator]
+    keep = last.tokens[: starts[-1] if starts else len(last.tokens) - 1]
+    text = decode(keep).strip() if keep else ""  # type: ignore[operator]
+    if not text:
+        return segments[:-1]
+    return [*segments[:-1], SegmentResult(last.start, last.end, text, keep, last.words)]
+
+
 def trim_leading_silence(segments: list[SegmentResult], audio: np.ndarray, silence_dbfs: float) -> list[SegmentResult]:
     """Move each segment's start forward past 20 ms frames quieter than ``silence_dbfs``.
 
@@ -269,10 +322,9 @@ def trim_leading_silence(segments: list[SegmentResult], audio: np.ndarray, silen
     """
     if not segments or audio.size == 0:
         return segments
-    frames = audio[: audio.size // _FRAME * _FRAME].reshape(-1, _FRAME).astype(np.float64)
-    if frames.size == 0:
+    level = _frame_levels(audio)
+    if level.size == 0:
         return segments
-    level = 10 * np.log10(np.maximum((frames**2).mean(axis=1), 1e-20))
     voiced = level > silence_dbfs
     out = []
     for segment in segments:
@@ -437,6 +489,8 @@ def decode_windows(
                 policy.silence_dbfs,
             )
         )
+        if ends_in_speech(audio[i], policy.silence_dbfs, policy.cut_speech_db):
+            segments = drop_last_word(segments, engine.decode_text)
         text = " ".join(s.text for s in segments)
         results[i] = WindowResult(
             text,
