@@ -15,6 +15,7 @@ from long_audio import without_total_samples
 
 from whisper_build.serving.audio import (
     SAMPLE_RATE,
+    AudioStream,
     AudioTooLongError,
     EmptyAudioError,
     InvalidBase64Error,
@@ -26,6 +27,7 @@ from whisper_build.serving.audio import (
     open_audio,
     split_windows,
 )
+from whisper_build.serving.audio.decode import _av_reader, _sndfile_reader
 
 PAYLOAD = bytes(range(256)) * 3
 
@@ -93,6 +95,41 @@ def test_stereo_is_averaged_to_mono() -> None:
     left = samples.tone(1.0, 16000, amplitude=0.8)
     audio = decode_audio(samples.encode(np.stack([left, np.zeros_like(left)]), 16000, "wav_f32"))
     assert np.abs(audio.samples).max() == pytest.approx(0.4, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "rate", "channels", "codec"),
+    [
+        ("wav_s16", 16000, 1, "wav/pcm_16"),
+        ("wav_s24", 44100, 2, "wavex/pcm_24"),  # WAVE_FORMAT_EXTENSIBLE
+        ("wav_f32", 8000, 1, "wav/float"),
+        ("flac", 22050, 2, "flac/pcm_16"),
+    ],
+)
+def test_wav_and_flac_are_read_by_libsndfile_like_ffmpeg_reads_them(
+    fmt: str, rate: int, channels: int, codec: str
+) -> None:
+    x = samples.tone(2.0, rate, freq=440.0)
+    data = samples.encode(np.stack([x] * channels) if channels > 1 else x, rate, fmt)
+    with open_audio(data) as fast:
+        assert fast.codec == codec  # libsndfile's reader, not FFmpeg's
+        assert fast.declared_seconds == pytest.approx(2.0, abs=1e-3)
+        fast_samples = np.concatenate(list(fast.chunks()))
+    with AudioStream(_av_reader(data), None) as ffmpeg:
+        ffmpeg_samples = np.concatenate(list(ffmpeg.chunks()))
+    assert len(fast_samples) == len(ffmpeg_samples)
+    if rate == SAMPLE_RATE:
+        np.testing.assert_array_equal(fast_samples, ffmpeg_samples)  # no resampling: bit-identical
+    else:  # the same resampler fed different block sizes
+        np.testing.assert_allclose(fast_samples, ffmpeg_samples, atol=1e-4)
+
+
+def test_a_wav_libsndfile_cannot_open_goes_to_ffmpeg() -> None:
+    data = bytearray(samples.encode(samples.tone(1.0, 16000), 16000, "wav_s16"))
+    assert _sndfile_reader(bytes(data)) is not None
+    data[20:22] = (0x1234).to_bytes(2, "little")  # an audio format tag libsndfile does not know
+    with pytest.raises(NotAudioError):
+        decode_audio(bytes(data))  # FFmpeg does not know it either: the same 400 message
 
 
 def _long_stereo_flac(seconds: int, rate: int) -> bytes:

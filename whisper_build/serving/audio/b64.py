@@ -18,11 +18,22 @@ def decode_base64(text: str) -> bytes:
     whitespace/newlines (MIME line wrapping), and an optional ``data:audio/...;base64,``
     prefix (RFC 2397).
 
+    Canonical base64 (what ``base64.b64encode`` writes) is decoded in one strict pass
+    (``binascii.a2b_base64(strict_mode=True)``, Python ≥ 3.11); anything else is normalised first.
+
     Raises:
         EmptyAudioError: the text (after removing the prefix) is empty.
         InvalidBase64Error: the text holds characters outside the base64 alphabets or
             has an impossible length.
     """
+    if text[:5].lower() != "data:":
+        try:  # the common case, canonical base64: one pass in C, no copy of the text
+            decoded = binascii.a2b_base64(text, strict_mode=True)
+        except (binascii.Error, ValueError):
+            pass  # whitespace, URL-safe alphabet, missing padding, or invalid: normalise below
+        else:
+            if decoded:
+                return decoded
     body = _DATA_URI.sub("", text.strip(), count=1)
     body = _WHITESPACE.sub("", body)
     if not body:

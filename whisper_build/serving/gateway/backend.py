@@ -133,12 +133,49 @@ def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[
     """
     if not windows:
         raise ValueError("pack_batch needs at least one window")
+    if len(windows) == 1:  # the common single-window request: a view, no copy
+        one = np.ascontiguousarray(windows[0], dtype=np.float32)
+        return one.reshape(1, -1), np.array([[len(one)]], dtype=np.int32)
     longest = max(len(w) for w in windows)
     wav = np.zeros((len(windows), longest), dtype=np.float32)
     for i, w in enumerate(windows):
         wav[i, : len(w)] = w
     lens = np.array([[len(w)] for w in windows], dtype=np.int32)
     return wav, lens
+
+
+def infer_inputs(
+    windows: Sequence[npt.NDArray[np.float32]],
+    text_prefix: str,
+    repetition_penalty: float,
+    options: DecodeRequest,
+) -> list[Any]:
+    """The ``tritonclient.grpc.InferInput`` s of one Triton request (docs/contracts.md §5).
+
+    ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]`` from :func:`pack_batch`, then per
+    row ``TEXT_PREFIX`` BYTES, ``REPETITION_PENALTY`` FP32, ``TIMESTAMPS`` / ``WORD_TIMESTAMPS``
+    BOOL and ``TEMPERATURE`` FP32, all ``[B, 1]`` with the same value for every window.
+
+    Raises: ValueError if ``windows`` is empty.
+    """
+    from tritonclient.grpc import InferInput
+
+    wav, lens = pack_batch(windows)
+    batch = len(windows)
+    inputs = []
+    for name, dtype, array in (
+        ("WAV", "FP32", wav),
+        ("WAV_LENS", "INT32", lens),
+        ("TEXT_PREFIX", "BYTES", np.array([[text_prefix.encode()]] * batch, dtype=object)),
+        ("REPETITION_PENALTY", "FP32", np.full((batch, 1), repetition_penalty, dtype=np.float32)),
+        ("TIMESTAMPS", "BOOL", np.full((batch, 1), options.timestamps, dtype=bool)),
+        ("WORD_TIMESTAMPS", "BOOL", np.full((batch, 1), options.word_timestamps, dtype=bool)),
+        ("TEMPERATURE", "FP32", np.full((batch, 1), options.temperature, dtype=np.float32)),
+    ):
+        item = InferInput(name, list(array.shape), dtype)
+        item.set_data_from_numpy(array)
+        inputs.append(item)
+    return inputs
 
 
 class TritonBackend:
@@ -199,25 +236,10 @@ class TritonBackend:
         timeout: float,
         options: DecodeRequest,
     ) -> list[WindowOutput]:
-        from tritonclient.grpc import InferInput, InferRequestedOutput
+        from tritonclient.grpc import InferRequestedOutput
 
-        wav, lens = pack_batch(windows)
         batch = len(windows)
-        prefix = np.array([[text_prefix.encode()]] * batch, dtype=object)
-        penalty = np.full((batch, 1), repetition_penalty, dtype=np.float32)
-        inputs = []
-        for name, dtype, array in (
-            ("WAV", "FP32", wav),
-            ("WAV_LENS", "INT32", lens),
-            ("TEXT_PREFIX", "BYTES", prefix),
-            ("REPETITION_PENALTY", "FP32", penalty),
-            ("TIMESTAMPS", "BOOL", np.full((batch, 1), options.timestamps, dtype=bool)),
-            ("WORD_TIMESTAMPS", "BOOL", np.full((batch, 1), options.word_timestamps, dtype=bool)),
-            ("TEMPERATURE", "FP32", np.full((batch, 1), options.temperature, dtype=np.float32)),
-        ):
-            item = InferInput(name, list(array.shape), dtype)
-            item.set_data_from_numpy(array)
-            inputs.append(item)
+        inputs = infer_inputs(windows, text_prefix, repetition_penalty, options)
         result = await self._client.infer(
             self.model_name,
             inputs,

@@ -1,0 +1,212 @@
+"""The gateway's CPU cost per request, stage by stage, in this process (no server, no model).
+
+One single-window request (a ~9 s 16 kHz WAV of espeak-ng speech unless ``--audio`` names a
+file) goes through the same functions the gateway runs, each stage timed on its own
+(``time.perf_counter``, the median of ``--repeat`` runs):
+
+``/invocations`` (JSON): ``json_parse`` (``json.loads`` of the body), ``validate`` (the pydantic
+request model), ``base64`` (:func:`~whisper_build.serving.audio.decode_base64`), ``header``
+(:func:`~whisper_build.serving.audio.open_audio`: the container's header and declared
+duration), ``decode_resample`` (the stream's 16 kHz chunks), ``windowing`` (cut + silence
+test), ``grpc_build`` (``WAV`` & co. packed into the Triton request and serialized to protobuf
+bytes, as ``tritonclient.grpc.aio`` sends it), ``response`` (the model's ``RESULT`` parsed and
+the JSON answer rendered). ``/v1/audio/transcriptions`` (multipart): ``multipart_parse``
+(python-multipart, as Starlette parses the form) replaces the first three.
+
+Also times the whole app per request through Starlette's ``TestClient`` with a backend that
+answers at once (the gateway's CPU with no model; the test client's own cost included), as
+process CPU milliseconds per request.
+
+usage: ``python benchmarks/gateway_profile.py [--audio FILE] [--repeat 30] [--json OUT]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
+
+from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
+from whisper_build.serving.gateway.backend import DecodeRequest, WindowOutput, infer_inputs  # noqa: E402
+from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
+from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+
+_RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
+
+
+def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median wall milliseconds of ``fn`` over ``repeat`` calls, and its last result."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), result
+
+
+def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: DecodeRequest) -> bytes:
+    """The serialized ``ModelInferRequest`` the gateway's Triton client sends for ``windows``."""
+    from tritonclient.grpc import InferRequestedOutput
+    from tritonclient.grpc._utils import _get_inference_request
+
+    inputs = infer_inputs(windows, parse_prompt("").to_text_prefix(), 1.0, options)
+    request = _get_inference_request(
+        model_name="whisper", inputs=inputs, model_version="", request_id="", outputs=[InferRequestedOutput("RESULT")],
+        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=None,
+    )  # fmt: skip
+    return bytes(request.SerializeToString())
+
+
+def _multipart(data: bytes) -> tuple[bytes, bytes]:
+    """A multipart/form-data body as the ``openai`` client sends it, and its boundary."""
+    boundary = b"----whisperprofile7MA4YWxkTrZu0gW"
+    head = (
+        b"--" + boundary + b'\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n'
+        b"--" + boundary + b'\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+        b"Content-Type: audio/wav\r\n\r\n"
+    )
+    return head + data + b"\r\n--" + boundary + b"--\r\n", boundary
+
+
+def _parse_multipart(body: bytes, boundary: bytes) -> bytes:
+    """The ``file`` part's bytes, parsed by python-multipart's streaming parser (Starlette's)."""
+    from python_multipart.multipart import MultipartParser
+
+    parts: list[bytearray] = []
+
+    def on_part_begin() -> None:
+        parts.append(bytearray())
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        parts[-1] += data[start:end]
+
+    parser = MultipartParser(boundary, {"on_part_begin": on_part_begin, "on_part_data": on_part_data})
+    for i in range(0, len(body), 64 * 1024):  # uvicorn hands the body over in 64 KiB pieces
+        parser.write(body[i : i + 64 * 1024])
+    parser.finalize()
+    return bytes(parts[-1])
+
+
+def stages(data: bytes, repeat: int) -> dict[str, dict[str, float]]:
+    """Median milliseconds per stage for both routes (see the module docstring)."""
+    body = json.dumps({"audio_data": base64.b64encode(data).decode(), "whisper_prompt": ""}).encode()
+    ms: dict[str, dict[str, float]] = {"invocations": {}, "openai": {}}
+    inv = ms["invocations"]
+    inv["json_parse"], payload = _timed(lambda: json.loads(body), repeat)
+    inv["validate"], request = _timed(lambda: InvocationRequest.model_validate(payload), repeat)
+    inv["base64"], audio = _timed(lambda: decode_base64(request.audio_data), repeat)
+    multipart, boundary = _multipart(data)
+    ms["openai"]["multipart_parse"], _ = _timed(lambda: _parse_multipart(multipart, boundary), repeat)
+
+    def header() -> Any:
+        stream = open_audio(audio, max_seconds=7200)
+        stream.close()
+        return stream
+
+    common: dict[str, float] = {}
+    common["header"], _ = _timed(header, repeat)
+
+    def decode() -> list[npt.NDArray[np.float32]]:
+        with open_audio(audio, max_seconds=7200) as stream:
+            return list(stream.chunks())
+
+    common["decode_resample"], chunks = _timed(decode, repeat)
+    common["decode_resample"] -= common["header"]
+
+    def windowing() -> list[npt.NDArray[np.float32]]:
+        return [s for _, s in iter_windows(chunks, 30.0, 5.0) if not is_silent(s)]
+
+    common["windowing"], windows = _timed(windowing, repeat)
+    common["grpc_build"], request_bytes = _timed(lambda: grpc_request_bytes(windows, DecodeRequest()), repeat)
+
+    def response() -> bytes:
+        from fastapi.responses import JSONResponse
+
+        out = WindowOutput.from_json(_RESULT)
+        return bytes(JSONResponse({"code": 0, "message": "Success", "transcribe_text": out.text}).body)
+
+    common["response"], _ = _timed(response, repeat)
+    for route in ms.values():
+        route.update(common)
+        route["total"] = sum(route.values())
+    ms["sizes"] = {
+        "wav_bytes": len(data), "json_body_bytes": len(body), "grpc_request_bytes": len(request_bytes),
+        "windows": len(windows), "seconds": round(sum(len(c) for c in chunks) / 16000, 2),
+    }  # fmt: skip
+    return ms
+
+
+def whole_app(data: bytes, requests: int) -> dict[str, float]:
+    """Process CPU ms per request through the app (Starlette ``TestClient``, instant backend)."""
+    from fastapi.testclient import TestClient
+
+    from whisper_build.serving.gateway.app import create_app
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    class InstantBackend:
+        async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowOutput]:
+            grpc_request_bytes(windows, DecodeRequest())  # what the Triton client would serialize
+            return [WindowOutput.from_json(_RESULT) for _ in windows]
+
+        async def reload(self, timeout: float) -> None:
+            return None
+
+        async def close(self) -> None:
+            return None
+
+    settings = GatewaySettings(log_level="warning", canary_interval_seconds=5.0, stale_after_seconds=60.0)
+    body = json.dumps({"audio_data": base64.b64encode(data).decode(), "whisper_prompt": ""}).encode()
+    out: dict[str, float] = {}
+    with TestClient(create_app(settings, lambda s: InstantBackend())) as client:
+        for route, send in (
+            ("invocations", lambda: client.post("/invocations", content=body)),
+            ("openai", lambda: client.post("/v1/audio/transcriptions", files={"file": ("a.wav", data)})),
+        ):
+            assert send().status_code == 200
+            cpu = time.process_time()
+            for _ in range(requests):
+                send()
+            out[route] = (time.process_time() - cpu) * 1000 / requests
+    return out
+
+
+def speech_wav() -> bytes:
+    """A ~9 s 16 kHz mono 16-bit WAV of two sentences (espeak-ng + sox)."""
+    from benchmarks.speech import SENTENCES, say
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return say(list(SENTENCES[:2]), Path(tmp) / "speech.wav").read_bytes()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI (``--help``)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--audio", type=Path, help="audio file (default: ~9 s of espeak-ng speech, 16 kHz WAV)")
+    p.add_argument("--repeat", type=int, default=30, help="runs per stage (median reported)")
+    p.add_argument("--app-requests", type=int, default=30, help="requests through the whole app per route")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    args = p.parse_args(argv)
+    data = args.audio.read_bytes() if args.audio else speech_wav()
+    result: dict[str, Any] = {"stages_ms": stages(data, args.repeat)}
+    result["app_cpu_ms_per_request"] = whole_app(data, args.app_requests)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
