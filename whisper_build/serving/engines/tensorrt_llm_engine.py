@@ -50,6 +50,7 @@ from whisper_build.serving.engines.base import (
 )
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
+    MULTILINGUAL_VOCAB_SIZE,
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
@@ -62,10 +63,6 @@ from whisper_build.serving.prompt import DecodePrompt
 __all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout"]
 
 log = logging.getLogger(__name__)
-
-MULTILINGUAL_VOCAB_SIZE = 51865
-"""Vocabulary size from which a Whisper decoder is multilingual (TensorRT-LLM ``run.py``:
-``is_multilingual = decoder_config['vocab_size'] >= 51865``)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import TypeVar
 from whisper_build.serving.prompt import DecodePrompt, truncate_prompt_tokens
 
 __all__ = [
+    "MULTILINGUAL_VOCAB_SIZE",
     "SpecialTokens",
     "build_prompt_ids",
     "clean_output_ids",
@@ -22,10 +23,17 @@ __all__ = [
     "group_indices",
     "ctranslate2_max_length",
     "max_length_for",
+    "vocabulary_size",
 ]
 
 N_TEXT_CTX = 448
 """Decoder context length of every Whisper model (``n_text_ctx``, openai/whisper ``model.py``)."""
+
+MULTILINGUAL_VOCAB_SIZE = 51865
+"""Vocabulary size from which a Whisper model is multilingual (openai/whisper ``model.py``:
+``is_multilingual = n_vocab >= 51865``; TensorRT-LLM ``run.py`` uses the same test)."""
+N_TIMESTAMP_TOKENS = 1501
+"""``<|0.00|>`` … ``<|30.00|>``, the last ids of every Whisper vocabulary (openai/whisper ``tokenizer.py``)."""
 
 K = TypeVar("K", bound=Hashable)
 
@@ -70,6 +78,18 @@ class SpecialTokens:
         # in every Whisper vocabulary (faster-whisper ``Tokenizer.timestamp_begin``).
         timestamp_begin = token_to_id("<|0.00|>") or ids["no_timestamps"] + 1
         return cls(multilingual=multilingual, timestamp_begin=timestamp_begin, **ids)
+
+
+def vocabulary_size(token_to_id: Callable[[str], int | None]) -> int:
+    """Whisper vocabulary size from a tokenizer: id of ``<|0.00|>`` + 1501 timestamp tokens.
+
+    tiny.en gives 51864, tiny 51865, large-v3 51866 (their ``n_vocab``); compare with
+    :data:`MULTILINGUAL_VOCAB_SIZE`. Works for ``tokenizer.json`` files without timestamp tokens.
+
+    Raises:
+        ValueError: a required special token is missing from the vocabulary.
+    """
+    return SpecialTokens.from_lookup(token_to_id, False).timestamp_begin + N_TIMESTAMP_TOKENS
 
 
 def _lookup(token_to_id: Callable[[str], int | None], token: str) -> int:

@@ -44,6 +44,7 @@ from whisper_build.serving.engines.base import (
 )
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
+    MULTILINGUAL_VOCAB_SIZE,
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
@@ -60,8 +61,6 @@ N_FFT = 400
 """STFT size (25 ms at 16 kHz), openai/whisper ``audio.py``."""
 HOP_LENGTH = 160
 """STFT hop (10 ms), openai/whisper ``audio.py``."""
-MULTILINGUAL_VOCAB = 51865
-"""openai/whisper ``model.py``: ``is_multilingual = n_vocab >= 51865``."""
 
 _DTYPES = {"default": None, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -115,7 +114,9 @@ class TorchEngine:
         self._model = self._load(path, dtype).eval()
         config = self._model.config
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
-        self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, config.vocab_size >= MULTILINGUAL_VOCAB)
+        self._specials = SpecialTokens.from_lookup(
+            self._tokenizer.token_to_id, config.vocab_size >= MULTILINGUAL_VOCAB_SIZE
+        )
         self.name = "torch"
         self.capabilities = EngineCapabilities(timestamps=False, word_timestamps=False, sampling=False)
         self.multilingual = self._specials.multilingual

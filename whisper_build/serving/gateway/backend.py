@@ -93,8 +93,50 @@ class WindowOutput:
             raise BackendError(f"Triton returned an unreadable RESULT: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class ServedModel:
+    """What the model server's config says about the served model (docs/contracts.md §5).
+
+    Attributes:
+        name: the model's name (Triton config ``name``, e.g. ``whisper``).
+        max_batch_size: most windows one request may carry.
+        multilingual: the ``multilingual`` parameter; ``None`` when the config does not say.
+        engine: the ``engine`` parameter (``ctranslate2``, ``tensorrt_llm``, ``torch``), if any.
+    """
+
+    name: str
+    max_batch_size: int
+    multilingual: bool | None = None
+    engine: str | None = None
+
+    @classmethod
+    def from_triton_config(cls, config: dict[str, Any]) -> ServedModel:
+        """From Triton's model config as JSON (``get_model_config(..., as_json=True)["config"]``).
+
+        Raises:
+            BackendError: the config lacks a name.
+        """
+        parameters = {k: (v or {}).get("string_value") for k, v in (config.get("parameters") or {}).items()}
+        multilingual = parameters.get("multilingual")
+        if not config.get("name"):
+            raise BackendError("Triton returned a model config without a name")
+        return cls(
+            name=str(config["name"]),
+            max_batch_size=max(1, int(config.get("max_batch_size", 1))),
+            multilingual=None if multilingual not in ("true", "false") else multilingual == "true",
+            engine=parameters.get("engine"),
+        )
+
+
 class TranscriptionBackend(Protocol):
     """What the gateway needs from a model server."""
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        """The served model's config (read once, then cached until :meth:`reload`).
+
+        Raises: BackendUnavailable, BackendTimeout, BackendError.
+        """
+        ...
 
     async def transcribe(
         self,
@@ -194,13 +236,19 @@ class TritonBackend:
         self.url = url
         self.model_name = model_name
         self._client = InferenceServerClient(url=url)
-        self._max_batch: int | None = None
+        self._served: ServedModel | None = None
 
-    async def _batch_limit(self, timeout: float) -> int:
-        if self._max_batch is None:
-            config = await self._client.get_model_config(self.model_name, as_json=True, client_timeout=timeout)
-            self._max_batch = max(1, int(config["config"].get("max_batch_size", 1)))
-        return self._max_batch
+    async def served_model(self, timeout: float) -> ServedModel:
+        """See :meth:`TranscriptionBackend.served_model` (tritonclient ``get_model_config``)."""
+        from tritonclient.utils import InferenceServerException
+
+        if self._served is None:
+            try:
+                config = await self._client.get_model_config(self.model_name, as_json=True, client_timeout=timeout)
+            except InferenceServerException as exc:
+                raise _translate(exc, timeout) from exc
+            self._served = ServedModel.from_triton_config(config["config"])
+        return self._served
 
     async def transcribe(
         self,
@@ -217,7 +265,7 @@ class TritonBackend:
         deadline = loop.time() + timeout
         options = options or DecodeRequest()
         try:
-            limit = await self._batch_limit(timeout)
+            limit = (await self.served_model(timeout)).max_batch_size
             texts: list[WindowOutput] = []
             for i in range(0, len(windows), limit):
                 remaining = deadline - loop.time()
@@ -262,7 +310,7 @@ class TritonBackend:
             await self._client.load_model(self.model_name, client_timeout=timeout)
         except InferenceServerException as exc:
             raise _translate(exc, timeout) from exc
-        self._max_batch = None
+        self._served = None
 
     async def close(self) -> None:
         """Close the gRPC channel."""

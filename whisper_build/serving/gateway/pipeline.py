@@ -22,6 +22,7 @@ from whisper_build.serving.gateway.backend import (
     BackendTimeout,
     BackendUnavailable,
     DecodeRequest,
+    ServedModel,
 )
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.health import ModelHealth
@@ -94,6 +95,17 @@ class Pipeline:
         if isinstance(exc, BackendError):
             return ApiError(502, ErrorCode.BACKEND_ERROR, str(exc))
         raise exc
+
+    async def served_model(self) -> ServedModel:
+        """The served model's config from the model server (cached by the backend).
+
+        Raises:
+            ApiError: 503 when the model server cannot be reached, 504/502 as for transcriptions.
+        """
+        try:
+            return await self.transcriber.backend.served_model(self.settings.request_timeout_seconds)
+        except BackendError as exc:
+            raise self.to_api_error(exc) from exc
 
     async def run(
         self,

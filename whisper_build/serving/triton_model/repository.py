@@ -8,6 +8,7 @@ settings and copies ``1/model.py`` next to it. The local launcher, the tests and
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import Literal
@@ -15,14 +16,63 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from whisper_build.serving.engines.base import EngineParams
+from whisper_build.serving.engines.tokens import MULTILINGUAL_VOCAB_SIZE, vocabulary_size
 
-__all__ = ["MODEL_NAME", "TEMPLATE_DIR", "BatchingConfig", "render_config", "render_model_repository"]
+__all__ = [
+    "MODEL_NAME",
+    "MULTILINGUAL_PARAMETER",
+    "TEMPLATE_DIR",
+    "BatchingConfig",
+    "model_multilingual",
+    "render_config",
+    "render_model_repository",
+    "tokenizer_multilingual",
+]
+
+log = logging.getLogger(__name__)
 
 MODEL_NAME = "whisper"
 """Triton model name (docs/contracts.md §5)."""
 
 TEMPLATE_DIR = Path(__file__).parent / "model_repository" / MODEL_NAME
 """Checked-in model: ``config.pbtxt`` (defaults) and ``1/model.py``."""
+
+MULTILINGUAL_PARAMETER = "multilingual"
+"""Model-config parameter (``"true"``/``"false"``) saying whether the served Whisper model is
+multilingual; the gateway's ``GET /v1/models`` reports it, ``1/model.py`` checks it against the
+loaded engine (docs/contracts.md §5)."""
+
+
+def tokenizer_multilingual(tokenizer_json: Path) -> bool:
+    """Whether the Whisper model of this ``tokenizer.json`` is multilingual.
+
+    Its vocabulary size (:func:`whisper_build.serving.engines.tokens.vocabulary_size`) is at least
+    51865 (openai/whisper ``model.py``: ``is_multilingual = n_vocab >= 51865``); tiny.en → False.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not a Whisper tokenizer (a special token is missing).
+    """
+    import tokenizers
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_json))
+    return vocabulary_size(tokenizer.token_to_id) >= MULTILINGUAL_VOCAB_SIZE
+
+
+def model_multilingual(engine: EngineParams) -> bool | None:
+    """Whether the model these parameters serve is multilingual, from its ``tokenizer.json``.
+
+    Every engine's model folder holds one (CTranslate2 model, TensorRT-LLM engine folder, Hugging
+    Face checkpoint). ``None`` when the folder or its tokenizer cannot be read here (e.g. a path
+    that only exists on the serving pod).
+    """
+    try:
+        return tokenizer_multilingual(engine.resolved_model_path() / "tokenizer.json")
+    except Exception as exc:  # noqa: BLE001 - EngineParamsError, OSError, or tokenizers' plain Exception
+        log.warning(
+            "cannot tell whether %r is multilingual (%s); the model config will not say", engine.model_path, exc
+        )
+        return None
 
 
 class BatchingConfig(BaseModel):
@@ -48,13 +98,18 @@ class BatchingConfig(BaseModel):
     instance_kind: Literal["KIND_CPU", "KIND_GPU"] = "KIND_CPU"
 
 
-def render_config(engine: EngineParams, batching: BatchingConfig) -> str:
+def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: bool | None) -> str:
     """The ``config.pbtxt`` text for these settings.
 
     The checked-in config is parsed with Triton's own protobuf schema (``model_config.proto``,
     shipped in ``tritonclient``), the batching fields and engine ``parameters`` (string values,
     read back by ``1/model.py`` with :meth:`EngineParams.from_strings`) are set, and the result is
     printed in protobuf text format; inputs and outputs stay as checked in.
+
+    Args:
+        engine: engine parameters.
+        batching: scheduling.
+        multilingual: the :data:`MULTILINGUAL_PARAMETER` value; ``None`` leaves it out (unknown).
     """
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
@@ -71,17 +126,26 @@ def render_config(engine: EngineParams, batching: BatchingConfig) -> str:
     config.parameters.clear()
     for key, value in engine.model_dump(mode="json").items():
         config.parameters[key].string_value = str(value).lower() if isinstance(value, bool) else str(value)
+    if multilingual is not None:
+        config.parameters[MULTILINGUAL_PARAMETER].string_value = str(multilingual).lower()
     header = "# Rendered by whisper_build.serving.triton_model.repository.render_config from settings; do not edit.\n"
     return header + text_format.MessageToString(config)
 
 
-def render_model_repository(target: Path, engine: EngineParams, batching: BatchingConfig | None = None) -> Path:
+def render_model_repository(
+    target: Path,
+    engine: EngineParams,
+    batching: BatchingConfig | None = None,
+    multilingual: bool | None = None,
+) -> Path:
     """Write ``target/whisper/config.pbtxt`` and ``target/whisper/1/model.py``.
 
     Args:
         target: model repository directory (created; an existing ``whisper`` model there is replaced).
         engine: engine parameters (model path, device, …).
         batching: scheduling; defaults of :class:`BatchingConfig` when omitted.
+        multilingual: whether the model is multilingual; omitted = read from the model folder
+            (:func:`model_multilingual`).
 
     Returns:
         ``target``, for ``tritonserver --model-repository``.
@@ -90,6 +154,8 @@ def render_model_repository(target: Path, engine: EngineParams, batching: Batchi
     if model_dir.exists():
         shutil.rmtree(model_dir)
     (model_dir / "1").mkdir(parents=True)
-    (model_dir / "config.pbtxt").write_text(render_config(engine, batching or BatchingConfig()))
+    if multilingual is None:
+        multilingual = model_multilingual(engine)
+    (model_dir / "config.pbtxt").write_text(render_config(engine, batching or BatchingConfig(), multilingual))
     shutil.copy2(TEMPLATE_DIR / "1" / "model.py", model_dir / "1" / "model.py")
     return target

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
-from whisper_build.serving.gateway.backend import DecodeRequest
+from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
@@ -150,18 +150,27 @@ async def translations(
     )
 
 
-def _model_object(model_id: str) -> dict[str, object]:
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": OWNER}
+def _model_object(model_id: str, served: ServedModel) -> dict[str, object]:
+    """OpenAI's model object, plus what the Triton model config says (``multilingual``, ``engine``)."""
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": 0,
+        "owned_by": OWNER,
+        "multilingual": served.multilingual,
+        "engine": served.engine,
+    }
 
 
 @router.get(MODELS)
 async def models(pipeline: PipelineDep) -> JSONResponse:
-    """OpenAI ``models.list``: the served model and its aliases."""
-    return JSONResponse({"object": "list", "data": [_model_object(m) for m in served_ids(pipeline)]})
+    """OpenAI ``models.list``: the served model and its aliases (503 while Triton cannot be reached)."""
+    served = await pipeline.served_model()
+    return JSONResponse({"object": "list", "data": [_model_object(m, served) for m in served_ids(pipeline)]})
 
 
 @router.get(MODEL)
 async def model(model_id: str, pipeline: PipelineDep) -> JSONResponse:
     """OpenAI ``models.retrieve``; 404 in OpenAI's shape for an id not served here."""
     _check_model(pipeline, model_id)
-    return JSONResponse(_model_object(model_id))
+    return JSONResponse(_model_object(model_id, await pipeline.served_model()))

@@ -21,6 +21,7 @@ from whisper_build.serving.triton_model.batching import (
     transcripts_array,
 )
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
+from whisper_build.serving.triton_model.repository import MULTILINGUAL_PARAMETER
 
 _INPUTS = {
     "wav": "WAV",
@@ -46,6 +47,13 @@ class TritonPythonModel:
         raw = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
         params = EngineParams.from_strings({k: v for k, v in raw.items() if k in EngineParams.model_fields})
         self._engine = load_engine(params.relative_to(Path(args["model_repository"])))
+        declared = raw.get(MULTILINGUAL_PARAMETER)
+        if declared is not None and (declared == "true") != self._engine.multilingual:
+            raise RuntimeError(
+                f"config.pbtxt says {MULTILINGUAL_PARAMETER}={declared} but the loaded model is "
+                f"{'' if self._engine.multilingual else 'not '}multilingual; render the model repository again "
+                "(whisper_build.serving.triton_model.repository.render_model_repository)"
+            )
         self._policy = DecodingPolicy.from_params(params)
 
     def execute(self, requests: list[Any]) -> list[Any]:
