@@ -39,10 +39,11 @@ from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_sha
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.network_policy import ScrapeOnlyNetworkPolicies, ServingNetworkPolicies
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
-from k8s_charts.storage import ModelVolume
+from k8s_charts.storage import ModelVolume, hf_checkpoint_volume
 from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
 from observability.scrape_config import DCGM_EXPORTER_PORT
+from settings import storage
 from settings.schema import DeploymentConfig
 
 READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
@@ -53,6 +54,8 @@ class ServingChart(cdk8s.Chart):
 
     One model volume per engine target.
     An engine target is a GPU architecture, or architecture + MIG profile (``GpuGroup.engine_target``).
+    ``serving_engine: torch`` groups share the volume of the Hugging Face checkpoint instead
+    (:func:`k8s_charts.storage.hf_checkpoint_volume`); an architecture they alone serve gets no volume.
 
     Attributes:
         workloads: GPU group name → its :class:`GpuGroupWorkload`.
@@ -83,6 +86,8 @@ class ServingChart(cdk8s.Chart):
             )
             for target in config.engine_targets
         }
+        if config.serves_hf_checkpoint:
+            volumes[storage.HF_CHECKPOINT_DIR] = hf_checkpoint_volume(self, config, inputs.bucket_name)
         self.workloads = {
             group.name: GpuGroupWorkload(
                 self,
@@ -91,7 +96,7 @@ class ServingChart(cdk8s.Chart):
                 group=group,
                 image=inputs.image(config.serving.image_tag),
                 bucket_name=inputs.bucket_name,
-                claim_name=volumes[group.engine_target].claim_name,
+                claim_name=volumes[group.model_volume_key].claim_name,
                 replicas=None if inputs.amp_workspace_id is not None else group.baseline_replicas,
                 service_account_name=naming.SERVING_SERVICE_ACCOUNT,
                 api_keys_secret_arn=inputs.api_keys_secret_arn,

@@ -31,6 +31,11 @@ CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
 (the preflight checks the same folder, ``whisper_build.podstart.preflight.ctranslate2_model_dir``)."""
 CTRANSLATE2_COMPUTE_TYPE = "float16"
 """Matches the ``--quantization float16`` conversion the preflight's message prescribes."""
+TORCH_MODEL_PATH = MODEL_MOUNT_PATH
+"""Where a ``serving_engine: torch`` pod reads the Hugging Face checkpoint: its volume mounts
+``models/<model>/hf/`` itself (:func:`k8s_charts.storage.hf_checkpoint_volume`), which the preflight checks."""
+MIN_TRITON_BATCH = 2
+"""``BatchingConfig.max_batch_size`` lower bound (dynamic batching needs > 1)."""
 
 PRESTOP_SLEEP_SECONDS = 30
 """Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM
@@ -104,6 +109,27 @@ def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
     }
 
 
+def torch_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
+    """``WHISPER_TRITON_ENGINE__*`` / ``BATCHING__*`` of a ``torch`` group: the mounted checkpoint on its GPU.
+
+    ``model.dtype`` on CUDA, greedy decoding (the engine's only mode; beam width 1 is checked at
+    synthesis), ``model.max_output_len`` tokens per window and ``model.max_batch_size`` windows per call
+    and per Triton batch: the limits a ``tensorrt_llm`` group's engine is built with. Empty for other groups.
+    """
+    if group.serving_engine != "torch":
+        return {}
+    model = config.model
+    return {
+        "WHISPER_TRITON_ENGINE__MODEL_PATH": TORCH_MODEL_PATH,
+        "WHISPER_TRITON_ENGINE__DEVICE": "cuda",
+        "WHISPER_TRITON_ENGINE__COMPUTE_TYPE": model.dtype,
+        "WHISPER_TRITON_ENGINE__BEAM_SIZE": 1,
+        "WHISPER_TRITON_ENGINE__MAX_NEW_TOKENS": model.max_output_len,
+        "WHISPER_TRITON_ENGINE__MAX_ENGINE_BATCH": model.max_batch_size,
+        "WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE": max(MIN_TRITON_BATCH, model.max_batch_size),
+    }
+
+
 def auth_env(config: DeploymentConfig, api_keys_secret_arn: str | None) -> dict[str, object]:
     """``WHISPER_GATEWAY_API_KEYS_SECRET`` (the secret's ARN) when ``endpoint.auth`` is ``api_key``.
 
@@ -135,7 +161,8 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
     """Environment of the serving container (the image's settings classes read it).
 
     ``WHISPER_GATEWAY_*`` (``whisper_build.serving.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
-    engine (``whisper_build.serving.triton_model.settings``; :func:`ctranslate2_env` for the fallback),
+    engine (``whisper_build.serving.triton_model.settings``; :func:`ctranslate2_env` for the fallback,
+    :func:`torch_env` for the Hugging Face checkpoint),
     ``WHISPER_SUPERVISOR_*`` stop timeouts and the file the preflight writes
     (``whisper_build.serving.supervisor``). With ``endpoint.auth: api_key`` the gateway reads its
     keys from the secret :func:`auth_env` names.
@@ -158,6 +185,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         "WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
         **ctranslate2_env(group),
+        **torch_env(config, group),
         # Triton's HTTP and gRPC on the pod's loopback only (the gateway is their one client; no
         # probe uses them), its metrics on the pod IP for the scraper (NetworkPolicy metrics-ingress)
         "WHISPER_TRITON_HOST": "127.0.0.1",
@@ -196,14 +224,18 @@ def preflight_args(config: DeploymentConfig, group: GpuGroup, bucket_name: str) 
     """Command line of the preflight init container: :func:`preflight_command` plus the group.
 
     ``--build-command`` is the engine-build Job's exact argv for the group's architecture
-    (:func:`whisper_build.release.invocations.engine_build_command`), so a failing pod names the command to run.
+    (:func:`whisper_build.release.invocations.engine_build_command`), so a failing pod names the command to run;
+    a ``torch`` group builds no engine and gets none.
     """
+    build = []
+    if group.builds_engine:
+        build = ["--build-command", shlex.join(engine_build_command(config, group.engine_target, bucket_name))]
     return [
         *preflight_command(config, bucket_name, MODEL_MOUNT_PATH, MODEL_REPOSITORY_FILE, group.mig_profile),
         "--engine", group.serving_engine,
         "--gpu-group", group.name,
         "--gpu-arch", group.arch,
-        "--build-command", shlex.join(engine_build_command(config, group.engine_target, bucket_name)),
+        *build,
     ]  # fmt: skip
 
 
@@ -254,7 +286,8 @@ class GpuGroupWorkload(Construct):
         group: The GPU group served.
         image: Serving image reference (``repository:tag``).
         bucket_name: Model bucket (for the preflight's messages).
-        claim_name: PersistentVolumeClaim of the group's architecture (:class:`k8s_charts.storage.ModelVolume`).
+        claim_name: PersistentVolumeClaim of the group's architecture, or of the checkpoint for ``torch``
+            (:class:`k8s_charts.storage.ModelVolume`).
         replicas: Fixed pod count, or ``None`` when an autoscaler (KEDA) owns it.
         service_account_name: The pods' ServiceAccount (EKS Pod Identity for the API keys secret).
         api_keys_secret_arn: Secret the gateway reads its API keys from (``endpoint.auth: api_key``).

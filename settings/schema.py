@@ -71,7 +71,16 @@ PATTERN_RULES = {
 """Every ``Field(pattern=...)`` of the schema → the rule in words, which a config error prints instead of
 the regular expression (``settings.loader``). A test checks that every pattern has an entry."""
 
-EngineKind = Literal["tensorrt_llm", "ctranslate2"]
+EngineKind = Literal["tensorrt_llm", "ctranslate2", "torch"]
+"""What a GPU group serves: ``tensorrt_llm`` (an engine built per GPU architecture), ``ctranslate2``
+(a CTranslate2 conversion, until the engine is built) or ``torch`` (the Hugging Face checkpoint under
+``models/<model>/hf/`` on PyTorch, e.g. a fine-tune, with no conversion or build; docs/engines.md)."""
+
+TORCH_MIN_COMPUTE_CAPABILITY = (8, 0)
+"""Oldest GPU the ``torch`` engine is offered on: Ampere (sm80). Its attention is PyTorch SDPA in
+fp16/bf16, whose FlashAttention kernels need sm80 or newer, and bfloat16 needs sm80 (PyTorch docs,
+``torch.nn.functional.scaled_dot_product_attention``; NVIDIA Ampere architecture whitepaper). Every
+GPU in ``settings/gpu_catalog.py`` today is sm80 or newer; the check guards the ones added later."""
 
 
 class _Strict(BaseModel):
@@ -128,7 +137,9 @@ class GpuGroup(_Strict):
     ebs_volume_gb: int = Field(500, ge=1, le=16384, description="Instance storage at /opt/sagemaker.")
     serving_engine: EngineKind = Field(
         "tensorrt_llm",
-        description="ctranslate2 serves a group that has no TensorRT-LLM engine yet instead of failing.",
+        description="ctranslate2 serves a group that has no TensorRT-LLM engine yet instead of failing; "
+        "torch serves the Hugging Face checkpoint published under models/<model>/hf/ (e.g. a fine-tune) "
+        "with no engine build.",
     )
     capacity: int | None = Field(
         None, ge=1, description="Concurrent requests one pod is sized for; GPU default when omitted."
@@ -200,7 +211,26 @@ class GpuGroup(_Strict):
             raise ValueError(f"max_replicas ({self.max_replicas}) must be >= min_replicas ({self.min_replicas})")
         if self.mig_profile is not None:
             self._check_mig(gpu)
+        if self.serving_engine == "torch":
+            self._check_torch(gpu)
         return self
+
+    def _check_torch(self, gpu: GpuSpec) -> None:
+        major, minor = (int(part) for part in gpu.compute_capability.split("."))
+        if (major, minor) < TORCH_MIN_COMPUTE_CAPABILITY:
+            oldest = ".".join(map(str, TORCH_MIN_COMPUTE_CAPABILITY))
+            raise ValueError(
+                f"serving_engine torch needs a GPU of compute capability {oldest} or newer (fp16/bf16 SDPA "
+                f"attention), but the {gpu.name} of {self.instance_type} is {gpu.compute_capability}; use "
+                "serving_engine tensorrt_llm or ctranslate2 on it"
+            )
+        if self.mig_profile is not None:
+            raise ValueError(
+                f"mig_profile '{self.mig_profile}' with serving_engine torch: the torch engine is not sized to "
+                "a slice's memory (PyTorch allocates as it goes, its batch memory is unmeasured on MIG); serve "
+                "MIG slices with serving_engine tensorrt_llm (its engine is built for the slice), or remove "
+                "mig_profile to serve whole GPUs with torch"
+            )
 
     def _check_mig(self, gpu: GpuSpec) -> None:
         if not gpu.mig_profiles:
@@ -270,9 +300,23 @@ class GpuGroup(_Strict):
     def engine_target(self) -> str:
         """What the group's engine is built for (:func:`settings.storage.engine_target`), e.g. ``sm90-1g.10gb``.
 
-        Names its S3 prefix ``models/<model>/<engine_target>/``, its build and its volume.
+        Names its S3 prefix ``models/<model>/<engine_target>/``, its build and its volume. A ``torch``
+        group has no engine (:attr:`builds_engine`): it mounts ``models/<model>/hf/``.
         """
         return storage.engine_target(self.arch, self.mig_profile)
+
+    @property
+    def model_volume_key(self) -> str:
+        """What the group's pods mount: its :attr:`engine_target`, or ``hf`` (the checkpoint) for ``torch``."""
+        return self.engine_target if self.builds_engine else storage.HF_CHECKPOINT_DIR
+
+    @property
+    def builds_engine(self) -> bool:
+        """True unless the group serves the Hugging Face checkpoint (``serving_engine: torch``).
+
+        A ``ctranslate2`` group counts: it serves a conversion only until its TensorRT-LLM engine is built.
+        """
+        return self.serving_engine != "torch"
 
     @property
     def baseline_replicas(self) -> int:
@@ -585,7 +629,7 @@ class DeploymentConfig(_Strict):
         """The inference operator target serves TensorRT-LLM engines only.
 
         Its pods select an engine per GPU (one config for several GPU types); the CTranslate2 fallback
-        is set per group, so it stays on the deployments target.
+        and the torch engine are set per group, so they stay on the deployments target.
         """
         if self.serving.target != "inference_operator":
             return self
@@ -594,6 +638,20 @@ class DeploymentConfig(_Strict):
                 raise ValueError(
                     f"gpu_groups.{index}.serving_engine: {group.serving_engine} is served by serving.target "
                     "deployments only; build the group's TensorRT-LLM engine or use the deployments target"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _torch_decodes_greedily(self) -> DeploymentConfig:
+        """The torch engine decodes greedily; a beam width for the fleet would not hold on its groups."""
+        if self.model.beam_width == 1:
+            return self
+        for index, group in enumerate(self.gpu_groups):
+            if group.serving_engine == "torch":
+                raise ValueError(
+                    f"gpu_groups.{index}.serving_engine: torch decodes greedily but model.beam_width is "
+                    f"{self.model.beam_width}; set model.beam_width: 1, or serve group '{group.name}' with "
+                    "tensorrt_llm (beam search)"
                 )
         return self
 
@@ -667,12 +725,19 @@ class DeploymentConfig(_Strict):
 
     @property
     def engine_targets(self) -> list[str]:
-        """Distinct engine targets (``GpuGroup.engine_target``), in config order.
+        """Distinct engine targets (``GpuGroup.engine_target``) of the groups that build an engine, in config order.
 
-        E.g. ``["sm86", "sm90-1g.10gb"]``: one S3 prefix, model volume and engine build each.
+        E.g. ``["sm86", "sm90-1g.10gb"]``: one S3 prefix, model volume and engine build each. ``torch``
+        groups are left out (:attr:`GpuGroup.builds_engine`): an architecture served only by them gets
+        no engine build.
         """
-        return list(dict.fromkeys(group.engine_target for group in self.gpu_groups))
+        return list(dict.fromkeys(group.engine_target for group in self.gpu_groups if group.builds_engine))
 
     def groups_for_target(self, target: str) -> list[GpuGroup]:
-        """GPU groups whose engine target is ``target``."""
-        return [group for group in self.gpu_groups if group.engine_target == target]
+        """GPU groups that build an engine for ``target`` (``torch`` groups build none)."""
+        return [group for group in self.gpu_groups if group.builds_engine and group.engine_target == target]
+
+    @property
+    def serves_hf_checkpoint(self) -> bool:
+        """True when a group serves the Hugging Face checkpoint (``serving_engine: torch``)."""
+        return any(group.serving_engine == "torch" for group in self.gpu_groups)

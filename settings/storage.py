@@ -3,7 +3,9 @@
 Every pod of one GPU architecture mounts ``models/<model>/<gpu_arch>/`` through Mountpoint for
 S3; the pointer ``current.json`` in that prefix names the version folder Triton serves. A new
 engine is uploaded under a fresh version prefix and becomes live with one ``PutObject`` of the
-pointer, so a half-finished upload never changes what running pods see.
+pointer, so a half-finished upload never changes what running pods see. Pods of a
+``serving_engine: torch`` group mount ``models/<model>/hf/`` instead: one Hugging Face checkpoint
+for every GPU type, nothing built per architecture.
 """
 
 MODELS_ROOT = "models/"
@@ -18,6 +20,18 @@ CTRANSLATE2_REQUIRED_FILES = ("model.bin", "config.json", "tokenizer.json")
 """Files the fallback cannot load without: the CTranslate2 model and config (written by
 ``ct2-transformers-converter``) and the tokenizer (copied with ``--copy_files``; read by
 ``whisper_build.serving.engines.ctranslate2_engine``)."""
+HF_CHECKPOINT_DIR = "hf"
+"""Folder, directly under the model's prefix ``models/<model>/``, holding the Hugging Face
+``transformers`` Whisper checkpoint that ``serving_engine: torch`` groups serve (e.g. a fine-tune of
+the configured model). Not a GPU-architecture name (those are ``sm<digits>[-<MIG profile>]``), so it
+never collides with an engine target's prefix."""
+HF_REQUIRED_FILES = ("config.json", "tokenizer.json")
+"""Files besides the weights that the ``torch`` engine cannot load without: the model config
+(``WhisperConfig``) and the tokenizer (``whisper_build.serving.engines.torch_engine``)."""
+HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+"""The weights, one of: a single ``model.safetensors``, or the index of a sharded checkpoint
+(``model-0000i-of-0000n.safetensors``), the names ``transformers``' ``save_pretrained`` writes
+(``safe_serialization``, the default since transformers 4.35)."""
 
 
 def engine_target(gpu_arch: str, mig_profile: str | None = None) -> str:
@@ -62,3 +76,12 @@ def ctranslate2_prefix(model: str, gpu_arch: str) -> str:
     architecture that serves with it.
     """
     return f"{model_prefix(model, gpu_arch)}{CTRANSLATE2_DIR}/"
+
+
+def hf_checkpoint_prefix(model: str) -> str:
+    """Prefix of the Hugging Face checkpoint ``torch`` groups serve, e.g. ``models/large-v3-turbo/hf/``.
+
+    One copy for every GPU type (PyTorch runs the same weights on any of them), beside the per-arch
+    prefixes of :func:`model_prefix`; ends with ``/`` like them (a Mountpoint ``prefix``).
+    """
+    return f"{MODELS_ROOT}{model}/{HF_CHECKPOINT_DIR}/"

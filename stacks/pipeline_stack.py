@@ -138,7 +138,8 @@ class PipelineStack(Stack):
             arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch))
             for arch in config.engine_targets
         }
-        self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
+        if self.engine_steps:  # none when every group serves the Hugging Face checkpoint (torch)
+            self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
         self.pipeline.build_pipeline()
         self._acknowledge_generated()

@@ -35,6 +35,7 @@ CONFIGS = {
     "three-groups": REPO_ROOT / "config" / "examples" / "three-groups.yaml",
     "mig": REPO_ROOT / "config" / "examples" / "mig.yaml",
     "inference-operator": REPO_ROOT / "config" / "examples" / "inference-operator.yaml",
+    "fine-tuned-torch": REPO_ROOT / "config" / "examples" / "fine-tuned-torch.yaml",
 }
 
 

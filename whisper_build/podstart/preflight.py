@@ -29,7 +29,12 @@ builds the missing engine. With ``--engine ctranslate2`` (the group's ``serving_
 switch) no TensorRT-LLM engine is needed, but the CTranslate2 conversion of the configured model
 must be published under ``models/<model>/<gpu_arch>/ctranslate2/`` (:data:`settings.storage.
 CTRANSLATE2_REQUIRED_FILES`); when it is missing the message gives the converter and upload
-commands. Exit status: 0 ok, 1 check failed, 2 bad arguments.
+commands. With ``--engine torch`` the mount is the Hugging Face checkpoint prefix
+``models/<model>/hf/`` (:func:`settings.storage.hf_checkpoint_prefix`), checked by
+:func:`check_hf_checkpoint`: a Whisper ``config.json`` of the configured model's shape, the
+tokenizer, and safetensors weights (single file or every shard of the index); pickled
+``pytorch_model.bin`` weights are refused (loading a pickle runs code). Exit status: 0 ok, 1 check
+failed, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from whisper_build.release.manifest import EngineManifest, ManifestError, read_m
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 """Environment variable holding the image's TensorRT-LLM version (set in the serving image)."""
 
-ENGINES = ("tensorrt_llm", "ctranslate2")
+ENGINES = ("tensorrt_llm", "ctranslate2", "torch")
 
 
 class PreflightError(Exception):
@@ -65,10 +70,10 @@ class PreflightTarget:
     """What this pod is about to serve.
 
     Attributes:
-        model_dir: Mount point of ``models/<model>/<gpu_arch>/``.
+        model_dir: Mount point of ``models/<model>/<gpu_arch>/`` (``models/<model>/hf/`` for ``torch``).
         model: Whisper model name (``config.model.name``), e.g. ``large-v3-turbo``.
         bucket: Model bucket name, used only in messages (``s3://<bucket>/<prefix>``).
-        engine: ``tensorrt_llm`` or ``ctranslate2`` (the GPU group's ``serving_engine``).
+        engine: ``tensorrt_llm``, ``ctranslate2`` or ``torch`` (the GPU group's ``serving_engine``).
         gpu_group: GPU group name, used only in messages.
         gpu_arch: Architecture of the mounted prefix (the group's), e.g. ``sm86``; ``None`` skips
             the node-placement check.
@@ -100,6 +105,11 @@ class PreflightTarget:
         """``s3://<bucket>/models/<model>/<engine target>/ctranslate2/``."""
         return f"s3://{self.bucket}/{storage.ctranslate2_prefix(self.model, self.engine_target(gpu_arch))}"
 
+    @property
+    def hf_checkpoint_uri(self) -> str:
+        """``s3://<bucket>/models/<model>/hf/``: the Hugging Face checkpoint of ``torch`` groups."""
+        return f"s3://{self.bucket}/{storage.hf_checkpoint_prefix(self.model)}"
+
 
 @dataclass(frozen=True)
 class PreflightResult:
@@ -109,8 +119,9 @@ class PreflightResult:
         message: One line for the pod log.
         model_repository: The version's Triton model repository (``None`` for ctranslate2: the
             supervisor renders one from ``WHISPER_TRITON_ENGINE__*``).
-        model_path: The CTranslate2 model folder the pod serves (ctranslate2 only; the charts set
-            ``WHISPER_TRITON_ENGINE__MODEL_PATH`` to the same :func:`ctranslate2_model_dir`).
+        model_path: The model folder the pod serves: the CTranslate2 conversion (ctranslate2; the charts
+            set ``WHISPER_TRITON_ENGINE__MODEL_PATH`` to the same :func:`ctranslate2_model_dir`) or the
+            Hugging Face checkpoint, the mount itself (torch); ``None`` for tensorrt_llm.
     """
 
     message: str
@@ -163,6 +174,110 @@ def _check_ctranslate2(target: PreflightTarget) -> PreflightResult:
     return PreflightResult(
         f"ok: serving_engine is ctranslate2 for GPU group '{target.gpu_group or '?'}': "
         f"serving the CTranslate2 model of {target.model} from {uri} (mounted at {folder})",
+        None,
+        folder,
+    )
+
+
+def hf_publish_commands(target: PreflightTarget) -> list[str]:
+    """Shell commands that publish a Hugging Face Whisper checkpoint for ``torch`` groups.
+
+    A fine-tune: the folder ``save_pretrained`` wrote for the model and the processor (its
+    ``tokenizer.json``). The base model: a download of its Hugging Face repository (``hf download``,
+    huggingface_hub's CLI). Either is synced, without pickled ``*.bin`` weights, to
+    :attr:`PreflightTarget.hf_checkpoint_uri`.
+    """
+    hf_id = WHISPER_MODELS.get(target.model, (target.model,))[0]
+    local = f"whisper-{target.model}-hf"
+    files = [*storage.HF_REQUIRED_FILES, "generation_config.json", "preprocessor_config.json", "*.safetensors*"]
+    return [
+        f"# a fine-tune of {target.model}: the folder model.save_pretrained() and processor.save_pretrained() wrote; "
+        "or the base model:",
+        shlex.join(["pip", "install", "huggingface_hub"]),
+        shlex.join(["hf", "download", hf_id, "--local-dir", local, "--include", *files]),
+        shlex.join(["aws", "s3", "sync", local, target.hf_checkpoint_uri, "--exclude", ".cache/*", "--exclude", "*.bin"]),
+    ]  # fmt: skip
+
+
+def check_hf_checkpoint(folder: Path, model: str) -> list[str]:
+    """What keeps ``folder`` from being a Hugging Face Whisper checkpoint of ``model``'s shape.
+
+    Args:
+        folder: The mounted checkpoint (``models/<model>/hf/``).
+        model: The configured Whisper model name (``settings.schema.WHISPER_MODELS``); the checkpoint
+            must have its mel-bin count (a fine-tune keeps its base model's), so a checkpoint of another
+            model size is caught before it is loaded.
+
+    Returns:
+        One sentence per problem; empty when the folder can be served. Checked: ``config.json`` is
+        JSON with ``model_type`` ``whisper`` and ``num_mel_bins`` of ``model``; ``tokenizer.json``
+        exists; the weights are ``model.safetensors``, or ``model.safetensors.index.json`` whose
+        ``weight_map`` names shards that all exist (:data:`settings.storage.HF_WEIGHT_FILES`); pickled
+        ``*.bin`` weights are refused (``torch.load`` of a pickle can run code).
+    """
+    problems = [f"{name} is missing" for name in storage.HF_REQUIRED_FILES if not (folder / name).is_file()]
+    config_file = folder / "config.json"
+    if config_file.is_file():
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            problems.append(f"config.json is not JSON ({err})")
+            config = {}
+        if not isinstance(config, dict):
+            problems.append("config.json is not a JSON object")
+            config = {}
+        if config and config.get("model_type") != "whisper":
+            problems.append(f"config.json has model_type {config.get('model_type')!r}, not 'whisper'")
+        expected_mels = WHISPER_MODELS[model][1] if model in WHISPER_MODELS else None
+        if config.get("model_type") == "whisper" and expected_mels and config.get("num_mel_bins") != expected_mels:
+            problems.append(
+                f"config.json has num_mel_bins {config.get('num_mel_bins')}, but {model} (and a fine-tune of it) "
+                f"has {expected_mels}: this is a checkpoint of another Whisper model"
+            )
+    single, index = (folder / name for name in storage.HF_WEIGHT_FILES)
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as err:
+            problems.append(f"{index.name} has no readable weight_map ({err})")
+        else:
+            missing = [shard for shard in shards if "/" in shard or not (folder / shard).is_file()]
+            if missing or not shards:
+                problems.append(f"{index.name} names shards that are missing: {', '.join(missing) or '(none listed)'}")
+    elif not single.is_file():
+        pickled = sorted(path.name for path in folder.glob("*.bin")) if folder.is_dir() else []
+        problems.append(
+            f"no safetensors weights ({' or '.join(storage.HF_WEIGHT_FILES)})"
+            + (
+                f"; {', '.join(pickled)} (pickled PyTorch weights) is refused: loading a pickle can run code, "
+                "re-save with model.save_pretrained(folder, safe_serialization=True)"
+                if pickled
+                else ""
+            )
+        )
+    return problems
+
+
+def _check_torch(target: PreflightTarget) -> PreflightResult:
+    """The torch engine: the mount must be a Hugging Face Whisper checkpoint of the configured model."""
+    folder = target.model_dir
+    uri = target.hf_checkpoint_uri
+    group = target.gpu_group or "?"
+    empty = not folder.is_dir() or not any(folder.iterdir())
+    problems = ["the folder is empty"] if empty else check_hf_checkpoint(folder, target.model)
+    if problems:
+        commands = "\n".join(f"              {line}" for line in hf_publish_commands(target))
+        raise PreflightError(
+            f"serving_engine is torch for GPU group '{group}' but {folder} (mounted from {uri}) is not a Hugging "
+            f"Face Whisper checkpoint of {target.model}: {'; '.join(problems)}\n"
+            f"  expected: config.json, tokenizer.json and model.safetensors (or model.safetensors.index.json and "
+            f"its shards) under {uri}\n"
+            f"  fix:      publish the checkpoint once (it serves every GPU type), then restart the pods:\n"
+            f"{commands}"
+        )
+    return PreflightResult(
+        f"ok: serving_engine is torch for GPU group '{group}': serving the Hugging Face checkpoint of "
+        f"{target.model} from {uri} (mounted at {folder})",
         None,
         folder,
     )
@@ -308,18 +423,22 @@ def run_preflight(
 
     Returns:
         The version's Triton model repository (``<model_dir>/<version>/model_repository``); for
-        the ``ctranslate2`` fallback no repository and the CTranslate2 folder as ``model_path``.
+        the ``ctranslate2`` fallback no repository and the CTranslate2 folder as ``model_path``; for
+        ``torch`` no repository and the checkpoint folder (the mount) as ``model_path``.
 
     Raises:
         PreflightError: the repository is empty, the pointer or manifest is missing/invalid, or the
             manifest's GPU architecture, model, engine or TensorRT-LLM version does not match;
-            for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing.
+            for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing;
+            for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
     """
     if target.engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got '{target.engine}'")
     if target.engine == "ctranslate2":
         return _check_ctranslate2(target)
+    if target.engine == "torch":
+        return _check_torch(target)
     try:
         node_arch = arch_for_compute_capability(compute_capability())
     except ValueError as err:
@@ -355,7 +474,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.podstart.preflight", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--model-dir", type=Path, required=True, help="mount point of models/<model>/<gpu_arch>/")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        required=True,
+        help="mount point of models/<model>/<gpu_arch>/ (models/<model>/hf/ for --engine torch)",
+    )
     parser.add_argument("--model", required=True, help="Whisper model name, e.g. large-v3-turbo")
     parser.add_argument("--bucket", required=True, help="model bucket name (for messages)")
     parser.add_argument("--engine", choices=ENGINES, default="tensorrt_llm", help="the group's serving_engine")

@@ -117,6 +117,30 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             f"--image-ids imageTag={chart_version} --region {region})",
             lambda session: session.image_exists(chart_repo, chart_version),
         )
+    # an architecture served only by torch groups builds no engine; a fleet of them has no engines step
+    engines = (
+        [
+            Step(
+                "engines",
+                f"TensorRT-LLM engines of {config.model.name} for {', '.join(config.engine_targets)} in parallel "
+                "(each project skips an engine that is current; serving pods wait in Init until theirs is published)",
+                "20–60 min the first time, about 2 min when current",
+                "CodeBuild minutes; the Job runs on the group's own (already billed) GPU nodes "
+                "(or a reserved CodeBuild GPU fleet for engine_builder: codebuild_fleet)",
+                (
+                    AwsCall(
+                        " && ".join(
+                            f"aws codebuild start-build --project-name {p} --region {region}" for p in engine_projects
+                        )
+                        + "  # then BatchGetBuilds every 30 s until all finish",
+                        lambda session: session.run_builds(engine_projects),
+                    ),
+                ),
+            ),
+        ]
+        if engine_projects
+        else []
+    )
     return [
         Step(
             "bootstrap",
@@ -176,23 +200,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                 lambda session: session.image_exists(image_repo, image_tag),
             ),
         ),
-        Step(
-            "engines",
-            f"TensorRT-LLM engines of {config.model.name} for {', '.join(config.engine_targets)} in parallel "
-            "(each project skips an engine that is current; serving pods wait in Init until theirs is published)",
-            "20–60 min the first time, about 2 min when current",
-            "CodeBuild minutes; the Job runs on the group's own (already billed) GPU nodes "
-            "(or a reserved CodeBuild GPU fleet for engine_builder: codebuild_fleet)",
-            (
-                AwsCall(
-                    " && ".join(
-                        f"aws codebuild start-build --project-name {p} --region {region}" for p in engine_projects
-                    )
-                    + "  # then BatchGetBuilds every 30 s until all finish",
-                    lambda session: session.run_builds(engine_projects),
-                ),
-            ),
-        ),
+        *engines,
         Step(
             "rollout",
             f"restart the serving Deployments so they load current.json (CodeBuild {rollout})",
