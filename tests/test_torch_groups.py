@@ -208,3 +208,13 @@ def test_the_example_synthesizes_no_engine_build_and_passes_the_gates() -> None:
     assert run_cfn_lint(list(result.templates.values())) == []
     assert read_nag_findings(result.outdir) == []
     assert yaml.safe_load(EXAMPLE.read_text())["model"]["beam_width"] == 1
+
+
+def test_the_config_offers_exactly_the_engines_the_image_can_load() -> None:
+    from typing import get_args
+
+    from settings import schema
+    from whisper_build.podstart.preflight import ENGINES
+    from whisper_build.serving.engines import base
+
+    assert set(get_args(schema.EngineKind)) == set(get_args(base.EngineKind)) == set(ENGINES)

@@ -48,17 +48,19 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
-from settings.schema import WHISPER_MODELS
+from settings.schema import WHISPER_MODELS, EngineKind
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 """Environment variable holding the image's TensorRT-LLM version (set in the serving image)."""
 
-ENGINES = ("tensorrt_llm", "ctranslate2", "torch")
+ENGINES: tuple[str, ...] = get_args(EngineKind)
+"""``tensorrt_llm``, ``ctranslate2``, ``torch``: the ``serving_engine`` choices of a GPU group."""
 
 
 class PreflightError(Exception):

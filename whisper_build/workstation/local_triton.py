@@ -36,8 +36,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import get_args
 
 import whisper_build
+from whisper_build.serving.engines.base import EngineKind
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
@@ -327,8 +329,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--http-port", type=int)
     parser.add_argument("--grpc-port", type=int)
     parser.add_argument("--metrics-port", type=int)
-    parser.add_argument("--model-path", help="CTranslate2 model / TensorRT-LLM engine directory")
-    parser.add_argument("--engine", choices=["ctranslate2", "tensorrt_llm"])
+    parser.add_argument(
+        "--model-path", help="CTranslate2 model / TensorRT-LLM engine / Hugging Face checkpoint (torch) directory"
+    )
+    parser.add_argument("--engine", choices=list(get_args(EngineKind)))
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--workdir", type=Path, help="keep backends, repository and log here")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")

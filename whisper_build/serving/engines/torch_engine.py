@@ -140,9 +140,11 @@ class TorchEngine:
 
     def _load(self, path: Path, dtype: torch.dtype) -> WhisperForConditionalGeneration:
         if not self._params.random_weights_fixed_tokens:
-            return WhisperForConditionalGeneration.from_pretrained(path, dtype=dtype, attn_implementation="sdpa").to(
-                self._device
-            )
+            # cast after loading rather than through from_pretrained's dtype argument, which transformers
+            # renamed (torch_dtype before 4.56, dtype since): the serving image's transformers is the one
+            # its TensorRT-LLM pins, older than the one this engine was measured with
+            model = WhisperForConditionalGeneration.from_pretrained(path, attn_implementation="sdpa")
+            return model.to(device=self._device, dtype=dtype)
         config = WhisperConfig.from_pretrained(path, attn_implementation="sdpa")
         torch.manual_seed(0)
         with self._device:
