@@ -218,3 +218,25 @@ def test_the_config_offers_exactly_the_engines_the_image_can_load() -> None:
     from whisper_build.serving.engines import base
 
     assert set(get_args(schema.EngineKind)) == set(get_args(base.EngineKind)) == set(ENGINES)
+
+
+def test_the_image_build_fails_without_the_torch_engine_runtime() -> None:
+    # the Dockerfile's check, run with this interpreter: it passes exactly where torch, transformers and
+    # safetensors are installed (CI has no torch: it must fail there, naming the missing package)
+    import importlib.util
+    import re
+    import subprocess
+    import sys
+
+    dockerfile = (REPO / "whisper_build" / "image" / "Dockerfile").read_text()
+    [script] = re.findall(r'^RUN python3 -c "(import importlib.metadata as m; \\\n.*torch engine runtime.*)"$',
+                          dockerfile, flags=re.MULTILINE)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", script.replace("\\\n", "")], capture_output=True, text=True, timeout=60, check=False
+    )
+    present = all(importlib.util.find_spec(name) for name in ("torch", "transformers", "safetensors"))
+    assert (result.returncode == 0) == present, result.stderr
+    if present:
+        assert result.stdout.startswith("torch engine runtime: torch ")
+    else:
+        assert "PackageNotFoundError" in result.stderr
