@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
-from whisper_build.serving.gateway.backend import DecodeRequest, WindowOutput, infer_inputs  # noqa: E402
+from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel, WindowOutput, infer_inputs  # noqa: E402
 from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
 
@@ -157,6 +157,9 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
     from whisper_build.serving.gateway.settings import GatewaySettings
 
     class InstantBackend:
+        async def served_model(self, timeout: float) -> ServedModel:
+            return ServedModel("whisper", 16, multilingual=False, engine="instant")
+
         async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowOutput]:
             grpc_request_bytes(windows, DecodeRequest())  # what the Triton client would serialize
             return [WindowOutput.from_json(_RESULT) for _ in windows]
