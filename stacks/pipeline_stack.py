@@ -138,8 +138,9 @@ class PipelineStack(Stack):
             arch: self._trigger(f"BuildEngine-{arch}", engine_project_name(config, arch))
             for arch in config.engine_targets
         }
-        if self.engine_steps:  # none when every group serves the Hugging Face checkpoint (torch)
-            self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
+        # no engine steps when every group serves the Hugging Face checkpoint (torch): CDK Pipelines
+        # then leaves the empty wave out
+        self.pipeline.add_wave("Engines", post=list(self.engine_steps.values()))
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
         self.pipeline.build_pipeline()
         self._acknowledge_generated()

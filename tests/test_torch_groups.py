@@ -15,7 +15,7 @@ import yaml
 from k8s_support import REPO, config_with, of_kind, synth, validate
 
 from k8s_charts import workload
-from settings import ConfigError, gpu_catalog, load_config
+from settings import ConfigError, gpu_catalog, labels, load_config
 from settings.gpu_catalog import GpuSpec
 from whisper_build.workstation.deploy.plan import deploy_steps
 
@@ -99,7 +99,8 @@ def test_a_torch_group_mounts_the_checkpoint_prefix_and_checks_it_before_start(m
     assert "prefix models/large-v3-turbo/hf/" in checkpoint["spec"]["mountOptions"]
     assert "read-only" in checkpoint["spec"]["mountOptions"]
     assert checkpoint["spec"]["csi"]["volumeHandle"] == "whisper-hyperpod-large-v3-turbo-hf"
-    assert "whisper.io/gpu-arch" not in str(checkpoint["metadata"]["labels"])
+    assert checkpoint["metadata"]["labels"] == {labels.APP_NAME_LABEL: "whisper"}  # no GPU architecture
+    assert volumes["whisper-models-sm86"]["metadata"]["labels"][labels.GPU_ARCH_LABEL] == "sm86"
     deployments = of_kind(manifests, "Deployment")
     torch_pod, trt_pod = _pod(deployments["whisper-g6e"]), _pod(deployments["whisper-g5"])
     claim = next(v for v in torch_pod["volumes"] if v["name"] == "models")["persistentVolumeClaim"]
@@ -241,3 +242,23 @@ def test_the_image_build_fails_without_the_torch_engine_runtime() -> None:
         assert result.stdout.startswith("torch engine runtime: torch ")
     else:
         assert "PackageNotFoundError" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_pipeline_of_torch_groups_has_no_engines_stage() -> None:
+    import aws_cdk as cdk
+    from cdk_assembly import PIPELINE_CONFIG
+
+    from settings import parse_config
+    from stacks.assembly import cdk_json_context
+    from stacks.pipeline_stack import PipelineStack
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["pipeline"] = yaml.safe_load(PIPELINE_CONFIG.read_text())["pipeline"]  # the pipeline example's source
+    config = parse_config(data)
+    app = cdk.App(context=cdk_json_context())
+    stack = PipelineStack(app, "P", config=config, config_path="c.yaml", env=cdk.Environment(region=config.region))
+    stages = [stage.stage_name for stage in stack.pipeline.pipeline.stages]
+    # nothing to build per architecture: the image, then the rollout (CodePipeline refuses an empty stage)
+    assert stages[-2:] == ["ServingImage", "Rollout"] and "Engines" not in stages
+    assert stack.engine_steps == {}
