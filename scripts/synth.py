@@ -80,12 +80,14 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         groups.extend(instance_groups(template))
     by_name = {group.name: group for group in config.gpu_groups}
     print(f"\nHyperPod instance groups ({len(groups)}):")
-    print(f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}")
+    print(
+        f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}  serving engine"
+    )
     for group in groups:
         spec = by_name[group["InstanceGroupName"]]
         print(
             f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
-            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}"
+            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}  {spec.serving_engine}"
         )
     if extra:
         print(f"\nOther outputs ({len(extra)}):")

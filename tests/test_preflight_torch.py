@@ -114,3 +114,13 @@ def test_cli_writes_an_empty_repository_path_for_torch(checkpoints, tmp_path: Pa
     assert main(["--model-dir", str(checkpoints["single"]), *args]) == 0
     assert resolved.read_text() == ""
     assert capsys.readouterr().out.startswith("preflight ok: serving_engine is torch")
+
+
+def test_a_missing_engine_names_the_torch_alternative(tmp_path: Path) -> None:
+    target = PreflightTarget(tmp_path, "large-v3-turbo", BUCKET, gpu_group="g6e", gpu_arch="sm89")
+    with pytest.raises(PreflightError) as err:
+        run_preflight(target, compute_capability=lambda: "8.9", trtllm_version=lambda: "0.21.0")
+    assert str(err.value).endswith(
+        "  or serve a Hugging Face checkpoint with no build: set serving_engine: torch on GPU group 'g6e' after "
+        f"publishing it to s3://{BUCKET}/models/large-v3-turbo/hf/ (docs/engines.md)"
+    )

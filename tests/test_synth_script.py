@@ -64,7 +64,9 @@ def test_summary_lists_templates_and_instance_groups(synth_script, capsys) -> No
         assert str(path) in out
     assert "HyperPod instance groups (3):" in out
     for group in result.config.gpu_groups:
-        assert f"{group.name:<12} {group.instance_type:<18} {group.gpu.name:<24} {group.arch:<6}" in out
+        line = next(line for line in out.splitlines() if line.startswith(f"  {group.name:<12} "))
+        assert line.startswith(f"  {group.name:<12} {group.instance_type:<18} {group.gpu.name:<24} {group.arch:<6}")
+        assert line.endswith(f"  {group.serving_engine}")
 
 
 @pytest.fixture()

@@ -312,7 +312,9 @@ def _fix_lines(target: PreflightTarget, gpu_arch: str) -> str:
         f"              {build_command(target, gpu_arch)}\n"
         f"  or serve with CTranslate2 until then: set serving_engine: ctranslate2 on GPU group '{group}' "
         f"after publishing the model's CTranslate2 conversion to {target.ctranslate2_uri(gpu_arch)} "
-        "(docs/kubernetes.md)"
+        "(docs/kubernetes.md)\n"
+        f"  or serve a Hugging Face checkpoint with no build: set serving_engine: torch on GPU group '{group}' "
+        f"after publishing it to {target.hf_checkpoint_uri} (docs/engines.md)"
     )
 
 
