@@ -74,11 +74,24 @@ publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency c
 api-key: install ## print how to fetch and rotate the gateway API key of the deployed CONFIG
 	$(PY) -m whisper_build.workstation.api_keys --config "$(CONFIG)"
 
-deploy: install ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands)
+# DRY_RUN=1 (and env) install nothing: they need an existing .venv and only print.
+NEED_VENV = @test -x $(PY) || { echo "$(PY) is missing: run make install first (this target installs nothing)"; exit 2; }
+
+deploy: $(if $(DRY_RUN),,install) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing)
+	$(if $(DRY_RUN),$(NEED_VENV))
 	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
-destroy: install ## delete CONFIG's stacks, list what AWS retained (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
+destroy: $(if $(DRY_RUN),,install) ## delete CONFIG's stacks, list what outlives them (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
+	$(if $(DRY_RUN),$(NEED_VENV))
 	$(PY) -m whisper_build.workstation.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
+
+kubeconfig: ## kubectl access to CONFIG's cluster (deploy step 5 alone; waits for the cluster, so it can run during step 4)
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only kubectl $(if $(DRY_RUN),--dry-run)
+
+env: ## print CONFIG's names as shell exports: eval "$$(make -s env CONFIG=config/my.yaml)" (PROJECT, REGION, NAMESPACE, …)
+	$(NEED_VENV)
+	@$(PY) -m whisper_build.workstation.deploy env --config "$(CONFIG)"
 
 bench: install ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
 	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=file-or-folder TARGETS="--target NAME=URL ..." [CONCURRENCY=1,2,4] [DURATION=seconds] (make bench-audio writes speech files)'; exit 2; }
@@ -94,4 +107,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy kubeconfig env bench bench-audio bench-report bench-synth

@@ -1,6 +1,6 @@
 """Shared names of the gateway's API keys (docs/contracts.md §8).
 
-The secret the stack creates, the key it generates, and how often the gateway re-reads it.
+Where the secret's ARN is published, the key the stack generates, and how often the gateway re-reads it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ GENERATED_KEY_NAME = "primary"
 REFRESH_SECONDS = 60
 """Default period at which the gateway re-reads the secret (``WHISPER_GATEWAY_API_KEYS_REFRESH_SECONDS``)."""
 
-
-def api_keys_secret_name(project_name: str) -> str:
-    """Secrets Manager name of the API keys secret, e.g. ``whisper-hyperpod/gateway-api-keys``."""
-    return f"{project_name}/gateway-api-keys"
+SECRET_ARN_OUTPUT = "ApiKeysSecretArn"
+"""Output of the workloads stack holding the secret's ARN. CloudFormation names the secret (no fixed
+name: a deleted secret's name stays taken for its recovery window), so people and tools find it here."""

@@ -28,6 +28,11 @@ ENDPOINT_TLS_PORT = 443
 """Port of the endpoint with ``endpoint.certificate_arn`` (NLB TLS / ALB HTTPS; no plaintext listener)."""
 
 
+STACKS = ("Network", "Storage", "Cluster", "Observability", "Workloads", "EngineBuild")
+"""Suffixes of the stacks ``make deploy`` creates (``stacks/whisper_app.py``; Observability only with
+``observability.enabled``)."""
+
+
 def stack_prefix(project_name: str) -> str:
     """``whisper-hyperpod`` → ``WhisperHyperpod`` (stack ids are CloudFormation stack names)."""
     return "".join(part.capitalize() for part in project_name.split("-"))
@@ -41,6 +46,11 @@ def stack_name(config: DeploymentConfig, stack: str) -> str:
 def cluster_name(config: DeploymentConfig) -> str:
     """EKS cluster name: the project name."""
     return config.project_name
+
+
+def hyperpod_cluster_name(config: DeploymentConfig) -> str:
+    """SageMaker HyperPod cluster name, ``<project>-hp``."""
+    return f"{config.project_name}-hp"
 
 
 def serving_repository_name(config: DeploymentConfig) -> str:

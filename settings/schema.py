@@ -614,6 +614,30 @@ class DeploymentConfig(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _certificate_in_region(self) -> DeploymentConfig:
+        """An ACM certificate serves only load balancers of its own region (and account).
+
+        ACM user guide, "Supported Regions": "To use a certificate with Elastic Load Balancing ...
+        you must request or import the certificate in the same Region" as the load balancer.
+        """
+        arn = self.endpoint.certificate_arn
+        if arn is None:
+            return self
+        _, _, _, cert_region, cert_account, _ = arn.split(":", 5)
+        if cert_region != self.region:
+            raise ValueError(
+                f"endpoint.certificate_arn: the certificate is in {cert_region} but the load balancer will be in "
+                f"region {self.region}; ACM certificates serve load balancers of their own region only: request "
+                f"or import the certificate in {self.region} (aws acm request-certificate --region {self.region})"
+            )
+        if self.account is not None and cert_account != self.account:
+            raise ValueError(
+                f"endpoint.certificate_arn: the certificate belongs to account {cert_account} but account is "
+                f"{self.account}; use a certificate of account {self.account}"
+            )
+        return self
+
     @field_validator("gpu_groups")
     @classmethod
     def _unique_names(cls, groups: list[GpuGroup]) -> list[GpuGroup]:

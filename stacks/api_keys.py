@@ -7,6 +7,13 @@ Secret format (``docs/deploy.md``, Security): a JSON object whose string values 
 listed key is accepted, so a key is rotated without downtime: add the new one, move clients, drop
 the old one. The stack generates ``{"primary": <48 random letters and digits>}``. The gateway reads
 the secret every ``WHISPER_GATEWAY_API_KEYS_REFRESH_SECONDS`` (:mod:`whisper_build.serving.gateway.auth`).
+
+Lifecycle: CloudFormation names the secret (``GatewayApiKeysSecret…-<random>``; the pods get its ARN,
+people the stack output ``ApiKeysSecretArn``), and the secret and its KMS key are deleted with the stack.
+A fixed name would collide on the next deploy: with a retained secret, and even with a deleted one,
+because Secrets Manager keeps a deleted secret's name for its recovery window (7–30 days, DeleteSecret
+API reference). ``make destroy`` therefore revokes every key; a redeploy generates new ones
+(docs/deploy.md, Teardown).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from settings.endpoint_auth import GENERATED_KEY_NAME, api_keys_secret_name
+from settings.endpoint_auth import GENERATED_KEY_NAME
 from stacks.nag import acknowledge
 
 GENERATED_KEY_LENGTH = 48
@@ -32,7 +39,7 @@ class GatewayApiKeys(Construct):
         cluster: The EKS cluster (its Pod Identity agent add-on must exist).
         namespace: Namespace of the serving pods.
         service_account: Their ServiceAccount name.
-        project_name: Prefix of the secret's name (``<project>/gateway-api-keys``).
+        project_name: Named in the key's and the secret's descriptions.
 
     Attributes:
         key: The customer-managed KMS key (rotation on) encrypting the secret.
@@ -57,14 +64,14 @@ class GatewayApiKeys(Construct):
             "Key",
             enable_key_rotation=True,
             description=f"{project_name}: encrypts the gateway API keys secret",
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=RemovalPolicy.DESTROY,  # with its secret (module docstring)
             pending_window=Duration.days(30),
         )
         self.secret = secretsmanager.Secret(
             self,
             "Secret",
-            secret_name=api_keys_secret_name(project_name),
-            description="Active API keys of the whisper gateway: JSON object of name -> key (docs/deploy.md)",
+            description=f"{project_name}: active API keys of the whisper gateway, JSON object of name -> key "
+            "(docs/deploy.md)",
             encryption_key=self.key,
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template="{}",
@@ -73,7 +80,7 @@ class GatewayApiKeys(Construct):
                 include_space=False,
                 password_length=GENERATED_KEY_LENGTH,
             ),
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=RemovalPolicy.DESTROY,
         )
         acknowledge(
             self.secret,

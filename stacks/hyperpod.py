@@ -20,7 +20,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from settings import labels
+from settings import labels, names
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role, lifecycle_source_uri
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards
@@ -113,7 +113,7 @@ class HyperPodCluster(Construct):
         self.cluster = sagemaker.CfnCluster(
             self,
             "Resource",
-            cluster_name=f"{config.project_name}-hp",
+            cluster_name=names.hyperpod_cluster_name(config),
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
             ),

@@ -45,6 +45,7 @@ from constructs import Construct
 from k8s_charts import naming
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import ChartInputs
+from settings.endpoint_auth import SECRET_ARN_OUTPUT
 from settings.schema import DeploymentConfig
 from stacks.api_keys import GatewayApiKeys
 from stacks.checkov_skips import skip_check
@@ -152,7 +153,7 @@ class WorkloadsStack(Stack):
             self.api_keys.association.node.add_dependency(cluster_stack.addons["eks-pod-identity-agent"])
             CfnOutput(
                 self,
-                "ApiKeysSecretArn",
+                SECRET_ARN_OUTPUT,
                 value=self.api_keys.secret.secret_arn,
                 description="Secrets Manager secret of the gateway API keys (make api-key prints how to read/rotate)",
             )

@@ -17,7 +17,7 @@ import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from settings import DEFAULT_CONFIG_PATH, load_config
+from settings import DEFAULT_CONFIG_PATH, load_config, parse_config
 from whisper_build.workstation.deploy import aws, cli
 from whisper_build.workstation.deploy.plan import deploy_steps
 
@@ -64,7 +64,7 @@ def test_dry_run_carries_the_config_through_every_step(
     commands = [line.strip().removeprefix("$ ") for line in lines if line.strip().startswith("$ ")]
     steps = [line.split(":")[0] for line in lines if line.startswith("[")]
     assert steps == [f"[{i}/9] {name}" for i, name in enumerate(
-        ["bootstrap", "storage", "hyperpod-chart", "stacks", "serving-image", "engines", "rollout", "kubectl", "serving"], 1
+        ["bootstrap", "storage", "hyperpod-chart", "stacks", "kubectl", "serving-image", "engines", "rollout", "serving"], 1
     )]  # fmt: skip
     cdk_commands = [c for c in commands if c.startswith("npx cdk")]
     assert len(cdk_commands) == 3
@@ -93,15 +93,26 @@ def test_dry_run_carries_the_config_through_every_step(
 def test_dry_run_of_destroy_names_the_config(custom_config: Path) -> None:
     lines = _dry_run("destroy", custom_config, "--purge")
     assert f"$ npx cdk destroy --all --force -c 'config={custom_config}'" in [line.strip() for line in lines]
-    assert any("Key=project,Values=speech-prod" in line and "then empty and delete them" in line for line in lines)
+    assert any("Key=project,Values=speech-prod" in line and "then delete them" in line and "--region eu-west-1" in line
+               for line in lines)  # fmt: skip
 
 
-def test_make_deploy_dry_run_runs_the_same_plan(custom_config: Path) -> None:
+def test_make_deploy_dry_run_runs_the_same_plan_and_installs_nothing(custom_config: Path) -> None:
     completed = subprocess.run(
-        ["make", "-s", "-o", "install", "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
+        ["make", "-s", "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert "[9/9] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
+    # even with every install input "modified" (-W), a dry run's recipe has no install step
+    planned = subprocess.run(
+        ["make", "-n", "-W", "requirements.txt", "-W", "requirements-checkov.txt", "-W", "package.json",
+         "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "pip install" not in planned and "npm install" not in planned and "--dry-run" in planned
+    planned = subprocess.run(["make", "-n", "-W", "requirements.txt", "deploy", f"CONFIG={custom_config}"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    assert "pip install" in planned  # the real deploy does install
 
 
 def test_pipeline_configs_are_refused_with_the_way_to_deploy_them(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,17 +162,17 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "-c config=cfg.yaml",
         "scripts/publish_hyperpod_chart.sh cfg.yaml",
         "npx cdk deploy --all --require-approval never -c config=cfg.yaml",
-        "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",
+        "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",  # kubectl right after the cluster
         "kubectl -n whisper rollout status deployment/whisper-g5 --timeout=30m",
         "kubectl -n whisper rollout status deployment/whisper-g6e --timeout=30m",
     ]
     assert session.calls == [
         "image_exists whisper-hyperpod/charts/hyperpod-helm-chart:0.1.0-067d658",
+        "grant whisper-hyperpod whisper",
         "image_exists whisper-hyperpod/whisper-serving:0.1.0",
         "builds whisper-hyperpod-serving-image",
         "builds whisper-hyperpod-engine-sm86 whisper-hyperpod-engine-sm89",
         "builds whisper-hyperpod-rollout",
-        "grant whisper-hyperpod whisper",
     ]
     assert sum(line.strip().startswith("done in ") for line in lines) == 9
 
@@ -209,14 +220,56 @@ def test_endpoint_message_for_an_internal_nlb() -> None:
     hostname = cli.endpoint_address(config, kubectl)
     assert seen == [["kubectl", "-n", "whisper", "get", "service", "whisper", "-o", "json"]]
     message = cli.how_to_reach(config, hostname)
-    assert "http://internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com" in message
-    assert "kubectl -n whisper port-forward service/whisper 8080:80" in message
-    assert "curl -s http://127.0.0.1:8080/ping" in message
-    assert "OpenAI(base_url='http://127.0.0.1:8080/v1'" in message
-    # API keys are on by default: the message says how to fetch one and sends it
-    assert "secretsmanager get-secret-value --secret-id whisper-hyperpod/gateway-api-keys" in message
-    assert '/invocations -H "Authorization: Bearer $KEY"' in message
+    assert "export LB=internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com" in message
+    assert "kubectl -n whisper port-forward service/whisper 8080:80 &" in message
+    assert "export BASE=http://127.0.0.1:8080" in message and 'curl -s "$BASE/ping"' in message
+    assert "OpenAI(base_url=os.environ['BASE'] + '/v1'" in message
+    # API keys are on by default: the secret's ARN comes from the stack output, then the key is sent
+    assert "describe-stacks --stack-name WhisperHyperpodWorkloads" in message
+    assert 'secretsmanager get-secret-value --secret-id "$SECRET"' in message
+    assert '"$BASE/invocations" -H "Authorization: Bearer $KEY"' in message
+    assert "CNAME" not in message  # no TLS, no DNS record
     assert cli.endpoint_address(config, lambda argv: json.dumps({"status": {}})) is None
+
+
+def test_endpoint_message_with_tls_names_the_dns_record_and_keeps_verification_on() -> None:
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    arn = "arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+    data["endpoint"] = {**data.get("endpoint", {}), "certificate_arn": arn}
+    message = cli.how_to_reach(parse_config(data, "tls"), "internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com")
+    assert f"export NAME=$(aws acm describe-certificate --certificate-arn {arn} --region us-east-1" in message
+    assert "a CNAME record  $NAME -> $LB" in message and "aws route53 change-resource-record-sets" in message
+    assert "kubectl -n whisper port-forward service/whisper 8443:443 &" in message
+    assert 'curl -s --resolve $NAME:8443:127.0.0.1 "$BASE/ping"' in message
+    assert "export BASE=https://$NAME:8443" in message and "/etc/hosts" in message
+    data["endpoint"]["domain_name"] = "asr.example.com"
+    assert "export NAME=asr.example.com" in cli.how_to_reach(parse_config(data, "tls"), None)
+
+
+def test_the_route53_change_batch_is_valid_json_once_the_shell_expands_it() -> None:
+    (command,) = [line for line in cli.dns_record_lines(load_config()) if "change-resource-record-sets" in line]
+    batch = subprocess.run(
+        ["bash", "-c", f"NAME=asr.example.com LB=lb.elb.amazonaws.com ZONE_ID=Z1; aws() {{ printf %s \"${{@: -1}}\"; }}; {command.strip()}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    record = json.loads(batch)["Changes"][0]["ResourceRecordSet"]
+    assert record == {"Name": "asr.example.com", "Type": "CNAME", "TTL": 300,
+                      "ResourceRecords": [{"Value": "lb.elb.amazonaws.com"}]}  # fmt: skip
+
+
+def test_env_prints_the_config_names_as_shell_exports(custom_config: Path) -> None:
+    lines: list[str] = []
+    assert cli.main(["env", "--config", str(custom_config)], out=lines.append) == 0
+    exported = subprocess.run(["bash", "-c", lines[0] + '\necho "$PROJECT|$REGION|$NAMESPACE|$STACK_PREFIX|$CONFIG"'],
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert exported == f"speech-prod|eu-west-1|whisper|SpeechProd|{custom_config}"
+
+
+def test_only_runs_one_step_and_rejects_unknown_ones(custom_config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _dry_run("deploy", custom_config, "--only", "kubectl")
+    assert [line.split(":")[0] for line in lines if line.startswith("[")] == ["[1/1] kubectl"]
+    assert cli.main(["deploy", "--config", str(custom_config), "--dry-run", "--only", "kubeconfig"]) == 2
+    assert "no such step; steps: bootstrap, storage" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- AWS calls: Stubber and moto
@@ -227,9 +280,12 @@ def _client(service: str) -> Any:
 def test_run_builds_waits_for_every_build_and_reports_failures() -> None:
     codebuild = _client("codebuild")
     stub = Stubber(codebuild)
-    stub.add_response("start_build", {"build": {"id": "a:1"}}, {"projectName": "a"})
-    stub.add_response("start_build", {"build": {"id": "b:1"}}, {"projectName": "b"})
     running = {"id": "a:1", "currentPhase": "BUILD", "buildComplete": False, "buildStatus": "IN_PROGRESS"}
+    stub.add_response("list_builds_for_project", {}, {"projectName": "a", "sortOrder": "DESCENDING"})
+    stub.add_response("start_build", {"build": {"id": "a:1"}}, {"projectName": "a"})
+    stub.add_response("list_builds_for_project", {"ids": ["b:0"]}, {"projectName": "b", "sortOrder": "DESCENDING"})
+    stub.add_response("batch_get_builds", {"builds": [{"id": "b:0", "buildStatus": "SUCCEEDED"}]}, {"ids": ["b:0"]})
+    stub.add_response("start_build", {"build": {"id": "b:1"}}, {"projectName": "b"})
     stub.add_response("batch_get_builds", {"builds": [running, {**running, "id": "b:1", "currentPhase": "PROVISIONING"}]},
                       {"ids": ["a:1", "b:1"]})  # fmt: skip
     stub.add_response(
@@ -252,6 +308,23 @@ def test_run_builds_waits_for_every_build_and_reports_failures() -> None:
     assert str(raised.value) == "CodeBuild project b ended FAILED (build b:1, logs: https://console/logs/b)"
     assert reports == ["a: build", "b: provisioning", "a: completed", "b: build", "b: completed"]
     assert sleeps == [7, 7]
+
+
+def test_run_builds_waits_for_a_build_still_running_instead_of_starting_another() -> None:
+    codebuild = _client("codebuild")
+    stub = Stubber(codebuild)
+    stub.add_response("list_builds_for_project", {"ids": ["img:7", "img:6"]},
+                      {"projectName": "img", "sortOrder": "DESCENDING"})  # fmt: skip
+    stub.add_response(
+        "batch_get_builds", {"builds": [{"id": "img:7", "buildStatus": "IN_PROGRESS"}]}, {"ids": ["img:7"]}
+    )
+    done = {"id": "img:7", "currentPhase": "COMPLETED", "buildComplete": True, "buildStatus": "SUCCEEDED"}
+    stub.add_response("batch_get_builds", {"builds": [done]}, {"ids": ["img:7"]})
+    reports: list[str] = []
+    with stub:
+        (result,) = aws.run_builds(codebuild, ["img"], reports.append, sleep=lambda _: None)
+    stub.assert_no_pending_responses()  # no start_build
+    assert result.build_id == "img:7" and reports[0] == "img: build img:7 already running, waiting for it"
 
 
 def test_image_exists_reads_ecr_errors() -> None:
@@ -315,6 +388,20 @@ def test_retained_resources_are_listed_and_purged() -> None:
     for version in (b"v1", b"v2"):
         s3.put_object(Bucket=models, Key="models/large-v3-turbo/sm86/current.json", Body=version)
     ecr.create_repository(repositoryName="whisper-hyperpod/whisper-serving")
+    tags = [{"TagKey": "project", "TagValue": "whisper-hyperpod"}]
+    kms = _client("kms")
+    key = kms.create_key(Description="whisper-hyperpod: envelope encryption of Kubernetes Secrets (EKS)", Tags=tags)
+    pending = kms.create_key(Description="already scheduled", Tags=tags)["KeyMetadata"]["KeyId"]
+    kms.schedule_key_deletion(KeyId=pending, PendingWindowInDays=7)
+    kms.create_key(Description="another project", Tags=[{"TagKey": "project", "TagValue": "other"}])
+    secrets = _client("secretsmanager")
+    old_secret = secrets.create_secret(Name="whisper-hyperpod/gateway-api-keys", SecretString="{}",
+                                       Tags=[{"Key": "project", "Value": "whisper-hyperpod"}])["ARN"]  # fmt: skip
+    logs_client = _client("logs")
+    for group in ("/aws/eks/whisper-hyperpod/cluster", "/aws/codebuild/whisper-hyperpod-engine-sm86",
+                  "/aws/lambda/WhisperHyperpodCluster-KubectlHandler-abc", "/aws/eks/whisper-hyperpod-2/cluster",
+                  "/aws/lambda/WhisperHyperpodProdCluster-Handler-x"):  # fmt: skip
+        logs_client.create_log_group(logGroupName=group)
     lines: list[str] = []
     session = cli.AwsSession(config, "123456789012", "arn:aws:iam::123456789012:user/me",
                              lambda service, region_name: _client(service),
@@ -328,8 +415,20 @@ def test_retained_resources_are_listed_and_purged() -> None:
     assert "ecr-repository whisper-hyperpod/whisper-serving: serving images" in listed
     assert "make destroy CONFIG=<this config> PURGE=1" in listed
     assert "aws ecr delete-repository --repository-name whisper-hyperpod/whisper-serving --force" in listed
+    key_id = key["KeyMetadata"]["KeyId"]
+    assert f"kms-key {key_id}: KMS key tagged with the project" in listed and pending not in listed
+    assert f"aws kms schedule-key-deletion --key-id {key_id} --pending-window-in-days 7 --region {REGION}" in listed
+    assert f"secret {old_secret}: secret tagged with the project" in listed
+    assert f"aws secretsmanager delete-secret --secret-id {old_secret} --force-delete-without-recovery" in listed
+    listed_groups = {item.name for item in session.retained() if item.kind == "log-group"}
+    assert listed_groups == {"/aws/eks/whisper-hyperpod/cluster", "/aws/codebuild/whisper-hyperpod-engine-sm86",
+                             "/aws/lambda/WhisperHyperpodCluster-KubectlHandler-abc"}  # fmt: skip
+    assert f"aws logs delete-log-group --log-group-name /aws/eks/whisper-hyperpod/cluster --region {REGION}" in listed
 
     session.report_retained(purge=True)
     assert session.retained() == []
     assert s3.list_buckets()["Buckets"] == []
     assert ecr.describe_repositories()["repositories"] == []
+    assert kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyState"] == "PendingDeletion"
+    assert {g["logGroupName"] for g in logs_client.describe_log_groups()["logGroups"]} == {
+        "/aws/eks/whisper-hyperpod-2/cluster", "/aws/lambda/WhisperHyperpodProdCluster-Handler-x"}  # fmt: skip

@@ -21,7 +21,6 @@ from k8s_support import CERTIFICATE_ARN, PUBLIC_TLS_ENDPOINT, config_with, of_ki
 from k8s_charts import network_policy
 from k8s_charts.endpoint import TLS_POLICY
 from settings import ConfigError
-from settings.endpoint_auth import api_keys_secret_name
 from stacks.checkov_skips import GLOBAL_SKIPS, skip_check
 from stacks.gates import run_checkov
 from whisper_build.serving.gateway.auth import parse_secret
@@ -62,6 +61,18 @@ def test_internet_facing_is_refused_unless_secured(change: dict[str, Any], field
     with pytest.raises(ConfigError) as caught:
         config_with(endpoint={**PUBLIC_TLS_ENDPOINT, **change})
     assert field in str(caught.value)
+
+
+def test_a_certificate_of_another_region_or_account_is_refused() -> None:
+    in_oregon = CERTIFICATE_ARN.replace(":us-east-1:", ":us-west-2:")
+    with pytest.raises(ConfigError) as caught:
+        config_with(endpoint={**PUBLIC_TLS_ENDPOINT, "certificate_arn": in_oregon})
+    message = str(caught.value)
+    assert "endpoint.certificate_arn: the certificate is in us-west-2" in message
+    assert "request or import the certificate in us-east-1" in message
+    with pytest.raises(ConfigError, match="endpoint.certificate_arn: the certificate belongs to account 123456789012"):
+        config_with(account="210987654321", endpoint={**PUBLIC_TLS_ENDPOINT})
+    assert config_with(account="123456789012", endpoint={**PUBLIC_TLS_ENDPOINT}).endpoint.tls
 
 
 def test_the_refusal_names_every_violated_field_and_fails_make_synth(tmp_path: Path) -> None:
@@ -187,6 +198,7 @@ def test_eks_secrets_use_a_rotating_customer_managed_key(default) -> None:
     assert encryption["Resources"] == ["secrets"]
     key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
     assert template["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    assert template["Resources"][key_id]["DeletionPolicy"] == "Delete"
 
 
 @pytest.mark.slow
@@ -200,7 +212,8 @@ def test_vpc_cni_enforces_network_policies(default) -> None:
 def test_api_keys_secret_is_kms_encrypted_and_readable_by_the_serving_pods_only(default) -> None:
     template = default.template_json(default.stacks.workloads.artifact_id)
     ((secret_id, secret),) = _of_type(template, "AWS::SecretsManager::Secret").items()
-    assert secret["Properties"]["Name"] == api_keys_secret_name(default.config.project_name)
+    # CloudFormation names it and deletes it with the stack: a redeploy after `make destroy` never collides
+    assert "Name" not in secret["Properties"] and secret["DeletionPolicy"] == "Delete"
     generated = secret["Properties"]["GenerateSecretString"]
     assert json.loads(generated["SecretStringTemplate"]) == {} and generated["GenerateStringKey"] == "primary"
     key_id = secret["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
@@ -286,7 +299,7 @@ def test_every_skip_has_a_specific_reason() -> None:
 
 def test_api_key_instructions_rotate_through_valid_secret_values(tmp_path: Path) -> None:
     text = api_keys_cli.instructions(config_with())
-    assert "WhisperHyperpodWorkloads" in text and "whisper-hyperpod/gateway-api-keys" in text
+    assert "--stack-name WhisperHyperpodWorkloads" in text and "OutputKey=='ApiKeysSecretArn'" in text
     values = []
     for line in text.splitlines():
         if "put-secret-value" in line:

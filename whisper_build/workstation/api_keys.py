@@ -15,15 +15,34 @@ import sys
 from pathlib import Path
 
 from settings import ConfigError, DeploymentConfig, load_config, names
-from settings.endpoint_auth import GENERATED_KEY_NAME, REFRESH_SECONDS, api_keys_secret_name
+from settings.endpoint_auth import GENERATED_KEY_NAME, REFRESH_SECONDS, SECRET_ARN_OUTPUT
 
 KEY_LENGTH = 48
 
 
+def secret_arn_command(config: DeploymentConfig) -> str:
+    """Shell command exporting ``SECRET``: the API keys secret's ARN, read from the workloads stack's output.
+
+    CloudFormation names the secret (:mod:`stacks.api_keys`), so its ARN changes with every deploy
+    after a ``make destroy``; the stack output is the stable way to find it.
+    """
+    stack = names.stack_name(config, "Workloads")
+    query = f"Stacks[0].Outputs[?OutputKey=='{SECRET_ARN_OUTPUT}'].OutputValue"
+    return (
+        f"export SECRET=$(aws --region {config.region} cloudformation describe-stacks --stack-name {stack} "
+        f'--query "{query}" --output text)'
+    )
+
+
 def fetch_key_command(config: DeploymentConfig) -> str:
-    """Shell command exporting ``KEY`` (the generated ``primary`` key of the deployed secret) to child processes."""
-    secret = api_keys_secret_name(config.project_name)
-    read = f"aws --region {config.region} secretsmanager get-secret-value --secret-id {secret} --query SecretString --output text"
+    """Shell command exporting ``KEY`` (the generated ``primary`` key) from the secret named by ``$SECRET``.
+
+    Run :func:`secret_arn_command` first.
+    """
+    read = (
+        f'aws --region {config.region} secretsmanager get-secret-value --secret-id "$SECRET" '
+        "--query SecretString --output text"
+    )
     pick = "python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'"
     return f"export KEY=$({read} | {pick} {GENERATED_KEY_NAME})"
 
@@ -36,20 +55,17 @@ def instructions(config: DeploymentConfig) -> str:
             "Set endpoint.auth: api_key (the default) and deploy to require keys."
         )
     region = config.region
-    secret = api_keys_secret_name(config.project_name)
-    stack = names.stack_name(config, "Workloads")
+    secret = '"$SECRET"'
     aws = f"aws --region {region}"
     scheme = "https" if config.endpoint.tls else "http"
     both = f'"{{\\"{GENERATED_KEY_NAME}\\": \\"$KEY\\", \\"next\\": \\"$NEW\\"}}"'
     only_new = f'"{{\\"{GENERATED_KEY_NAME}\\": \\"$NEW\\"}}"'
     return "\n".join(
         [
-            f"Gateway API keys of {config.project_name} ({region}): Secrets Manager secret {secret}",
-            "(customer-managed KMS key; every string value of its JSON object is an active key).",
-            "",
-            "Secret ARN (stack output):",
-            f"  {aws} cloudformation describe-stacks --stack-name {stack} "
-            "--query \"Stacks[0].Outputs[?OutputKey=='ApiKeysSecretArn'].OutputValue\" --output text",
+            f"Gateway API keys of {config.project_name} ({region}): a Secrets Manager secret named by CloudFormation",
+            "(customer-managed KMS key; every string value of its JSON object is an active key; deleted by",
+            "make destroy, so a redeploy issues new keys). Its ARN, from the workloads stack's output:",
+            f"  {secret_arn_command(config)}",
             "",
             "Fetch the active key:",
             f"  {fetch_key_command(config)}",

@@ -69,8 +69,32 @@ def ensure_access_entry(eks: Any, cluster: str, principal_arn: str, namespace: s
     return created
 
 
-def wait_cluster_active(eks: Any, cluster: str, delay_s: int = 30, attempts: int = 40) -> None:
-    """Block until the EKS cluster is ``ACTIVE`` (boto3 ``cluster_active`` waiter)."""
+def wait_cluster_active(
+    eks: Any,
+    cluster: str,
+    delay_s: int = 30,
+    attempts: int = 60,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Block until the EKS cluster exists and is ``ACTIVE`` (up to ``delay_s × attempts``, 30 min by default).
+
+    A cluster that does not exist yet (``ResourceNotFoundException``: CloudFormation has not created it)
+    is waited for too, so ``make kubeconfig`` may start while ``cdk deploy`` is still creating it; then
+    the boto3 ``cluster_active`` waiter.
+
+    Raises:
+        DeployError: the cluster did not appear in time.
+    """
+    for _ in range(attempts):
+        try:
+            eks.describe_cluster(name=cluster)
+            break
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+        sleep(delay_s)
+    else:
+        raise DeployError(f"EKS cluster {cluster} does not exist after {delay_s * attempts} s")
     eks.get_waiter("cluster_active").wait(name=cluster, WaiterConfig={"Delay": delay_s, "MaxAttempts": attempts})
 
 
@@ -95,6 +119,15 @@ class BuildResult:
     logs: str
 
 
+def running_build(codebuild: Any, project: str) -> str | None:
+    """Id of the project's latest build when it is still ``IN_PROGRESS`` (e.g. started by an interrupted run)."""
+    ids = codebuild.list_builds_for_project(projectName=project, sortOrder="DESCENDING").get("ids", [])[:1]
+    if not ids:
+        return None
+    builds = codebuild.batch_get_builds(ids=ids)["builds"]
+    return ids[0] if builds and builds[0].get("buildStatus") == "IN_PROGRESS" else None
+
+
 def run_builds(
     codebuild: Any,
     projects: Sequence[str],
@@ -103,6 +136,10 @@ def run_builds(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[BuildResult]:
     """Start one build of every project (in parallel) and wait until all have finished.
+
+    A project whose latest build is still running (a run interrupted by expired credentials or
+    Ctrl-C leaves it running in CodeBuild) is waited on instead of started twice: a second image
+    build would fail pushing the same immutable ECR tag.
 
     Args:
         codebuild: boto3 CodeBuild client.
@@ -114,7 +151,14 @@ def run_builds(
     Raises:
         DeployError: a build ended other than ``SUCCEEDED``; names each failed project and its logs.
     """
-    ids = {codebuild.start_build(projectName=p)["build"]["id"]: p for p in projects}
+    ids: dict[str, str] = {}
+    for project in projects:
+        running = running_build(codebuild, project)
+        if running is not None:
+            report(f"{project}: build {running} already running, waiting for it")
+            ids[running] = project
+        else:
+            ids[codebuild.start_build(projectName=project)["build"]["id"]] = project
     phases: dict[str, str] = {}
     done: dict[str, BuildResult] = {}
     while True:
@@ -142,7 +186,12 @@ def run_builds(
 
 @dataclass(frozen=True)
 class Retained:
-    """A resource CloudFormation keeps after ``cdk destroy`` (``RemovalPolicy.RETAIN``): ``kind``, ``name``, ``why``."""
+    """A resource that outlives ``cdk destroy``: ``kind``, ``name`` (ARN or id for keys), ``why``.
+
+    Kinds: ``s3-bucket``, ``ecr-repository`` (``RemovalPolicy.RETAIN``), ``kms-key``, ``secret``
+    (tagged with the project and still active: retained by a policy or left by an older version),
+    ``log-group`` (created by EKS, CodeBuild, Lambda or HyperPod themselves, outside CloudFormation).
+    """
 
     kind: str
     name: str
@@ -169,19 +218,85 @@ def find_retained(s3: Any, ecr: Any, buckets: dict[str, str], repositories: dict
     return found
 
 
-def tagged_buckets(tagging: Any, tag_key: str, tag_value: str) -> list[str]:
-    """Names of S3 buckets tagged ``tag_key=tag_value`` (e.g. the access-log buckets, whose names CloudFormation generates)."""
-    names = []
+def tagged_resources(tagging: Any, tag_key: str, tag_value: str, resource_type: str) -> list[str]:
+    """ARNs of resources of ``resource_type`` (e.g. ``s3:bucket``, ``kms:key``) tagged ``tag_key=tag_value``.
+
+    The Resource Groups Tagging API also returns resources deleted a short while ago (its
+    ``GetResources`` reference: "tagged or previously tagged"), so callers check each one.
+    """
+    arns = []
     paginator = tagging.get_paginator("get_resources")
     for page in paginator.paginate(
-        TagFilters=[{"Key": tag_key, "Values": [tag_value]}], ResourceTypeFilters=["s3:bucket"]
+        TagFilters=[{"Key": tag_key, "Values": [tag_value]}], ResourceTypeFilters=[resource_type]
     ):
-        names += [m["ResourceARN"].rsplit(":", 1)[-1] for m in page["ResourceTagMappingList"]]
-    return names
+        arns += [m["ResourceARN"] for m in page["ResourceTagMappingList"]]
+    return arns
 
 
-def delete_retained(s3_resource: Any, ecr: Any, resources: Sequence[Retained]) -> None:
-    """Delete retained buckets (every object version first) and ECR repositories (with their images). Irreversible."""
+def tagged_buckets(tagging: Any, tag_key: str, tag_value: str) -> list[str]:
+    """Names of S3 buckets tagged ``tag_key=tag_value`` (e.g. the access-log buckets, whose names CloudFormation generates)."""
+    return [arn.rsplit(":", 1)[-1] for arn in tagged_resources(tagging, tag_key, tag_value, "s3:bucket")]
+
+
+def active_keys(kms: Any, arns: Sequence[str], why: str) -> list[Retained]:
+    """The customer-managed KMS keys among ``arns`` that are not (yet) pending deletion."""
+    found = []
+    for arn in arns:
+        try:
+            metadata = kms.describe_key(KeyId=arn)["KeyMetadata"]
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "NotFoundException":
+                raise
+            continue
+        if metadata.get("KeyManager") == "CUSTOMER" and metadata["KeyState"] not in (
+            "PendingDeletion",
+            "PendingReplicaDeletion",
+        ):
+            description = metadata.get("Description", "")
+            found.append(Retained("kms-key", metadata["KeyId"], f"{why}{f' ({description})' if description else ''}"))
+    return found
+
+
+def active_secrets(secretsmanager: Any, arns: Sequence[str], why: str) -> list[Retained]:
+    """The secrets among ``arns`` that exist and are not scheduled for deletion."""
+    found = []
+    for arn in arns:
+        try:
+            secret = secretsmanager.describe_secret(SecretId=arn)
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            continue
+        if "DeletedDate" not in secret:
+            found.append(Retained("secret", secret["ARN"], why))
+    return found
+
+
+def log_groups(logs: Any, prefixes: dict[str, str]) -> list[Retained]:
+    """Log groups whose names start with one of ``prefixes`` (prefix → why it exists)."""
+    found = []
+    paginator = logs.get_paginator("describe_log_groups")
+    for prefix, why in prefixes.items():
+        for page in paginator.paginate(logGroupNamePrefix=prefix):
+            found += [Retained("log-group", group["logGroupName"], why) for group in page["logGroups"]]
+    return found
+
+
+KEY_PENDING_WINDOW_DAYS = 7
+"""Shortest KMS deletion waiting period (7–30 days, KMS ``ScheduleKeyDeletion`` API reference)."""
+
+
+def delete_retained(client: Callable[[str], Any], s3_resource: Any, resources: Sequence[Retained]) -> None:
+    """Delete retained resources. Irreversible except keys, which KMS deletes after a 7-day waiting period.
+
+    Buckets lose every object version first; ECR repositories go with their images; secrets are
+    deleted without a recovery window; log groups with their events.
+
+    Args:
+        client: boto3 client factory by service name, in the deployment's region.
+        s3_resource: boto3 S3 resource (bucket emptying).
+        resources: what :meth:`whisper_build.workstation.deploy.cli.AwsSession.retained` found.
+    """
     for resource in resources:
         if resource.kind == "s3-bucket":
             bucket = s3_resource.Bucket(resource.name)
@@ -189,7 +304,13 @@ def delete_retained(s3_resource: Any, ecr: Any, resources: Sequence[Retained]) -
             bucket.objects.delete()
             bucket.delete()
         elif resource.kind == "ecr-repository":
-            ecr.delete_repository(repositoryName=resource.name, force=True)
+            client("ecr").delete_repository(repositoryName=resource.name, force=True)
+        elif resource.kind == "kms-key":
+            client("kms").schedule_key_deletion(KeyId=resource.name, PendingWindowInDays=KEY_PENDING_WINDOW_DAYS)
+        elif resource.kind == "secret":
+            client("secretsmanager").delete_secret(SecretId=resource.name, ForceDeleteWithoutRecovery=True)
+        elif resource.kind == "log-group":
+            client("logs").delete_log_group(logGroupName=resource.name)
 
 
 def delete_commands(resource: Retained, region: str) -> list[str]:
@@ -199,4 +320,16 @@ def delete_commands(resource: Retained, region: str) -> list[str]:
             f"empty it, every object version included (S3 console: select {resource.name} -> Empty), then",
             f"aws s3 rb s3://{resource.name} --region {region}",
         ]
+    if resource.kind == "kms-key":
+        return [
+            f"aws kms schedule-key-deletion --key-id {resource.name} "
+            f"--pending-window-in-days {KEY_PENDING_WINDOW_DAYS} --region {region}"
+        ]
+    if resource.kind == "secret":
+        return [
+            f"aws secretsmanager delete-secret --secret-id {resource.name} "
+            f"--force-delete-without-recovery --region {region}"
+        ]
+    if resource.kind == "log-group":
+        return [f"aws logs delete-log-group --log-group-name {resource.name} --region {region}"]
     return [f"aws ecr delete-repository --repository-name {resource.name} --force --region {region}"]

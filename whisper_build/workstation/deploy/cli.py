@@ -1,16 +1,18 @@
-"""``python -m whisper_build.workstation.deploy {deploy,destroy} --config FILE [--dry-run]``.
+"""``python -m whisper_build.workstation.deploy {deploy,destroy,env} --config FILE [--dry-run] [--only STEP]``.
 
 ``make deploy CONFIG=…`` / ``make destroy CONFIG=…`` run this. Steps (:mod:`.plan`) run in order
 from the repository root with progress and elapsed time per step; a failing step stops the run with
-its name, and re-running the command resumes cheaply (every step is idempotent or skips itself).
-``--dry-run`` prints every command without credentials or AWS calls.
+its name, and re-running the command resumes (each step states what a re-run does: skips, applies
+only differences, or waits on work still running). ``--dry-run`` prints every command without
+credentials or AWS calls. ``--only kubectl`` (``make kubeconfig``) runs one step. ``env`` prints
+the config's names as shell exports (``make env``) for the commands in the docs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import shlex
 import subprocess
 import sys
 import time
@@ -18,9 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from settings import ConfigError, DeploymentConfig, load_config, names
 from whisper_build.workstation import api_keys
-from whisper_build.workstation.deploy import aws
+from whisper_build.workstation.deploy import aws, prereqs
 from whisper_build.workstation.deploy.plan import (
     Command,
     Step,
@@ -30,9 +34,8 @@ from whisper_build.workstation.deploy.plan import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TOOLS = ("npx", "aws", "kubectl", "helm", "git")
-"""Programs the deploy runs (helm and git only for the chart publish, checked up front anyway)."""
-MIN_NODE_MAJOR = 22
+LOCAL_PORT = 8443
+"""Local end of ``kubectl port-forward`` in the closing message (8443 with TLS, else 8080)."""
 ENDPOINT_POLL_SECONDS = 15.0
 ENDPOINT_WAIT_SECONDS = 900.0
 
@@ -92,21 +95,39 @@ class AwsSession:
         self.log(f"    access entry for {principal}: {'created' if created else 'already there'}")
 
     def retained(self) -> list[aws.Retained]:
-        """Buckets and repositories of this config that still exist."""
-        project, region, account = self.config.project_name, self.config.region, self.account
+        """Everything of this config that outlives ``cdk destroy`` (docs/deploy.md, Teardown).
+
+        Buckets and ECR repositories (retained on purpose), any KMS key or secret still tagged with
+        the project (none with the current stacks; keys from replacements or older versions), and
+        the log groups AWS services create outside CloudFormation.
+        """
+        config, region, account = self.config, self.config.region, self.account
+        project = config.project_name
         buckets = {
             names.bucket_name(project, names.MODEL_BUCKET_PURPOSE, account, region): "model engines and the "
             "CTranslate2 fallback (hours of GPU builds; a redeploy imports the bucket and reuses them)",
             names.bucket_name(project, names.LIFECYCLE_BUCKET_PURPOSE, account, region): "HyperPod lifecycle "
             "scripts (small; retained with the same policy as the models)",
         }
-        for name in aws.tagged_buckets(self.client("resourcegroupstaggingapi"), names.PROJECT_TAG, project):
+        tagging = self.client("resourcegroupstaggingapi")
+        for name in aws.tagged_buckets(tagging, names.PROJECT_TAG, project):
             buckets.setdefault(name, "server access logs of the buckets (audit trail)")
         repositories = {
-            names.serving_repository_name(self.config): "serving images (a redeploy imports it and skips the build)",
-            names.chart_repository_name(self.config): "the published HyperPod dependency chart",
+            names.serving_repository_name(config): "serving images (a redeploy imports it and skips the build)",
+            names.chart_repository_name(config): "the published HyperPod dependency chart",
         }
-        return aws.find_retained(self.client("s3"), self.client("ecr"), buckets, repositories)
+        found = aws.find_retained(self.client("s3"), self.client("ecr"), buckets, repositories)
+        found += aws.active_keys(
+            self.client("kms"),
+            aws.tagged_resources(tagging, names.PROJECT_TAG, project, "kms:key"),
+            "KMS key tagged with the project, not scheduled for deletion (1 USD/month)",
+        )
+        found += aws.active_secrets(
+            self.client("secretsmanager"),
+            aws.tagged_resources(tagging, names.PROJECT_TAG, project, "secretsmanager:secret"),
+            "secret tagged with the project (e.g. the fixed-name API keys secret of an older version)",
+        )
+        return found + aws.log_groups(self.client("logs"), log_group_prefixes(config))
 
     def report_retained(self, purge: bool) -> None:
         """Print what was retained, why, and how to delete it; delete it when ``purge``."""
@@ -117,14 +138,42 @@ class AwsSession:
         for item in found:
             self.log(f"    {item.kind} {item.name}: {item.why}")
         if purge:
-            aws.delete_retained(self._resource("s3", region_name=self.config.region), self.client("ecr"), found)
-            self.log(f"    deleted {len(found)} retained resources")
+            aws.delete_retained(self.client, self._resource("s3", region_name=self.config.region), found)
+            self.log(
+                f"    deleted {len(found)} retained resources (KMS keys after a {aws.KEY_PENDING_WINDOW_DAYS}-day waiting period)"
+            )
             return
-        self.log("    kept on purpose; `make deploy` with this config imports and reuses them. To delete them:")
+        self.log("    kept on purpose or left by AWS services; `make deploy` with this config reuses the buckets")
+        self.log("    and repositories and collides with none of them. To delete them:")
         self.log("      make destroy CONFIG=<this config> PURGE=1     (irreversible), or by hand:")
         for item in found:
             for command in aws.delete_commands(item, self.config.region):
                 self.log(f"      {command}")
+
+
+def log_group_prefixes(config: DeploymentConfig) -> dict[str, str]:
+    """Log groups AWS services create for this config outside CloudFormation (name prefix → who created it).
+
+    EKS control-plane logs (``/aws/eks/<cluster>/cluster``, EKS user guide "Control plane logs"),
+    CodeBuild (``/aws/codebuild/<project>``, its default), Lambda (``/aws/lambda/<function>``; the
+    custom-resource handlers' names start with their stack's name) and HyperPod
+    (``/aws/sagemaker/Clusters/<name>/<id>``, HyperPod user guide). None of them collides with a
+    redeploy (the services reuse or create them); they bill for stored logs until deleted.
+    """
+    codebuild = [names.image_project_name(config), names.rollout_project_name(config)]
+    codebuild += [names.engine_project_name(config, target) for target in config.engine_targets]
+    prefixes = {f"/aws/eks/{names.cluster_name(config)}/cluster": "EKS control-plane logs (created by EKS)"}
+    prefixes.update({f"/aws/codebuild/{p}": "CodeBuild build logs (created by CodeBuild)" for p in codebuild})
+    prefixes.update(
+        {
+            f"/aws/lambda/{names.stack_name(config, stack)}-": "logs of a CDK custom-resource Lambda (created by Lambda)"
+            for stack in names.STACKS
+        }
+    )
+    prefixes[f"/aws/sagemaker/Clusters/{names.hyperpod_cluster_name(config)}/"] = (
+        "HyperPod node logs (created by HyperPod)"
+    )
+    return prefixes
 
 
 class Runner:
@@ -159,6 +208,8 @@ class Runner:
         for index, step in enumerate(self.steps, 1):
             self.out(f"[{index}/{len(self.steps)}] {step.name}: {step.title}")
             self.out(f"    takes {step.duration}" + (f"; cost: {step.cost}" if step.cost else ""))
+            if step.rerun:
+                self.out(f"    re-run: {step.rerun}")
             if step.skip is not None:
                 self.out(f"    skipped when {step.skip[0]}")
             for action in step.actions:
@@ -175,10 +226,11 @@ class Runner:
                         self.run_command(action.argv)
                     else:
                         action.run(self.session)
-            except (subprocess.CalledProcessError, aws.DeployError, aws.ClientError) as err:
+            except (subprocess.CalledProcessError, aws.DeployError, BotoCoreError, ClientError) as err:
                 raise aws.DeployError(
                     f"step '{step.name}' failed after {_elapsed(time.monotonic() - step_started)}: {err}. "
-                    "Fix the cause and run the same command again: finished steps are skipped or cheap."
+                    "Fix the cause (expired credentials: `aws sso login` or renew them) and run the same command "
+                    "again; each step's 're-run' line says what repeating it does (docs/deploy.md, Resuming)."
                 ) from err
             self.out(
                 f"    done in {_elapsed(time.monotonic() - step_started)} (total {_elapsed(time.monotonic() - started)})"
@@ -205,56 +257,126 @@ def endpoint_address(config: DeploymentConfig, kubectl: Callable[[Sequence[str]]
     return ingress[0].get("hostname") if ingress else None
 
 
-def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
-    """The closing message: the endpoint, a port-forward for an internal one, and a first request."""
-    namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
-    port = names.ENDPOINT_TLS_PORT if config.endpoint.tls else names.ENDPOINT_SERVICE_PORT
-    scheme = "https" if config.endpoint.tls else "http"
-    lines = ["", "Whisper is serving."]
-    where = hostname or "(load balancer still provisioning: kubectl -n {namespace} get {kind} {service})"
-    kind = "service" if config.endpoint.kind == "nlb" else "ingress"
-    lines.append(
-        f"Endpoint ({config.endpoint.scheme} {config.endpoint.kind.upper()}): {scheme}://{where.format(namespace=namespace, kind=kind, service=service)}"
+def _certificate_name(config: DeploymentConfig) -> str:
+    """Shell expression for the DNS name clients use with TLS: ``endpoint.domain_name`` or the certificate's own."""
+    if config.endpoint.domain_name:
+        return config.endpoint.domain_name
+    return (
+        f"$(aws acm describe-certificate --certificate-arn {config.endpoint.certificate_arn} "
+        f"--region {config.region} --query Certificate.DomainName --output text)"
     )
-    if config.endpoint.scheme == "internal":
-        lines += [
-            "It is reachable from inside the VPC only. From this machine, forward a local port:",
-            f"  kubectl -n {namespace} port-forward service/{service} 8080:{port}",
-            "then, in another shell:",
-        ]
-        base = "http://127.0.0.1:8080"
-    else:
-        base = f"{scheme}://{hostname or '<endpoint>'}"
-    auth = config.endpoint.auth == "api_key"
-    key_header = ' -H "Authorization: Bearer $KEY"' if auth else ""
-    if auth:
-        lines.append(
-            f"  # the API key (make api-key CONFIG=… prints how to rotate it): {api_keys.fetch_key_command(config)}"
-        )
-    lines += [
-        f"  curl -s {base}/ping",
-        "  base64 -w0 recording.wav | jq -Rc '{audio_data: ., whisper_prompt: \"\"}' \\",
-        f"    | curl -s {base}/invocations{key_header} -H 'Content-Type: application/json' -d @-",
-        "  # OpenAI client (pip install openai):",
-        f"  python -c \"import os; from openai import OpenAI; c = OpenAI(base_url='{base}/v1', api_key=os.environ.get('KEY', 'unused')); "
-        "print(c.audio.transcriptions.create(model='whisper', file=open('recording.wav', 'rb')).text)\"",
-        "  # or: WHISPER_API_KEY=$KEY WHISPER_GATEWAY_PORT=8080 make transcribe FILE=recording.wav",
-        "Grafana, metrics and alerts: docs/observability.md. Tear down: make destroy CONFIG=<this config>.",
+
+
+def dns_record_lines(config: DeploymentConfig) -> list[str]:
+    """How to point the certificate's DNS name at the load balancer (TLS only): a CNAME ``$NAME`` → ``$LB``.
+
+    TLS clients check that the certificate covers the name they connect to, and the load balancer's
+    own ``*.elb.amazonaws.com`` name is not on the certificate. Expects ``NAME`` and ``LB`` exported.
+    """
+    change = (
+        '{"Changes":[{"Action":"UPSERT","ResourceRecordSet":{"Name":"\'"$NAME"\'","Type":"CNAME","TTL":300,'
+        '"ResourceRecords":[{"Value":"\'"$LB"\'"}]}}]}'
+    )
+    return [
+        "TLS: clients must connect with the certificate's DNS name. Create a DNS record for it (once per deploy;",
+        "the load balancer's name changes when it is re-created):",
+        "  a CNAME record  $NAME -> $LB  in the DNS zone of $NAME (Route 53: a CNAME, or an alias A record to the",
+        "  load balancer), e.g. with Route 53, ZONE_ID being the hosted zone's id (aws route53 list-hosted-zones):",
+        f"  aws route53 change-resource-record-sets --hosted-zone-id \"$ZONE_ID\" --change-batch '{change}'",
     ]
+
+
+def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
+    """The closing message: load balancer, DNS record (TLS), port-forward (internal), API key, first requests.
+
+    Requests use curl and the official openai client with TLS verification on.
+    """
+    endpoint, region = config.endpoint, config.region
+    namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
+    kind = "service" if endpoint.kind == "nlb" else "ingress"
+    port = names.ENDPOINT_TLS_PORT if endpoint.tls else names.ENDPOINT_SERVICE_PORT
+    lookup = (
+        f"$(kubectl -n {namespace} get {kind} {service} -o jsonpath='{{.status.loadBalancer.ingress[0].hostname}}')"
+    )
+    lines = [
+        "",
+        "Whisper is serving.",
+        f"Load balancer ({endpoint.scheme} {endpoint.kind.upper()}, port {port}): "
+        + (hostname or "still provisioning; LB below reads its name once it exists"),
+        f"  export LB={hostname or lookup}",
+    ]
+    curl_opts = ""
+    if endpoint.tls:
+        lines.insert(4, f"  export NAME={_certificate_name(config)}")
+        lines += dns_record_lines(config)
+    if endpoint.scheme == "internal":
+        local = LOCAL_PORT if endpoint.tls else 8080
+        lines += [
+            "It is reachable from inside the VPC only. From this machine, forward a local port (leave it running):",
+            f"  kubectl -n {namespace} port-forward service/{service} {local}:{port} &",
+        ]
+        if endpoint.tls:
+            base = f"https://$NAME:{local}"
+            curl_opts = f"--resolve $NAME:{local}:127.0.0.1 "
+            lines.append(
+                "  # TLS verification stays on: curl --resolve sends $NAME's requests to the forward; other clients "
+                "(openai): add the line '127.0.0.1 $NAME' to /etc/hosts while you test"
+            )
+        else:
+            base = "http://127.0.0.1:8080"
+    else:
+        base = "https://$NAME"  # internet-facing requires a certificate (settings validation)
+    lines.append(f"  export BASE={base}")
+    auth = endpoint.auth == "api_key"
+    if auth:
+        lines += [
+            "  # the API key (make api-key CONFIG=… prints how to rotate it):",
+            f"  {api_keys.secret_arn_command(config)}",
+            f"  {api_keys.fetch_key_command(config)}",
+        ]
+    key_header = ' -H "Authorization: Bearer $KEY"' if auth else ""
+    body = (
+        'python3 -c \'import base64,json,sys; print(json.dumps({"audio_data": '
+        'base64.b64encode(open(sys.argv[1], "rb").read()).decode(), "whisper_prompt": ""}))\' recording.wav'
+    )
+    lines += [
+        f'  curl -s {curl_opts}"$BASE/ping"',
+        f"  {body} \\",
+        f"    | curl -s {curl_opts}\"$BASE/invocations\"{key_header} -H 'Content-Type: application/json' -d @-",
+        "  # OpenAI client (pip install openai):",
+        "  python3 -c \"import os; from openai import OpenAI; c = OpenAI(base_url=os.environ['BASE'] + '/v1', "
+        "api_key=os.environ.get('KEY', 'unused')); "
+        "print(c.audio.transcriptions.create(model='whisper', file=open('recording.wav', 'rb')).text)\"",
+    ]
+    if endpoint.scheme == "internal" and not endpoint.tls:
+        lines.append("  # or: WHISPER_API_KEY=$KEY WHISPER_GATEWAY_PORT=8080 make transcribe FILE=recording.wav")
+    lines.append(
+        f"Grafana, metrics and alerts: docs/observability.md. Tear down: make destroy CONFIG=<this config> "
+        f"(region {region})."
+    )
     return "\n".join(lines)
 
 
-def _check_tools() -> list[str]:
-    problems = [f"{tool} not found on PATH" for tool in TOOLS if shutil.which(tool) is None]
-    node = shutil.which("node")
-    if node is None:
-        problems.append("node not found on PATH (Node.js >= 22)")
-    else:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
-        major = int(version.lstrip("v").split(".")[0]) if version.lstrip("v")[:1].isdigit() else 0
-        if major < MIN_NODE_MAJOR:
-            problems.append(f"Node.js {version or '?'} is too old: the CDK CLI needs >= {MIN_NODE_MAJOR}")
-    return problems
+def env_exports(config: DeploymentConfig, config_file: str) -> str:
+    """``make env CONFIG=…``: the config's names as POSIX shell exports for the commands in the docs.
+
+    Use: ``eval "$(make -s env CONFIG=config/my.yaml)"``.
+    """
+    values = {
+        "CONFIG": config_file,
+        "PROJECT": config.project_name,
+        "REGION": config.region,
+        "NAMESPACE": config.serving.namespace,
+        "CLUSTER": names.cluster_name(config),
+        "HYPERPOD_CLUSTER": names.hyperpod_cluster_name(config),
+        "STACK_PREFIX": names.stack_prefix(config.project_name),
+        "SERVING_REPOSITORY": names.serving_repository_name(config),
+        "IMAGE_PROJECT": names.image_project_name(config),
+        "ROLLOUT_PROJECT": names.rollout_project_name(config),
+        "ENGINE_PROJECTS": " ".join(names.engine_project_name(config, t) for t in config.engine_targets),
+        "AWS_REGION": config.region,
+    }
+    return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in values.items())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,14 +386,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deploy (or destroy) a whisper-hyperpod config end to end: CDK bootstrap, storage, HyperPod "
         "chart, stacks, serving image, engines, rollout, kubectl access, ready pods, then how to reach the endpoint.",
     )
-    parser.add_argument("action", choices=("deploy", "destroy"))
+    parser.add_argument(
+        "action", choices=("deploy", "destroy", "env"), help="env: print the config's names as shell exports"
+    )
     parser.add_argument("--config", type=Path, required=True, help="deployment config YAML (make: CONFIG=)")
     parser.add_argument("--dry-run", action="store_true", help="print every step and command; run nothing")
     parser.add_argument(
         "--purge",
         action="store_true",
-        help="destroy: also delete the retained buckets and ECR repositories (irreversible)",
+        help="destroy: also delete what is retained: buckets, ECR repositories, KMS keys, secrets, log groups "
+        "(irreversible)",
     )
+    parser.add_argument("--only", metavar="STEP", help="run one step, e.g. kubectl (make kubeconfig)")
     return parser
 
 
@@ -298,13 +424,27 @@ def main(
         )
         return 2
     config_file = relative_config_path(args.config, REPO_ROOT)
+    if args.action == "env":
+        out(env_exports(config, config_file))
+        return 0
+    steps = (
+        deploy_steps(config, config_file, config.account or "<account>")
+        if args.action == "deploy"
+        else destroy_steps(config, config_file, args.purge)
+    )
+    if args.only is not None and args.only not in [step.name for step in steps]:
+        print(f"error: --only {args.only}: no such step; steps: {', '.join(s.name for s in steps)}", file=sys.stderr)
+        return 2
     out(f"{args.action} {config_file}: project {config.project_name}, region {config.region}"
         + (" (dry run: nothing is run)" if args.dry_run else ""))  # fmt: skip
 
     session: AwsSession | None = None
     account = config.account or "<account>"
     if not args.dry_run:
-        problems = _check_tools()
+        if args.action == "deploy":
+            problems = prereqs.check_all(config.cluster.kubernetes_version)
+        else:
+            problems = prereqs.check_node() + prereqs.check_aws_cli()
         if problems:
             print(
                 "error: missing prerequisites (docs/deploy.md, Prerequisites):\n  " + "\n  ".join(problems),
@@ -323,22 +463,22 @@ def main(
         out(f"as {caller} in account {account}")
         session = AwsSession(config, account, caller, boto3_module.client, boto3_module.resource, out)
 
-    steps = (
-        deploy_steps(config, config_file, account)
-        if args.action == "deploy"
-        else destroy_steps(config, config_file, args.purge)
-    )
+    if args.action == "deploy":
+        steps = deploy_steps(config, config_file, account)
+    if args.only is not None:
+        steps = [step for step in steps if step.name == args.only]
     try:
         total = Runner(steps, session, out, run_command).run()
     except aws.DeployError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     if args.dry_run:
-        if args.action == "deploy":
-            out("then: wait for the load balancer's address and print how to reach the endpoint with a first request")
+        if args.action == "deploy" and args.only is None:
+            out("then: wait up to 15 min for the load balancer's address and print how to reach it:")
+            out(how_to_reach(config, None))
         return 0
     out(f"{args.action} finished in {_elapsed(total)}")
-    if args.action == "deploy":
+    if args.action == "deploy" and args.only is None:
         out(how_to_reach(config, _wait_for_endpoint(config, out)))
     return 0
 

@@ -6,8 +6,8 @@ repositories, buckets) comes from :mod:`settings.names` applied to the same conf
 title, duration and cost notes, the commands it runs (printed by ``--dry-run``) and an optional
 ``skip`` check that makes re-running it cheap. The runner is :mod:`whisper_build.workstation.deploy.cli`.
 
-Durations and costs are estimates from the AWS documentation of each service, not measurements
-(no deployment was run from this repository).
+Durations are estimates (sources in docs/deploy.md, "Durations"), not measurements: no deployment
+was run from this repository. Prices are US dollars, on-demand, us-east-1, with their sources below.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class Step:
         duration: expected wall time (estimate).
         cost: what starts billing in this step, or "" when nothing notable.
         actions: run in order.
+        rerun: what running it again does, after success or after a failure (docs/deploy.md, Resuming).
         skip: ``(description, check)``: the step is skipped when ``check(session)`` is true (re-runs).
     """
 
@@ -64,6 +65,7 @@ class Step:
     duration: str
     cost: str
     actions: tuple[Action, ...]
+    rerun: str = ""
     skip: tuple[str, Callable[[Any], bool]] | None = None
 
 
@@ -72,14 +74,39 @@ def cdk(*args: str, config_file: str) -> Command:
     return Command(("npx", "cdk", *args, "-c", f"config={config_file}"))
 
 
+EKS_USD_PER_CLUSTER_HOUR = 0.10
+"""EKS control plane, Kubernetes version in standard support (extended support: 0.60). Source: AWS
+Containers blog, "Amazon EKS extended support for Kubernetes versions pricing" (2024),
+https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/"""
+NAT_USD_PER_GATEWAY_HOUR = 0.045
+"""NAT gateway, us-east-1, plus 0.045 USD per GB processed. Source: the AWS VPC pricing page
+(https://aws.amazon.com/vpc/pricing/) as quoted by third-party summaries in 2026; not read first-hand."""
+PRICES_AS_OF = "2026-11-30"
+
+
+def gpu_price_lookup(instance_type: str) -> str:
+    """AWS Price List command listing the us-east-1 SageMaker price products of ``instance_type``.
+
+    The HyperPod prices of ``ml.*`` instances could not be sourced for this repository; AWS's price
+    list has them (one product per use: training, hosting, HyperPod cluster, …; each with its
+    ``usagetype`` and ``pricePerUnit.USD`` per hour). Not run here (no AWS credentials).
+    """
+    return (
+        "aws pricing get-products --region us-east-1 --service-code AmazonSageMaker --filters "
+        f"Type=TERM_MATCH,Field=instanceName,Value={instance_type} "
+        "Type=TERM_MATCH,Field=regionCode,Value=us-east-1 --output json"
+    )
+
+
 def _gpu_cost_note(config: DeploymentConfig) -> str:
     fleet = ", ".join(f"{g.instance_count} × {g.instance_type}" for g in config.gpu_groups if g.instance_count)
     expensive = [g.instance_type for g in config.gpu_groups if g.instance.gpus >= 8 and g.instance_count]
     note = (
-        f"GPU instances bill from the moment HyperPod creates them until `make destroy`: {fleet} "
-        "(SageMaker HyperPod on-demand prices per instance-hour, see the SageMaker pricing page), "
-        f"plus EKS control plane, {config.cluster.system_node_count} × {config.cluster.system_node_instance_type}, "
-        f"{config.network.nat_gateways} NAT gateway(s)"
+        f"from here on, per hour until `make destroy`: GPU instances {fleet} (SageMaker HyperPod on-demand "
+        "price per instance-hour; not sourced here, docs/deploy.md Cost shows how to look it up), "
+        f"EKS control plane {EKS_USD_PER_CLUSTER_HOUR:.2f} USD, "
+        f"{config.cluster.system_node_count} × {config.cluster.system_node_instance_type} system nodes (EC2 on-demand), "
+        f"{config.network.nat_gateways} NAT gateway(s) × {NAT_USD_PER_GATEWAY_HOUR} USD (+ per GB)"
     )
     if expensive:
         note += (
@@ -87,6 +114,34 @@ def _gpu_cost_note(config: DeploymentConfig) -> str:
             "hour each: a forgotten cluster costs hundreds of dollars a day"
         )
     return note
+
+
+def kubectl_step(config: DeploymentConfig) -> Step:
+    """Your ``kubectl`` access: an EKS access entry for the caller, then ``aws eks update-kubeconfig``.
+
+    Also ``make kubeconfig CONFIG=…`` on its own: it waits for the cluster to exist, so it can run in
+    a second shell while step ``stacks`` is still creating the HyperPod instances.
+    """
+    cluster, namespace, region = names.cluster_name(config), config.serving.namespace, config.region
+    return Step(
+        "kubectl",
+        f"kubectl access for you: waits for EKS cluster {cluster}, gives your IAM role an access entry with "
+        f"AmazonEKSAdminPolicy on namespace {namespace}, and a kubeconfig context",
+        "under 1 min once the cluster is ACTIVE",
+        "",
+        (
+            AwsCall(
+                f"aws eks wait cluster-active --name {cluster} --region {region} && "
+                f"aws eks create-access-entry --cluster-name {cluster} --principal-arn <your IAM role> "
+                f"--region {region}  # skipped if it exists; then associate-access-policy --policy-arn "
+                f"arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminPolicy "
+                f"--access-scope type=namespace,namespaces={namespace}",
+                lambda session: session.grant_kubectl(cluster, namespace),
+            ),
+            Command(("aws", "eks", "update-kubeconfig", "--name", cluster, "--region", region)),
+        ),
+        "idempotent: an existing access entry is kept, the policy association and kubeconfig entry are rewritten",
+    )
 
 
 def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> list[Step]:
@@ -105,11 +160,13 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     chart_version = config.cluster.hyperpod_chart.version
     image_repo = names.serving_repository_name(config)
     image_tag = config.serving.image_tag
-    cluster = names.cluster_name(config)
     namespace = config.serving.namespace
     engine_projects = [names.engine_project_name(config, target) for target in config.engine_targets]
     rollout = names.rollout_project_name(config)
     image_project = names.image_project_name(config)
+    builds_rerun = (
+        "a build still running from an interrupted run is waited on, not started twice; a failed build is started again"
+    )
     chart_skip = None
     if config.cluster.hyperpod_chart.oci_repository is None:
         chart_skip = (
@@ -132,10 +189,11 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                         " && ".join(
                             f"aws codebuild start-build --project-name {p} --region {region}" for p in engine_projects
                         )
-                        + "  # then BatchGetBuilds every 30 s until all finish",
+                        + "  # unless running; then BatchGetBuilds every 30 s until all finish",
                         lambda session: session.run_builds(engine_projects),
                     ),
                 ),
+                f"every project checks whether its engine is current and exits in about 2 min if so; {builds_rerun}",
             ),
         ]
         if engine_projects
@@ -144,10 +202,11 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     return [
         Step(
             "bootstrap",
-            f"CDK bootstrap of aws://{account}/{region} (asset bucket, deploy roles; idempotent)",
+            f"CDK bootstrap of aws://{account}/{region} (asset bucket, deploy roles)",
             "1–3 min",
             "",
             (cdk("bootstrap", f"aws://{account}/{region}", config_file=config_file),),
+            "idempotent: an up-to-date CDKToolkit stack is left as it is",
         ),
         Step(
             "storage",
@@ -166,6 +225,8 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                     config_file=config_file,
                 ),
             ),  # fmt: skip
+            "CloudFormation applies only differences; a failed first create rolls back, and the retained buckets "
+            "and repositories it had created are imported on the next run",
         ),
         Step(
             "hyperpod-chart",
@@ -173,6 +234,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             "2–5 min",
             "",
             (Command(("scripts/publish_hyperpod_chart.sh", config_file)),),
+            "skipped once the chart version is in ECR; otherwise packaged and pushed again",
             chart_skip,
         ),
         Step(
@@ -182,7 +244,11 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             "60–120 min (EKS about 15 min, HyperPod instances 20–60 min)",
             _gpu_cost_note(config),
             (cdk("deploy", "--all", "--require-approval", "never", config_file=config_file),),
+            "stacks already created are updated in place (minutes when nothing changed). A stack whose FIRST "
+            "create fails is rolled back: CloudFormation deletes what it created (the EKS cluster, the HyperPod "
+            "instances), and the next run deletes the ROLLBACK_COMPLETE stack and creates it again from the start",
         ),
+        kubectl_step(config),
         Step(
             "serving-image",
             f"serving image {image_repo}:{image_tag} (CodeBuild {image_project}; skips an existing tag)",
@@ -191,10 +257,11 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             (
                 AwsCall(
                     f"aws codebuild start-build --project-name {image_project} --region {region}  "
-                    "# then BatchGetBuilds every 30 s until it finishes",
+                    "# unless a build is running; then BatchGetBuilds every 30 s until it finishes",
                     lambda session: session.run_builds([image_project]),
                 ),
             ),
+            f"skipped once the tag is in ECR; {builds_rerun}",
             (
                 f"{image_repo}:{image_tag} is already in ECR",
                 lambda session: session.image_exists(image_repo, image_tag),
@@ -212,24 +279,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                     lambda session: session.run_builds([rollout]),
                 ),
             ),
-        ),
-        Step(
-            "kubectl",
-            f"kubectl access for you: an EKS access entry with AmazonEKSAdminPolicy on namespace {namespace}, "
-            "and a kubeconfig context",
-            "under 1 min",
-            "",
-            (
-                AwsCall(
-                    f"aws eks wait cluster-active --name {cluster} --region {region} && "
-                    f"aws eks create-access-entry --cluster-name {cluster} --principal-arn <your IAM role> "
-                    f"--region {region}  # skipped if it exists; then associate-access-policy --policy-arn "
-                    f"arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminPolicy "
-                    f"--access-scope type=namespace,namespaces={namespace}",
-                    lambda session: session.grant_kubectl(cluster, namespace),
-                ),
-                Command(("aws", "eks", "update-kubeconfig", "--name", cluster, "--region", region)),
-            ),
+            f"restarts the pods again (a rolling restart; harmless); {builds_rerun}",
         ),
         Step(
             "serving",
@@ -250,6 +300,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                 )
                 for group in config.gpu_groups
             ),  # fmt: skip
+            "read-only: waits again",
         ),
     ]
 
@@ -263,20 +314,24 @@ def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool) -> li
             "30–60 min",
             "billing of GPU instances, EKS, NAT gateways stops when this finishes",
             (cdk("destroy", "--all", "--force", config_file=config_file),),
+            "stacks already deleted are skipped; a stack stuck in DELETE_FAILED is deleted again",
         ),
         Step(
             "retained",
-            "list what CloudFormation kept (RemovalPolicy.RETAIN)" + (" and DELETE it" if purge else ""),
+            "list what outlives the stacks (RemovalPolicy.RETAIN, and log groups AWS services created)"
+            + (" and DELETE it" if purge else ""),
             "under 1 min" + (" (longer for a big model bucket)" if purge else ""),
-            "retained buckets and repositories bill for storage until deleted",
+            "retained buckets, repositories and log groups bill for storage until deleted",
             (
                 AwsCall(
                     f"aws s3api head-bucket / aws ecr describe-repositories / aws resourcegroupstaggingapi get-resources "
-                    f"--tag-filters Key={names.PROJECT_TAG},Values={config.project_name}"
-                    + ("  # then empty and delete them" if purge else ""),
+                    f"--tag-filters Key={names.PROJECT_TAG},Values={config.project_name} (buckets, KMS keys, secrets) "
+                    f"/ aws logs describe-log-groups (EKS, CodeBuild, Lambda, HyperPod) --region {config.region}"
+                    + ("  # then delete them" if purge else ""),
                     lambda session: session.report_retained(purge),
                 ),
             ),
+            "read-only without PURGE; with PURGE deletes whatever is still there",
         ),
     ]
 
