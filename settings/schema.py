@@ -128,9 +128,11 @@ class GpuGroup(_Strict):
     name: str = Field(
         min_length=1,
         max_length=63,
-        description="Instance group name; also names Kubernetes objects, so lowercase.",
+        description="Instance group name; also names Kubernetes objects (`whisper-<name>`), so lowercase.",
     )
-    instance_type: str = Field(description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge.")
+    instance_type: str = Field(
+        description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge (botocore's ClusterInstanceType list)."
+    )
     instance_count: int = Field(1, ge=0, description="Instances in the HyperPod instance group.")
     threads_per_core: Literal[1, 2] = Field(2, description="1 disables hyperthreading.")
     gpu_arch: str | None = Field(None, description="e.g. sm86; derived from the instance family when omitted.")
@@ -144,7 +146,12 @@ class GpuGroup(_Strict):
     capacity: int | None = Field(
         None, ge=1, description="Concurrent requests one pod is sized for; GPU default when omitted."
     )
-    min_replicas: int = Field(1, ge=0)
+    min_replicas: int = Field(
+        1,
+        ge=0,
+        description="Fewest pods KEDA keeps (0: scale to zero when idle); without autoscaling the "
+        "Deployment runs max(min_replicas, 1) pods.",
+    )
     max_replicas: int = Field(
         1, ge=1, description="Upper bound for KEDA; without node autoscaling <= the group's GPUs."
     )

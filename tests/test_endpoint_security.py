@@ -198,7 +198,7 @@ def test_eks_secrets_use_a_rotating_customer_managed_key(default) -> None:
     assert encryption["Resources"] == ["secrets"]
     key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
     assert template["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
-    assert template["Resources"][key_id]["DeletionPolicy"] == "Delete"
+    assert template["Resources"][key_id]["DeletionPolicy"] == "Retain"  # make destroy lists it (docs/deploy.md)
 
 
 @pytest.mark.slow
@@ -218,6 +218,7 @@ def test_api_keys_secret_is_kms_encrypted_and_readable_by_the_serving_pods_only(
     assert json.loads(generated["SecretStringTemplate"]) == {} and generated["GenerateStringKey"] == "primary"
     key_id = secret["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
     assert template["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    assert template["Resources"][key_id]["DeletionPolicy"] == "Delete"  # goes with its secret
     associations = [a["Properties"] for a in _of_type(template, "AWS::EKS::PodIdentityAssociation").values()]
     (serving,) = [a for a in associations if a["Namespace"] == default.config.serving.namespace]
     assert serving["ServiceAccount"] == "whisper-serving"
