@@ -244,6 +244,8 @@ def test_endpoint_message_with_tls_names_the_dns_record_and_keeps_verification_o
     assert "export BASE=https://$NAME:8443" in message and "/etc/hosts" in message
     data["endpoint"]["domain_name"] = "asr.example.com"
     assert "export NAME=asr.example.com" in cli.how_to_reach(parse_config(data, "tls"), None)
+    exports = cli.env_exports(parse_config(data, "tls"), "c.yaml")
+    assert f"export CERTIFICATE_ARN={arn}" in exports and "export NAME=asr.example.com" in exports
 
 
 def test_the_route53_change_batch_is_valid_json_once_the_shell_expands_it() -> None:

@@ -120,7 +120,7 @@ class AwsSession:
         found += aws.active_keys(
             self.client("kms"),
             aws.tagged_resources(tagging, names.PROJECT_TAG, project, "kms:key"),
-            "KMS key tagged with the project, not scheduled for deletion (1 USD/month)",
+            "KMS key tagged with the project, not scheduled for deletion (a monthly key fee)",
         )
         found += aws.active_secrets(
             self.client("secretsmanager"),
@@ -264,7 +264,7 @@ def _certificate_name(config: DeploymentConfig) -> str:
     return (
         f"$(aws acm describe-certificate --certificate-arn {config.endpoint.certificate_arn} "
         f"--region {config.region} --query Certificate.DomainName --output text)"
-    )
+    )  # the certificate's primary name
 
 
 def dns_record_lines(config: DeploymentConfig) -> list[str]:
@@ -374,8 +374,13 @@ def env_exports(config: DeploymentConfig, config_file: str) -> str:
         "IMAGE_PROJECT": names.image_project_name(config),
         "ROLLOUT_PROJECT": names.rollout_project_name(config),
         "ENGINE_PROJECTS": " ".join(names.engine_project_name(config, t) for t in config.engine_targets),
+        "IMAGE_TAG": config.serving.image_tag,
         "AWS_REGION": config.region,
     }
+    if config.endpoint.certificate_arn:
+        values["CERTIFICATE_ARN"] = config.endpoint.certificate_arn
+    if config.endpoint.domain_name:
+        values["NAME"] = config.endpoint.domain_name
     return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in values.items())
 
 
@@ -441,7 +446,9 @@ def main(
     session: AwsSession | None = None
     account = config.account or "<account>"
     if not args.dry_run:
-        if args.action == "deploy":
+        if args.only == "kubectl":  # make kubeconfig: the AWS CLI and kubectl only
+            problems = prereqs.check_aws_cli() + prereqs.check_kubectl(config.cluster.kubernetes_version)
+        elif args.action == "deploy":
             problems = prereqs.check_all(config.cluster.kubernetes_version)
         else:
             problems = prereqs.check_node() + prereqs.check_aws_cli()
