@@ -12,6 +12,7 @@ TARGETS ?=
 CONCURRENCY ?= 1,2,4,8,16,32
 DURATION ?= 20
 BENCH_AUDIO ?= bench-audio
+GATEWAY_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 
@@ -61,8 +62,8 @@ fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff 
 test: install system-deps lint ## lint (above), then the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
-serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops)
-	$(PY) -m whisper_build.workstation.local_triton --gateway
+serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2)
+	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway
 
 transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav")
 	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }

@@ -81,6 +81,26 @@ def pod_resources(instance: InstanceSpec, pods_per_node: int | None = None) -> P
     return PodResources(cpu_m, memory_mib, min(SHM_MAX_MIB, math.floor(memory_mib * SHM_FRACTION)))
 
 
+GATEWAY_CPU_SHARE = 0.5
+"""Part of the serving pod's CPU given to gateway worker processes; the rest is Triton's (its
+frontends, the python-backend stub, the engine's host work) and the supervisor's."""
+MAX_GATEWAY_WORKERS = 8
+"""Most gateway workers per pod: one worker costs ~8 ms of CPU per single-window request after the
+libsndfile/base64 fast paths (docs/benchmarks.md "Gateway cost, after"), so 8 serve far more
+requests per second than one GPU transcribes."""
+
+
+def gateway_workers(resources: PodResources, capacity: int) -> int:
+    """``WHISPER_GATEWAY_WORKERS`` for a pod: one per whole core of :data:`GATEWAY_CPU_SHARE` of its CPU.
+
+    At least 1, at most :data:`MAX_GATEWAY_WORKERS` and at most ``capacity`` (each worker admits
+    at least one request). E.g. 2800m (g5.xlarge) → 1, 6600m (g5.2xlarge) → 3, 11100m (a quarter
+    of g6e.12xlarge) → 5.
+    """
+    by_cpu = math.floor(resources.cpu_millicores * GATEWAY_CPU_SHARE / 1000)
+    return max(1, min(by_cpu, MAX_GATEWAY_WORKERS, capacity))
+
+
 def quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
     """Resource map (``{"cpu": "100m", "memory": "128Mi"}``) as Kubernetes quantities."""
     return {key: k8s.Quantity.from_string(value) for key, value in values.items()}

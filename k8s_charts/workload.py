@@ -17,7 +17,7 @@ from constructs import Construct
 
 from k8s_charts import naming, probes, security
 from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
-from k8s_charts.sizing import pod_resources, quantities
+from k8s_charts.sizing import gateway_workers, pod_resources, quantities
 from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 from whisper_build.release.invocations import engine_build_command
@@ -175,6 +175,9 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         **auth_env(config, api_keys_secret_arn),
         "WHISPER_GATEWAY_TRITON_URL": f"127.0.0.1:{serving.triton_grpc_port}",
         "WHISPER_GATEWAY_CAPACITY": group.effective_capacity,
+        "WHISPER_GATEWAY_WORKERS": gateway_workers(
+            pod_resources(group.instance, group.pods_per_node), group.effective_capacity
+        ),
         "WHISPER_GATEWAY_MAX_BODY_BYTES": serving.max_body_mb * MIB,
         "WHISPER_GATEWAY_MAX_AUDIO_SECONDS": serving.max_audio_seconds,
         "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": serving.request_timeout_seconds,

@@ -11,7 +11,7 @@ from k8s_support import PUBLIC_TLS_ENDPOINT, THREE_GROUPS, config_with, of_kind,
 from k8s_charts import synth as synth_cli
 from k8s_charts import timeouts, workload
 from k8s_charts.inputs import PLACEHOLDER_INPUTS
-from k8s_charts.sizing import pod_resources
+from k8s_charts.sizing import PodResources, gateway_workers, pod_resources
 from k8s_charts.timeouts import DEREGISTRATION_PROPAGATION_SECONDS
 from observability import queries
 from observability.queries import scaling_utilization_query
@@ -180,8 +180,17 @@ def test_resources_gpu_shm_and_capacity_are_sized_per_group(config, deployments)
         assert {"mountPath": "/dev/shm", "name": "dshm"} in serving["volumeMounts"]
         env = _env(serving)
         assert env["WHISPER_GATEWAY_CAPACITY"] == str(group.effective_capacity)
+        # gateway workers: one per whole core of half the pod's CPU, within [1, min(8, capacity)]
+        workers = int(env["WHISPER_GATEWAY_WORKERS"])
+        assert workers == max(1, min(cpu_m // 2000, 8, group.effective_capacity))
         assert env["WHISPER_TRITON_ENGINE__ENGINE"] == group.serving_engine
         assert env["WHISPER_GATEWAY_HOST"] == "0.0.0.0"
+
+
+def test_gateway_workers_follow_the_pod_cpu_request() -> None:
+    size = lambda cpu_m: PodResources(cpu_m, 16384, 4096)  # noqa: E731
+    assert [gateway_workers(size(m), 64) for m in (900, 2800, 6600, 11100, 47000)] == [1, 1, 3, 5, 8]
+    assert gateway_workers(size(11100), 2) == 2  # never more workers than requests admitted at once
 
 
 def test_multi_gpu_instances_split_cpu_and_memory_per_gpu(config) -> None:

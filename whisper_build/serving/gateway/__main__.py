@@ -2,4 +2,5 @@
 
 from whisper_build.serving.gateway.serve import main
 
-main()
+if __name__ == "__main__":  # not when a spawned worker process imports this module as __mp_main__
+    main()

@@ -1,12 +1,22 @@
-"""Prometheus metrics of the gateway; names and labels are fixed by docs/contracts.md §7."""
+"""Prometheus metrics of the gateway; names and labels are fixed by docs/contracts.md §7.
+
+With several worker processes (``WHISPER_GATEWAY_WORKERS`` > 1) prometheus-client's multiprocess
+mode is on (``PROMETHEUS_MULTIPROC_DIR``, set by :mod:`whisper_build.serving.gateway.workers`
+before the workers start): every worker writes its values to files there and the exposition sums
+them, so one scrape sees the pod (counters and histograms summed; ``inflight`` and ``capacity``
+summed over live workers; ``model_healthy`` the minimum over live workers, 0 when any worker's
+model calls fail). prometheus-client docs, "Multiprocess Mode (E.g. Gunicorn)".
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Wall-time buckets in seconds: a 30 s window takes ~0.1-1 s on GPU, long files minutes.
@@ -45,11 +55,13 @@ class GatewayMetrics:
             "whisper_gateway_inflight_requests",
             "Requests in progress: being processed or waiting for a slot (may exceed capacity).",
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
         self.capacity = Gauge(
             "whisper_gateway_capacity_requests",
             "Concurrent requests this pod is sized for.",
             registry=self.registry,
+            multiprocess_mode="livesum",  # each worker sets its share
         )
         self.capacity.set(capacity)
         self.window_decodes = Counter(
@@ -68,21 +80,38 @@ class GatewayMetrics:
             "whisper_gateway_model_healthy",
             "1 while the model serves (recent canary or request succeeded), else 0; /ping answers 503 at 0.",
             registry=self.registry,
+            multiprocess_mode="livemin",
         )
 
     def render(self) -> bytes:
-        """Text exposition format 0.0.4."""
-        return generate_latest(self.registry)
+        """Text exposition format 0.0.4 (every worker's values summed in multiprocess mode)."""
+        return generate_latest(exposition_registry(self.registry))
 
 
-def start_metrics_server(metrics: GatewayMetrics, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
+def multiprocess_dir() -> str | None:
+    """``PROMETHEUS_MULTIPROC_DIR`` when prometheus-client's multiprocess mode is on, else ``None``."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:
+    """The registry to expose: ``registry`` itself, or one that sums every worker's files (multiprocess mode)."""
+    path = multiprocess_dir()
+    if path is None:
+        return registry
+    combined = CollectorRegistry()
+    MultiProcessCollector(combined, path=path)  # type: ignore[no-untyped-call]
+    return combined
+
+
+def start_metrics_server(metrics: GatewayMetrics | None, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
     """Serve ``metrics`` on ``host:port`` with prometheus-client's own HTTP server (a daemon thread).
 
     ``/metrics`` in text format 0.0.4, on a port of its own, so the load balancer's traffic port
     exposes no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
 
     Args:
-        metrics: The app's metrics (``app.state.metrics``).
+        metrics: The app's metrics (``app.state.metrics``); ``None`` in the parent of worker
+            processes (multiprocess mode: it serves the workers' summed values).
         host: Address to bind (the pod IP, ``0.0.0.0``, in a pod).
         port: Port; 0 picks a free one (``server.server_port`` tells which).
 
@@ -92,7 +121,8 @@ def start_metrics_server(metrics: GatewayMetrics, host: str, port: int) -> tuple
     Raises:
         OSError: the port cannot be bound.
     """
-    return start_http_server(port, addr=host, registry=metrics.registry)
+    registry = exposition_registry(CollectorRegistry() if metrics is None else metrics.registry)
+    return start_http_server(port, addr=host, registry=registry)
 
 
 class MetricsMiddleware:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from whisper_build.serving.gateway.app import create_app
@@ -63,9 +64,8 @@ def load_settings() -> GatewaySettings:
         raise SystemExit(2) from None
 
 
-def main(settings: GatewaySettings | None = None) -> None:
-    """Serve the gateway on ``settings.host:settings.port`` until SIGTERM/SIGINT."""
-    settings = settings or load_settings()
+def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
+    """The app of ``settings`` and the :class:`DrainingServer` serving it (not yet running: ``run([sockets])``)."""
     app = create_app(settings)
     config = uvicorn.Config(
         app,
@@ -76,11 +76,26 @@ def main(settings: GatewaySettings | None = None) -> None:
         timeout_keep_alive=settings.keep_alive_seconds,
         proxy_headers=False,
     )
+    return DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds), app
+
+
+def main(settings: GatewaySettings | None = None) -> None:
+    """Serve the gateway on ``settings.host:settings.port`` until SIGTERM/SIGINT.
+
+    With ``settings.workers`` > 1 this process supervises that many worker processes
+    (:func:`whisper_build.serving.gateway.workers.run_workers`); else it serves itself.
+    """
+    settings = settings or load_settings()
+    if settings.workers > 1:
+        from whisper_build.serving.gateway.workers import run_workers
+
+        raise SystemExit(run_workers(settings))
+    server, app = build_server(settings)
     metrics_server = None
     if not settings.metrics_on_traffic_port:
         metrics_server, _ = start_metrics_server(app.state.metrics, settings.host, settings.metrics_port)
     try:
-        DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds).run()
+        server.run()
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()

@@ -40,6 +40,13 @@ class GatewaySettings(BaseSettings):
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
     max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
     capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="gateway processes sharing the port (whisper_build.serving.gateway.workers); capacity, "
+        "queue_size and the audio budget are split between them, so the pod's totals stay as set",
+    )
     queue_size: int = Field(64, ge=0, description="requests allowed to wait for a slot; beyond it -> 429")
     audio_budget_seconds: float | None = Field(
         None,
@@ -110,6 +117,15 @@ class GatewaySettings(BaseSettings):
             raise ValueError("set WHISPER_GATEWAY_API_KEYS (local) or WHISPER_GATEWAY_API_KEYS_SECRET, not both")
         if self.api_keys is not None and not self.api_keys.get_secret_value().strip(", "):
             raise ValueError("WHISPER_GATEWAY_API_KEYS is set but holds no key (comma-separated keys)")
+        return self
+
+    @model_validator(mode="after")
+    def _a_slot_per_worker(self) -> GatewaySettings:
+        if self.workers > self.capacity:
+            raise ValueError(
+                f"workers ({self.workers}) must not exceed capacity ({self.capacity}): each worker process "
+                "admits at least one request (WHISPER_GATEWAY_WORKERS <= WHISPER_GATEWAY_CAPACITY)"
+            )
         return self
 
     @property

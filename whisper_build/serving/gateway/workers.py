@@ -1,0 +1,183 @@
+"""Several gateway processes on one port: the pod's CPU cores for HTTP, JSON, audio decoding and gRPC.
+
+One gateway process does all of its per-request CPU work (HTTP parsing, JSON, base64, audio
+decoding, gRPC serialization) under one GIL, which capped a GPU pod at ~13 requests/s
+(docs/benchmarks.md "GPU, served path"). With ``WHISPER_GATEWAY_WORKERS`` = N > 1,
+:func:`run_workers` binds the traffic socket once and starts N worker processes (``spawn``), each
+a complete gateway (:func:`whisper_build.serving.gateway.serve.build_server`) accepting on the
+shared socket; the kernel hands each connection to one of them.
+
+Every worker admits its share of the pod's budget (:func:`worker_settings`): ``capacity``,
+``queue_size`` and the audio budget are divided between the workers (remainders to the first
+ones), so the totals stay as configured and nothing ever waits without a bound; a worker may
+refuse (429) while another has room, as any pod of a Service may. Metrics use prometheus-client's
+multiprocess mode (:mod:`whisper_build.serving.gateway.metrics`): this process serves ``/metrics``
+on the metrics port summed over the workers. Each worker runs its own canary, so ``/ping`` is
+each worker's own view of the model.
+
+This process forwards SIGTERM/SIGINT to every worker (each drains as a single gateway does, see
+:mod:`whisper_build.serving.gateway.serve`) and exits once all have stopped. A worker that dies is
+started again (its metrics files marked dead), unless its server failed to start
+(:data:`STARTUP_FAILURE`, e.g. a broken configuration), which stops the gateway with status 1 so
+that the pod's supervisor sees it. A worker whose parent is gone stops itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from types import FrameType
+
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+STARTUP_FAILURE = 3
+"""Exit status of a worker whose server never started (uvicorn's ``STARTUP_FAILURE``): the gateway stops."""
+RESTART_PAUSE_SECONDS = 1.0
+"""Pause before starting again a worker that lived less than this long (no hot crash loop)."""
+
+logger = logging.getLogger("uvicorn.error")
+
+
+def _share(total: int, workers: int, index: int) -> int:
+    """Worker ``index``'s part of ``total`` split into ``workers`` parts that differ by at most one."""
+    return total // workers + (1 if index < total % workers else 0)
+
+
+def worker_settings(settings: GatewaySettings, index: int) -> GatewaySettings:
+    """The settings of worker ``index`` (0-based) of ``settings.workers``: its share of the pod's budget.
+
+    ``capacity`` and ``queue_size`` are split into parts that differ by at most one and add up to
+    the totals; the audio budget (``effective_audio_budget_seconds``) is split evenly. With one
+    worker the settings are returned unchanged.
+
+    Raises:
+        ValueError: ``index`` is not in ``[0, workers)``.
+    """
+    workers = settings.workers
+    if not 0 <= index < workers:
+        raise ValueError(f"worker index {index} is not in [0, {workers})")
+    if workers == 1:
+        return settings
+    return settings.model_copy(
+        update={
+            "capacity": _share(settings.capacity, workers, index),
+            "queue_size": _share(settings.queue_size, workers, index),
+            "audio_budget_seconds": settings.effective_audio_budget_seconds / workers,
+        }
+    )
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Send this process SIGTERM (drain, then exit) once its parent ``parent`` is gone (checked each second)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _worker_main(settings: GatewaySettings, index: int, sock: socket.socket, parent: int) -> None:
+    """Entry point of worker ``index``: a full gateway with its share of the budget, on ``sock``."""
+    from whisper_build.serving.gateway.serve import build_server
+
+    _stop_with_parent(parent)
+    server, _ = build_server(worker_settings(settings, index))
+    server.run(sockets=[sock])
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
+
+
+def _bind(settings: GatewaySettings) -> socket.socket:
+    """The traffic socket, bound and listening, shared by the workers (as uvicorn binds it)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    sock.listen(2048)  # uvicorn's default backlog
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_workers(settings: GatewaySettings) -> int:
+    """Serve with ``settings.workers`` worker processes until SIGTERM/SIGINT; returns the exit status.
+
+    Returns 0 after a signal-initiated stop, 1 when a worker failed at startup.
+
+    Raises:
+        OSError: the traffic or metrics port cannot be bound.
+    """
+    from prometheus_client import multiprocess
+
+    from whisper_build.serving.gateway.metrics import start_metrics_server
+
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(message)s")
+    metrics_dir = tempfile.mkdtemp(prefix="whisper-gateway-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by the workers (before their imports)
+    sock = _bind(settings)
+    metrics_server = None
+    if not settings.metrics_on_traffic_port:
+        metrics_server, _ = start_metrics_server(None, settings.host, settings.metrics_port)
+    context = multiprocessing.get_context("spawn")
+    processes: dict[int, tuple[BaseProcess, float]] = {}
+    stopping: list[int] = []  # signals received
+
+    def start(index: int) -> None:
+        process = context.Process(
+            target=_worker_main, args=(settings, index, sock, os.getpid()), name=f"gateway-worker-{index}"
+        )
+        process.start()
+        processes[index] = (process, time.monotonic())
+        logger.info("gateway worker %d started (pid %s)", index, process.pid)
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        for process, _ in processes.values():
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    status = 0
+    try:
+        for index in range(settings.workers):
+            start(index)
+        while processes:
+            by_sentinel = {process.sentinel: index for index, (process, _) in processes.items()}
+            for sentinel in wait(list(by_sentinel), timeout=0.5):
+                index = by_sentinel[sentinel]  # type: ignore[index]  # wait() returns the sentinels given
+                process, started = processes.pop(index)
+                process.join()
+                if process.pid is not None:
+                    multiprocess.mark_process_dead(process.pid)  # type: ignore[no-untyped-call]  # its live gauges leave the sums
+                if stopping:
+                    continue
+                if process.exitcode == STARTUP_FAILURE:
+                    logger.error("gateway worker %d failed to start; stopping the gateway", index)
+                    status = 1
+                    forward(signal.SIGTERM, None)
+                    continue
+                logger.warning("gateway worker %d exited with %s; starting it again", index, process.exitcode)
+                if time.monotonic() - started < RESTART_PAUSE_SECONDS:
+                    time.sleep(RESTART_PAUSE_SECONDS)
+                start(index)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for process, _ in processes.values():
+            process.kill()
+        sock.close()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    return status
