@@ -17,7 +17,15 @@ Also times the whole app per request through Starlette's ``TestClient`` with a b
 answers at once (the gateway's CPU with no model; the test client's own cost included), as
 process CPU milliseconds per request.
 
+``--served SECONDS`` measures the served path on this machine instead: real tritonserver with the
+CPU tiny.en (as ``make serve``), our gateway (``--workers`` processes; ``--gateway-root`` runs
+another source tree's gateway, e.g. an exported older commit) and the seeds' reference gateway
+design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton directly; each target
+gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
+CPU (workers included) is divided by its requests.
+
 usage: ``python benchmarks/gateway_profile.py [--audio FILE] [--repeat 30] [--json OUT]``
+       ``python benchmarks/gateway_profile.py --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -186,6 +194,63 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
     return out
 
 
+def served(seconds: float, concurrency: int, workers: int, gateway_root: Path, out: Path) -> dict[str, Any]:
+    """Requests/s and gateway CPU ms per request: ours, the reference design and Triton direct, one Triton."""
+    from benchmarks.bench.cli import main as bench_main
+    from benchmarks.reference import GatewayProcess
+    from benchmarks.speech import utterances
+    from whisper_build.serving.engines import EngineParams
+    from whisper_build.serving.triton_model.repository import BatchingConfig
+    from whisper_build.serving.triton_model.settings import TritonSettings
+    from whisper_build.workstation.local_triton import LocalTriton, free_ports
+
+    audio = utterances(out / "audio", count=4)
+    http, grpc, metrics = free_ports(3)
+    settings = TritonSettings(
+        http_port=http, grpc_port=grpc, metrics_port=metrics,
+        engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=2),
+        batching=BatchingConfig(max_batch_size=32, max_queue_delay_us=20_000, max_queue_size=128),
+    )  # fmt: skip
+    capacity = max(32, workers)
+    results: dict[str, Any] = {"concurrency": concurrency, "seconds": seconds, "workers": workers, "targets": {}}
+    with (
+        LocalTriton(settings),
+        GatewayProcess(
+            settings.grpc_url, capacity, {"WHISPER_GATEWAY_WORKERS": str(workers)}, root=gateway_root
+        ) as ours,
+        GatewayProcess(settings.grpc_url, module="benchmarks.reference_gateway") as reference,
+    ):
+        for name, url, process in (
+            ("gateway", ours.url, ours),
+            ("reference_gateway", f"{reference.url}/invocations", reference),
+            ("triton", f"grpc://{settings.grpc_url}", None),
+        ):
+            idle = 0.0
+            if process is not None:  # the canary's CPU at rest, per second, is taken off the level's
+                cpu = process.cpu_seconds()
+                time.sleep(5.0)
+                idle = (process.cpu_seconds() - cpu) / 5.0
+                cpu = process.cpu_seconds()
+            started = time.monotonic()
+            bench_main([
+                "--audio", *map(str, audio), "--target", f"{name}={url}", "--concurrency", str(concurrency),
+                "--duration", str(seconds), "--warmup", "2", "--timeout", "120", "--quiet",
+                "--triton-metrics", settings.metrics_url, "--out", str(out / name),
+            ])  # fmt: skip
+            [level] = json.loads((out / name / "bench.json").read_text())["levels"]
+            record = {k: level[k] for k in ("requests", "ok", "requests_per_s", "latency_p50_s", "avg_batch_size")}
+            if process is not None:
+                used = process.cpu_seconds() - cpu - idle * (time.monotonic() - started)
+                record["cpu_ms_per_request"] = round(1000 * used / (level["requests"] + 2), 1)  # + 2 warm-up
+            results["targets"][name] = record
+    targets = results["targets"]
+    results["ours_over_reference"] = round(
+        targets["gateway"]["requests_per_s"] / targets["reference_gateway"]["requests_per_s"], 2
+    )
+    results["ours_over_triton"] = round(targets["gateway"]["requests_per_s"] / targets["triton"]["requests_per_s"], 2)
+    return results
+
+
 def speech_wav() -> bytes:
     """A ~9 s 16 kHz mono 16-bit WAV of two sentences (espeak-ng + sox)."""
     from benchmarks.speech import SENTENCES, say
@@ -201,9 +266,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=30, help="runs per stage (median reported)")
     p.add_argument("--app-requests", type=int, default=30, help="requests through the whole app per route")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--served", type=float, metavar="SECONDS", help="measure the served path instead (see above)")
+    p.add_argument("--concurrency", type=int, default=16, help="--served: requests in flight")
+    p.add_argument("--workers", type=int, default=2, help="--served: WHISPER_GATEWAY_WORKERS of our gateway")
+    p.add_argument("--gateway-root", type=Path, default=REPO, help="--served: source tree our gateway runs from")
+    p.add_argument("--out", type=Path, default=Path("gateway-profile-out"), help="--served: work folder")
     args = p.parse_args(argv)
+    if args.served:
+        result: dict[str, Any] = served(args.served, args.concurrency, args.workers, args.gateway_root, args.out)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     data = args.audio.read_bytes() if args.audio else speech_wav()
-    result: dict[str, Any] = {"stages_ms": stages(data, args.repeat)}
+    result = {"stages_ms": stages(data, args.repeat)}
     result["app_cpu_ms_per_request"] = whole_app(data, args.app_requests)
     print(json.dumps(result, indent=2))
     if args.json:

@@ -14,12 +14,19 @@ packages are installed (``--device cpu`` for a smoke run). Two models:
   with seeded RANDOM weights and a FIXED decode length per window: production-sized compute,
   meaningless text.
 
-For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`)
-and the gateway (:class:`benchmarks.reference.GatewayProcess`) start, ``nvidia-smi dmon`` samples
-the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
-``in_process`` interleaved at each concurrency. Writes ``<out>/<model>/bench.json`` (the bench
-tool's files), ``<out>/dmon_<model>.txt``, ``<out>/checks_<model>.json`` and the summary
-``<out>/gpu_served.json`` (one record per target × model × concurrency; docs/benchmarks.md).
+For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`),
+our gateway with ``--gateway-workers`` worker processes and the seeds' reference gateway design
+(:mod:`benchmarks.reference_gateway`: one process, synchronous gRPC inside the async handler), both
+as :class:`benchmarks.reference.GatewayProcess` on the same Triton, start; ``nvidia-smi dmon``
+samples the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
+``in_process`` interleaved at each concurrency, then ``reference_gateway`` at
+``--reference-concurrency``. Each level's record carries the time spent inside Triton
+(``triton_ms``: per request queue / compute / whole request from Triton's counters, per execution
+the model's parse / engine / decoding / response stages, :mod:`whisper_build.serving.triton_model.stages`),
+and each model the gateway's CPU per request over its levels. Writes ``<out>/<model>/bench.json``
+(the bench tool's files; ``<out>/<model>/reference/`` for the reference), ``<out>/dmon_<model>.txt``,
+``<out>/checks_<model>.json`` and the summary ``<out>/gpu_served.json`` (one record per target ×
+model × concurrency; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa
 from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
 from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
 
-TARGETS = ("gateway", "triton", "in_process")
+TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 
 
 def random_model_dir(tokenizer_dir: Path, out: Path, shape: str = "large-v3-turbo") -> Path:
@@ -139,29 +146,48 @@ def run_model(
     finally:
         for key in extra_env:
             os.environ.pop(key, None)
+    gateway_env = {"WHISPER_GATEWAY_WORKERS": str(args.gateway_workers)}
     with triton:
         triton_ready_s = time.monotonic() - started
-        with GatewayProcess(settings.grpc_url, capacity=args.max_batch) as gateway:
+        with (
+            GatewayProcess(settings.grpc_url, capacity=args.max_batch, settings=gateway_env) as gateway,
+            GatewayProcess(settings.grpc_url, module="benchmarks.reference_gateway") as reference,
+        ):
             checks: dict = {"triton_ready_s": round(triton_ready_s, 1)}
             if not params.random_weights_fixed_tokens:
                 checks |= check_transcripts(gateway.url, audio, references, params)
                 print(json.dumps({k: v for k, v in checks.items() if k != "transcripts"}), flush=True)
-            (args.out / f"checks_{name}.json").write_text(json.dumps(checks, indent=2))
+            common = [
+                "--audio", *map(str, audio), "--quiet", "--interleave", "--title", f"{name} on {args.device_name}",
+                "--duration", str(args.duration), "--warmup", "4", "--timeout", "120", "--metrics-settle", "0.5",
+            ]  # fmt: skip
             with GpuSampler(args.out / f"dmon_{name}.txt") as gpu:
+                cpu_before = gateway.cpu_seconds()
                 code = bench_main([
-                    "--audio", *map(str, audio), "--out", str(out), "--quiet", "--interleave",
-                    "--title", f"{name} on {args.device_name}",
+                    *common, "--out", str(out),
                     "--target", f"gateway={gateway.url}",
                     "--target", f"triton=grpc://{settings.grpc_url}",
                     "--target", f"in_process={engine_query(params, args.max_batch)}",
                     "--triton-metrics", f"gateway={settings.metrics_url}",
                     "--triton-metrics", f"triton={settings.metrics_url}",
-                    "--concurrency", args.concurrency, "--duration", str(args.duration),
-                    "--warmup", "4", "--timeout", "120", "--metrics-settle", "0.5",
+                    "--concurrency", args.concurrency,
                 ])  # fmt: skip
-    if code != 0:  # a failed level (errors, no success) is reported in its record, not fatal to the run
-        print(f"WARNING: bench exited {code} for {name}", flush=True)
+                checks["gateway_cpu_s"] = round(gateway.cpu_seconds() - cpu_before, 2)
+                if args.reference_concurrency:
+                    code |= bench_main([
+                        *common, "--out", str(out / "reference"),
+                        "--target", f"reference_gateway={reference.url}/invocations",
+                        "--triton-metrics", f"reference_gateway={settings.metrics_url}",
+                        "--concurrency", args.reference_concurrency,
+                    ])  # fmt: skip
+            (args.out / f"checks_{name}.json").write_text(json.dumps(checks, indent=2))
     levels = json.loads((out / "bench.json").read_text())["levels"]
+    gateway_requests = sum(level["requests"] for level in levels if level["target"] == "gateway")
+    for level in levels:
+        if level["target"] == "gateway" and gateway_requests:  # the sweep's mean, warm-up and canaries included
+            level["gateway_cpu_ms_per_request"] = round(1000 * checks["gateway_cpu_s"] / gateway_requests, 2)
+    if (out / "reference" / "bench.json").exists():
+        levels += json.loads((out / "reference" / "bench.json").read_text())["levels"]
     for level in levels:
         level["gpu_sm_util_pct"] = gpu.mean_sm(level.get("started_unix"), level["wall_s"])
     return levels
@@ -224,6 +250,7 @@ def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
             "p50_s": level.get("latency_p50_s"), "p99_s": level.get("latency_p99_s"),
             "windows_per_s": level.get("requests_per_s"), "rtfx": level.get("rtfx"),
             "avg_batch": level.get("avg_batch_size"), "gpu_sm_util_pct": level.get("gpu_sm_util_pct"),
+            "triton_ms": level.get("triton_ms"), "gateway_cpu_ms_per_request": level.get("gateway_cpu_ms_per_request"),
             "ok": level.get("ok"), "requests": level.get("requests"),
             "errors": level.get("errors"), **extra,
         })  # fmt: skip
@@ -314,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         help="environment for tritonserver (and its python stubs) only",
     )  # fmt: skip
     p.add_argument("--fixed-tokens", type=int, default=100, help="decode length of the random-weight model")
+    p.add_argument("--gateway-workers", type=int, default=4, help="WHISPER_GATEWAY_WORKERS of our gateway")
+    p.add_argument(
+        "--reference-concurrency", default="1,64",
+        help="levels for the seeds' reference gateway design (benchmarks/reference_gateway.py); '' = skip it",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.prepare:
         prepare_stage(args.stage)
@@ -349,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     versions = {
-        n: metadata.version(n) for n in ("torch", "transformers", "tritonclient", "fastapi", "uvicorn", "numpy")
+        n: metadata.version(n)
+        for n in ("torch", "transformers", "tritonclient", "fastapi", "uvicorn", "numpy", "soundfile", "av")
     }
     versions |= {
         "python": platform.python_version(),
@@ -363,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions,
         "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
                      "instance_count": 1, "engine_max_batch": args.max_batch, "in_process": "no-delay batcher, same max"},
+        "gateway": {"workers": args.gateway_workers, "capacity": args.max_batch,
+                    "reference_gateway": "benchmarks/reference_gateway.py (1 process, sync gRPC in async handler)"},
         "levels_s": args.duration, "requests": "single-window (one ≤ 30 s file per request)",
         "audio": [a.name for a in audio], "records": records,
     }  # fmt: skip

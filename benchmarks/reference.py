@@ -82,12 +82,22 @@ class GatewayProcess:
     """Run ``python -m whisper_build.serving.gateway`` on free ports (traffic, metrics), pointed at ``triton_url``.
 
     A context manager that waits for ``/ping`` and stops the gateway on exit (SIGTERM, then SIGKILL).
-    ``settings`` adds ``WHISPER_GATEWAY_*`` variables (e.g. ``{"WHISPER_GATEWAY_QUEUE_SIZE": "4"}``).
+    ``settings`` adds ``WHISPER_GATEWAY_*`` variables (e.g. ``{"WHISPER_GATEWAY_QUEUE_SIZE": "4"}``);
+    ``module`` runs another server reading ``WHISPER_GATEWAY_PORT`` / ``_TRITON_URL`` instead
+    (``benchmarks.reference_gateway``, the seeds' design); ``root`` runs another source tree's
+    gateway (e.g. an exported older commit, for before/after figures).
     """
 
     def __init__(
-        self, triton_url: str, capacity: int = GATEWAY_CAPACITY, settings: dict[str, str] | None = None
+        self,
+        triton_url: str,
+        capacity: int = GATEWAY_CAPACITY,
+        settings: dict[str, str] | None = None,
+        module: str = "whisper_build.serving.gateway",
+        root: Path = REPO,
     ) -> None:
+        self._module = module
+        self._root = root
         self.port, metrics_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
@@ -96,16 +106,14 @@ class GatewayProcess:
             WHISPER_GATEWAY_PORT=str(self.port), WHISPER_GATEWAY_METRICS_PORT=str(metrics_port),
             WHISPER_GATEWAY_TRITON_URL=triton_url,
             WHISPER_GATEWAY_CAPACITY=str(capacity), WHISPER_GATEWAY_LOG_LEVEL="warning",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])),
         )  # fmt: skip
         env.update(settings or {})
         self._env = env
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> GatewayProcess:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "whisper_build.serving.gateway"], env=self._env, cwd=REPO
-        )
+        self._process = subprocess.Popen([sys.executable, "-m", self._module], env=self._env, cwd=self._root)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -129,6 +137,19 @@ class GatewayProcess:
     def alive(self) -> bool:
         """True while the gateway process runs."""
         return self._process is not None and self._process.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) used so far by the gateway and its live worker processes."""
+        assert self._process is not None
+        total = 0.0
+        parent = psutil.Process(self._process.pid)
+        for process in (parent, *parent.children(recursive=True)):
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
 
     def rss_bytes(self) -> int:
         """Resident set size of the gateway process now."""

@@ -17,7 +17,7 @@ from benchmarks.bench.audio import BenchInputError, load_samples
 from benchmarks.bench.cli import main
 from benchmarks.bench.stats import Outcome, percentile, summarize
 from benchmarks.bench.targets import parse_target
-from benchmarks.bench.triton_metrics import Counts, average_batch_size, parse_counts
+from benchmarks.bench.triton_metrics import Counts, average_batch_size, parse_counts, server_timings
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -98,11 +98,39 @@ def test_triton_counters_and_average_batch() -> None:
         'nv_inference_exec_count{model="whisper",version="2"} 2\n'
     )
     after = parse_counts(text, "whisper")
-    assert after == Counts(40.0, 10.0)
+    assert (after.inferences, after.executions) == (40.0, 10.0)
     assert average_batch_size(Counts(0.0, 0.0), after) == pytest.approx(4.0)
     assert average_batch_size(after, after) is None  # nothing executed
     assert average_batch_size(None, after) is None  # a scrape failed
-    assert parse_counts("", "whisper") == Counts(0.0, 0.0)
+    empty = parse_counts("", "whisper")
+    assert (empty.inferences, empty.executions, empty.stage_seconds) == (0.0, 0.0, {})
+
+
+def test_time_inside_triton_per_request_and_per_execution() -> None:
+    def exposition(requests: int, executions: int, queue_us: int, infer_us: int, engine_s: float) -> str:
+        return (
+            f'nv_inference_request_success{{model="whisper",version="1"}} {requests}\n'
+            f'nv_inference_exec_count{{model="whisper",version="1"}} {executions}\n'
+            f'nv_inference_count{{model="whisper",version="1"}} {requests}\n'
+            f'nv_inference_request_duration_us{{model="whisper",version="1"}} {queue_us + infer_us + 1000 * requests}\n'
+            f'nv_inference_queue_duration_us{{model="whisper",version="1"}} {queue_us}\n'
+            f'nv_inference_compute_infer_duration_us{{model="whisper",version="1"}} {infer_us}\n'
+            f'nv_inference_queue_duration_us{{model="other",version="1"}} 999999\n'
+            "# TYPE whisper_model_stage_seconds counter\n"
+            f'whisper_model_stage_seconds{{stage="engine"}} {engine_s}\n'
+            f'whisper_model_stage_seconds{{stage="parse"}} {engine_s / 100}\n'
+        )
+
+    before = parse_counts(exposition(10, 5, 20_000, 1_000_000, 0.4), "whisper")
+    after = parse_counts(exposition(30, 10, 60_000, 5_000_000, 1.4), "whisper")
+    timings = server_timings(before, after)
+    assert timings is not None
+    assert timings["queue"] == pytest.approx(2.0)  # 40 ms over 20 requests
+    assert timings["compute_infer"] == pytest.approx(200.0)
+    assert timings["request"] == pytest.approx(203.0)
+    assert timings["model_engine"] == pytest.approx(200.0)  # 1 s over 5 executions
+    assert timings["model_parse"] == pytest.approx(2.0)
+    assert server_timings(after, after) is None and server_timings(None, after) is None
 
 
 # ---------------------------------------------------------------- whole runs

@@ -99,6 +99,27 @@ def test_single_window_is_transcribed(triton_server: LocalTriton, speech: list[n
     assert wer(SENTENCES[0], text) <= MAX_WER, text
 
 
+def test_each_execution_reports_where_its_time_went(triton_server: LocalTriton, speech: list[np.ndarray]) -> None:
+    # GIVEN the model's stage counters (Triton custom metrics) WHEN one window is transcribed
+    def stages() -> dict[str, float]:
+        with urllib.request.urlopen(triton_server.settings.metrics_url, timeout=10) as response:  # noqa: S310
+            text = response.read().decode()
+        return {
+            sample.labels["stage"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if family.name == "whisper_model_stage_seconds" and "stage" in sample.labels
+        }
+
+    before = stages()
+    asyncio.run(_transcribe(triton_server, _inputs([speech[0]])[:1]))
+    after = stages()
+    # THEN every stage is counted, and the engine (CTranslate2 on the CPU) took most of the time
+    grown = {stage: after[stage] - before.get(stage, 0.0) for stage in ("parse", "engine", "decoding", "response")}
+    assert all(seconds >= 0 for seconds in grown.values()), grown
+    assert grown["engine"] > 0 and grown["engine"] > grown["parse"] + grown["response"], grown
+
+
 def test_batched_request_returns_one_transcript_per_window_in_order(
     triton_server: LocalTriton, speech: list[np.ndarray]
 ) -> None:

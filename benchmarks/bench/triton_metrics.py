@@ -4,41 +4,70 @@ Triton exports ``nv_inference_count`` (inferences = batch items) and ``nv_infere
 (model executions) per ``model``/``version`` on its metrics port (default 8002, path
 ``/metrics``; Triton docs "Metrics"). Their deltas over a level give the batch items per
 execution, i.e. how much dynamic batching batched.
+
+Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative per-request
+``nv_inference_request_duration_us`` (the whole request in the server), ``..._queue_duration_us``
+(waiting in the dynamic batcher), ``..._compute_input_duration_us`` / ``_infer_`` / ``_output_``
+(a request in a batch is charged the batch's time) divided by ``nv_inference_request_success``,
+and the model's own ``whisper_model_stage_seconds{stage}`` (parse / engine / decoding / response,
+:mod:`whisper_build.serving.triton_model.stages`) divided by executions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 INFERENCE_COUNT = "nv_inference_count"
 EXEC_COUNT = "nv_inference_exec_count"
+DURATIONS_US = {
+    "request": "nv_inference_request_duration_us",
+    "queue": "nv_inference_queue_duration_us",
+    "compute_input": "nv_inference_compute_input_duration_us",
+    "compute_infer": "nv_inference_compute_infer_duration_us",
+    "compute_output": "nv_inference_compute_output_duration_us",
+}
+"""Triton's cumulative per-request durations (µs) by short name."""
+SUCCESS = "nv_inference_request_success"
+STAGE_SECONDS = "whisper_model_stage_seconds"
+"""The model's own counter (``whisper_build.serving.triton_model.stages.METRIC``; no ``model`` label)."""
 
 
 @dataclass(frozen=True)
 class Counts:
-    """Summed counters of one model at one moment."""
+    """Summed counters of one model at one moment.
+
+    ``durations_us`` holds :data:`DURATIONS_US` by short name, ``stage_seconds`` the model's stages.
+    """
 
     inferences: float
     executions: float
+    successes: float = 0.0
+    durations_us: dict[str, float] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def parse_counts(text: str, model: str) -> Counts:
-    """Sum ``nv_inference_count`` and ``nv_inference_exec_count`` over every version of ``model``.
+    """Sum Triton's counters over every version of ``model`` (and the model's stage counters).
 
     Reads a Prometheus text exposition; missing counters read as 0.
     """
-    totals = {INFERENCE_COUNT: 0.0, EXEC_COUNT: 0.0}
+    names = {INFERENCE_COUNT, EXEC_COUNT, SUCCESS, *DURATIONS_US.values()}
+    totals = dict.fromkeys(names, 0.0)
+    stages: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name not in totals:
-            continue
         for sample in family.samples:
             # the parser names counter samples ``<family>_total``; ``_created`` ones are timestamps
-            if sample.name in (family.name, family.name + "_total") and sample.labels.get("model") == model:
+            if sample.name not in (family.name, family.name + "_total"):
+                continue
+            if family.name == STAGE_SECONDS and "stage" in sample.labels:
+                stages[sample.labels["stage"]] = stages.get(sample.labels["stage"], 0.0) + sample.value
+            elif family.name in names and sample.labels.get("model") == model:
                 totals[family.name] += sample.value
-    return Counts(totals[INFERENCE_COUNT], totals[EXEC_COUNT])
+    durations = {short: totals[name] for short, name in DURATIONS_US.items()}
+    return Counts(totals[INFERENCE_COUNT], totals[EXEC_COUNT], totals[SUCCESS], durations, stages)
 
 
 async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float = 5.0) -> Counts | None:
@@ -62,3 +91,25 @@ def average_batch_size(before: Counts | None, after: Counts | None) -> float | N
     if executions <= 0:
         return None
     return (after.inferences - before.inferences) / executions
+
+
+def server_timings(before: Counts | None, after: Counts | None) -> dict[str, float] | None:
+    """Milliseconds inside Triton over a level (see the module docstring); ``None`` if a scrape failed or nothing ran.
+
+    Keys: ``request``, ``queue``, ``compute_input``, ``compute_infer``, ``compute_output`` (means
+    per successful request) and ``model_<stage>`` (means per execution, when the model reports
+    its stages).
+    """
+    if before is None or after is None:
+        return None
+    requests = after.successes - before.successes
+    executions = after.executions - before.executions
+    if requests <= 0 or executions <= 0:
+        return None
+    out = {
+        short: round((after.durations_us.get(short, 0.0) - before.durations_us.get(short, 0.0)) / 1000 / requests, 3)
+        for short in DURATIONS_US
+    }
+    for stage, seconds in after.stage_seconds.items():
+        out[f"model_{stage}"] = round(1000 * (seconds - before.stage_seconds.get(stage, 0.0)) / executions, 3)
+    return out

@@ -22,6 +22,7 @@ from whisper_build.serving.triton_model.batching import (
 )
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.repository import MULTILINGUAL_PARAMETER
+from whisper_build.serving.triton_model.stages import StageClock, StageCounters, TimedEngine
 
 _INPUTS = {
     "wav": "WAV",
@@ -55,32 +56,44 @@ class TritonPythonModel:
                 "(whisper_build.serving.triton_model.repository.render_model_repository)"
             )
         self._policy = DecodingPolicy.from_params(params)
+        family = getattr(pb_utils, "MetricFamily", None)  # custom metrics: python backend >= 23.05
+        self._stages = StageCounters(family, family.COUNTER if family is not None else None)
 
     def execute(self, requests: list[Any]) -> list[Any]:
-        """One response per request, in order; a bad request gets a TritonError of its own."""
+        """One response per request, in order; a bad request gets a TritonError of its own.
+
+        Each stage's time goes to ``whisper_model_stage_seconds{stage}`` (``stages.py``).
+        """
+        clock = StageClock()
         parsed: list[RequestWindows | Exception] = []
-        for request in requests:
-            try:
-                arrays = {}
-                for argument, name in _INPUTS.items():
-                    tensor = pb_utils.get_input_tensor_by_name(request, name)
-                    arrays[argument] = None if tensor is None else tensor.as_numpy()
-                parsed.append(parse_request(**arrays))
-            except RequestError as error:
-                parsed.append(error)
-            except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
-                parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
+        with clock.stage("parse"):
+            for request in requests:
+                try:
+                    arrays = {}
+                    for argument, name in _INPUTS.items():
+                        tensor = pb_utils.get_input_tensor_by_name(request, name)
+                        arrays[argument] = None if tensor is None else tensor.as_numpy()
+                    parsed.append(parse_request(**arrays))
+                except RequestError as error:
+                    parsed.append(error)
+                except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
+                    parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
+        with clock.stage("decoding"):
+            results = run_batch(TimedEngine(self._engine, clock), parsed, self._policy)
+        clock.split_engine("decoding")
         responses: list[Any] = []
-        for result in run_batch(self._engine, parsed, self._policy):
-            if isinstance(result, Exception):
-                code = (
-                    pb_utils.TritonError.INVALID_ARG
-                    if isinstance(result, RequestError)
-                    else pb_utils.TritonError.INTERNAL
-                )
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))
-            else:
-                texts = pb_utils.Tensor("TRANSCRIPTS", transcripts_array([w.text for w in result]))
-                structured = pb_utils.Tensor("RESULT", results_array(result))
-                responses.append(pb_utils.InferenceResponse(output_tensors=[texts, structured]))
+        with clock.stage("response"):
+            for result in results:
+                if isinstance(result, Exception):
+                    code = (
+                        pb_utils.TritonError.INVALID_ARG
+                        if isinstance(result, RequestError)
+                        else pb_utils.TritonError.INTERNAL
+                    )
+                    responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))
+                else:
+                    texts = pb_utils.Tensor("TRANSCRIPTS", transcripts_array([w.text for w in result]))
+                    structured = pb_utils.Tensor("RESULT", results_array(result))
+                    responses.append(pb_utils.InferenceResponse(output_tensors=[texts, structured]))
+        self._stages.add(clock)
         return responses

@@ -1,0 +1,84 @@
+"""BENCHMARK BASELINE, NOT PRODUCT CODE: the seeds' reference gateway design, reproduced minimally.
+
+The common sample design this project replaces: a FastAPI ``async def invocations`` that
+base64-decodes ``audio_data``, reads it with ``soundfile`` (no resampling: 16 kHz input
+assumed; channels averaged), and calls the SYNCHRONOUS ``tritonclient.grpc.InferenceServerClient.infer``
+inside the async handler, so the event loop is blocked for the whole inference and requests in
+one process reach Triton one at a time. Same JSON contract as our gateway's ``/invocations``
+(``{"audio_data", "whisper_prompt"}`` → ``{"code", "message", "transcribe_text"}``) and the same
+Triton model inputs (:func:`whisper_build.serving.gateway.backend.infer_inputs`: ``WAV``,
+``WAV_LENS``, ``TEXT_PREFIX``, ``REPETITION_PENALTY``, ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
+``TEMPERATURE``; one row for the whole clip, which must be ≤ 30 s), so that "our gateway ÷ the
+reference design on the same Triton" compares the gateways alone. It has none of the product's
+guarantees (no admission, no limits, no streaming decode, no windowing, errors as 500s).
+
+Run: ``python benchmarks/reference_gateway.py --triton-url 127.0.0.1:8001 --port 8090`` (one uvicorn
+process, as the samples run it); ``WHISPER_GATEWAY_PORT`` / ``WHISPER_GATEWAY_TRITON_URL`` are read
+too, so :class:`benchmarks.reference.GatewayProcess` can start it (``module=...``). The bench tool
+measures it with an ``http://host:port/invocations`` target (same contract as our gateway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import soundfile  # noqa: E402
+import uvicorn  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+
+from whisper_build.serving.gateway.backend import DecodeRequest, infer_inputs  # noqa: E402
+from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+
+
+def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
+    """The reference design's app: ``POST /invocations`` (sync gRPC in an async handler) and ``GET /ping``."""
+    from tritonclient.grpc import InferenceServerClient, InferRequestedOutput
+
+    client = InferenceServerClient(url=triton_url)  # the synchronous client, as in the samples
+    app = FastAPI(title="reference gateway (benchmark baseline)")
+
+    @app.get("/ping")
+    async def ping() -> JSONResponse:
+        ready = client.is_model_ready(model_name)
+        return JSONResponse({"status": "ok" if ready else "loading"}, status_code=200 if ready else 503)
+
+    @app.post("/invocations")
+    async def invocations(request: Request) -> JSONResponse:
+        body = json.loads(await request.body())
+        audio = base64.b64decode(body["audio_data"])
+        samples, _rate = soundfile.read(io.BytesIO(audio), dtype="float32")
+        if samples.ndim > 1:
+            samples = samples.mean(axis=1, dtype=np.float32)
+        prompt = parse_prompt(body.get("whisper_prompt") or "").to_text_prefix()
+        inputs = infer_inputs([samples], prompt, 1.0, DecodeRequest())
+        result = client.infer(model_name, inputs, outputs=[InferRequestedOutput("TRANSCRIPTS")])  # blocks the loop
+        text = result.as_numpy("TRANSCRIPTS").reshape(-1)[0].decode()
+        return JSONResponse({"code": 0, "message": "Success", "transcribe_text": text})
+
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI (``--help``)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--triton-url", default=os.environ.get("WHISPER_GATEWAY_TRITON_URL", "127.0.0.1:8001"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("WHISPER_GATEWAY_PORT", "8090")))
+    p.add_argument("--host", default="127.0.0.1")
+    args = p.parse_args(argv)
+    uvicorn.run(create_app(args.triton_url), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
