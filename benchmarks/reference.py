@@ -3,8 +3,9 @@
 Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
 subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
 
-1. gateway end-to-end latency ÷ in-process engine latency (``CTranslate2Engine`` called
-   directly, same files, same windows, one request at a time);
+1. gateway end-to-end latency ÷ in-process latency (the same engine and the Triton model's
+   decoding layer called directly, same files, same windows, one request at a time), and the
+   cost of timestamps and of fallback (latency with vs without, same files);
 2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
    with Triton's average batch size per level;
 3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
@@ -203,27 +204,21 @@ class PeakSampler:
 
 
 # ------------------------------------------------------------------ measurements
+IN_PROCESS_QUERY = f"engine=ctranslate2&device=cpu&cpu_threads={CPU_THREADS}"
+"""The in-process target: the same engine parameters as the Triton model of this run."""
+
+
 async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs: int) -> dict[str, object]:
-    """Gateway end-to-end latency vs the in-process engine on the same file, interleaved.
+    """Gateway end-to-end latency vs the same work in process, on the same file, interleaved.
 
     Each of ``pairs`` rounds sends one file through the gateway (``/invocations``, nothing else
-    in flight) and then gives the same file's windows to a ``CTranslate2Engine`` in this process
-    (all windows in one ``transcribe_batch`` call, as Triton runs a lone request), so that slow
+    in flight) and then to :class:`~benchmarks.bench.targets.InProcessTarget`: the same engine
+    AND the Triton model's decoding layer (``run_batch``: fallback, signals) on all of the file's
+    windows in one call, as Triton runs a lone request; both timed by ``timed_request``, so slow
     changes in machine load hit both alike. Files round-robin; one warm-up round.
     """
-    from whisper_build.serving.engines.ctranslate2_engine import CTranslate2Engine
-    from whisper_build.serving.prompt import parse_prompt
-
-    engine = CTranslate2Engine(EngineParams(engine="ctranslate2", device="cpu", cpu_threads=CPU_THREADS))
-    prompt = parse_prompt("")
     target = open_target(TargetSpec("gateway", "invocations", gateway_url), 1)
-
-    def engine_call(sample: AudioSample) -> float:
-        start = time.perf_counter()
-        n = len(sample.windows)
-        engine.transcribe_batch(list(sample.windows), [prompt] * n, [1.0] * n)
-        return time.perf_counter() - start
-
+    engine = open_target(TargetSpec("in_process", "in_process", IN_PROCESS_QUERY), 1)
     gateway_s: list[float] = []
     engine_s: list[float] = []
     statuses: list[str] = []
@@ -231,15 +226,16 @@ async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs:
         for i in range(pairs + 1):
             sample = samples[i % len(samples)]
             outcome = await timed_request(target, sample, 300.0)
-            seconds = engine_call(sample)
+            local = await timed_request(engine, sample, 300.0)
             if i == 0:
                 continue  # warm-up
-            statuses.append(outcome.status)
-            if outcome.status == "ok":
+            statuses.append(f"{outcome.status}/{local.status}")
+            if outcome.status == "ok" and local.status == "ok":
                 gateway_s.append(outcome.latency_s)
-                engine_s.append(seconds)
+                engine_s.append(local.latency_s)
     finally:
         await target.close()
+        await engine.close()
     if not gateway_s:
         raise RuntimeError(f"no gateway request succeeded: {statuses}")
     ratios = [g / e for g, e in zip(gateway_s, engine_s, strict=True)]
@@ -251,6 +247,95 @@ async def e2e_vs_engine(gateway_url: str, samples: Sequence[AudioSample], pairs:
         "ratio_median_of_pairs": statistics.median(ratios),
         "gateway_s": gateway_s, "engine_s": engine_s,
     }  # fmt: skip
+
+
+GATEWAY_VARIANTS: dict[str, dict[str, str]] = {
+    "json (no timestamps)": {},
+    "verbose_json (segment timestamps)": {"response_format": "verbose_json"},
+    "verbose_json + words": {"response_format": "verbose_json", "timestamp_granularities[]": "word"},
+}
+"""``/v1/audio/transcriptions`` form fields of each timestamps variant (the first is the baseline)."""
+
+
+def _in_process_variants(policy: object) -> dict[str, tuple[object, object]]:
+    """In-process ``(DecodeOptions, DecodingPolicy)`` of each variant (the first is the baseline).
+
+    The fallback is FORCED with ``logprob_threshold = 0`` (every decode counts as failed, since an
+    average log-prob is never > 0), so every window walks its temperature schedule: with step 1.0
+    that is exactly one re-decode at t = 1.0 (sampling, ``best_of`` 5); with the default step 0.2
+    all six temperatures, the worst case a window can cost.
+    """
+    from dataclasses import replace
+
+    from whisper_build.serving.triton_model.decoding import DecodeOptions
+
+    plain = DecodeOptions()
+    return {
+        "no fallback (temperature_increment 0)": (plain, replace(policy, temperature_increment=0.0)),  # type: ignore[type-var]
+        "default policy (fallback only on failure)": (plain, policy),
+        "segment timestamps": (DecodeOptions(timestamps=True), policy),
+        "segment + word timestamps": (DecodeOptions(timestamps=True, word_timestamps=True), policy),
+        "forced fallback, 1 re-decode (t=0 → 1.0)": (plain, replace(policy, logprob_threshold=0.0, temperature_increment=1.0)),  # type: ignore[type-var]
+        "forced fallback, all 6 temperatures": (plain, replace(policy, logprob_threshold=0.0)),  # type: ignore[type-var]
+    }  # fmt: skip
+
+
+async def decoding_costs(gateway_url: str, samples: Sequence[AudioSample], rounds: int) -> dict[str, object]:
+    """Latency with vs without timestamps and fallback: same files, interleaved, c = 1.
+
+    Through the gateway: the OpenAI route with ``json``, ``verbose_json`` and ``verbose_json`` +
+    word timestamps. In process (same engine and decoding layer as Triton's, no server): plain,
+    timestamps, words, and a forced fallback (:func:`_in_process_variants`). Each round sends
+    every file once per variant, variants interleaved; one warm-up round. Figures: p50 latency
+    per variant, its ratio to the variant group's baseline, and windows decoded per window.
+    """
+    from benchmarks.bench.targets import InProcessTarget, OpenAITarget
+
+    spec = TargetSpec("gateway", "openai", gateway_url)
+    gateways = {name: OpenAITarget(spec, 1, form) for name, form in GATEWAY_VARIANTS.items()}
+    local = InProcessTarget(TargetSpec("in_process", "in_process", IN_PROCESS_QUERY))
+    variants = _in_process_variants(local.policy)
+    times: dict[str, list[float]] = {name: [] for name in [*gateways, *variants]}
+    decodes: dict[str, list[int]] = {name: [] for name in variants}
+    errors: list[str] = []
+    try:
+        for r in range(rounds + 1):
+            for sample in samples:
+                for name, target in gateways.items():
+                    outcome = await timed_request(target, sample, 300.0)
+                    if outcome.status != "ok":
+                        errors.append(f"{name}: {outcome.status}")
+                    elif r:
+                        times[name].append(outcome.latency_s)
+                for name, (options, policy) in variants.items():
+                    start = time.perf_counter()
+                    [result] = local.decode([sample.windows], options, policy)  # type: ignore[arg-type]
+                    seconds = time.perf_counter() - start
+                    if isinstance(result, Exception):
+                        errors.append(f"{name}: {result}")
+                    elif r:
+                        times[name].append(seconds)
+                        decodes[name].append(sum(len(w.temperatures) for w in result))
+    finally:
+        for target in gateways.values():
+            await target.close()
+        await local.close()
+    windows = sum(len(s.windows) for s in samples) * rounds
+
+    def rows(names: list[str]) -> dict[str, dict[str, float | None]]:
+        base = statistics.median(times[names[0]]) if times[names[0]] else None
+        out: dict[str, dict[str, float | None]] = {}
+        for name in names:
+            p50 = statistics.median(times[name]) if times[name] else None
+            out[name] = {
+                "p50_s": p50,
+                "ratio": _ratio(p50, base),
+                "decodes_per_window": sum(decodes[name]) / windows if name in decodes and windows else None,
+            }
+        return out
+
+    return {"rounds": rounds, "files": [s.name for s in samples], "errors": errors,
+            "gateway": rows(list(gateways)), "in_process": rows(list(variants))}  # fmt: skip
 
 
 async def _sweep_one(
@@ -364,7 +449,7 @@ def render_markdown(figures: dict) -> str:
         "",
         "| figure | value |",
         "|---|---|",
-        f"| gateway e2e p50 ÷ in-process engine p50 (c=1, {e2e['pairs']} interleaved pairs) | {e2e['ratio_p50']:.3f} "
+        f"| gateway e2e p50 ÷ in-process engine + decoding layer p50 (c=1, {e2e['pairs']} interleaved pairs) | {e2e['ratio_p50']:.3f} "
         f"({e2e['gateway_p50_s']:.3f} s ÷ {e2e['engine_p50_s']:.3f} s); median of per-pair ratios {e2e['ratio_median_of_pairs']:.3f} |",
     ]
     batch = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
@@ -381,6 +466,24 @@ def render_markdown(figures: dict) -> str:
         f"| gateway RSS at rest / peak during the sweep / after the sweep | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
         f"| gateway RSS peak during the long-recording request | {mib(mem['peak_long_request'])} |",
     ]
+    costs = figures.get("decoding_costs")
+    if costs:
+        lines += [
+            "",
+            f"Cost of timestamps and fallback (c=1, {costs['rounds']} rounds × {len(costs['files'])} files, same files, "
+            "interleaved; ratio to the first row of its group; errors: "
+            f"{len(costs['errors'])}):",
+            "",
+            "| where | variant | p50 latency | ratio | decodes per window |",
+            "|---|---|---|---|---|",
+        ]
+        for where in ("gateway", "in_process"):
+            for name, row in costs[where].items():
+                p50 = "-" if row["p50_s"] is None else f"{row['p50_s']:.3f} s"
+                ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+                per = "-" if row["decodes_per_window"] is None else f"{row['decodes_per_window']:.2f}"
+                lines.append(f"| {where.replace('_', '-')} | {name} | {p50} | {ratio} | {per} |")
+        lines.append("")
     synth = figures["synth"]
     if "error" in synth:
         lines.append(f"| make synth | not measured: {synth['error']} |")
@@ -411,6 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--long-seconds", type=float, default=600.0, help="length of the long recording (default 10 min)")
     p.add_argument("--pairs", type=int, default=8, help="gateway/engine pairs for the latency ratio")
+    p.add_argument("--cost-rounds", type=int, default=3, help="rounds of the timestamps/fallback cost comparison")
     p.add_argument("--skip-synth", action="store_true")
     args = p.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -467,9 +571,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 long_gateway = asyncio.run(one_gateway_request(gateway.url, long_sample))
             print("gateway vs in-process engine, interleaved…", flush=True)
             e2e = asyncio.run(e2e_vs_engine(gateway.url, samples, args.pairs))
+            print("cost of timestamps and fallback, interleaved…", flush=True)
+            costs = asyncio.run(decoding_costs(gateway.url, samples, args.cost_rounds))
 
     write_all([*gw, *tr], {"title": "gateway vs Triton, CPU tiny.en (reference run)"}, args.out, "sweep")
     figures["e2e_vs_engine"] = e2e
+    figures["decoding_costs"] = costs
     high = max(concurrencies)
     figures["throughput"] = {}
     for name, levels in (("gateway", gw), ("triton", tr)):

@@ -9,8 +9,8 @@ A target spec is ``NAME=URL``:
 - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
   gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
   file in one request, as the gateway sends them.
-- ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine in this process, no server
-  (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
+- ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine and the Triton model's
+  decoding layer in this process, no server (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
   fields plus ``max_batch`` (most windows per engine call, default 64).
 
 Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
@@ -23,15 +23,20 @@ import asyncio
 import base64
 import json
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
+import numpy as np
 
 from benchmarks.bench.audio import AudioSample, BenchInputError
 from benchmarks.bench.stats import OK
+
+if TYPE_CHECKING:
+    from whisper_build.serving.triton_model.decoding import DecodeOptions, DecodingPolicy, WindowResult
 
 INVOCATIONS = "/invocations"
 OPENAI = "/v1/audio/transcriptions"
@@ -154,13 +159,19 @@ class InvocationsTarget(_HttpTarget):
 
 
 class OpenAITarget(_HttpTarget):
-    """Gateway ``POST /v1/audio/transcriptions`` (multipart ``file``, ``response_format=json``)."""
+    """Gateway ``POST /v1/audio/transcriptions`` (multipart ``file``, ``response_format=json``).
+
+    ``form`` adds or replaces form fields, e.g. ``{"response_format": "verbose_json",
+    "timestamp_granularities[]": "word"}``.
+    """
+
+    def __init__(self, spec: TargetSpec, max_connections: int, form: dict[str, str] | None = None) -> None:
+        super().__init__(spec, max_connections)
+        self.form = {"model": "whisper", "response_format": "json", **(form or {})}
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
-        result = await self._post(
-            timeout, url=OPENAI, files={"file": (sample.name, sample.data)},
-            data={"model": "whisper", "response_format": "json"},
-        )  # fmt: skip
+        """See :meth:`Target.send`: success = HTTP 200 with a JSON ``text``."""
+        result = await self._post(timeout, url=OPENAI, files={"file": (sample.name, sample.data)}, data=self.form)
         return result if isinstance(result, str) else _http_status(result, "text")
 
 
@@ -193,11 +204,13 @@ class TritonTarget:
 
 
 class InProcessTarget:
-    """The engine called in this process: the floor under any server's latency.
+    """The engine and the Triton model's decoding layer called in this process: the floor under any server.
 
-    Requests that arrive while the engine is busy wait, and the next engine call takes all that
-    wait (up to ``max_batch`` windows): an ideal dynamic batcher with no queue delay. The engine
-    runs in one worker thread, so the event loop keeps issuing requests.
+    Each engine call is :func:`whisper_build.serving.triton_model.batching.run_batch`, what the
+    Triton model's ``execute()`` runs (fallback, signals, segments), so a server is compared with
+    the same work minus serving. Requests that arrive while the engine is busy wait, and the next
+    call takes all that wait (up to ``max_batch`` windows): an ideal dynamic batcher with no queue
+    delay. The engine runs in one worker thread, so the event loop keeps issuing requests.
 
     Raises:
         BenchInputError: the query does not describe valid engine parameters.
@@ -206,6 +219,7 @@ class InProcessTarget:
     def __init__(self, spec: TargetSpec) -> None:
         from whisper_build.serving.engines import EngineParams, EngineParamsError, load_engine
         from whisper_build.serving.prompt import parse_prompt
+        from whisper_build.serving.triton_model.decoding import DecodeOptions, DecodingPolicy
 
         values = dict(parse_qsl(spec.address))
         self.max_batch = int(values.pop("max_batch", "64"))
@@ -214,14 +228,42 @@ class InProcessTarget:
         except EngineParamsError as error:
             raise BenchInputError(f"target {spec.name}: {error}") from error
         self.name = spec.name
-        self._engine = load_engine(params)
+        self.engine = load_engine(params)
+        self.policy = DecodingPolicy.from_params(params)
+        """Fallback and silence thresholds, as the Triton model reads them from the same parameters."""
+        self.options = DecodeOptions()
+        """Per-window options of :meth:`send` (what ``/invocations`` sends by default)."""
         self._prompt = parse_prompt("")
-        self._pending: list[tuple[tuple, asyncio.Future[list[str]]]] = []
+        self._pending: list[tuple[Sequence[np.ndarray], asyncio.Future[list[WindowResult]]]] = []
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.batches: list[int] = []
         """Windows per engine call, in order (the in-process "average batch")."""
+
+    def decode(
+        self,
+        requests: Sequence[Sequence[np.ndarray]],
+        options: DecodeOptions | None = None,
+        policy: DecodingPolicy | None = None,
+    ) -> list[list[WindowResult] | Exception]:
+        """Decode these requests' windows in one ``run_batch`` call (blocking).
+
+        Args:
+            requests: per request, its 16 kHz windows.
+            options: per-window options (default :attr:`options`).
+            policy: thresholds (default :attr:`policy`).
+
+        Returns:
+            Per request, its window results or the exception the model would answer with.
+        """
+        from whisper_build.serving.triton_model.batching import RequestWindows, run_batch
+
+        chosen = options or self.options
+        batch: list[RequestWindows | Exception] = [
+            RequestWindows(list(w), [self._prompt] * len(w), [1.0] * len(w), [chosen] * len(w)) for w in requests
+        ]
+        return run_batch(self.engine, batch, policy or self.policy)
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
         """See :meth:`Target.send`: queue the sample's windows for the next engine call and wait."""
@@ -229,17 +271,17 @@ class InProcessTarget:
         if self._worker is None:
             self._wakeup = asyncio.Event()
             self._worker = loop.create_task(self._run())
-        future: asyncio.Future[list[str]] = loop.create_future()
+        future: asyncio.Future[list[WindowResult]] = loop.create_future()
         self._pending.append((sample.windows, future))
         assert self._wakeup is not None
         self._wakeup.set()
         try:
-            texts = await asyncio.wait_for(asyncio.shield(future), timeout)
+            results = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
             return "timeout"
         except Exception:  # noqa: BLE001 - any engine failure is one error status
             return "engine_error"
-        return OK if len(texts) == len(sample.windows) else "bad_response"
+        return OK if len(results) == len(sample.windows) else "bad_response"
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -255,23 +297,18 @@ class InProcessTarget:
                     size += len(self._pending[taken][0])
                     taken += 1
                 batch, self._pending = self._pending[:taken], self._pending[taken:]
-                windows = [w for request, _ in batch for w in request]
-                self.batches.append(len(windows))
+                self.batches.append(sum(len(request) for request, _ in batch))
                 try:
-                    texts = await loop.run_in_executor(
-                        self._executor, self._engine.transcribe_batch, windows,
-                        [self._prompt] * len(windows), [1.0] * len(windows),
-                    )  # fmt: skip
+                    outcomes = await loop.run_in_executor(self._executor, self.decode, [r for r, _ in batch])
                 except Exception as error:  # noqa: BLE001 - handed to every waiting request
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                start = 0
-                for request, future in batch:
-                    if not future.done():
-                        future.set_result(texts[start : start + len(request)])
-                    start += len(request)
+                    outcomes = [error] * len(batch)
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(outcome, Exception):
+                        future.set_exception(outcome)
+                    else:
+                        future.set_result(outcome)
 
     async def close(self) -> None:
         """Stop the batching task and the engine thread (a running engine call finishes on its own)."""
@@ -291,7 +328,15 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
     return InvocationsTarget(spec, max_concurrency)
 
 
-__all__ = ["BenchInputError", "InProcessTarget", "Target", "TargetSpec", "open_target", "parse_target"]
+__all__ = [
+    "BenchInputError",
+    "InProcessTarget",
+    "OpenAITarget",
+    "Target",
+    "TargetSpec",
+    "open_target",
+    "parse_target",
+]
 
 
 async def unreachable(spec: TargetSpec, timeout: float = 3.0) -> str | None:
