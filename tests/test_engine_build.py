@@ -146,6 +146,12 @@ def test_commands_for_a_hugging_face_checkpoint():
     assert _flag(decoder, "--max_input_len") == str(spec.max_prompt_len)
     assert _flag(decoder, "--max_seq_len") == str(spec.max_prompt_len + 200)
     assert _flag(decoder, "--max_encoder_input_len") == "3000"
+    # The serving engine reads <|nospeech|> from the decoder's context logits: built in, and keyed.
+    assert "--gather_context_logits" in decoder and "--gather_context_logits" not in encoder
+    assert spec.build_flags()["gather_context_logits"] is True
+    without = spec.model_copy(update={"gather_context_logits": False})
+    assert "--gather_context_logits" not in commands.decoder_build_step(without, paths).argv
+    assert build_key("m", "img", without.build_flags()) != build_key("m", "img", spec.build_flags())
 
 
 def test_openai_checkpoint_skips_rewrite_and_no_weight_only_flags():

@@ -203,3 +203,77 @@ def test_read_engine_layout_english_only_and_errors(tmp_path):
     assert read_engine_layout(tmp_path / "en").multilingual is False
     with pytest.raises(EngineParamsError, match="is it a trtllm-build output"):
         read_engine_layout(tmp_path / "empty")
+
+
+# --- TensorRT-LLM generate outputs (fake runner) --------------------------------------------
+
+
+class _DeviceTensor:
+    """Stands in for a CUDA ``torch.Tensor``: only ``.cpu().numpy()``, as the engine reads it."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def cpu(self) -> _DeviceTensor:
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return self._array
+
+
+class FakeModelRunnerCpp:
+    """Mimics ``ModelRunnerCpp.generate(..., return_dict=True)`` (TensorRT-LLM
+    ``runtime/model_runner_cpp.py`` ``_fill_output``): ``output_ids`` ``[B, beams, max_seq_len]``
+    = prompt echo + new tokens padded with ``end_id``; ``sequence_lengths`` ``[B, beams]``;
+    ``cum_log_probs`` ``[B, beams]`` when ``output_cum_log_probs``; ``context_logits``
+    ``[B, max_prompt_len, vocab]`` only when the engine gathers them."""
+
+    def __init__(self, new_tokens, cum_log_probs, context_logits=None, max_seq_len=12, beams=2):  # noqa: ANN001
+        self.new_tokens, self.cum, self.context = new_tokens, cum_log_probs, context_logits
+        self.max_seq_len, self.beams = max_seq_len, beams
+        self.kwargs: dict = {}
+
+    def generate(self, *, batch_input_ids, end_id, output_cum_log_probs=False, return_dict=False, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        assert return_dict
+        self.kwargs = kwargs
+        ids = np.full((len(batch_input_ids), self.beams, self.max_seq_len), end_id, np.int32)
+        lengths = np.zeros((len(batch_input_ids), self.beams), np.int32)
+        for b, (prompt, new) in enumerate(zip(batch_input_ids, self.new_tokens, strict=True)):
+            row = [*prompt, *new, end_id]
+            for beam in range(self.beams):  # the second beam is junk the engine must ignore
+                seq = row if beam == 0 else [*prompt, 7, 7, 7]
+                ids[b, beam, : len(seq)] = seq
+                lengths[b, beam] = len(seq)
+        out = {"output_ids": _DeviceTensor(ids), "sequence_lengths": _DeviceTensor(lengths)}
+        if output_cum_log_probs:
+            out["cum_log_probs"] = _DeviceTensor(np.array([[c, -99.0] for c in self.cum], np.float32))
+        if self.context is not None:
+            out["context_logits"] = _DeviceTensor(self.context)
+        return out
+
+
+def test_tensorrt_llm_outputs_give_tokens_summed_logprob_and_no_speech_per_window(tiny_en):
+    from whisper_build.serving.engines.tensorrt_llm_engine import read_generate_outputs
+
+    specials = SpecialTokens.from_lookup(tiny_en.token_to_id, multilingual=False)
+    nospeech = tiny_en.token_to_id("<|nocaptions|>") or tiny_en.token_to_id("<|nospeech|>")
+    hello = tiny_en.encode(" Hello world.", add_special_tokens=False).ids
+    plain = [specials.sot, specials.no_timestamps]
+    with_previous = [specials.sot_prev, *tiny_en.encode(" earlier", add_special_tokens=False).ids, specials.sot]
+    vocab = specials.timestamp_begin + 1501
+    context = np.zeros((2, len(with_previous), vocab), np.float32)
+    context[0, 0, nospeech] = np.log(vocab - 1.0)  # window 0, SOT at 0: p(nospeech) = 0.5
+    context[1, with_previous.index(specials.sot), nospeech] = 50.0  # window 1, SOT after the previous text: ≈ 1
+    context[1, 0, nospeech] = -50.0  # (the <|startofprev|> position is not the one that counts)
+    ts = specials.timestamp_begin
+    runner = FakeModelRunnerCpp([hello, [ts, *hello, ts + 50]], [-1.5, -3.0], context)
+    outputs = runner.generate(
+        batch_input_ids=[plain, with_previous], end_id=specials.eot, output_cum_log_probs=True, return_dict=True
+    )
+    rows = read_generate_outputs(outputs, [plain, with_previous], specials, nospeech)
+    assert [r[0] for r in rows] == [hello, [ts, *hello, ts + 50]]  # prompt echo, eot and padding gone; timestamps kept
+    assert [r[1] for r in rows] == [-1.5, -3.0]  # first beam's cum_log_probs
+    assert rows[0][2] == pytest.approx(0.5) and rows[1][2] == pytest.approx(1.0)
+    # An engine built without --gather_context_logits, a call without output_cum_log_probs: None, not guessed.
+    bare = FakeModelRunnerCpp([hello], [-1.5]).generate(batch_input_ids=[plain], end_id=specials.eot, return_dict=True)
+    assert read_generate_outputs(bare, [plain], specials, nospeech) == [(hello, None, None)]

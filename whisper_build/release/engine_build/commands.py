@@ -121,6 +121,7 @@ def decoder_build_step(spec: BuildSpec, paths: BuildPaths, trtllm_build: str = "
             "--gemm_plugin", spec.dtype,
             "--bert_attention_plugin", spec.dtype,
             "--gpt_attention_plugin", spec.dtype,
+            *(["--gather_context_logits"] if spec.gather_context_logits else []),
         ],
     )  # fmt: skip
 

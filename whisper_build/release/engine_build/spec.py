@@ -59,6 +59,11 @@ class BuildSpec(BaseModel):
         beam_width: decoder ``--max_beam_width`` (1 = greedy).
         max_output_len: generated tokens per window (≤ 224, Whisper's ``sample_len``).
         max_prompt_len: decoder ``--max_input_len`` (start-of-transcript tokens + previous text).
+        gather_context_logits: decoder ``--gather_context_logits``: the runtime returns the prompt's
+            logits, from which the serving engine reads the ``<|nospeech|>`` probability at the
+            ``<|startoftranscript|>`` position (``tensorrt_llm_engine.read_generate_outputs``).
+            Part of the build flags, so of the build key. Costs prompt length × vocabulary floats
+            per window (≈ 0.8 MB for the 4-token prompt without previous text, fp32).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -72,6 +77,7 @@ class BuildSpec(BaseModel):
     beam_width: int = Field(1, ge=1, le=8)
     max_output_len: int = Field(WHISPER_MAX_NEW_TOKENS, ge=1, le=WHISPER_MAX_NEW_TOKENS)
     max_prompt_len: int = Field(ge=MIN_PROMPT_TOKENS)
+    gather_context_logits: bool = True
 
     @model_validator(mode="after")
     def _fits_decoder_context(self) -> BuildSpec:

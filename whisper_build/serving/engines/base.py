@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 
+if TYPE_CHECKING:
+    import tokenizers
+
 __all__ = [
+    "NoWordAlignment",
+    "TokenizerText",
     "EngineCapabilities",
     "EngineKind",
     "EngineParams",
@@ -169,6 +174,39 @@ class WhisperEngine(Protocol):
             ``""`` for silence.
         """
         ...
+
+
+class TokenizerText:
+    """Mixin giving an engine :meth:`WhisperEngine.decode_text` from its Hugging Face tokenizer.
+
+    The engine sets ``self._tokenizer`` (a ``tokenizers.Tokenizer``) and ``self.eot``.
+    """
+
+    _tokenizer: tokenizers.Tokenizer
+    eot: int
+
+    def decode_text(self, tokens: Sequence[int]) -> str:
+        """See :meth:`WhisperEngine.decode_text`."""
+        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
+
+
+class NoWordAlignment:
+    """Mixin for engines without cross-attention output: :meth:`WhisperEngine.align` is refused.
+
+    Such engines set ``capabilities.word_timestamps = False``, so the decoding layer answers a
+    request for words with a 400 before it would call this.
+    """
+
+    name: str
+
+    def align(
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
+    ) -> list[list[WordTiming]]:
+        """Raises NotImplementedError: this engine exposes no cross-attention alignment."""
+        raise NotImplementedError(f"engine {self.name} exposes no cross-attention alignment (no word timings)")
 
 
 class EngineParamsError(ValueError):

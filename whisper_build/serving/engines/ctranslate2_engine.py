@@ -23,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 import tokenizers
 
-from whisper_build.serving.engines.base import EngineCapabilities, EngineParams, Hypothesis, WordTiming
+from whisper_build.serving.engines.base import (
+    EngineCapabilities,
+    EngineParams,
+    Hypothesis,
+    TokenizerText,
+    WordTiming,
+)
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
@@ -47,7 +53,7 @@ _APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"
 """openai/whisper ``transcribe()`` defaults for merging punctuation into words."""
 
 
-class CTranslate2Engine:
+class CTranslate2Engine(TokenizerText):
     """Whisper through ``ctranslate2.models.Whisper`` with the model directory's ``tokenizer.json``.
 
     Args:
@@ -137,10 +143,6 @@ class CTranslate2Engine:
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids
-
-    def decode_text(self, tokens: Sequence[int]) -> str:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
-        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
 
     def _encoded(self, audio: Sequence[npt.NDArray[np.float32]]) -> ctranslate2.StorageView:
         features = ctranslate2.StorageView.from_array(log_mel_batch(list(audio), self._model.n_mels))

@@ -12,17 +12,21 @@ return_dict=True, output_sequence_lengths=True)``. Differences from the example,
 * ``max_new_tokens`` comes from the model config (default 224 = Whisper's ``n_text_ctx // 2``),
   not 96/50 as in the examples; the engine must be built with ``--max_seq_len`` ≥ prompt +
   ``max_new_tokens`` (e.g. 448) and ``--max_input_len`` ≥ the longest prompt (e.g. 230);
-* output ids echo the prompt and are padded with ``end_id``: :func:`clean_output_ids` removes both.
+* output ids echo the prompt and are padded with ``end_id``: :func:`generated_ids` removes both.
 
 :meth:`TensorRTLLMEngine.generate` (the decoding layer's entry) asks the runtime for
 ``output_cum_log_probs`` (summed log-prob per beam) and, at temperature > 0, samples with
 ``num_beams=1, top_k=0, top_p=1.0, temperature=t`` (full-distribution sampling; ``top_k=0`` with
 ``top_p=0`` would be greedy in TensorRT-LLM's sampling config). The ``<|nospeech|>`` probability
-would need the decoder's context logits (an engine built with ``--gather_context_logits``), so it
-is ``None`` here and the silence rule on this engine rests on the energy gate and the log-prob
-thresholds. UNVERIFIED on a GPU (no GPU here): written from the TensorRT-LLM
-``ModelRunnerCpp.generate`` signature; the decoding logic above it is unit-tested with a fake.
-Word timings: not available (no cross-attention output), so the decoding layer answers 400.
+is read as openai/whisper does (softmax of the decoder's logits at the ``<|startoftranscript|>``
+position) from ``context_logits``, which ``ModelRunnerCpp`` returns only for a decoder engine built
+with ``--gather_context_logits`` (the engine build sets it: ``BuildSpec.gather_context_logits``, part
+of the build key); without them it is ``None`` and the silence rule on this engine rests on the
+energy gate and the log-prob thresholds. :func:`read_generate_outputs` turns the runtime's return
+dict into hypotheses and is unit-tested against a fake runner; the call itself is UNVERIFIED on a
+GPU (no GPU here): written from ``tensorrt_llm/runtime/model_runner_cpp.py`` (``generate`` /
+``_fill_output``). Word timings: not available (no cross-attention output), so the decoding layer
+answers 400.
 
 Engine directory layout (made by ``whisper_build`` engine build): ``encoder/config.json`` +
 ``rank0.engine``, ``decoder/config.json`` + ``rank0.engine``, and the model's Hugging Face
@@ -33,9 +37,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,21 +51,21 @@ from whisper_build.serving.engines.base import (
     EngineParams,
     EngineParamsError,
     Hypothesis,
-    WordTiming,
+    NoWordAlignment,
+    TokenizerText,
 )
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     MULTILINGUAL_VOCAB_SIZE,
     SpecialTokens,
     build_prompt_ids,
-    clean_output_ids,
     generated_ids,
     group_indices,
     max_length_for,
 )
 from whisper_build.serving.prompt import DecodePrompt
 
-__all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout"]
+__all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout", "read_generate_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +117,57 @@ def read_engine_layout(engine_dir: Path) -> EngineLayout:
         raise EngineParamsError(f"model_path: engine config lacks {error}") from error
 
 
-class TensorRTLLMEngine:
+def _numpy(value: Any) -> npt.NDArray[Any]:
+    """A runtime tensor (``torch.Tensor`` on any device) or array as a NumPy array."""
+    return np.asarray(value.cpu().numpy() if hasattr(value, "cpu") else value)
+
+
+def read_generate_outputs(
+    outputs: Mapping[str, Any],
+    prompt_ids: Sequence[Sequence[int]],
+    specials: SpecialTokens,
+    no_speech_id: int | None,
+) -> list[tuple[list[int], float | None, float | None]]:
+    """Per window: generated tokens, summed log-prob and ``<|nospeech|>`` probability.
+
+    Reads the dict ``ModelRunnerCpp.generate(..., return_dict=True)`` returns (TensorRT-LLM
+    ``model_runner_cpp.py`` ``_fill_output``); the first sequence (best beam / the sample) counts:
+
+    * ``output_ids`` ``[B, beams, max_seq_len]``, padded with ``end_id`` (the prompt may be echoed
+      in front; :func:`generated_ids` removes it and cuts at ``<|endoftext|>``);
+    * ``sequence_lengths`` ``[B, beams]`` (``output_sequence_lengths=True``);
+    * ``cum_log_probs`` ``[B, beams]`` (``output_cum_log_probs=True``), else the log-prob is ``None``;
+    * ``context_logits`` ``[B, max_prompt_len, vocab]`` (decoder built with
+      ``--gather_context_logits``): softmax at the prompt's ``<|startoftranscript|>`` position,
+      probability of ``no_speech_id`` (openai/whisper ``decoding.py``); else ``None``.
+
+    Args:
+        outputs: the runtime's return dict (tensors with ``.cpu().numpy()``, or arrays).
+        prompt_ids: each window's decoder prompt.
+        specials: the tokenizer's special ids (``eot``, ``sot``).
+        no_speech_id: id of ``<|nospeech|>`` (``<|nocaptions|>`` in older vocabularies), if any.
+
+    Raises:
+        KeyError: ``output_ids`` or ``sequence_lengths`` missing (the runner was not asked for them).
+    """
+    output_ids = _numpy(outputs["output_ids"])
+    lengths = _numpy(outputs["sequence_lengths"])
+    cum = _numpy(outputs["cum_log_probs"]) if outputs.get("cum_log_probs") is not None else None
+    context = _numpy(outputs["context_logits"]) if outputs.get("context_logits") is not None else None
+    rows: list[tuple[list[int], float | None, float | None]] = []
+    for b, prompt in enumerate(prompt_ids):
+        tokens = generated_ids(output_ids[b, 0, : int(lengths[b, 0])].tolist(), prompt, specials.eot)
+        logprob = None if cum is None else float(cum[b, 0])
+        no_speech = None
+        if context is not None and no_speech_id is not None and specials.sot in prompt:
+            logits = context[b, list(prompt).index(specials.sot)].astype(np.float64)
+            probs = np.exp(logits - logits.max())
+            no_speech = float(probs[no_speech_id] / probs.sum())
+        rows.append((tokens, logprob, no_speech))
+    return rows
+
+
+class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
     """Whisper encoder/decoder TensorRT-LLM engines run with the C++ runtime (``ModelRunnerCpp``).
 
     Args:
@@ -145,6 +200,7 @@ class TensorRTLLMEngine:
         self.multilingual = self._layout.multilingual
         self.eot = self._specials.eot
         self.timestamp_begin = self._specials.timestamp_begin
+        self._no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
         self._runner = ModelRunnerCpp.from_dir(
             engine_dir=str(engine_dir),
             is_enc_dec=True,
@@ -183,9 +239,10 @@ class TensorRTLLMEngine:
             group = [voiced[j] for j in indices]
             for start in range(0, len(group), self._batch):
                 chunk = group[start : start + self._batch]
-                outputs, _ = self._generate([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
-                for i, ids in zip(chunk, outputs, strict=True):
-                    texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
+                outputs = self._run([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
+                rows = read_generate_outputs(outputs, [prompt_ids[i] for i in chunk], self._specials, None)
+                for i, (tokens, _, _) in zip(chunk, rows, strict=True):
+                    texts[i] = self.decode_text(tokens).strip()
         return texts
 
     def generate(
@@ -209,35 +266,25 @@ class TensorRTLLMEngine:
         for penalty, group in group_indices(list(repetition_penalty)).items():
             for start in range(0, len(group), self._batch):
                 chunk = group[start : start + self._batch]
-                ids, logprobs = self._generate(
+                outputs = self._run(
                     [audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty, temperature, scores=True
                 )
-                for i, row, logprob in zip(chunk, ids, logprobs, strict=True):
-                    tokens = generated_ids(row, prompt_ids[i], self.eot)
-                    out[i] = Hypothesis(tokens, logprob, None, languages[i])
+                rows = read_generate_outputs(outputs, [prompt_ids[i] for i in chunk], self._specials, self._no_speech)
+                for i, (tokens, logprob, no_speech) in zip(chunk, rows, strict=True):
+                    if logprob is None:
+                        raise RuntimeError("the TensorRT-LLM runtime returned no cum_log_probs")
+                    out[i] = Hypothesis(tokens, logprob, no_speech, languages[i])
         return [h for h in out if h is not None]
 
-    def decode_text(self, tokens: Sequence[int]) -> str:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
-        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
-
-    def align(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        text_tokens: Sequence[Sequence[int]],
-    ) -> list[list[WordTiming]]:
-        """Not available on this engine (``capabilities.word_timestamps`` is false)."""
-        raise NotImplementedError("tensorrt_llm engines expose no cross-attention alignment")
-
-    def _generate(
+    def _run(
         self,
         audio: list[npt.NDArray[np.float32]],
         prompt_ids: list[list[int]],
         penalty: float,
         temperature: float = 0.0,
         scores: bool = False,
-    ) -> tuple[list[list[int]], list[float]]:
+    ) -> Mapping[str, Any]:
+        """One ``ModelRunnerCpp.generate`` call; its return dict (see :func:`read_generate_outputs`)."""
         torch = self._torch
         mel = torch.from_numpy(log_mel_batch(audio, self._layout.n_mels))
         # [B, n_mels, 3000] → [B, 3000, n_mels] fp16 on the GPU, as run.py passes encoder_input_features.
@@ -250,7 +297,7 @@ class TensorRTLLMEngine:
             else {"num_beams": self._params.beam_size}
         )
         with torch.no_grad():
-            outputs = self._runner.generate(
+            outputs: Mapping[str, Any] = self._runner.generate(
                 batch_input_ids=[torch.tensor(ids, dtype=torch.int32) for ids in prompt_ids],
                 encoder_input_features=features,
                 encoder_output_lengths=frames // 2,  # the encoder's conv stride 2: 3000 frames → 1500
@@ -264,13 +311,7 @@ class TensorRTLLMEngine:
                 **sampling,
             )
             torch.cuda.synchronize()
-        output_ids = outputs["output_ids"].cpu().numpy()  # [B, beams, max_len]
-        lengths = outputs["sequence_lengths"].cpu().numpy()  # [B, beams]
-        ids = [output_ids[b, 0, : lengths[b, 0]].tolist() for b in range(len(audio))]
-        if not scores:
-            return ids, []
-        cum = outputs["cum_log_probs"].cpu().numpy()  # [B, beams]
-        return ids, [float(cum[b, 0]) for b in range(len(audio))]
+        return outputs
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids

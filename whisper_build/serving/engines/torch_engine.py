@@ -40,7 +40,8 @@ from whisper_build.serving.engines.base import (
     EngineParams,
     EngineParamsError,
     Hypothesis,
-    WordTiming,
+    NoWordAlignment,
+    TokenizerText,
 )
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
@@ -84,7 +85,7 @@ def log_mel_torch(audio: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
     return (log_spec + 4.0) / 4.0
 
 
-class TorchEngine:
+class TorchEngine(TokenizerText, NoWordAlignment):
     """Whisper through ``transformers`` ``WhisperForConditionalGeneration`` on PyTorch.
 
     Args:
@@ -180,19 +181,6 @@ class TorchEngine:
             for i, text in zip(chunk, decoded, strict=True):
                 texts[i] = text
         return texts
-
-    def decode_text(self, tokens: Sequence[int]) -> str:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.decode_text`."""
-        return str(self._tokenizer.decode([t for t in tokens if t < self.eot]))
-
-    def align(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        text_tokens: Sequence[Sequence[int]],
-    ) -> list[list[WordTiming]]:
-        """Not available on this engine (``capabilities.word_timestamps`` is false)."""
-        raise NotImplementedError("engine torch has no word alignment")
 
     def generate(
         self,
