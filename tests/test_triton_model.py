@@ -25,6 +25,7 @@ from whisper_build.serving.triton_model.batching import (
 from whisper_build.serving.triton_model.repository import (
     MULTILINGUAL_PARAMETER,
     BatchingConfig,
+    check_declared_multilingual,
     render_config,
     render_model_repository,
     tokenizer_multilingual,
@@ -292,3 +293,10 @@ def test_stage_counters_add_each_execution_to_one_counter_per_stage():
     }  # fmt: skip
     assert not StageCounters(None).enabled  # a backend without custom metrics: nothing, no error
     StageCounters(None).add(StageClock())
+
+
+def test_the_model_refuses_a_config_whose_multilingual_parameter_contradicts_the_engine():
+    check_declared_multilingual({MULTILINGUAL_PARAMETER: "false"}, False)
+    check_declared_multilingual({}, True)  # a config that does not say passes
+    with pytest.raises(ValueError, match="multilingual=true but the loaded model is not multilingual"):
+        check_declared_multilingual({MULTILINGUAL_PARAMETER: "true"}, False)

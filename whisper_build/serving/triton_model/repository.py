@@ -23,6 +23,7 @@ __all__ = [
     "MULTILINGUAL_PARAMETER",
     "TEMPLATE_DIR",
     "BatchingConfig",
+    "check_declared_multilingual",
     "model_multilingual",
     "render_config",
     "render_model_repository",
@@ -41,6 +42,25 @@ MULTILINGUAL_PARAMETER = "multilingual"
 """Model-config parameter (``"true"``/``"false"``) saying whether the served Whisper model is
 multilingual; the gateway's ``GET /v1/models`` reports it, ``1/model.py`` checks it against the
 loaded engine (docs/contracts.md §5)."""
+
+
+def check_declared_multilingual(parameters: dict[str, str], engine_multilingual: bool) -> None:
+    """Refuse a model config whose :data:`MULTILINGUAL_PARAMETER` contradicts the loaded engine.
+
+    Args:
+        parameters: the config's parameters as strings.
+        engine_multilingual: what the loaded engine is.
+
+    Raises:
+        ValueError: the parameter says otherwise (an absent parameter passes).
+    """
+    declared = parameters.get(MULTILINGUAL_PARAMETER)
+    if declared is not None and (declared == "true") != engine_multilingual:
+        raise ValueError(
+            f"config.pbtxt says {MULTILINGUAL_PARAMETER}={declared} but the loaded model is "
+            f"{'' if engine_multilingual else 'not '}multilingual; render the model repository again "
+            "(whisper_build.serving.triton_model.repository.render_model_repository)"
+        )
 
 
 def tokenizer_multilingual(tokenizer_json: Path) -> bool:

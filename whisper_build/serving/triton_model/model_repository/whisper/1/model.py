@@ -21,7 +21,7 @@ from whisper_build.serving.triton_model.batching import (
     transcripts_array,
 )
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
-from whisper_build.serving.triton_model.repository import MULTILINGUAL_PARAMETER
+from whisper_build.serving.triton_model.repository import check_declared_multilingual
 from whisper_build.serving.triton_model.stages import StageClock, StageCounters, TimedEngine
 
 _INPUTS = {
@@ -48,13 +48,7 @@ class TritonPythonModel:
         raw = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
         params = EngineParams.from_strings({k: v for k, v in raw.items() if k in EngineParams.model_fields})
         self._engine = load_engine(params.relative_to(Path(args["model_repository"])))
-        declared = raw.get(MULTILINGUAL_PARAMETER)
-        if declared is not None and (declared == "true") != self._engine.multilingual:
-            raise RuntimeError(
-                f"config.pbtxt says {MULTILINGUAL_PARAMETER}={declared} but the loaded model is "
-                f"{'' if self._engine.multilingual else 'not '}multilingual; render the model repository again "
-                "(whisper_build.serving.triton_model.repository.render_model_repository)"
-            )
+        check_declared_multilingual(raw, self._engine.multilingual)
         self._policy = DecodingPolicy.from_params(params)
         family = getattr(pb_utils, "MetricFamily", None)  # custom metrics: python backend >= 23.05
         self._stages = StageCounters(family, family.COUNTER if family is not None else None)
