@@ -85,8 +85,8 @@ GATEWAY_CPU_SHARE = 0.5
 """Part of the serving pod's CPU given to gateway worker processes; the rest is Triton's (its
 frontends, the python-backend stub, the engine's host work) and the supervisor's."""
 MAX_GATEWAY_WORKERS = 8
-"""Most gateway workers per pod: one worker costs ~8 ms of CPU per single-window request after the
-libsndfile/base64 fast paths (docs/benchmarks.md "Gateway cost, after"), so 8 serve far more
+"""Most gateway workers per pod: one worker costs ~7–17 ms of CPU per single-window request after
+the libsndfile/base64 fast paths (docs/benchmarks.md "Gateway cost, after"), so 8 serve far more
 requests per second than one GPU transcribes."""
 
 

@@ -6,6 +6,9 @@ A target spec is ``NAME=URL``:
   ``{"audio_data": <base64>, "whisper_prompt": ""}``, success = HTTP 200 and ``"code": 0``.
 - ``http://host:port/v1/audio/transcriptions`` — gateway, OpenAI multipart, success = HTTP 200
   and a JSON ``text`` field.
+- the seeds' reference gateway design (:mod:`benchmarks.reference_gateway`, a benchmark baseline)
+  speaks the same ``/invocations`` contract: ``reference_gateway=http://host:port/invocations``
+  (``benchmarks/gpu_served.py`` and ``benchmarks/gateway_profile.py --served`` start and name it so).
 - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
   gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
   file in one request, as the gateway sends them.
