@@ -466,24 +466,6 @@ def render_markdown(figures: dict) -> str:
         f"| gateway RSS at rest / peak during the sweep / after the sweep | {mib(mem['rest'])} / {mib(mem['peak_load'])} / {mib(mem['after'])} |",
         f"| gateway RSS peak during the long-recording request | {mib(mem['peak_long_request'])} |",
     ]
-    costs = figures.get("decoding_costs")
-    if costs:
-        lines += [
-            "",
-            f"Cost of timestamps and fallback (c=1, {costs['rounds']} rounds × {len(costs['files'])} files, same files, "
-            "interleaved; ratio to the first row of its group; errors: "
-            f"{len(costs['errors'])}):",
-            "",
-            "| where | variant | p50 latency | ratio | decodes per window |",
-            "|---|---|---|---|---|",
-        ]
-        for where in ("gateway", "in_process"):
-            for name, row in costs[where].items():
-                p50 = "-" if row["p50_s"] is None else f"{row['p50_s']:.3f} s"
-                ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
-                per = "-" if row["decodes_per_window"] is None else f"{row['decodes_per_window']:.2f}"
-                lines.append(f"| {where.replace('_', '-')} | {name} | {p50} | {ratio} | {per} |")
-        lines.append("")
     synth = figures["synth"]
     if "error" in synth:
         lines.append(f"| make synth | not measured: {synth['error']} |")
@@ -503,6 +485,23 @@ def render_markdown(figures: dict) -> str:
                 synth["bench_synth"]["output"].strip(),
                 "```",
             ]
+    costs = figures.get("decoding_costs")
+    if costs:
+        lines += [
+            "",
+            f"Cost of timestamps and fallback (c=1, {costs['rounds']} rounds × {len(costs['files'])} files, same files, "
+            "interleaved; ratio to the first row of its group; errors: "
+            f"{len(costs['errors'])}):",
+            "",
+            "| where | variant | p50 latency | ratio | decodes per window |",
+            "|---|---|---|---|---|",
+        ]
+        for where in ("gateway", "in_process"):
+            for name, row in costs[where].items():
+                p50 = "-" if row["p50_s"] is None else f"{row['p50_s']:.3f} s"
+                ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+                per = "-" if row["decodes_per_window"] is None else f"{row['decodes_per_window']:.2f}"
+                lines.append(f"| {where.replace('_', '-')} | {name} | {p50} | {ratio} | {per} |")
     return "\n".join(lines) + "\n"
 
 
