@@ -115,8 +115,8 @@ def iter_windows(
             start = cut
         offset += start
         buffer = buffer[start:].copy()  # ≤ one window: release the concatenation
-    if pending:
-        buffer = np.concatenate([buffer, *pending])
+    if pending:  # a clip shorter than a window in one chunk (the common request) is not copied
+        buffer = pending[0] if len(pending) == 1 and not len(buffer) else np.concatenate([buffer, *pending])
     if len(buffer):
         yield Window(offset, offset + len(buffer)), buffer
 
