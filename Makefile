@@ -90,6 +90,14 @@ kubeconfig: ## kubectl access to CONFIG's cluster (deploy step 5 alone; waits fo
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only kubectl $(if $(DRY_RUN),--dry-run)
 
+endpoint: ## wait for CONFIG's load balancer address and print how to reach it (the end of make deploy; resumes it after a timeout)
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy endpoint --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+
+pods: ## why CONFIG's serving pods are (not) ready: expected waits (nothing published yet) vs real preflight failures
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy pods --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+
 env: ## print CONFIG's names as shell exports: eval "$$(make -s env CONFIG=config/my.yaml)" (PROJECT, REGION, NAMESPACE, …)
 	$(NEED_VENV)
 	@$(PY) -m whisper_build.workstation.deploy env --config "$(CONFIG)"
@@ -108,4 +116,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy kubeconfig env bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth

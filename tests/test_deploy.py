@@ -63,8 +63,8 @@ def test_dry_run_carries_the_config_through_every_step(
     lines = _dry_run("deploy", config_path)
     commands = [line.strip().removeprefix("$ ") for line in lines if line.strip().startswith("$ ")]
     steps = [line.split(":")[0] for line in lines if line.startswith("[")]
-    assert steps == [f"[{i}/9] {name}" for i, name in enumerate(
-        ["bootstrap", "storage", "hyperpod-chart", "stacks", "kubectl", "serving-image", "engines", "rollout", "serving"], 1
+    assert steps == [f"[{i}/10] {name}" for i, name in enumerate(
+        ["capacity", "bootstrap", "storage", "hyperpod-chart", "stacks", "kubectl", "serving-image", "engines", "rollout", "serving"], 1
     )]  # fmt: skip
     cdk_commands = [c for c in commands if c.startswith("npx cdk")]
     assert len(cdk_commands) == 3
@@ -75,7 +75,7 @@ def test_dry_run_carries_the_config_through_every_step(
     for command in commands:
         if command.startswith("aws ") or command.startswith("kubectl"):
             assert region in command or "kubectl" in command
-            assert project in command or "deployment/whisper-" in command
+            assert project in command or "deployment/whisper-" in command or "instance-type-offerings" in command
     text = "\n".join(lines)
     for name in (
         f"{project}-serving-image",
@@ -102,7 +102,7 @@ def test_make_deploy_dry_run_runs_the_same_plan_and_installs_nothing(custom_conf
         ["make", "-s", "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    assert "[9/9] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
+    assert "[10/10] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
     # even with every install input "modified" (-W), a dry run's recipe has no install step
     planned = subprocess.run(
         ["make", "-n", "-W", "requirements.txt", "-W", "requirements-checkov.txt", "-W", "package.json",
@@ -143,6 +143,12 @@ class RecordingSession:
     def grant_kubectl(self, cluster: str, namespace: str) -> None:
         self.calls.append(f"grant {cluster} {namespace}")
 
+    def check_capacity(self) -> None:
+        self.calls.append("capacity")
+
+    def pod_report(self) -> list[str]:
+        return ["whisper-g5-abc: waiting: Init:Error, expected on a first deploy"]
+
 
 def _run_plan(session: RecordingSession, config_path: Path = DEFAULT_CONFIG_PATH) -> tuple[list[str], list[str]]:
     config = load_config(config_path)
@@ -167,6 +173,7 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "kubectl -n whisper rollout status deployment/whisper-g6e --timeout=30m",
     ]
     assert session.calls == [
+        "capacity",
         "image_exists whisper-hyperpod/charts/hyperpod-helm-chart:0.1.0-067d658",
         "grant whisper-hyperpod whisper",
         "image_exists whisper-hyperpod/whisper-serving:0.1.0",
@@ -174,7 +181,7 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "builds whisper-hyperpod-engine-sm86 whisper-hyperpod-engine-sm89",
         "builds whisper-hyperpod-rollout",
     ]
-    assert sum(line.strip().startswith("done in ") for line in lines) == 9
+    assert sum(line.strip().startswith("done in ") for line in lines) == 10
 
 
 def test_rerun_skips_the_chart_and_image_that_exist() -> None:
@@ -271,7 +278,7 @@ def test_only_runs_one_step_and_rejects_unknown_ones(custom_config: Path, capsys
     lines = _dry_run("deploy", custom_config, "--only", "kubectl")
     assert [line.split(":")[0] for line in lines if line.startswith("[")] == ["[1/1] kubectl"]
     assert cli.main(["deploy", "--config", str(custom_config), "--dry-run", "--only", "kubeconfig"]) == 2
-    assert "no such step; steps: bootstrap, storage" in capsys.readouterr().err
+    assert "no such step; steps: capacity, bootstrap, storage" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- AWS calls: Stubber and moto

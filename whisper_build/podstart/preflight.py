@@ -63,6 +63,19 @@ ENGINES: tuple[str, ...] = get_args(EngineKind)
 """``tensorrt_llm``, ``ctranslate2``, ``torch``: the ``serving_engine`` choices of a GPU group."""
 
 
+NOT_YET_PUBLISHED = (
+    "is empty: nothing is published for",
+    "has files but no published version",
+    "is not published",
+    "the folder is empty",
+)
+"""Phrases of the failures that only mean "nothing is published here yet" (an empty engine prefix, a
+prefix without ``current.json``, a missing CTranslate2 conversion or Hugging Face checkpoint): the
+normal state of a first deploy until the engine builds (or you) publish. Every other ``preflight
+FAILED`` is a real mismatch. ``make pods`` / ``make deploy`` tell the two apart with these
+(:mod:`whisper_build.workstation.deploy.pods`); the tests run the real checks against both."""
+
+
 class PreflightError(Exception):
     """The mounted model repository cannot be served on this node; the message says how to fix it."""
 

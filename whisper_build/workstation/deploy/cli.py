@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from settings import ConfigError, DeploymentConfig, load_config, names
 from whisper_build.workstation import api_keys
-from whisper_build.workstation.deploy import aws, prereqs
+from whisper_build.workstation.deploy import aws, capacity, pods, prereqs, teardown
 from whisper_build.workstation.deploy.plan import (
     Command,
     Step,
@@ -38,6 +39,15 @@ LOCAL_PORT = 8443
 """Local end of ``kubectl port-forward`` in the closing message (8443 with TLS, else 8080)."""
 ENDPOINT_POLL_SECONDS = 15.0
 ENDPOINT_WAIT_SECONDS = 900.0
+ACCESS_LOG_WHY = "server access logs of the buckets (audit trail)"
+KEYS_PER_CYCLE = 2
+"""Customer-managed KMS keys a deploy/destroy cycle leaves: the EKS Secrets key (retained: Security in
+docs/deploy.md) and the engine-build artifacts key (CDK's default removal policy for keys). The API
+keys secret's key is deleted with its stack."""
+KMS_USD_PER_KEY_MONTH = 1.0
+KMS_PRICE_SOURCE = "https://aws.amazon.com/kms/pricing/"
+""""Each AWS KMS key that you create in AWS KMS costs $1/month (prorated hourly)"; no charge for keys
+scheduled for deletion (AWS KMS pricing page, read 2026-12-01)."""
 
 
 def _elapsed(seconds: float) -> str:
@@ -56,6 +66,7 @@ class AwsSession:
         client: ``boto3.client``-like factory ``client(service_name, region_name=...)``.
         resource: ``boto3.resource``-like factory (S3 bucket deletion).
         log: progress line printer.
+        kubectl: runs a kubectl argv and returns its stdout (pod diagnosis); raises on failure.
     """
 
     def __init__(
@@ -66,6 +77,7 @@ class AwsSession:
         client: Callable[..., Any],
         resource: Callable[..., Any],
         log: Callable[[str], None],
+        kubectl: Callable[[Sequence[str]], str] | None = None,
     ) -> None:
         self.config = config
         self.account = account
@@ -73,6 +85,7 @@ class AwsSession:
         self._client = client
         self._resource = resource
         self.log = log
+        self.kubectl = kubectl or kubectl_output
 
     def client(self, service: str) -> Any:
         """A boto3 client of ``service`` in the config's region."""
@@ -94,6 +107,100 @@ class AwsSession:
         created = aws.ensure_access_entry(eks, cluster, principal, namespace)
         self.log(f"    access entry for {principal}: {'created' if created else 'already there'}")
 
+    def check_capacity(self) -> None:
+        """Step ``capacity``: raise :class:`aws.DeployError` listing every missing offering or quota."""
+        problems = capacity.capacity_problems(self.client("ec2"), self.client("service-quotas"), self.config)
+        if problems:
+            raise aws.DeployError(
+                f"this account cannot run the config in {self.config.region} yet:\n  - " + "\n  - ".join(problems)
+            )
+        self.log("    instance types offered and quotas sufficient")
+
+    def pod_report(self) -> list[str]:
+        """Why the serving pods are not ready (:mod:`.pods`), one line per pod."""
+        return pods.report(self.config.serving.namespace, self.kubectl)
+
+    def _stacks(self) -> list[str]:
+        return [names.stack_name(self.config, stack) for stack in names.STACKS]
+
+    def cluster_active(self) -> bool:
+        """Whether the EKS cluster exists and is ``ACTIVE`` (destroy's endpoint step needs kubectl access)."""
+        try:
+            return self.client("eks").describe_cluster(name=names.cluster_name(self.config))["cluster"]["status"] == (
+                "ACTIVE"
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "ResourceNotFoundException":
+                return False
+            raise
+
+    def wait_load_balancers_gone(self) -> None:
+        """Wait for the controller's load balancers to go; raise naming any left after 10 min."""
+        left = teardown.wait_for_no_load_balancers(
+            self.client("elbv2"), self.client("ec2"), names.cluster_name(self.config), self.config.region,
+            lambda line: self.log(f"    {line}"),
+        )  # fmt: skip
+        if left:
+            raise aws.DeployError(
+                "the AWS Load Balancer Controller did not delete these within 10 min (they would block the VPC's "
+                "deletion): " + "; ".join(f"{item.id}: {item.delete}" for item in left)
+            )
+
+    def stacks_gone(self) -> bool:
+        """Whether no stack of the config exists."""
+        cloudformation = self.client("cloudformation")
+        return all(teardown.stack_status(cloudformation, stack) is None for stack in self._stacks())
+
+    def wait_stack_deletes(self) -> None:
+        """Wait for deletions an earlier run started (``DELETE_IN_PROGRESS``)."""
+        states = teardown.wait_for_deletes(self.client("cloudformation"), self._stacks(),
+                                           lambda line: self.log(f"    {line}"))  # fmt: skip
+        left = {stack: status for stack, status in states.items() if status}
+        self.log("    stacks: " + (", ".join(f"{k} {v}" for k, v in left.items()) or "none left"))
+
+    def stack_failure_report(self) -> list[str]:
+        """Each remaining stack's status and the resources that blocked its deletion, with what to do."""
+        cloudformation = self.client("cloudformation")
+        lines = []
+        for stack in self._stacks():
+            status = teardown.stack_status(cloudformation, stack)
+            if status is None:
+                continue
+            lines.append(f"{stack}: {status}")
+            lines += [f"  blocked by {blocked}" for blocked in teardown.delete_failures(cloudformation, stack)]
+        if any("AWS::EC2::" in line for line in lines):
+            lines.append(
+                "a VPC, subnet or security group that will not delete is usually held by a load balancer or network "
+                "interface outside CloudFormation: the billing step's commands list them (docs/deploy.md, Tear down)"
+            )
+            lines += [
+                "  " + item.delete
+                for item in teardown.controller_load_balancers(
+                    self.client("elbv2"), self.client("ec2"), names.cluster_name(self.config), self.config.region
+                )
+            ]
+        return lines
+
+    def check_stacks_gone(self) -> None:
+        """Raise naming every stack still there after ``cdk destroy`` (and what blocked it)."""
+        lines = self.stack_failure_report()
+        if lines:
+            raise aws.DeployError("stacks left after cdk destroy:\n  " + "\n  ".join(lines))
+
+    def check_billing(self) -> None:
+        """Step ``billing``: raise listing whatever still bills by the hour, with the command that deletes it."""
+        config = self.config
+        found = teardown.billing_leftovers(
+            self.client, (names.PROJECT_TAG, config.project_name), names.cluster_name(config),
+            names.hyperpod_cluster_name(config), config.region,
+        )  # fmt: skip
+        if found:
+            raise aws.DeployError(
+                "these outlived the stacks and bill (or block the VPC):\n  "
+                + "\n  ".join(f"{item.kind} {item.id} ({item.detail}): {item.delete}" for item in found)
+            )
+        self.log(f"    nothing of {config.project_name} bills by the hour in {config.region}")
+
     def retained(self) -> list[aws.Retained]:
         """Everything of this config that outlives ``cdk destroy`` (docs/deploy.md, Teardown).
 
@@ -111,7 +218,7 @@ class AwsSession:
         }
         tagging = self.client("resourcegroupstaggingapi")
         for name in aws.tagged_buckets(tagging, names.PROJECT_TAG, project):
-            buckets.setdefault(name, "server access logs of the buckets (audit trail)")
+            buckets.setdefault(name, ACCESS_LOG_WHY)
         repositories = {
             names.serving_repository_name(config): "serving images (a redeploy imports it and skips the build)",
             names.chart_repository_name(config): "the published HyperPod dependency chart",
@@ -137,6 +244,8 @@ class AwsSession:
             return
         for item in found:
             self.log(f"    {item.kind} {item.name}: {item.why}")
+        for line in cycle_summary(found):
+            self.log(f"    {line}")
         if purge:
             aws.delete_retained(self.client, self._resource("s3", region_name=self.config.region), found)
             self.log(
@@ -149,6 +258,25 @@ class AwsSession:
         for item in found:
             for command in aws.delete_commands(item, self.config.region):
                 self.log(f"      {command}")
+
+
+def cycle_summary(found: Sequence[aws.Retained]) -> list[str]:
+    """What earlier deploy/destroy cycles left: counts of retained KMS keys and access-log buckets, and their cost.
+
+    Every cycle without ``PURGE=1`` leaves :data:`KEYS_PER_CYCLE` customer-managed keys and one
+    access-log bucket (generated names: a redeploy creates new ones), so they accumulate.
+    """
+    keys = sum(item.kind == "kms-key" for item in found)
+    log_buckets = sum(item.kind == "s3-bucket" and item.why == ACCESS_LOG_WHY for item in found)
+    if not keys and not log_buckets:
+        return []
+    cycles = max(-(-keys // KEYS_PER_CYCLE), log_buckets)
+    return [
+        f"accumulated: {keys} KMS key(s) = {keys * KMS_USD_PER_KEY_MONTH:.0f} USD a month "
+        f"({KMS_USD_PER_KEY_MONTH:.0f} USD per key-month, {KMS_PRICE_SOURCE}) and {log_buckets} access-log "
+        f"bucket(s), from about {cycles} deploy/destroy cycle(s); {max(0, cycles - 1)} of them before the latest. "
+        f"Each cycle without PURGE=1 adds {KEYS_PER_CYCLE} keys and 1 log bucket"
+    ]
 
 
 def log_group_prefixes(config: DeploymentConfig) -> dict[str, str]:
@@ -227,6 +355,13 @@ class Runner:
                     else:
                         action.run(self.session)
             except (subprocess.CalledProcessError, aws.DeployError, BotoCoreError, ClientError) as err:
+                if step.diagnose is not None:
+                    try:
+                        explanation = step.diagnose(self.session)
+                    except (BotoCoreError, ClientError) as diagnose_err:
+                        explanation = [f"(could not diagnose: {diagnose_err})"]
+                    for line in explanation:
+                        self.out(f"    why: {line}")
                 raise aws.DeployError(
                     f"step '{step.name}' failed after {_elapsed(time.monotonic() - step_started)}: {err}. "
                     "Fix the cause (expired credentials: `aws sso login` or renew them) and run the same command "
@@ -236,6 +371,11 @@ class Runner:
                 f"    done in {_elapsed(time.monotonic() - step_started)} (total {_elapsed(time.monotonic() - started)})"
             )
         return time.monotonic() - started
+
+
+def kubectl_output(argv: Sequence[str]) -> str:
+    """Stdout of a kubectl command (raises :class:`subprocess.CalledProcessError` on failure)."""
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=60).stdout
 
 
 def run_in_repo(argv: Sequence[str]) -> None:
@@ -388,11 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
     """Arguments of the deploy CLI."""
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.workstation.deploy",
-        description="Deploy (or destroy) a whisper-hyperpod config end to end: CDK bootstrap, storage, HyperPod "
-        "chart, stacks, serving image, engines, rollout, kubectl access, ready pods, then how to reach the endpoint.",
+        description="Deploy (or destroy) a whisper-hyperpod config end to end: capacity checks, CDK bootstrap, "
+        "storage, HyperPod chart, stacks, kubectl access, serving image, engines, rollout, ready pods, then how to "
+        "reach the endpoint.",
     )
     parser.add_argument(
-        "action", choices=("deploy", "destroy", "env"), help="env: print the config's names as shell exports"
+        "action",
+        choices=("deploy", "destroy", "env", "pods", "endpoint"),
+        help="env: print the config's names as shell exports; pods: why the serving pods are (not) ready; "
+        "endpoint: wait for the load balancer's address and print how to reach it (the end of deploy)",
     )
     parser.add_argument("--config", type=Path, required=True, help="deployment config YAML (make: CONFIG=)")
     parser.add_argument("--dry-run", action="store_true", help="print every step and command; run nothing")
@@ -406,12 +550,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def credential_source() -> str:
+    """Where boto3 and the AWS CLI take credentials from: ``AWS_PROFILE=<name>`` or the default chain."""
+    profile = os.environ.get("AWS_PROFILE")
+    return f"AWS_PROFILE={profile}" if profile else "the default credential chain (no AWS_PROFILE)"
+
+
+def account_mismatch(config: DeploymentConfig, account: str) -> str | None:
+    """The refusal when the config pins ``account`` and the credentials are for another; else ``None``."""
+    if config.account is None or config.account == account:
+        return None
+    return (
+        f"the config pins account {config.account} (account:) but your credentials ({credential_source()}) are for "
+        f"account {account}. Use a profile of account {config.account}: `aws configure list-profiles`, then e.g. "
+        f"`AWS_PROFILE=<profile> make deploy CONFIG=…` (`aws sso login --profile <profile>` first for SSO)"
+    )
+
+
+def endpoint_timeout_help(config: DeploymentConfig, config_file: str) -> str:
+    """What to run when the load balancer has no address after the wait: why, then how to resume."""
+    namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
+    kind = "service" if config.endpoint.kind == "nlb" else "ingress"
+    return "\n".join([
+        f"the load balancer has no address after {ENDPOINT_WAIT_SECONDS / 60:.0f} min. Why (the Events at the end):",
+        f"  kubectl -n {namespace} describe {kind} {service}    # the AWS Load Balancer Controller's events: subnets, "
+        "quota, permission or certificate errors",
+        f"  make pods CONFIG={config_file}    # the pods behind it (the address does not wait for them)",
+        "  kubectl -n kube-system logs deployment/aws-load-balancer-controller --tail=50    # needs the cluster-admin "
+        "access entry (docs/deploy.md, Access)",
+        f"then resume: make endpoint CONFIG={config_file} (waits again and prints how to reach it), or make deploy "
+        f"CONFIG={config_file} (every step is skipped or a no-op; the rollout restarts the pods once more)",
+    ])  # fmt: skip
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
     out: Callable[[str], None] = print,
     run_command: Callable[[Sequence[str]], None] = run_in_repo,
     boto3_module: Any = None,
+    kubectl: Callable[[Sequence[str]], str] = kubectl_output,
+    endpoint_wait_s: float = ENDPOINT_WAIT_SECONDS,
 ) -> int:
     """Entry point; returns the exit status (0 done, 1 a step failed, 2 bad config or missing prerequisite)."""
     args = build_parser().parse_args(argv)
@@ -432,6 +611,16 @@ def main(
     if args.action == "env":
         out(env_exports(config, config_file))
         return 0
+    if args.action == "pods":
+        if args.dry_run:
+            out("$ " + shlex.join(pods.pods_command(config.serving.namespace)))
+            return 0
+        lines = pods.report(config.serving.namespace, kubectl)
+        for line in lines:
+            out(line)
+        return 1 if any(": failed: " in line for line in lines) else 0
+    if args.action == "endpoint":
+        return _endpoint(config, config_file, out, kubectl, args.dry_run, endpoint_wait_s)
     steps = (
         deploy_steps(config, config_file, config.account or "<account>")
         if args.action == "deploy"
@@ -451,7 +640,11 @@ def main(
         elif args.action == "deploy":
             problems = prereqs.check_all(config.cluster.kubernetes_version)
         else:
-            problems = prereqs.check_node() + prereqs.check_aws_cli()
+            problems = (
+                prereqs.check_node()
+                + prereqs.check_aws_cli()
+                + prereqs.check_kubectl(config.cluster.kubernetes_version)
+            )
         if problems:
             print(
                 "error: missing prerequisites (docs/deploy.md, Prerequisites):\n  " + "\n  ".join(problems),
@@ -461,14 +654,12 @@ def main(
         if boto3_module is None:
             import boto3 as boto3_module  # noqa: PLC0415 (not needed for --dry-run)
         account, caller = aws.caller_identity(boto3_module.client("sts", region_name=config.region))
-        if config.account and config.account != account:
-            print(
-                f"error: the config is for account {config.account} but your credentials are for {account}",
-                file=sys.stderr,
-            )
+        out(f"{args.action} INTO account {account}, region {config.region}, as {caller} ({credential_source()})")
+        refusal = account_mismatch(config, account)
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
             return 2
-        out(f"as {caller} in account {account}")
-        session = AwsSession(config, account, caller, boto3_module.client, boto3_module.resource, out)
+        session = AwsSession(config, account, caller, boto3_module.client, boto3_module.resource, out, kubectl)
 
     if args.action == "deploy":
         steps = deploy_steps(config, config_file, account)
@@ -479,31 +670,72 @@ def main(
     except aws.DeployError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    if args.action == "destroy" and args.only is None:
+        for line in after_destroy_lines(config, account):
+            out(line)
     if args.dry_run:
         if args.action == "deploy" and args.only is None:
-            out("then: wait up to 15 min for the load balancer's address and print how to reach it:")
-            out(how_to_reach(config, None))
+            return _endpoint(config, config_file, out, kubectl, True, endpoint_wait_s)
         return 0
     out(f"{args.action} finished in {_elapsed(total)}")
     if args.action == "deploy" and args.only is None:
-        out(how_to_reach(config, _wait_for_endpoint(config, out)))
+        return _endpoint(config, config_file, out, kubectl, False, endpoint_wait_s)
     return 0
 
 
-def _wait_for_endpoint(config: DeploymentConfig, out: Callable[[str], None]) -> str | None:
-    """Poll the Service/Ingress until the load balancer has a DNS name (up to 15 min)."""
+def after_destroy_lines(config: DeploymentConfig, account: str) -> list[str]:
+    """What ``make destroy`` leaves on purpose outside AWS billing: the kubeconfig entry and the CDK bootstrap."""
+    arn = f"arn:aws:eks:{config.region}:{account}:cluster/{names.cluster_name(config)}"
+    return [
+        "Left on purpose (docs/deploy.md, Tear down):",
+        f"  your kubeconfig still has the deleted cluster (context, cluster and user named {arn}); remove them:",
+        f"    kubectl config delete-context {arn} && kubectl config delete-cluster {arn} && "
+        f"kubectl config delete-user {arn}",
+        f"  the CDKToolkit stack (CDK bootstrap of aws://{account}/{config.region}) is shared by every CDK app of "
+        "the account and region, so it stays; its staging bucket holds cents of assets. To remove it when no CDK "
+        f"app there needs it: empty its cdk-*-assets-{account}-{config.region} bucket, then "
+        f"aws cloudformation delete-stack --stack-name CDKToolkit --region {config.region}",
+    ]
 
-    def kubectl(argv: Sequence[str]) -> str:
-        return subprocess.run(list(argv), capture_output=True, text=True, check=True).stdout
 
-    deadline = time.monotonic() + ENDPOINT_WAIT_SECONDS
-    while time.monotonic() < deadline:
+def _endpoint(
+    config: DeploymentConfig,
+    config_file: str,
+    out: Callable[[str], None],
+    kubectl: Callable[[Sequence[str]], str],
+    dry_run: bool,
+    wait_s: float,
+) -> int:
+    """Wait for the load balancer's address and print how to reach it; 1 with what to check when it times out."""
+    if dry_run:
+        out(f"then: wait up to {wait_s / 60:.0f} min for the load balancer's address and print how to reach it:")
+        out(how_to_reach(config, None))
+        return 0
+    hostname = _wait_for_endpoint(config, out, kubectl, wait_s)
+    if hostname is None:
+        print(f"error: {endpoint_timeout_help(config, config_file)}", file=sys.stderr)
+        return 1
+    out(how_to_reach(config, hostname))
+    return 0
+
+
+def _wait_for_endpoint(
+    config: DeploymentConfig,
+    out: Callable[[str], None],
+    kubectl: Callable[[Sequence[str]], str],
+    wait_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Poll the Service/Ingress until the load balancer has a DNS name (up to ``wait_s``); ``None`` on timeout."""
+    deadline = time.monotonic() + wait_s
+    while True:
         try:
             hostname = endpoint_address(config, kubectl)
         except (subprocess.CalledProcessError, json.JSONDecodeError):
             hostname = None
         if hostname:
             return hostname
+        if time.monotonic() >= deadline:
+            return None
         out("    waiting for the load balancer's address …")
-        time.sleep(ENDPOINT_POLL_SECONDS)
-    return None
+        sleep(ENDPOINT_POLL_SECONDS)

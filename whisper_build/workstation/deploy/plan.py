@@ -20,6 +20,7 @@ from typing import Any
 
 from settings import names
 from settings.schema import DeploymentConfig
+from whisper_build.workstation.deploy import capacity, teardown
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Step:
         actions: run in order.
         rerun: what running it again does, after success or after a failure (docs/deploy.md, Resuming).
         skip: ``(description, check)``: the step is skipped when ``check(session)`` is true (re-runs).
+        diagnose: on failure, ``diagnose(session)`` returns lines explaining it (printed before the error).
     """
 
     name: str
@@ -67,6 +69,7 @@ class Step:
     actions: tuple[Action, ...]
     rerun: str = ""
     skip: tuple[str, Callable[[Any], bool]] | None = None
+    diagnose: Callable[[Any], list[str]] | None = None
 
 
 def cdk(*args: str, config_file: str) -> Command:
@@ -201,6 +204,15 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     )
     return [
         Step(
+            "capacity",
+            "before anything is created: the instance types are offered in the region, and the account's "
+            "quotas allow the HyperPod instances and the CodeBuild builds",
+            "under 1 min",
+            "",
+            (AwsCall(capacity.capacity_commands(config), lambda session: session.check_capacity()),),
+            "read-only; fails listing every missing offering or quota, its name and the increase request command",
+        ),
+        Step(
             "bootstrap",
             f"CDK bootstrap of aws://{account}/{region} (asset bucket, deploy roles)",
             "1–3 min",
@@ -301,27 +313,83 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                 for group in config.gpu_groups
             ),  # fmt: skip
             "read-only: waits again",
+            diagnose=lambda session: session.pod_report(),
         ),
     ]
 
 
 def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool) -> list[Step]:
-    """``make destroy``: every stack, then the report of what AWS kept (and, with ``purge``, its deletion)."""
+    """``make destroy``: the load balancer first, every stack, what AWS kept, and a check that nothing bills.
+
+    Safe to re-run at any point (e.g. after SSO credentials expired mid-delete): the endpoint step is
+    skipped once the EKS cluster is gone, the stacks step skips stacks already deleted, waits for ones
+    still ``DELETE_IN_PROGRESS`` and names the resources that blocked a ``DELETE_FAILED`` one.
+    """
+    cluster, namespace, region = names.cluster_name(config), config.serving.namespace, config.region
+    service = names.ENDPOINT_SERVICE_NAME
+    endpoint_objects = f"service/{service}" + (f" ingress/{service}" if config.endpoint.kind == "alb" else "")
+    stacks = [names.stack_name(config, stack) for stack in names.STACKS]
     return [
         Step(
-            "destroy",
+            "endpoint",
+            f"delete the endpoint ({endpoint_objects}) first, so the AWS Load Balancer Controller, still running, "
+            "deletes its load balancer, target groups and security groups before the VPC goes",
+            "1–5 min",
+            "",
+            (
+                *kubectl_step(config).actions,
+                Command(
+                    (
+                        "kubectl",
+                        "-n",
+                        namespace,
+                        "delete",
+                        *endpoint_objects.split(),
+                        "--ignore-not-found",
+                        "--wait=true",
+                        "--timeout=10m",
+                    )
+                ),  # fmt: skip
+                AwsCall(
+                    f"aws resourcegroupstaggingapi get-resources --tag-filters Key={teardown.LBC_CLUSTER_TAG},"
+                    f"Values={cluster} --resource-type-filters elasticloadbalancing:loadbalancer --region {region}"
+                    "  # every 15 s until empty (10 min at most)",
+                    lambda session: session.wait_load_balancers_gone(),
+                ),
+            ),
+            "skipped once the EKS cluster is gone or no longer ACTIVE; otherwise deletes again (--ignore-not-found)",
+            (f"EKS cluster {cluster} does not exist or is not ACTIVE", lambda session: not session.cluster_active()),
+        ),
+        Step(
+            "stacks",
             "delete every stack (HyperPod cluster, EKS, VPC, observability, build projects)",
             "30–60 min",
             "billing of GPU instances, EKS, NAT gateways stops when this finishes",
-            (cdk("destroy", "--all", "--force", config_file=config_file),),
-            "stacks already deleted are skipped; a stack stuck in DELETE_FAILED is deleted again",
+            (
+                AwsCall(
+                    f"aws cloudformation describe-stacks --stack-name <each of {', '.join(stacks)}> --region {region}"
+                    "  # wait while any is DELETE_IN_PROGRESS",
+                    lambda session: session.wait_stack_deletes(),
+                ),
+                cdk("destroy", "--all", "--force", config_file=config_file),
+                AwsCall(
+                    "aws cloudformation list-stack-resources --stack-name <stack> --region "
+                    f"{region}  # a stack left: its DELETE_FAILED resources and why",
+                    lambda session: session.check_stacks_gone(),
+                ),
+            ),
+            "stacks already deleted are skipped, deletions still running are waited for, a DELETE_FAILED stack "
+            "is deleted again (its blocking resources are printed)",
+            (f"none of {', '.join(stacks)} exists", lambda session: session.stacks_gone()),
+            diagnose=lambda session: session.stack_failure_report(),
         ),
         Step(
             "retained",
             "list what outlives the stacks (RemovalPolicy.RETAIN, and log groups AWS services created)"
-            + (" and DELETE it" if purge else ""),
+            + (" and DELETE it" if purge else "")
+            + "; counts what earlier deploy/destroy cycles left",
             "under 1 min" + (" (longer for a big model bucket)" if purge else ""),
-            "retained buckets, repositories and log groups bill for storage until deleted",
+            "retained buckets, repositories and log groups bill for storage, each KMS key 1 USD a month, until deleted",
             (
                 AwsCall(
                     f"aws s3api head-bucket / aws ecr describe-repositories / aws resourcegroupstaggingapi get-resources "
@@ -332,6 +400,24 @@ def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool) -> li
                 ),
             ),
             "read-only without PURGE; with PURGE deletes whatever is still there",
+        ),
+        Step(
+            "billing",
+            "check that nothing of the deployment bills by the hour any more: HyperPod and EKS clusters, NAT "
+            "gateways, Elastic IPs, load balancers, unattached EBS volumes and network interfaces",
+            "under 1 min",
+            "",
+            (
+                AwsCall(
+                    " && ".join(
+                        teardown.billing_check_commands(
+                            config.project_name, cluster, names.hyperpod_cluster_name(config), region
+                        )
+                    ),  # fmt: skip
+                    lambda session: session.check_billing(),
+                ),
+            ),
+            "read-only; fails listing each leftover and the command that deletes it",
         ),
     ]
 

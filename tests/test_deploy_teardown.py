@@ -1,0 +1,458 @@
+"""``make deploy``'s capacity step, ``make destroy``'s stack states / load balancers / billing check, the
+pod diagnosis (``make pods``) and the endpoint wait (``make endpoint``): boto3 calls against moto, or
+botocore's Stubber where moto lacks the API (Service Quotas' list calls, CloudFormation's states)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from settings import DEFAULT_CONFIG_PATH, load_config, parse_config
+from whisper_build.podstart import preflight
+from whisper_build.workstation.deploy import aws, capacity, cli, pods, teardown
+from whisper_build.workstation.deploy.plan import Step
+
+REGION = "us-east-1"
+
+
+def _client(service: str, region: str = REGION) -> Any:
+    return boto3.client(service, region_name=region, aws_access_key_id="x", aws_secret_access_key="x")
+
+
+def _quota(code: str, name: str, value: float) -> dict[str, Any]:
+    return {"QuotaCode": code, "QuotaName": name, "Value": value, "ServiceCode": "x"}
+
+
+def _stub_quotas(
+    client: Any, sagemaker_defaults: list[Any], sagemaker_applied: list[Any], codebuild: list[Any]
+) -> Stubber:
+    stub = Stubber(client)
+    for code, defaults, applied in (("codebuild", codebuild, []), ("sagemaker", sagemaker_defaults, sagemaker_applied)):
+        stub.add_response("list_aws_default_service_quotas", {"Quotas": defaults}, {"ServiceCode": code})
+        stub.add_response("list_service_quotas", {"Quotas": applied}, {"ServiceCode": code})
+    return stub
+
+
+CODEBUILD_LARGE = _quota("L-CB1", "Concurrently running builds for Linux/Large environment", 1)
+
+
+# ---------------------------------------------------------------- capacity (step 1 of make deploy)
+@mock_aws
+def test_capacity_names_the_missing_quota_and_how_to_request_it() -> None:
+    config = load_config()
+    quotas = _client("service-quotas")
+    stub = _stub_quotas(
+        quotas,
+        [_quota("L-G5", "ml.g5.2xlarge for cluster usage", 0), _quota("L-G6E", "ml.g6e.2xlarge for cluster usage", 0)],
+        [_quota("L-G5", "ml.g5.2xlarge for cluster usage", 2)],  # raised by the account: applied value wins
+        [CODEBUILD_LARGE],
+    )
+    with stub:
+        problems = capacity.capacity_problems(_client("ec2"), quotas, config)
+    stub.assert_no_pending_responses()
+    assert problems == [
+        "quota 'ml.g6e.2xlarge for cluster usage' (sagemaker, L-G6E) is 0 in us-east-1; this config needs 1 for "
+        "HyperPod instances of GPU group(s) g6e. Request an increase (approval can take days): aws service-quotas "
+        "request-service-quota-increase --service-code sagemaker --quota-code L-G6E --desired-value 1 --region "
+        "us-east-1  -- or Service Quotas console -> sagemaker -> 'ml.g6e.2xlarge for cluster usage' -> Request increase"
+    ]
+
+
+@mock_aws
+def test_capacity_passes_when_offered_and_quotas_suffice_and_sums_groups_of_one_type() -> None:
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    data["gpu_groups"].append({**data["gpu_groups"][0], "name": "g5b", "instance_count": 2})
+    config = parse_config(data, "two g5 groups")
+    needs = {n.name: n.needed for n in capacity.quota_needs(config)}
+    assert needs["ml.g5.2xlarge for cluster usage"] == 3
+    quotas = _client("service-quotas")
+    stub = _stub_quotas(
+        quotas,
+        [_quota("L-G5", "ml.g5.2xlarge for cluster usage", 3), _quota("L-G6E", "ml.g6e.2xlarge for cluster usage", 1)],
+        [],
+        [],  # no CodeBuild quota matches: unchecked, not a failure
+    )
+    with stub:
+        assert capacity.capacity_problems(_client("ec2"), quotas, config) == []
+
+
+@mock_aws
+def test_capacity_refuses_types_the_region_lacks() -> None:
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    data["region"] = "sa-east-1"
+    data.setdefault("observability", {})["grafana"] = False
+    config = parse_config(data, "sa-east-1")
+    quotas = _client("service-quotas", "sa-east-1")
+    stub = _stub_quotas(quotas, [_quota("L-G5", "ml.g5.2xlarge for cluster usage", 1)], [], [CODEBUILD_LARGE])
+    with stub:
+        problems = capacity.capacity_problems(_client("ec2", "sa-east-1"), quotas, config)
+    assert problems[0].startswith("EC2 does not offer g6e.2xlarge in sa-east-1")  # moto's offering data
+    assert "no Service Quotas entry 'ml.g6e.2xlarge for cluster usage' (sagemaker) in sa-east-1" in problems[1]
+    assert len(problems) == 2
+
+
+def test_capacity_dry_run_text_names_types_and_quotas() -> None:
+    text = capacity.capacity_commands(load_config())
+    assert "Values=m6i.large,g5.2xlarge,g6e.2xlarge --region us-east-1" in text
+    assert "'ml.g5.2xlarge for cluster usage' >= 1" in text and "--service-code codebuild" in text
+
+
+# ---------------------------------------------------------------- stack states (re-running make destroy)
+def _missing(stub: Stubber, stack: str) -> None:
+    stub.add_client_error("describe_stacks", "ValidationError", f"Stack with id {stack} does not exist",
+                          expected_params={"StackName": stack})  # fmt: skip
+
+
+def _status(stub: Stubber, stack: str, status: str) -> None:
+    stub.add_response(
+        "describe_stacks",
+        {"Stacks": [{"StackName": stack, "StackStatus": status, "CreationTime": "2026-11-30T00:00:00Z"}]},
+        {"StackName": stack},
+    )
+
+
+def test_deletions_in_progress_are_waited_for_and_gone_stacks_skipped() -> None:
+    cloudformation = _client("cloudformation")
+    stub = Stubber(cloudformation)
+    _missing(stub, "PNetwork")
+    _status(stub, "PCluster", "DELETE_IN_PROGRESS")
+    _missing(stub, "PNetwork")
+    _status(stub, "PCluster", "DELETE_FAILED")
+    reports: list[str] = []
+    sleeps: list[float] = []
+    with stub:
+        states = teardown.wait_for_deletes(cloudformation, ["PNetwork", "PCluster"], reports.append, poll_s=5,
+                                           sleep=sleeps.append)  # fmt: skip
+    assert states == {"PNetwork": None, "PCluster": "DELETE_FAILED"}
+    assert reports == ["PCluster: DELETE_IN_PROGRESS (an earlier run's deletion), waiting for it"] and sleeps == [5]
+
+
+def test_delete_failed_names_the_blocking_resource() -> None:
+    cloudformation = _client("cloudformation")
+    stub = Stubber(cloudformation)
+    summaries = [
+        {"LogicalResourceId": "Vpc", "ResourceType": "AWS::EC2::VPC", "PhysicalResourceId": "vpc-1",
+         "ResourceStatus": "DELETE_FAILED", "ResourceStatusReason": "The vpc 'vpc-1' has dependencies",
+         "LastUpdatedTimestamp": "2026-11-30T00:00:00Z"},
+        {"LogicalResourceId": "Logs", "ResourceType": "AWS::Logs::LogGroup", "PhysicalResourceId": "lg",
+         "ResourceStatus": "DELETE_COMPLETE", "LastUpdatedTimestamp": "2026-11-30T00:00:00Z"},
+    ]  # fmt: skip
+    stub.add_response("list_stack_resources", {"StackResourceSummaries": summaries}, {"StackName": "PNetwork"})
+    with stub:
+        (blocked,) = teardown.delete_failures(cloudformation, "PNetwork")
+    assert str(blocked) == "PNetwork: Vpc (AWS::EC2::VPC vpc-1): The vpc 'vpc-1' has dependencies"
+
+
+def _session(clients: dict[str, Any], lines: list[str], kubectl: Any = None) -> cli.AwsSession:
+    return cli.AwsSession(load_config(), "123456789012", "arn:aws:iam::123456789012:user/me",
+                          lambda service, region_name: clients.get(service) or _client(service),
+                          lambda service, region_name: boto3.resource(service, region_name=region_name),
+                          lines.append, kubectl)  # fmt: skip
+
+
+@mock_aws
+def test_a_stack_left_after_destroy_is_reported_with_what_blocked_it_and_the_load_balancer() -> None:
+    elbv2, ec2 = _client("elbv2"), _client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-east-1{z}")["Subnet"]
+               ["SubnetId"] for i, z in ((1, "a"), (2, "b"))]  # fmt: skip
+    lb = elbv2.create_load_balancer(Name="k8s-whisper-whisper-abc", Subnets=subnets, Type="network",
+                                    Scheme="internal", Tags=[{"Key": teardown.LBC_CLUSTER_TAG,
+                                                              "Value": "whisper-hyperpod"},
+                                                             {"Key": "service.k8s.aws/stack",
+                                                              "Value": "whisper/whisper"}])["LoadBalancers"][0]  # fmt: skip
+    elbv2.create_load_balancer(Name="other", Subnets=subnets, Type="network",
+                               Tags=[{"Key": teardown.LBC_CLUSTER_TAG, "Value": "another-cluster"}])  # fmt: skip
+    cloudformation = _client("cloudformation")
+    stub = Stubber(cloudformation)
+    for stack in ("Network", "Storage", "Cluster", "Observability", "Workloads", "EngineBuild"):
+        if stack == "Network":
+            _status(stub, f"WhisperHyperpod{stack}", "DELETE_FAILED")
+            stub.add_response("list_stack_resources", {"StackResourceSummaries": [
+                {"LogicalResourceId": "PrivateSubnet1", "ResourceType": "AWS::EC2::Subnet", "PhysicalResourceId":
+                 subnets[0], "ResourceStatus": "DELETE_FAILED", "ResourceStatusReason": "has dependencies",
+                 "LastUpdatedTimestamp": "2026-11-30T00:00:00Z"}]}, {"StackName": "WhisperHyperpodNetwork"})  # fmt: skip
+        else:
+            _missing(stub, f"WhisperHyperpod{stack}")
+    lines: list[str] = []
+    session = _session({"cloudformation": cloudformation, "elbv2": elbv2, "ec2": ec2}, lines)
+    with stub, pytest.raises(aws.DeployError) as raised:
+        session.check_stacks_gone()
+    message = str(raised.value)
+    assert "WhisperHyperpodNetwork: DELETE_FAILED" in message
+    assert (
+        f"blocked by WhisperHyperpodNetwork: PrivateSubnet1 (AWS::EC2::Subnet {subnets[0]}): has dependencies"
+        in message
+    )
+    assert f"aws elbv2 delete-load-balancer --load-balancer-arn {lb['LoadBalancerArn']} --region us-east-1" in message
+    assert "other" not in message.replace("another", "")
+
+
+# ---------------------------------------------------------------- what still bills after the stacks are gone
+@mock_aws
+def test_billing_check_lists_what_still_bills_and_passes_when_nothing_does() -> None:
+    ec2, eks, sagemaker, elbv2 = _client("ec2"), _client("eks"), _client("sagemaker"), _client("elbv2")
+    clients = {"ec2": ec2, "eks": eks, "sagemaker": sagemaker, "elbv2": elbv2}
+    lines: list[str] = []
+    session = _session(clients, lines)
+    session.check_billing()
+    assert lines == ["    nothing of whisper-hyperpod bills by the hour in us-east-1"]
+
+    tag = {"Key": "project", "Value": "whisper-hyperpod"}
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    eip = ec2.allocate_address(Domain="vpc", TagSpecifications=[{"ResourceType": "elastic-ip", "Tags": [tag]}])
+    nat = ec2.create_nat_gateway(SubnetId=subnet, AllocationId=eip["AllocationId"],
+                                 TagSpecifications=[{"ResourceType": "natgateway", "Tags": [tag]}])["NatGateway"]  # fmt: skip
+    volume = ec2.create_volume(AvailabilityZone="us-east-1a", Size=500,
+                               TagSpecifications=[{"ResourceType": "volume", "Tags": [tag]}])["VolumeId"]  # fmt: skip
+    eni = ec2.create_network_interface(SubnetId=subnet, TagSpecifications=[{"ResourceType": "network-interface",
+        "Tags": [{"Key": teardown.VPC_CNI_CLUSTER_TAG, "Value": "whisper-hyperpod"}]}])["NetworkInterface"]  # fmt: skip
+    ec2.create_security_group(GroupName="k8s-traffic-whisper", Description="lbc", VpcId=vpc, TagSpecifications=[
+        {"ResourceType": "security-group", "Tags": [{"Key": teardown.LBC_CLUSTER_TAG, "Value": "whisper-hyperpod"}]}])  # fmt: skip
+    eks.create_cluster(name="whisper-hyperpod", roleArn="arn:aws:iam::123456789012:role/eks",
+                       resourcesVpcConfig={"subnetIds": [subnet]})  # fmt: skip
+    sagemaker.create_cluster(ClusterName="whisper-hyperpod-hp", InstanceGroups=[{
+        "InstanceCount": 1, "InstanceGroupName": "g5", "InstanceType": "ml.g5.2xlarge",
+        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/l", "OnCreate": "on_create.sh"},
+        "ExecutionRole": "arn:aws:iam::123456789012:role/x", "ThreadsPerCore": 2}])  # fmt: skip
+    with pytest.raises(aws.DeployError) as raised:
+        session.check_billing()
+    message = str(raised.value)
+    for expected in (
+        "hyperpod-cluster whisper-hyperpod-hp",
+        "aws sagemaker delete-cluster --cluster-name whisper-hyperpod-hp --region us-east-1",
+        "eks-cluster whisper-hyperpod",
+        f"aws ec2 delete-nat-gateway --nat-gateway-id {nat['NatGatewayId']}",
+        f"aws ec2 release-address --allocation-id {eip['AllocationId']}",
+        f"aws ec2 delete-volume --volume-id {volume}",
+        f"aws ec2 delete-network-interface --network-interface-id {eni['NetworkInterfaceId']}",
+        "security-group sg-",
+    ):
+        assert expected in message, expected
+
+
+# ---------------------------------------------------------------- destroy's plan, re-run and closing notes
+def _dry_run(argv: list[str]) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    code = cli.main([*argv, "--dry-run"], out=lines.append, run_command=lambda a: None, boto3_module=object())
+    return code, lines
+
+
+def test_destroy_dry_run_deletes_the_endpoint_before_the_stacks_and_ends_with_the_billing_check() -> None:
+    code, lines = _dry_run(["destroy", "--config", str(DEFAULT_CONFIG_PATH)])
+    assert code == 0
+    steps = [line.split(":")[0] for line in lines if line.startswith("[")]
+    assert steps == ["[1/4] endpoint", "[2/4] stacks", "[3/4] retained", "[4/4] billing"]
+    commands = [line.strip() for line in lines if line.strip().startswith("$ ")]
+    delete = commands.index("$ kubectl -n whisper delete service/whisper --ignore-not-found --wait=true --timeout=10m")
+    destroy = commands.index("$ npx cdk destroy --all --force -c config=config/default.yaml")
+    assert delete < destroy
+    text = "\n".join(lines)
+    assert "Key=elbv2.k8s.aws/cluster,Values=whisper-hyperpod" in text
+    assert "kubectl config delete-context arn:aws:eks:us-east-1:<account>:cluster/whisper-hyperpod" in text
+    assert "aws cloudformation delete-stack --stack-name CDKToolkit --region us-east-1" in text
+
+
+class DestroySession:
+    """A re-run after everything but the retained resources is gone."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def cluster_active(self) -> bool:
+        return False
+
+    def stacks_gone(self) -> bool:
+        return True
+
+    def report_retained(self, purge: bool) -> None:
+        self.calls.append("retained")
+
+    def check_billing(self) -> None:
+        self.calls.append("billing")
+
+
+def test_destroy_rerun_skips_the_endpoint_and_the_stacks_already_gone() -> None:
+    from whisper_build.workstation.deploy.plan import destroy_steps  # noqa: PLC0415
+
+    commands: list[str] = []
+    lines: list[str] = []
+    session = DestroySession()
+    steps = destroy_steps(load_config(), "c.yaml", purge=False)
+    cli.Runner(steps, session, lines.append, lambda argv: commands.append(" ".join(argv))).run()  # type: ignore[arg-type]
+    assert commands == [] and session.calls == ["retained", "billing"]
+    assert sum(line.strip() == "skipped: already done" for line in lines) == 2
+
+
+def test_a_failing_step_prints_its_diagnosis_before_the_error() -> None:
+    def fail(session: Any) -> None:
+        raise aws.DeployError("boom")
+
+    from whisper_build.workstation.deploy.plan import AwsCall  # noqa: PLC0415
+
+    step = Step("serving", "t", "1 min", "", (AwsCall("x", fail),), diagnose=lambda s: ["pod-a: waiting: …"])
+    lines: list[str] = []
+    with pytest.raises(aws.DeployError, match="step 'serving' failed"):
+        cli.Runner([step], object(), lines.append, lambda argv: None).run()  # type: ignore[arg-type]
+    assert "    why: pod-a: waiting: …" in lines
+
+
+def test_retained_resources_are_counted_per_deploy_destroy_cycle() -> None:
+    found = [aws.Retained("kms-key", f"k{i}", "tagged") for i in range(5)]
+    found += [aws.Retained("s3-bucket", f"log{i}", cli.ACCESS_LOG_WHY) for i in range(3)]
+    found.append(aws.Retained("s3-bucket", "models", "model engines"))
+    (line,) = cli.cycle_summary(found)
+    assert line.startswith(
+        "accumulated: 5 KMS key(s) = 5 USD a month (1 USD per key-month, https://aws.amazon.com/kms/pricing/)"
+    )
+    assert "3 access-log bucket(s), from about 3 deploy/destroy cycle(s); 2 of them before the latest" in line
+    assert cli.cycle_summary([aws.Retained("s3-bucket", "models", "model engines")]) == []
+
+
+# ---------------------------------------------------------------- account selection
+class FakeBoto3:
+    """boto3 stand-in whose STS says the credentials are for ``account`` (made before AWS_PROFILE is set)."""
+
+    def __init__(self, account: str) -> None:
+        self.sts = _client("sts")
+        stub = Stubber(self.sts)
+        stub.add_response("get_caller_identity", {"Account": account, "Arn": f"arn:aws:iam::{account}:user/me",
+                                                  "UserId": "AIDA"})  # fmt: skip
+        stub.activate()
+
+    def client(self, service: str, region_name: str) -> Any:
+        assert service == "sts"
+        return self.sts
+
+    def resource(self, service: str, region_name: str) -> Any:
+        raise AssertionError("not needed")
+
+
+def test_a_pinned_account_refuses_other_credentials_and_says_how_to_pick_a_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    data["account"] = "111111111111"
+    path = tmp_path / "pinned.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.setattr(cli.prereqs, "check_all", lambda version: [])
+    fake = FakeBoto3("222222222222")
+    monkeypatch.setenv("AWS_PROFILE", "sandbox")
+    lines: list[str] = []
+
+    def no_commands(argv: Sequence[str]) -> None:
+        raise AssertionError("nothing may run in the wrong account")
+
+    code = cli.main(["deploy", "--config", str(path)], out=lines.append, run_command=no_commands,
+                    boto3_module=fake)  # fmt: skip
+    assert code == 2
+    assert "deploy INTO account 222222222222, region us-east-1, as arn:aws:iam::222222222222:user/me " \
+        "(AWS_PROFILE=sandbox)" in lines  # fmt: skip
+    err = capsys.readouterr().err
+    assert "the config pins account 111111111111 (account:) but your credentials (AWS_PROFILE=sandbox)" in err
+    assert "AWS_PROFILE=<profile> make deploy" in err
+
+
+# ---------------------------------------------------------------- make endpoint: the wait and its timeout
+def test_endpoint_timeout_exits_1_with_what_to_check_and_how_to_resume(capsys: pytest.CaptureFixture[str]) -> None:
+    lines: list[str] = []
+    code = cli.main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
+                    kubectl=lambda argv: json.dumps({"status": {}}), endpoint_wait_s=0)  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "kubectl -n whisper describe service whisper" in err
+    assert "kubectl -n kube-system logs deployment/aws-load-balancer-controller" in err
+    assert "then resume: make endpoint CONFIG=config/default.yaml" in err
+    status = {"status": {"loadBalancer": {"ingress": [{"hostname": "internal-k8s-x.elb.us-east-1.amazonaws.com"}]}}}
+    code = cli.main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
+                    kubectl=lambda argv: json.dumps(status), endpoint_wait_s=0)  # fmt: skip
+    assert code == 0 and "Whisper is serving." in "\n".join(lines)
+
+
+# ---------------------------------------------------------------- make pods: expected wait vs real failure
+def _preflight_message(model_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    code = preflight.main(["--model-dir", str(model_dir), "--model", "large-v3-turbo", "--bucket", "b",
+                           "--gpu-group", "g5", "--gpu-arch", "sm86", "--compute-capability", "8.6"])  # fmt: skip
+    assert code == 1
+    return capsys.readouterr().err
+
+
+def _pod(name: str, status: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": status}
+
+
+def _init_failed(message: str) -> dict[str, Any]:
+    return {
+        "phase": "Pending",
+        "initContainerStatuses": [{"name": "preflight", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                   "lastState": {"terminated": {"exitCode": 1, "message": message}}}],
+    }  # fmt: skip
+
+
+def test_pods_tell_the_expected_wait_from_a_real_preflight_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    waiting = _preflight_message(empty, capsys)
+    assert "is empty: nothing is published for sm86" in waiting
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "current.json").write_text('{"version": "v9"}', encoding="utf-8")
+    failed = _preflight_message(broken, capsys)
+    assert "points at version 'v9'" in failed
+    listing = {"items": [
+        _pod("whisper-g5-a", _init_failed(waiting)),
+        _pod("whisper-g6e-b", _init_failed(failed)),
+        _pod("whisper-g6e-c", {"phase": "Pending", "initContainerStatuses": [
+            {"name": "preflight", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}]}),
+        _pod("whisper-g6e-d", {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}]}),
+        _pod("whisper-g5-e", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+    ]}  # fmt: skip
+    lines = pods.diagnose(json.dumps(listing))
+    assert lines[0].startswith("whisper-g5-a: waiting: Init:Error, expected on a first deploy")
+    assert "Preflight said: preflight FAILED: the model repository mounted at" in lines[0]
+    assert lines[1].startswith("whisper-g6e-b: failed: preflight FAILED (a real mismatch")
+    assert lines[2].startswith("whisper-g6e-c: waiting: ImagePullBackOff: the serving image is not in ECR yet")
+    assert lines[3].startswith("whisper-g6e-d: waiting: Pending, not scheduled") and "0/2 nodes" in lines[3]
+    assert lines[4] == "whisper-g5-e: ready: serving"
+    assert lines[5].startswith("at least one pod has a real failure")
+
+    out: list[str] = []
+    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps({"items": listing["items"][:1]}))  # fmt: skip
+    assert code == 0 and out[-1].startswith("nothing has failed")
+    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps(listing))  # fmt: skip
+    assert code == 1
+
+
+def test_every_not_yet_published_phrase_is_a_real_preflight_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Guards the classifier against the preflight's wording drifting: each phrase comes from a real run."""
+    seen = []
+    empty = tmp_path / "e"
+    empty.mkdir()
+    seen.append(_preflight_message(empty, capsys))
+    files = tmp_path / "f"
+    files.mkdir()
+    (files / "junk").write_text("x", encoding="utf-8")
+    seen.append(_preflight_message(files, capsys))
+    for engine in ("ctranslate2", "torch"):
+        assert preflight.main(["--model-dir", str(empty), "--model", "large-v3-turbo", "--bucket", "b",
+                               "--engine", engine, "--gpu-arch", "sm86"]) == 1  # fmt: skip
+        seen.append(capsys.readouterr().err)
+    for phrase in preflight.NOT_YET_PUBLISHED:
+        assert any(phrase in message for message in seen), phrase
+    assert all(pods.is_not_yet_published(message) for message in seen)

@@ -1,0 +1,116 @@
+"""Why the serving pods are not ready: ``make pods CONFIG=…`` and the failure report of ``make deploy``'s waits.
+
+Reads ``kubectl -n <namespace> get pods -o json`` and says, per pod, which of the known states it is
+in, telling the expected ones of a first deploy from real failures:
+
+* the ``preflight`` init container ended with one of
+  :data:`whisper_build.podstart.preflight.NOT_YET_PUBLISHED` (its termination message, which the
+  pod spec fills from the log tail: ``terminationMessagePolicy: FallbackToLogsOnError``): **waiting**
+  for the engine build (step ``engines``) or for you to publish a checkpoint/conversion;
+* any other ``preflight FAILED`` message: a **real failure** (architecture, TensorRT-LLM version,
+  model or MIG mismatch, unreadable manifest): printed with its first line and the fix lines;
+* an image pull error: the serving image is not in ECR yet (before step ``serving-image``) or the
+  tag is wrong;
+* ``Pending`` with an unschedulable condition: no GPU node of the group has joined (yet).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from whisper_build.podstart.preflight import NOT_YET_PUBLISHED
+
+PREFLIGHT_CONTAINER = "preflight"
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+
+
+def preflight_message(pod: dict[str, Any]) -> str | None:
+    """The preflight init container's last termination message (current or previous run), if any."""
+    for status in pod.get("status", {}).get("initContainerStatuses") or []:
+        if status.get("name") != PREFLIGHT_CONTAINER:
+            continue
+        for state in (status.get("state", {}), status.get("lastState", {})):
+            terminated = state.get("terminated") or {}
+            if terminated.get("exitCode", 0) != 0 and terminated.get("message"):
+                return str(terminated["message"]).strip()
+    return None
+
+
+def is_not_yet_published(message: str) -> bool:
+    """Whether a ``preflight FAILED`` message only means nothing is published yet (a normal first-deploy state)."""
+    return any(phrase in message for phrase in NOT_YET_PUBLISHED)
+
+
+def _first_line(message: str) -> str:
+    lines = [line for line in message.splitlines() if line.strip()]
+    failed = [line for line in lines if line.startswith("preflight FAILED")]
+    return (failed or lines or [""])[-1 if failed else 0]
+
+
+def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
+    """``(verdict, explanation)`` of one pod; verdict is ``ready``, ``waiting``, ``failed`` or ``starting``."""
+    status = pod.get("status", {})
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    if conditions.get("Ready", {}).get("status") == "True":
+        return "ready", "serving"
+    message = preflight_message(pod)
+    if message is not None:
+        if is_not_yet_published(message):
+            return "waiting", (
+                "Init:Error, expected on a first deploy: nothing is published for this group yet. The engine "
+                "build (step 'engines') publishes it; torch/ctranslate2 groups wait for you to publish. "
+                f"Preflight said: {_first_line(message)}"
+            )
+        return "failed", f"preflight FAILED (a real mismatch; the message says how to fix it): {message}"
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = container.get("state", {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_PULL_REASONS:
+            return "waiting", (
+                f"{waiting['reason']}: the serving image is not in ECR yet (step 'serving-image' builds it) "
+                f"or serving.image_tag is wrong: {waiting.get('message', '')}".strip()
+            )
+        if waiting.get("reason") == "CrashLoopBackOff" and container.get("name") != PREFLIGHT_CONTAINER:
+            return "failed", (
+                f"container {container.get('name')} keeps crashing: kubectl logs <pod> -c {container.get('name')} "
+                "--previous"
+            )
+    scheduled = conditions.get("PodScheduled", {})
+    if status.get("phase") == "Pending" and scheduled.get("status") == "False":
+        return "waiting", (
+            "Pending, not scheduled: no GPU node of this group has room or has joined yet (HyperPod instances "
+            f"join 20-60 min into step 'stacks'): {scheduled.get('message', '')}".strip()
+        )
+    return "starting", f"phase {status.get('phase', '?')}"
+
+
+def diagnose(pods_json: str) -> list[str]:
+    """One line per pod (``<pod>: <verdict>: <explanation>``) and a summary line; ``[]`` when there are no pods."""
+    pods = json.loads(pods_json).get("items", [])
+    lines = []
+    verdicts = []
+    for pod in pods:
+        verdict, explanation = pod_state(pod)
+        verdicts.append(verdict)
+        lines.append(f"{pod['metadata']['name']}: {verdict}: {explanation}")
+    if "failed" in verdicts:
+        lines.append("at least one pod has a real failure: fix it as its message says (docs/kubernetes.md, Preflight)")
+    elif verdicts and all(v == "ready" for v in verdicts):
+        lines.append("every pod is ready")
+    elif verdicts:
+        lines.append("nothing has failed: the pods are waiting for the steps above (or for you) to publish")
+    return lines
+
+
+def pods_command(namespace: str) -> list[str]:
+    """``kubectl -n <namespace> get pods -o json`` (the serving pods; needs the namespace access of step kubectl)."""
+    return ["kubectl", "-n", namespace, "get", "pods", "-o", "json"]
+
+
+def report(namespace: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
+    """:func:`diagnose` of the live namespace; a line saying why when kubectl fails."""
+    try:
+        return diagnose(kubectl(pods_command(namespace))) or [f"no pods in namespace {namespace} yet"]
+    except Exception as err:  # noqa: BLE001 (a diagnosis must never hide the failure it explains)
+        return [f"could not read the pods ({err}); try: kubectl -n {namespace} get pods"]

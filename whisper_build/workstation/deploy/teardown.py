@@ -1,0 +1,257 @@
+"""The AWS calls of ``make destroy`` beyond ``cdk destroy``: stack states, load balancers, what still bills.
+
+* **Stack states** make a re-run safe: stacks already gone are skipped, stacks in
+  ``DELETE_IN_PROGRESS`` (a run interrupted by expired credentials or Ctrl-C; CloudFormation carries
+  on) are waited for, and a ``DELETE_FAILED`` stack is reported with the resources that blocked it
+  (``ListStackResources``: status ``DELETE_FAILED`` and its reason).
+* **Load balancers of the AWS Load Balancer Controller** are not CloudFormation resources: the
+  controller creates them, their target groups and security groups for the ``whisper`` Service (or
+  Ingress) and tags each with ``elbv2.k8s.aws/cluster=<EKS cluster>`` (the controller's IAM policy
+  conditions its EC2/ELB writes on that tag: kubernetes-sigs/aws-load-balancer-controller,
+  ``docs/install/iam_policy.json``). ``make destroy`` deletes the Service first and waits for them to
+  go; any left over would keep the VPC's subnets and security groups in use.
+* **What still bills by the hour** after the stacks are gone: a HyperPod or EKS cluster of the
+  project, NAT gateways, Elastic IPs, load balancers, unattached EBS volumes and network interfaces
+  tagged for the project or the cluster. Expected empty; listed with the command that deletes each.
+
+Every function takes its boto3 clients as arguments (tests: moto and botocore's Stubber).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+LBC_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+"""Tag the AWS Load Balancer Controller puts on every load balancer, target group and security group it creates."""
+VPC_CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
+"""Tag the Amazon VPC CNI puts on the network interfaces it creates (amazon-vpc-cni-k8s, ``CLUSTER_NAME``)."""
+STACK_POLL_SECONDS = 30.0
+
+
+def stack_status(cloudformation: Any, stack: str) -> str | None:
+    """``StackStatus`` of ``stack``, or ``None`` when it does not exist (or is ``DELETE_COMPLETE``)."""
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as err:
+        if "does not exist" in err.response["Error"].get("Message", ""):
+            return None
+        raise
+    status = stacks[0]["StackStatus"] if stacks else None
+    return None if status in (None, "DELETE_COMPLETE") else status
+
+
+def wait_for_deletes(
+    cloudformation: Any,
+    stacks: Sequence[str],
+    report: Callable[[str], None],
+    poll_s: float = STACK_POLL_SECONDS,
+    timeout_s: float = 3600.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str | None]:
+    """Wait while any of ``stacks`` is ``DELETE_IN_PROGRESS``; returns every stack's status afterwards.
+
+    Raises:
+        TimeoutError: a deletion still runs after ``timeout_s``.
+    """
+    waited = 0.0
+    while True:
+        states = {stack: stack_status(cloudformation, stack) for stack in stacks}
+        deleting = [stack for stack, status in states.items() if status == "DELETE_IN_PROGRESS"]
+        if not deleting:
+            return states
+        if waited >= timeout_s:
+            raise TimeoutError(f"still DELETE_IN_PROGRESS after {timeout_s:.0f} s: {', '.join(deleting)}")
+        report(f"{', '.join(deleting)}: DELETE_IN_PROGRESS (an earlier run's deletion), waiting for it")
+        sleep(poll_s)
+        waited += poll_s
+
+
+@dataclass(frozen=True)
+class BlockedResource:
+    """A resource CloudFormation could not delete: its stack, logical id, type, physical id and reason."""
+
+    stack: str
+    logical_id: str
+    resource_type: str
+    physical_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.stack}: {self.logical_id} ({self.resource_type} {self.physical_id}): {self.reason}"
+
+
+def delete_failures(cloudformation: Any, stack: str) -> list[BlockedResource]:
+    """The resources of ``stack`` in ``DELETE_FAILED``, with CloudFormation's reason for each."""
+    blocked = []
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack):
+        for resource in page["StackResourceSummaries"]:
+            if resource["ResourceStatus"] == "DELETE_FAILED":
+                blocked.append(
+                    BlockedResource(
+                        stack,
+                        resource["LogicalResourceId"],
+                        resource["ResourceType"],
+                        resource.get("PhysicalResourceId", ""),
+                        resource.get("ResourceStatusReason", "no reason given"),
+                    )
+                )
+    return blocked
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """Something that outlived the stacks and bills (or blocks the VPC's deletion).
+
+    ``kind``, ``id``, ``detail`` and ``delete``, the AWS CLI command that removes it.
+    """
+
+    kind: str
+    id: str
+    detail: str
+    delete: str
+
+
+def _tag_map(tags: Sequence[dict[str, str]]) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in tags}
+
+
+def controller_load_balancers(elbv2: Any, ec2: Any, cluster: str, region: str) -> list[Leftover]:
+    """Load balancers, target groups and security groups the AWS Load Balancer Controller made for ``cluster``."""
+    found: list[Leftover] = []
+    arns = [lb["LoadBalancerArn"] for page in elbv2.get_paginator("describe_load_balancers").paginate()
+            for lb in page["LoadBalancers"]]  # fmt: skip
+    groups = [tg["TargetGroupArn"] for page in elbv2.get_paginator("describe_target_groups").paginate()
+              for tg in page["TargetGroups"]]  # fmt: skip
+    for kind, resource_arns in (("load-balancer", arns), ("target-group", groups)):
+        for start in range(0, len(resource_arns), 20):  # DescribeTags takes at most 20 ARNs
+            for described in elbv2.describe_tags(ResourceArns=resource_arns[start : start + 20])["TagDescriptions"]:
+                tags = _tag_map(described.get("Tags", []))
+                if tags.get(LBC_CLUSTER_TAG) != cluster:
+                    continue
+                arn = described["ResourceArn"]
+                owner = tags.get("service.k8s.aws/stack") or tags.get("ingress.k8s.aws/stack") or "?"
+                verb = "delete-load-balancer --load-balancer-arn" if kind == "load-balancer" else (
+                    "delete-target-group --target-group-arn")  # fmt: skip
+                found.append(
+                    Leftover(
+                        kind,
+                        arn,
+                        f"made by the AWS Load Balancer Controller for {owner}",
+                        f"aws elbv2 {verb} {arn} --region {region}",
+                    )  # fmt: skip
+                )
+    security_groups = ec2.describe_security_groups(Filters=[{"Name": f"tag:{LBC_CLUSTER_TAG}", "Values": [cluster]}])
+    for group in security_groups["SecurityGroups"]:
+        found.append(
+            Leftover(
+                "security-group",
+                group["GroupId"],
+                f"{group.get('GroupName', '')}: made by the AWS Load Balancer Controller",
+                f"aws ec2 delete-security-group --group-id {group['GroupId']} --region {region}",
+            )
+        )
+    return found
+
+
+def _exists(call: Callable[[], Any], missing: tuple[str, ...]) -> Any | None:
+    try:
+        return call()
+    except ClientError as err:
+        error = err.response["Error"]
+        if error["Code"] in missing or "Could not find" in error.get("Message", ""):
+            return None
+        raise
+
+
+def billing_leftovers(
+    client: Callable[[str], Any], project_tag: tuple[str, str], cluster: str, hyperpod_cluster: str, region: str
+) -> list[Leftover]:
+    """What of the deployment still bills by the hour (or blocks the VPC) after the stacks are deleted.
+
+    Args:
+        client: boto3 client factory by service name, in the deployment's region.
+        project_tag: ``(key, value)`` every resource of the deployment carries (``project``, project name).
+        cluster: EKS cluster name.
+        hyperpod_cluster: HyperPod cluster name.
+        region: for the delete commands.
+    """
+    found: list[Leftover] = []
+    sagemaker, eks, ec2 = client("sagemaker"), client("eks"), client("ec2")
+    hyperpod = _exists(lambda: sagemaker.describe_cluster(ClusterName=hyperpod_cluster), ("ResourceNotFound",))
+    if hyperpod is not None:
+        found.append(Leftover("hyperpod-cluster", hyperpod_cluster, f"status {hyperpod.get('ClusterStatus', '?')}",
+                              f"aws sagemaker delete-cluster --cluster-name {hyperpod_cluster} --region {region}"))  # fmt: skip
+    control_plane = _exists(lambda: eks.describe_cluster(name=cluster), ("ResourceNotFoundException",))
+    if control_plane is not None:
+        found.append(Leftover("eks-cluster", cluster, f"status {control_plane['cluster'].get('status', '?')}",
+                              f"aws eks delete-cluster --name {cluster} --region {region}"))  # fmt: skip
+    tagged = [{"Name": f"tag:{project_tag[0]}", "Values": [project_tag[1]]}]
+    for gateway in ec2.describe_nat_gateways(Filter=tagged)["NatGateways"]:
+        if gateway["State"] not in ("deleted", "deleting", "failed"):
+            found.append(Leftover("nat-gateway", gateway["NatGatewayId"], f"state {gateway['State']}",
+                                  f"aws ec2 delete-nat-gateway --nat-gateway-id {gateway['NatGatewayId']} "
+                                  f"--region {region}"))  # fmt: skip
+    for address in ec2.describe_addresses(Filters=tagged)["Addresses"]:
+        found.append(Leftover("elastic-ip", address["AllocationId"], address.get("PublicIp", ""),
+                              f"aws ec2 release-address --allocation-id {address['AllocationId']} --region {region}"))  # fmt: skip
+    found += controller_load_balancers(client("elbv2"), ec2, cluster, region)
+    for tag_key, tag_value in ((project_tag[0], project_tag[1]), (f"kubernetes.io/cluster/{cluster}", "owned")):
+        volumes = ec2.describe_volumes(Filters=[{"Name": f"tag:{tag_key}", "Values": [tag_value]},
+                                                {"Name": "status", "Values": ["available"]}])  # fmt: skip
+        for volume in volumes["Volumes"]:
+            found.append(Leftover("ebs-volume", volume["VolumeId"], f"{volume['Size']} GiB, unattached",
+                                  f"aws ec2 delete-volume --volume-id {volume['VolumeId']} --region {region}"))  # fmt: skip
+    for tag_key, tag_value in ((project_tag[0], project_tag[1]), (VPC_CNI_CLUSTER_TAG, cluster)):
+        interfaces = ec2.describe_network_interfaces(Filters=[{"Name": f"tag:{tag_key}", "Values": [tag_value]}])
+        for interface in interfaces["NetworkInterfaces"]:
+            found.append(Leftover("network-interface", interface["NetworkInterfaceId"],
+                                  f"{interface.get('Status', '?')}: {interface.get('Description', '')}",
+                                  f"aws ec2 delete-network-interface --network-interface-id "
+                                  f"{interface['NetworkInterfaceId']} --region {region}"))  # fmt: skip
+    unique: dict[tuple[str, str], Leftover] = {(item.kind, item.id): item for item in found}
+    return list(unique.values())
+
+
+def billing_check_commands(project: str, cluster: str, hyperpod_cluster: str, region: str) -> list[str]:
+    """The AWS CLI listing that :func:`billing_leftovers` does with boto3 (docs/deploy.md, Tear down)."""
+    tag = f"Name=tag:project,Values={project}"
+    return [
+        f"aws sagemaker describe-cluster --cluster-name {hyperpod_cluster} --region {region}   # expect ResourceNotFound",
+        f"aws eks describe-cluster --name {cluster} --region {region}                           # expect ResourceNotFoundException",
+        f"aws ec2 describe-nat-gateways --filter {tag} --region {region} --query 'NatGateways[?State!=`deleted`]'",
+        f"aws ec2 describe-addresses --filters {tag} --region {region}",
+        f"aws resourcegroupstaggingapi get-resources --tag-filters Key={LBC_CLUSTER_TAG},Values={cluster} "
+        f"--region {region}   # load balancers, target groups, security groups of the LB controller",
+        f"aws ec2 describe-volumes --filters {tag} Name=status,Values=available --region {region}",
+        f"aws ec2 describe-network-interfaces --filters Name=tag:{VPC_CNI_CLUSTER_TAG},Values={cluster} --region {region}",
+    ]
+
+
+def wait_for_no_load_balancers(
+    elbv2: Any,
+    ec2: Any,
+    cluster: str,
+    region: str,
+    report: Callable[[str], None],
+    poll_s: float = 15.0,
+    timeout_s: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Leftover]:
+    """Poll until the controller's load balancers of ``cluster`` are gone; returns what is left after ``timeout_s``.
+
+    Only load balancers are waited for: the controller deletes their target groups and security
+    groups right after, and the caller lists those too.
+    """
+    waited = 0.0
+    while True:
+        left = [item for item in controller_load_balancers(elbv2, ec2, cluster, region) if item.kind == "load-balancer"]
+        if not left or waited >= timeout_s:
+            return left
+        report(f"waiting for the AWS Load Balancer Controller to delete {len(left)} load balancer(s)")
+        sleep(poll_s)
+        waited += poll_s
