@@ -86,7 +86,7 @@ destroy: $(if $(DRY_RUN),,install) ## delete CONFIG's stacks, list what outlives
 	$(if $(DRY_RUN),$(NEED_VENV))
 	$(PY) -m whisper_build.workstation.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
 
-kubeconfig: ## kubectl access to CONFIG's cluster (deploy step 5 alone; waits for the cluster, so it can run during step 4)
+kubeconfig: ## kubectl access to CONFIG's cluster (deploy step kubectl alone; waits for the cluster, so it can run during step stacks)
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only kubectl $(if $(DRY_RUN),--dry-run)
 

@@ -95,7 +95,9 @@ def diagnose(pods_json: str) -> list[str]:
         verdicts.append(verdict)
         lines.append(f"{pod['metadata']['name']}: {verdict}: {explanation}")
     if "failed" in verdicts:
-        lines.append("at least one pod has a real failure: fix it as its message says (docs/kubernetes.md, Preflight)")
+        lines.append(
+            "at least one pod has a real failure: fix it as its message says (docs/kubernetes.md, Fail-fast preflight)"
+        )
     elif verdicts and all(v == "ready" for v in verdicts):
         lines.append("every pod is ready")
     elif verdicts:
