@@ -51,6 +51,7 @@ from benchmarks.bench.cli import main as bench_main  # noqa: E402
 from benchmarks.gpu_whisper_random import MODEL_SHAPES  # noqa: E402
 from benchmarks.reference import GatewayProcess  # noqa: E402
 from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
+from whisper_build.serving.engines.tokens import vocabulary_size  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
 from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
 from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
@@ -63,14 +64,19 @@ def random_model_dir(tokenizer_dir: Path, out: Path, shape: str = "large-v3-turb
     """A folder with a ``config.json`` of ``shape`` and a tokenizer, for the engine's random mode.
 
     The tokenizer (tiny.en's, the only one here) only builds the prompt and turns ids into text;
-    with random weights and a fixed decode length neither matters to the compute timed.
+    with random weights and a fixed decode length neither matters to the compute timed. The
+    vocabulary is that tokenizer's (51864, English-only) instead of large-v3-turbo's 51866, so the
+    engine, the rendered ``config.pbtxt`` and the prompt agree that the model is English-only (the
+    model's load check refuses a contradiction); 2 of 51866 output-projection rows, a negligible
+    part of the compute.
     """
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = json.loads((tokenizer_dir / "tokenizer.json").read_text())
     added = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
     eot, sot = added["<|endoftext|>"], added["<|startoftranscript|>"]
+    vocab_size = vocabulary_size(lambda token: added.get(token))
     config = {
-        "model_type": "whisper", **MODEL_SHAPES[shape], "decoder_start_token_id": sot,
+        "model_type": "whisper", **MODEL_SHAPES[shape], "vocab_size": vocab_size, "decoder_start_token_id": sot,
         "eos_token_id": eot, "pad_token_id": eot, "bos_token_id": eot, "torch_dtype": "float16",
     }  # fmt: skip
     (out / "config.json").write_text(json.dumps(config, indent=2))
@@ -132,7 +138,10 @@ def run_model(
     """
     http, grpc, metrics = free_ports(3)
     batching = BatchingConfig(
-        max_batch_size=args.max_batch, max_queue_delay_us=args.queue_delay_us, max_queue_size=4 * args.max_batch
+        max_batch_size=args.max_batch,
+        max_queue_delay_us=args.queue_delay_us,
+        max_queue_size=4 * args.max_batch,
+        instance_count=args.instance_count,
     )
     settings = TritonSettings(
         http_port=http, grpc_port=grpc, metrics_port=metrics, engine=params, batching=batching, exit_timeout_s=5
@@ -150,7 +159,7 @@ def run_model(
     with triton:
         triton_ready_s = time.monotonic() - started
         with (
-            GatewayProcess(settings.grpc_url, capacity=args.max_batch, settings=gateway_env) as gateway,
+            GatewayProcess(settings.grpc_url, capacity=args.gateway_capacity, settings=gateway_env) as gateway,
             GatewayProcess(settings.grpc_url, module="benchmarks.reference_gateway") as reference,
         ):
             checks: dict = {"triton_ready_s": round(triton_ready_s, 1)}
@@ -337,11 +346,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-batch", type=int, default=64, help="Triton max_batch_size = engine max batch")
     p.add_argument("--queue-delay-us", type=int, default=2000, help="Triton dynamic batcher max queue delay")
     p.add_argument(
+        "--instance-count", type=int, default=1,
+        help="Triton model instances (each loads the engine on the GPU; batches of different instances overlap)",
+    )  # fmt: skip
+    p.add_argument(
         "--triton-env", action="append", default=[], metavar="KEY=VALUE",
         help="environment for tritonserver (and its python stubs) only",
     )  # fmt: skip
     p.add_argument("--fixed-tokens", type=int, default=100, help="decode length of the random-weight model")
     p.add_argument("--gateway-workers", type=int, default=4, help="WHISPER_GATEWAY_WORKERS of our gateway")
+    p.add_argument(
+        "--gateway-capacity", type=int, default=128,
+        help="WHISPER_GATEWAY_CAPACITY (split over the workers; above the top concurrency, as the kernel "
+        "does not spread connections evenly over the workers)",
+    )  # fmt: skip
     p.add_argument(
         "--reference-concurrency", default="1,64",
         help="levels for the seeds' reference gateway design (benchmarks/reference_gateway.py); '' = skip it",
@@ -395,8 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "versions": versions,
         "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
-                     "instance_count": 1, "engine_max_batch": args.max_batch, "in_process": "no-delay batcher, same max"},
-        "gateway": {"workers": args.gateway_workers, "capacity": args.max_batch,
+                     "instance_count": args.instance_count, "engine_max_batch": args.max_batch, "in_process": "no-delay batcher, same max"},
+        "gateway": {"workers": args.gateway_workers, "capacity": args.gateway_capacity,
                     "reference_gateway": "benchmarks/reference_gateway.py (1 process, sync gRPC in async handler)"},
         "levels_s": args.duration, "requests": "single-window (one ≤ 30 s file per request)",
         "audio": [a.name for a in audio], "records": records,
