@@ -184,9 +184,8 @@ def test_a_stack_left_after_destroy_is_reported_with_what_blocked_it_and_the_loa
             _missing(stub, f"WhisperHyperpod{stack}")
     lines: list[str] = []
     session = _session({"cloudformation": cloudformation, "elbv2": elbv2, "ec2": ec2}, lines)
-    with stub, pytest.raises(aws.DeployError) as raised:
-        session.check_stacks_gone()
-    message = str(raised.value)
+    with stub:
+        message = "\n".join(session.stack_failure_report())
     assert "WhisperHyperpodNetwork: DELETE_FAILED" in message
     assert (
         f"blocked by WhisperHyperpodNetwork: PrivateSubnet1 (AWS::EC2::Subnet {subnets[0]}): has dependencies"
@@ -194,6 +193,12 @@ def test_a_stack_left_after_destroy_is_reported_with_what_blocked_it_and_the_loa
     )
     assert f"aws elbv2 delete-load-balancer --load-balancer-arn {lb['LoadBalancerArn']} --region us-east-1" in message
     assert "other" not in message.replace("another", "")
+    stub = Stubber(cloudformation)
+    _status(stub, "WhisperHyperpodNetwork", "DELETE_FAILED")
+    for stack in ("Storage", "Cluster", "Observability", "Workloads", "EngineBuild"):
+        _missing(stub, f"WhisperHyperpod{stack}")
+    with stub, pytest.raises(aws.DeployError, match=r"stacks left after cdk destroy: WhisperHyperpodNetwork \(why"):
+        session.check_stacks_gone()
 
 
 # ---------------------------------------------------------------- what still bills after the stacks are gone
@@ -456,3 +461,8 @@ def test_every_not_yet_published_phrase_is_a_real_preflight_message(
     for phrase in preflight.NOT_YET_PUBLISHED:
         assert any(phrase in message for message in seen), phrase
     assert all(pods.is_not_yet_published(message) for message in seen)
+
+
+def test_pods_reads_only_the_serving_pods() -> None:
+    code, lines = _dry_run(["pods", "--config", str(DEFAULT_CONFIG_PATH)])
+    assert code == 0 and lines == ["$ kubectl -n whisper get pods -l app.kubernetes.io/name=whisper -o json"]

@@ -183,9 +183,10 @@ class AwsSession:
 
     def check_stacks_gone(self) -> None:
         """Raise naming every stack still there after ``cdk destroy`` (and what blocked it)."""
-        lines = self.stack_failure_report()
-        if lines:
-            raise aws.DeployError("stacks left after cdk destroy:\n  " + "\n  ".join(lines))
+        cloudformation = self.client("cloudformation")
+        left = [stack for stack in self._stacks() if teardown.stack_status(cloudformation, stack) is not None]
+        if left:
+            raise aws.DeployError(f"stacks left after cdk destroy: {', '.join(left)} (why: the lines above)")
 
     def check_billing(self) -> None:
         """Step ``billing``: raise listing whatever still bills by the hour, with the command that deletes it."""

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from settings import labels
 from whisper_build.podstart.preflight import NOT_YET_PUBLISHED
 
 PREFLIGHT_CONTAINER = "preflight"
@@ -106,8 +107,13 @@ def diagnose(pods_json: str) -> list[str]:
 
 
 def pods_command(namespace: str) -> list[str]:
-    """``kubectl -n <namespace> get pods -o json`` (the serving pods; needs the namespace access of step kubectl)."""
-    return ["kubectl", "-n", namespace, "get", "pods", "-o", "json"]
+    """``kubectl -n <namespace> get pods -l app.kubernetes.io/name=whisper -o json``.
+
+    The serving pods of every GPU group (the Service selector, ``k8s_charts.naming.app_labels``), not
+    the build Jobs'. Needs only the namespace access of step ``kubectl``.
+    """
+    selector = f"{labels.APP_NAME_LABEL}={labels.APP_NAME}"
+    return ["kubectl", "-n", namespace, "get", "pods", "-l", selector, "-o", "json"]
 
 
 def report(namespace: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
