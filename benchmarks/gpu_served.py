@@ -182,7 +182,7 @@ def run_model(
                     "--concurrency", args.concurrency,
                 ])  # fmt: skip
                 checks["gateway_cpu_s"] = round(gateway.cpu_seconds() - cpu_before, 2)
-                if args.reference_concurrency:
+                if args.reference_concurrency not in ("none", ""):
                     code |= bench_main([
                         *common, "--out", str(out / "reference"),
                         "--target", f"reference_gateway={reference.url}/invocations",
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument(
         "--reference-concurrency", default="1,64",
-        help="levels for the seeds' reference gateway design (benchmarks/reference_gateway.py); '' = skip it",
+        help="levels for the seeds' reference gateway design (benchmarks/reference_gateway.py); none = skip it",
     )  # fmt: skip
     args = p.parse_args(argv)
     if args.prepare:
