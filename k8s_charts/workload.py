@@ -210,7 +210,7 @@ def preflight_command(
 ) -> list[str]:
     """``python -m whisper_build.podstart.preflight`` with what every serving pod passes.
 
-    The mount, the model, the bucket (for messages), the MIG profile of its slice and the file it
+    The mount, the model, the bucket and its region (for messages), the MIG profile of its slice and the file it
     writes the resolved model repository to.
     """
     return [
@@ -218,6 +218,7 @@ def preflight_command(
         "--model-dir", model_dir,
         "--model", config.model.name,
         "--bucket", bucket_name,
+        "--region", config.region,
         *(["--mig-profile", mig_profile] if mig_profile else []),
         "--write-model-repository", repository_file,
     ]  # fmt: skip

@@ -140,6 +140,15 @@ def test_ctranslate2_without_its_converted_model_fails_with_the_commands(tmp_pat
     assert "'transformers[torch]'" in message
 
 
+def test_the_upload_command_names_the_bucket_region(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the region the chart passes (a workstation may default to another one)
+    args = ["--model-dir", str(tmp_path), "--model", MODEL, "--bucket", BUCKET, "--engine", "ctranslate2",
+            "--gpu-arch", "sm89", "--region", "eu-west-1"]  # fmt: skip
+    # WHEN the converted model is missing THEN the printed upload command carries --region
+    assert main(args) == 1
+    assert capsys.readouterr().err.rstrip().endswith(f"aws s3 sync whisper-{MODEL}-ct2 {CT2_PREFIX} --region eu-west-1")
+
+
 def test_ctranslate2_with_its_converted_model_passes_and_names_the_served_folder(tmp_path: Path) -> None:
     folder = tmp_path / "ctranslate2"
     folder.mkdir()

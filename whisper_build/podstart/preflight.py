@@ -96,6 +96,8 @@ class PreflightTarget:
             (the charts pass the engine-build Job's argv); ``None`` derives a generic one.
         mig_profile: MIG profile of the slice the pod runs on (e.g. ``1g.10gb``), ``None`` for a whole GPU.
         select_engine: ``model_dir`` is the model's root prefix; use its ``<node_arch>[-<profile>]/`` folder.
+        region: AWS region of the bucket (``config.region``), added as ``--region`` to the upload
+            commands the messages print, so they work from a workstation set to another region.
     """
 
     model_dir: Path
@@ -107,6 +109,7 @@ class PreflightTarget:
     build_command: str | None = None
     mig_profile: str | None = None
     select_engine: bool = False
+    region: str | None = None
 
     def engine_target(self, gpu_arch: str) -> str:
         """``sm86``, or ``sm90-1g.10gb`` on a MIG slice (:func:`settings.storage.engine_target`)."""
@@ -119,6 +122,11 @@ class PreflightTarget:
     def ctranslate2_uri(self, gpu_arch: str) -> str:
         """``s3://<bucket>/models/<model>/<engine target>/ctranslate2/``."""
         return f"s3://{self.bucket}/{storage.ctranslate2_prefix(self.model, self.engine_target(gpu_arch))}"
+
+    @property
+    def region_args(self) -> list[str]:
+        """``["--region", region]`` for AWS CLI commands, or nothing when the region is not known."""
+        return ["--region", self.region] if self.region else []
 
     @property
     def hf_checkpoint_uri(self) -> str:
@@ -167,7 +175,7 @@ def ctranslate2_publish_commands(target: PreflightTarget, gpu_arch: str) -> list
             "ct2-transformers-converter", "--model", hf_id, "--output_dir", local,
             "--copy_files", "tokenizer.json", "preprocessor_config.json", "--quantization", "float16",
         ]),
-        shlex.join(["aws", "s3", "sync", local, target.ctranslate2_uri(gpu_arch)]),
+        shlex.join(["aws", "s3", "sync", local, target.ctranslate2_uri(gpu_arch), *target.region_args]),
     ]  # fmt: skip
 
 
@@ -210,7 +218,10 @@ def hf_publish_commands(target: PreflightTarget) -> list[str]:
         "or the base model:",
         shlex.join(["pip", "install", "huggingface_hub"]),
         shlex.join(["hf", "download", hf_id, "--local-dir", local, "--include", *files]),
-        shlex.join(["aws", "s3", "sync", local, target.hf_checkpoint_uri, "--exclude", ".cache/*", "--exclude", "*.bin"]),
+        shlex.join([
+            "aws", "s3", "sync", local, target.hf_checkpoint_uri, "--exclude", ".cache/*", "--exclude", "*.bin",
+            *target.region_args,
+        ]),  # fmt: skip
     ]  # fmt: skip
 
 
@@ -504,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-arch", default=None, help="architecture of the mounted prefix, e.g. sm86")
     parser.add_argument("--build-command", default=None, help="exact engine build command (for messages)")
     parser.add_argument("--mig-profile", default=None, help="MIG profile of the pod's slice, e.g. 1g.10gb")
+    parser.add_argument("--region", default=None, help="AWS region of the bucket (for the upload commands printed)")
     parser.add_argument(
         "--select-engine",
         action="store_true",
@@ -537,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         args.build_command,
         args.mig_profile,
         args.select_engine,
+        args.region,
     )
     capability = (lambda: args.compute_capability) if args.compute_capability else query_compute_capability
     try:
