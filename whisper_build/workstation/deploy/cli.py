@@ -491,6 +491,11 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
     ]
     if endpoint.scheme == "internal" and not endpoint.tls:
         lines.append("  # or: WHISPER_API_KEY=$KEY WHISPER_GATEWAY_PORT=8080 make transcribe FILE=recording.wav")
+    if endpoint.scheme == "internal":
+        lines.append(
+            "  # through the load balancer itself, from inside the VPC (a HyperPod node over SSM, or CloudShell in "
+            "the VPC): docs/deploy.md, After the deploy"
+        )
     lines.append(
         f"Grafana, metrics and alerts: docs/observability.md. Tear down: make destroy CONFIG=<this config> "
         f"(region {region})."
