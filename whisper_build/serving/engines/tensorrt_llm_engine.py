@@ -56,11 +56,11 @@ from whisper_build.serving.engines.base import (
 )
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
-    MULTILINGUAL_VOCAB_SIZE,
     SpecialTokens,
     build_prompt_ids,
     generated_ids,
     group_indices,
+    is_multilingual,
     max_length_for,
 )
 from whisper_build.serving.prompt import DecodePrompt
@@ -109,7 +109,7 @@ def read_engine_layout(engine_dir: Path) -> EngineLayout:
     try:
         return EngineLayout(
             n_mels=int(configs["encoder"]["n_mels"]),
-            multilingual=int(configs["decoder"]["vocab_size"]) >= MULTILINGUAL_VOCAB_SIZE,
+            multilingual=is_multilingual(int(configs["decoder"]["vocab_size"])),
             max_batch_size=int(configs["decoder"]["max_batch_size"]),
             max_beam_width=int(configs["decoder"].get("max_beam_width", 1)),
         )

@@ -22,6 +22,7 @@ __all__ = [
     "generated_ids",
     "group_indices",
     "ctranslate2_max_length",
+    "is_multilingual",
     "max_length_for",
     "vocabulary_size",
 ]
@@ -32,6 +33,17 @@ N_TEXT_CTX = 448
 MULTILINGUAL_VOCAB_SIZE = 51865
 """Vocabulary size from which a Whisper model is multilingual (openai/whisper ``model.py``:
 ``is_multilingual = n_vocab >= 51865``; TensorRT-LLM ``run.py`` uses the same test)."""
+
+
+def is_multilingual(vocab_size: int) -> bool:
+    """Whether a Whisper model with this vocabulary size takes language and task tokens.
+
+    openai/whisper ``model.py``: ``is_multilingual = n_vocab >= 51865`` (tiny.en 51864 → False,
+    large-v3 51866 → True). Every engine and the model repository decide with this one rule.
+    """
+    return vocab_size >= MULTILINGUAL_VOCAB_SIZE
+
+
 N_TIMESTAMP_TOKENS = 1501
 """``<|0.00|>`` … ``<|30.00|>``, the last ids of every Whisper vocabulary (openai/whisper ``tokenizer.py``)."""
 

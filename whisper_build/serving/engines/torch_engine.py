@@ -45,12 +45,12 @@ from whisper_build.serving.engines.base import (
 )
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
-    MULTILINGUAL_VOCAB_SIZE,
     SpecialTokens,
     build_prompt_ids,
     clean_output_ids,
     generated_ids,
     group_indices,
+    is_multilingual,
 )
 from whisper_build.serving.prompt import DecodePrompt
 
@@ -115,9 +115,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self._model = self._load(path, dtype).eval()
         config = self._model.config
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
-        self._specials = SpecialTokens.from_lookup(
-            self._tokenizer.token_to_id, config.vocab_size >= MULTILINGUAL_VOCAB_SIZE
-        )
+        self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, is_multilingual(config.vocab_size))
         self.name = "torch"
         self.capabilities = EngineCapabilities(timestamps=False, word_timestamps=False, sampling=False)
         self.multilingual = self._specials.multilingual

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from whisper_build.serving.engines.base import EngineParams
-from whisper_build.serving.engines.tokens import MULTILINGUAL_VOCAB_SIZE, vocabulary_size
+from whisper_build.serving.engines.tokens import is_multilingual, vocabulary_size
 
 __all__ = [
     "MODEL_NAME",
@@ -76,7 +76,7 @@ def tokenizer_multilingual(tokenizer_json: Path) -> bool:
     import tokenizers
 
     tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_json))
-    return vocabulary_size(tokenizer.token_to_id) >= MULTILINGUAL_VOCAB_SIZE
+    return is_multilingual(vocabulary_size(tokenizer.token_to_id))
 
 
 def model_multilingual(engine: EngineParams) -> bool | None:
