@@ -466,3 +466,75 @@ def test_every_not_yet_published_phrase_is_a_real_preflight_message(
 def test_pods_reads_only_the_serving_pods() -> None:
     code, lines = _dry_run(["pods", "--config", str(DEFAULT_CONFIG_PATH)])
     assert code == 0 and lines == ["$ kubectl -n whisper get pods -l app.kubernetes.io/name=whisper -o json"]
+
+
+def test_a_preflight_that_passes_now_is_not_reported_from_its_previous_run() -> None:
+    earlier = {"terminated": {"exitCode": 1, "message": "preflight FAILED: the model repository … is empty"}}
+    passed = {"name": "preflight", "state": {"terminated": {"exitCode": 0, "message": "preflight ok"}},
+              "lastState": earlier}  # fmt: skip
+    running = {"name": "preflight", "state": {"running": {}}, "lastState": earlier}
+    loading = {"phase": "Pending", "containerStatuses": [{"name": "triton", "state": {"running": {}}}]}
+    for status in (passed, running):
+        pod = _pod("whisper-g5-a", {**loading, "initContainerStatuses": [status]})
+        assert pods.preflight_message(pod) is None
+        assert pods.pod_state(pod) == ("starting", "phase Pending")
+    restarting = {"name": "preflight", "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": earlier}
+    assert (
+        pods.preflight_message(_pod("p", {"initContainerStatuses": [restarting]})) == earlier["terminated"]["message"]
+    )
+    out: list[str] = []
+    listing = {"items": [_pod("whisper-g5-a", {**loading, "initContainerStatuses": [passed]})]}
+    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps(listing))  # fmt: skip
+    assert code == 0 and out[0] == "whisper-g5-a: starting: phase Pending"
+
+
+def test_a_skip_check_that_fails_on_expired_credentials_says_to_log_in_and_re_run() -> None:
+    from whisper_build.workstation.deploy.plan import destroy_steps  # noqa: PLC0415
+
+    eks = _client("eks")
+    stub = Stubber(eks)
+    stub.add_client_error("describe_cluster", "ExpiredTokenException", "The security token included in the "
+                          "request is expired", expected_params={"name": "whisper-hyperpod"})  # fmt: skip
+    lines: list[str] = []
+    session = _session({"eks": eks}, lines)
+    steps = destroy_steps(load_config(), "c.yaml", purge=False)
+    with stub, pytest.raises(aws.DeployError) as raised:
+        cli.Runner(steps, session, lines.append, lambda argv: None).run()
+    message = str(raised.value)
+    assert message.startswith("step 'endpoint': could not check whether EKS cluster whisper-hyperpod does not exist")
+    assert "ExpiredTokenException" in message and "aws sso login" in message and "destroy included" in message
+
+
+def test_cluster_active_reads_the_eks_status() -> None:
+    eks = _client("eks")
+    stub = Stubber(eks)
+    params = {"name": "whisper-hyperpod"}
+    for status in ("ACTIVE", "DELETING"):
+        stub.add_response("describe_cluster", {"cluster": {"name": "whisper-hyperpod", "status": status}}, params)
+    stub.add_client_error("describe_cluster", "ResourceNotFoundException", expected_params=params)
+    stub.add_client_error("describe_cluster", "AccessDeniedException", expected_params=params)
+    session = _session({"eks": eks}, [])
+    with stub:
+        assert session.cluster_active() is True
+        assert session.cluster_active() is False
+        assert session.cluster_active() is False
+        with pytest.raises(aws.ClientError, match="AccessDenied"):
+            session.cluster_active()
+    stub.assert_no_pending_responses()
+
+
+def test_a_deletion_still_running_after_the_wait_names_the_stack_and_what_to_do() -> None:
+    cloudformation = _client("cloudformation")
+    stub = Stubber(cloudformation)
+    for _ in range(3):
+        _status(stub, "PCluster", "DELETE_IN_PROGRESS")
+    sleeps: list[float] = []
+    with stub, pytest.raises(aws.DeployError) as raised:
+        teardown.wait_for_deletes(cloudformation, ["PCluster"], lambda line: None, poll_s=30, timeout_s=60,
+                                  sleep=sleeps.append)  # fmt: skip
+    assert sleeps == [30, 30]
+    message = str(raised.value)
+    assert message.startswith("PCluster still DELETE_IN_PROGRESS after 1 min")
+    assert "aws cloudformation describe-stack-events --stack-name PCluster --region us-east-1" in message
+    assert "run the same make destroy again" in message

@@ -152,7 +152,11 @@ class AwsSession:
         return all(teardown.stack_status(cloudformation, stack) is None for stack in self._stacks())
 
     def wait_stack_deletes(self) -> None:
-        """Wait for deletions an earlier run started (``DELETE_IN_PROGRESS``)."""
+        """Wait for deletions an earlier run started (``DELETE_IN_PROGRESS``).
+
+        Raises:
+            aws.DeployError: a deletion still runs after an hour (:func:`teardown.wait_for_deletes`).
+        """
         states = teardown.wait_for_deletes(self.client("cloudformation"), self._stacks(),
                                            lambda line: self.log(f"    {line}"))  # fmt: skip
         left = {stack: status for stack, status in states.items() if status}
@@ -327,6 +331,22 @@ class Runner:
         self.out = out
         self.run_command = run_command
 
+    def _skips(self, step: Step) -> bool:
+        """Whether ``step``'s skip check says it is done (checks such as ``cluster_active`` call AWS).
+
+        Raises:
+            aws.DeployError: the check's AWS call failed (expired credentials, throttling, no network).
+        """
+        assert step.skip is not None
+        try:
+            return step.skip[1](self.session)
+        except (BotoCoreError, ClientError) as err:
+            raise aws.DeployError(
+                f"step '{step.name}': could not check whether {step.skip[0]}: {err}. Credentials expired? Run "
+                "`aws sso login` (or renew them) and run the same command again; every step is safe to re-run "
+                "(destroy included)"
+            ) from err
+
     def run(self) -> float:
         """Run (or, without a session, print) every step; returns the total seconds.
 
@@ -346,7 +366,7 @@ class Runner:
             if self.session is None:
                 continue
             step_started = time.monotonic()
-            if step.skip is not None and step.skip[1](self.session):
+            if step.skip is not None and self._skips(step):
                 self.out("    skipped: already done")
                 continue
             try:

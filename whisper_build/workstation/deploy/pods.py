@@ -27,15 +27,30 @@ PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 
 
+def _failure_message(state: dict[str, Any]) -> str | None:
+    terminated = state.get("terminated") or {}
+    if terminated.get("exitCode", 0) != 0 and terminated.get("message"):
+        return str(terminated["message"]).strip()
+    return None
+
+
 def preflight_message(pod: dict[str, Any]) -> str | None:
-    """The preflight init container's last termination message (current or previous run), if any."""
+    """The preflight init container's failure message, or ``None`` when its latest run did not fail.
+
+    The current run's ``state`` decides: ``terminated`` with a non-zero exit gives its message,
+    ``terminated`` with exit 0 or ``running`` give ``None`` (the preflight passed; Triton may still be
+    loading). Only while the container is ``waiting`` (``CrashLoopBackOff`` between restarts) is
+    ``lastState``, the previous run, read.
+    """
     for status in pod.get("status", {}).get("initContainerStatuses") or []:
         if status.get("name") != PREFLIGHT_CONTAINER:
             continue
-        for state in (status.get("state", {}), status.get("lastState", {})):
-            terminated = state.get("terminated") or {}
-            if terminated.get("exitCode", 0) != 0 and terminated.get("message"):
-                return str(terminated["message"]).strip()
+        state = status.get("state") or {}
+        if "terminated" in state:
+            return _failure_message(state)
+        if "waiting" in state:
+            return _failure_message(status.get("lastState") or {})
+        return None
     return None
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from whisper_build.workstation.deploy.aws import DeployError
+
 LBC_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
 """Tag the AWS Load Balancer Controller puts on every load balancer, target group and security group it creates."""
 VPC_CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
@@ -56,7 +58,7 @@ def wait_for_deletes(
     """Wait while any of ``stacks`` is ``DELETE_IN_PROGRESS``; returns every stack's status afterwards.
 
     Raises:
-        TimeoutError: a deletion still runs after ``timeout_s``.
+        DeployError: a deletion still runs after ``timeout_s``; names the stacks and what to do.
     """
     waited = 0.0
     while True:
@@ -65,7 +67,12 @@ def wait_for_deletes(
         if not deleting:
             return states
         if waited >= timeout_s:
-            raise TimeoutError(f"still DELETE_IN_PROGRESS after {timeout_s:.0f} s: {', '.join(deleting)}")
+            raise DeployError(
+                f"{', '.join(deleting)} still DELETE_IN_PROGRESS after {timeout_s / 60:.0f} min. CloudFormation "
+                "carries on without this command: follow it with `aws cloudformation describe-stack-events "
+                f"--stack-name {deleting[0]} --region {cloudformation.meta.region_name}` (the newest events say what it waits on), then run the same "
+                "make destroy again (safe to re-run: it waits for or skips what is already deleting)"
+            )
         report(f"{', '.join(deleting)}: DELETE_IN_PROGRESS (an earlier run's deletion), waiting for it")
         sleep(poll_s)
         waited += poll_s
