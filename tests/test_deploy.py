@@ -23,6 +23,7 @@ from whisper_build.workstation.deploy.plan import deploy_steps
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
+CONTEXT = "arn:aws:eks:us-east-1:123456789012:cluster/whisper-hyperpod"
 
 
 @pytest.fixture()
@@ -72,9 +73,14 @@ def test_dry_run_carries_the_config_through_every_step(
         assert command.endswith(shlex.join(["-c", f"config={shown}"]))
     assert f"npx cdk deploy {prefix}Storage --exclusively" in cdk_commands[1]
     assert shlex.join(["scripts/publish_hyperpod_chart.sh", shown]) in commands
+    kubectl = [command for command in commands if command.startswith("kubectl")]
+    assert kubectl and all(
+        command.startswith(f"kubectl --context 'arn:aws:eks:{region}:<account>:cluster/{project}' -n whisper ")
+        for command in kubectl
+    ), kubectl
     for command in commands:
         if command.startswith("aws ") or command.startswith("kubectl"):
-            assert region in command or "kubectl" in command
+            assert region in command
             assert project in command or "deployment/whisper-" in command or "instance-type-offerings" in command
     text = "\n".join(lines)
     for name in (
@@ -169,8 +175,9 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "scripts/publish_hyperpod_chart.sh cfg.yaml",
         "npx cdk deploy --all --require-approval never -c config=cfg.yaml",
         "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",  # kubectl right after the cluster
-        "kubectl -n whisper rollout status deployment/whisper-g5 --timeout=30m",
-        "kubectl -n whisper rollout status deployment/whisper-g6e --timeout=30m",
+        # this config's cluster, never the kubeconfig's current context (another config's, maybe)
+        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g5 --timeout=30m",
+        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g6e --timeout=30m",
     ]
     assert session.calls == [
         "capacity",
@@ -224,8 +231,8 @@ def test_endpoint_message_for_an_internal_nlb() -> None:
         seen.append(argv)
         return json.dumps(status)
 
-    hostname = cli.endpoint_address(config, kubectl)
-    assert seen == [["kubectl", "-n", "whisper", "get", "service", "whisper", "-o", "json"]]
+    hostname = cli.endpoint_address(config, "123456789012", kubectl)
+    assert seen == [("kubectl", "--context", CONTEXT, "-n", "whisper", "get", "service", "whisper", "-o", "json")]
     message = cli.how_to_reach(config, hostname)
     assert "export LB=internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com" in message
     assert "kubectl -n whisper port-forward service/whisper 8080:80 &" in message
@@ -236,7 +243,7 @@ def test_endpoint_message_for_an_internal_nlb() -> None:
     assert 'secretsmanager get-secret-value --secret-id "$SECRET"' in message
     assert '"$BASE/invocations" -H "Authorization: Bearer $KEY"' in message
     assert "CNAME" not in message  # no TLS, no DNS record
-    assert cli.endpoint_address(config, lambda argv: json.dumps({"status": {}})) is None
+    assert cli.endpoint_address(config, "123456789012", lambda argv: json.dumps({"status": {}})) is None
 
 
 def test_endpoint_message_with_tls_names_the_dns_record_and_keeps_verification_on() -> None:

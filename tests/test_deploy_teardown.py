@@ -5,6 +5,7 @@ botocore's Stubber where moto lacks the API (Service Quotas' list calls, CloudFo
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,13 @@ from moto import mock_aws
 
 from settings import DEFAULT_CONFIG_PATH, load_config, parse_config
 from whisper_build.podstart import preflight
-from whisper_build.workstation.deploy import aws, capacity, cli, pods, teardown
+from whisper_build.workstation.deploy import aws, capacity, cli, kube, pods, teardown
 from whisper_build.workstation.deploy.plan import Step
+from whisper_build.workstation.deploy.prereqs import check_aws_cli, check_kubectl
 
 REGION = "us-east-1"
+DRY_CONTEXT = "arn:aws:eks:us-east-1:<account>:cluster/whisper-hyperpod"
+CONTEXT = "arn:aws:eks:us-east-1:123456789012:cluster/whisper-hyperpod"
 
 
 def _client(service: str, region: str = REGION) -> Any:
@@ -258,7 +262,8 @@ def test_destroy_dry_run_deletes_the_endpoint_before_the_stacks_and_ends_with_th
     steps = [line.split(":")[0] for line in lines if line.startswith("[")]
     assert steps == ["[1/4] endpoint", "[2/4] stacks", "[3/4] retained", "[4/4] billing"]
     commands = [line.strip() for line in lines if line.strip().startswith("$ ")]
-    delete = commands.index("$ kubectl -n whisper delete service/whisper --ignore-not-found --wait=true --timeout=10m")
+    delete = commands.index(f"$ kubectl --context '{DRY_CONTEXT}' -n whisper delete service/whisper --ignore-not-found "
+                            "--wait=true --timeout=10m")  # fmt: skip
     destroy = commands.index("$ npx cdk destroy --all --force -c config=config/default.yaml")
     assert delete < destroy
     text = "\n".join(lines)
@@ -292,7 +297,7 @@ def test_destroy_rerun_skips_the_endpoint_and_the_stacks_already_gone() -> None:
     commands: list[str] = []
     lines: list[str] = []
     session = DestroySession()
-    steps = destroy_steps(load_config(), "c.yaml", purge=False)
+    steps = destroy_steps(load_config(), "c.yaml", False, "123456789012")
     cli.Runner(steps, session, lines.append, lambda argv: commands.append(" ".join(argv))).run()  # type: ignore[arg-type]
     assert commands == [] and session.calls == ["retained", "billing"]
     assert sum(line.strip() == "skipped: already done" for line in lines) == 2
@@ -368,17 +373,30 @@ def test_a_pinned_account_refuses_other_credentials_and_says_how_to_pick_a_profi
 
 
 # ---------------------------------------------------------------- make endpoint: the wait and its timeout
+@pytest.fixture(autouse=True)
+def _kubectl_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make pods / make endpoint check kubectl and the AWS CLI first; here both are taken as installed."""
+    monkeypatch.setattr(cli.prereqs, "check_aws_cli", lambda: [])
+    monkeypatch.setattr(cli.prereqs, "check_kubectl", lambda version: [])
+
+
+def _kubectl_main(argv: list[str], **kwargs: Any) -> int:
+    """``cli.main`` of make pods / make endpoint with credentials of account 123456789012 (a Stubber STS)."""
+    return cli.main(argv, boto3_module=FakeBoto3("123456789012"), **kwargs)
+
+
 def test_endpoint_timeout_exits_1_with_what_to_check_and_how_to_resume(capsys: pytest.CaptureFixture[str]) -> None:
     lines: list[str] = []
-    code = cli.main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
+    code = _kubectl_main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
                     kubectl=lambda argv: json.dumps({"status": {}}), endpoint_wait_s=0)  # fmt: skip
     assert code == 1
     err = capsys.readouterr().err
+    assert "the load balancer has no address after 0 s" in err  # the wait it really did
     assert "kubectl -n whisper describe service whisper" in err
     assert "kubectl -n kube-system logs deployment/aws-load-balancer-controller" in err
     assert "then resume: make endpoint CONFIG=config/default.yaml" in err
     status = {"status": {"loadBalancer": {"ingress": [{"hostname": "internal-k8s-x.elb.us-east-1.amazonaws.com"}]}}}
-    code = cli.main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
+    code = _kubectl_main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
                     kubectl=lambda argv: json.dumps(status), endpoint_wait_s=0)  # fmt: skip
     assert code == 0 and "Whisper is serving." in "\n".join(lines)
 
@@ -434,10 +452,10 @@ def test_pods_tell_the_expected_wait_from_a_real_preflight_failure(
     assert lines[5].startswith("at least one pod has a real failure")
 
     out: list[str] = []
-    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
                     kubectl=lambda argv: json.dumps({"items": listing["items"][:1]}))  # fmt: skip
     assert code == 0 and out[-1].startswith("nothing has failed")
-    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
                     kubectl=lambda argv: json.dumps(listing))  # fmt: skip
     assert code == 1
 
@@ -465,7 +483,9 @@ def test_every_not_yet_published_phrase_is_a_real_preflight_message(
 
 def test_pods_reads_only_the_serving_pods() -> None:
     code, lines = _dry_run(["pods", "--config", str(DEFAULT_CONFIG_PATH)])
-    assert code == 0 and lines == ["$ kubectl -n whisper get pods -l app.kubernetes.io/name=whisper -o json"]
+    assert code == 0 and lines == [
+        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -l app.kubernetes.io/name=whisper -o json"
+    ]
 
 
 def test_a_preflight_that_passes_now_is_not_reported_from_its_previous_run() -> None:
@@ -484,7 +504,7 @@ def test_a_preflight_that_passes_now_is_not_reported_from_its_previous_run() -> 
     )
     out: list[str] = []
     listing = {"items": [_pod("whisper-g5-a", {**loading, "initContainerStatuses": [passed]})]}
-    code = cli.main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
                     kubectl=lambda argv: json.dumps(listing))  # fmt: skip
     assert code == 0 and out[0] == "whisper-g5-a: starting: phase Pending"
 
@@ -498,7 +518,7 @@ def test_a_skip_check_that_fails_on_expired_credentials_says_to_log_in_and_re_ru
                           "request is expired", expected_params={"name": "whisper-hyperpod"})  # fmt: skip
     lines: list[str] = []
     session = _session({"eks": eks}, lines)
-    steps = destroy_steps(load_config(), "c.yaml", purge=False)
+    steps = destroy_steps(load_config(), "c.yaml", False, "123456789012")
     with stub, pytest.raises(aws.DeployError) as raised:
         cli.Runner(steps, session, lines.append, lambda argv: None).run()
     message = str(raised.value)
@@ -538,3 +558,76 @@ def test_a_deletion_still_running_after_the_wait_names_the_stack_and_what_to_do(
     assert message.startswith("PCluster still DELETE_IN_PROGRESS after 1 min")
     assert "aws cloudformation describe-stack-events --stack-name PCluster --region us-east-1" in message
     assert "run the same make destroy again" in message
+
+
+# ---------------------------------------------------------------- kubectl: this config's context, clear failures
+def _fake_kubectl(bin_dir: Path, script: str) -> Path:
+    """A ``kubectl`` on ``PATH`` that appends its argv to ``calls`` and then runs ``script``."""
+    bin_dir.mkdir(exist_ok=True)
+    calls = bin_dir / "calls"
+    path = bin_dir / "kubectl"
+    path.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n{script}\n', encoding="utf-8")
+    path.chmod(0o755)
+    return calls
+
+
+def test_make_pods_reads_this_configs_cluster_and_fails_when_kubectl_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    calls = _fake_kubectl(bin_dir, """echo '{"items": []}'""")
+    out: list[str] = []
+    assert _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append) == 0
+    assert calls.read_text(encoding="utf-8").split() == [
+        "--context", CONTEXT, "-n", "whisper", "get", "pods", "-l", "app.kubernetes.io/name=whisper", "-o", "json"
+    ]  # fmt: skip
+    assert out == ["no pods in namespace whisper yet"]
+
+    _fake_kubectl(bin_dir, "echo 'error: You must be logged in to the server (Unauthorized)' >&2; exit 1")
+    assert _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append) == 1
+    err = capsys.readouterr().err
+    assert "error: could not read the pods: kubectl failed: error: You must be logged in to the server" in err
+    assert "make kubeconfig CONFIG=" in err and "aws sso login" in err
+
+    _fake_kubectl(bin_dir, "sleep 5")
+    monkeypatch.setattr(kube, "KUBECTL_TIMEOUT_SECONDS", 0.3)
+    assert _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append) == 1
+    assert "kubectl did not answer within 0.3 s" in capsys.readouterr().err
+
+
+def test_make_pods_and_endpoint_check_kubectl_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli.prereqs, "check_aws_cli", check_aws_cli)
+    monkeypatch.setattr(cli.prereqs, "check_kubectl", check_kubectl)
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither kubectl nor aws
+
+    def never(argv: Sequence[str]) -> str:
+        raise AssertionError("kubectl must not be called before the check")
+
+    for action in ("pods", "endpoint"):
+        assert cli.main([action, "--config", str(DEFAULT_CONFIG_PATH)], kubectl=never, endpoint_wait_s=0) == 2
+        err = capsys.readouterr().err
+        assert "missing prerequisites" in err and "kubectl not found on PATH" in err and "aws not found" in err
+
+
+def test_make_endpoint_says_why_kubectl_gave_no_address(capsys: pytest.CaptureFixture[str]) -> None:
+    def missing(argv: Sequence[str]) -> str:
+        raise FileNotFoundError(2, "No such file or directory", "kubectl")
+
+    assert _kubectl_main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], kubectl=missing, endpoint_wait_s=900) == 1
+    assert "cannot run kubectl" in capsys.readouterr().err  # at once, not after the 15 min wait
+
+    def unauthorized(argv: Sequence[str]) -> str:
+        raise subprocess.CalledProcessError(1, list(argv), "", "error: You must be logged in to the server")
+
+    lines: list[str] = []
+    code = _kubectl_main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,
+                         kubectl=unauthorized, endpoint_wait_s=0)  # fmt: skip
+    assert code == 1
+    assert "could not read the load balancer's address: kubectl failed: error: You must be logged in" in (
+        capsys.readouterr().err
+    )
+    timeout = subprocess.TimeoutExpired(["kubectl"], 60)
+    assert "did not answer within 60 s" in kube.describe_error(timeout)

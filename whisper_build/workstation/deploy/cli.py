@@ -25,7 +25,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from settings import ConfigError, DeploymentConfig, load_config, names
 from whisper_build.workstation import api_keys
-from whisper_build.workstation.deploy import aws, capacity, pods, prereqs, teardown
+from whisper_build.workstation.deploy import aws, capacity, kube, pods, prereqs, teardown
+from whisper_build.workstation.deploy.kube import kubectl_output
 from whisper_build.workstation.deploy.plan import (
     Command,
     Step,
@@ -118,7 +119,7 @@ class AwsSession:
 
     def pod_report(self) -> list[str]:
         """Why the serving pods are not ready (:mod:`.pods`), one line per pod."""
-        return pods.report(self.config.serving.namespace, self.kubectl)
+        return pods.report(self.config, self.account, self.kubectl)
 
     def _stacks(self) -> list[str]:
         return [names.stack_name(self.config, stack) for stack in names.STACKS]
@@ -394,11 +395,6 @@ class Runner:
         return time.monotonic() - started
 
 
-def kubectl_output(argv: Sequence[str]) -> str:
-    """Stdout of a kubectl command (raises :class:`subprocess.CalledProcessError` on failure)."""
-    return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=60).stdout
-
-
 def run_in_repo(argv: Sequence[str]) -> None:
     """Run ``argv`` from the repository root with inherited output.
 
@@ -408,12 +404,13 @@ def run_in_repo(argv: Sequence[str]) -> None:
     subprocess.run(list(argv), cwd=REPO_ROOT, check=True)
 
 
-def endpoint_address(config: DeploymentConfig, kubectl: Callable[[Sequence[str]], str]) -> str | None:
-    """The load balancer's DNS name once the AWS Load Balancer Controller has provisioned it, else ``None``."""
+def endpoint_address(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> str | None:
+    """The load balancer's DNS name once the AWS Load Balancer Controller has provisioned it, else ``None``.
+
+    Reads the Service (Ingress for ``endpoint.kind: alb``) in the cluster of ``account`` (:mod:`.kube`).
+    """
     kind = "service" if config.endpoint.kind == "nlb" else "ingress"
-    output = kubectl(
-        ["kubectl", "-n", config.serving.namespace, "get", kind, names.ENDPOINT_SERVICE_NAME, "-o", "json"]
-    )
+    output = kubectl(kube.kubectl_argv(config, account, "get", kind, names.ENDPOINT_SERVICE_NAME, "-o", "json"))
     ingress = json.loads(output).get("status", {}).get("loadBalancer", {}).get("ingress") or []
     return ingress[0].get("hostname") if ingress else None
 
@@ -593,12 +590,13 @@ def account_mismatch(config: DeploymentConfig, account: str) -> str | None:
     )
 
 
-def endpoint_timeout_help(config: DeploymentConfig, config_file: str) -> str:
-    """What to run when the load balancer has no address after the wait: why, then how to resume."""
+def endpoint_timeout_help(config: DeploymentConfig, config_file: str, wait_s: float) -> str:
+    """What to run when the load balancer has no address after ``wait_s`` seconds: why, then how to resume."""
     namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
     kind = "service" if config.endpoint.kind == "nlb" else "ingress"
+    waited = f"{wait_s / 60:.0f} min" if wait_s >= 60 else f"{wait_s:.0f} s"
     return "\n".join([
-        f"the load balancer has no address after {ENDPOINT_WAIT_SECONDS / 60:.0f} min. Why (the Events at the end):",
+        f"the load balancer has no address after {waited}. Why (the Events at the end):",
         f"  kubectl -n {namespace} describe {kind} {service}    # the AWS Load Balancer Controller's events: subnets, "
         "quota, permission or certificate errors",
         f"  make pods CONFIG={config_file}    # the pods behind it (the address does not wait for them)",
@@ -637,20 +635,17 @@ def main(
     if args.action == "env":
         out(env_exports(config, config_file))
         return 0
-    if args.action == "pods":
-        if args.dry_run:
-            out("$ " + shlex.join(pods.pods_command(config.serving.namespace)))
-            return 0
-        lines = pods.report(config.serving.namespace, kubectl)
-        for line in lines:
-            out(line)
-        return 1 if any(": failed: " in line for line in lines) else 0
-    if args.action == "endpoint":
-        return _endpoint(config, config_file, out, kubectl, args.dry_run, endpoint_wait_s)
+    if args.action in ("pods", "endpoint"):
+        account = _kubectl_account(config, args.dry_run, boto3_module)
+        if account is None:
+            return 2
+        if args.action == "endpoint":
+            return _endpoint(config, config_file, account, out, kubectl, args.dry_run, endpoint_wait_s)
+        return _pods(config, account, out, kubectl, args.dry_run)
     steps = (
         deploy_steps(config, config_file, config.account or "<account>")
         if args.action == "deploy"
-        else destroy_steps(config, config_file, args.purge)
+        else destroy_steps(config, config_file, args.purge, config.account or "<account>")
     )
     if args.only is not None and args.only not in [step.name for step in steps]:
         print(f"error: --only {args.only}: no such step; steps: {', '.join(s.name for s in steps)}", file=sys.stderr)
@@ -687,8 +682,11 @@ def main(
             return 2
         session = AwsSession(config, account, caller, boto3_module.client, boto3_module.resource, out, kubectl)
 
-    if args.action == "deploy":
-        steps = deploy_steps(config, config_file, account)
+    steps = (
+        deploy_steps(config, config_file, account)
+        if args.action == "deploy"
+        else destroy_steps(config, config_file, args.purge, account)
+    )
     if args.only is not None:
         steps = [step for step in steps if step.name == args.only]
     try:
@@ -701,17 +699,17 @@ def main(
             out(line)
     if args.dry_run:
         if args.action == "deploy" and args.only is None:
-            return _endpoint(config, config_file, out, kubectl, True, endpoint_wait_s)
+            return _endpoint(config, config_file, account, out, kubectl, True, endpoint_wait_s)
         return 0
     out(f"{args.action} finished in {_elapsed(total)}")
     if args.action == "deploy" and args.only is None:
-        return _endpoint(config, config_file, out, kubectl, False, endpoint_wait_s)
+        return _endpoint(config, config_file, account, out, kubectl, False, endpoint_wait_s)
     return 0
 
 
 def after_destroy_lines(config: DeploymentConfig, account: str) -> list[str]:
     """What ``make destroy`` leaves on purpose outside AWS billing: the kubeconfig entry and the CDK bootstrap."""
-    arn = f"arn:aws:eks:{config.region}:{account}:cluster/{names.cluster_name(config)}"
+    arn = kube.context_name(config, account)
     return [
         "Left on purpose (docs/deploy.md, Tear down):",
         f"  your kubeconfig still has the deleted cluster (context, cluster and user named {arn}); remove them:",
@@ -724,9 +722,54 @@ def after_destroy_lines(config: DeploymentConfig, account: str) -> list[str]:
     ]
 
 
+def _kubectl_account(config: DeploymentConfig, dry_run: bool, boto3_module: Any) -> str | None:
+    """The account whose cluster ``make pods`` / ``make endpoint`` read (its kubeconfig context, :mod:`.kube`).
+
+    ``account:`` of the config, else the credentials' (``sts:GetCallerIdentity``); ``<account>`` in a
+    dry run. Checks kubectl and the AWS CLI (the kubeconfig's credential plugin) first. ``None``, with
+    the reason printed, when a prerequisite is missing or the credentials cannot be read.
+    """
+    if dry_run:
+        return config.account or "<account>"
+    problems = prereqs.check_aws_cli() + prereqs.check_kubectl(config.cluster.kubernetes_version)
+    if problems:
+        print("error: missing prerequisites (docs/deploy.md, Prerequisites):\n  " + "\n  ".join(problems),
+              file=sys.stderr)  # fmt: skip
+        return None
+    if config.account is not None:
+        return config.account
+    if boto3_module is None:
+        import boto3 as boto3_module  # noqa: PLC0415 (not needed for --dry-run)
+    try:
+        return aws.caller_identity(boto3_module.client("sts", region_name=config.region))[0]
+    except (BotoCoreError, ClientError) as err:
+        print(f"error: cannot read your AWS account ({credential_source()}): {err}. Expired credentials? "
+              "`aws sso login`, then run the same command again", file=sys.stderr)  # fmt: skip
+        return None
+
+
+def _pods(
+    config: DeploymentConfig, account: str, out: Callable[[str], None], kubectl: Callable[[Sequence[str]], str],
+    dry_run: bool,
+) -> int:  # fmt: skip
+    """``make pods``: one line per serving pod; 1 when one has a real failure or the pods cannot be read."""
+    if dry_run:
+        out("$ " + shlex.join(pods.pods_command(config, account)))
+        return 0
+    try:
+        lines = pods.read_pods(config, account, kubectl)
+    except pods.PodsUnreadable as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for line in lines:
+        out(line)
+    return 1 if any(": failed: " in line for line in lines) else 0
+
+
 def _endpoint(
     config: DeploymentConfig,
     config_file: str,
+    account: str,
     out: Callable[[str], None],
     kubectl: Callable[[Sequence[str]], str],
     dry_run: bool,
@@ -735,33 +778,58 @@ def _endpoint(
     """Wait for the load balancer's address and print how to reach it; 1 with what to check when it times out."""
     if dry_run:
         out(f"then: wait up to {wait_s / 60:.0f} min for the load balancer's address and print how to reach it:")
+        out("$ " + shlex.join(kube.kubectl_argv(config, account, "get", _endpoint_kind(config),
+                                                names.ENDPOINT_SERVICE_NAME, "-o", "json")))  # fmt: skip
         out(how_to_reach(config, None))
         return 0
-    hostname = _wait_for_endpoint(config, out, kubectl, wait_s)
+    try:
+        hostname = _wait_for_endpoint(config, account, out, kubectl, wait_s)
+    except aws.DeployError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     if hostname is None:
-        print(f"error: {endpoint_timeout_help(config, config_file)}", file=sys.stderr)
+        print(f"error: {endpoint_timeout_help(config, config_file, wait_s)}", file=sys.stderr)
         return 1
     out(how_to_reach(config, hostname))
     return 0
 
 
+def _endpoint_kind(config: DeploymentConfig) -> str:
+    return "service" if config.endpoint.kind == "nlb" else "ingress"
+
+
 def _wait_for_endpoint(
     config: DeploymentConfig,
+    account: str,
     out: Callable[[str], None],
     kubectl: Callable[[Sequence[str]], str],
     wait_s: float,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
-    """Poll the Service/Ingress until the load balancer has a DNS name (up to ``wait_s``); ``None`` on timeout."""
+    """Poll the Service/Ingress until the load balancer has a DNS name (up to ``wait_s``); ``None`` on timeout.
+
+    A kubectl that fails or times out is asked again (the object may not exist yet, the API may be slow).
+
+    Raises:
+        aws.DeployError: kubectl cannot be run at all (not installed), or still fails at the deadline
+            (its reason and what to do).
+    """
     deadline = time.monotonic() + wait_s
     while True:
+        failure: str | None = None
         try:
-            hostname = endpoint_address(config, kubectl)
-        except (subprocess.CalledProcessError, json.JSONDecodeError):
-            hostname = None
+            hostname = endpoint_address(config, account, kubectl)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+            hostname, failure = None, kube.describe_error(err)
+        except OSError as err:
+            raise aws.DeployError(kube.describe_error(err)) from err
+        except json.JSONDecodeError as err:
+            hostname, failure = None, f"kubectl printed no JSON ({err})"
         if hostname:
             return hostname
         if time.monotonic() >= deadline:
+            if failure is not None:
+                raise aws.DeployError(f"could not read the load balancer's address: {failure}")
             return None
-        out("    waiting for the load balancer's address …")
+        out("    waiting for the load balancer's address …" + (f" ({failure})" if failure else ""))
         sleep(ENDPOINT_POLL_SECONDS)

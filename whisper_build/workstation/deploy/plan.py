@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from settings import names
+from settings import labels, names
 from settings.schema import DeploymentConfig
-from whisper_build.workstation.deploy import capacity, teardown
+from whisper_build.workstation.deploy import capacity, kube, teardown
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,6 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     chart_version = config.cluster.hyperpod_chart.version
     image_repo = names.serving_repository_name(config)
     image_tag = config.serving.image_tag
-    namespace = config.serving.namespace
     engine_projects = [names.engine_project_name(config, target) for target in config.engine_targets]
     rollout = names.rollout_project_name(config)
     image_project = names.image_project_name(config)
@@ -300,10 +299,9 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             "",
             tuple(
                 Command(
-                    (
-                        "kubectl",
-                        "-n",
-                        namespace,
+                    kube.kubectl_argv(
+                        config,
+                        account,
                         "rollout",
                         "status",
                         f"deployment/{names.workload_name(group)}",
@@ -318,38 +316,50 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     ]
 
 
-def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool) -> list[Step]:
+def endpoint_objects(config: DeploymentConfig) -> tuple[str, ...]:
+    """What destroy's endpoint step deletes (``kubectl delete`` arguments) so their load balancers go first.
+
+    ``deployments``: ``service/whisper`` (and ``ingress/whisper`` for ``endpoint.kind: alb``). The
+    ``inference_operator`` target has no Service of ours: its ``InferenceEndpointConfig`` objects
+    (CRD ``inferenceendpointconfigs.inference.sagemaker.aws.amazon.com``, labelled with
+    ``k8s_charts.naming.app_labels``), whose deletion the operator answers by removing what it made
+    for them (pods, load balancer, the SageMaker endpoint; the billing step checks the endpoint).
+    """
+    if config.serving.target == "inference_operator":
+        return (INFERENCE_ENDPOINT_CONFIGS, "-l", f"{labels.APP_NAME_LABEL}={labels.APP_NAME}")
+    service = names.ENDPOINT_SERVICE_NAME
+    return (f"service/{service}", *((f"ingress/{service}",) if config.endpoint.kind == "alb" else ()))
+
+
+INFERENCE_ENDPOINT_CONFIGS = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
+"""The HyperPod inference operator's CRD as ``<plural>.<group>`` (its schema is vendored in ``tests/data/crds/``)."""
+
+
+def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool, account: str) -> list[Step]:
     """``make destroy``: the load balancer first, every stack, what AWS kept, and a check that nothing bills.
 
     Safe to re-run at any point (e.g. after SSO credentials expired mid-delete): the endpoint step is
     skipped once the EKS cluster is gone, the stacks step skips stacks already deleted, waits for ones
-    still ``DELETE_IN_PROGRESS`` and names the resources that blocked a ``DELETE_FAILED`` one.
+    still ``DELETE_IN_PROGRESS`` and names the resources that blocked a ``DELETE_FAILED`` one. Its
+    kubectl call goes to the cluster of ``account`` (``<account>`` in a dry run; :mod:`.kube`).
     """
-    cluster, namespace, region = names.cluster_name(config), config.serving.namespace, config.region
-    service = names.ENDPOINT_SERVICE_NAME
-    endpoint_objects = f"service/{service}" + (f" ingress/{service}" if config.endpoint.kind == "alb" else "")
+    cluster, region = names.cluster_name(config), config.region
+    deleted = endpoint_objects(config)
     stacks = [names.stack_name(config, stack) for stack in names.STACKS]
     return [
         Step(
             "endpoint",
-            f"delete the endpoint ({endpoint_objects}) first, so the AWS Load Balancer Controller, still running, "
+            f"delete the endpoint ({' '.join(deleted)}) first, so the AWS Load Balancer Controller, still running, "
             "deletes its load balancer, target groups and security groups before the VPC goes",
             "1–5 min",
             "",
             (
                 *kubectl_step(config).actions,
                 Command(
-                    (
-                        "kubectl",
-                        "-n",
-                        namespace,
-                        "delete",
-                        *endpoint_objects.split(),
-                        "--ignore-not-found",
-                        "--wait=true",
-                        "--timeout=10m",
+                    kube.kubectl_argv(
+                        config, account, "delete", *deleted, "--ignore-not-found", "--wait=true", "--timeout=10m"
                     )
-                ),  # fmt: skip
+                ),
                 AwsCall(
                     f"aws resourcegroupstaggingapi get-resources --tag-filters Key={teardown.LBC_CLUSTER_TAG},"
                     f"Values={cluster} --resource-type-filters elasticloadbalancing:loadbalancer --region {region}"

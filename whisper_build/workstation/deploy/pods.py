@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from settings import labels
+from settings.schema import DeploymentConfig
 from whisper_build.podstart.preflight import NOT_YET_PUBLISHED
+from whisper_build.workstation.deploy import kube
 
 PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
@@ -121,19 +123,40 @@ def diagnose(pods_json: str) -> list[str]:
     return lines
 
 
-def pods_command(namespace: str) -> list[str]:
-    """``kubectl -n <namespace> get pods -l app.kubernetes.io/name=whisper -o json``.
+def pods_command(config: DeploymentConfig, account: str) -> list[str]:
+    """``kubectl --context <cluster ARN> -n <namespace> get pods -l app.kubernetes.io/name=whisper -o json``.
 
     The serving pods of every GPU group (the Service selector, ``k8s_charts.naming.app_labels``), not
-    the build Jobs'. Needs only the namespace access of step ``kubectl``.
+    the build Jobs', of this config's cluster (:mod:`.kube`). Needs only the namespace access of step
+    ``kubectl``.
     """
     selector = f"{labels.APP_NAME_LABEL}={labels.APP_NAME}"
-    return ["kubectl", "-n", namespace, "get", "pods", "-l", selector, "-o", "json"]
+    return list(kube.kubectl_argv(config, account, "get", "pods", "-l", selector, "-o", "json"))
 
 
-def report(namespace: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
-    """:func:`diagnose` of the live namespace; a line saying why when kubectl fails."""
+class PodsUnreadable(Exception):
+    """kubectl could not list the pods; the message says why and what to do."""
+
+
+def read_pods(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
+    """:func:`diagnose` of the live namespace (a line saying there are none when empty).
+
+    Raises:
+        PodsUnreadable: kubectl failed, timed out, could not be run, or printed no JSON.
+    """
+    namespace = config.serving.namespace
     try:
-        return diagnose(kubectl(pods_command(namespace))) or [f"no pods in namespace {namespace} yet"]
-    except Exception as err:  # noqa: BLE001 (a diagnosis must never hide the failure it explains)
-        return [f"could not read the pods ({err}); try: kubectl -n {namespace} get pods"]
+        listing = kubectl(pods_command(config, account))
+        return diagnose(listing) or [f"no pods in namespace {namespace} yet"]
+    except kube.KUBECTL_ERRORS as err:
+        raise PodsUnreadable(f"could not read the pods: {kube.describe_error(err)}") from err
+    except json.JSONDecodeError as err:
+        raise PodsUnreadable(f"could not read the pods: kubectl printed no JSON ({err})") from err
+
+
+def report(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
+    """:func:`read_pods`, or one line saying why the pods could not be read (a diagnosis never raises)."""
+    try:
+        return read_pods(config, account, kubectl)
+    except PodsUnreadable as err:
+        return [str(err)]
