@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 CONFIG ?= config/default.yaml
 DRY_RUN ?=
 PURGE ?=
+APPROVE ?=
 FILE ?=
 AUDIO ?=
 TARGETS ?=
@@ -78,9 +79,21 @@ api-key: install ## print how to fetch and rotate the gateway API key of the dep
 # DRY_RUN=1 (and env) install nothing: they need an existing .venv and only print.
 NEED_VENV = @test -x $(PY) || { echo "$(PY) is missing: run make install first (this target installs nothing)"; exit 2; }
 
-deploy: $(if $(DRY_RUN),,install) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing)
+deploy: $(if $(DRY_RUN),,install) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing; APPROVE=1: cdk asks before each change)
 	$(if $(DRY_RUN),$(NEED_VENV))
-	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(APPROVE),--approve)
+
+capacity: ## check CONFIG's instance offerings and quotas only (deploy step capacity; read-only, creates and bills nothing)
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
+
+diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+
+publish-ctranslate2: ## convert CONFIG's model to CTranslate2 and upload it for the groups with serving_engine: ctranslate2 (the engine-build fallback)
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.deploy publish-ctranslate2 --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
 destroy: $(if $(DRY_RUN),,install) ## delete CONFIG's stacks, list what outlives them (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),$(NEED_VENV))
@@ -116,4 +129,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth

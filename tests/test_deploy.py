@@ -161,7 +161,7 @@ def _run_plan(session: RecordingSession, config_path: Path = DEFAULT_CONFIG_PATH
     commands: list[str] = []
     lines: list[str] = []
     steps = deploy_steps(config, "cfg.yaml", "123456789012")
-    cli.Runner(steps, session, lines.append, lambda argv: commands.append(" ".join(argv))).run()  # type: ignore[arg-type]
+    cli.Runner(steps, session, lines.append, lambda argv: commands.append(" ".join(argv)), clock=lambda: 0.0).run()  # type: ignore[arg-type]
     return commands, lines
 
 
@@ -176,8 +176,8 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "npx cdk deploy --all --require-approval never -c config=cfg.yaml",
         "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",  # kubectl right after the cluster
         # this config's cluster, never the kubeconfig's current context (another config's, maybe)
-        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g5 --timeout=30m",
-        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g6e --timeout=30m",
+        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g5 --timeout=900s",
+        f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g6e --timeout=900s",  # one deadline
     ]
     assert session.calls == [
         "capacity",

@@ -333,3 +333,26 @@ def delete_commands(resource: Retained, region: str) -> list[str]:
     if resource.kind == "log-group":
         return [f"aws logs delete-log-group --log-group-name {resource.name} --region {region}"]
     return [f"aws ecr delete-repository --repository-name {resource.name} --force --region {region}"]
+
+
+def failed_events(cloudformation: Any, stack: str, limit: int = 10) -> list[str]:
+    """The newest ``*_FAILED`` events of ``stack`` (``DescribeStackEvents``), one line each, newest first.
+
+    E.g. ``ModelBucket (AWS::S3::Bucket) IMPORT_FAILED: …``; empty when the stack does not exist.
+    """
+    lines: list[str] = []
+    try:
+        for page in cloudformation.get_paginator("describe_stack_events").paginate(StackName=stack):
+            for event in page["StackEvents"]:
+                if event.get("ResourceStatus", "").endswith("_FAILED"):
+                    lines.append(
+                        f"{event['LogicalResourceId']} ({event.get('ResourceType', '?')}) {event['ResourceStatus']}: "
+                        f"{event.get('ResourceStatusReason', 'no reason given')}"
+                    )
+                if len(lines) >= limit:
+                    return lines
+    except ClientError as err:
+        if "does not exist" in err.response["Error"].get("Message", ""):
+            return []
+        raise
+    return lines

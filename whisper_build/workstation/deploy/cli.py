@@ -11,6 +11,7 @@ the config's names as shell exports (``make env``) for the commands in the docs.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import shlex
@@ -30,8 +31,12 @@ from whisper_build.workstation.deploy.kube import kubectl_output
 from whisper_build.workstation.deploy.plan import (
     Command,
     Step,
+    WaitAll,
+    ctranslate2_steps,
+    ctranslate2_targets,
     deploy_steps,
     destroy_steps,
+    diff_command,
     relative_config_path,
 )
 
@@ -116,6 +121,50 @@ class AwsSession:
                 f"this account cannot run the config in {self.config.region} yet:\n  - " + "\n  - ".join(problems)
             )
         self.log("    instance types offered and quotas sufficient")
+
+    def object_exists(self, bucket: str, key: str) -> bool:
+        """Whether ``s3://bucket/key`` exists (``HeadObject``; 404 or a missing bucket → ``False``)."""
+        try:
+            self.client("s3").head_object(Bucket=bucket, Key=key)
+        except ClientError as err:
+            if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NoSuchBucket", "NotFound"):
+                return False
+            raise
+        return True
+
+    def storage_failure_report(self) -> list[str]:
+        """Why step ``storage`` failed (the stack's status and failed events) and the ways out.
+
+        A failed import of the retained buckets/repositories (``--import-existing-resources``, not
+        verified against AWS) is the case this is for; docs/deploy.md, "If the storage import fails".
+        """
+        config, region = self.config, self.config.region
+        stack = names.stack_name(config, "Storage")
+        cloudformation = self.client("cloudformation")
+        status = teardown.stack_status(cloudformation, stack)
+        lines = [f"{stack}: {status or 'does not exist'}"]
+        lines += [f"  {event}" for event in aws.failed_events(cloudformation, stack)]
+        kept = [item for item in self.retained() if item.kind in ("s3-bucket", "ecr-repository")]
+        kept = [item for item in kept if item.why != ACCESS_LOG_WHY]
+        if status is not None and status.endswith(("ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED")):
+            lines.append(
+                f"first clean the failed stack (its buckets and repositories are retained, nothing is lost): "
+                f"aws cloudformation delete-stack --stack-name {stack} --region {region} && "
+                f"aws cloudformation wait stack-delete-complete --stack-name {stack} --region {region}"
+            )
+        if kept:
+            lines.append("then one of (docs/deploy.md, 'If the storage import fails'; what each loses is said there):")
+            lines.append("  a) keep everything: fix the cause the events name and run make deploy again")
+            lines.append(
+                "  b) delete only the retained buckets and repositories below (loses the engines, the CTranslate2 "
+                "conversion, images and chart; the next deploy rebuilds them), then make deploy:"
+            )
+            lines += [f"       {command}" for item in kept for command in aws.delete_commands(item, region)]
+            lines.append(
+                "  c) deploy under a new project_name in the config: nothing is deleted, everything is built again "
+                "under new names; the old resources bill for storage until make destroy PURGE=1 with the old config"
+            )
+        return lines
 
     def pod_report(self) -> list[str]:
         """Why the serving pods are not ready (:mod:`.pods`), one line per pod."""
@@ -318,6 +367,7 @@ class Runner:
         session: AWS side; ``None`` in a dry run.
         out: line printer.
         run_command: runs one argv from the repository root, raising on failure (injected by tests).
+        clock: monotonic seconds (injected by tests; :class:`WaitAll` deadlines).
     """
 
     def __init__(
@@ -326,11 +376,28 @@ class Runner:
         session: AwsSession | None,
         out: Callable[[str], None],
         run_command: Callable[[Sequence[str]], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.steps = steps
         self.session = session
         self.out = out
         self.run_command = run_command
+        self.clock = clock
+
+    def wait_all(self, action: WaitAll) -> None:
+        """Run ``action``'s commands in turn, each with ``--timeout=`` what is left of the one deadline.
+
+        Raises:
+            aws.DeployError: the deadline passed before the last command could start.
+        """
+        deadline = self.clock() + action.deadline_s
+        for argv in action.argvs:
+            left = int(deadline - self.clock())
+            if left <= 0:
+                raise aws.DeployError(
+                    f"not ready within {action.deadline_s // 60} min all together; not waited for: {shlex.join(argv)}"
+                )
+            self.run_command((*argv, f"--timeout={left}s"))
 
     def _skips(self, step: Step) -> bool:
         """Whether ``step``'s skip check says it is done (checks such as ``cluster_active`` call AWS).
@@ -374,6 +441,8 @@ class Runner:
                 for action in step.actions:
                     if isinstance(action, Command):
                         self.run_command(action.argv)
+                    elif isinstance(action, WaitAll):
+                        self.wait_all(action)
                     else:
                         action.run(self.session)
             except (subprocess.CalledProcessError, aws.DeployError, BotoCoreError, ClientError) as err:
@@ -444,10 +513,11 @@ def dns_record_lines(config: DeploymentConfig) -> list[str]:
     ]
 
 
-def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
+def how_to_reach(config: DeploymentConfig, hostname: str | None, dry_run: bool = False) -> str:
     """The closing message: load balancer, DNS record (TLS), port-forward (internal), API key, first requests.
 
-    Requests use curl and the official openai client with TLS verification on.
+    Requests use curl and the official openai client (``.venv/bin/python``: ``make install`` put
+    ``openai`` there) with TLS verification on. ``dry_run``: worded as what the deploy would print.
     """
     endpoint, region = config.endpoint, config.region
     namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
@@ -458,7 +528,7 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
     )
     lines = [
         "",
-        "Whisper is serving.",
+        "(dry run) once every step has run and the pods are ready, it prints:" if dry_run else "Whisper is serving.",
         f"Load balancer ({endpoint.scheme} {endpoint.kind.upper()}, port {port}): "
         + (hostname or "still provisioning; LB below reads its name once it exists"),
         f"  export LB={hostname or lookup}",
@@ -501,8 +571,9 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None) -> str:
         f'  curl -s {curl_opts}"$BASE/ping"',
         f"  {body} \\",
         f"    | curl -s {curl_opts}\"$BASE/invocations\"{key_header} -H 'Content-Type: application/json' -d @-",
-        "  # OpenAI client (pip install openai):",
-        "  python3 -c \"import os; from openai import OpenAI; c = OpenAI(base_url=os.environ['BASE'] + '/v1', "
+        '  # → {"code": 0, "message": "Success", "transcribe_text": "<what recording.wav says>"}',
+        "  # OpenAI client (the official openai package, in .venv after make install):",
+        "  .venv/bin/python -c \"import os; from openai import OpenAI; c = OpenAI(base_url=os.environ['BASE'] + '/v1', "
         "api_key=os.environ.get('KEY', 'unused')); "
         "print(c.audio.transcriptions.create(model='whisper', file=open('recording.wav', 'rb')).text)\"",
     ]
@@ -557,9 +628,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "action",
-        choices=("deploy", "destroy", "env", "pods", "endpoint"),
+        choices=("deploy", "destroy", "env", "pods", "endpoint", "diff", "publish-ctranslate2"),
         help="env: print the config's names as shell exports; pods: why the serving pods are (not) ready; "
-        "endpoint: wait for the load balancer's address and print how to reach it (the end of deploy)",
+        "endpoint: wait for the load balancer's address and print how to reach it (the end of deploy); "
+        "diff: cdk diff of every stack against what is deployed; publish-ctranslate2: convert the model to "
+        "CTranslate2 and upload it for the groups with serving_engine: ctranslate2",
     )
     parser.add_argument("--config", type=Path, required=True, help="deployment config YAML (make: CONFIG=)")
     parser.add_argument("--dry-run", action="store_true", help="print every step and command; run nothing")
@@ -569,7 +642,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="destroy: also delete what is retained: buckets, ECR repositories, KMS keys, secrets, log groups "
         "(irreversible)",
     )
-    parser.add_argument("--only", metavar="STEP", help="run one step, e.g. kubectl (make kubeconfig)")
+    parser.add_argument(
+        "--only", metavar="STEP", help="run one step, e.g. kubectl (make kubeconfig) or capacity (make capacity)"
+    )
+    parser.add_argument(
+        "--approve",
+        action="store_true",
+        help="deploy: cdk deploy asks before every change (--require-approval any-change) instead of never",
+    )
     return parser
 
 
@@ -642,11 +722,16 @@ def main(
         if args.action == "endpoint":
             return _endpoint(config, config_file, account, out, kubectl, args.dry_run, endpoint_wait_s)
         return _pods(config, account, out, kubectl, args.dry_run)
-    steps = (
-        deploy_steps(config, config_file, config.account or "<account>")
-        if args.action == "deploy"
-        else destroy_steps(config, config_file, args.purge, config.account or "<account>")
-    )
+    if args.action == "diff":
+        return _diff(config_file, out, run_command, args.dry_run)
+    if args.action == "publish-ctranslate2" and not ctranslate2_targets(config):
+        print(
+            f"error: no GPU group of {args.config} has serving_engine: ctranslate2: set it on the groups whose "
+            "TensorRT-LLM engine cannot be built first (docs/deploy.md, 'If the engine build fails')",
+            file=sys.stderr,
+        )
+        return 2
+    steps = _plan(args, config, config_file, config.account or "<account>")
     if args.only is not None and args.only not in [step.name for step in steps]:
         print(f"error: --only {args.only}: no such step; steps: {', '.join(s.name for s in steps)}", file=sys.stderr)
         return 2
@@ -655,9 +740,26 @@ def main(
 
     session: AwsSession | None = None
     account = config.account or "<account>"
+    grafana = args.action == "deploy" and config.observability.enabled and config.observability.grafana
+    if grafana and args.only is None:
+        out(
+            "prerequisite: observability.grafana is on, so IAM Identity Center (with AWS Organizations) must be "
+            "enabled before step stacks; without it set observability.grafana: false (docs/deploy.md, Prerequisites)"
+        )
+    if args.dry_run:
+        out(f"would check the tools first: {_tools(args, config)} (docs/deploy.md, Prerequisites)")
+        out(
+            f"would print: {args.action} INTO account <aws sts get-caller-identity>, region {config.region}, as "
+            f"<your ARN> ({credential_source()})"
+            + (f", and refuse unless the account is {config.account} (account:)" if config.account else "")
+        )
     if not args.dry_run:
         if args.only == "kubectl":  # make kubeconfig: the AWS CLI and kubectl only
             problems = prereqs.check_aws_cli() + prereqs.check_kubectl(config.cluster.kubernetes_version)
+        elif args.only == "capacity":  # make capacity: boto3 only
+            problems = []
+        elif args.action == "publish-ctranslate2":
+            problems = prereqs.check_aws_cli()
         elif args.action == "deploy":
             problems = prereqs.check_all(config.cluster.kubernetes_version)
         else:
@@ -682,11 +784,7 @@ def main(
             return 2
         session = AwsSession(config, account, caller, boto3_module.client, boto3_module.resource, out, kubectl)
 
-    steps = (
-        deploy_steps(config, config_file, account)
-        if args.action == "deploy"
-        else destroy_steps(config, config_file, args.purge, account)
-    )
+    steps = _plan(args, config, config_file, account)
     if args.only is not None:
         steps = [step for step in steps if step.name == args.only]
     try:
@@ -704,6 +802,49 @@ def main(
     out(f"{args.action} finished in {_elapsed(total)}")
     if args.action == "deploy" and args.only is None:
         return _endpoint(config, config_file, account, out, kubectl, False, endpoint_wait_s)
+    return 0
+
+
+def _plan(args: argparse.Namespace, config: DeploymentConfig, config_file: str, account: str) -> list[Step]:
+    """The steps of ``args.action`` (deploy, destroy or publish-ctranslate2)."""
+    if args.action == "deploy":
+        return deploy_steps(config, config_file, account, approve=args.approve)
+    if args.action == "destroy":
+        return destroy_steps(config, config_file, args.purge, account)
+    try:
+        version: str | None = importlib.metadata.version("ctranslate2")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return ctranslate2_steps(config, account, version)
+
+
+def _tools(args: argparse.Namespace, config: DeploymentConfig) -> str:
+    """What the real run checks before its first step (the dry run prints it instead)."""
+    if args.only == "capacity":
+        return "none (boto3 only)"
+    if args.action == "publish-ctranslate2":
+        return "AWS CLI v2, python3"
+    if args.only == "kubectl":
+        return prereqs.describe(config.cluster.kubernetes_version, chart=False).split(", ", 1)[1]
+    return prereqs.describe(config.cluster.kubernetes_version, chart=args.action == "deploy")
+
+
+def _diff(config_file: str, out: Callable[[str], None], run_command: Callable[[Sequence[str]], None],
+          dry_run: bool) -> int:  # fmt: skip
+    """``make diff``: ``cdk diff`` of every stack (review before ``make deploy``); 1 when it fails."""
+    command = diff_command(config_file)
+    out(f"$ {command}")
+    if dry_run:
+        return 0
+    problems = prereqs.check_node()
+    if problems:
+        print("error: missing prerequisites:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    try:
+        run_command(command.argv)
+    except subprocess.CalledProcessError as err:
+        print(f"error: cdk diff failed ({err})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -780,7 +921,7 @@ def _endpoint(
         out(f"then: wait up to {wait_s / 60:.0f} min for the load balancer's address and print how to reach it:")
         out("$ " + shlex.join(kube.kubectl_argv(config, account, "get", _endpoint_kind(config),
                                                 names.ENDPOINT_SERVICE_NAME, "-o", "json")))  # fmt: skip
-        out(how_to_reach(config, None))
+        out(how_to_reach(config, None, dry_run=True))
         return 0
     try:
         hostname = _wait_for_endpoint(config, account, out, kubectl, wait_s)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from settings import labels, names
-from settings.schema import DeploymentConfig
+from settings import labels, names, storage
+from settings.schema import WHISPER_MODELS, DeploymentConfig
 from whisper_build.workstation.deploy import capacity, kube, teardown
 
 
@@ -44,7 +44,26 @@ class AwsCall:
         return self.text
 
 
-Action = Command | AwsCall
+@dataclass(frozen=True)
+class WaitAll:
+    """Commands that wait under ONE deadline: each gets ``--timeout=<seconds left of the deadline>s``.
+
+    ``kubectl rollout status`` takes a timeout per call; running one per GPU group with a fixed
+    timeout each would let the waits add up (two groups, 30 min each: an hour). The runner
+    (:class:`whisper_build.workstation.deploy.cli.Runner`) appends what is left of ``deadline_s`` to
+    each argv in turn and fails once nothing is left.
+    """
+
+    argvs: tuple[tuple[str, ...], ...]
+    deadline_s: int
+
+    def __str__(self) -> str:
+        return " && ".join(shlex.join(argv) for argv in self.argvs) + (
+            f"  # one deadline for all: {self.deadline_s // 60} min together (each gets --timeout=<seconds left>)"
+        )
+
+
+Action = Command | AwsCall | WaitAll
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,13 @@ NAT_USD_PER_GATEWAY_HOUR = 0.045
 """NAT gateway, us-east-1, plus 0.045 USD per GB processed. Source: the AWS VPC pricing page
 (https://aws.amazon.com/vpc/pricing/) as quoted by third-party summaries in 2026; not read first-hand."""
 PRICES_AS_OF = "2026-11-30"
+SERVING_WAIT_S = 15 * 60
+"""Step ``serving``: every GPU group's Deployment must be ready within this, all groups together."""
+REQUIRE_APPROVAL_NEVER = ("--require-approval", "never")
+REQUIRE_APPROVAL_ANY_CHANGE = ("--require-approval", "any-change")
+"""``APPROVE=1``: CDK's ``any-change``, "Prompt for approval for any type of change to the stack"
+(aws-cdk-lib ``cloud_assembly_schema.RequireApproval``,
+https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.cloud_assembly_schema.RequireApproval.html)."""
 
 
 def gpu_price_lookup(instance_type: str) -> str:
@@ -101,15 +127,38 @@ def gpu_price_lookup(instance_type: str) -> str:
     )
 
 
-def _gpu_cost_note(config: DeploymentConfig) -> str:
+def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
+    """What bills from step ``stacks`` until ``make destroy``: ``(item, price)`` pairs.
+
+    One per row of docs/deploy.md's Cost table (``tests/test_deploy_fallbacks.py`` checks the two agree).
+
+    Prices are the sourced ones of this module; an unsourced one says so and how to look it up.
+    """
     fleet = ", ".join(f"{g.instance_count} × {g.instance_type}" for g in config.gpu_groups if g.instance_count)
+    items = [
+        (f"GPU instances (HyperPod): {fleet}", "per instance-hour, not sourced: aws pricing get-products "
+         "--service-code AmazonSageMaker … (docs/deploy.md, Cost)"),
+        ("EKS control plane", f"{EKS_USD_PER_CLUSTER_HOUR:.2f} USD an hour"),
+        (f"system nodes: {config.cluster.system_node_count} × {config.cluster.system_node_instance_type}",
+         "EC2 on-demand per instance-hour, not sourced: aws pricing get-products --service-code AmazonEC2 …"),
+        (f"NAT gateway: {config.network.nat_gateways}",
+         f"{NAT_USD_PER_GATEWAY_HOUR} USD an hour each + {NAT_USD_PER_GATEWAY_HOUR} USD per GB"),
+        (f"load balancer: 1 {config.endpoint.kind.upper()}", "hourly + capacity units, not sourced"),
+    ]  # fmt: skip
+    if config.observability.enabled:
+        items.append(("Amazon Managed Prometheus", "samples ingested/stored/queried + scraper hours, not sourced"))
+        if config.observability.grafana:
+            items.append(("Amazon Managed Grafana", "9 USD per active editor/admin user a month"))
+    items.append(("KMS keys: 3", "1 USD per key a month"))
+    if config.endpoint.auth == "api_key":
+        items.append(("Secrets Manager secret", "0.40 USD a month"))
+    return items
+
+
+def _gpu_cost_note(config: DeploymentConfig) -> str:
     expensive = [g.instance_type for g in config.gpu_groups if g.instance.gpus >= 8 and g.instance_count]
-    note = (
-        f"from here on, per hour until `make destroy`: GPU instances {fleet} (SageMaker HyperPod on-demand "
-        "price per instance-hour; not sourced here, docs/deploy.md Cost shows how to look it up), "
-        f"EKS control plane {EKS_USD_PER_CLUSTER_HOUR:.2f} USD, "
-        f"{config.cluster.system_node_count} × {config.cluster.system_node_instance_type} system nodes (EC2 on-demand), "
-        f"{config.network.nat_gateways} NAT gateway(s) × {NAT_USD_PER_GATEWAY_HOUR} USD (+ per GB)"
+    note = "from here on, until `make destroy` (docs/deploy.md, Cost): " + "; ".join(
+        f"{item} ({price})" for item, price in running_cost_items(config)
     )
     if expensive:
         note += (
@@ -147,13 +196,40 @@ def kubectl_step(config: DeploymentConfig) -> Step:
     )
 
 
-def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> list[Step]:
+def tensorrt_targets(config: DeploymentConfig) -> list[str]:
+    """Engine targets at least one GPU group serves with ``tensorrt_llm`` (the ones step ``engines`` builds).
+
+    An architecture whose groups all serve ``ctranslate2`` (the fallback while its engine cannot be
+    built) or ``torch`` is left out, so a failed TensorRT-LLM build cannot block the way back to a
+    first transcript (docs/deploy.md, "If the engine build fails"). Its CodeBuild project stays in
+    the engine-build stack for when the group switches back.
+    """
+    return [
+        target
+        for target in config.engine_targets
+        if any(group.serving_engine == "tensorrt_llm" for group in config.groups_for_target(target))
+    ]
+
+
+def cdk_deploy_approval(approve: bool) -> tuple[str, ...]:
+    """``--require-approval never``, or ``any-change`` with ``APPROVE=1`` (CDK then asks before each change)."""
+    return REQUIRE_APPROVAL_ANY_CHANGE if approve else REQUIRE_APPROVAL_NEVER
+
+
+def diff_command(config_file: str) -> Command:
+    """``make diff CONFIG=…``: ``cdk diff`` of every stack against what is deployed (needs credentials)."""
+    return cdk("diff", "--all", config_file=config_file)
+
+
+def deploy_steps(config: DeploymentConfig, config_file: str, account: str, approve: bool = False) -> list[Step]:
     """The deploy journey for ``config`` (read from ``config_file``) in ``account``.
 
     Args:
         config: The validated config.
         config_file: Its path as given to CDK (relative to the repository root where possible).
         account: AWS account id (``<account>`` in a dry run without credentials).
+        approve: ``APPROVE=1``: the ``cdk deploy`` commands ask before every change
+            (``--require-approval any-change``) instead of never.
 
     AWS actions and skip checks receive the runner's session
     (:class:`whisper_build.workstation.deploy.cli.AwsSession`) when they run; planning calls nothing.
@@ -163,7 +239,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
     chart_version = config.cluster.hyperpod_chart.version
     image_repo = names.serving_repository_name(config)
     image_tag = config.serving.image_tag
-    engine_projects = [names.engine_project_name(config, target) for target in config.engine_targets]
+    engine_projects = [names.engine_project_name(config, target) for target in tensorrt_targets(config)]
     rollout = names.rollout_project_name(config)
     image_project = names.image_project_name(config)
     builds_rerun = (
@@ -176,12 +252,12 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             f"--image-ids imageTag={chart_version} --region {region})",
             lambda session: session.image_exists(chart_repo, chart_version),
         )
-    # an architecture served only by torch groups builds no engine; a fleet of them has no engines step
+    # an architecture served only by ctranslate2/torch groups builds no engine; a fleet of them has no engines step
     engines = (
         [
             Step(
                 "engines",
-                f"TensorRT-LLM engines of {config.model.name} for {', '.join(config.engine_targets)} in parallel "
+                f"TensorRT-LLM engines of {config.model.name} for {', '.join(tensorrt_targets(config))} in parallel "
                 "(each project skips an engine that is current; serving pods wait in Init until theirs is published)",
                 "20–60 min the first time, about 2 min when current",
                 "CodeBuild minutes; the Job runs on the group's own (already billed) GPU nodes "
@@ -230,14 +306,15 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
                     "deploy",
                     names.stack_name(config, "Storage"),
                     "--exclusively",
-                    "--require-approval",
-                    "never",
+                    *cdk_deploy_approval(approve),
                     "--import-existing-resources",
                     config_file=config_file,
                 ),
             ),  # fmt: skip
             "CloudFormation applies only differences; a failed first create rolls back, and the retained buckets "
-            "and repositories it had created are imported on the next run",
+            "and repositories it had created are imported on the next run; a failed import: docs/deploy.md, "
+            "'If the storage import fails'",
+            diagnose=lambda session: session.storage_failure_report(),
         ),
         Step(
             "hyperpod-chart",
@@ -254,7 +331,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             "(CloudFormation waits for each)",
             "60–120 min (EKS about 15 min, HyperPod instances 20–60 min)",
             _gpu_cost_note(config),
-            (cdk("deploy", "--all", "--require-approval", "never", config_file=config_file),),
+            (cdk("deploy", "--all", *cdk_deploy_approval(approve), config_file=config_file),),
             "stacks already created are updated in place (minutes when nothing changed). A stack whose FIRST "
             "create fails is rolled back: CloudFormation deletes what it created (the EKS cluster, the HyperPod "
             "instances), and the next run deletes the ROLLBACK_COMPLETE stack and creates it again from the start",
@@ -283,7 +360,7 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
             "rollout",
             f"restart the serving Deployments so they load current.json (CodeBuild {rollout})",
             "3–10 min",
-            "",
+            "CodeBuild compute minutes while it runs",
             (
                 AwsCall(
                     f"aws codebuild start-build --project-name {rollout} --region {region}  # then wait",
@@ -294,22 +371,20 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str) -> li
         ),
         Step(
             "serving",
-            "wait until every GPU group's pods are ready",
-            "1–10 min",
+            f"wait until every GPU group's pods are ready, {SERVING_WAIT_S // 60} min at most for all groups together",
+            f"1–10 min (gives up after {SERVING_WAIT_S // 60})",
             "",
-            tuple(
-                Command(
-                    kube.kubectl_argv(
-                        config,
-                        account,
-                        "rollout",
-                        "status",
-                        f"deployment/{names.workload_name(group)}",
-                        "--timeout=30m",
-                    )
-                )
-                for group in config.gpu_groups
-            ),  # fmt: skip
+            (
+                WaitAll(
+                    tuple(
+                        kube.kubectl_argv(
+                            config, account, "rollout", "status", f"deployment/{names.workload_name(group)}"
+                        )
+                        for group in config.gpu_groups
+                    ),
+                    SERVING_WAIT_S,
+                ),
+            ),
             "read-only: waits again",
             diagnose=lambda session: session.pod_report(),
         ),
@@ -439,3 +514,75 @@ def relative_config_path(path: Path, repo_root: Path) -> str:
         return str(resolved.relative_to(repo_root))
     except ValueError:
         return str(resolved)
+
+
+CTRANSLATE2_VENV = ".venv-ctranslate2"
+"""Where ``make publish-ctranslate2`` installs the converter (PyTorch + transformers: kept out of ``.venv``)."""
+
+
+def ctranslate2_targets(config: DeploymentConfig) -> list[str]:
+    """Engine targets of the groups that serve ``ctranslate2`` (each needs the conversion under its prefix)."""
+    return list(
+        dict.fromkeys(group.engine_target for group in config.gpu_groups if group.serving_engine == "ctranslate2")
+    )
+
+
+def ctranslate2_steps(config: DeploymentConfig, account: str, ctranslate2_version: str | None) -> list[Step]:
+    """``make publish-ctranslate2 CONFIG=…``: convert the model to CTranslate2 (float16) once, upload it per target.
+
+    The converter is CTranslate2's ``ct2-transformers-converter`` with the command line faster-whisper
+    documents for its models (the same as the preflight's fix, :func:`whisper_build.podstart.preflight.
+    ctranslate2_publish_commands`); it downloads the Hugging Face checkpoint. The output is not tied to
+    a GPU architecture, so one conversion is synced to every target of a ``ctranslate2`` group.
+
+    Args:
+        config: The config; at least one group serves ``ctranslate2`` (else there is nothing to publish).
+        account: AWS account id (the model bucket's name has it).
+        ctranslate2_version: The serving image's CTranslate2 version (``requirements.txt`` pin), so the
+            model format matches the runtime that loads it; ``None``: the newest.
+    """
+    bucket = names.bucket_name(config.project_name, names.MODEL_BUCKET_PURPOSE, account, config.region)
+    targets = ctranslate2_targets(config)
+    hf_id = WHISPER_MODELS[config.model.name][0] if config.model.name in WHISPER_MODELS else config.model.name
+    local = f"whisper-{config.model.name}-ct2"
+    package = f"ctranslate2=={ctranslate2_version}" if ctranslate2_version else "ctranslate2"
+    prefixes = {target: storage.ctranslate2_prefix(config.model.name, target) for target in targets}
+    return [
+        Step(
+            "ctranslate2",
+            f"CTranslate2 conversion of {hf_id} (float16) → s3://{bucket}/models/{config.model.name}/"
+            f"<{', '.join(targets)}>/ctranslate2/ for the groups serving ctranslate2",
+            "10–30 min (a PyTorch install and a 1.6 GB checkpoint download for large-v3-turbo; estimate)",
+            "S3 storage (cents)",
+            (
+                Command(("python3", "-m", "venv", CTRANSLATE2_VENV)),
+                Command((f"{CTRANSLATE2_VENV}/bin/pip", "install", "-q", package, "transformers[torch]")),
+                Command(
+                    (
+                        f"{CTRANSLATE2_VENV}/bin/ct2-transformers-converter",
+                        "--model",
+                        hf_id,
+                        "--output_dir",
+                        local,
+                        "--copy_files",
+                        "tokenizer.json",
+                        "preprocessor_config.json",
+                        "--quantization",
+                        "float16",
+                        "--force",
+                    )
+                ),
+                *(
+                    Command(("aws", "s3", "sync", local, f"s3://{bucket}/{prefix}", "--region", config.region))
+                    for prefix in prefixes.values()
+                ),
+            ),  # fmt: skip
+            "skipped when every target has model.bin; otherwise converts again and syncs (only changed files upload)",
+            (
+                f"s3://{bucket}/models/{config.model.name}/<{', '.join(targets)}>/ctranslate2/model.bin exists",
+                lambda session: all(
+                    session.object_exists(bucket, prefix + "model.bin") for prefix in prefixes.values()
+                ),
+            ),
+        )
+    ]

@@ -114,3 +114,21 @@ def check_all(kubernetes_version: str) -> list[str]:
         *check_helm(),
         *check_git(),
     ]
+
+
+def describe(kubernetes_version: str, *, chart: bool = True) -> str:
+    """What the checks above require, as one line (``--dry-run`` prints it instead of checking).
+
+    Args:
+        kubernetes_version: ``cluster.kubernetes_version``, e.g. ``"1.33"``.
+        chart: include helm and git (the HyperPod chart publish of ``make deploy``).
+    """
+    major, minor = (int(part) for part in kubernetes_version.split("."))
+    tools = [
+        f"Node.js >= {MIN_NODE_MAJOR} with npx",
+        f"AWS CLI v{AWS_CLI_MAJOR}",
+        f"kubectl {major}.{minor - 1}-{major}.{minor + 1}",
+    ]
+    if chart:
+        tools += [f"helm >= {MIN_HELM[0]}.{MIN_HELM[1]}", "git"]
+    return ", ".join(tools)
