@@ -40,7 +40,7 @@ from k8s_charts.inputs import ChartInputs
 from k8s_charts.sizing import pod_resources
 from k8s_charts.workload import preflight_command, serving_env
 from observability.queries import endpoint_utilization_query
-from settings import storage
+from settings import names, storage
 from settings.schema import DeploymentConfig, GpuGroup
 
 MODEL_MOUNT_PATH = "/opt/ml/model"
@@ -98,13 +98,13 @@ def endpoint_config_name(shape: ResourceShape) -> str:
 def sagemaker_endpoint_name(config: DeploymentConfig, shape: ResourceShape) -> str:
     """``endpointName`` (the SageMaker endpoint callers invoke), e.g. ``whisper-hyperpod``.
 
+    :func:`settings.names.sagemaker_endpoint_name` of the shape's MIG profile (``make destroy``'s
+    billing check uses the same names).
+
     Raises:
         ValueError: longer than SageMaker's 63 characters (shorten ``project_name``).
     """
-    name = f"{config.project_name}{shape.suffix}"
-    if len(name) > 63:
-        raise ValueError(f"SageMaker endpoint name {name!r} is longer than 63 characters; shorten project_name")
-    return name
+    return names.sagemaker_endpoint_name(config, shape.mig_profile)
 
 
 def worker_command(config: DeploymentConfig, shape: ResourceShape, bucket_name: str) -> list[str]:

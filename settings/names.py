@@ -92,3 +92,32 @@ def image_project_name(config: DeploymentConfig) -> str:
 def rollout_project_name(config: DeploymentConfig) -> str:
     """``<project>-rollout``."""
     return f"{config.project_name}-rollout"
+
+
+SAGEMAKER_ENDPOINT_NAME_MAX = 63
+"""Longest SageMaker endpoint name (``EndpointName`` pattern, SageMaker API reference, ``CreateEndpoint``)."""
+
+
+def sagemaker_endpoint_name(config: DeploymentConfig, mig_profile: str | None) -> str:
+    """``endpointName`` of the ``InferenceEndpointConfig`` serving whole GPUs (``None``) or one MIG profile.
+
+    ``<project>`` or ``<project>-mig-<profile>`` (no dots), e.g. ``whisper-hyperpod-mig-1g-10gb``; the
+    HyperPod inference operator registers a SageMaker endpoint of that name (``serving.target:
+    inference_operator``, ``k8s_charts/inference_endpoint.py``).
+
+    Raises:
+        ValueError: longer than :data:`SAGEMAKER_ENDPOINT_NAME_MAX` characters (shorten ``project_name``).
+    """
+    name = config.project_name + (f"-mig-{storage.kubernetes_name(mig_profile)}" if mig_profile else "")
+    if len(name) > SAGEMAKER_ENDPOINT_NAME_MAX:
+        raise ValueError(
+            f"SageMaker endpoint name {name!r} is longer than {SAGEMAKER_ENDPOINT_NAME_MAX} characters; shorten "
+            "project_name"
+        )
+    return name
+
+
+def sagemaker_endpoint_names(config: DeploymentConfig) -> list[str]:
+    """Every SageMaker endpoint the inference operator target registers: one per resource shape, in config order."""
+    profiles = dict.fromkeys(group.mig_profile for group in config.gpu_groups)
+    return [sagemaker_endpoint_name(config, profile) for profile in profiles]

@@ -631,3 +631,118 @@ def test_make_endpoint_says_why_kubectl_gave_no_address(capsys: pytest.CaptureFi
     )
     timeout = subprocess.TimeoutExpired(["kubectl"], 60)
     assert "did not answer within 60 s" in kube.describe_error(timeout)
+
+
+# ---------------------------------------------------------------- the preflight's verdict line survives the cut
+def _fallback_to_logs(log: str) -> str:
+    """What ``terminationMessagePolicy: FallbackToLogsOnError`` keeps: the last 80 lines, at most 2048 bytes."""
+    tail = "\n".join(log.splitlines()[-80:])
+    return tail.encode()[-2048:].decode(errors="ignore")
+
+
+def test_a_long_preflight_message_is_classified_by_its_verdict_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixes = "".join(f"\n  fix step {i}: aws s3 cp … s3://bucket/models/large-v3-turbo/sm86/ --region us-east-1"
+                    for i in range(60))  # fmt: skip
+    cases = {
+        "the model repository mounted at /models is empty: nothing is published for sm86": "waiting",
+        "GPU architecture mismatch: the engine was built for sm89 but this node's GPU is sm86": "failed",
+    }
+    termination_log = tmp_path / "termination-log"
+    for first_line, expected in cases.items():
+
+        def fail(target: Any, compute_capability: Any, message: str = first_line + fixes) -> Any:
+            raise preflight.PreflightError(message)
+
+        monkeypatch.setattr(preflight, "run_preflight", fail)
+        termination_log.write_text("", encoding="utf-8")  # the kubelet provides the file
+        args = ["--model-dir", str(tmp_path), "--model", "large-v3-turbo", "--bucket", "b", "--gpu-arch", "sm86",
+                "--termination-log", str(termination_log)]  # fmt: skip
+        assert preflight.main(args) == 1
+        log = capsys.readouterr().err
+        assert len(log.encode()) > 4096 and first_line not in _fallback_to_logs(log)  # the first line is cut off
+        written = termination_log.read_text(encoding="utf-8")
+        assert len(written.encode()) <= preflight.TERMINATION_MESSAGE_BYTES and written.startswith("preflight FAILED")
+        for message in (_fallback_to_logs(log), written):
+            verdict, _ = pods.pod_state(_pod("whisper-g5-a", _init_failed(message)))
+            assert verdict == expected, (first_line, message[-200:])
+    (tmp_path / "absent").mkdir()
+    assert preflight.main([*args[:-1], str(tmp_path / "absent" / "termination-log")]) == 1
+    assert not (tmp_path / "absent" / "termination-log").exists()  # written only where Kubernetes provides it
+
+
+def test_the_inference_operators_worker_runs_the_preflight_in_its_main_container(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    message = _preflight_message(empty, capsys)
+    assert message.rstrip().endswith("preflight-verdict: waiting-for-publish")
+    worker = {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "message": message}}}]}  # fmt: skip
+    verdict, explanation = pods.pod_state(_pod("whisper-abc", worker))
+    assert verdict == "waiting" and "Preflight said: preflight FAILED: the model repository" in explanation
+    crashing = {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 139, "message": "Segmentation fault"}}}]}  # fmt: skip
+    assert pods.pod_state(_pod("whisper-abc", crashing))[0] == "failed"
+    assert "keeps crashing" in pods.pod_state(_pod("whisper-abc", crashing))[1]
+
+
+# ---------------------------------------------------------------- serving.target inference_operator
+OPERATOR_CONFIG = DEFAULT_CONFIG_PATH.parent / "examples" / "inference-operator.yaml"
+
+
+def test_destroy_of_the_operator_target_deletes_its_inference_endpoint_configs_and_checks_its_endpoint() -> None:
+    code, lines = _dry_run(["destroy", "--config", str(OPERATOR_CONFIG)])
+    assert code == 0
+    commands = [line.strip() for line in lines if line.strip().startswith("$ ")]
+    assert (
+        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper delete inferenceendpointconfigs.inference.sagemaker.aws."
+        "amazon.com -l app.kubernetes.io/name=whisper --ignore-not-found --wait=true --timeout=10m" in commands
+    )
+    assert not any("service/whisper" in command for command in commands)  # the operator target has no Service
+    text = "\n".join(lines)
+    assert "aws sagemaker describe-endpoint --endpoint-name whisper-hyperpod --region us-east-1" in text
+    _, deployments = _dry_run(["destroy", "--config", str(DEFAULT_CONFIG_PATH)])
+    assert "describe-endpoint" not in "\n".join(deployments)
+
+
+@mock_aws
+def test_billing_check_of_the_operator_target_lists_its_sagemaker_endpoint() -> None:
+    sagemaker = _client("sagemaker")
+    lines: list[str] = []
+    session = cli.AwsSession(load_config(OPERATOR_CONFIG), "123456789012", "arn:aws:iam::123456789012:user/me",
+                             lambda service, region_name: _client(service), boto3.resource, lines.append)  # fmt: skip
+    session.check_billing()  # no endpoint: passes
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/sm",
+                           PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1"})  # fmt: skip
+    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
+        {"VariantName": "v", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.g4dn.xlarge"}])  # fmt: skip
+    sagemaker.create_endpoint(EndpointName="whisper-hyperpod", EndpointConfigName="c")
+    with pytest.raises(aws.DeployError) as raised:
+        session.check_billing()
+    message = str(raised.value)
+    assert "sagemaker-endpoint whisper-hyperpod (status" in message
+    assert "aws sagemaker delete-endpoint --endpoint-name whisper-hyperpod --region us-east-1" in message
+
+
+def test_make_pods_and_endpoint_of_the_operator_target(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = _dry_run(["pods", "--config", str(OPERATOR_CONFIG)])
+    assert code == 0 and lines == [f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -o json"]
+    build = {"metadata": {"name": "engine-sm86-x", "ownerReferences": [{"kind": "Job", "name": "engine-sm86"}]},
+             "status": {"phase": "Running"}}  # fmt: skip
+    ready = _pod("whisper-abc", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    assert pods.diagnose(json.dumps({"items": [build, ready]})) == ["whisper-abc: ready: serving", "every pod is ready"]
+
+    def never(argv: Sequence[str]) -> str:
+        raise AssertionError("the operator target has no Service of ours to read")
+
+    out: list[str] = []
+    assert _kubectl_main(["endpoint", "--config", str(OPERATOR_CONFIG)], out=out.append, kubectl=never) == 0
+    text = "\n".join(out)
+    assert "aws sagemaker describe-endpoint --endpoint-name whisper-hyperpod --region us-east-1" in text
+    assert "--sagemaker-endpoint whisper-hyperpod --region us-east-1" in text
+    assert f"kubectl --context {CONTEXT} -n whisper describe inferenceendpointconfigs" in text

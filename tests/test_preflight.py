@@ -146,7 +146,9 @@ def test_the_upload_command_names_the_bucket_region(tmp_path: Path, capsys: pyte
             "--gpu-arch", "sm89", "--region", "eu-west-1"]  # fmt: skip
     # WHEN the converted model is missing THEN the printed upload command carries --region
     assert main(args) == 1
-    assert capsys.readouterr().err.rstrip().endswith(f"aws s3 sync whisper-{MODEL}-ct2 {CT2_PREFIX} --region eu-west-1")
+    *message, verdict = capsys.readouterr().err.rstrip().splitlines()
+    assert message[-1].endswith(f"aws s3 sync whisper-{MODEL}-ct2 {CT2_PREFIX} --region eu-west-1")
+    assert verdict == "preflight-verdict: waiting-for-publish"
 
 
 def test_ctranslate2_with_its_converted_model_passes_and_names_the_served_folder(tmp_path: Path) -> None:

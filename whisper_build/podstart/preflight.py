@@ -25,7 +25,9 @@ node's GPU, ``<node_arch>[-<profile>]/``, before checking it as above; the path 
 runs ``preflight … --select-engine --exec python3 -m whisper_build.serving.supervisor``).
 
 On a mismatch it exits 1 with a message naming the S3 prefix it expected and the command that
-builds the missing engine. With ``--engine ctranslate2`` (the group's ``serving_engine``
+builds the missing engine, ending with the line ``preflight-verdict: waiting-for-publish`` (nothing
+published yet) or ``preflight-verdict: failed`` (:data:`VERDICT_PREFIX`), and writes the same to
+``/dev/termination-log`` when the container has one. With ``--engine ctranslate2`` (the group's ``serving_engine``
 switch) no TensorRT-LLM engine is needed, but the CTranslate2 conversion of the configured model
 must be published under ``models/<model>/<gpu_arch>/ctranslate2/`` (:data:`settings.storage.
 CTRANSLATE2_REQUIRED_FILES`); when it is missing the message gives the converter and upload
@@ -72,8 +74,57 @@ NOT_YET_PUBLISHED = (
 """Phrases of the failures that only mean "nothing is published here yet" (an empty engine prefix, a
 prefix without ``current.json``, a missing CTranslate2 conversion or Hugging Face checkpoint): the
 normal state of a first deploy until the engine builds (or you) publish. Every other ``preflight
-FAILED`` is a real mismatch. ``make pods`` / ``make deploy`` tell the two apart with these
-(:mod:`whisper_build.workstation.deploy.pods`); the tests run the real checks against both."""
+FAILED`` is a real mismatch. The preflight itself tells the two apart with these and says which in
+its last line (:data:`VERDICT_PREFIX`); the tests run the real checks against both."""
+
+VERDICT_PREFIX = "preflight-verdict: "
+"""Start of the fixed last line of a failed preflight's output: ``preflight-verdict: <verdict>``.
+
+``make pods`` / ``make deploy`` (:mod:`whisper_build.workstation.deploy.pods`) classify a pod on
+this line. Kubernetes keeps only the *tail* of a log as the termination message ("the last chunk of
+container log output ... limited to 2048 bytes or 80 lines, whichever is smaller", Kubernetes docs,
+"Determine the Reason for Pod Failure", ``terminationMessagePolicy: FallbackToLogsOnError``), so
+the verdict is the last line, not the first; the preflight also writes the message itself
+(:data:`TERMINATION_LOG`) for containers without that policy."""
+VERDICT_WAITING = "waiting-for-publish"
+"""Verdict of a failure that only means nothing is published yet (:data:`NOT_YET_PUBLISHED`)."""
+VERDICT_FAILED = "failed"
+"""Verdict of every other failure: a real mismatch to fix."""
+TERMINATION_LOG = Path("/dev/termination-log")
+"""Kubernetes' default ``terminationMessagePath``; its content becomes the container's termination
+message. Written only when it exists (the kubelet provides it in a container)."""
+TERMINATION_MESSAGE_BYTES = 4096
+"""The kubelet truncates termination messages longer than 4096 bytes (same Kubernetes page)."""
+
+
+def verdict(message: str) -> str:
+    """:data:`VERDICT_WAITING` when ``message`` has a :data:`NOT_YET_PUBLISHED` phrase, else :data:`VERDICT_FAILED`."""
+    return VERDICT_WAITING if any(phrase in message for phrase in NOT_YET_PUBLISHED) else VERDICT_FAILED
+
+
+def read_verdict(output: str) -> str | None:
+    """The verdict of the last ``preflight-verdict:`` line in ``output`` (a log tail or termination message)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip().startswith(VERDICT_PREFIX)]
+    return lines[-1].removeprefix(VERDICT_PREFIX) if lines else None
+
+
+def termination_message(failure: str, limit: int = TERMINATION_MESSAGE_BYTES) -> str:
+    """``failure`` then its verdict line, cut in the middle when needed so the whole fits ``limit`` bytes."""
+    last = f"{VERDICT_PREFIX}{verdict(failure)}\n"
+    room = limit - len(last.encode()) - len(" …\n".encode())
+    encoded = failure.encode()
+    if len(encoded) + 1 > room:
+        failure = encoded[:room].decode(errors="ignore").rstrip() + " …"
+    return f"{failure}\n{last}"
+
+
+def _write_termination_log(path: Path, message: str) -> None:
+    if not path.exists():
+        return
+    try:
+        path.write_text(message, encoding="utf-8")
+    except OSError as err:
+        print(f"(cannot write the termination message to {path}: {err})", file=sys.stderr)
 
 
 class PreflightError(Exception):
@@ -523,6 +574,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--compute-capability", default=None, help="override nvidia-smi, e.g. 8.9 (tests)")
     parser.add_argument(
+        "--termination-log",
+        type=Path,
+        default=TERMINATION_LOG,
+        help="on failure, write the message and its verdict line here when the file exists (Kubernetes' "
+        "terminationMessagePath)",
+    )
+    parser.add_argument(
         "--write-model-repository",
         type=Path,
         default=None,
@@ -555,7 +613,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_preflight(target, compute_capability=capability)
     except PreflightError as err:
-        print(f"preflight FAILED: {err}", file=sys.stderr)
+        failure = f"preflight FAILED: {err}"
+        print(failure, file=sys.stderr)
+        print(f"{VERDICT_PREFIX}{verdict(failure)}", file=sys.stderr, flush=True)
+        _write_termination_log(args.termination_log, termination_message(failure))
         return 1
     if args.write_model_repository is not None:
         args.write_model_repository.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from whisper_build.workstation import api_keys
 from whisper_build.workstation.deploy import aws, capacity, kube, pods, prereqs, teardown
 from whisper_build.workstation.deploy.kube import kubectl_output
 from whisper_build.workstation.deploy.plan import (
+    INFERENCE_ENDPOINT_CONFIGS,
     Command,
     Step,
     WaitAll,
@@ -37,6 +38,7 @@ from whisper_build.workstation.deploy.plan import (
     deploy_steps,
     destroy_steps,
     diff_command,
+    operator_endpoints,
     relative_config_path,
 )
 
@@ -247,7 +249,7 @@ class AwsSession:
         config = self.config
         found = teardown.billing_leftovers(
             self.client, (names.PROJECT_TAG, config.project_name), names.cluster_name(config),
-            names.hyperpod_cluster_name(config), config.region,
+            names.hyperpod_cluster_name(config), config.region, operator_endpoints(config),
         )  # fmt: skip
         if found:
             raise aws.DeployError(
@@ -916,7 +918,14 @@ def _endpoint(
     dry_run: bool,
     wait_s: float,
 ) -> int:
-    """Wait for the load balancer's address and print how to reach it; 1 with what to check when it times out."""
+    """Wait for the load balancer's address and print how to reach it; 1 with what to check when it times out.
+
+    ``serving.target: inference_operator`` has no Service of ours to wait for: the SageMaker
+    endpoints the operator registers are named, with how to check and call them, and nothing is waited for.
+    """
+    if config.serving.target == "inference_operator":
+        out(operator_endpoint_message(config, account))
+        return 0
     if dry_run:
         out(f"then: wait up to {wait_s / 60:.0f} min for the load balancer's address and print how to reach it:")
         out("$ " + shlex.join(kube.kubectl_argv(config, account, "get", _endpoint_kind(config),
@@ -933,6 +942,26 @@ def _endpoint(
         return 1
     out(how_to_reach(config, hostname))
     return 0
+
+
+def operator_endpoint_message(config: DeploymentConfig, account: str) -> str:
+    """How to reach ``serving.target: inference_operator``: its SageMaker endpoints, their status, a first call."""
+    region = config.region
+    lines = [
+        "",
+        "serving.target inference_operator: the HyperPod inference operator registers these SageMaker endpoints "
+        "(make endpoint does not wait for them: waiting on the operator is not built or verified here):",
+    ]
+    for name in operator_endpoints(config):
+        lines += [
+            f"  aws sagemaker describe-endpoint --endpoint-name {name} --region {region} --query EndpointStatus"
+            "    # InService once ready",
+            f"  .venv/bin/python -m whisper_build.workstation.cli recording.wav --sagemaker-endpoint {name} "
+            f"--region {region}",
+        ]
+    describe = shlex.join(kube.kubectl_argv(config, account, "describe", INFERENCE_ENDPOINT_CONFIGS))
+    lines.append(f"The operator's objects and their status: {describe} (docs/serving-targets.md, Invoking)")
+    return "\n".join(lines)
 
 
 def _endpoint_kind(config: DeploymentConfig) -> str:

@@ -406,6 +406,11 @@ def endpoint_objects(config: DeploymentConfig) -> tuple[str, ...]:
     return (f"service/{service}", *((f"ingress/{service}",) if config.endpoint.kind == "alb" else ()))
 
 
+def operator_endpoints(config: DeploymentConfig) -> list[str]:
+    """The SageMaker endpoints of ``serving.target: inference_operator`` (none for ``deployments``)."""
+    return names.sagemaker_endpoint_names(config) if config.serving.target == "inference_operator" else []
+
+
 INFERENCE_ENDPOINT_CONFIGS = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 """The HyperPod inference operator's CRD as ``<plural>.<group>`` (its schema is vendored in ``tests/data/crds/``)."""
 
@@ -496,7 +501,11 @@ def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool, accou
                 AwsCall(
                     " && ".join(
                         teardown.billing_check_commands(
-                            config.project_name, cluster, names.hyperpod_cluster_name(config), region
+                            config.project_name,
+                            cluster,
+                            names.hyperpod_cluster_name(config),
+                            region,
+                            operator_endpoints(config),
                         )
                     ),  # fmt: skip
                     lambda session: session.check_billing(),

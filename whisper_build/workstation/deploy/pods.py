@@ -3,12 +3,14 @@
 Reads ``kubectl -n <namespace> get pods -o json`` and says, per pod, which of the known states it is
 in, telling the expected ones of a first deploy from real failures:
 
-* the ``preflight`` init container ended with one of
-  :data:`whisper_build.podstart.preflight.NOT_YET_PUBLISHED` (its termination message, which the
-  pod spec fills from the log tail: ``terminationMessagePolicy: FallbackToLogsOnError``): **waiting**
-  for the engine build (step ``engines``) or for you to publish a checkpoint/conversion;
-* any other ``preflight FAILED`` message: a **real failure** (architecture, TensorRT-LLM version,
-  model or MIG mismatch, unreadable manifest): printed with its first line and the fix lines;
+* the preflight failed with the verdict line ``preflight-verdict: waiting-for-publish``
+  (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`; read from the termination message, which
+  the preflight writes itself and which ``terminationMessagePolicy: FallbackToLogsOnError`` otherwise
+  fills from the log's tail): **waiting** for the engine build (step ``engines``) or for you to
+  publish a checkpoint/conversion. A message without a verdict line (an image older than the line)
+  is matched against :data:`~whisper_build.podstart.preflight.NOT_YET_PUBLISHED` instead;
+* any other preflight failure: a **real failure** (architecture, TensorRT-LLM version, model or MIG
+  mismatch, unreadable manifest): printed with its message and the fix lines;
 * an image pull error: the serving image is not in ECR yet (before step ``serving-image``) or the
   tag is wrong;
 * ``Pending`` with an unschedulable condition: no GPU node of the group has joined (yet).
@@ -22,7 +24,7 @@ from typing import Any
 
 from settings import labels
 from settings.schema import DeploymentConfig
-from whisper_build.podstart.preflight import NOT_YET_PUBLISHED
+from whisper_build.podstart import preflight
 from whisper_build.workstation.deploy import kube
 
 PREFLIGHT_CONTAINER = "preflight"
@@ -36,32 +38,50 @@ def _failure_message(state: dict[str, Any]) -> str | None:
     return None
 
 
-def preflight_message(pod: dict[str, Any]) -> str | None:
-    """The preflight init container's failure message, or ``None`` when its latest run did not fail.
+def _latest_failure(status: dict[str, Any]) -> str | None:
+    """A container's failure message: its current run's, or the previous run's while it waits to restart."""
+    state = status.get("state") or {}
+    if "terminated" in state:
+        return _failure_message(state)
+    if "waiting" in state:
+        return _failure_message(status.get("lastState") or {})
+    return None
 
-    The current run's ``state`` decides: ``terminated`` with a non-zero exit gives its message,
-    ``terminated`` with exit 0 or ``running`` give ``None`` (the preflight passed; Triton may still be
-    loading). Only while the container is ``waiting`` (``CrashLoopBackOff`` between restarts) is
-    ``lastState``, the previous run, read.
+
+def preflight_message(pod: dict[str, Any]) -> str | None:
+    """The preflight's failure message, or ``None`` when its latest run did not fail.
+
+    The preflight is the init container ``preflight`` (``serving.target: deployments``) or, for the
+    inference operator's worker, which runs it before the supervisor (``--select-engine --exec``),
+    any container whose failure message carries the preflight's verdict line. The current run's
+    ``state`` decides: ``terminated`` with a non-zero exit gives its message, ``terminated`` with exit
+    0 or ``running`` give ``None`` (the preflight passed; Triton may still be loading). Only while the
+    container is ``waiting`` (``CrashLoopBackOff`` between restarts) is ``lastState``, the previous
+    run, read.
     """
-    for status in pod.get("status", {}).get("initContainerStatuses") or []:
-        if status.get("name") != PREFLIGHT_CONTAINER:
-            continue
-        state = status.get("state") or {}
-        if "terminated" in state:
-            return _failure_message(state)
-        if "waiting" in state:
-            return _failure_message(status.get("lastState") or {})
-        return None
+    status = pod.get("status", {})
+    for container in status.get("initContainerStatuses") or []:
+        if container.get("name") == PREFLIGHT_CONTAINER:
+            return _latest_failure(container)
+    for container in status.get("containerStatuses") or []:
+        message = _latest_failure(container)
+        if message is not None and preflight.read_verdict(message) is not None:
+            return message
     return None
 
 
 def is_not_yet_published(message: str) -> bool:
-    """Whether a ``preflight FAILED`` message only means nothing is published yet (a normal first-deploy state)."""
-    return any(phrase in message for phrase in NOT_YET_PUBLISHED)
+    """Whether a preflight failure only means nothing is published yet (a normal first-deploy state).
+
+    Its verdict line (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`) decides; a message
+    without one (written by an image older than that line) is matched against
+    :data:`~whisper_build.podstart.preflight.NOT_YET_PUBLISHED`.
+    """
+    said = preflight.read_verdict(message)
+    return (said if said is not None else preflight.verdict(message)) == preflight.VERDICT_WAITING
 
 
-def _first_line(message: str) -> str:
+def _failure_line(message: str) -> str:
     lines = [line for line in message.splitlines() if line.strip()]
     failed = [line for line in lines if line.startswith("preflight FAILED")]
     return (failed or lines or [""])[-1 if failed else 0]
@@ -77,9 +97,10 @@ def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
     if message is not None:
         if is_not_yet_published(message):
             return "waiting", (
-                "Init:Error, expected on a first deploy: nothing is published for this group yet. The engine "
+                "Init:Error, expected on a first deploy: nothing is published for this group yet (the inference "
+                "operator's worker shows it as CrashLoopBackOff). The engine "
                 "build (step 'engines') publishes it; torch/ctranslate2 groups wait for you to publish. "
-                f"Preflight said: {_first_line(message)}"
+                f"Preflight said: {_failure_line(message)}"
             )
         return "failed", f"preflight FAILED (a real mismatch; the message says how to fix it): {message}"
     for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
@@ -103,9 +124,16 @@ def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
     return "starting", f"phase {status.get('phase', '?')}"
 
 
+def _owned_by_job(pod: dict[str, Any]) -> bool:
+    return any(owner.get("kind") == "Job" for owner in pod.get("metadata", {}).get("ownerReferences") or [])
+
+
 def diagnose(pods_json: str) -> list[str]:
-    """One line per pod (``<pod>: <verdict>: <explanation>``) and a summary line; ``[]`` when there are no pods."""
-    pods = json.loads(pods_json).get("items", [])
+    """One line per pod (``<pod>: <verdict>: <explanation>``) and a summary line; ``[]`` when there are no pods.
+
+    Pods of Jobs (the engine builds) are left out: they are not serving pods.
+    """
+    pods = [pod for pod in json.loads(pods_json).get("items", []) if not _owned_by_job(pod)]
     lines = []
     verdicts = []
     for pod in pods:
@@ -128,8 +156,12 @@ def pods_command(config: DeploymentConfig, account: str) -> list[str]:
 
     The serving pods of every GPU group (the Service selector, ``k8s_charts.naming.app_labels``), not
     the build Jobs', of this config's cluster (:mod:`.kube`). Needs only the namespace access of step
-    ``kubectl``.
+    ``kubectl``. For ``serving.target: inference_operator`` the operator makes the pods and their
+    labels are not ours, so every pod of the namespace is read (:func:`diagnose` leaves the Jobs'
+    out); how the operator labels its pods is not verified here.
     """
+    if config.serving.target == "inference_operator":
+        return list(kube.kubectl_argv(config, account, "get", "pods", "-o", "json"))
     selector = f"{labels.APP_NAME_LABEL}={labels.APP_NAME}"
     return list(kube.kubectl_argv(config, account, "get", "pods", "-l", selector, "-o", "json"))
 

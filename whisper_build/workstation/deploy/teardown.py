@@ -19,6 +19,7 @@ Every function takes its boto3 clients as arguments (tests: moto and botocore's 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -176,7 +177,12 @@ def _exists(call: Callable[[], Any], missing: tuple[str, ...]) -> Any | None:
 
 
 def billing_leftovers(
-    client: Callable[[str], Any], project_tag: tuple[str, str], cluster: str, hyperpod_cluster: str, region: str
+    client: Callable[[str], Any],
+    project_tag: tuple[str, str],
+    cluster: str,
+    hyperpod_cluster: str,
+    region: str,
+    sagemaker_endpoints: Sequence[str] = (),
 ) -> list[Leftover]:
     """What of the deployment still bills by the hour (or blocks the VPC) after the stacks are deleted.
 
@@ -186,6 +192,12 @@ def billing_leftovers(
         cluster: EKS cluster name.
         hyperpod_cluster: HyperPod cluster name.
         region: for the delete commands.
+        sagemaker_endpoints: SageMaker endpoints the HyperPod inference operator registered
+            (``serving.target: inference_operator``; ``settings.names.sagemaker_endpoint_names``).
+
+    Raises:
+        botocore.exceptions.ClientError: an AWS call failed other than with "not found" (e.g. access denied).
+        botocore.exceptions.BotoCoreError: no credentials or no connection.
     """
     found: list[Leftover] = []
     sagemaker, eks, ec2 = client("sagemaker"), client("eks"), client("ec2")
@@ -193,6 +205,12 @@ def billing_leftovers(
     if hyperpod is not None:
         found.append(Leftover("hyperpod-cluster", hyperpod_cluster, f"status {hyperpod.get('ClusterStatus', '?')}",
                               f"aws sagemaker delete-cluster --cluster-name {hyperpod_cluster} --region {region}"))  # fmt: skip
+    for name in sagemaker_endpoints:  # a missing endpoint: ValidationException "Could not find endpoint …"
+        endpoint = _exists(functools.partial(sagemaker.describe_endpoint, EndpointName=name), ())
+        if endpoint is not None:
+            found.append(Leftover("sagemaker-endpoint", name, f"status {endpoint.get('EndpointStatus', '?')}, "
+                                  "registered by the HyperPod inference operator",
+                                  f"aws sagemaker delete-endpoint --endpoint-name {name} --region {region}"))  # fmt: skip
     control_plane = _exists(lambda: eks.describe_cluster(name=cluster), ("ResourceNotFoundException",))
     if control_plane is not None:
         found.append(Leftover("eks-cluster", cluster, f"status {control_plane['cluster'].get('status', '?')}",
@@ -224,11 +242,17 @@ def billing_leftovers(
     return list(unique.values())
 
 
-def billing_check_commands(project: str, cluster: str, hyperpod_cluster: str, region: str) -> list[str]:
+def billing_check_commands(
+    project: str, cluster: str, hyperpod_cluster: str, region: str, sagemaker_endpoints: Sequence[str] = ()
+) -> list[str]:
     """The AWS CLI listing that :func:`billing_leftovers` does with boto3 (docs/deploy.md, Tear down)."""
     tag = f"Name=tag:project,Values={project}"
     return [
         f"aws sagemaker describe-cluster --cluster-name {hyperpod_cluster} --region {region}   # expect ResourceNotFound",
+        *(
+            f"aws sagemaker describe-endpoint --endpoint-name {name} --region {region}   # expect Could not find endpoint"
+            for name in sagemaker_endpoints
+        ),  # fmt: skip
         f"aws eks describe-cluster --name {cluster} --region {region}                           # expect ResourceNotFoundException",
         f"aws ec2 describe-nat-gateways --filter {tag} --region {region} --query 'NatGateways[?State!=`deleted`]'",
         f"aws ec2 describe-addresses --filters {tag} --region {region}",
