@@ -746,3 +746,83 @@ def test_make_pods_and_endpoint_of_the_operator_target(capsys: pytest.CaptureFix
     assert "aws sagemaker describe-endpoint --endpoint-name whisper-hyperpod --region us-east-1" in text
     assert "--sagemaker-endpoint whisper-hyperpod --region us-east-1" in text
     assert f"kubectl --context {CONTEXT} -n whisper describe inferenceendpointconfigs" in text
+
+
+# ---------------------------------------------------------------- the controller's load balancers (destroy's endpoint step)
+def _controller_network(ec2: Any, elbv2: Any) -> tuple[str, list[str]]:
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-east-1{z}")["Subnet"]
+               ["SubnetId"] for i, z in ((1, "a"), (2, "b"))]  # fmt: skip
+    return vpc, subnets
+
+
+LBC_TAGS = [{"Key": teardown.LBC_CLUSTER_TAG, "Value": "whisper-hyperpod"},
+            {"Key": "service.k8s.aws/stack", "Value": "whisper/whisper"}]  # fmt: skip
+
+
+@mock_aws
+def test_wait_for_no_load_balancers_polls_until_the_controller_deleted_them() -> None:
+    tagging, elbv2, ec2 = _client("resourcegroupstaggingapi"), _client("elbv2"), _client("ec2")
+    vpc, subnets = _controller_network(ec2, elbv2)
+    lb = elbv2.create_load_balancer(Name="k8s-whisper", Subnets=subnets, Type="network", Tags=LBC_TAGS)
+    arn = lb["LoadBalancers"][0]["LoadBalancerArn"]
+    elbv2.create_target_group(Name="k8s-whisper-tg", Protocol="TCP", Port=8080, VpcId=vpc, Tags=LBC_TAGS)
+    reports: list[str] = []
+
+    def controller_deletes(seconds: float) -> None:
+        elbv2.delete_load_balancer(LoadBalancerArn=arn)
+
+    left = teardown.wait_for_no_load_balancers(tagging, elbv2, ec2, "whisper-hyperpod", REGION, reports.append,
+                                               poll_s=15, sleep=controller_deletes)  # fmt: skip
+    assert left == [] and reports == ["waiting for the AWS Load Balancer Controller to delete 1 load balancer(s)"]
+
+    elbv2.create_load_balancer(Name="k8s-stuck", Subnets=subnets, Type="network", Tags=LBC_TAGS)
+    left = teardown.wait_for_no_load_balancers(tagging, elbv2, ec2, "whisper-hyperpod", REGION, reports.append,
+                                               poll_s=15, timeout_s=30, sleep=lambda s: None)  # fmt: skip
+    assert [item.kind for item in left] == ["load-balancer"]  # the target group is not waited for
+    assert left[0].delete.startswith("aws elbv2 delete-load-balancer --load-balancer-arn arn:aws:elasticloadbalancing")
+
+
+@mock_aws
+def test_the_session_raises_naming_load_balancers_left_after_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    elbv2, ec2 = _client("elbv2"), _client("ec2")
+    lines: list[str] = []
+    session = _session({}, lines)
+    session.wait_load_balancers_gone()  # none: returns at once
+    assert lines == []
+    _, subnets = _controller_network(ec2, elbv2)
+    elbv2.create_load_balancer(Name="k8s-stuck", Subnets=subnets, Type="network", Tags=LBC_TAGS)
+    original = teardown.wait_for_no_load_balancers
+    monkeypatch.setattr(teardown, "wait_for_no_load_balancers",
+                        lambda *args: original(*args, poll_s=300, sleep=lambda s: None))  # fmt: skip
+    with pytest.raises(aws.DeployError, match=r"did not delete these within 10 min .*aws elbv2 delete-load-balancer"):
+        session.wait_load_balancers_gone()
+    assert lines[0] == "    waiting for the AWS Load Balancer Controller to delete 1 load balancer(s)"
+
+
+@mock_aws
+def test_target_groups_are_listed_and_ones_deleted_meanwhile_left_out() -> None:
+    tagging, elbv2, ec2 = _client("resourcegroupstaggingapi"), _client("elbv2"), _client("ec2")
+    vpc, _ = _controller_network(ec2, elbv2)
+    group = elbv2.create_target_group(Name="k8s-whisper-tg", Protocol="TCP", Port=8080, VpcId=vpc,
+                                      Tags=LBC_TAGS)["TargetGroups"][0]["TargetGroupArn"]  # fmt: skip
+    elbv2.create_target_group(Name="other", Protocol="TCP", Port=80, VpcId=vpc,
+                              Tags=[{"Key": teardown.LBC_CLUSTER_TAG, "Value": "another-cluster"}])  # fmt: skip
+    (found,) = teardown.controller_load_balancers(tagging, elbv2, ec2, "whisper-hyperpod", REGION)
+    assert (found.kind, found.id) == ("target-group", group)
+    assert found.detail == "made by the AWS Load Balancer Controller for whisper/whisper"
+    assert found.delete == f"aws elbv2 delete-target-group --target-group-arn {group} --region {REGION}"
+
+    # the Tagging API still lists what the controller has just deleted; describing it says it is gone
+    gone = {"lb": "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/k8s-gone/1",
+            "tg": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-gone/2"}  # fmt: skip
+    tagging_stub, elbv2_stub = Stubber(tagging), Stubber(elbv2)
+    tagging_stub.add_response("get_resources", {"ResourceTagMappingList": [
+        {"ResourceARN": gone["lb"], "Tags": LBC_TAGS}, {"ResourceARN": gone["tg"], "Tags": LBC_TAGS}]})  # fmt: skip
+    elbv2_stub.add_client_error("describe_load_balancers", "LoadBalancerNotFound",
+                                expected_params={"LoadBalancerArns": [gone["lb"]]})  # fmt: skip
+    elbv2_stub.add_client_error("describe_target_groups", "TargetGroupNotFound",
+                                expected_params={"TargetGroupArns": [gone["tg"]]})  # fmt: skip
+    with tagging_stub, elbv2_stub:
+        assert teardown.controller_load_balancers(tagging, elbv2, ec2, "whisper-hyperpod", REGION) == []
+    elbv2_stub.assert_no_pending_responses()

@@ -187,10 +187,14 @@ class AwsSession:
             raise
 
     def wait_load_balancers_gone(self) -> None:
-        """Wait for the controller's load balancers to go; raise naming any left after 10 min."""
+        """Wait for the controller's load balancers to go; raise naming any left after 10 min.
+
+        Raises:
+            aws.DeployError: load balancers still there after 10 min, each with its delete command.
+        """
         left = teardown.wait_for_no_load_balancers(
-            self.client("elbv2"), self.client("ec2"), names.cluster_name(self.config), self.config.region,
-            lambda line: self.log(f"    {line}"),
+            self.client("resourcegroupstaggingapi"), self.client("elbv2"), self.client("ec2"),
+            names.cluster_name(self.config), self.config.region, lambda line: self.log(f"    {line}"),
         )  # fmt: skip
         if left:
             raise aws.DeployError(
@@ -232,7 +236,11 @@ class AwsSession:
             lines += [
                 "  " + item.delete
                 for item in teardown.controller_load_balancers(
-                    self.client("elbv2"), self.client("ec2"), names.cluster_name(self.config), self.config.region
+                    self.client("resourcegroupstaggingapi"),
+                    self.client("elbv2"),
+                    self.client("ec2"),
+                    names.cluster_name(self.config),
+                    self.config.region,
                 )
             ]
         return lines

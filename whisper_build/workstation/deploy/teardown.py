@@ -128,31 +128,77 @@ def _tag_map(tags: Sequence[dict[str, str]]) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tags}
 
 
-def controller_load_balancers(elbv2: Any, ec2: Any, cluster: str, region: str) -> list[Leftover]:
-    """Load balancers, target groups and security groups the AWS Load Balancer Controller made for ``cluster``."""
+LBC_RESOURCE_TYPES = {
+    "elasticloadbalancing:loadbalancer": "load-balancer",
+    "elasticloadbalancing:targetgroup": "target-group",
+}
+"""Resource Groups Tagging API resource types of the controller's load balancers and target groups → leftover kind."""
+
+
+def _still_there(elbv2: Any, kind: str, arn: str) -> bool:
+    """Whether a load balancer / target group exists (the Tagging API also lists ones deleted a short while ago)."""
+    try:
+        if kind == "load-balancer":
+            elbv2.describe_load_balancers(LoadBalancerArns=[arn])
+        else:
+            elbv2.describe_target_groups(TargetGroupArns=[arn])
+    except ClientError as err:
+        if err.response["Error"]["Code"] in ("LoadBalancerNotFound", "TargetGroupNotFound"):
+            return False
+        raise
+    return True
+
+
+def controller_load_balancers(
+    tagging: Any, elbv2: Any, ec2: Any, cluster: str, region: str, kinds: Sequence[str] = tuple(LBC_RESOURCE_TYPES)
+) -> list[Leftover]:
+    """Load balancers, target groups and security groups the AWS Load Balancer Controller made for ``cluster``.
+
+    Found by their tag ``elbv2.k8s.aws/cluster=<cluster>``: the Resource Groups Tagging API's
+    ``GetResources`` (``aws resourcegroupstaggingapi get-resources --tag-filters
+    Key=elbv2.k8s.aws/cluster,Values=<cluster>``, what the dry run prints) for load balancers and
+    target groups, ``DescribeSecurityGroups`` with a tag filter for security groups; no region-wide
+    listing that the controller's own deletions could race. Each load balancer or target group is
+    then described on its own, and one that is gone (``LoadBalancerNotFound`` /
+    ``TargetGroupNotFound``: deleted meanwhile, or listed by the Tagging API shortly after its
+    deletion) is left out.
+
+    Args:
+        tagging: boto3 Resource Groups Tagging API client.
+        elbv2: boto3 ELBv2 client.
+        ec2: boto3 EC2 client.
+        cluster: EKS cluster name.
+        region: for the delete commands.
+        kinds: Tagging API resource types to look at (:data:`LBC_RESOURCE_TYPES` keys); security groups
+            are listed only when every kind is.
+
+    Raises:
+        botocore.exceptions.ClientError: an AWS call failed other than with "not found".
+    """
     found: list[Leftover] = []
-    arns = [lb["LoadBalancerArn"] for page in elbv2.get_paginator("describe_load_balancers").paginate()
-            for lb in page["LoadBalancers"]]  # fmt: skip
-    groups = [tg["TargetGroupArn"] for page in elbv2.get_paginator("describe_target_groups").paginate()
-              for tg in page["TargetGroups"]]  # fmt: skip
-    for kind, resource_arns in (("load-balancer", arns), ("target-group", groups)):
-        for start in range(0, len(resource_arns), 20):  # DescribeTags takes at most 20 ARNs
-            for described in elbv2.describe_tags(ResourceArns=resource_arns[start : start + 20])["TagDescriptions"]:
-                tags = _tag_map(described.get("Tags", []))
-                if tags.get(LBC_CLUSTER_TAG) != cluster:
-                    continue
-                arn = described["ResourceArn"]
-                owner = tags.get("service.k8s.aws/stack") or tags.get("ingress.k8s.aws/stack") or "?"
-                verb = "delete-load-balancer --load-balancer-arn" if kind == "load-balancer" else (
-                    "delete-target-group --target-group-arn")  # fmt: skip
-                found.append(
-                    Leftover(
-                        kind,
-                        arn,
-                        f"made by the AWS Load Balancer Controller for {owner}",
-                        f"aws elbv2 {verb} {arn} --region {region}",
-                    )  # fmt: skip
-                )
+    pages = tagging.get_paginator("get_resources").paginate(
+        TagFilters=[{"Key": LBC_CLUSTER_TAG, "Values": [cluster]}], ResourceTypeFilters=list(kinds)
+    )
+    for page in pages:
+        for mapping in page["ResourceTagMappingList"]:
+            arn = mapping["ResourceARN"]
+            kind = "load-balancer" if ":loadbalancer/" in arn else "target-group"
+            if not _still_there(elbv2, kind, arn):
+                continue
+            tags = _tag_map(mapping.get("Tags", []))
+            owner = tags.get("service.k8s.aws/stack") or tags.get("ingress.k8s.aws/stack") or "?"
+            verb = "delete-load-balancer --load-balancer-arn" if kind == "load-balancer" else (
+                "delete-target-group --target-group-arn")  # fmt: skip
+            found.append(
+                Leftover(
+                    kind,
+                    arn,
+                    f"made by the AWS Load Balancer Controller for {owner}",
+                    f"aws elbv2 {verb} {arn} --region {region}",
+                )  # fmt: skip
+            )
+    if set(kinds) != set(LBC_RESOURCE_TYPES):
+        return found
     security_groups = ec2.describe_security_groups(Filters=[{"Name": f"tag:{LBC_CLUSTER_TAG}", "Values": [cluster]}])
     for group in security_groups["SecurityGroups"]:
         found.append(
@@ -224,7 +270,7 @@ def billing_leftovers(
     for address in ec2.describe_addresses(Filters=tagged)["Addresses"]:
         found.append(Leftover("elastic-ip", address["AllocationId"], address.get("PublicIp", ""),
                               f"aws ec2 release-address --allocation-id {address['AllocationId']} --region {region}"))  # fmt: skip
-    found += controller_load_balancers(client("elbv2"), ec2, cluster, region)
+    found += controller_load_balancers(client("resourcegroupstaggingapi"), client("elbv2"), ec2, cluster, region)
     for tag_key, tag_value in ((project_tag[0], project_tag[1]), (f"kubernetes.io/cluster/{cluster}", "owned")):
         volumes = ec2.describe_volumes(Filters=[{"Name": f"tag:{tag_key}", "Values": [tag_value]},
                                                 {"Name": "status", "Values": ["available"]}])  # fmt: skip
@@ -264,6 +310,7 @@ def billing_check_commands(
 
 
 def wait_for_no_load_balancers(
+    tagging: Any,
     elbv2: Any,
     ec2: Any,
     cluster: str,
@@ -277,10 +324,13 @@ def wait_for_no_load_balancers(
 
     Only load balancers are waited for: the controller deletes their target groups and security
     groups right after, and the caller lists those too.
+
+    Raises:
+        botocore.exceptions.ClientError: an AWS call failed other than with "not found".
     """
     waited = 0.0
     while True:
-        left = [item for item in controller_load_balancers(elbv2, ec2, cluster, region) if item.kind == "load-balancer"]
+        left = controller_load_balancers(tagging, elbv2, ec2, cluster, region, ["elasticloadbalancing:loadbalancer"])
         if not left or waited >= timeout_s:
             return left
         report(f"waiting for the AWS Load Balancer Controller to delete {len(left)} load balancer(s)")
