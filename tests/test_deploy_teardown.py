@@ -103,6 +103,33 @@ def test_capacity_refuses_types_the_region_lacks() -> None:
     assert len(problems) == 2
 
 
+def test_node_autoscaling_needs_the_instances_max_replicas_take_rounded_up() -> None:
+    data = yaml.safe_load((DEFAULT_CONFIG_PATH.parent / "examples" / "mig.yaml").read_text(encoding="utf-8"))
+    data["cluster"]["node_autoscaling"] = True
+    data["gpu_groups"][0]["max_replicas"] = 3  # g5.2xlarge: 1 GPU, 1 pod per instance
+    data["gpu_groups"][2]["max_replicas"] = 57  # p5.48xlarge, 1g.10gb: 8 GPUs x 7 slices = 56 pods per instance
+    needs = {n.name: n.needed for n in capacity.quota_needs(parse_config(data, "autoscaling"))}
+    assert needs == {"ml.g5.2xlarge for cluster usage": 3, "ml.g6e.2xlarge for cluster usage": 1,
+                     "ml.p5.48xlarge for cluster usage": 2, "Linux/Large": 1}  # fmt: skip
+
+
+@mock_aws
+def test_a_codebuild_quota_of_zero_fails_the_capacity_check() -> None:
+    quotas = _client("service-quotas")
+    enough = [
+        _quota("L-G5", "ml.g5.2xlarge for cluster usage", 1),
+        _quota("L-G6E", "ml.g6e.2xlarge for cluster usage", 1),
+    ]
+    stub = _stub_quotas(quotas, enough, [], [{**CODEBUILD_LARGE, "Value": 0}])
+    with stub:
+        (problem,) = capacity.capacity_problems(_client("ec2"), quotas, load_config())
+    assert problem.startswith(
+        "quota 'Concurrently running builds for Linux/Large environment' (codebuild, L-CB1) is 0 in us-east-1; "
+        "this config needs 1 for the serving-image build (CodeBuild BUILD_GENERAL1_LARGE)"
+    )
+    assert "--service-code codebuild --quota-code L-CB1 --desired-value 1" in problem
+
+
 def test_capacity_dry_run_text_names_types_and_quotas() -> None:
     text = capacity.capacity_commands(load_config())
     assert "Values=m6i.large,g5.2xlarge,g6e.2xlarge --region us-east-1" in text

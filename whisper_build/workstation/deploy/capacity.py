@@ -7,10 +7,16 @@ cluster stack an hour later:
   location type ``region``): the system node group's type, and the EC2 type of each HyperPod
   ``ml.<type>`` (``ml.g5.2xlarge`` runs on ``g5.2xlarge`` hardware). EC2 offering a type is necessary,
   not sufficient, for HyperPod to offer it; the SageMaker quota below is the HyperPod-specific check.
-* **SageMaker quotas** ``<ml type> for cluster usage`` (the Service Quotas names HyperPod's instance
-  limits have; docs/deploy.md, Prerequisites) ≥ the instances the config asks for, summed over the
-  groups of each type. A quota that does not exist in the region means HyperPod does not offer the
-  type there.
+* **SageMaker quotas** ``<ml type> for cluster usage`` ≥ the instances the config asks for, summed
+  over the groups of each type. HyperPod's instance limits are the Amazon SageMaker quotas "for
+  cluster usage" (SageMaker Developer Guide, "SageMaker HyperPod prerequisites", SageMaker HyperPod
+  quotas: "In the search bar, type cluster usage. This shows quotas for cluster usage",
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html); the
+  ``<ml type> for cluster usage`` form of each name is how this repository matches them, not
+  confirmed against a live account. A quota that does not exist in the region means HyperPod does
+  not offer the type there. The quota is **account-wide** (per region): instances other HyperPod
+  clusters of the account already use are not subtracted, so a check that passes can still fail
+  at cluster creation when other clusters hold part of the quota.
 * **CodeBuild**: the serving-image project builds on ``BUILD_GENERAL1_LARGE`` (Linux), so a
   concurrency quota whose name contains ``Linux/Large`` must be ≥ 1. Matched by substring because
   the exact quota name could not be confirmed here; when none matches, it is reported as unchecked,
@@ -71,13 +77,13 @@ def quota_needs(config: DeploymentConfig) -> list[QuotaNeed]:
     """SageMaker ``<type> for cluster usage`` per instance type (instances summed over groups), and CodeBuild's.
 
     With ``cluster.node_autoscaling`` the groups start at 0 instances and scale to fit the pods, so
-    the need is the instances ``max_replicas`` pods take (at least one).
+    the need is the instances ``max_replicas`` pods take (``GpuGroup.pods_per_node`` pods per
+    instance, rounded up; at least one).
     """
     counts: Counter[str] = Counter()
     for group in config.gpu_groups:
         if config.cluster.node_autoscaling:
-            per_instance = group.instance.gpus * (group.slices_per_gpu if group.mig is not None else 1)
-            counts[group.instance_type] += max(1, -(-group.max_replicas // per_instance))
+            counts[group.instance_type] += max(1, -(-group.max_replicas // group.pods_per_node))
         else:
             counts[group.instance_type] += group.instance_count
     needs = [
@@ -104,7 +110,12 @@ def quota_needs(config: DeploymentConfig) -> list[QuotaNeed]:
 
 
 def offered_types(ec2: Any, instance_types: Sequence[str]) -> set[str]:
-    """Which of ``instance_types`` EC2 offers in the client's region (``DescribeInstanceTypeOfferings``)."""
+    """Which of ``instance_types`` EC2 offers in the client's region (``DescribeInstanceTypeOfferings``).
+
+    Raises:
+        botocore.exceptions.ClientError: the call failed (e.g. access denied, expired credentials).
+        botocore.exceptions.BotoCoreError: no credentials or no connection.
+    """
     offered: set[str] = set()
     paginator = ec2.get_paginator("describe_instance_type_offerings")
     pages = paginator.paginate(
@@ -116,7 +127,12 @@ def offered_types(ec2: Any, instance_types: Sequence[str]) -> set[str]:
 
 
 def service_quotas(client: Any, service_code: str) -> list[Quota]:
-    """Every quota of ``service_code``: the defaults, overridden by the account's applied values."""
+    """Every quota of ``service_code``: the defaults, overridden by the account's applied values.
+
+    Raises:
+        botocore.exceptions.ClientError: a list call failed (e.g. access denied, expired credentials).
+        botocore.exceptions.BotoCoreError: no credentials or no connection.
+    """
     by_code: dict[str, Quota] = {}
     for operation in ("list_aws_default_service_quotas", "list_service_quotas"):
         for page in client.get_paginator(operation).paginate(ServiceCode=service_code):
@@ -170,10 +186,17 @@ def quota_problems(needs: Sequence[QuotaNeed], quotas: dict[str, list[Quota]], r
 def capacity_problems(ec2: Any, quotas_client: Any, config: DeploymentConfig) -> list[str]:
     """Everything that would stop the config's instances or builds from starting; empty when none.
 
+    The SageMaker quotas are compared with this config's needs alone: they are account-wide, and
+    what other HyperPod clusters of the account use is not subtracted (module docstring).
+
     Args:
         ec2: boto3 EC2 client in the config's region.
         quotas_client: boto3 Service Quotas client in the config's region.
         config: The deployment config.
+
+    Raises:
+        botocore.exceptions.ClientError: an EC2 or Service Quotas call failed (e.g. access denied).
+        botocore.exceptions.BotoCoreError: no credentials or no connection.
     """
     region = config.region
     wanted = ec2_types(config)

@@ -116,13 +116,23 @@ class AwsSession:
         self.log(f"    access entry for {principal}: {'created' if created else 'already there'}")
 
     def check_capacity(self) -> None:
-        """Step ``capacity``: raise :class:`aws.DeployError` listing every missing offering or quota."""
+        """Step ``capacity``: raise :class:`aws.DeployError` listing every missing offering or quota.
+
+        Quotas are compared with this config's needs alone (account-wide quotas: :mod:`.capacity`).
+
+        Raises:
+            aws.DeployError: an instance type is not offered or a quota is too small.
+        """
         problems = capacity.capacity_problems(self.client("ec2"), self.client("service-quotas"), self.config)
         if problems:
             raise aws.DeployError(
                 f"this account cannot run the config in {self.config.region} yet:\n  - " + "\n  - ".join(problems)
             )
-        self.log("    instance types offered and quotas sufficient")
+        self.log(
+            "    instance types offered and quotas sufficient for this config alone (the SageMaker 'for cluster "
+            "usage' quotas are account-wide: instances other HyperPod clusters of the account use are not "
+            "subtracted)"
+        )
 
     def object_exists(self, bucket: str, key: str) -> bool:
         """Whether ``s3://bucket/key`` exists (``HeadObject``; 404 or a missing bucket → ``False``)."""
@@ -176,7 +186,13 @@ class AwsSession:
         return [names.stack_name(self.config, stack) for stack in names.STACKS]
 
     def cluster_active(self) -> bool:
-        """Whether the EKS cluster exists and is ``ACTIVE`` (destroy's endpoint step needs kubectl access)."""
+        """Whether the EKS cluster exists and is ``ACTIVE`` (destroy's endpoint step needs kubectl access).
+
+        Raises:
+            botocore.exceptions.ClientError: ``DescribeCluster`` failed other than with
+                ``ResourceNotFoundException`` (e.g. expired credentials; the runner turns it into a
+                :class:`aws.DeployError`).
+        """
         try:
             return self.client("eks").describe_cluster(name=names.cluster_name(self.config))["cluster"]["status"] == (
                 "ACTIVE"

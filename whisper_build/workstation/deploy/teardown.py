@@ -11,8 +11,9 @@
   ``docs/install/iam_policy.json``). ``make destroy`` deletes the Service first and waits for them to
   go; any left over would keep the VPC's subnets and security groups in use.
 * **What still bills by the hour** after the stacks are gone: a HyperPod or EKS cluster of the
-  project, NAT gateways, Elastic IPs, load balancers, unattached EBS volumes and network interfaces
-  tagged for the project or the cluster. Expected empty; listed with the command that deletes each.
+  project, NAT gateways, Elastic IPs, load balancers, unattached EBS volumes tagged for the project
+  and network interfaces tagged for the project or the cluster (the VPC CNI's tag), and the SageMaker
+  endpoints of the inference operator target. Expected empty; listed with the command that deletes each.
 
 Every function takes its boto3 clients as arguments (tests: moto and botocore's Stubber).
 """
@@ -32,12 +33,19 @@ from whisper_build.workstation.deploy.aws import DeployError
 LBC_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
 """Tag the AWS Load Balancer Controller puts on every load balancer, target group and security group it creates."""
 VPC_CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
-"""Tag the Amazon VPC CNI puts on the network interfaces it creates (amazon-vpc-cni-k8s, ``CLUSTER_NAME``)."""
+"""Tag the Amazon VPC CNI (v1.8.0+, configured with ``CLUSTER_NAME``) puts on the network interfaces it
+creates: its scoped-down IAM policy allows ``ec2:CreateNetworkInterface`` only with
+``aws:RequestTag/cluster.k8s.amazonaws.com/name`` = the cluster's name (aws/amazon-vpc-cni-k8s,
+``docs/iam-policy.md``, "Scope-down IAM policy per EKS cluster")."""
 STACK_POLL_SECONDS = 30.0
 
 
 def stack_status(cloudformation: Any, stack: str) -> str | None:
-    """``StackStatus`` of ``stack``, or ``None`` when it does not exist (or is ``DELETE_COMPLETE``)."""
+    """``StackStatus`` of ``stack``, or ``None`` when it does not exist (or is ``DELETE_COMPLETE``).
+
+    Raises:
+        botocore.exceptions.ClientError: ``DescribeStacks`` failed other than with "does not exist".
+    """
     try:
         stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as err:
@@ -271,12 +279,10 @@ def billing_leftovers(
         found.append(Leftover("elastic-ip", address["AllocationId"], address.get("PublicIp", ""),
                               f"aws ec2 release-address --allocation-id {address['AllocationId']} --region {region}"))  # fmt: skip
     found += controller_load_balancers(client("resourcegroupstaggingapi"), client("elbv2"), ec2, cluster, region)
-    for tag_key, tag_value in ((project_tag[0], project_tag[1]), (f"kubernetes.io/cluster/{cluster}", "owned")):
-        volumes = ec2.describe_volumes(Filters=[{"Name": f"tag:{tag_key}", "Values": [tag_value]},
-                                                {"Name": "status", "Values": ["available"]}])  # fmt: skip
-        for volume in volumes["Volumes"]:
-            found.append(Leftover("ebs-volume", volume["VolumeId"], f"{volume['Size']} GiB, unattached",
-                                  f"aws ec2 delete-volume --volume-id {volume['VolumeId']} --region {region}"))  # fmt: skip
+    volumes = ec2.describe_volumes(Filters=[*tagged, {"Name": "status", "Values": ["available"]}])
+    for volume in volumes["Volumes"]:
+        found.append(Leftover("ebs-volume", volume["VolumeId"], f"{volume['Size']} GiB, unattached",
+                              f"aws ec2 delete-volume --volume-id {volume['VolumeId']} --region {region}"))  # fmt: skip
     for tag_key, tag_value in ((project_tag[0], project_tag[1]), (VPC_CNI_CLUSTER_TAG, cluster)):
         interfaces = ec2.describe_network_interfaces(Filters=[{"Name": f"tag:{tag_key}", "Values": [tag_value]}])
         for interface in interfaces["NetworkInterfaces"]:
