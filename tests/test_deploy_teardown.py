@@ -18,7 +18,7 @@ from moto import mock_aws
 
 from settings import DEFAULT_CONFIG_PATH, load_config, parse_config
 from whisper_build.podstart import preflight
-from whisper_build.workstation.deploy import aws, capacity, cli, kube, pods, teardown
+from whisper_build.workstation.deploy import aws, capacity, cli, kube, pods, retained, teardown
 from whisper_build.workstation.deploy.plan import Step
 from whisper_build.workstation.deploy.prereqs import check_aws_cli, check_kubectl
 
@@ -345,14 +345,14 @@ def test_a_failing_step_prints_its_diagnosis_before_the_error() -> None:
 
 def test_retained_resources_are_counted_per_deploy_destroy_cycle() -> None:
     found = [aws.Retained("kms-key", f"k{i}", "tagged") for i in range(5)]
-    found += [aws.Retained("s3-bucket", f"log{i}", cli.ACCESS_LOG_WHY) for i in range(3)]
+    found += [aws.Retained("s3-bucket", f"log{i}", retained.ACCESS_LOG_WHY) for i in range(3)]
     found.append(aws.Retained("s3-bucket", "models", "model engines"))
-    (line,) = cli.cycle_summary(found)
+    (line,) = retained.cycle_summary(found)
     assert line.startswith(
         "accumulated: 5 KMS key(s) = 5 USD a month (1 USD per key-month, https://aws.amazon.com/kms/pricing/)"
     )
     assert "3 access-log bucket(s), from about 3 deploy/destroy cycle(s); 2 of them before the latest" in line
-    assert cli.cycle_summary([aws.Retained("s3-bucket", "models", "model engines")]) == []
+    assert retained.cycle_summary([aws.Retained("s3-bucket", "models", "model engines")]) == []
 
 
 # ---------------------------------------------------------------- account selection
