@@ -392,6 +392,48 @@ def test_body_limit_over_a_real_socket(chunked: bool) -> None:
         assert ok.status_code == 200 and not backend.calls[:-1]
 
 
+def test_a_refused_body_that_never_ends_is_answered_after_the_linger_time() -> None:
+    """Dropping a refused body is bounded by time: an endless upload still gets its 413."""
+    from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
+
+    async def scenario() -> None:
+        reads, sent = 0, []
+
+        async def endless() -> dict:
+            nonlocal reads
+            reads += 1
+            await asyncio.sleep(0.01)
+            return {"type": "http.request", "body": b"x" * 1000, "more_body": True}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        async def never_called(*_: object) -> None:
+            raise AssertionError("the app must not see a refused body")
+
+        limited = BodyLimitMiddleware(never_called, 10_000, "X", linger_seconds=0.3)
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/invocations",
+            "headers": [(b"content-length", b"99999999")],
+        }
+        await asyncio.wait_for(limited(scope, endless, send), 10)
+        assert sent[0]["status"] == 413 and reads > 1
+
+        # a finite body 50x the limit is read to its end before the answer (no unread tail to reset)
+        chunks = [{"type": "http.request", "body": b"x" * 10_000, "more_body": i < 49} for i in range(50)]
+
+        async def finite() -> dict:
+            return chunks.pop(0)
+
+        sent.clear()
+        await asyncio.wait_for(BodyLimitMiddleware(never_called, 10_000, "X")(scope, finite, send), 10)
+        assert sent[0]["status"] == 413 and not chunks
+
+    asyncio.run(scenario())
+
+
 def test_bodies_beyond_the_concurrency_limit_are_refused_before_buffering() -> None:
     from fastapi.responses import JSONResponse
 

@@ -10,12 +10,22 @@ the pod's memory (which Triton shares).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from whisper_build.serving.gateway.errors import ErrorCode, error_response
+
+LINGER_SECONDS = 5.0
+"""Longest time spent reading and dropping a refused body before answering it (seconds).
+
+Bounded by time, not bytes, as nginx's lingering close is (``lingering_timeout`` 5 s between
+reads, ``lingering_time`` 30 s in all: https://nginx.org/en/docs/http/ngx_http_core_module.html#lingering_close):
+a byte budget leaves the tail of a large upload unread, and the reset that follows can reach the
+client before the answer. Nothing read is kept, so memory stays bounded either way.
+"""
 
 
 class BodyLimitMiddleware:
@@ -28,6 +38,8 @@ class BodyLimitMiddleware:
         max_concurrent: most requests with a body in progress at once (buffered or being
             served); ``None`` for no limit. The gateway passes capacity + queue size.
         retry_after_seconds: ``Retry-After`` of the 429.
+        linger_seconds: longest time spent dropping the rest of a refused body before answering
+            (:data:`LINGER_SECONDS`).
     """
 
     def __init__(
@@ -37,12 +49,14 @@ class BodyLimitMiddleware:
         setting_name: str,
         max_concurrent: int | None = None,
         retry_after_seconds: int = 1,
+        linger_seconds: float = LINGER_SECONDS,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.setting_name = setting_name
         self.max_concurrent = max_concurrent
         self.retry_after_seconds = retry_after_seconds
+        self.linger_seconds = linger_seconds
         self._in_progress = 0
 
     def _too_large(self, size: str, path: str) -> JSONResponse:
@@ -56,7 +70,7 @@ class BodyLimitMiddleware:
         )
 
     async def _reply_too_large(self, size: str, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read and drop the rest of the body (up to ``max_bytes`` more), then answer 413.
+        """Read and drop the rest of the body (for at most ``linger_seconds``), then answer 413.
 
         Closing a socket whose receive buffer still holds unread body makes the kernel send a
         TCP reset, which can destroy the 413 before the client reads it; reading the rest
@@ -65,13 +79,16 @@ class BodyLimitMiddleware:
         await self._drain_then(self._too_large(size, scope.get("path", "")), scope, receive, send)
 
     async def _drain_then(self, response: JSONResponse, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read and drop up to ``max_bytes`` of body without keeping it, then send ``response``."""
-        budget = self.max_bytes
-        while budget > 0:
-            message = await receive()
+        """Read and drop the body for at most ``linger_seconds`` without keeping it, then send ``response``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.linger_seconds
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                message = await asyncio.wait_for(receive(), remaining)
+            except TimeoutError:
+                break
             if message["type"] == "http.disconnect" or not message.get("more_body", False):
                 break
-            budget -= len(message.get("body", b""))
         await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
