@@ -290,3 +290,13 @@ def test_the_stacks_step_cost_line_and_the_docs_cost_table_list_the_same_items()
     (stacks,) = [s for s in cli.deploy_steps(config, "c.yaml", "1") if s.name == "stacks"]
     for item in items:
         assert item in stacks.cost
+
+
+def test_cost_items_follow_the_config_ebs_azs_and_nat() -> None:
+    config = load_config()
+    groups = [group.model_copy(update={"ebs_volume_gb": 100, "instance_count": 3}) for group in config.gpu_groups]
+    network = config.network.model_copy(update={"max_azs": 3, "nat_gateways": 2})
+    items = dict(running_cost_items(config.model_copy(update={"gpu_groups": groups, "network": network})))
+    assert f"HyperPod instance EBS volumes: {100 * 3 * len(groups)} GB in all (ebs_volume_gb × instances)" in items
+    assert "Secrets Manager interface VPC endpoint: 1 in each of 3 AZs" in items
+    assert items["public IPv4 addresses: 2"] == "0.005 USD an hour each"  # the internal NLB adds none

@@ -103,6 +103,22 @@ https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernet
 NAT_USD_PER_GATEWAY_HOUR = 0.045
 """NAT gateway, us-east-1, plus 0.045 USD per GB processed. Source: the AWS VPC pricing page
 (https://aws.amazon.com/vpc/pricing/) as quoted by third-party summaries in 2026; not read first-hand."""
+PUBLIC_IPV4_USD_PER_ADDRESS_HOUR = 0.005
+"""Every AWS-provided public IPv4 address (a NAT gateway's Elastic IP, an internet-facing load
+balancer's address per AZ) since 2024-02-01. Source: AWS's announcement ("Identify and optimize
+public IPv4 address usage on AWS", AWS Networking & Content Delivery blog, 2023) as quoted by
+third-party summaries (doit.com, 2024); not read first-hand."""
+INTERFACE_ENDPOINT_USD_PER_GB = 0.01
+"""Interface VPC endpoint data processed, first PB a month in a region. Source: AWS PrivateLink
+pricing, https://aws.amazon.com/privatelink/pricing/ (read from a mirror of that page); the same
+page bills "each hour that your VPC endpoint remains provisioned in each Availability Zone" at a
+per-hour price not captured here."""
+CLOUDWATCH_LOGS_USD_PER_GB_INGESTED = 0.50
+"""CloudWatch Logs standard ingestion, us-east-1 (vended logs such as VPC flow logs are tiered from
+this price down). Source: third-party summaries of https://aws.amazon.com/cloudwatch/pricing/
+(cloudstaq.io 2020, 2025 EKS guides); not read first-hand."""
+EKS_CONTROL_PLANE_LOG_TYPES = 5
+"""api, audit, authenticator, controllerManager, scheduler (stacks/cluster_stack.py ``cluster_logging``)."""
 PRICES_AS_OF = "2026-11-30"
 SERVING_WAIT_S = 15 * 60
 """Step ``serving``: every GPU group's Deployment must be ready within this, all groups together."""
@@ -135,15 +151,25 @@ def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
     Prices are the sourced ones of this module; an unsourced one says so and how to look it up.
     """
     fleet = ", ".join(f"{g.instance_count} × {g.instance_type}" for g in config.gpu_groups if g.instance_count)
+    ebs_gb = sum(g.ebs_volume_gb * g.instance_count for g in config.gpu_groups)
+    azs, nat = config.network.max_azs, config.network.nat_gateways
+    public_ips = nat + (azs if config.endpoint.scheme == "internet-facing" else 0)
     items = [
         (f"GPU instances (HyperPod): {fleet}", "per instance-hour, not sourced: aws pricing get-products "
          "--service-code AmazonSageMaker … (docs/deploy.md, Cost)"),
+        (f"HyperPod instance EBS volumes: {ebs_gb} GB in all (ebs_volume_gb × instances)",
+         "per GB-month, not sourced: https://aws.amazon.com/sagemaker-ai/pricing/ (HyperPod)"),
         ("EKS control plane", f"{EKS_USD_PER_CLUSTER_HOUR:.2f} USD an hour"),
         (f"system nodes: {config.cluster.system_node_count} × {config.cluster.system_node_instance_type}",
          "EC2 on-demand per instance-hour, not sourced: aws pricing get-products --service-code AmazonEC2 …"),
         (f"NAT gateway: {config.network.nat_gateways}",
          f"{NAT_USD_PER_GATEWAY_HOUR} USD an hour each + {NAT_USD_PER_GATEWAY_HOUR} USD per GB"),
+        (f"public IPv4 addresses: {public_ips}", f"{PUBLIC_IPV4_USD_PER_ADDRESS_HOUR} USD an hour each"),
+        (f"Secrets Manager interface VPC endpoint: 1 in each of {azs} AZs",
+         f"per AZ-hour, not sourced, + {INTERFACE_ENDPOINT_USD_PER_GB} USD per GB"),
         (f"load balancer: 1 {config.endpoint.kind.upper()}", "hourly + capacity units, not sourced"),
+        (f"CloudWatch Logs: VPC flow logs and {EKS_CONTROL_PLANE_LOG_TYPES} EKS control-plane log types",
+         f"{CLOUDWATCH_LOGS_USD_PER_GB_INGESTED:.2f} USD per GB ingested (less for flow logs) + storage per GB-month"),
     ]  # fmt: skip
     if config.observability.enabled:
         items.append(("Amazon Managed Prometheus", "samples ingested/stored/queried + scraper hours, not sourced"))
