@@ -5,6 +5,7 @@ botocore's Stubber where moto lacks the API (Service Quotas' list calls, CloudFo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,34 @@ def test_capacity_passes_when_offered_and_quotas_suffice_and_sums_groups_of_one_
     )
     with stub:
         assert capacity.capacity_problems(_client("ec2"), quotas, config) == []
+
+
+@mock_aws
+def test_make_capacity_output_in_the_docs_is_what_a_passing_run_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    quotas = _client("service-quotas")
+    stub = _stub_quotas(
+        quotas,
+        [_quota("L-G5", "ml.g5.2xlarge for cluster usage", 1), _quota("L-G6E", "ml.g6e.2xlarge for cluster usage", 1)],
+        [],
+        [CODEBUILD_LARGE],
+    )
+    fake_boto3 = type("FakeBoto3", (), {
+        "client": staticmethod(lambda name, **kw: quotas if name == "service-quotas" else _client(name)),
+        "resource": staticmethod(boto3.resource),
+    })  # fmt: skip
+    lines: list[str] = []
+    with stub:
+        status = cli.main(["deploy", "--config", str(DEFAULT_CONFIG_PATH), "--only", "capacity"],
+                          out=lines.append, boto3_module=fake_boto3)  # fmt: skip
+    assert status == 0
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "deploy.md").read_text(encoding="utf-8")
+    shown = doc.split("A passing check prints", 1)[1].split("```", 2)[1]
+
+    def normalized(text: str) -> list[str]:  # durations differ from run to run
+        return [re.sub(r"\d+m\d\ds", "<m>m<ss>s", line.strip()) for line in text.strip().splitlines()]
+
+    assert normalized("\n".join(lines)) == normalized(shown)
 
 
 @mock_aws
