@@ -7,6 +7,7 @@ starts, ``make bench`` against a closed port failing, and the CLIs naming their 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -108,3 +109,16 @@ def test_cli_help_names_the_module(module: str) -> None:
         [sys.executable, "-m", module, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     assert completed.stdout.startswith(f"usage: python -m {module}")
+
+
+def test_make_help_lists_every_target_the_readme_and_deploy_docs_name() -> None:
+    named = set()
+    for doc in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "deploy.md"):
+        text = doc.read_text(encoding="utf-8")
+        # `make x` in inline code, a code line starting with make, or $(make -s x …)
+        named |= set(re.findall(r"(?:`|^\s*|\$\()make (?:-s )?([a-z][a-z0-9-]*)", text, flags=re.MULTILINE))
+    assert {"deploy", "destroy", "capacity", "publish-ctranslate2"} <= named
+    completed = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, timeout=60, check=True)  # fmt: skip
+    listed = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
+    assert named - listed == set()
