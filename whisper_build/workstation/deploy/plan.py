@@ -457,7 +457,7 @@ def destroy_steps(config: DeploymentConfig, config_file: str, purge: bool, accou
             "endpoint",
             f"delete the endpoint ({' '.join(deleted)}) first, so the AWS Load Balancer Controller, still running, "
             "deletes its load balancer, target groups and security groups before the VPC goes",
-            "1–5 min",
+            "1–5 min usually; up to about 20 min (kubectl delete --timeout=10m, then up to 10 min for the load balancer)",
             "",
             (
                 *kubectl_step(config).actions,
