@@ -233,9 +233,10 @@ def test_endpoint_message_for_an_internal_nlb() -> None:
 
     hostname = cli.endpoint_address(config, "123456789012", kubectl)
     assert seen == [("kubectl", "--context", CONTEXT, "-n", "whisper", "get", "service", "whisper", "-o", "json")]
-    message = cli.how_to_reach(config, hostname)
+    message = cli.how_to_reach(config, "123456789012", hostname)
     assert "export LB=internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com" in message
-    assert "kubectl -n whisper port-forward service/whisper 8080:80 &" in message
+    assert f"kubectl --context {CONTEXT} -n whisper port-forward service/whisper 8080:80 &" in message
+    assert "synthetic speech from make bench-audio (then: cp bench-audio/utterance_0.wav recording.wav)" in message
     assert "export BASE=http://127.0.0.1:8080" in message and 'curl -s "$BASE/ping"' in message
     assert "OpenAI(base_url=os.environ['BASE'] + '/v1'" in message
     # API keys are on by default: the secret's ARN comes from the stack output, then the key is sent
@@ -250,14 +251,16 @@ def test_endpoint_message_with_tls_names_the_dns_record_and_keeps_verification_o
     data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
     arn = "arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
     data["endpoint"] = {**data.get("endpoint", {}), "certificate_arn": arn}
-    message = cli.how_to_reach(parse_config(data, "tls"), "internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com")
+    message = cli.how_to_reach(
+        parse_config(data, "tls"), "123456789012", "internal-k8s-whisper-abc.elb.us-east-1.amazonaws.com"
+    )
     assert f"export NAME=$(aws acm describe-certificate --certificate-arn {arn} --region us-east-1" in message
     assert "a CNAME record  $NAME -> $LB" in message and "aws route53 change-resource-record-sets" in message
-    assert "kubectl -n whisper port-forward service/whisper 8443:443 &" in message
+    assert f"kubectl --context {CONTEXT} -n whisper port-forward service/whisper 8443:443 &" in message
     assert 'curl -s --resolve $NAME:8443:127.0.0.1 "$BASE/ping"' in message
     assert "export BASE=https://$NAME:8443" in message and "/etc/hosts" in message
     data["endpoint"]["domain_name"] = "asr.example.com"
-    assert "export NAME=asr.example.com" in cli.how_to_reach(parse_config(data, "tls"), None)
+    assert "export NAME=asr.example.com" in cli.how_to_reach(parse_config(data, "tls"), "123456789012", None)
     exports = cli.env_exports(parse_config(data, "tls"), "c.yaml")
     assert f"export CERTIFICATE_ARN={arn}" in exports and "export NAME=asr.example.com" in exports
 

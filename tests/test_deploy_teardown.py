@@ -448,8 +448,8 @@ def test_endpoint_timeout_exits_1_with_what_to_check_and_how_to_resume(capsys: p
     assert code == 1
     err = capsys.readouterr().err
     assert "the load balancer has no address after 0 s" in err  # the wait it really did
-    assert "kubectl -n whisper describe service whisper" in err
-    assert "kubectl -n kube-system logs deployment/aws-load-balancer-controller" in err
+    assert f"kubectl --context {CONTEXT} -n whisper describe service whisper" in err
+    assert f"kubectl --context {CONTEXT} -n kube-system logs deployment/aws-load-balancer-controller" in err
     assert "then resume: make endpoint CONFIG=config/default.yaml" in err
     status = {"status": {"loadBalancer": {"ingress": [{"hostname": "internal-k8s-x.elb.us-east-1.amazonaws.com"}]}}}
     code = _kubectl_main(["endpoint", "--config", str(DEFAULT_CONFIG_PATH)], out=lines.append,

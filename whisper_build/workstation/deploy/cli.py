@@ -461,18 +461,22 @@ def dns_record_lines(config: DeploymentConfig) -> list[str]:
     ]
 
 
-def how_to_reach(config: DeploymentConfig, hostname: str | None, dry_run: bool = False) -> str:
+def how_to_reach(config: DeploymentConfig, account: str, hostname: str | None, dry_run: bool = False) -> str:
     """The closing message: load balancer, DNS record (TLS), port-forward (internal), API key, first requests.
 
     Requests use curl and the official openai client (``.venv/bin/python``: ``make install`` put
     ``openai`` there) with TLS verification on. ``dry_run``: worded as what the deploy would print.
+    Its ``kubectl`` commands name the cluster's context (:func:`.kube.context_name` of ``account``),
+    as the tool's own calls do, never the current one.
     """
+    context = kube.context_name(config, account)
     endpoint, region = config.endpoint, config.region
     namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
     kind = "service" if endpoint.kind == "nlb" else "ingress"
     port = names.ENDPOINT_TLS_PORT if endpoint.tls else names.ENDPOINT_SERVICE_PORT
     lookup = (
-        f"$(kubectl -n {namespace} get {kind} {service} -o jsonpath='{{.status.loadBalancer.ingress[0].hostname}}')"
+        f"$(kubectl --context {context} -n {namespace} get {kind} {service} "
+        "-o jsonpath='{.status.loadBalancer.ingress[0].hostname}')"
     )
     lines = [
         "",
@@ -489,7 +493,7 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None, dry_run: bool =
         local = LOCAL_PORT if endpoint.tls else 8080
         lines += [
             "It is reachable from inside the VPC only. From this machine, forward a local port (leave it running):",
-            f"  kubectl -n {namespace} port-forward service/{service} {local}:{port} &",
+            f"  kubectl --context {context} -n {namespace} port-forward service/{service} {local}:{port} &",
         ]
         if endpoint.tls:
             base = f"https://$NAME:{local}"
@@ -516,6 +520,8 @@ def how_to_reach(config: DeploymentConfig, hostname: str | None, dry_run: bool =
         'base64.b64encode(open(sys.argv[1], "rb").read()).decode(), "whisper_prompt": ""}))\' recording.wav'
     )
     lines += [
+        "  # recording.wav: a recording of your own, or synthetic speech from make bench-audio "
+        "(then: cp bench-audio/utterance_0.wav recording.wav)",
         f'  curl -s {curl_opts}"$BASE/ping"',
         f"  {body} \\",
         f"    | curl -s {curl_opts}\"$BASE/invocations\"{key_header} -H 'Content-Type: application/json' -d @-",
@@ -618,17 +624,21 @@ def account_mismatch(config: DeploymentConfig, account: str) -> str | None:
     )
 
 
-def endpoint_timeout_help(config: DeploymentConfig, config_file: str, wait_s: float) -> str:
-    """What to run when the load balancer has no address after ``wait_s`` seconds: why, then how to resume."""
+def endpoint_timeout_help(config: DeploymentConfig, config_file: str, account: str, wait_s: float) -> str:
+    """What to run when the load balancer has no address after ``wait_s`` seconds: why, then how to resume.
+
+    The ``kubectl`` commands name the cluster's context of ``account`` (:func:`.kube.context_name`).
+    """
     namespace, service = config.serving.namespace, names.ENDPOINT_SERVICE_NAME
+    context = kube.context_name(config, account)
     kind = "service" if config.endpoint.kind == "nlb" else "ingress"
     waited = f"{wait_s / 60:.0f} min" if wait_s >= 60 else f"{wait_s:.0f} s"
     return "\n".join([
         f"the load balancer has no address after {waited}. Why (the Events at the end):",
-        f"  kubectl -n {namespace} describe {kind} {service}    # the AWS Load Balancer Controller's events: subnets, "
+        f"  kubectl --context {context} -n {namespace} describe {kind} {service}    # the AWS Load Balancer Controller's events: subnets, "
         "quota, permission or certificate errors",
         f"  make pods CONFIG={config_file}    # the pods behind it (the address does not wait for them)",
-        "  kubectl -n kube-system logs deployment/aws-load-balancer-controller --tail=50    # needs the cluster-admin "
+        f"  kubectl --context {context} -n kube-system logs deployment/aws-load-balancer-controller --tail=50    # needs the cluster-admin "
         "access entry (docs/deploy.md, Access)",
         f"then resume: make endpoint CONFIG={config_file} (waits again and prints how to reach it), or make deploy "
         f"CONFIG={config_file} (every step is skipped or a no-op; the rollout restarts the pods once more)",
@@ -876,7 +886,7 @@ def _endpoint(
         out(f"then: wait up to {wait_s / 60:.0f} min for the load balancer's address and print how to reach it:")
         out("$ " + shlex.join(kube.kubectl_argv(config, account, "get", _endpoint_kind(config),
                                                 names.ENDPOINT_SERVICE_NAME, "-o", "json")))  # fmt: skip
-        out(how_to_reach(config, None, dry_run=True))
+        out(how_to_reach(config, account, None, dry_run=True))
         return 0
     try:
         hostname = _wait_for_endpoint(config, account, out, kubectl, wait_s)
@@ -884,9 +894,9 @@ def _endpoint(
         print(f"error: {err}", file=sys.stderr)
         return 1
     if hostname is None:
-        print(f"error: {endpoint_timeout_help(config, config_file, wait_s)}", file=sys.stderr)
+        print(f"error: {endpoint_timeout_help(config, config_file, account, wait_s)}", file=sys.stderr)
         return 1
-    out(how_to_reach(config, hostname))
+    out(how_to_reach(config, account, hostname))
     return 0
 
 
