@@ -19,7 +19,7 @@ import yaml
 from botocore.stub import Stubber
 
 from settings import DEFAULT_CONFIG_PATH, load_config
-from whisper_build.workstation.deploy import aws, cli, prereqs
+from whisper_build.workstation.deploy import aws, cli, plan, prereqs
 from whisper_build.workstation.deploy.plan import WaitAll, running_cost_items
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -300,3 +300,14 @@ def test_cost_items_follow_the_config_ebs_azs_and_nat() -> None:
     assert f"HyperPod instance EBS volumes: {100 * 3 * len(groups)} GB in all (ebs_volume_gb × instances)" in items
     assert "Secrets Manager interface VPC endpoint: 1 in each of 3 AZs" in items
     assert items["public IPv4 addresses: 2"] == "0.005 USD an hour each"  # the internal NLB adds none
+
+
+def test_the_eks_price_follows_the_kubernetes_versions_support_dates() -> None:
+    assert plan.eks_cost_item("1.33", as_of="2026-11-30") == (
+        "EKS control plane: Kubernetes 1.33, in extended support since 2026-07-29",
+        "0.60 USD an hour (standard support: 0.10)",
+    )
+    assert plan.eks_cost_item("1.34", as_of="2026-11-30")[1] == "0.10 USD an hour, 0.60 from 2026-12-02"
+    assert plan.eks_cost_item("1.34", as_of="2026-12-02")[1].startswith("0.60 USD an hour")
+    item, price = plan.eks_cost_item("1.30")
+    assert "not sourced" in item and "describe-cluster-versions --cluster-versions 1.30" in price

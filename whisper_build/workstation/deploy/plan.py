@@ -97,9 +97,17 @@ def cdk(*args: str, config_file: str) -> Command:
 
 
 EKS_USD_PER_CLUSTER_HOUR = 0.10
-"""EKS control plane, Kubernetes version in standard support (extended support: 0.60). Source: AWS
-Containers blog, "Amazon EKS extended support for Kubernetes versions pricing" (2024),
+"""EKS control plane, Kubernetes version in standard support. Source: AWS Containers blog, "Amazon
+EKS extended support for Kubernetes versions pricing" (2024),
 https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/"""
+EKS_EXTENDED_USD_PER_CLUSTER_HOUR = 0.60
+"""EKS control plane, Kubernetes version in extended support (same source)."""
+EKS_STANDARD_SUPPORT_ENDS = {"1.32": "2026-03-23", "1.33": "2026-07-29", "1.34": "2026-12-02", "1.35": "2027-03-27"}
+"""End of EKS standard support per Kubernetes minor version (extended support follows for 12 months).
+Source: endoflife.date/amazon-eks (read 2026-11-30), a compilation of the EKS Kubernetes release
+calendar (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, not read
+first-hand); consistent with the EKS user guide's "standard support in Amazon EKS for the first 14
+months after it's released" (1.33: released in EKS 2025-05-28)."""
 NAT_USD_PER_GATEWAY_HOUR = 0.045
 """NAT gateway, us-east-1, plus 0.045 USD per GB processed. Source: the AWS VPC pricing page
 (https://aws.amazon.com/vpc/pricing/) as quoted by third-party summaries in 2026; not read first-hand."""
@@ -143,6 +151,26 @@ def gpu_price_lookup(instance_type: str) -> str:
     )
 
 
+def eks_cost_item(version: str, as_of: str = PRICES_AS_OF) -> tuple[str, str]:
+    """The EKS control plane's ``(item, price)``: extended-support price once ``version`` left standard support.
+
+    Args:
+        version: ``cluster.kubernetes_version``, e.g. ``"1.33"``.
+        as_of: ISO date the prices hold for (:data:`PRICES_AS_OF`).
+    """
+    ends = EKS_STANDARD_SUPPORT_ENDS.get(version)
+    if ends is None:
+        return (f"EKS control plane: Kubernetes {version}, support dates not sourced",
+                f"{EKS_USD_PER_CLUSTER_HOUR:.2f} USD an hour, {EKS_EXTENDED_USD_PER_CLUSTER_HOUR:.2f} in extended "
+                f"support: aws eks describe-cluster-versions --cluster-versions {version} "
+                "--query 'clusterVersions[].endOfStandardSupportDate'")  # fmt: skip
+    if ends <= as_of:
+        return (f"EKS control plane: Kubernetes {version}, in extended support since {ends}",
+                f"{EKS_EXTENDED_USD_PER_CLUSTER_HOUR:.2f} USD an hour (standard support: {EKS_USD_PER_CLUSTER_HOUR:.2f})")  # fmt: skip
+    return (f"EKS control plane: Kubernetes {version}, standard support until {ends}",
+            f"{EKS_USD_PER_CLUSTER_HOUR:.2f} USD an hour, {EKS_EXTENDED_USD_PER_CLUSTER_HOUR:.2f} from {ends}")  # fmt: skip
+
+
 def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
     """What bills from step ``stacks`` until ``make destroy``: ``(item, price)`` pairs.
 
@@ -159,7 +187,7 @@ def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
          "--service-code AmazonSageMaker … (docs/deploy.md, Cost)"),
         (f"HyperPod instance EBS volumes: {ebs_gb} GB in all (ebs_volume_gb × instances)",
          "per GB-month, not sourced: https://aws.amazon.com/sagemaker-ai/pricing/ (HyperPod)"),
-        ("EKS control plane", f"{EKS_USD_PER_CLUSTER_HOUR:.2f} USD an hour"),
+        eks_cost_item(config.cluster.kubernetes_version),
         (f"system nodes: {config.cluster.system_node_count} × {config.cluster.system_node_instance_type}",
          "EC2 on-demand per instance-hour, not sourced: aws pricing get-products --service-code AmazonEC2 …"),
         (f"NAT gateway: {config.network.nat_gateways}",
