@@ -23,12 +23,29 @@ GRAFANA_SERVICES = {"grafana": "Amazon Managed Grafana"}
 
 
 @functools.lru_cache(maxsize=1)
-def known_regions() -> frozenset[str]:
-    """Every region of every partition botocore knows (``aws``, ``aws-cn``, ``aws-us-gov``, …)."""
+def _endpoint_data() -> dict:
+    """The ``endpoints.json`` bundled with botocore, read once."""
     from botocore.loaders import create_loader
 
-    endpoints = create_loader().load_data("endpoints")
-    return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
+    return create_loader().load_data("endpoints")
+
+
+@functools.lru_cache(maxsize=1)
+def known_regions() -> frozenset[str]:
+    """Every region of every partition botocore knows (``aws``, ``aws-cn``, ``aws-us-gov``, …)."""
+    return frozenset(region for partition in _endpoint_data()["partitions"] for region in partition["regions"])
+
+
+@functools.cache
+def partition_of(region: str) -> str:
+    """The partition of ``region`` (``aws``, ``aws-cn``, ``aws-us-gov``, …), as ARNs spell it.
+
+    Raises:
+        botocore.exceptions.UnknownRegionError: no partition of botocore's data matches ``region``.
+    """
+    from botocore.regions import EndpointResolver
+
+    return EndpointResolver(_endpoint_data()).get_partition_for_region(region)
 
 
 @functools.cache

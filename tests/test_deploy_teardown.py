@@ -17,7 +17,7 @@ import yaml
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from settings import DEFAULT_CONFIG_PATH, load_config, parse_config
+from settings import DEFAULT_CONFIG_PATH, load_config, names, parse_config
 from whisper_build.podstart import preflight
 from whisper_build.workstation.deploy import aws, capacity, cli, kube, pods, retained, teardown
 from whisper_build.workstation.deploy.plan import Step
@@ -882,3 +882,13 @@ def test_target_groups_are_listed_and_ones_deleted_meanwhile_left_out() -> None:
     with tagging_stub, elbv2_stub:
         assert teardown.controller_load_balancers(tagging, elbv2, ec2, "whisper-hyperpod", REGION) == []
     elbv2_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("region", "partition"), [("us-east-1", "aws"), ("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov")]
+)
+def test_the_kubectl_context_is_the_cluster_arn_in_the_regions_partition(region: str, partition: str) -> None:
+    config = load_config().model_copy(update={"region": region})
+    assert kube.context_name(config, "123456789012") == (
+        f"arn:{partition}:eks:{region}:123456789012:cluster/{names.cluster_name(config)}"
+    )

@@ -13,10 +13,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-from botocore.loaders import create_loader
-from botocore.regions import EndpointResolver
-
-from settings import names
+from settings import names, regions
 from settings.schema import DeploymentConfig
 
 KUBECTL_TIMEOUT_SECONDS = 60
@@ -26,10 +23,12 @@ def context_name(config: DeploymentConfig, account: str) -> str:
     """The kubeconfig context of the config's EKS cluster: its ARN, as ``aws eks update-kubeconfig`` names it.
 
     The partition (``aws``, ``aws-cn``, ``aws-us-gov``) comes from the region, by botocore's endpoint
-    data (read without a profile or credentials, so it works in a dry run).
+    data (:func:`settings.regions.partition_of`: read once, without a profile or credentials, so it
+    works in a dry run).
     """
-    partition = EndpointResolver(create_loader().load_data("endpoints")).get_partition_for_region(config.region)
-    return f"arn:{partition}:eks:{config.region}:{account}:cluster/{names.cluster_name(config)}"
+    return (
+        f"arn:{regions.partition_of(config.region)}:eks:{config.region}:{account}:cluster/{names.cluster_name(config)}"
+    )
 
 
 def kubectl_argv(config: DeploymentConfig, account: str, *args: str) -> tuple[str, ...]:
