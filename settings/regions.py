@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from typing import Any
 
 SERVICES_NEEDED = {
     "sagemaker": "SageMaker (HyperPod)",
@@ -23,11 +24,12 @@ GRAFANA_SERVICES = {"grafana": "Amazon Managed Grafana"}
 
 
 @functools.lru_cache(maxsize=1)
-def _endpoint_data() -> dict:
+def _endpoint_data() -> dict[str, Any]:
     """The ``endpoints.json`` bundled with botocore, read once."""
     from botocore.loaders import create_loader
 
-    return create_loader().load_data("endpoints")
+    data: dict[str, Any] = create_loader().load_data("endpoints")
+    return data
 
 
 @functools.lru_cache(maxsize=1)
@@ -45,7 +47,8 @@ def partition_of(region: str) -> str:
     """
     from botocore.regions import EndpointResolver
 
-    return EndpointResolver(_endpoint_data()).get_partition_for_region(region)
+    partition: str = EndpointResolver(_endpoint_data()).get_partition_for_region(region)
+    return partition
 
 
 @functools.cache
