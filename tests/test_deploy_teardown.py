@@ -701,15 +701,17 @@ def test_a_long_preflight_message_is_classified_by_its_verdict_line(
 ) -> None:
     fixes = "".join(f"\n  fix step {i}: aws s3 cp … s3://bucket/models/large-v3-turbo/sm86/ --region us-east-1"
                     for i in range(60))  # fmt: skip
-    cases = {
-        "the model repository mounted at /models is empty: nothing is published for sm86": "waiting",
-        "GPU architecture mismatch: the engine was built for sm89 but this node's GPU is sm86": "failed",
-    }
+    cases = {  # first line → (what the real check raises for it, expected verdict)
+        "the model repository mounted at /models is empty: nothing is published for sm86": (
+            preflight.NotYetPublished, "waiting"),
+        "GPU architecture mismatch: the engine was built for sm89 but this node's GPU is sm86": (
+            preflight.PreflightError, "failed"),
+    }  # fmt: skip
     termination_log = tmp_path / "termination-log"
-    for first_line, expected in cases.items():
+    for first_line, (error, expected) in cases.items():
 
-        def fail(target: Any, compute_capability: Any, message: str = first_line + fixes) -> Any:
-            raise preflight.PreflightError(message)
+        def fail(target: Any, compute_capability: Any, message: str = first_line + fixes, error: Any = error) -> Any:
+            raise error(message)
 
         monkeypatch.setattr(preflight, "run_preflight", fail)
         termination_log.write_text("", encoding="utf-8")  # the kubelet provides the file

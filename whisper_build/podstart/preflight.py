@@ -74,8 +74,9 @@ NOT_YET_PUBLISHED = (
 """Phrases of the failures that only mean "nothing is published here yet" (an empty engine prefix, a
 prefix without ``current.json``, a missing CTranslate2 conversion or Hugging Face checkpoint): the
 normal state of a first deploy until the engine builds (or you) publish. Every other ``preflight
-FAILED`` is a real mismatch. The preflight itself tells the two apart with these and says which in
-its last line (:data:`VERDICT_PREFIX`); the tests run the real checks against both."""
+FAILED`` is a real mismatch. The preflight raises :class:`NotYetPublished` for those cases and says
+which in its last line (:data:`VERDICT_PREFIX`); the phrases let ``make pods`` classify the output of
+an image older than that line (:func:`verdict`); the tests run the real checks against both."""
 
 VERDICT_PREFIX = "preflight-verdict: "
 """Start of the fixed last line of a failed preflight's output: ``preflight-verdict: <verdict>``.
@@ -98,7 +99,11 @@ TERMINATION_MESSAGE_BYTES = 4096
 
 
 def verdict(message: str) -> str:
-    """:data:`VERDICT_WAITING` when ``message`` has a :data:`NOT_YET_PUBLISHED` phrase, else :data:`VERDICT_FAILED`."""
+    """:data:`VERDICT_WAITING` when ``message`` has a :data:`NOT_YET_PUBLISHED` phrase, else :data:`VERDICT_FAILED`.
+
+    For a message without a verdict line (an older image); the preflight itself decides by the
+    exception it raised (:class:`NotYetPublished`).
+    """
     return VERDICT_WAITING if any(phrase in message for phrase in NOT_YET_PUBLISHED) else VERDICT_FAILED
 
 
@@ -108,9 +113,9 @@ def read_verdict(output: str) -> str | None:
     return lines[-1].removeprefix(VERDICT_PREFIX) if lines else None
 
 
-def termination_message(failure: str, limit: int = TERMINATION_MESSAGE_BYTES) -> str:
-    """``failure`` then its verdict line, cut in the middle when needed so the whole fits ``limit`` bytes."""
-    last = f"{VERDICT_PREFIX}{verdict(failure)}\n"
+def termination_message(failure: str, said: str, limit: int = TERMINATION_MESSAGE_BYTES) -> str:
+    """``failure`` then the verdict line of ``said``, cut in the middle when needed so the whole fits ``limit`` bytes."""
+    last = f"{VERDICT_PREFIX}{said}\n"
     room = limit - len(last.encode()) - len(" …\n".encode())
     encoded = failure.encode()
     if len(encoded) + 1 > room:
@@ -129,6 +134,14 @@ def _write_termination_log(path: Path, message: str) -> None:
 
 class PreflightError(Exception):
     """The mounted model repository cannot be served on this node; the message says how to fix it."""
+
+
+class NotYetPublished(PreflightError):
+    """Nothing is published at the mounted prefix yet: the normal state of a first deploy.
+
+    No engine, no ``current.json``, no CTranslate2 conversion, an empty checkpoint folder; its
+    verdict line is :data:`VERDICT_WAITING`.
+    """
 
 
 @dataclass(frozen=True)
@@ -238,7 +251,7 @@ def _check_ctranslate2(target: PreflightTarget) -> PreflightResult:
     missing = [name for name in storage.CTRANSLATE2_REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
         commands = "\n".join(f"              {line}" for line in ctranslate2_publish_commands(target, arch))
-        raise PreflightError(
+        raise NotYetPublished(
             f"serving_engine is ctranslate2 for GPU group '{target.gpu_group or '?'}' but {folder} lacks "
             f"{', '.join(missing)}: the CTranslate2 model of {target.model} is not published\n"
             f"  expected: a CTranslate2 conversion of {target.model} under {uri}\n"
@@ -344,7 +357,7 @@ def _check_torch(target: PreflightTarget) -> PreflightResult:
     problems = ["the folder is empty"] if empty else check_hf_checkpoint(folder, target.model)
     if problems:
         commands = "\n".join(f"              {line}" for line in hf_publish_commands(target))
-        raise PreflightError(
+        raise (NotYetPublished if empty else PreflightError)(
             f"serving_engine is torch for GPU group '{group}' but {folder} (mounted from {uri}) is not a Hugging "
             f"Face Whisper checkpoint of {target.model}: {'; '.join(problems)}\n"
             f"  expected: config.json, tokenizer.json and model.safetensors (or model.safetensors.index.json and "
@@ -419,7 +432,7 @@ def _resolve_version(target: PreflightTarget, node_arch: str) -> Path:
     """The version folder ``current.json`` points at; raises :class:`PreflightError` naming the fix."""
     root = target.model_dir
     if not root.is_dir() or not any(root.iterdir()):
-        raise PreflightError(
+        raise NotYetPublished(
             f"the model repository mounted at {root} is empty: nothing is published for {node_arch}\n"
             + _fix_lines(target, node_arch)
         )
@@ -427,7 +440,7 @@ def _resolve_version(target: PreflightTarget, node_arch: str) -> Path:
     try:
         version = json.loads(pointer.read_text(encoding="utf-8"))["version"]
     except FileNotFoundError:
-        raise PreflightError(
+        raise NotYetPublished(
             f"{pointer} is missing: {target.prefix_uri(node_arch)} has files but no published version\n"
             + _fix_lines(target, node_arch)
         ) from None
@@ -614,9 +627,10 @@ def main(argv: list[str] | None = None) -> int:
         result = run_preflight(target, compute_capability=capability)
     except PreflightError as err:
         failure = f"preflight FAILED: {err}"
+        said = VERDICT_WAITING if isinstance(err, NotYetPublished) else VERDICT_FAILED
         print(failure, file=sys.stderr)
-        print(f"{VERDICT_PREFIX}{verdict(failure)}", file=sys.stderr, flush=True)
-        _write_termination_log(args.termination_log, termination_message(failure))
+        print(f"{VERDICT_PREFIX}{said}", file=sys.stderr, flush=True)
+        _write_termination_log(args.termination_log, termination_message(failure, said))
         return 1
     if args.write_model_repository is not None:
         args.write_model_repository.parent.mkdir(parents=True, exist_ok=True)
