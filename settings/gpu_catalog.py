@@ -16,7 +16,8 @@ Two sources:
   HyperPod", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-gpu-partitioning.html).
 
 To add a GPU type: add its family to ``GPU_FAMILIES`` and its sizes to ``INSTANCE_SIZES``
-(README, "Adding a GPU type").
+(README, "Adding a GPU type"), and its datasheet peaks to ``settings.throughput.GPU_PEAKS`` (its
+estimated throughput).
 """
 
 from __future__ import annotations
