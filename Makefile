@@ -87,6 +87,10 @@ capacity: ## check CONFIG's instance offerings and quotas only (deploy step capa
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
 
+prices: ## CONFIG's price per instance type (source, date, unsourced flagged) and, with credentials, the AWS Price List's ml.* prices where they differ
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.prices "$(CONFIG)"
+
 diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
@@ -129,4 +133,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from settings import gpu_catalog, network_plan, regions, storage
+from settings.prices import PricingSettings
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -589,6 +590,7 @@ class DeploymentConfig(_Strict):
     autoscaling: AutoscalingSettings = AutoscalingSettings()
     observability: ObservabilitySettings = ObservabilitySettings()
     pipeline: PipelineSettings = PipelineSettings()
+    pricing: PricingSettings = PricingSettings()
 
     @field_validator("region")
     @classmethod

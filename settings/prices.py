@@ -1,0 +1,178 @@
+"""The price list: what one instance-hour of each instance type costs, with its source and date.
+
+One source for every consumer: the live cost rules and dashboard row (``observability.cost_queries``),
+the sizing command (``whisper_build.workstation.sizing``), the bench report's cost section
+(``benchmarks/cost_report.py``) and the price check against the AWS Price List API
+(``whisper_build.workstation.prices``).
+
+Config (``pricing.instances`` in the deployment YAML) overrides or extends :data:`DEFAULT_PRICES`::
+
+    pricing:
+      instances:
+        ml.g5.2xlarge: {hourly: 1.515, source: "aws pricing get-products … (HyperPod)", as_of: 2026-12-01,
+                        basis: sagemaker_hyperpod}
+
+Every default row is an **EC2 on-demand** price (us-east-1, Linux) from a secondary source, not the
+SageMaker HyperPod ``ml.*`` price: AWS publishes those only on https://aws.amazon.com/sagemaker/pricing/
+(HyperPod tab) and in the Price List API, and HyperPod bills ``ml.*`` at or above the EC2 price of the
+same hardware. ``make prices`` looks the ``ml.*`` prices up when AWS credentials exist and prints
+where they differ. Catalog instance types without a sourced price have no default (``None``,
+flagged by :func:`price_table`); a group on one gets no cost series until the config prices it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from settings import gpu_catalog
+
+CURRENCY = "USD"
+"""The one currency of the price list: the cost rules add prices up and the dashboard unit is
+Grafana's ``currencyUSD``, so a price in another currency would be summed as dollars."""
+
+PriceBasis = Literal["sagemaker_hyperpod", "ec2_on_demand", "estimate"]
+"""What an hourly figure is: the HyperPod ``ml.*`` price itself, the EC2 on-demand price of the same
+hardware (a lower bound of the ``ml.*`` price), or an estimate (say how in ``source``)."""
+
+
+class InstancePrice(BaseModel):
+    """One instance type's price per instance-hour.
+
+    Attributes:
+        hourly: price of one instance-hour, in ``currency``.
+        currency: ISO 4217 code; only :data:`CURRENCY` is accepted.
+        source: where the figure comes from (a public URL or document and section).
+        as_of: date the figure was read or published.
+        basis: :data:`PriceBasis`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hourly: float = Field(gt=0, description="Price of one instance-hour, in currency.")
+    currency: str = Field(CURRENCY, description="ISO 4217 code; USD only.")
+    source: str = Field(min_length=1, description="Public URL or document the figure comes from.")
+    as_of: datetime.date = Field(description="Date the figure was read or published (YYYY-MM-DD).")
+    basis: PriceBasis = Field(
+        "sagemaker_hyperpod", description="sagemaker_hyperpod (the ml.* price), ec2_on_demand or estimate."
+    )
+
+    @field_validator("currency")
+    @classmethod
+    def _usd_only(cls, value: str) -> str:
+        if value != CURRENCY:
+            raise ValueError(
+                f"currency '{value}' is not supported: the cost rules add prices up and the dashboard shows "
+                f"{CURRENCY}, so every price must be in {CURRENCY} (convert it, and say so in source)"
+            )
+        return value
+
+    @property
+    def verified_hyperpod(self) -> bool:
+        """True only for a figure of the HyperPod ``ml.*`` price itself."""
+        return self.basis == "sagemaker_hyperpod"
+
+
+_EC2_PAGE = "EC2 on-demand pricing, us-east-1, Linux (https://aws.amazon.com/ec2/pricing/on-demand/)"
+_AS_QUOTED = "as quoted by third-party price tables (instances.vantage.sh)"
+
+
+def _ec2(hourly: float, source: str, as_of: str) -> InstancePrice:
+    return InstancePrice(hourly=hourly, source=source, as_of=datetime.date.fromisoformat(as_of), basis="ec2_on_demand")
+
+
+DEFAULT_PRICES: Mapping[str, InstancePrice] = {
+    "ml.g5.xlarge": _ec2(1.006, f"{_EC2_PAGE} for g5.xlarge, {_AS_QUOTED}", "2026-11-30"),
+    "ml.g5.2xlarge": _ec2(1.212, f"{_EC2_PAGE} for g5.2xlarge, {_AS_QUOTED}", "2026-11-30"),
+    "ml.g6e.xlarge": _ec2(1.861, f"{_EC2_PAGE} for g6e.xlarge, {_AS_QUOTED}", "2026-11-30"),
+    "ml.g6e.2xlarge": _ec2(2.24208, f"{_EC2_PAGE} for g6e.2xlarge, {_AS_QUOTED}", "2026-11-30"),
+    "ml.p5.48xlarge": _ec2(
+        55.04,
+        f"{_EC2_PAGE} for p5.48xlarge after the June 2025 P5 price cut (was 98.32), instances.vantage.sh",
+        "2025-12-21",
+    ),
+    "ml.p5en.48xlarge": _ec2(
+        63.296,
+        f"{_EC2_PAGE} for p5en.48xlarge, as quoted in dstack's instance price table (github.com/dstackai/dstack "
+        "pull request 4110)",
+        "2026-11-30",
+    ),
+}
+"""Sourced default prices (EC2 on-demand, us-east-1; module docstring); keys are ``ml.*`` types."""
+
+
+def catalog_instance_types() -> tuple[str, ...]:
+    """Every GPU instance type of ``settings.gpu_catalog`` that HyperPod accepts, sorted."""
+    hyperpod = gpu_catalog.hyperpod_instance_types()
+    names = (
+        f"ml.{family}.{size}"
+        for family, sizes in gpu_catalog.INSTANCE_SIZES.items()
+        for size in sizes
+        if family in gpu_catalog.GPU_FAMILIES
+    )
+    return tuple(sorted(name for name in names if name in hyperpod))
+
+
+class PricingSettings(BaseModel):
+    """``pricing``: prices per instance type over the defaults (:data:`DEFAULT_PRICES`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instances: dict[str, InstancePrice] = Field(
+        default_factory=dict,
+        description="Instance type (ml.*) → price; overrides the sourced defaults of settings/prices.py.",
+    )
+
+    @field_validator("instances")
+    @classmethod
+    def _hyperpod_types(cls, value: dict[str, InstancePrice]) -> dict[str, InstancePrice]:
+        known = gpu_catalog.hyperpod_instance_types()
+        unknown = sorted(name for name in value if name not in known)
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: not a SageMaker HyperPod instance type (botocore's ClusterInstanceType); "
+                "keys are instance types such as ml.g5.2xlarge"
+            )
+        return value
+
+    def price_of(self, instance_type: str) -> InstancePrice | None:
+        """The configured price of ``instance_type``, else its default, else ``None`` (not sourced)."""
+        return self.instances.get(instance_type) or DEFAULT_PRICES.get(instance_type)
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One row of :func:`price_table`: an instance type, its price (``None``: unsourced), and where from."""
+
+    instance_type: str
+    price: InstancePrice | None
+    origin: Literal["config", "default", "unsourced"]
+
+    @property
+    def flag(self) -> str:
+        """Short verdict for a table: ``UNSOURCED``, ``EC2 price, ml.* unverified``, ``estimate`` or ``ml.*``."""
+        if self.price is None:
+            return "UNSOURCED"
+        return {
+            "ec2_on_demand": "EC2 price, ml.* unverified",
+            "estimate": "estimate",
+            "sagemaker_hyperpod": "ml.* price",
+        }[self.price.basis]
+
+
+def price_table(pricing: PricingSettings, extra_types: tuple[str, ...] = ()) -> Iterator[PriceRow]:
+    """Every catalog instance type (plus ``extra_types`` and configured ones), with its price, sorted."""
+    names = sorted({*catalog_instance_types(), *extra_types, *pricing.instances})
+    for name in names:
+        origin: Literal["config", "default", "unsourced"]
+        if name in pricing.instances:
+            origin = "config"
+        elif name in DEFAULT_PRICES:
+            origin = "default"
+        else:
+            origin = "unsourced"
+        yield PriceRow(name, pricing.price_of(name), origin)
