@@ -10,13 +10,17 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from whisper_build.serving.supervisor import (
+    ChildSpec,
     ModelPathMissing,
+    RestartPolicy,
+    Supervisor,
     SupervisorSettings,
     build_children,
     main,
@@ -259,6 +263,25 @@ def test_children_are_triton_then_gateway():
     assert children[0].command[0] == "/opt/tritonserver/bin/tritonserver"
     assert "--model-repository=/repo" in children[0].command and "--grpc-port=9001" in children[0].command
     assert children[1].command == ["python3", "-m", "whisper_build.serving.gateway"]
+    # every tritonserver run puts its shared memory under this supervisor's prefix, cleaned after each exit
+    prefix = next(a for a in children[0].command if a.startswith("--backend-config=python,shm-region-prefix-name="))
+    assert prefix.rsplit("=", 1)[1].startswith("whisper_") and children[0].after_exit is not None
+
+
+def test_after_exit_runs_on_each_exit_before_the_restart_and_at_shutdown(tmp_path):
+    # GIVEN a child that exits at once, restarted after 0.05 s, whose exits are recorded
+    exits: list[int] = []
+    spec = ChildSpec(
+        "tritonserver", [sys.executable, "-c", "pass"], 1.0,
+        restart=RestartPolicy(initial_s=0.05, max_s=0.05), after_exit=lambda process: exits.append(process.pid),
+    )  # fmt: skip
+    supervisor = Supervisor([spec], poll_interval_s=0.02)
+    stopper = threading.Timer(1.5, supervisor.request_stop)
+    stopper.start()
+    # WHEN it runs for a while
+    assert supervisor.run() == 0
+    # THEN each exited process was handed to after_exit once (the restarts used new processes)
+    assert len(exits) >= 3 and len(set(exits)) == len(exits)
 
 
 def test_dockerfile_pins_a_triton_trtllm_base_and_runs_the_supervisor():

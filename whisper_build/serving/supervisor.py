@@ -42,6 +42,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from whisper_build.serving.backoff import Backoff
+from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
@@ -125,6 +126,8 @@ class ChildSpec:
         restart: restart it when it exits by itself; ``None``: its exit stops everything.
         spawn: starts the process instead of ``subprocess.Popen(command, env=env)`` (the local
             launcher passes its own, which also redirects the log and sets the parent-death signal).
+        after_exit: called with the exited process before it is restarted or the supervisor
+            ends (Triton's: :meth:`whisper_build.serving.triton_cleanup.TritonLaunch.clean_up`).
     """
 
     name: str
@@ -133,6 +136,7 @@ class ChildSpec:
     env: dict[str, str] | None = field(default=None, compare=False)
     restart: RestartPolicy | None = None
     spawn: Callable[[], subprocess.Popen[bytes]] | None = field(default=None, compare=False)
+    after_exit: Callable[[subprocess.Popen[bytes]], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -230,10 +234,15 @@ def build_children(triton: TritonSettings, supervisor: SupervisorSettings, repos
 
     The model repository is resolved once, before: restarts reuse the same path, so the
     preflight's work and the engine files already on the pod's volume are not fetched again.
+    Every tritonserver run puts its python-backend shared memory under one prefix of this
+    supervisor's; after each exit its leftover stubs are killed and those regions removed
+    (:class:`whisper_build.serving.triton_cleanup.TritonLaunch`).
     """
+    launch = TritonLaunch()
     return [
-        ChildSpec("tritonserver", [supervisor.tritonserver, *tritonserver_args(triton, repository)],
-                  supervisor.triton_stop_timeout_s, restart=triton_restart_policy(supervisor)),
+        ChildSpec("tritonserver", [supervisor.tritonserver, *tritonserver_args(triton, repository), *launch.args],
+                  supervisor.triton_stop_timeout_s, restart=triton_restart_policy(supervisor),
+                  after_exit=launch.clean_up),
         ChildSpec("gateway", list(supervisor.gateway_command), supervisor.gateway_stop_timeout_s),
     ]  # fmt: skip
 
@@ -310,6 +319,8 @@ class Supervisor:
                 code = child.process.poll()
                 if code is None:
                     continue
+                if child.spec.after_exit is not None:
+                    child.spec.after_exit(child.process)
                 if child.spec.restart is None or child.backoff is None:
                     log.error("%s exited unexpectedly with %s; stopping the others", child.spec.name, code)
                     return code if code > 0 else 1
@@ -357,6 +368,8 @@ class Supervisor:
                     process.kill()
                     process.wait()
                     clean = False
+            if process is not None and spec.after_exit is not None:
+                spec.after_exit(process)
         self._running.clear()
         return clean
 

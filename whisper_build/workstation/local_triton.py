@@ -40,6 +40,7 @@ from typing import get_args
 
 import whisper_build
 from whisper_build.serving.engines.base import EngineKind
+from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 
@@ -199,6 +200,8 @@ class LocalTriton:
         self._env: dict[str, str] = {}
         self.command: list[str] = []
         """tritonserver's argv, set by :meth:`start`."""
+        self.launch = TritonLaunch()
+        """This server's shared-memory prefix and clean-up after each exit of tritonserver."""
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
@@ -257,6 +260,7 @@ class LocalTriton:
             str(wheel.binary),
             *tritonserver_args(self.settings, repository),
             f"--backend-directory={backends}",
+            *self.launch.args,
         ]
         self._env = server_environment(wheel)
         if self.log_path:
@@ -294,16 +298,20 @@ class LocalTriton:
     def stop(self) -> None:
         """Stop Triton: SIGTERM (it finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL.
 
-        Removes a temporary work directory. Safe to call twice.
+        Then kills what is left of its process group (python stubs) and removes its shared-memory
+        regions (:meth:`TritonLaunch.clean_up`), and removes a temporary work directory. Safe to
+        call twice.
         """
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.settings.exit_timeout_s + 5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=self.settings.exit_timeout_s + 5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            self.launch.clean_up(process)
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -366,7 +374,12 @@ def _supervise(server: LocalTriton, gateway: bool) -> int:
     from whisper_build.serving.supervisor import ChildSpec, RestartPolicy, Supervisor
 
     triton = ChildSpec(
-        "tritonserver", server.command, server.settings.exit_timeout_s + 5, restart=RestartPolicy(), spawn=server.spawn
+        "tritonserver",
+        server.command,
+        server.settings.exit_timeout_s + 5,
+        restart=RestartPolicy(),
+        spawn=server.spawn,
+        after_exit=server.launch.clean_up,
     )
     children = [triton]
     if gateway:
