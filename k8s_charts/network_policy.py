@@ -29,6 +29,7 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from k8s_charts import naming
+from settings.namespaces import KUBE_SYSTEM
 from settings.schema import DeploymentConfig
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
@@ -36,7 +37,6 @@ POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 POD_IDENTITY_AGENT_PORT = 80
 DNS_PORT = 53
 HTTPS_PORT = 443
-KUBE_SYSTEM = "kube-system"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Label the API server sets on every namespace (Kubernetes >= 1.22)."""
 KUBE_DNS_LABELS = {"k8s-app": "kube-dns"}

@@ -33,6 +33,7 @@ from aws_cdk import cx_api  # noqa: E402
 from k8s_charts.synth import write_dist  # noqa: E402
 from observability.dashboard import write_dashboard  # noqa: E402
 from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config  # noqa: E402
+from settings.advisories import config_warnings  # noqa: E402
 from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates  # noqa: E402
 
@@ -95,6 +96,14 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         print(f"  wrote {path}")
 
 
+def print_warnings(warnings: list[str]) -> None:
+    """``Warnings (n):`` and one line each (:func:`settings.advisories.config_warnings`); nothing when none."""
+    if warnings:
+        print(f"\nWarnings ({len(warnings)}):")
+    for warning in warnings:
+        print(f"  warning: {warning}")
+
+
 def _replace_dir(source: Path, target: Path) -> None:
     """Move ``source`` to ``target``, replacing what was there (stale templates of removed stacks go)."""
     if target.exists():
@@ -154,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
     print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
     print_summary(config, templates, extra)
+    print_warnings(config_warnings(config))
     print()
     for finding in findings:
         print(finding)

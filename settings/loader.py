@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from settings.errors import ConfigError
 from settings.schema import PATTERN_RULES, DeploymentConfig
+from settings.yaml_source import CoercedScalar, quoting_hint, read_yaml
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
 """The embedded default: the real two-group (g5 + g6e) scenario users start from."""
@@ -59,12 +60,24 @@ def _pattern_message(value: Any, pattern: str) -> str:
     return f"'{value}' must be {rule}"
 
 
-def parse_config(data: Any, source: str = "<config>") -> DeploymentConfig:
+def _quoting_message(location: tuple[Any, ...], value: Any, coerced: dict[tuple[str | int, ...], CoercedScalar]) -> str:
+    """A "must be a string" message with what to quote (YAML turns unquoted ``1.30`` into 1.3)."""
+    scalar = coerced.get(tuple(location))
+    if scalar is None:
+        return f"must be a string, not {value!r}; quote the value in YAML"
+    return f"must be a string; {quoting_hint(scalar, location[-1])}"
+
+
+def parse_config(
+    data: Any, source: str = "<config>", coerced: dict[tuple[str | int, ...], CoercedScalar] | None = None
+) -> DeploymentConfig:
     """Validate already-parsed YAML data.
 
     Args:
         data: The mapping read from YAML.
         source: Where it came from, used in error messages.
+        coerced: Unquoted scalars YAML read as numbers/booleans, by location
+            (:func:`settings.yaml_source.read_yaml`): a "valid string" error there says what to quote.
 
     Raises:
         ConfigError: one line per problem, each ``<field path>: <reason>``.
@@ -83,10 +96,13 @@ def parse_config(data: Any, source: str = "<config>") -> DeploymentConfig:
                 message = _unknown_field_message(problem["loc"])
             elif problem["type"] == "string_pattern_mismatch":
                 message = _pattern_message(problem["input"], problem["ctx"]["pattern"])
+            elif problem["type"] == "string_type" and problem["loc"] and not isinstance(problem["input"], str):
+                message = _quoting_message(problem["loc"], problem["input"], coerced or {})
             path = _field_path(problem["loc"])
-            if not problem["loc"] and ": " in message:
+            named, _, reason = message.partition(": ")
+            if reason and (not problem["loc"] or named.startswith(f"{path}.")):
                 # cross-field rules name their own field: "gpu_groups.0.max_replicas: <reason>"
-                path, message = message.split(": ", 1)
+                path, message = named, reason
             lines.append(f"  {path}: {message}")
         raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(lines)) from None
 
@@ -107,7 +123,7 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
         path: YAML file; ``None`` means the embedded default ``config/default.yaml``.
 
     Raises:
-        ConfigError: the file is missing, is not valid YAML, or fails validation.
+        ConfigError: the file is missing, is not valid YAML, repeats a key in one mapping, or fails validation.
     """
     config_path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
     try:
@@ -115,7 +131,7 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
     except OSError as err:
         raise ConfigError(f"cannot read deployment config {config_path}: {err.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        document = read_yaml(text, str(config_path))
     except yaml.YAMLError as err:
         raise ConfigError(f"deployment config is not valid YAML: {_yaml_problem(err, config_path)}") from None
-    return parse_config(data, str(config_path))
+    return parse_config(document.data, str(config_path), document.coerced)

@@ -95,3 +95,20 @@ def check_vpc_cidr(value: str, azs: int) -> ipaddress.IPv4Network:
             f"use a /{fits} or larger, e.g. {ipaddress.IPv4Network((int(network.network_address), fits), strict=False)}"
         )
     return network
+
+
+def check_nat_gateways(nat_gateways: int, azs: int) -> None:
+    """Refuse more NAT gateways than AZs.
+
+    CDK places at most one NAT gateway in each AZ's public subnet: ``ec2.Vpc`` creates
+    ``min(natGateways, AZs)`` (aws-cdk-lib 2.275 ``aws-ec2/lib/vpc.ts``, ``determineNatGatewayCount``),
+    so the extra ones would silently not exist while a cost estimate from the config still counted them.
+
+    Raises:
+        ValueError: ``network.nat_gateways`` exceeds ``network.max_azs``; the message names both.
+    """
+    if nat_gateways > azs:
+        raise ValueError(
+            f"network.nat_gateways: {nat_gateways} NAT gateways but network.max_azs is {azs}; a VPC gets at most one "
+            f"NAT gateway per AZ (CDK would create {azs}): set nat_gateways to at most {azs}, or raise max_azs"
+        )

@@ -8,15 +8,14 @@ checked here, once; stacks and charts trust a validated :class:`DeploymentConfig
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from settings import gpu_catalog, network_plan, regions, storage
-from settings.prices import PricingSettings
+from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, storage, system_nodes
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
+from settings.prices import PricingSettings
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 """``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
@@ -362,6 +361,11 @@ class NetworkSettings(_Strict):
         network_plan.check_vpc_cidr(value, info.data.get("max_azs", 2))
         return value
 
+    @model_validator(mode="after")
+    def _nat_per_az(self) -> NetworkSettings:
+        network_plan.check_nat_gateways(self.nat_gateways, self.max_azs)
+        return self
+
 
 class HyperPodChartSettings(_Strict):
     """Where the HyperPod dependency Helm chart is installed from (README, "HyperPod dependency chart").
@@ -410,7 +414,19 @@ class ClusterSettings(_Strict):
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
-        return _check_ipv4_cidrs(values)
+        values = _check_ipv4_cidrs(values)
+        if non_public := cidrs.non_public_entries(values):
+            raise ValueError(
+                f"{', '.join(non_public)}: the public API endpoint sees clients' public addresses (from inside the "
+                "VPC kubectl uses the private endpoint), so such an entry admits nobody; list public CIDRs "
+                "(curl -s https://checkip.amazonaws.com)"
+            )
+        return values
+
+    @field_validator("system_node_instance_type")
+    @classmethod
+    def _known_system_node_type(cls, value: str) -> str:
+        return system_nodes.check_system_node_type(value)
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -448,6 +464,11 @@ class ServingSettings(_Strict):
         "resource shape (IAM auth; docs/serving-targets.md).",
     )
 
+    @field_validator("namespace")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        return namespaces.check_serving_namespace(value)
+
     @model_validator(mode="after")
     def _distinct_ports(self) -> ServingSettings:
         ports = {
@@ -469,12 +490,7 @@ OPEN_CIDR = "0.0.0.0/0"
 
 
 def _check_ipv4_cidrs(values: list[str]) -> list[str]:
-    for value in values:
-        try:
-            ipaddress.IPv4Network(value)
-        except ValueError as err:
-            raise ValueError(f"'{value}' is not an IPv4 CIDR block such as 203.0.113.0/24 ({err})") from None
-    return values
+    return cidrs.normalise_cidrs(values)  # bare address → /32; IPv6, host bits refused (settings.cidrs)
 
 
 class EndpointSettings(_Strict):
@@ -737,6 +753,11 @@ class DeploymentConfig(_Strict):
             problems.append(
                 f"endpoint.allowed_cidrs: {OPEN_CIDR} opens the endpoint to the whole internet; narrow it, or "
                 "set endpoint.acknowledge_open_to_internet: true"
+            )
+        elif non_public := cidrs.non_public_entries(endpoint.allowed_cidrs):
+            problems.append(
+                f"endpoint.allowed_cidrs: {', '.join(non_public)} never reach an internet-facing load balancer "
+                "(it sees clients' public addresses); list the clients' public CIDRs, or use scheme internal"
             )
         if problems:
             raise ValueError("endpoint: scheme internet-facing refused, " + "; ".join(problems))

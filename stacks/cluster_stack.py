@@ -24,7 +24,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct, IConstruct
 
-from settings import names, storage
+from settings import names, namespaces, storage
 from settings.names import HYPERPOD_CHART_NAME
 from settings.schema import DeploymentConfig
 from stacks.hyperpod import HyperPodCluster
@@ -48,7 +48,7 @@ COREDNS_ADDON = "coredns"
 """CoreDNS runs as a Deployment, so it is installed once the system node group exists (AWS's HyperPod
 EKS templates install the same four add-ons)."""
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
-MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
+MOUNTPOINT_SERVICE_ACCOUNT = (namespaces.KUBE_SYSTEM, "s3-csi-driver-sa")
 """Service account of the Mountpoint for S3 CSI driver; driver v2 takes credentials from EKS Pod
 Identity (mountpoint-s3-csi-driver ``docs/CONFIGURATION.md``)."""
 HYPERPOD_CHART_RELEASE = "hyperpod-dependencies"
@@ -344,7 +344,7 @@ class ClusterStack(Stack):
             repository=chart_settings.oci_repository or chart_oci_url,
             version=chart_settings.version,
             release=HYPERPOD_CHART_RELEASE,
-            namespace="kube-system",
+            namespace=namespaces.KUBE_SYSTEM,
             values={"global": {"region": self.region}},
         )
         chart.node.add_dependency(self.system_nodegroup)

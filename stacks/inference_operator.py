@@ -28,11 +28,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from settings import storage
+from settings import namespaces, storage
 from stacks.nag import acknowledge_managed_policies, acknowledge_resource
 
 ADDON_NAME = "amazon-sagemaker-hyperpod-inference"
-OPERATOR_NAMESPACE = "hyperpod-inference-system"
+OPERATOR_NAMESPACE = namespaces.INFERENCE_OPERATOR
 """Namespace of the operator's controller (``kubectl get pods -n hyperpod-inference-system``, HyperPod
 inference troubleshooting)."""
 MANAGED_POLICY = "AmazonSageMakerHyperPodInferenceAccess"

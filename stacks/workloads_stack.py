@@ -45,6 +45,7 @@ from constructs import Construct
 from k8s_charts import naming
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import ChartInputs
+from settings import namespaces
 from settings.endpoint_auth import SECRET_ARN_OUTPUT
 from settings.schema import DeploymentConfig
 from stacks.api_keys import GatewayApiKeys
@@ -62,7 +63,7 @@ KEDA_CHART_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_CHART_VERSION = "2.18.3"
 """KEDA >= 2.18: ``fallback`` works on ``metricType: Value`` triggers (keda-docs 2.18
 ``reference/scaledobject-spec.md``; 2.17 supported ``AverageValue`` only)."""
-KEDA_NAMESPACE = "keda"
+KEDA_NAMESPACE = namespaces.KEDA
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
 """Service account the KEDA chart creates for its operator (chart default ``serviceAccount.operator.name``)."""
 
