@@ -48,7 +48,8 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
-from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel, WindowOutput, infer_inputs  # noqa: E402
+from whisper_build.serving.contract import DecodeOptions  # noqa: E402
+from whisper_build.serving.gateway.backend import ServedModel, WindowOutput, infer_inputs  # noqa: E402
 from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
 
@@ -65,7 +66,7 @@ def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
-def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: DecodeRequest) -> bytes:
+def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: DecodeOptions) -> bytes:
     """The serialized ``ModelInferRequest`` the gateway's Triton client sends for ``windows``."""
     from tritonclient.grpc import InferRequestedOutput
     from tritonclient.grpc._utils import _get_inference_request
@@ -138,7 +139,7 @@ def stages(data: bytes, repeat: int) -> dict[str, dict[str, float]]:
         return [s for _, s in iter_windows(chunks, 30.0, 5.0) if not is_silent(s)]
 
     common["windowing"], windows = _timed(windowing, repeat)
-    common["grpc_build"], request_bytes = _timed(lambda: grpc_request_bytes(windows, DecodeRequest()), repeat)
+    common["grpc_build"], request_bytes = _timed(lambda: grpc_request_bytes(windows, DecodeOptions()), repeat)
 
     def response() -> bytes:
         from fastapi.responses import JSONResponse
@@ -169,7 +170,7 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
             return ServedModel("whisper", 16, multilingual=False, engine="instant")
 
         async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowOutput]:
-            grpc_request_bytes(windows, DecodeRequest())  # what the Triton client would serialize
+            grpc_request_bytes(windows, DecodeOptions())  # what the Triton client would serialize
             return [WindowOutput.from_json(_RESULT) for _ in windows]
 
         async def reload(self, timeout: float) -> None:

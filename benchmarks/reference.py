@@ -267,7 +267,7 @@ def _in_process_variants(policy: object) -> dict[str, tuple[object, object]]:
     """
     from dataclasses import replace
 
-    from whisper_build.serving.triton_model.decoding import DecodeOptions
+    from whisper_build.serving.contract import DecodeOptions
 
     plain = DecodeOptions()
     return {

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel, WindowOutput
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import ServedModel, WindowOutput
 
 
 class FakeBackend:
@@ -27,7 +28,7 @@ class FakeBackend:
         self.reloads = 0
         self.canaries = 0
         self.reload_heals = True
-        self.options: list[DecodeRequest] = []
+        self.options: list[DecodeOptions] = []
         self.served = ServedModel("whisper", 16, multilingual=False, engine="fake")
 
     async def served_model(self, timeout: float) -> ServedModel:
@@ -41,7 +42,7 @@ class FakeBackend:
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-        options: DecodeRequest | None = None,
+        options: DecodeOptions | None = None,
     ) -> list[WindowOutput]:
         if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
             self.canaries += 1
@@ -49,7 +50,7 @@ class FakeBackend:
                 raise self.error
             return [WindowOutput("")]
         self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
-        self.options.append(options or DecodeRequest())
+        self.options.append(options or DecodeOptions())
         if self.entered is not None:
             self.entered.set()
         if self.gate is not None:

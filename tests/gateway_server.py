@@ -28,7 +28,7 @@ def running_gateway(
     startup_timeout: float = 30.0,
 ) -> Iterator[GatewayUrl]:
     """Serve ``create_app(settings, backend_factory)`` on 127.0.0.1:<free port> and its metrics on
-    another free port, as ``serve.main`` does; yield the base URL (with ``.metrics``); stop both after.
+    another free port, as ``serve.serve`` does; yield the base URL (with ``.metrics``); stop both after.
 
     The socket is bound here (port 0) and handed to uvicorn, so no other process can take the
     port in between.

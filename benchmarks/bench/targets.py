@@ -39,7 +39,8 @@ from benchmarks.bench.audio import AudioSample, BenchInputError
 from benchmarks.bench.stats import OK
 
 if TYPE_CHECKING:
-    from whisper_build.serving.triton_model.decoding import DecodeOptions, DecodingPolicy, WindowResult
+    from whisper_build.serving.contract import DecodeOptions
+    from whisper_build.serving.triton_model.decoding import DecodingPolicy, WindowResult
 
 INVOCATIONS = "/invocations"
 OPENAI = "/v1/audio/transcriptions"
@@ -220,9 +221,10 @@ class InProcessTarget:
     """
 
     def __init__(self, spec: TargetSpec) -> None:
+        from whisper_build.serving.contract import DecodeOptions
         from whisper_build.serving.engines import EngineParams, EngineParamsError, load_engine
         from whisper_build.serving.prompt import parse_prompt
-        from whisper_build.serving.triton_model.decoding import DecodeOptions, DecodingPolicy
+        from whisper_build.serving.triton_model.decoding import DecodingPolicy
 
         values = dict(parse_qsl(spec.address))
         self.max_batch = int(values.pop("max_batch", "64"))

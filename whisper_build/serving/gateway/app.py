@@ -9,7 +9,8 @@ serves them on their own port (``WHISPER_GATEWAY_METRICS_PORT``), because a netw
 forwards every path of the traffic port.
 
 Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
-:class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency.
+:class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency; the
+lifespan builds it once the backend exists (``app.state.pipeline``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
-from whisper_build.serving.gateway.service import Transcriber
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
@@ -64,14 +65,14 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         settings.queue_timeout_seconds,
         settings.effective_audio_budget_seconds,
     )
-    pipeline = Pipeline(settings, metrics, admission)
-    pipeline.health = health = ModelHealth(settings, metrics, busy=lambda: admission.running > 0)
+    health = ModelHealth(settings, metrics, busy=lambda: admission.running > 0)
     auth = auth_from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend = factory(settings)
-        pipeline.transcriber = Transcriber(backend, settings)
+        transcriber = Transcriber(backend, WindowPlan.from_gateway(settings))
+        app.state.pipeline = Pipeline(settings, metrics, admission, health, transcriber)
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary), name="canary")
         if auth is not None:
@@ -98,7 +99,6 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.state.settings = settings
     app.state.admission = admission
     app.state.metrics = metrics
-    app.state.pipeline = pipeline
     app.state.health = health
     app.state.auth = auth
     install_error_handlers(app)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving.contract import DecodeOptions
+
 
 class BackendError(Exception):
     """The model server failed the request (answered as 502)."""
@@ -34,18 +36,6 @@ class BackendRejected(BackendError):
 
     E.g. a non-English language on an English-only model, or word timestamps on tensorrt_llm.
     """
-
-
-@dataclass(frozen=True)
-class DecodeRequest:
-    """Decoding options sent with every window.
-
-    Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE`` (docs/contracts.md §5).
-    """
-
-    timestamps: bool = False
-    word_timestamps: bool = False
-    temperature: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -144,7 +134,7 @@ class TranscriptionBackend(Protocol):
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-        options: DecodeRequest | None = None,
+        options: DecodeOptions | None = None,
     ) -> list[WindowOutput]:
         """Transcribe each window (16 kHz mono float32, ≤ 30 s) with the same prompt and options.
 
@@ -190,7 +180,7 @@ def infer_inputs(
     windows: Sequence[npt.NDArray[np.float32]],
     text_prefix: str,
     repetition_penalty: float,
-    options: DecodeRequest,
+    options: DecodeOptions,
 ) -> list[Any]:
     """The ``tritonclient.grpc.InferInput`` s of one Triton request (docs/contracts.md §5).
 
@@ -256,14 +246,14 @@ class TritonBackend:
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-        options: DecodeRequest | None = None,
+        options: DecodeOptions | None = None,
     ) -> list[WindowOutput]:
         """See :meth:`TranscriptionBackend.transcribe`."""
         from tritonclient.utils import InferenceServerException
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        options = options or DecodeRequest()
+        options = options or DecodeOptions()
         try:
             limit = (await self.served_model(timeout)).max_batch_size
             texts: list[WindowOutput] = []
@@ -282,7 +272,7 @@ class TritonBackend:
         text_prefix: str,
         repetition_penalty: float,
         timeout: float,
-        options: DecodeRequest,
+        options: DecodeOptions,
     ) -> list[WindowOutput]:
         from tritonclient.grpc import InferRequestedOutput
 

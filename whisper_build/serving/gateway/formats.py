@@ -9,46 +9,17 @@ from __future__ import annotations
 
 import math
 import textwrap
-from dataclasses import dataclass, field
 from typing import Literal
 
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from whisper_build.serving.prompt import LANGUAGE_NAMES
+from whisper_build.serving.results import Segment
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 RESPONSE_FORMATS: tuple[str, ...] = ("json", "text", "srt", "verbose_json", "vtt")
 TIMESTAMPED_FORMATS: frozenset[str] = frozenset({"srt", "verbose_json", "vtt"})
 """Formats that need segment timestamps from the model."""
-
-
-@dataclass(frozen=True)
-class Word:
-    """One word: ``word`` text (leading space kept), ``start``/``end`` in seconds of the file."""
-
-    word: str
-    start: float
-    end: float
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Transcribed span: ``start``/``end`` in seconds of the file, ``text`` stripped.
-
-    The quality fields are the window's decode (openai/whisper reports them per decode window
-    too); ``None`` when the model did not decode (silence) or cannot report them.
-    """
-
-    start: float
-    end: float
-    text: str
-    seek: int = 0
-    tokens: list[int] = field(default_factory=list)
-    temperature: float | None = None
-    avg_logprob: float | None = None
-    compression_ratio: float | None = None
-    no_speech_prob: float | None = None
-    words: list[Word] = field(default_factory=list)
 
 
 def _timestamp(seconds: float, separator: str) -> str:

@@ -1,6 +1,7 @@
-"""What the gateway's routers share: settings, admission, metrics and the transcriber.
+"""What the gateway's routers share: settings, admission, metrics, model health and the transcriber.
 
-One :class:`Pipeline` lives on ``app.state.pipeline``; routers receive it through the FastAPI
+One :class:`Pipeline`, built with all of them when the app starts, lives on
+``app.state.pipeline``; routers receive it through the FastAPI
 dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every transcription, so
 admission, the request timeout, in-flight and audio-seconds metrics and the error mapping are
 the same for every API.
@@ -21,46 +22,40 @@ from whisper_build.serving.gateway.backend import (
     BackendRejected,
     BackendTimeout,
     BackendUnavailable,
-    DecodeRequest,
     ServedModel,
 )
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
-from whisper_build.serving.gateway.service import Transcriber, Transcription
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.transcriber import Transcriber, Transcription, WindowRequest
 from whisper_build.serving.prompt import DecodePrompt, parse_prompt
 
 
 class Pipeline:
-    """Admission + timeout + metrics around a :class:`Transcriber`.
+    """Admission + timeout + metrics + model health around a :class:`Transcriber`.
 
     Args:
         settings: gateway settings.
         metrics: the app's Prometheus metrics.
         admission: the app's admission controller.
-
-    The transcriber is attached at startup (``transcriber``), once the backend exists.
+        health: told the outcome of every backend call.
+        transcriber: the window pipeline over the app's backend.
     """
 
-    def __init__(self, settings: GatewaySettings, metrics: GatewayMetrics, admission: AdmissionController) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        metrics: GatewayMetrics,
+        admission: AdmissionController,
+        health: ModelHealth,
+        transcriber: Transcriber,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.admission = admission
-        self._transcriber: Transcriber | None = None
-        self.health: ModelHealth | None = None
-        """Told the outcome of every backend call (set by ``create_app``)."""
-
-    @property
-    def transcriber(self) -> Transcriber:
-        """The transcriber; RuntimeError before the app's startup attached it."""
-        if self._transcriber is None:
-            raise RuntimeError("the gateway pipeline is used before startup attached its transcriber")
-        return self._transcriber
-
-    @transcriber.setter
-    def transcriber(self, value: Transcriber) -> None:
-        self._transcriber = value
+        self.health = health
+        self.transcriber = transcriber
 
     def retry_headers(self) -> dict[str, str]:
         """``Retry-After`` header for 429/503 answers."""
@@ -111,9 +106,7 @@ class Pipeline:
         self,
         route: str,
         read_audio: Callable[[], Awaitable[bytes]],
-        prompt: DecodePrompt,
-        penalty: float,
-        options: DecodeRequest | None = None,
+        request: WindowRequest,
     ) -> Transcription:
         """Read the audio and its header, admit it by request and audio seconds, transcribe, count metrics.
 
@@ -124,9 +117,7 @@ class Pipeline:
         Args:
             route: route label for ``whisper_gateway_audio_seconds_total``.
             read_audio: reads the audio container bytes (within the request timeout).
-            prompt: decoder prompt.
-            penalty: repetition penalty (1.0 = none).
-            options: timestamps / words / temperature.
+            request: prompt, repetition penalty and decoding options for every window.
 
         Raises:
             ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
@@ -144,9 +135,9 @@ class Pipeline:
             cost = declared if declared is not None else settings.max_audio_seconds
             async with self.admission.admit(cost, arrived_before_drain=True):
                 async with asyncio.timeout(settings.request_timeout_seconds):
-                    result = await self.transcriber.transcribe(stream, prompt, penalty, options)
+                    result = await self.transcriber.transcribe(stream, request)
         except BackendError as exc:
-            if self.health is not None and not isinstance(exc, BackendTimeout | BackendRejected):
+            if not isinstance(exc, BackendTimeout | BackendRejected):
                 self.health.record_failure("request", exc)  # a timeout may be the request's own length
             raise self.to_api_error(exc) from exc
         except (AudioError, Rejected, TimeoutError) as exc:
@@ -155,7 +146,7 @@ class Pipeline:
             self.metrics.inflight.dec()
             if stream is not None:
                 stream.close()  # also stops a decode still running in a worker thread
-        if self.health is not None and result.decode_temperatures:
+        if result.decode_temperatures:
             self.health.record_success()  # the model answered (no windows: it was not asked)
         self.metrics.audio_seconds.labels(route=route).inc(result.duration)
         for temperature in result.decode_temperatures:

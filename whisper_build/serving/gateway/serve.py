@@ -4,6 +4,10 @@ On the first SIGTERM/SIGINT the gateway stops admitting (new requests and ``/pin
 load balancers take the pod out), keeps serving for ``drain_seconds``, then uvicorn stops
 accepting connections and waits up to ``graceful_shutdown_seconds`` for in-flight requests
 before the lifespan shutdown closes the Triton client. A second SIGINT forces exit.
+
+:func:`serve` runs one gateway process; ``python -m whisper_build.serving.gateway``
+(:mod:`whisper_build.serving.gateway.__main__`) chooses between it and several worker processes
+(:mod:`whisper_build.serving.gateway.workers`), each of which calls :func:`build_server`.
 """
 
 from __future__ import annotations
@@ -79,17 +83,11 @@ def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
     return DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds), app
 
 
-def main(settings: GatewaySettings | None = None) -> None:
-    """Serve the gateway on ``settings.host:settings.port`` until SIGTERM/SIGINT.
+def serve(settings: GatewaySettings) -> None:
+    """Serve one gateway process on ``settings.host:settings.port`` until SIGTERM/SIGINT.
 
-    With ``settings.workers`` > 1 this process supervises that many worker processes
-    (:func:`whisper_build.serving.gateway.workers.run_workers`); else it serves itself.
+    Metrics are served on their own port unless ``metrics_on_traffic_port``.
     """
-    settings = settings or load_settings()
-    if settings.workers > 1:
-        from whisper_build.serving.gateway.workers import run_workers
-
-        raise SystemExit(run_workers(settings))
     server, app = build_server(settings)
     metrics_server = None
     if not settings.metrics_on_traffic_port:
@@ -99,7 +97,3 @@ def main(settings: GatewaySettings | None = None) -> None:
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
-
-
-if __name__ == "__main__":
-    main()

@@ -37,6 +37,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
+from whisper_build.serving.gateway.serve import build_server
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 STARTUP_FAILURE = 3
@@ -89,8 +90,6 @@ def _stop_with_parent(parent: int) -> None:
 
 def _worker_main(settings: GatewaySettings, index: int, sock: socket.socket, parent: int) -> None:
     """Entry point of worker ``index``: a full gateway with its share of the budget, on ``sock``."""
-    from whisper_build.serving.gateway.serve import build_server
-
     _stop_with_parent(parent)
     server, _ = build_server(worker_settings(settings, index))
     server.run(sockets=[sock])

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import WhisperEngine
 from whisper_build.serving.engines.features import N_SAMPLES
 from whisper_build.serving.prompt import DecodePrompt, parse_prompt
 from whisper_build.serving.triton_model.decoding import (
-    DecodeOptions,
     DecodingPolicy,
     UnsupportedOption,
     WindowResult,

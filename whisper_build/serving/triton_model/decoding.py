@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import EngineParams, Hypothesis, WhisperEngine, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
 from whisper_build.serving.engines.tokens import group_indices
@@ -47,7 +48,6 @@ from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = [
     "SECONDS_PER_TIMESTAMP",
-    "DecodeOptions",
     "DecodingPolicy",
     "SegmentResult",
     "UnsupportedOption",
@@ -66,21 +66,6 @@ _EPS = 1e-6
 
 class UnsupportedOption(ValueError):
     """The engine cannot do what a request asks (e.g. word timestamps on ``tensorrt_llm``)."""
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """Per-window decoding options (the Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE``).
-
-    Attributes:
-        timestamps: segment timestamps from timestamp tokens.
-        word_timestamps: word timings (implies ``timestamps``).
-        temperature: first temperature; the fallback continues ``+ increment`` up to 1.0.
-    """
-
-    timestamps: bool = False
-    word_timestamps: bool = False
-    temperature: float = 0.0
 
 
 @dataclass(frozen=True)

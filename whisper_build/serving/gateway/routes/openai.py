@@ -13,10 +13,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
-from whisper_build.serving.gateway.backend import DecodeRequest, ServedModel
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
+from whisper_build.serving.gateway.transcriber import WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
@@ -53,7 +55,7 @@ def _check_model(pipeline: Pipeline, model: str | None) -> None:
         )
 
 
-def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeRequest:
+def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeOptions:
     """Decoding options for a request; 400 for an unknown format or granularity, or one without verbose_json."""
     if response_format not in RESPONSE_FORMATS:
         raise ApiError(
@@ -78,7 +80,7 @@ def _options(response_format: str, granularities: list[str], temperature: float)
             param="timestamp_granularities",
         )
     words = "word" in granularities
-    return DecodeRequest(
+    return DecodeOptions(
         timestamps=response_format in TIMESTAMPED_FORMATS or words, word_timestamps=words, temperature=temperature
     )
 
@@ -100,7 +102,7 @@ async def _audio(
     async def audio_bytes() -> bytes:
         return await file.read()
 
-    result = await pipeline.run(route, audio_bytes, prompt, 1.0, options)
+    result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, options))
     return render(
         response_format,
         result.text,

@@ -13,9 +13,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from whisper_build.serving.audio import decode_base64
-from whisper_build.serving.gateway.backend import DecodeRequest
+from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
+from whisper_build.serving.gateway.transcriber import WindowRequest
 
 INVOCATIONS = "/invocations"
 PING = "/ping"
@@ -74,8 +75,8 @@ async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
     async def audio_bytes() -> bytes:
         return await asyncio.to_thread(decode_base64, req.audio_data)
 
-    options = DecodeRequest(timestamps=req.timestamps)
-    result = await pipeline.run(INVOCATIONS, audio_bytes, prompt, req.repetition_penalty, options)
+    window_request = WindowRequest(prompt, req.repetition_penalty, DecodeOptions(timestamps=req.timestamps))
+    result = await pipeline.run(INVOCATIONS, audio_bytes, window_request)
     body: dict[str, object] = {
         "code": 0,
         "message": "Success",
@@ -101,7 +102,7 @@ async def ping(pipeline: PipelineDep) -> JSONResponse:
     settings = pipeline.settings
     if pipeline.admission.draining:
         raise ApiError(503, ErrorCode.UNAVAILABLE, "the server is shutting down", pipeline.retry_headers())
-    problem = pipeline.health.problem() if pipeline.health is not None else None
+    problem = pipeline.health.problem()
     if problem is not None:
         raise ApiError(
             503,

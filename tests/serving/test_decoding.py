@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from fake_engine import Decoded, ScriptedEngine
 
+from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import EngineCapabilities
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.decoding import (
-    DecodeOptions,
     DecodingPolicy,
     SegmentResult,
     UnsupportedOption,

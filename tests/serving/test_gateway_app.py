@@ -30,7 +30,7 @@ WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 
 
 def metrics_text(app) -> str:
-    """The app's Prometheus exposition (served on the metrics port by ``serve.main``, not by the app)."""
+    """The app's Prometheus exposition (served on the metrics port by ``serve.serve``, not by the app)."""
     return app.state.metrics.render().decode()
 
 

@@ -1,0 +1,301 @@
+"""The window pipeline: audio bytes → streamed windows → the model in groups → file-relative results.
+
+One pipeline for every consumer: the synchronous HTTP routes (through
+:class:`whisper_build.serving.gateway.pipeline.Pipeline`), and any consumer that wants results as
+they come (a streaming route, a bulk worker in its own process against Triton). It depends on
+no web framework and no request object: give it a :class:`TranscriptionBackend` (e.g.
+:class:`whisper_build.serving.gateway.backend.TritonBackend`) and a :class:`WindowPlan`.
+
+Entry points:
+
+* ``Transcriber(backend, plan)``: built once per process.
+* :meth:`Transcriber.open` ``(data) -> AudioStream``: reads the container header (blocking, run it
+  in a thread); the caller closes the stream.
+* :meth:`Transcriber.results` ``(stream, request, start_sample=0) -> AsyncGenerator[GroupResult]``:
+  one :class:`GroupResult` per group of ≤ ``plan.group_size`` non-silent windows, in audio order,
+  each as soon as the model answered it. Iterate it inside ``contextlib.aclosing`` so that
+  stopping early releases it at once. A consumer that stops iterating, or whose task is
+  cancelled, stops the request: the model call in flight is cancelled with the awaiting task
+  (gRPC aio cancels the RPC of a cancelled call), and no further group is sent.
+  ``start_sample`` resumes a transcription: windows ending at or before it are cut (so the cuts
+  are those of an uninterrupted run) but not sent; resuming at a previous
+  :attr:`GroupResult.end_sample` gives exactly the remaining results of an uninterrupted run.
+* :meth:`Transcriber.transcribe` ``(stream, request) -> Transcription``: consumes
+  :meth:`~Transcriber.results` and joins the groups (what the synchronous routes answer).
+
+Memory per request does not grow with the audio's length: the upload is decoded as a stream
+(:func:`whisper_build.serving.audio.open_audio`), cut into windows as it flows
+(:func:`whisper_build.serving.audio.iter_windows`), silent windows are dropped at once, and the
+rest go to the model in groups, in order. While one group is with the model, the next one is
+decoded (so at most two groups are held).
+
+Errors: :class:`whisper_build.serving.audio.AudioError` for unusable audio,
+:class:`whisper_build.serving.gateway.backend.BackendError` for model-server failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import TranscriptionBackend, WindowOutput
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.results import Segment, Word
+
+WindowGroup = list[tuple[Window, npt.NDArray[np.float32]]]
+"""Consecutive non-silent windows of one upload: each window's position in the stream (its start
+offset is the true start of its text) and its 16 kHz samples."""
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """How the pipeline cuts, filters and groups audio.
+
+    Attributes:
+        window_seconds: longest window, seconds (Whisper: 30).
+        cut_search_seconds: how far before a window's end a cut may move to find silence.
+        silence_rms: windows whose 25 ms frames all stay below this RMS are not sent.
+        group_size: non-silent windows per model call (≥ 1).
+        max_audio_seconds: longest audio accepted (declared or decoded).
+        call_timeout_seconds: deadline of one model call (one group).
+    """
+
+    window_seconds: float
+    cut_search_seconds: float
+    silence_rms: float
+    group_size: int
+    max_audio_seconds: float
+    call_timeout_seconds: float
+
+    @classmethod
+    def from_gateway(cls, settings: GatewaySettings) -> WindowPlan:
+        """The plan of the gateway's ``WHISPER_GATEWAY_*`` settings."""
+        return cls(
+            window_seconds=settings.window_seconds,
+            cut_search_seconds=settings.cut_search_seconds,
+            silence_rms=settings.silence_rms,
+            group_size=settings.window_group_size,
+            max_audio_seconds=settings.max_audio_seconds,
+            call_timeout_seconds=settings.request_timeout_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """What every window of one request is decoded with.
+
+    Attributes:
+        prompt: decoder prompt, sent to every window as ``TEXT_PREFIX``.
+        repetition_penalty: ``REPETITION_PENALTY`` (1.0 = none).
+        options: timestamps / words / temperature.
+    """
+
+    prompt: DecodePrompt = field(default_factory=DecodePrompt)
+    repetition_penalty: float = 1.0
+    options: DecodeOptions = field(default_factory=DecodeOptions)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """The model's answer for one window group, file-relative.
+
+    Attributes:
+        index: 0-based position of the group among the groups this iteration sent.
+        windows: the group's windows (absolute 16 kHz sample ranges), in order.
+        segments: file-relative segments, in order, never before the previous group's end.
+        temperatures: every decode temperature of the group's windows (fallback re-decodes too).
+        language: the first language the model reported in the group, if any.
+    """
+
+    index: int
+    windows: tuple[Window, ...]
+    segments: list[Segment]
+    temperatures: list[float]
+    language: str | None
+
+    @property
+    def start_sample(self) -> int:
+        """The first window's start in the stream (16 kHz samples)."""
+        return self.windows[0].start
+
+    @property
+    def end_sample(self) -> int:
+        """The last window's end: a window boundary, where :meth:`Transcriber.results` may resume."""
+        return self.windows[-1].end
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """One upload's transcription.
+
+    Attributes: ``text`` (segments joined in order by one space), ``segments`` (file-relative:
+    from timestamp tokens when asked, else one per window), ``duration`` of the audio in seconds,
+    ``language`` code if known, ``decode_temperatures`` every window decode's temperature (the
+    fallback's re-decodes included, for metrics).
+    """
+
+    text: str
+    segments: list[Segment]
+    duration: float
+    language: str | None
+    decode_temperatures: list[float] = field(default_factory=list)
+
+
+def window_segments(window: Window, output: WindowOutput, previous_end: float) -> list[Segment]:
+    """File-relative segments of one window's ``RESULT``.
+
+    Times are offset by the window's true start (windows are cut at silences, not at k × 30 s),
+    clamped to the window's end, and never go back before ``previous_end`` (the last segment's
+    end so far); segments with empty text are dropped. Words are offset and clamped the same way
+    into their segment.
+    """
+    segments = []
+    for raw in output.segments:
+        text = str(raw.get("text", "")).strip()
+        if not text:
+            continue
+        start = min(max(window.start_s + float(raw["start"]), previous_end), window.end_s)
+        end = min(max(window.start_s + float(raw["end"]), start), window.end_s)
+        words = []
+        last = start
+        for w in raw.get("words") or []:
+            w_start = min(max(window.start_s + float(w["start"]), last), end)
+            w_end = min(max(window.start_s + float(w["end"]), w_start), end)
+            words.append(Word(str(w["word"]), w_start, w_end))
+            last = w_end
+        segments.append(
+            Segment(
+                start, end, text,
+                seek=round(window.start_s * 100),  # openai/whisper: seek in 10 ms mel frames
+                tokens=[int(t) for t in raw.get("tokens") or []],
+                temperature=output.temperature,
+                avg_logprob=output.avg_logprob,
+                compression_ratio=output.compression_ratio,
+                no_speech_prob=output.no_speech_prob,
+                words=words,
+            )
+        )  # fmt: skip
+        previous_end = end
+    return segments
+
+
+def group_result(index: int, group: WindowGroup, outputs: list[WindowOutput], previous_end: float) -> GroupResult:
+    """The :class:`GroupResult` of ``group`` from the model's ``outputs`` (one per window, in order)."""
+    segments: list[Segment] = []
+    temperatures: list[float] = []
+    language = None
+    for (window, _), output in zip(group, outputs, strict=True):
+        segments += window_segments(window, output, segments[-1].end if segments else previous_end)
+        temperatures += output.temperatures
+        language = language or output.language
+    return GroupResult(index, tuple(window for window, _ in group), segments, temperatures, language)
+
+
+class Transcriber:
+    """Open audio, stream it into windows, send non-silent windows in bounded groups; see the module docstring.
+
+    Args:
+        backend: the model server.
+        plan: window length, cut search, silence threshold, group size, duration limit, call deadline.
+    """
+
+    def __init__(self, backend: TranscriptionBackend, plan: WindowPlan) -> None:
+        self.backend = backend
+        self.plan = plan
+
+    def open(self, data: bytes) -> AudioStream:
+        """Read the upload's header (blocking, cheap): refuses over-long audio before decoding.
+
+        Raises:
+            AudioError: not audio, empty, or declared longer than ``max_audio_seconds``.
+        """
+        return open_audio(data, max_seconds=self.plan.max_audio_seconds)
+
+    def window_groups(self, stream: AudioStream, start_sample: int = 0) -> Iterator[WindowGroup]:
+        """Decode ``stream`` (blocking, CPU) into groups of ≤ ``group_size`` non-silent windows.
+
+        Windows ending at or before ``start_sample`` are cut but not yielded.
+
+        Raises:
+            AudioError: undecodable, or longer than ``max_audio_seconds`` once decoded.
+        """
+        plan = self.plan
+        search = min(plan.cut_search_seconds, plan.window_seconds / 2)
+        group: WindowGroup = []
+        for window, samples in iter_windows(stream.chunks(), plan.window_seconds, search):
+            if window.end <= start_sample or is_silent(samples, plan.silence_rms):
+                continue  # dropped at once: never held, never sent
+            group.append((window, samples))
+            if len(group) == plan.group_size:
+                yield group
+                group = []
+        if group:
+            yield group
+
+    async def results(
+        self, stream: AudioStream, request: WindowRequest, start_sample: int = 0
+    ) -> AsyncGenerator[GroupResult, None]:
+        """One :class:`GroupResult` per window group of an opened upload, in audio order (see the module docstring).
+
+        Args:
+            stream: from :meth:`open` (the caller closes it).
+            request: prompt, repetition penalty and options for every window.
+            start_sample: resume point in 16 kHz samples (a previous :attr:`GroupResult.end_sample`).
+
+        Raises:
+            AudioError: unusable audio (not audio, empty, too long).
+            BackendError: the model server failed (see :mod:`whisper_build.serving.gateway.backend`).
+        """
+        groups = self.window_groups(stream, start_sample)
+        text_prefix = request.prompt.to_text_prefix()
+        previous_end = 0.0
+        index = 0
+        pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
+        try:
+            while (group := await pending) is not None:
+                # Decode the next group while this one is with the model.
+                pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
+                outputs = await self.backend.transcribe(
+                    [samples for _, samples in group],
+                    text_prefix,
+                    request.repetition_penalty,
+                    self.plan.call_timeout_seconds,
+                    request.options,
+                )
+                result = group_result(index, group, outputs, previous_end)
+                del group
+                if result.segments:
+                    previous_end = result.segments[-1].end
+                yield result
+                index += 1
+        finally:
+            if not pending.done():
+                pending.cancel()  # the worker thread finishes its group; closing the stream stops it
+            elif not pending.cancelled():
+                pending.exception()  # retrieved: an error after a failure elsewhere is not logged twice
+
+    async def transcribe(self, stream: AudioStream, request: WindowRequest) -> Transcription:
+        """Transcribe an opened upload whole: :meth:`results` joined (the caller closes ``stream``).
+
+        Raises:
+            AudioError: unusable audio (not audio, empty, too long).
+            BackendError: the model server failed.
+        """
+        segments: list[Segment] = []
+        temperatures: list[float] = []
+        language = request.prompt.language
+        async with aclosing(self.results(stream, request)) as results:
+            async for result in results:
+                segments += result.segments
+                temperatures += result.temperatures
+                language = language or result.language
+        text = " ".join(s.text for s in segments if s.text)
+        return Transcription(text, segments, stream.seconds, language, temperatures)
