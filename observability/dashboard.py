@@ -25,6 +25,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
 
+from observability import cost_queries
 from observability.queries import GPU_UTIL_THRESHOLD_PERCENT, Gateway, Gpu, Query, Triton
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 
@@ -72,7 +73,8 @@ class PanelSpec:
 def _legend(target: Target) -> str:
     extra = [label for label in target.query.labels if label not in ("gpu_group", "instance_type")]
     parts = [target.name] if target.name else []
-    parts.append(GROUP_LEGEND)
+    if "gpu_group" in target.query.labels:  # fleet-wide series carry no group
+        parts.append(GROUP_LEGEND)
     parts += [f"{{{{{label}}}}}" for label in extra]
     return " ".join(parts)
 
@@ -188,11 +190,41 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
         PanelSpec("In-flight requests", (Target(Gateway.INFLIGHT),), width=6),
         PanelSpec("Ready gateway pods", (Target(Gateway.READY_PODS),), kind="stat", width=6),
     )
-    return (
+    rows = (
         ("Triton traffic", traffic),
         ("Triton latency", latency),
         ("GPU (DCGM exporter)", gpu),
         ("Gateway", gateway),
+    )
+    cost = cost_panels(config)
+    return (*rows, (COST_ROW, cost)) if cost else rows
+
+
+COST_ROW = "Cost (USD)"
+
+
+def cost_panels(config: DeploymentConfig) -> tuple[PanelSpec, ...]:
+    """The cost row: recorded series of ``observability.cost_queries``; empty when no group is priced."""
+    rules = cost_queries.recording_rules(cost_queries.cost_groups(config))
+    if not rules:
+        return ()
+    recorded = {rule.query.key: rule.recorded for rule in rules}
+    return (
+        PanelSpec(
+            "Cost per audio hour by GPU type",
+            (Target(recorded["cost_per_audio_hour"]), Target(recorded["fleet_cost_per_audio_hour"], "fleet")),
+        ),
+        PanelSpec(
+            "Fleet cost per hour: total / idle",
+            (
+                Target(recorded["hourly_cost"]),
+                Target(recorded["fleet_hourly_cost"], "fleet total"),
+                Target(recorded["fleet_idle_cost"], "fleet idle"),
+            ),
+        ),
+        PanelSpec("Idle cost per hour by GPU type", (Target(recorded["idle_cost"]),)),
+        PanelSpec("Utilisation of billed capacity", (Target(recorded["billed_utilization"]),), width=6),
+        PanelSpec("Billed instances", (Target(recorded["billed_instances"]),), kind="stat", width=6),
     )
 
 

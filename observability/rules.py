@@ -16,14 +16,18 @@ from observability import queries
 
 RECORDING_GROUP = "whisper-recording"
 ALERT_GROUP = "whisper-alerts"
+COST_GROUP = "whisper-cost"
 
 
-def rule_groups(groups: Sequence[str], interval_seconds: int) -> dict[str, Any]:
-    """Rules file content as a dict: one recording group, one alert group.
+def rule_groups(
+    groups: Sequence[str], interval_seconds: int, cost: Sequence[queries.RecordingRule] = ()
+) -> dict[str, Any]:
+    """Rules file content as a dict: one recording group, one alert group, and the cost group if any.
 
     Args:
         groups: GPU group names of the fleet (one NoReadyPods alert each).
-        interval_seconds: evaluation interval of both groups, seconds (use the scrape interval).
+        interval_seconds: evaluation interval of every group, seconds (use the scrape interval).
+        cost: the cost recording rules (``observability.cost_queries.recording_rules``); none: no cost group.
 
     Raises:
         ValueError: a group name is not a lowercase DNS label, or the interval is not positive.
@@ -43,14 +47,18 @@ def rule_groups(groups: Sequence[str], interval_seconds: int) -> dict[str, Any]:
                 "annotations": {"summary": rule.summary, "description": rule.signal.description},
             }
         )
-    return {
+    document: dict[str, Any] = {
         "groups": [
             {"name": RECORDING_GROUP, "interval": interval, "rules": recording},
             {"name": ALERT_GROUP, "interval": interval, "rules": alerts},
         ]
     }
+    if cost:
+        rules = [{"record": rule.record, "expr": rule.query.expr} for rule in cost]
+        document["groups"].append({"name": COST_GROUP, "interval": interval, "rules": rules})
+    return document
 
 
-def rules_yaml(groups: Sequence[str], interval_seconds: int) -> str:
+def rules_yaml(groups: Sequence[str], interval_seconds: int, cost: Sequence[queries.RecordingRule] = ()) -> str:
     """:func:`rule_groups` as YAML text (the AMP rule groups namespace ``data``)."""
-    return yaml.safe_dump(rule_groups(groups, interval_seconds), sort_keys=False, width=200)
+    return yaml.safe_dump(rule_groups(groups, interval_seconds, cost), sort_keys=False, width=200)

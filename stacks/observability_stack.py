@@ -38,7 +38,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from k8s_charts.autoscaling import amp_server_address
-from observability import dashboard, rules, scrape_config
+from observability import cost_queries, dashboard, rules, scrape_config
 from settings import DeploymentConfig
 from stacks.checkov_skips import skip_check
 from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards
@@ -145,7 +145,9 @@ class ObservabilityStack(Stack):
             "Rules",
             name=f"{config.project_name}-rules",
             workspace=self.workspace.attr_arn,
-            data=rules.rules_yaml(always_serving, interval),
+            data=rules.rules_yaml(
+                always_serving, interval, cost_queries.recording_rules(cost_queries.cost_groups(config))
+            ),
         )
 
         CfnOutput(self, "PrometheusWorkspaceId", value=self.workspace.attr_workspace_id)

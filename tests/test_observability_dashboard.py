@@ -46,6 +46,20 @@ def _panels(model: Dashboard) -> list[Panel]:
     return [p for p in model.panels or [] if isinstance(p, Panel)]
 
 
+COST_TITLES = {
+    "Cost per audio hour by GPU type",
+    "Fleet cost per hour: total / idle",
+    "Idle cost per hour by GPU type",
+    "Utilisation of billed capacity",
+    "Billed instances",
+}
+"""The cost row (tests/observability/test_cost_dashboard.py): recorded series, so left out below."""
+
+
+def _query_panels(model: Dashboard) -> list[Panel]:
+    return [p for p in _panels(model) if p.title not in COST_TITLES]
+
+
 def test_json_loads_as_a_dashboard_model_with_the_required_panels(model):
     assert model.uid == dashboard.DASHBOARD_UID
     titles = [p.title for p in _panels(model)]
@@ -56,11 +70,12 @@ def test_json_loads_as_a_dashboard_model_with_the_required_panels(model):
         "Triton latency",
         "GPU (DCGM exporter)",
         "Gateway",
+        dashboard.COST_ROW,
     ]
 
 
 def test_every_panel_is_split_by_gpu_group_and_instance_type(model):
-    for panel in _panels(model):
+    for panel in _query_panels(model):
         assert panel.targets, panel.title
         for target in panel.targets:
             assert "by (gpu_group, instance_type" in target.expr, (panel.title, target.expr)
@@ -69,7 +84,7 @@ def test_every_panel_is_split_by_gpu_group_and_instance_type(model):
 
 
 def test_panels_use_exactly_the_query_module(model):
-    used = {t.expr for p in _panels(model) for t in p.targets}
+    used = {t.expr for p in _query_panels(model) for t in p.targets}
     assert used == {q.expr for q in queries.panel_queries()}
 
 

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cfnlint.api import ManualArgs, lint
 
-from observability import dashboard, rules, scrape_config
+from observability import cost_queries, dashboard, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
 from stacks.nag import enable_nag
 from stacks.observability_stack import ObservabilityStack
@@ -75,7 +75,13 @@ def test_rule_groups_are_the_generated_rules(synthesized, config):
     groups = [g.name for g in config.gpu_groups]
     Template.from_json(template).has_resource_properties(
         "AWS::APS::RuleGroupsNamespace",
-        {"Data": rules.rules_yaml(groups, config.observability.scrape_interval_seconds)},
+        {
+            "Data": rules.rules_yaml(
+                groups,
+                config.observability.scrape_interval_seconds,
+                cost_queries.recording_rules(cost_queries.cost_groups(config)),
+            )
+        },
     )
 
 

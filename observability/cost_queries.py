@@ -1,0 +1,227 @@
+"""What the fleet costs per audio hour, per GPU type and in all: PromQL built from the price list.
+
+USD per audio hour of a GPU group = Σ(USD per instance-hour × billed instances of the group) ÷
+audio seconds transcribed per second by that group over the last hour (audio seconds per second =
+audio hours per hour, so the quotient is USD per audio hour). The fleet figure divides the sums.
+
+* **Billed instances** come from a node-level series: the ``up`` series of the ``dcgm-exporter``
+  scrape job, one target per node of the group (``k8s_charts/gpu_metrics.py`` runs the exporter as a
+  DaemonSet per group, pinned to the group's nodes whatever their health, tolerating HyperPod's
+  unhealthy-node taint). ``up`` exists while the exporter pod runs, also when its scrape fails
+  (``up == 0``), and whether or not a serving pod runs on the node — HyperPod bills instances that
+  serve nothing. Never from Triton or gateway pods. Not counted: a node whose exporter pod is not
+  Running (just joined, image pull failing); see docs/observability.md, "Cost".
+* **Audio seconds** are the gateway's ``whisper_gateway_audio_seconds_total`` (docs/contracts.md §7,
+  successful transcriptions only), relabelled with the pod's GPU group.
+* **Prices** are constants rendered at synthesis from ``settings.prices`` (``pricing.instances`` over
+  the sourced defaults); a group without a price is left out of every cost expression.
+* **Utilisation** = in-flight requests ÷ the capacity of every billed slot (instances × pods per node ×
+  ``GpuGroup.effective_capacity``), capped at 1, 0 on billed instances without a serving pod; **idle
+  cost** = hourly cost × (1 − utilisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from observability.queries import (  # the query module's helpers, so both modules spell PromQL alike
+    JOB_DCGM,
+    TRANSCRIBE_ROUTES,
+    Query,
+    RecordingRule,
+    _by,
+    _check_group,
+    _selector,
+)
+from settings import DeploymentConfig
+
+COST_WINDOW = "1h"
+"""Window of the audio rate the cost divides by: long enough that a quiet minute does not read as an
+infinite price, short enough to follow a day's load."""
+
+UNIT_USD = "currencyUSD"
+"""Grafana unit id of US dollars."""
+
+
+@dataclass(frozen=True)
+class CostGroup:
+    """What the cost expressions need of one GPU group.
+
+    Attributes:
+        name: GPU group name (``gpu_group`` label).
+        usd_per_hour: price of one instance-hour (``settings.prices``).
+        slots_per_instance: concurrent requests one instance is sized for (pods per node × capacity).
+    """
+
+    name: str
+    usd_per_hour: float
+    slots_per_instance: int
+
+    def __post_init__(self) -> None:
+        _check_group(self.name)
+        if not self.usd_per_hour > 0 or self.slots_per_instance < 1:
+            raise ValueError(f"GPU group {self.name}: price and slots must be positive, got {self}")
+
+
+def cost_groups(config: DeploymentConfig) -> tuple[CostGroup, ...]:
+    """The priced GPU groups of ``config`` (groups whose instance type has no price are left out)."""
+    groups = []
+    for group in config.gpu_groups:
+        price = config.pricing.price_of(group.instance_type)
+        if price is not None:
+            groups.append(CostGroup(group.name, price.hourly, group.pods_per_node * group.effective_capacity))
+    return tuple(groups)
+
+
+def unpriced_groups(config: DeploymentConfig) -> list[str]:
+    """Names of the groups of ``config`` left out of the cost expressions (no price)."""
+    return [g.name for g in config.gpu_groups if config.pricing.price_of(g.instance_type) is None]
+
+
+_NODES = _selector(job=JOB_DCGM)
+_AUDIO = f"whisper_gateway_audio_seconds_total{_selector(route='~' + '|'.join(TRANSCRIBE_ROUTES))}"
+
+BILLED_INSTANCES = Query(
+    "billed_instances",
+    f"count by ({_by()}) (up{_NODES})",
+    "short",
+    "Billed instances per GPU group: nodes with a running DCGM exporter pod, serving or not.",
+)
+AUDIO_HOURS_PER_HOUR = Query(
+    "audio_hours_per_hour",
+    f"sum by ({_by()}) (rate({_AUDIO}[{COST_WINDOW}]))",
+    "short",
+    f"Audio seconds transcribed per second over {COST_WINDOW} (= audio hours per hour).",
+)
+
+
+def _per_group(groups: Sequence[CostGroup], template: str) -> str:
+    """``template`` formatted per group (``{sel}``: the group's node selector, ``{g}``: the group), or-joined."""
+    return " or ".join(f"({template.format(sel=_selector(job=JOB_DCGM, gpu_group=g.name), g=g)})" for g in groups)
+
+
+def _instances(sel: str) -> str:
+    return f"count by ({_by()}) (up{sel})"
+
+
+def _require(groups: Sequence[CostGroup]) -> Sequence[CostGroup]:
+    if not groups:
+        raise ValueError("no priced GPU group: set pricing.instances for the fleet's instance types")
+    return groups
+
+
+def hourly_cost_expr(groups: Sequence[CostGroup]) -> str:
+    """USD per hour of each priced group: billed instances × its price (a constant per group)."""
+    return _per_group(_require(groups), _instances("{sel}") + " * {g.usd_per_hour!r}")
+
+
+def _slots_expr(groups: Sequence[CostGroup]) -> str:
+    return _per_group(groups, _instances("{sel}") + " * {g.slots_per_instance}")
+
+
+def utilization_expr(groups: Sequence[CostGroup]) -> str:
+    """In-flight ÷ billed slots per group, capped at 1; 0 where billed instances run no serving pod."""
+    slots = _slots_expr(_require(groups))
+    inflight = f"sum by ({_by()}) (whisper_gateway_inflight_requests)"
+    return f"clamp_max({inflight} / ({slots}), 1) or (({slots}) * 0)"
+
+
+@dataclass(frozen=True)
+class CostQueries:
+    """The cost expressions of one fleet (:func:`cost_queries`); each a :class:`Query`."""
+
+    billed_instances: Query
+    hourly_cost: Query
+    audio_hours_per_hour: Query
+    cost_per_audio_hour: Query
+    fleet_hourly_cost: Query
+    fleet_cost_per_audio_hour: Query
+    utilization: Query
+    idle_cost: Query
+    fleet_idle_cost: Query
+
+    def all(self) -> tuple[Query, ...]:
+        """Every query, in field order."""
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
+
+
+def cost_queries(groups: Sequence[CostGroup]) -> CostQueries:
+    """The cost expressions for the priced ``groups`` (:func:`cost_groups`).
+
+    Raises:
+        ValueError: ``groups`` is empty, or a group name is not a lowercase DNS label.
+    """
+    hourly = hourly_cost_expr(groups)
+    audio = AUDIO_HOURS_PER_HOUR.expr
+    utilization = utilization_expr(groups)
+    return CostQueries(
+        billed_instances=BILLED_INSTANCES,
+        hourly_cost=Query("hourly_cost", hourly, UNIT_USD, "USD per hour: billed instances × price per instance-hour."),
+        audio_hours_per_hour=AUDIO_HOURS_PER_HOUR,
+        cost_per_audio_hour=Query(
+            "cost_per_audio_hour",
+            f"({hourly}) / ({audio} > 0)",
+            UNIT_USD,
+            f"USD per audio hour: hourly cost ÷ audio hours transcribed per hour ({COST_WINDOW}); none without traffic.",
+        ),
+        fleet_hourly_cost=Query(
+            "fleet_hourly_cost", f"sum({hourly})", UNIT_USD, "USD per hour, every priced group.", ()
+        ),
+        fleet_cost_per_audio_hour=Query(
+            "fleet_cost_per_audio_hour",
+            f"sum({hourly}) / (sum({audio}) > 0)",
+            UNIT_USD,
+            "USD per audio hour of the whole fleet, idle instances included.",
+            (),
+        ),
+        utilization=Query(
+            "billed_utilization",
+            utilization,
+            "percentunit",
+            "In-flight requests ÷ capacity of every billed instance (pods per node × capacity), at most 1.",
+        ),
+        idle_cost=Query(
+            "idle_cost", f"({hourly}) * (1 - ({utilization}))", UNIT_USD, "USD per hour paid for unused capacity."
+        ),
+        fleet_idle_cost=Query(
+            "fleet_idle_cost", f"sum(({hourly}) * (1 - ({utilization})))", UNIT_USD, "Fleet USD per hour idle.", ()
+        ),
+    )
+
+
+RECORD_NAMES = {
+    "billed_instances": "whisper:billed_instances:count",
+    "hourly_cost": "whisper:instance_cost_usd_per_hour:sum",
+    "audio_hours_per_hour": "whisper:gateway_audio_seconds:rate1h",
+    "cost_per_audio_hour": "whisper:cost_usd_per_audio_hour:ratio1h",
+    "fleet_hourly_cost": "whisper:fleet_cost_usd_per_hour:sum",
+    "fleet_cost_per_audio_hour": "whisper:fleet_cost_usd_per_audio_hour:ratio1h",
+    "utilization": "whisper:billed_capacity_utilization:ratio",
+    "idle_cost": "whisper:idle_cost_usd_per_hour:sum",
+    "fleet_idle_cost": "whisper:fleet_idle_cost_usd_per_hour:sum",
+}
+"""Recording rule per :class:`CostQueries` field (Prometheus ``level:metric:operations`` names)."""
+
+
+def recording_rules(groups: Sequence[CostGroup]) -> tuple[RecordingRule, ...]:
+    """The AMP recording rules of the cost row; empty when no group is priced."""
+    if not groups:
+        return ()
+    queries = cost_queries(groups)
+    return tuple(RecordingRule(RECORD_NAMES[name], getattr(queries, name)) for name in RECORD_NAMES)
+
+
+__all__ = [
+    "AUDIO_HOURS_PER_HOUR",
+    "BILLED_INSTANCES",
+    "COST_WINDOW",
+    "RECORD_NAMES",
+    "UNIT_USD",
+    "CostGroup",
+    "CostQueries",
+    "cost_groups",
+    "cost_queries",
+    "recording_rules",
+    "unpriced_groups",
+]
