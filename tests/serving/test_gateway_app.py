@@ -434,7 +434,7 @@ def test_a_refused_body_that_never_ends_is_answered_after_the_linger_time() -> N
     asyncio.run(scenario())
 
 
-def test_bodies_beyond_the_concurrency_limit_are_refused_before_buffering() -> None:
+def test_bodies_beyond_the_concurrency_limit_are_refused_before_they_reach_the_app() -> None:
     from fastapi.responses import JSONResponse
 
     from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware

@@ -119,6 +119,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         setting_name="WHISPER_GATEWAY_MAX_BODY_BYTES",
         max_concurrent=settings.capacity + settings.queue_size,
         retry_after_seconds=settings.retry_after_seconds,
+        max_uploads=settings.upload_slots,
+        max_buffered_bytes=settings.buffered_bytes_budget,
     )
     if auth is not None:
         # outside the body limit (a request without a key is refused before its body is read),

@@ -1,11 +1,20 @@
-"""ASGI middleware: 413 for request bodies over a size limit, 429 for bodies beyond a concurrency limit.
+"""ASGI middleware: 413 for request bodies over a size limit, 429 beyond the upload and request budgets.
 
 The size limit is checked twice: from ``Content-Length`` before anything is read, and while the
-body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full
-before the app runs (then replayed to it chunk by chunk), so the app never sees a partial body. Because bodies are buffered before
-the app's admission control runs, at most ``max_concurrent`` bodies are held at once: the next
-one is answered 429 before it is buffered, so an upload flood sheds load instead of exhausting
-the pod's memory (which Triton shares).
+body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full before
+the app runs (then replayed to it chunk by chunk), so the app never sees a partial body.
+
+Three budgets, so that slow uploads cannot starve fast ones and an upload flood cannot exhaust
+the pod's memory (which Triton shares):
+
+* ``max_uploads``: bodies being received at once (a larger budget: a slow upload waits for the
+  network, not for the model; the protocol layer bounds how slow, :mod:`.client_timeouts`);
+* ``max_buffered_bytes``: bytes held by all bodies, while they arrive and while they are served —
+  the memory bound (by default what ``max_concurrent`` full-size bodies hold);
+* ``max_concurrent``: requests whose body has arrived, handed to the app (capacity + queue size):
+  a request is counted here only once its body is complete.
+
+Beyond any of them: 429 with ``Retry-After``, before the body is buffered where it is not read yet.
 """
 
 from __future__ import annotations
@@ -29,17 +38,19 @@ client before the answer. Nothing read is kept, so memory stays bounded either w
 
 
 class BodyLimitMiddleware:
-    """Answer 413 in the error shape when the body exceeds ``max_bytes``.
+    """Answer 413 in the error shape when the body exceeds ``max_bytes``; 429 beyond a budget.
 
     Args:
         app: the wrapped ASGI app.
         max_bytes: the largest body accepted.
         setting_name: the environment variable that raises the limit (named in the message).
-        max_concurrent: most requests with a body in progress at once (buffered or being
-            served); ``None`` for no limit. The gateway passes capacity + queue size.
+        max_concurrent: most requests with a complete body handed to the app at once; ``None``
+            for no limit. The gateway passes capacity + queue size.
         retry_after_seconds: ``Retry-After`` of the 429.
         linger_seconds: longest time spent dropping the rest of a refused body before answering
             (:data:`LINGER_SECONDS`).
+        max_uploads: most bodies being received at once; ``None`` for no limit.
+        max_buffered_bytes: most bytes held by all bodies together; ``None`` for no limit.
     """
 
     def __init__(
@@ -50,6 +61,8 @@ class BodyLimitMiddleware:
         max_concurrent: int | None = None,
         retry_after_seconds: int = 1,
         linger_seconds: float = LINGER_SECONDS,
+        max_uploads: int | None = None,
+        max_buffered_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
@@ -57,7 +70,11 @@ class BodyLimitMiddleware:
         self.max_concurrent = max_concurrent
         self.retry_after_seconds = retry_after_seconds
         self.linger_seconds = linger_seconds
+        self.max_uploads = max_uploads
+        self.max_buffered_bytes = max_buffered_bytes
         self._in_progress = 0
+        self._uploading = 0
+        self._buffered = 0
 
     def _too_large(self, size: str, path: str) -> JSONResponse:
         return error_response(
@@ -66,6 +83,15 @@ class BodyLimitMiddleware:
             f"request body is {size} bytes, over the limit of {self.max_bytes} bytes "
             f"({self.setting_name}): send a shorter or compressed audio file (e.g. FLAC, MP3)",
             {"Connection": "close"},
+            path,
+        )
+
+    def _busy(self, what: str, path: str) -> JSONResponse:
+        return error_response(
+            429,
+            ErrorCode.OVERLOADED,
+            f"server busy: {what}; retry later",
+            {"Retry-After": str(self.retry_after_seconds), "Connection": "close"},
             path,
         )
 
@@ -96,49 +122,81 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        if self.max_concurrent is not None and self._in_progress >= self.max_concurrent:
-            busy = error_response(
-                429,
-                ErrorCode.OVERLOADED,
-                f"server busy: {self._in_progress} requests in progress (capacity + queue); retry later",
-                {"Retry-After": str(self.retry_after_seconds), "Connection": "close"},
-                scope.get("path", ""),
-            )
+        path = scope.get("path", "")
+        if self.max_uploads is not None and self._uploading >= self.max_uploads:
+            busy = self._busy(f"{self._uploading} uploads in progress", path)
             await self._drain_then(busy, scope, receive, send)
             return
-        self._in_progress += 1
+        chunks: list[bytes] = []
+        self._uploading += 1
         try:
-            await self._limited(scope, receive, send)
+            complete = await self._read(scope, receive, send, chunks)
+        except BaseException:
+            self._release(chunks)
+            raise
         finally:
-            self._in_progress -= 1
+            self._uploading -= 1
+        held = sum(len(chunk) for chunk in chunks)
+        if not complete:
+            self._buffered -= held
+            return
+        try:
+            if self.max_concurrent is not None and self._in_progress >= self.max_concurrent:
+                busy = self._busy(f"{self._in_progress} requests in progress (capacity + queue)", path)
+                await busy(scope, receive, send)
+                return
+            self._in_progress += 1
+            try:
+                await self._replay(scope, receive, send, chunks)
+            finally:
+                self._in_progress -= 1
+        finally:
+            self._buffered -= held
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _release(self, chunks: list[bytes]) -> None:
+        self._buffered -= sum(len(chunk) for chunk in chunks)
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send, chunks: list[bytes]) -> bool:
+        """Receive the whole body into ``chunks`` (≥ 1 chunk, counted in the byte budget); False when answered or gone."""
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
+        path = scope.get("path", "")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._reply_too_large(declared.decode(), scope, receive, send)
-            return
-        chunks: list[bytes] = []
+            return False
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return False
             chunk = message.get("body", b"")
             size += len(chunk)
+            more = message.get("more_body", False)
             if size > self.max_bytes:
-                if message.get("more_body", False):
+                if more:
                     await self._reply_too_large(f"more than {self.max_bytes}", scope, receive, send)
                 else:
-                    await self._too_large(str(size), scope.get("path", ""))(scope, receive, send)
-                return
+                    await self._too_large(str(size), path)(scope, receive, send)
+                return False
+            budget = self.max_buffered_bytes
+            if budget is not None and self._buffered + len(chunk) > budget:
+                busy = self._busy(f"{self._buffered} bytes of request bodies held, of {budget}", path)
+                if more:
+                    await self._drain_then(busy, scope, receive, send)
+                else:
+                    await busy(scope, receive, send)
+                return False
             chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        # Replayed chunk by chunk, each dropped once handed over: no joined copy of the body, and a
-        # multipart body is freed as the app parses it (it spools the file to disk).
+            self._buffered += len(chunk)
+            if not more:
+                return True
+
+    async def _replay(self, scope: Scope, receive: Receive, send: Send, chunks: list[bytes]) -> None:
+        """Run the app, handing it ``chunks`` one by one (``chunks`` is emptied; each is dropped once handed over)."""
+        # No joined copy of the body; a multipart body is freed as the app parses it (it spools the
+        # file to disk). The byte budget is released when the request ends.
         pending = deque(chunks)
-        del chunks
+        chunks.clear()
         replayed = False
 
         async def replay() -> Message:

@@ -32,12 +32,14 @@ class ErrorCode(IntEnum):
     AUDIO_TOO_LONG = 1006
     NOT_FOUND = 1007
     UNAUTHORIZED = 1008
+    MODEL_NOT_FOUND = 1009
+    REQUEST_TIMEOUT = 1010
+    METHOD_NOT_ALLOWED = 1011
     OVERLOADED = 2001
     UNAVAILABLE = 2002
     BACKEND_ERROR = 2003
     TIMEOUT = 2004
     INTERNAL = 2005
-    MODEL_NOT_FOUND = 1008
 
 
 class ApiError(Exception):
@@ -141,7 +143,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = ErrorCode.NOT_FOUND if exc.status_code in (404, 405) else ErrorCode.INVALID_REQUEST
+        codes = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
+        code = codes.get(exc.status_code, ErrorCode.INVALID_REQUEST)
         if exc.status_code >= 500:
             code = ErrorCode.INTERNAL
         return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None), request.url.path)

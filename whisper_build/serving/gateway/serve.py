@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from whisper_build.serving.gateway.app import create_app
+from whisper_build.serving.gateway.client_timeouts import http_protocol
 from whisper_build.serving.gateway.metrics import start_metrics_server
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -79,6 +80,7 @@ def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
         timeout_graceful_shutdown=int(settings.graceful_shutdown_seconds),
         timeout_keep_alive=settings.keep_alive_seconds,
         proxy_headers=False,
+        http=http_protocol(settings),
     )
     return DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds), app
 

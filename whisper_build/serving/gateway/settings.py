@@ -92,6 +92,17 @@ class GatewaySettings(BaseSettings):
     reload_after_failures: int = Field(
         3, ge=1, description="consecutive failed inferences after which the model is loaded again (back-off 1-60 s)"
     )
+    header_timeout_seconds: float = Field(
+        20.0, gt=0, description="a request's headers must be complete this long after its first byte (else 408)"
+    )
+    body_timeout_seconds: float = Field(
+        20.0, gt=0, description="an upload must finish within this plus 1 s per min_upload_bytes_per_second (else 408)"
+    )
+    min_upload_bytes_per_second: float = Field(
+        500.0,
+        gt=0,
+        description="slowest upload rate accepted past body_timeout_seconds (Apache mod_reqtimeout MinRate)",
+    )
     keep_alive_seconds: int = Field(
         5, ge=1, description="uvicorn timeout_keep_alive: idle connections close after this (> the LB idle timeout)"
     )
@@ -127,6 +138,16 @@ class GatewaySettings(BaseSettings):
                 "admits at least one request (WHISPER_GATEWAY_WORKERS <= WHISPER_GATEWAY_CAPACITY)"
             )
         return self
+
+    @property
+    def upload_slots(self) -> int:
+        """Bodies received at once: 4 × (capacity + queue_size), beside the requests they become."""
+        return 4 * (self.capacity + self.queue_size)
+
+    @property
+    def buffered_bytes_budget(self) -> int:
+        """Bytes all bodies may hold together: (capacity + queue_size) full-size bodies."""
+        return (self.capacity + self.queue_size) * self.max_body_bytes
 
     @property
     def effective_audio_budget_seconds(self) -> float:

@@ -1,0 +1,80 @@
+"""``python -m whisper_build.serving.gateway`` as its own process tree (test helper), as the pod runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+
+from whisper_build.workstation.local_triton import REPO_ROOT, free_ports
+
+
+class GatewayProcess:
+    """A started gateway: ``url``, ``metrics`` (its ``/metrics`` URL), ``process``, ``log`` (its output file)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], url: str, metrics: str, log: Path) -> None:
+        self.process, self.url, self.metrics, self.log = process, url, metrics, log
+
+    def log_text(self) -> str:
+        """Everything the gateway printed so far."""
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def gateway_process(
+    triton_url: str, workdir: Path, workers: int = 2, ready_timeout: float = 120.0, **env: str
+) -> Iterator[GatewayProcess]:
+    """The gateway with ``workers`` processes against ``triton_url``; ``env`` adds ``WHISPER_GATEWAY_<KEY>``.
+
+    Waits until ``/ping`` is 200; at the end sends SIGTERM and asserts that every process of the
+    tree has exited (nothing left behind).
+    """
+    port, metrics_port = free_ports(2)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_GATEWAY_WORKERS": str(workers),
+        "WHISPER_GATEWAY_PORT": str(port),
+        "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
+        "WHISPER_GATEWAY_TRITON_URL": triton_url,
+        "WHISPER_GATEWAY_LOG_LEVEL": "warning",
+        **{f"WHISPER_GATEWAY_{key.upper()}": value for key, value in env.items()},
+    }
+    log = workdir / f"gateway-{port}.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "whisper_build.serving.gateway"],
+            env=environment, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics", log)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            assert process.poll() is None, gateway.log_text()[-3000:]
+            try:
+                if httpx.get(f"{gateway.url}/ping", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (
+                f"/ping not 200 after {ready_timeout:.0f} s\n{gateway.log_text()[-3000:]}"
+            )
+            time.sleep(0.3)
+        children = psutil.Process(process.pid).children(recursive=True)
+        yield gateway
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, gateway.log_text()[-3000:]
+        left = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"gateway processes left behind: {left}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

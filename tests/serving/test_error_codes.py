@@ -1,0 +1,26 @@
+"""Error codes as docs/gateway.md documents them: each code names one failure."""
+
+from __future__ import annotations
+
+from fake_backend import FakeBackend
+from fastapi.testclient import TestClient
+
+from whisper_build.serving.gateway.app import create_app
+from whisper_build.serving.gateway.errors import ErrorCode
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+
+def test_codes_are_distinct() -> None:
+    values = [code.value for code in ErrorCode]
+    assert len(values) == len(set(values)) == len(ErrorCode.__members__)
+
+
+def test_unknown_model_is_model_not_found_and_wrong_method_is_method_not_allowed() -> None:
+    app = create_app(GatewaySettings(), lambda _: FakeBackend())
+    with TestClient(app) as client:
+        unknown = client.get("/v1/models/gpt-4o")
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+        wrong = client.get("/v1/audio/transcriptions")
+        assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+        assert client.get("/v1/nothing").json()["error"]["code"] == "not_found"
+        assert client.get("/invocations").json()["code"] == 1011
