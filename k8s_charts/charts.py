@@ -33,6 +33,7 @@ from constructs import Construct
 
 from k8s_charts import naming, security
 from k8s_charts.autoscaling import KedaScaling
+from k8s_charts.bulk import BulkChart
 from k8s_charts.endpoint import ServingEndpoint
 from k8s_charts.gpu_metrics import GpuMetricsExporter
 from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_shapes
@@ -88,6 +89,8 @@ class ServingChart(cdk8s.Chart):
         }
         if config.serves_hf_checkpoint:
             volumes[storage.HF_CHECKPOINT_DIR] = hf_checkpoint_volume(self, config, inputs.bucket_name)
+        self.claims = {key: volume.claim_name for key, volume in volumes.items()}
+        """Model volume key (``GpuGroup.model_volume_key``) → its PersistentVolumeClaim (the bulk workers mount them too)."""
         self.workloads = {
             group.name: GpuGroupWorkload(
                 self,
@@ -219,10 +222,11 @@ class WhisperCharts:
     autoscaling: AutoscalingChart | None
     node_autoscaling: NodeAutoscalingChart | None
     gpu_metrics: GpuMetricsChart | None = None
+    bulk: BulkChart | None = None
 
     def all(self) -> list[cdk8s.Chart]:
         """The charts that exist."""
-        charts = [self.node_autoscaling, self.serving, self.endpoint, self.autoscaling, self.gpu_metrics]
+        charts = [self.node_autoscaling, self.serving, self.endpoint, self.autoscaling, self.gpu_metrics, self.bulk]
         return [chart for chart in charts if chart is not None]
 
 
@@ -261,4 +265,8 @@ def build_charts(app: cdk8s.App, config: DeploymentConfig, inputs: ChartInputs) 
         if config.observability.enabled
         else None
     )
-    return WhisperCharts(serving, endpoint, autoscaling, nodes, gpu_metrics)
+    bulk = None
+    if config.bulk.enabled and isinstance(serving, ServingChart):
+        bulk = BulkChart(app, "whisper-bulk", config=config, inputs=inputs, claims=serving.claims)
+        bulk.add_dependency(serving)
+    return WhisperCharts(serving, endpoint, autoscaling, nodes, gpu_metrics, bulk)

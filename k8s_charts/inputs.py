@@ -16,6 +16,10 @@ requires of an AMP ``serverAddress``."""
 PLACEHOLDER_TLS_BUCKET = "REPLACE-WITH-TLS-CERTIFICATE-BUCKET-NAME"
 PLACEHOLDER_IMAGE_REPOSITORY = "REPLACE-WITH-SERVING-IMAGE-REPOSITORY-URI"
 PLACEHOLDER_API_KEYS_SECRET_ARN = "REPLACE-WITH-API-KEYS-SECRET-ARN"
+PLACEHOLDER_BULK_QUEUE_URL = (
+    "https://sqs.REPLACE-WITH-REGION.amazonaws.com/REPLACE-WITH-ACCOUNT/REPLACE-WITH-BULK-QUEUE"
+)
+PLACEHOLDER_BULK_BUCKET = "REPLACE-WITH-BULK-BUCKET-NAME"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class ChartInputs:
     tls_bucket_name: str = PLACEHOLDER_TLS_BUCKET
     api_keys_secret_arn: str | None = None
     scraper_cidrs: tuple[str, ...] | None = None
+    bulk_queue_url: str = PLACEHOLDER_BULK_QUEUE_URL
+    bulk_bucket_name: str = PLACEHOLDER_BULK_BUCKET
 
     def image(self, tag: str) -> str:
         """Image reference ``<repository>:<tag>``."""

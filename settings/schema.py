@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, storage, system_nodes
+from settings.bulk import BulkSettings, check_groups
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 from settings.prices import PricingSettings
 
@@ -607,6 +608,12 @@ class DeploymentConfig(_Strict):
     observability: ObservabilitySettings = ObservabilitySettings()
     pipeline: PipelineSettings = PipelineSettings()
     pricing: PricingSettings = PricingSettings()
+    bulk: BulkSettings = BulkSettings()
+
+    @model_validator(mode="after")
+    def _bulk_groups_exist(self) -> DeploymentConfig:
+        check_groups(self.bulk, self.gpu_groups, self.cluster.node_autoscaling, self.serving.target)
+        return self
 
     @field_validator("region")
     @classmethod

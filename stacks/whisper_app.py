@@ -15,6 +15,7 @@ from constructs import Construct
 from settings.names import PROJECT_TAG, serving_repository_name
 from settings.names import stack_prefix as _stack_prefix
 from settings.schema import DeploymentConfig
+from stacks.bulk_stack import BulkStack
 from stacks.cluster_stack import ClusterStack
 from stacks.engine_build_stack import EngineBuildStack
 from stacks.network_stack import NetworkStack
@@ -33,6 +34,7 @@ class WhisperStacks:
     observability: ObservabilityStack | None = None
     workloads: WorkloadsStack | None = None
     engine_build: EngineBuildStack | None = None
+    bulk: BulkStack | None = None
 
 
 def stack_environment(config: DeploymentConfig) -> Environment:
@@ -95,6 +97,9 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
             security_group_id=network.node_security_group.security_group_id,
             **common,
         )
+    bulk = None
+    if config.bulk.enabled:
+        bulk = BulkStack(scope, f"{prefix}Bulk", config=config, cluster_name=cluster.cluster.cluster_name, **common)
     workloads = WorkloadsStack(
         scope,
         f"{prefix}Workloads",
@@ -104,6 +109,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         amp_workspace_id=observability.workspace.attr_workspace_id if observability else None,
         amp_workspace_arn=observability.workspace.attr_arn if observability else None,
         tls_bucket_name=storage.tls_bucket_name,
+        bulk=bulk,
         **common,
     )
     workloads.add_stack_dependency(storage, "serving repository referenced by name")
@@ -129,4 +135,5 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         observability=observability,
         workloads=workloads,
         engine_build=engine_build,
+        bulk=bulk,
     )

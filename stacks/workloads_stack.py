@@ -49,6 +49,7 @@ from settings import namespaces
 from settings.endpoint_auth import SECRET_ARN_OUTPUT
 from settings.schema import DeploymentConfig
 from stacks.api_keys import GatewayApiKeys
+from stacks.bulk_stack import KEDA_QUEUE_ACTIONS, BulkStack
 from stacks.checkov_skips import skip_check
 from stacks.cluster_stack import ClusterStack, as_icluster
 from stacks.inference_operator import InferenceOperatorAddon
@@ -101,6 +102,7 @@ class WorkloadsStack(Stack):
         amp_workspace_id: str | None,
         amp_workspace_arn: str | None,
         tls_bucket_name: str | None = None,
+        bulk: BulkStack | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -128,7 +130,8 @@ class WorkloadsStack(Stack):
             )
         else:
             self.alb_controller = self._add_alb_controller(cluster_stack)
-            self.keda = self._add_keda(cluster_stack, amp_workspace_arn) if amp_workspace_arn is not None else None
+            if amp_workspace_arn is not None or bulk is not None:
+                self.keda = self._add_keda(cluster_stack, amp_workspace_arn, bulk)
 
         # IRSA (the controller's or the inference operator's role) makes aws-cdk-lib add the cluster's
         # OIDC provider handler to the cluster stack
@@ -171,6 +174,7 @@ class WorkloadsStack(Stack):
             api_keys_secret_arn=self.api_keys.secret.secret_arn if self.api_keys else None,
             # the AMP scraper's network interfaces sit in the cluster's private subnets
             scraper_cidrs=tuple(subnet.ipv4_cidr_block for subnet in private_subnets),
+            **({"bulk_queue_url": bulk.queue.queue_url, "bulk_bucket_name": bulk.bucket.bucket_name} if bulk else {}),
         )
         charts = build_charts(app, config, inputs)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
@@ -196,6 +200,9 @@ class WorkloadsStack(Stack):
         if charts.autoscaling is not None and self.keda is not None:
             # ScaledObject/TriggerAuthentication need KEDA's CRDs; scaling targets need the Deployments
             self.manifests[charts.autoscaling.node.id].node.add_dependency(serving, self.keda)
+        if charts.bulk is not None and self.keda is not None:
+            # ScaledObjects need KEDA's CRDs; worker pods need the namespace, model volumes and GPU nodes
+            self.manifests[charts.bulk.node.id].node.add_dependency(serving, self.keda)
 
     def _add_alb_controller(self, cluster_stack: ClusterStack) -> eks.AlbController:
         controller = eks.AlbController(
@@ -213,15 +220,22 @@ class WorkloadsStack(Stack):
         skip_check(service_account.role.node.find_child("DefaultPolicy"), "CKV_AWS_111", controller_reason)
         return controller
 
-    def _add_keda(self, cluster_stack: ClusterStack, amp_workspace_arn: str) -> eks.HelmChart:
+    def _add_keda(
+        self, cluster_stack: ClusterStack, amp_workspace_arn: str | None, bulk: BulkStack | None
+    ) -> eks.HelmChart:
         cluster = cluster_stack.cluster
         role = iam.Role(
             self,
             "KedaOperatorRole",
             assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
-            description="KEDA operator: query the whisper AMP workspace (SigV4 prometheus trigger)",
+            description="KEDA operator: query the whisper AMP workspace (SigV4 prometheus trigger) and the "
+            "bulk queue's length (aws-sqs-queue trigger)",
         )
-        role.add_to_policy(iam.PolicyStatement(actions=list(AMP_QUERY_ACTIONS), resources=[amp_workspace_arn]))
+        if amp_workspace_arn is not None:
+            role.add_to_policy(iam.PolicyStatement(actions=list(AMP_QUERY_ACTIONS), resources=[amp_workspace_arn]))
+        if bulk is not None:
+            # the aws-sqs-queue scaler authenticates as the operator (TriggerAuthentication identityOwner keda)
+            role.add_to_policy(iam.PolicyStatement(actions=list(KEDA_QUEUE_ACTIONS), resources=[bulk.queue.queue_arn]))
         association = eks.CfnPodIdentityAssociation(
             self,
             "KedaOperatorPodIdentity",

@@ -36,6 +36,7 @@ CONFIGS = {
     "mig": REPO_ROOT / "config" / "examples" / "mig.yaml",
     "inference-operator": REPO_ROOT / "config" / "examples" / "inference-operator.yaml",
     "fine-tuned-torch": REPO_ROOT / "config" / "examples" / "fine-tuned-torch.yaml",
+    "bulk": REPO_ROOT / "config" / "examples" / "bulk.yaml",
 }
 
 
