@@ -53,7 +53,7 @@ from k8s_charts.workload import (
     preflight_args,
     serving_env,
 )
-from settings import labels
+from settings import labels, throughput
 from settings.bulk import WORKER_SERVICE_ACCOUNT, files_in_flight, worker_groups, worker_name
 from settings.schema import DeploymentConfig, GpuGroup
 
@@ -68,10 +68,22 @@ STOP_MARGIN_SECONDS = 10
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
-def best_batch(config: DeploymentConfig, group: GpuGroup) -> int:
-    """The batch (windows) a group's Triton is fed for throughput: ``model.max_batch_size``."""
-    del group
-    return config.model.max_batch_size
+def best_batch(config: DeploymentConfig, group: GpuGroup) -> float:
+    """The batch (windows) at which the group's GPU, engine and model transcribe fastest, within ``max_batch_size``.
+
+    From :mod:`settings.throughput` (each figure measured or estimated, with its source): the figure
+    with the most windows per second among those at batches ≤ ``model.max_batch_size``. A GPU, engine
+    or model the table does not know falls back to ``model.max_batch_size``.
+    """
+    try:
+        device = throughput.device_for_instance_type(group.instance_type)
+        figures = throughput.figures_for(device, group.serving_engine, config.model.name)
+    except throughput.UnknownThroughput:
+        figures = []
+    within = [f for f in figures if f.batch <= config.model.max_batch_size]
+    if not within:
+        return float(config.model.max_batch_size)
+    return max(within, key=lambda f: f.windows_per_second).batch
 
 
 def trigger_metadata(config: DeploymentConfig, group: GpuGroup, queue_url: str) -> dict[str, str]:
@@ -264,11 +276,11 @@ def _network_policies(chart: Construct, config: DeploymentConfig) -> None:
     def cidr(block: str) -> k8s.NetworkPolicyPeer:
         return k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=block))
 
-    metadata = {"namespace": namespace, "labels": {labels.APP_NAME_LABEL: APP}}
+    app_label = {labels.APP_NAME_LABEL: APP}
     k8s.KubeNetworkPolicy(
         chart,
         "bulk-ingress",
-        metadata=k8s.ObjectMeta(name="bulk-ingress", **metadata),
+        metadata=k8s.ObjectMeta(name="bulk-ingress", namespace=namespace, labels=app_label),
         spec=k8s.NetworkPolicySpec(
             pod_selector=workers,
             policy_types=["Ingress"],
@@ -283,7 +295,7 @@ def _network_policies(chart: Construct, config: DeploymentConfig) -> None:
     k8s.KubeNetworkPolicy(
         chart,
         "bulk-egress",
-        metadata=k8s.ObjectMeta(name="bulk-egress", **metadata),
+        metadata=k8s.ObjectMeta(name="bulk-egress", namespace=namespace, labels=app_label),
         spec=k8s.NetworkPolicySpec(
             pod_selector=workers,
             policy_types=["Egress"],

@@ -32,11 +32,6 @@ S3_EVENT_MAX_BYTES = 64 * 1024
 PREFIX_PATTERN = r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*/$"
 """An S3 key prefix of "safe" characters (S3 user guide, "Object key naming") ending in ``/``."""
 
-PLACEHOLDER_BEST_BATCH: dict[str, int] = {}
-"""Best-throughput batch (windows) per GPU name, until the per-GPU-type throughput table lands in settings.
-
-Empty: every GPU uses ``model.max_batch_size`` (:func:`files_in_flight`)."""
-
 
 class BulkSettings(BaseModel):
     """Bulk transcription jobs (docs/bulk.md): one queue, one job bucket, workers that scale to zero.
@@ -149,12 +144,13 @@ def worker_groups(bulk: BulkSettings, groups: Sequence[GpuGroup]) -> list[GpuGro
     return [group for group in groups if bulk.gpu_groups is None or group.name in bulk.gpu_groups]
 
 
-def files_in_flight(best_batch: int, window_group_size: int) -> int:
+def files_in_flight(best_batch: float, window_group_size: int) -> int:
     """Files one worker transcribes at once so its Triton sees its best batch: ``ceil(best_batch / group)``.
 
     Each file keeps one window group of ``window_group_size`` windows with Triton at a time (the next
     one is decoded meanwhile), so ``n`` files offer ``n × window_group_size`` windows to the dynamic
-    batcher. This is also the ScaledObject's ``queueLength`` (messages one replica takes).
+    batcher. This is also the ScaledObject's ``queueLength`` (messages one replica takes);
+    ``best_batch`` comes from the throughput table (``k8s_charts.bulk.best_batch``).
     """
     return max(1, math.ceil(best_batch / window_group_size))
 

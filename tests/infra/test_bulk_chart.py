@@ -38,7 +38,9 @@ def test_scaled_object_scales_from_zero_on_the_queue(manifests) -> None:
     # the CRD types metadata as a free string map: pin every key and value (keda-docs 2.18 scalers/aws-sqs.md)
     assert trigger["metadata"] == {
         "queueURL": PLACEHOLDER_BULK_QUEUE_URL,
-        "queueLength": "2",  # ceil(model.max_batch_size 16 / bulk.window_group_size 8) files per worker
+        # files one worker keeps in flight: ceil(best batch / window_group_size 8); the L40S's best batch
+        # within max_batch_size 16 in settings.throughput is 7.9 (estimated from the H200's measured run)
+        "queueLength": "1",
         "activationQueueLength": "0",
         "awsRegion": "us-east-1",
         "scaleOnInFlight": "true",
@@ -83,3 +85,15 @@ def test_bulk_manifests_validate(manifests) -> None:
         "crd:keda.sh/v1alpha1/ScaledObject",
         "crd:keda.sh/v1alpha1/TriggerAuthentication",
     }
+
+
+def test_queue_length_follows_the_throughput_table() -> None:
+    from k8s_charts.bulk import best_batch
+
+    config = load_config(BULK)
+    (g6e,) = [g for g in config.gpu_groups if g.name == "g6e"]
+    assert best_batch(config, g6e) == 7.9
+    # a larger bulk batch share: the 27.3-window figure becomes the best one → ceil(27.3 / 8) = 4 files per worker
+    bigger = config_with(BULK, model={"max_batch_size": 32})
+    (scaled,) = [m for n, m in of_kind(synth(bigger), "ScaledObject").items() if n.startswith("whisper-bulk")]
+    assert scaled["spec"]["triggers"][0]["metadata"]["queueLength"] == "4"
