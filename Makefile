@@ -91,6 +91,10 @@ prices: ## CONFIG's price per instance type (source, date, unsourced flagged) an
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.prices "$(CONFIG)"
 
+sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 2", "--bulk-audio-hours 5000 --deadline-hours 24")
+	$(NEED_VENV)
+	$(PY) -m whisper_build.workstation.sizing_cli "$(CONFIG)" $(SIZING)
+
 diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
@@ -133,4 +137,4 @@ bench-report: install system-deps ## reference run: real Triton (CPU) + gateway 
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth

@@ -1,0 +1,97 @@
+"""Sizing on a fixture of throughputs: replicas, cost, and the hand-computed cheapest mix per target."""
+
+from __future__ import annotations
+
+import pytest
+
+from settings import load_config
+from settings.throughput import Estimated, ThroughputFigure
+from whisper_build.workstation import sizing, sizing_cli
+
+UTILIZATION = 0.5
+
+
+def _figure(batch: float, windows_per_second: float) -> ThroughputFigure:
+    return ThroughputFigure("fixture GPU", "torch", "large-v3-turbo", batch, windows_per_second, 30.0, "gateway",
+                            Estimated("test fixture"))  # fmt: skip
+
+
+A = sizing.Offer("a", "ml.g5.2xlarge", 1.0, 1, 16, (_figure(1, 1.0), _figure(8, 4.0), _figure(32, 10.0)))
+"""1 USD/h; RTFx 30 at batch 1, 120 at batch 8; batch 32 (RTFx 300) is above its capacity of 16."""
+B = sizing.Offer("b", "ml.g6e.2xlarge", 1.9, 1, 16, (_figure(8, 8.0),))
+"""1.9 USD/h; RTFx 240 at batch 8."""
+
+
+def _plans(target: sizing.Target, *offers: sizing.Offer) -> list[sizing.Plan]:
+    return [sizing.plan(offer, target, UTILIZATION) for offer in offers]
+
+
+def test_daily_volume_a_mix_beats_every_single_type() -> None:
+    target = sizing.DailyVolume(audio_hours_per_day=3600)  # 150 audio s/s
+    plan_a, plan_b = _plans(target, A, B)
+    # a: 120 × 0.5 = 60 audio s/s a pod → 3 instances, 3 × 1.0 × 730; b: 240 × 0.5 = 120 → 2, 2 × 1.9 × 730
+    assert (plan_a.per_pod, plan_a.replicas, plan_a.instances, plan_a.cost_usd) == (60.0, 3, 3, 2190.0)
+    assert (plan_b.per_pod, plan_b.replicas, plan_b.cost_usd) == (120.0, 2, pytest.approx(2774.0))
+    mix = sizing.cheapest_mix([plan_a, plan_b], target)
+    assert mix is not None and mix.exhaustive
+    assert mix.instances == {"a": 1, "b": 1}  # 60 + 120 ≥ 150 for 2.9 USD/h
+    assert mix.cost_usd == pytest.approx(2.9 * 730)
+
+
+def test_sync_latency_picks_the_batch_that_meets_p95_and_the_cheaper_type() -> None:
+    target = sizing.SyncLatency(requests_per_second=10, p95_seconds=2.0)  # one window each: 10 windows/s
+    plan_a, plan_b = _plans(target, A, B)
+    # a: batch 8 gives 1.5 × 8 / 4 = 3 s > 2 s, batch 1 gives 1.5 s → 1 window/s a pod → 10 instances
+    assert (plan_a.figure.batch, plan_a.per_pod, plan_a.instances) == (1, 1.0, 10)
+    # b: 1.5 × 8 / 8 = 1.5 s → 8 windows/s → 2 instances
+    assert (plan_b.per_pod, plan_b.instances) == (8.0, 2)
+    mix = sizing.cheapest_mix([plan_a, plan_b], target)
+    assert mix is not None and mix.instances == {"b": 2}  # 3.8 USD/h beats 1 b + 2 a (3.9) and 10 a (10)
+    assert mix.cost_usd == pytest.approx(3.8 * 730)
+
+
+def test_a_p95_no_type_can_meet_is_said_per_type() -> None:
+    target = sizing.SyncLatency(requests_per_second=10, p95_seconds=1.0)
+    plans = _plans(target, A, B)
+    assert [p.figure for p in plans] == [None, None]
+    assert "quickest p95 ≈ 1.50 s (batch 1) > 1 s" in plans[0].note
+    assert sizing.cheapest_mix(plans, target) is None
+
+
+def test_bulk_deadline_runs_pods_full_and_costs_the_job() -> None:
+    target = sizing.BulkDeadline(audio_hours=1000, deadline_hours=10)  # 100 audio s/s for 10 h
+    plan_a, plan_b = _plans(target, A, B)
+    assert (plan_a.per_pod, plan_a.instances, plan_a.cost_usd) == (120.0, 1, 10.0)
+    assert (plan_b.instances, plan_b.cost_usd) == (1, pytest.approx(19.0))
+    mix = sizing.cheapest_mix([plan_a, plan_b], target)
+    assert mix is not None and (mix.instances, mix.cost_usd) == ({"a": 1}, 10.0)
+
+
+def test_an_unpriced_type_is_sized_but_left_out_of_the_mix() -> None:
+    unpriced = sizing.Offer("c", "ml.g6.2xlarge", None, 1, 16, B.figures)
+    target = sizing.DailyVolume(3600)
+    plans = _plans(target, A, unpriced)
+    assert (plans[1].instances, plans[1].cost_usd, plans[1].note) == (2, None, "no price")
+    mix = sizing.cheapest_mix(plans, target)
+    assert mix is not None and mix.instances == {"a": 3}
+
+
+def test_pods_per_instance_divide_replicas_into_instances() -> None:
+    eight = sizing.Offer("p", "ml.p5.48xlarge", 50.0, 8, 16, A.figures)
+    plan = sizing.plan(eight, sizing.DailyVolume(3600), UTILIZATION)
+    assert (plan.replicas, plan.instances, plan.per_instance) == (3, 1, 480.0)
+
+
+def test_the_command_sizes_the_default_config_from_the_throughput_table(capsys: pytest.CaptureFixture[str]) -> None:
+    offers = sizing_cli.offers(load_config())
+    assert [(o.group, o.usd_per_hour, o.pods_per_instance) for o in offers] == [("g5", 1.212, 1), ("g6e", 2.24208, 1)]
+    assert all(o.figures for o in offers)
+    assert sizing_cli.main(["--audio-hours-per-day", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "demand 83.3 audio s/s" in out and "cheapest mix:" in out and "ESTIMATE" in out
+
+
+def test_the_command_needs_one_complete_target() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        sizing_cli.main(["--sync-rps", "3"])
+    assert exit_info.value.code == 2
