@@ -81,11 +81,11 @@ NEED_VENV = @test -x $(PY) || { echo "$(PY) is missing: run make install first (
 
 deploy: $(if $(DRY_RUN),,install) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing; APPROVE=1: cdk asks before each change)
 	$(if $(DRY_RUN),$(NEED_VENV))
-	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(APPROVE),--approve)
+	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(APPROVE),--approve)
 
 capacity: ## check CONFIG's instance offerings and quotas only (deploy step capacity; read-only, creates and bills nothing)
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
 
 prices: ## CONFIG's price per instance type (source, date, unsourced flagged) and, with credentials, the AWS Price List's ml.* prices where they differ
 	$(NEED_VENV)
@@ -97,31 +97,31 @@ sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make 
 
 diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
 publish-ctranslate2: ## convert CONFIG's model to CTranslate2 and upload it for the groups with serving_engine: ctranslate2 (the engine-build fallback)
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy publish-ctranslate2 --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy publish-ctranslate2 --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
 destroy: $(if $(DRY_RUN),,install) ## delete CONFIG's stacks, list what outlives them (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),$(NEED_VENV))
-	$(PY) -m whisper_build.workstation.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
+	$(PY) -m whisper_build.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
 
 kubeconfig: ## kubectl access to CONFIG's cluster (deploy step kubectl alone; waits for the cluster, so it can run during step stacks)
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy deploy --config "$(CONFIG)" --only kubectl $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" --only kubectl $(if $(DRY_RUN),--dry-run)
 
 endpoint: ## wait for CONFIG's load balancer address and print how to reach it (the end of make deploy; resumes it after a timeout)
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy endpoint --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy endpoint --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
 pods: ## why CONFIG's serving pods are (not) ready: expected waits (nothing published yet) vs real preflight failures
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.deploy pods --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
+	$(PY) -m whisper_build.deploy pods --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
 env: ## print CONFIG's names as shell exports: eval "$$(make -s env CONFIG=config/my.yaml)" (PROJECT, REGION, NAMESPACE, …)
 	$(NEED_VENV)
-	@$(PY) -m whisper_build.workstation.deploy env --config "$(CONFIG)"
+	@$(PY) -m whisper_build.deploy env --config "$(CONFIG)"
 
 bench: install ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
 	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=file-or-folder TARGETS="--target NAME=URL ..." [CONCURRENCY=1,2,4] [DURATION=seconds] (make bench-audio writes speech files)'; exit 2; }

@@ -17,7 +17,7 @@ from k8s_support import REPO, config_with, of_kind, synth, validate
 from k8s_charts import workload
 from settings import ConfigError, gpu_catalog, labels, load_config
 from settings.gpu_catalog import GpuSpec
-from whisper_build.workstation.deploy.plan import deploy_steps
+from whisper_build.deploy.deploy_plan import deploy_steps
 
 EXAMPLE = REPO / "config" / "examples" / "fine-tuned-torch.yaml"
 MIXED = [

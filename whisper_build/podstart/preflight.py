@@ -81,7 +81,7 @@ an image older than that line (:func:`verdict`); the tests run the real checks a
 VERDICT_PREFIX = "preflight-verdict: "
 """Start of the fixed last line of a failed preflight's output: ``preflight-verdict: <verdict>``.
 
-``make pods`` / ``make deploy`` (:mod:`whisper_build.workstation.deploy.pods`) classify a pod on
+``make pods`` / ``make deploy`` (:mod:`whisper_build.deploy.pods`) classify a pod on
 this line. Kubernetes keeps only the *tail* of a log as the termination message ("the last chunk of
 container log output ... limited to 2048 bytes or 80 lines, whichever is smaller", Kubernetes docs,
 "Determine the Reason for Pod Failure", ``terminationMessagePolicy: FallbackToLogsOnError``), so

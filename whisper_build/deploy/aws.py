@@ -43,7 +43,8 @@ def access_entry_principal(caller_arn: str, iam: Any) -> str:
     parts = caller_arn.split(":", 5)
     if len(parts) == 6 and parts[2] == "sts" and parts[5].startswith("assumed-role/"):
         role_name = parts[5].split("/")[1]
-        return iam.get_role(RoleName=role_name)["Role"]["Arn"]
+        arn: str = iam.get_role(RoleName=role_name)["Role"]["Arn"]
+        return arn
     return caller_arn
 
 
@@ -295,7 +296,7 @@ def delete_retained(client: Callable[[str], Any], s3_resource: Any, resources: S
     Args:
         client: boto3 client factory by service name, in the deployment's region.
         s3_resource: boto3 S3 resource (bucket emptying).
-        resources: what :meth:`whisper_build.workstation.deploy.cli.AwsSession.retained` found.
+        resources: what :meth:`whisper_build.deploy.aws_session.AwsSession.retained` found.
     """
     for resource in resources:
         if resource.kind == "s3-bucket":

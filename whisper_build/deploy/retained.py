@@ -12,7 +12,7 @@ from typing import Any
 
 from settings import names
 from settings.schema import DeploymentConfig
-from whisper_build.workstation.deploy import aws
+from whisper_build.deploy import aws
 
 ACCESS_LOG_WHY = "server access logs of the buckets (audit trail)"
 KEYS_PER_CYCLE = 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.workstation.deploy import prereqs
+from whisper_build.deploy import prereqs
 
 
 def _tool(bin_dir: Path, name: str, output: str) -> None:

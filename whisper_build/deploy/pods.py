@@ -24,8 +24,8 @@ from typing import Any
 
 from settings import labels
 from settings.schema import DeploymentConfig
+from whisper_build.deploy import kube
 from whisper_build.podstart import preflight
-from whisper_build.workstation.deploy import kube
 
 PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")

@@ -28,7 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from whisper_build.workstation.deploy.aws import DeployError
+from whisper_build.deploy.aws import DeployError
 
 LBC_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
 """Tag the AWS Load Balancer Controller puts on every load balancer, target group and security group it creates."""
@@ -207,17 +207,21 @@ def controller_load_balancers(
             )
     if set(kinds) != set(LBC_RESOURCE_TYPES):
         return found
+    return found + _controller_security_groups(ec2, cluster, region)
+
+
+def _controller_security_groups(ec2: Any, cluster: str, region: str) -> list[Leftover]:
+    """The security groups tagged ``elbv2.k8s.aws/cluster=<cluster>`` (``DescribeSecurityGroups``)."""
     security_groups = ec2.describe_security_groups(Filters=[{"Name": f"tag:{LBC_CLUSTER_TAG}", "Values": [cluster]}])
-    for group in security_groups["SecurityGroups"]:
-        found.append(
-            Leftover(
-                "security-group",
-                group["GroupId"],
-                f"{group.get('GroupName', '')}: made by the AWS Load Balancer Controller",
-                f"aws ec2 delete-security-group --group-id {group['GroupId']} --region {region}",
-            )
+    return [
+        Leftover(
+            "security-group",
+            group["GroupId"],
+            f"{group.get('GroupName', '')}: made by the AWS Load Balancer Controller",
+            f"aws ec2 delete-security-group --group-id {group['GroupId']} --region {region}",
         )
-    return found
+        for group in security_groups["SecurityGroups"]
+    ]
 
 
 def _exists(call: Callable[[], Any], missing: tuple[str, ...]) -> Any | None:
@@ -228,6 +232,29 @@ def _exists(call: Callable[[], Any], missing: tuple[str, ...]) -> Any | None:
         if error["Code"] in missing or "Could not find" in error.get("Message", ""):
             return None
         raise
+
+
+def _cluster_leftovers(
+    client: Callable[[str], Any], cluster: str, hyperpod_cluster: str, region: str, sagemaker_endpoints: Sequence[str]
+) -> list[Leftover]:
+    """The HyperPod cluster, the inference operator's SageMaker endpoints and the EKS cluster, if still there."""
+    found: list[Leftover] = []
+    sagemaker, eks = client("sagemaker"), client("eks")
+    hyperpod = _exists(lambda: sagemaker.describe_cluster(ClusterName=hyperpod_cluster), ("ResourceNotFound",))
+    if hyperpod is not None:
+        found.append(Leftover("hyperpod-cluster", hyperpod_cluster, f"status {hyperpod.get('ClusterStatus', '?')}",
+                              f"aws sagemaker delete-cluster --cluster-name {hyperpod_cluster} --region {region}"))  # fmt: skip
+    for name in sagemaker_endpoints:  # a missing endpoint: ValidationException "Could not find endpoint …"
+        endpoint = _exists(functools.partial(sagemaker.describe_endpoint, EndpointName=name), ())
+        if endpoint is not None:
+            found.append(Leftover("sagemaker-endpoint", name, f"status {endpoint.get('EndpointStatus', '?')}, "
+                                  "registered by the HyperPod inference operator",
+                                  f"aws sagemaker delete-endpoint --endpoint-name {name} --region {region}"))  # fmt: skip
+    control_plane = _exists(lambda: eks.describe_cluster(name=cluster), ("ResourceNotFoundException",))
+    if control_plane is not None:
+        found.append(Leftover("eks-cluster", cluster, f"status {control_plane['cluster'].get('status', '?')}",
+                              f"aws eks delete-cluster --name {cluster} --region {region}"))  # fmt: skip
+    return found
 
 
 def billing_leftovers(
@@ -253,22 +280,8 @@ def billing_leftovers(
         botocore.exceptions.ClientError: an AWS call failed other than with "not found" (e.g. access denied).
         botocore.exceptions.BotoCoreError: no credentials or no connection.
     """
-    found: list[Leftover] = []
-    sagemaker, eks, ec2 = client("sagemaker"), client("eks"), client("ec2")
-    hyperpod = _exists(lambda: sagemaker.describe_cluster(ClusterName=hyperpod_cluster), ("ResourceNotFound",))
-    if hyperpod is not None:
-        found.append(Leftover("hyperpod-cluster", hyperpod_cluster, f"status {hyperpod.get('ClusterStatus', '?')}",
-                              f"aws sagemaker delete-cluster --cluster-name {hyperpod_cluster} --region {region}"))  # fmt: skip
-    for name in sagemaker_endpoints:  # a missing endpoint: ValidationException "Could not find endpoint …"
-        endpoint = _exists(functools.partial(sagemaker.describe_endpoint, EndpointName=name), ())
-        if endpoint is not None:
-            found.append(Leftover("sagemaker-endpoint", name, f"status {endpoint.get('EndpointStatus', '?')}, "
-                                  "registered by the HyperPod inference operator",
-                                  f"aws sagemaker delete-endpoint --endpoint-name {name} --region {region}"))  # fmt: skip
-    control_plane = _exists(lambda: eks.describe_cluster(name=cluster), ("ResourceNotFoundException",))
-    if control_plane is not None:
-        found.append(Leftover("eks-cluster", cluster, f"status {control_plane['cluster'].get('status', '?')}",
-                              f"aws eks delete-cluster --name {cluster} --region {region}"))  # fmt: skip
+    ec2 = client("ec2")
+    found = _cluster_leftovers(client, cluster, hyperpod_cluster, region, sagemaker_endpoints)
     tagged = [{"Name": f"tag:{project_tag[0]}", "Values": [project_tag[1]]}]
     for gateway in ec2.describe_nat_gateways(Filter=tagged)["NatGateways"]:
         if gateway["State"] not in ("deleted", "deleting", "failed"):

@@ -1,0 +1,179 @@
+"""The pod diagnosis of ``make pods`` (:mod:`whisper_build.deploy.pods`): the expected wait for a first
+publish told from a real preflight failure, with the preflight's real messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deploy_helpers import (
+    DRY_CONTEXT,
+    _dry_run_argv,
+    _init_failed,
+    _kubectl_main,
+    _pod,
+)
+
+from settings import DEFAULT_CONFIG_PATH
+from whisper_build.deploy import (
+    pods,
+)
+from whisper_build.podstart import preflight
+
+pytestmark = pytest.mark.usefixtures("kubectl_installed")
+
+
+def _preflight_message(model_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    code = preflight.main(["--model-dir", str(model_dir), "--model", "large-v3-turbo", "--bucket", "b",
+                           "--gpu-group", "g5", "--gpu-arch", "sm86", "--compute-capability", "8.6"])  # fmt: skip
+    assert code == 1
+    return capsys.readouterr().err
+
+
+def test_pods_tell_the_expected_wait_from_a_real_preflight_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    waiting = _preflight_message(empty, capsys)
+    assert "is empty: nothing is published for sm86" in waiting
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "current.json").write_text('{"version": "v9"}', encoding="utf-8")
+    failed = _preflight_message(broken, capsys)
+    assert "points at version 'v9'" in failed
+    listing = {"items": [
+        _pod("whisper-g5-a", _init_failed(waiting)),
+        _pod("whisper-g6e-b", _init_failed(failed)),
+        _pod("whisper-g6e-c", {"phase": "Pending", "initContainerStatuses": [
+            {"name": "preflight", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}]}),
+        _pod("whisper-g6e-d", {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}]}),
+        _pod("whisper-g5-e", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+    ]}  # fmt: skip
+    lines = pods.diagnose(json.dumps(listing))
+    assert lines[0].startswith("whisper-g5-a: waiting: Init:Error, expected on a first deploy")
+    assert "Preflight said: preflight FAILED: the model repository mounted at" in lines[0]
+    assert lines[1].startswith("whisper-g6e-b: failed: preflight FAILED (a real mismatch")
+    assert lines[2].startswith("whisper-g6e-c: waiting: ImagePullBackOff: the serving image is not in ECR yet")
+    assert lines[3].startswith("whisper-g6e-d: waiting: Pending, not scheduled") and "0/2 nodes" in lines[3]
+    assert lines[4] == "whisper-g5-e: ready: serving"
+    assert lines[5].startswith("at least one pod has a real failure")
+
+    out: list[str] = []
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps({"items": listing["items"][:1]}))  # fmt: skip
+    assert code == 0 and out[-1].startswith("nothing has failed")
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps(listing))  # fmt: skip
+    assert code == 1
+
+
+def test_every_not_yet_published_phrase_is_a_real_preflight_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Guards the classifier against the preflight's wording drifting: each phrase comes from a real run."""
+    seen = []
+    empty = tmp_path / "e"
+    empty.mkdir()
+    seen.append(_preflight_message(empty, capsys))
+    files = tmp_path / "f"
+    files.mkdir()
+    (files / "junk").write_text("x", encoding="utf-8")
+    seen.append(_preflight_message(files, capsys))
+    for engine in ("ctranslate2", "torch"):
+        assert preflight.main(["--model-dir", str(empty), "--model", "large-v3-turbo", "--bucket", "b",
+                               "--engine", engine, "--gpu-arch", "sm86"]) == 1  # fmt: skip
+        seen.append(capsys.readouterr().err)
+    for phrase in preflight.NOT_YET_PUBLISHED:
+        assert any(phrase in message for message in seen), phrase
+    assert all(pods.is_not_yet_published(message) for message in seen)
+
+
+def test_pods_reads_only_the_serving_pods() -> None:
+    code, lines = _dry_run_argv(["pods", "--config", str(DEFAULT_CONFIG_PATH)])
+    assert code == 0 and lines == [
+        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -l app.kubernetes.io/name=whisper -o json"
+    ]
+
+
+def test_a_preflight_that_passes_now_is_not_reported_from_its_previous_run() -> None:
+    earlier = {"terminated": {"exitCode": 1, "message": "preflight FAILED: the model repository … is empty"}}
+    passed = {"name": "preflight", "state": {"terminated": {"exitCode": 0, "message": "preflight ok"}},
+              "lastState": earlier}  # fmt: skip
+    running = {"name": "preflight", "state": {"running": {}}, "lastState": earlier}
+    loading = {"phase": "Pending", "containerStatuses": [{"name": "triton", "state": {"running": {}}}]}
+    for status in (passed, running):
+        pod = _pod("whisper-g5-a", {**loading, "initContainerStatuses": [status]})
+        assert pods.preflight_message(pod) is None
+        assert pods.pod_state(pod) == ("starting", "phase Pending")
+    restarting = {"name": "preflight", "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": earlier}
+    assert (
+        pods.preflight_message(_pod("p", {"initContainerStatuses": [restarting]})) == earlier["terminated"]["message"]
+    )
+    out: list[str] = []
+    listing = {"items": [_pod("whisper-g5-a", {**loading, "initContainerStatuses": [passed]})]}
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
+                    kubectl=lambda argv: json.dumps(listing))  # fmt: skip
+    assert code == 0 and out[0] == "whisper-g5-a: starting: phase Pending"
+
+
+def _fallback_to_logs(log: str) -> str:
+    """What ``terminationMessagePolicy: FallbackToLogsOnError`` keeps: the last 80 lines, at most 2048 bytes."""
+    tail = "\n".join(log.splitlines()[-80:])
+    return tail.encode()[-2048:].decode(errors="ignore")
+
+
+def test_a_long_preflight_message_is_classified_by_its_verdict_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixes = "".join(f"\n  fix step {i}: aws s3 cp … s3://bucket/models/large-v3-turbo/sm86/ --region us-east-1"
+                    for i in range(60))  # fmt: skip
+    cases = {  # first line → (what the real check raises for it, expected verdict)
+        "the model repository mounted at /models is empty: nothing is published for sm86": (
+            preflight.NotYetPublished, "waiting"),
+        "GPU architecture mismatch: the engine was built for sm89 but this node's GPU is sm86": (
+            preflight.PreflightError, "failed"),
+    }  # fmt: skip
+    termination_log = tmp_path / "termination-log"
+    for first_line, (error, expected) in cases.items():
+
+        def fail(target: Any, compute_capability: Any, message: str = first_line + fixes, error: Any = error) -> Any:
+            raise error(message)
+
+        monkeypatch.setattr(preflight, "run_preflight", fail)
+        termination_log.write_text("", encoding="utf-8")  # the kubelet provides the file
+        args = ["--model-dir", str(tmp_path), "--model", "large-v3-turbo", "--bucket", "b", "--gpu-arch", "sm86",
+                "--termination-log", str(termination_log)]  # fmt: skip
+        assert preflight.main(args) == 1
+        log = capsys.readouterr().err
+        assert len(log.encode()) > 4096 and first_line not in _fallback_to_logs(log)  # the first line is cut off
+        written = termination_log.read_text(encoding="utf-8")
+        assert len(written.encode()) <= preflight.TERMINATION_MESSAGE_BYTES and written.startswith("preflight FAILED")
+        for message in (_fallback_to_logs(log), written):
+            verdict, _ = pods.pod_state(_pod("whisper-g5-a", _init_failed(message)))
+            assert verdict == expected, (first_line, message[-200:])
+    (tmp_path / "absent").mkdir()
+    assert preflight.main([*args[:-1], str(tmp_path / "absent" / "termination-log")]) == 1
+    assert not (tmp_path / "absent" / "termination-log").exists()  # written only where Kubernetes provides it
+
+
+def test_the_inference_operators_worker_runs_the_preflight_in_its_main_container(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    message = _preflight_message(empty, capsys)
+    assert message.rstrip().endswith("preflight-verdict: waiting-for-publish")
+    worker = {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "message": message}}}]}  # fmt: skip
+    verdict, explanation = pods.pod_state(_pod("whisper-abc", worker))
+    assert verdict == "waiting" and "Preflight said: preflight FAILED: the model repository" in explanation
+    crashing = {"phase": "Running", "containerStatuses": [
+        {"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 139, "message": "Segmentation fault"}}}]}  # fmt: skip
+    assert pods.pod_state(_pod("whisper-abc", crashing))[0] == "failed"
+    assert "keeps crashing" in pods.pod_state(_pod("whisper-abc", crashing))[1]

@@ -1,1 +1,0 @@
-"""``make deploy`` / ``make destroy``: the whole AWS journey of one config (:mod:`.plan`, :mod:`.aws`, :mod:`.cli`)."""
