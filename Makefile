@@ -63,8 +63,8 @@ fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff 
 test: install system-deps lint ## lint (above), then the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
-serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2)
-	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway
+serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual)
+	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
 transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav")
 	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }

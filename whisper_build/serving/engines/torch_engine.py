@@ -46,11 +46,13 @@ from whisper_build.serving.engines.base import (
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
+    best_language,
     build_prompt_ids,
     clean_output_ids,
     generated_ids,
     group_indices,
     is_multilingual,
+    language_token_ids,
 )
 from whisper_build.serving.prompt import DecodePrompt
 
@@ -122,6 +124,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self.eot = self._specials.eot
         self.timestamp_begin = self._specials.timestamp_begin
         self._no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
+        self._language_ids = language_token_ids(self._tokenizer.token_to_id)
         generation = _read_json(path / "generation_config.json")
         self._suppress = self._mask(config.vocab_size, generation.get("suppress_tokens") or [], above_eot=True)
         self._suppress_begin = self._mask(config.vocab_size, generation.get("begin_suppress_tokens") or [])
@@ -212,10 +215,9 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         penalties: list[float],
         raw: bool = False,
     ) -> list[Any]:  # texts, or Hypothesis objects when raw
-        batch = torch.from_numpy(np.stack([pad_or_trim_audio(w, N_SAMPLES) for w in audio])).to(self._device)
-        features = log_mel_torch(batch, self._filters).to(self._model.dtype)
-        encoded = self._model.model.encoder(input_features=features).last_hidden_state
-        language = None if not self._specials.multilingual else self._params.default_language
+        encoded = self._encoder_states(audio)
+        # generate() (raw) gets every language from the decoding layer; the plain text path has no detection step
+        language = self._params.default_language if self._specials.multilingual and not raw else None
         prompt_ids = [
             build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, p.language or language)
             for p in prompts
@@ -234,6 +236,29 @@ class TorchEngine(TokenizerText, NoWordAlignment):
                     continue  # silence or noise, as the ctranslate2 engine decides
                 texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
         return texts
+
+    def _encoder_states(self, audio: Sequence[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """Encoder output ``[B, 1500, d_model]`` of the windows (padded or cut to 30 s)."""
+        batch = torch.from_numpy(np.stack([pad_or_trim_audio(w, N_SAMPLES) for w in audio])).to(self._device)
+        features = log_mel_torch(batch, self._filters).to(self._model.dtype)
+        return self._model.model.encoder(input_features=features).last_hidden_state
+
+    @torch.inference_mode()
+    def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.detect_language`.
+
+        One decoder step on ``<|startoftranscript|>`` per window; its logits go to
+        :func:`whisper_build.serving.engines.tokens.best_language` (openai/whisper ``detect_language``).
+        """
+        if not self.multilingual:
+            return [None] * len(audio)
+        out: list[str | None] = []
+        for start in range(0, len(audio), self._params.max_engine_batch):
+            chunk = audio[start : start + self._params.max_engine_batch]
+            sot = torch.full((len(chunk), 1), self._specials.sot, device=self._device)
+            logits = self._model(encoder_outputs=(self._encoder_states(chunk),), decoder_input_ids=sot).logits
+            out += [best_language(row, self._language_ids) for row in logits[:, 0].float().cpu().numpy()]
+        return out
 
     def _greedy(
         self, encoded: torch.Tensor, prompt_ids: list[list[int]], penalty: float

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from whisper_build.serving.triton_model.decoding import (
     check_supported,
     decode_windows,
 )
+from whisper_build.serving.triton_model.language import assign_languages
 
 __all__ = [
     "RequestError",
@@ -176,7 +177,9 @@ def run_batch(
 ) -> list[list[WindowResult] | Exception]:
     """Decode the windows of all valid requests together and split the results back.
 
-    All windows go through ONE :func:`decode_windows` call (one engine call per fallback step).
+    All windows go through ONE :func:`decode_windows` call (one engine call per fallback step),
+    after one language per request is set (:func:`whisper_build.serving.triton_model.language.assign_languages`,
+    one detection call for the batch).
 
     Args:
         engine: the loaded engine.
@@ -188,16 +191,21 @@ def run_batch(
         parse error, a :class:`RequestError` for options the model cannot serve, or the engine's
         error (then every valid request of the batch gets it).
     """
+    policy = policy or DecodingPolicy()
     checked = [r if isinstance(r, Exception) else _check_model(engine, r) for r in requests]
     valid = [r for r in checked if isinstance(r, RequestWindows)]
     try:
+        languages = assign_languages(
+            engine, [(r.audio, r.prompts) for r in valid], policy.silence_dbfs, policy.default_language
+        )
+        valid = [replace(r, prompts=prompts) for r, prompts in zip(valid, languages, strict=True)]
         windows = decode_windows(
             engine,
             [a for r in valid for a in r.audio],
             [p for r in valid for p in r.prompts],
             [x for r in valid for x in r.repetition_penalty],
             [o for r in valid for o in r.options],
-            policy or DecodingPolicy(),
+            policy,
         ) if valid else []  # fmt: skip
         expected = sum(len(r.audio) for r in valid)
         if len(windows) != expected:

@@ -82,6 +82,8 @@ class DecodingPolicy:
         cut_speech_db: a window whose last 20 ms frame is above ``silence_dbfs`` and within this
             many dB of its loudest 20 ms frame ends mid-speech: its last word is dropped
             (:func:`ends_in_speech`); 0 turns the rule off.
+        default_language: a multilingual model's language where the request names none and the
+            engine cannot detect it.
     """
 
     temperature_increment: float = 0.2
@@ -91,6 +93,7 @@ class DecodingPolicy:
     no_speech_needs_low_logprob: bool = False
     silence_dbfs: float = -55.0
     cut_speech_db: float = 20.0
+    default_language: str = "en"
 
     @classmethod
     def from_params(cls, params: EngineParams) -> DecodingPolicy:
@@ -102,6 +105,7 @@ class DecodingPolicy:
             no_speech_threshold=params.no_speech_threshold,
             no_speech_needs_low_logprob=params.no_speech_needs_low_logprob,
             silence_dbfs=params.silence_dbfs,
+            default_language=params.default_language,
         )
 
     def temperatures(self, start: float) -> list[float]:

@@ -1,8 +1,8 @@
 """Where one execution of the Triton ``whisper`` model spends its time: parse, engine, decoding layer, response.
 
 ``model.py`` times each ``execute()``: ``parse`` (input tensors read and checked), ``engine``
-(inside the engine's :meth:`~whisper_build.serving.engines.base.WhisperEngine.generate` and
-``align``, measured by :class:`TimedEngine`), ``decoding`` (the decoding layer around those calls:
+(inside the engine's :meth:`~whisper_build.serving.engines.base.WhisperEngine.generate`,
+``align`` and ``detect_language``, measured by :class:`TimedEngine`), ``decoding`` (the decoding layer around those calls:
 silence gate, temperature fallback, text and segments — the batch's time minus ``engine``) and
 ``response`` (output tensors and responses built). It adds them to Triton custom metric counters
 (``pb_utils.MetricFamily``, python backend ≥ 23.05) exposed on Triton's metrics port as
@@ -45,7 +45,7 @@ class StageClock:
 
 
 class TimedEngine:
-    """An engine whose ``generate`` and ``align`` calls add their wall time to ``clock``'s ``engine`` stage.
+    """An engine whose ``generate``, ``align`` and ``detect_language`` calls add their wall time to ``clock``'s ``engine`` stage.
 
     Every other attribute is the wrapped engine's.
 
@@ -72,6 +72,10 @@ class TimedEngine:
     def align(self, *args: Any, **kwargs: Any) -> Any:
         """The engine's ``align``, timed."""
         return self._timed(self._engine.align, *args, **kwargs)
+
+    def detect_language(self, *args: Any, **kwargs: Any) -> Any:
+        """The engine's ``detect_language``, timed."""
+        return self._timed(self._engine.detect_language, *args, **kwargs)
 
 
 class StageCounters:
