@@ -30,6 +30,8 @@ class FakeBackend:
         self.reload_heals = True
         self.options: list[DecodeOptions] = []
         self.served = ServedModel("whisper", 16, multilingual=False, engine="fake")
+        self.language: str | None = None
+        """Language every window's answer reports (``None``: as an English-only model's gateway test)."""
 
     async def served_model(self, timeout: float) -> ServedModel:
         if self.error is not None:
@@ -60,7 +62,12 @@ class FakeBackend:
         texts = [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
         # As the Triton model answers without timestamps: one segment over each window.
         return [
-            WindowOutput(t, [{"start": 0.0, "end": len(w) / 16000, "text": t, "tokens": []}], temperatures=[0.0])
+            WindowOutput(
+                t,
+                [{"start": 0.0, "end": len(w) / 16000, "text": t, "tokens": []}],
+                temperatures=[0.0],
+                language=self.language,
+            )
             for t, w in zip(texts, windows, strict=True)
         ]
 

@@ -124,3 +124,13 @@ def test_the_pipeline_imports_no_web_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == []
+
+
+def test_the_first_groups_language_is_sent_with_every_later_group() -> None:
+    backend = FakeBackend()
+    backend.language = "es"  # what the model detected on the first group
+    groups = asyncio.run(_collect(_transcriber(backend, group_size=1), _four_voiced_windows()))
+    assert [g.language for g in groups] == ["es"] * 4
+    prefixes = [call[2] for call in backend.calls]
+    assert "<|es|>" not in prefixes[0]  # the first group lets the model detect
+    assert prefixes[1:] == ["<|startoftranscript|><|es|><|transcribe|><|notimestamps|>"] * 3

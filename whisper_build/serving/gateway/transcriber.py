@@ -20,6 +20,10 @@ Entry points:
   ``start_sample`` resumes a transcription: windows ending at or before it are cut (so the cuts
   are those of an uninterrupted run) but not sent; resuming at a previous
   :attr:`GroupResult.end_sample` gives exactly the remaining results of an uninterrupted run.
+* Language: a request that names none is sent without one until a group's answer reports it
+  (the model detects it once, on that group's first non-silent window:
+  :mod:`whisper_build.serving.triton_model.language`); every later group is sent with it, so a
+  file is decoded in one language.
 * :meth:`Transcriber.transcribe` ``(stream, request) -> Transcription``: consumes
   :meth:`~Transcriber.results` and joins the groups (what the synchronous routes answer).
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -255,7 +259,8 @@ class Transcriber:
             BackendError: the model server failed (see :mod:`whisper_build.serving.gateway.backend`).
         """
         groups = self.window_groups(stream, start_sample)
-        text_prefix = request.prompt.to_text_prefix()
+        prompt = request.prompt
+        text_prefix = prompt.to_text_prefix()
         previous_end = 0.0
         index = 0
         pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
@@ -272,6 +277,9 @@ class Transcriber:
                 )
                 result = group_result(index, group, outputs, previous_end)
                 del group
+                if prompt.language is None and result.language is not None:
+                    prompt = replace(prompt, language=result.language)  # one language for the whole file
+                    text_prefix = prompt.to_text_prefix()
                 if result.segments:
                     previous_end = result.segments[-1].end
                 yield result
