@@ -2,7 +2,7 @@
 
 Dashboard panels (``observability/dashboard.py``), AMP recording and alert rules
 (``observability/rules.py``), the KEDA scaling query (``k8s_charts``) and the live check
-(``tests/test_observability_live.py``) all import from here and never retype an expression.
+(``tests/observability/test_observability_live.py``) all import from here and never retype an expression.
 
 Metric facts (source: /work/shared/reference/whisper-serving-facts.md §4, Triton core
 ``src/metrics.cc`` / ``src/infer_stats.cc``):

@@ -3,7 +3,7 @@
 A torch group serves the Hugging Face checkpoint under ``models/<model>/hf/`` with no engine build: the
 config validation, the volume and environment of its pods, the model repository the image renders from
 that environment, the deploy plan and (slow) the synthesized engine-build stack and gates of
-``config/examples/fine-tuned-torch.yaml``. The engine itself needs PyTorch (tests/test_ct2_whisper_to_hf.py).
+``config/examples/fine-tuned-torch.yaml``. The engine itself needs PyTorch (tests/bench/test_ct2_whisper_to_hf.py).
 """
 
 from __future__ import annotations

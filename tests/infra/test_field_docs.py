@@ -7,7 +7,7 @@ from pathlib import Path
 from settings.field_docs import markdown_table
 from settings.schema import GpuGroup
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 
 
 def test_docs_table_lists_every_gpu_group_field_as_the_schema_defines_it() -> None:

@@ -53,7 +53,7 @@ EXPECTED_LABELS = {
 SCRAPE_SECONDS = 1.0
 REQUESTS_PER_BURST = 3
 WAIT_SECONDS = 120.0
-DCGM_FIXTURE = Path(__file__).parent / "data" / "observability" / "dcgm_exporter_a10g.prom"
+DCGM_FIXTURE = Path(__file__).parents[1] / "data" / "observability" / "dcgm_exporter_a10g.prom"
 DCGM_MIG_FIXTURE = DCGM_FIXTURE.with_name("dcgm_exporter_h100_mig.prom")
 """A MIG node's page (per-slice profiling gauge), served as a second exporter pod of the group."""
 SENTENCE = "Operators watch the queue time and the request rate of every GPU group."

@@ -233,7 +233,7 @@ def test_parse_nvidia_smi(text, expected):
 @pytest.mark.parametrize("name", ["h200_noheader.csv", "h200_header.csv"])
 def test_parse_recorded_nvidia_smi_output(name):
     # Recorded on an H200 node (driver 580.159.04) with and without --format=csv's header.
-    text = (Path(__file__).parent / "data" / "nvidia_smi" / name).read_text()
+    text = (Path(__file__).parents[1] / "data" / "nvidia_smi" / name).read_text()
     assert [(g.name, g.compute_capability, g.arch) for g in gpu.parse_gpu_csv(text)] == [("NVIDIA H200", "9.0", "sm90")]
 
 

@@ -14,7 +14,7 @@ from observability import queries, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
 from whisper_build.serving.gateway import app as gateway_app
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "examples" / "three-groups.yaml"
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "config" / "examples" / "three-groups.yaml"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (make system-deps)")
 
 
