@@ -134,7 +134,11 @@ bench-audio: install ## write sample speech files (espeak-ng + sox) into BENCH_A
 bench-report: install system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
 	$(PY) benchmarks/reference.py --out docs/benchmarks
 
+bench-cost: ## cost per audio hour from the stored H200 served run and the CPU sweep at CONFIG's prices, beside hosted prices: docs/benchmarks/cost_per_audio_hour.{json,md,png}
+	$(NEED_VENV)
+	$(PY) benchmarks/cost_report.py --config "$(CONFIG)" --out docs/benchmarks
+
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-synth
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth
