@@ -2,8 +2,9 @@
 
 One source for every consumer: the live cost rules and dashboard row (``observability.cost_queries``),
 the sizing command (``whisper_build.workstation.sizing``), the bench report's cost section
-(``benchmarks/cost_report.py``) and the price check against the AWS Price List API
-(``whisper_build.workstation.prices``).
+(``benchmarks/cost_report.py``), the price check against the AWS Price List API
+(``whisper_build.workstation.prices``) and the deploy tool's cost items (``whisper_build.deploy.prices``,
+which also reads the fixed service prices of :data:`SERVICE_PRICES`).
 
 Config (``pricing.instances`` in the deployment YAML) overrides or extends :data:`DEFAULT_PRICES`::
 
@@ -14,8 +15,8 @@ Config (``pricing.instances`` in the deployment YAML) overrides or extends :data
 
 Every default row is an **EC2 on-demand** price (us-east-1, Linux) from a secondary source, not the
 SageMaker HyperPod ``ml.*`` price: AWS publishes those only on https://aws.amazon.com/sagemaker/pricing/
-(HyperPod tab) and in the Price List API, and HyperPod bills ``ml.*`` at or above the EC2 price of the
-same hardware. ``make prices`` looks the ``ml.*`` prices up when AWS credentials exist and prints
+(HyperPod tab) and in the Price List API; SageMaker's ``ml.*`` prices are expected at or above the EC2
+price of the same hardware (an assumption, unverified here). ``make prices`` looks the ``ml.*`` prices up when AWS credentials exist and prints
 where they differ. Catalog instance types without a sourced price have no default (``None``,
 flagged by :func:`price_table`); a group on one gets no cost series until the config prices it.
 """
@@ -37,7 +38,7 @@ Grafana's ``currencyUSD``, so a price in another currency would be summed as dol
 
 PriceBasis = Literal["sagemaker_hyperpod", "ec2_on_demand", "estimate"]
 """What an hourly figure is: the HyperPod ``ml.*`` price itself, the EC2 on-demand price of the same
-hardware (a lower bound of the ``ml.*`` price), or an estimate (say how in ``source``)."""
+hardware (expected, unverified, to be at most the ``ml.*`` price), or an estimate (say how in ``source``)."""
 
 
 class InstancePrice(BaseModel):
@@ -176,3 +177,66 @@ def price_table(pricing: PricingSettings, extra_types: tuple[str, ...] = ()) -> 
         else:
             origin = "unsourced"
         yield PriceRow(name, pricing.price_of(name), origin)
+
+
+@dataclass(frozen=True)
+class ServicePrice:
+    """A published price of an AWS service the deployment uses: ``usd`` per ``unit``, ``source``, ``as_of``."""
+
+    usd: float
+    unit: str
+    source: str
+    as_of: datetime.date
+
+
+_READ = datetime.date(2026, 11, 30)
+_EKS_BLOG = (
+    'AWS Containers blog, "Amazon EKS extended support for Kubernetes versions pricing" (2024), '
+    "https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/"
+)
+_NAT_PAGE = "the AWS VPC pricing page (https://aws.amazon.com/vpc/pricing/) as quoted by third-party summaries in 2026"
+
+SERVICE_PRICES: Mapping[str, ServicePrice] = {
+    "eks_cluster": ServicePrice(0.10, "cluster-hour", f"{_EKS_BLOG}; standard support", _READ),
+    "eks_cluster_extended": ServicePrice(0.60, "cluster-hour", f"{_EKS_BLOG}; extended support", _READ),
+    "nat_gateway": ServicePrice(0.045, "gateway-hour", f"{_NAT_PAGE} (us-east-1)", _READ),
+    "nat_gateway_data": ServicePrice(0.045, "GB processed", f"{_NAT_PAGE} (us-east-1)", _READ),
+    "public_ipv4": ServicePrice(
+        0.005,
+        "address-hour",
+        'every AWS-provided public IPv4 address since 2024-02-01: "Identify and optimize public IPv4 address usage '
+        'on AWS", AWS Networking & Content Delivery blog (2023), as quoted by third-party summaries (doit.com, 2024)',
+        _READ,
+    ),
+    "interface_endpoint_data": ServicePrice(
+        0.01,
+        "GB processed",
+        "AWS PrivateLink pricing, https://aws.amazon.com/privatelink/pricing/ (first PB a month; read from a mirror "
+        "of that page; the per-AZ-hour price is not captured)",
+        _READ,
+    ),
+    "cloudwatch_logs_ingested": ServicePrice(
+        0.50,
+        "GB ingested",
+        "CloudWatch Logs standard ingestion, us-east-1 (vended logs such as VPC flow logs are tiered from this price "
+        "down): third-party summaries of https://aws.amazon.com/cloudwatch/pricing/",
+        _READ,
+    ),
+    "kms_key": ServicePrice(
+        1.0,
+        "key-month",
+        'https://aws.amazon.com/kms/pricing/ ("Each AWS KMS key that you create in AWS KMS costs $1/month (prorated '
+        'hourly)"; no charge for keys scheduled for deletion)',
+        datetime.date(2026, 12, 1),
+    ),
+    "secrets_manager_secret": ServicePrice(
+        0.40,
+        "secret-month",
+        "https://aws.amazon.com/secrets-manager/pricing/ as transcribed by a third party (2026-09-20)",
+        _READ,
+    ),
+    "grafana_editor": ServicePrice(
+        9.0, "active editor/admin user-month", "https://aws.amazon.com/grafana/pricing/", _READ
+    ),
+}
+"""Fixed service prices, US dollars, on-demand, us-east-1 (the deploy tool's cost items)."""

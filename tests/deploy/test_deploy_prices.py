@@ -53,3 +53,14 @@ def test_the_eks_price_follows_the_kubernetes_versions_support_dates() -> None:
     assert prices.eks_cost_item("1.34", as_of="2026-12-02")[1].startswith("0.60 USD an hour")
     item, price = prices.eks_cost_item("1.30")
     assert "not sourced" in item and "describe-cluster-versions --cluster-versions 1.30" in price
+
+
+def test_the_gpu_item_is_priced_from_the_config_price_list() -> None:
+    config = load_config()
+    item, price = prices.gpu_cost_item(config)
+    assert item == "GPU instances (HyperPod): 1 × ml.g5.2xlarge, 1 × ml.g6e.2xlarge"
+    assert price.startswith("3.45 USD an hour in all: ml.g5.2xlarge 1.212 USD an hour (EC2 on-demand")
+    g6 = [config.gpu_groups[0], config.gpu_groups[1].model_copy(update={"instance_type": "ml.g6.2xlarge"})]
+    _, price = prices.gpu_cost_item(config.model_copy(update={"gpu_groups": g6}))
+    assert price.endswith("ml.g6.2xlarge not sourced: set pricing.instances (make prices)")
+    assert price.startswith("1.21 USD an hour in all")

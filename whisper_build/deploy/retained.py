@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from settings import names
+from settings.prices import SERVICE_PRICES
 from settings.schema import DeploymentConfig
 from whisper_build.deploy import aws
 
@@ -19,10 +20,9 @@ KEYS_PER_CYCLE = 2
 """Customer-managed KMS keys a deploy/destroy cycle leaves: the EKS Secrets key (retained: Security in
 docs/deploy.md) and the engine-build artifacts key (CDK's default removal policy for keys). The API
 keys secret's key is deleted with its stack."""
-KMS_USD_PER_KEY_MONTH = 1.0
+KMS_USD_PER_KEY_MONTH = SERVICE_PRICES["kms_key"].usd
 KMS_PRICE_SOURCE = "https://aws.amazon.com/kms/pricing/"
-""""Each AWS KMS key that you create in AWS KMS costs $1/month (prorated hourly)"; no charge for keys
-scheduled for deletion (AWS KMS pricing page, read 2026-12-01)."""
+"""The KMS key price of the one price list (``settings.prices.SERVICE_PRICES``, with its source)."""
 
 
 def find(config: DeploymentConfig, account: str, client: Callable[[str], Any]) -> list[aws.Retained]:
