@@ -51,10 +51,11 @@ checkov: .venv-checkov/.installed ## install checkov (make synth's security gate
 synth: install ## synthesize CONFIG (default: the embedded default) + run the gates; prints where everything went
 	$(PY) scripts/synth.py --config $(CONFIG)
 
-lint: install ## ruff (lint), ruff format --check and mypy; fails on any finding (config: pyproject.toml)
+lint: install ## ruff (lint), ruff format --check, mypy and the import-cycle check (grimp); fails on any finding
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/python scripts/import_cycles.py
 
 fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
 	$(VENV)/bin/ruff format .

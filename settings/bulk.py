@@ -16,12 +16,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-if TYPE_CHECKING:
-    from settings.schema import GpuGroup
 
 SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 """A received message's visibility may be extended to at most 12 h after its receipt (SQS quotas)."""
@@ -106,7 +103,25 @@ class BulkSettings(BaseModel):
         return self
 
 
-def check_groups(bulk: BulkSettings, groups: Sequence[GpuGroup], node_autoscaling: bool, serving_target: str) -> None:
+class WorkerGroup(Protocol):
+    """What the bulk checks read of a GPU group (``settings.schema.GpuGroup``, which imports this module)."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102
+    @property
+    def instance_count(self) -> int: ...  # noqa: D102
+    @property
+    def max_replicas(self) -> int: ...  # noqa: D102
+    @property
+    def pods_per_node(self) -> int: ...  # noqa: D102
+
+
+Group = TypeVar("Group", bound=WorkerGroup)
+
+
+def check_groups(
+    bulk: BulkSettings, groups: Sequence[WorkerGroup], node_autoscaling: bool, serving_target: str
+) -> None:
     """Refuse ``bulk.gpu_groups`` entries that name no GPU group, and bulk pods that have no GPU to run on.
 
     Without node autoscaling a group's instances are fixed: its serving pods (``max_replicas``) and its
@@ -137,7 +152,7 @@ def check_groups(bulk: BulkSettings, groups: Sequence[GpuGroup], node_autoscalin
             )
 
 
-def worker_groups(bulk: BulkSettings, groups: Sequence[GpuGroup]) -> list[GpuGroup]:
+def worker_groups(bulk: BulkSettings, groups: Sequence[Group]) -> list[Group]:
     """The GPU groups that run bulk workers (``bulk.gpu_groups``, default all), in config order; [] when off."""
     if not bulk.enabled:
         return []

@@ -18,6 +18,11 @@ for spec in "$work/keda.sh.yaml" "$crds/karpenter.sh_nodepools.yaml" \
   "$crds/inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"; do
   npx --no-install cdk8s import --language python --output "$out" "$spec" >/dev/null 2>&1 || true
 done
+# cdk8s writes sh/, com/… as namespace folders; an __init__.py makes each a regular package, so
+# scripts/import_cycles.py (grimp) resolves an import of sh.keda to that module, not to k8s_charts.
+for ns in sh com com/amazon com/amazon/aws com/amazon/aws/sagemaker; do
+  printf '"""Namespace of the generated cdk8s imports (a regular package, so import graphs resolve its modules)."""\n' > "$out/$ns/__init__.py"
+done
 test -f "$out/sh/keda/__init__.py" && test -f "$out/sh/karpenter/__init__.py"
 test -f "$out/com/amazon/aws/sagemaker/inference/__init__.py"
 echo "regenerated $out/sh/keda, $out/sh/karpenter and $out/com/amazon/aws/sagemaker/inference"
