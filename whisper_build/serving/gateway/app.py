@@ -28,6 +28,7 @@ from whisper_build.serving.gateway.admission import AdmissionController
 from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
 from whisper_build.serving.gateway.backend import TranscriptionBackend, TritonBackend
 from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
+from whisper_build.serving.gateway.disconnect import DisconnectMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
 from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
@@ -126,6 +127,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         # outside the body limit (a request without a key is refused before its body is read),
         # inside the metrics middleware (401s are counted)
         app.add_middleware(ApiKeyMiddleware, auth=auth, retry_after_seconds=settings.retry_after_seconds)
+    # outside the body limit (it sees the real body), inside the metrics middleware (499 is counted)
+    app.add_middleware(DisconnectMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=ROUTES)
     return app
 

@@ -31,6 +31,10 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, Transcription, WindowRequest
 from whisper_build.serving.prompt import DecodePrompt, parse_prompt
 
+NO_RETRY = {"x-should-retry": "false"}
+"""On a 504: the official OpenAI SDKs retry 5xx twice unless told not to (their ``x-should-retry``
+header); a request timeout would recur, and each retry would start the whole file again."""
+
 
 class Pipeline:
     """Admission + timeout + metrics + model health around a :class:`Transcriber`.
@@ -83,7 +87,9 @@ class Pipeline:
                 504,
                 ErrorCode.TIMEOUT,
                 f"transcription took longer than {settings.request_timeout_seconds:g} s "
-                "(WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS); send shorter audio or retry",
+                "(WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS); its work was cancelled. The same audio would "
+                "time out again: send shorter audio, or use the streaming or bulk path",
+                NO_RETRY,
             )
         if isinstance(exc, BackendUnavailable):
             return ApiError(503, ErrorCode.UNAVAILABLE, str(exc), self.retry_headers())

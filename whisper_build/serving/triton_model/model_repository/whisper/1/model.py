@@ -20,6 +20,12 @@ from whisper_build.serving.triton_model.batching import (
     run_batch,
     transcripts_array,
 )
+from whisper_build.serving.triton_model.cancellation import (
+    BatchCancelled,
+    CancellableEngine,
+    WorkCounters,
+    all_cancelled,
+)
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.repository import check_declared_multilingual
 from whisper_build.serving.triton_model.stages import StageClock, StageCounters, TimedEngine
@@ -52,11 +58,14 @@ class TritonPythonModel:
         self._policy = DecodingPolicy.from_params(params)
         family = getattr(pb_utils, "MetricFamily", None)  # custom metrics: python backend >= 23.05
         self._stages = StageCounters(family, family.COUNTER if family is not None else None)
+        self._work = WorkCounters(family, family.COUNTER if family is not None else None)
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """One response per request, in order; a bad request gets a TritonError of its own.
 
-        Each stage's time goes to ``whisper_model_stage_seconds{stage}`` (``stages.py``).
+        Each stage's time goes to ``whisper_model_stage_seconds{stage}`` (``stages.py``). Before
+        every engine call the batch is dropped when every request of it was cancelled
+        (``cancellation.py``): those requests get a CANCELLED error.
         """
         clock = StageClock()
         parsed: list[RequestWindows | Exception] = []
@@ -72,9 +81,13 @@ class TritonPythonModel:
                     parsed.append(error)
                 except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
                     parsed.append(RuntimeError(f"could not read the request: {type(error).__name__}: {error}"))
+        engine = CancellableEngine(TimedEngine(self._engine, clock), all_cancelled(requests), self._work.count_windows)
         with clock.stage("decoding"):
-            results = run_batch(TimedEngine(self._engine, clock), parsed, self._policy)
+            results = run_batch(engine, parsed, self._policy)
         clock.split_engine("decoding")
+        self._work.add(engine)
+        if engine.stopped:
+            results = [r if isinstance(r, RequestError) else BatchCancelled("cancelled by the client") for r in results]
         responses: list[Any] = []
         with clock.stage("response"):
             for result in results:
@@ -82,6 +95,8 @@ class TritonPythonModel:
                     code = (
                         pb_utils.TritonError.INVALID_ARG
                         if isinstance(result, RequestError)
+                        else getattr(pb_utils.TritonError, "CANCELLED", pb_utils.TritonError.INTERNAL)
+                        if isinstance(result, BatchCancelled)
                         else pb_utils.TritonError.INTERNAL
                     )
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))

@@ -1,0 +1,116 @@
+"""Stop a batch nobody waits for: checked before every engine call, counted on Triton's metrics port.
+
+When a gateway request ends early — its client disconnected, or it hit the request timeout — the
+gateway cancels its gRPC call, and Triton marks the request cancelled (Triton's request
+cancellation, docs ``user_guide/request_cancellation.md``; the python backend's
+``InferenceRequest.is_cancelled()``, python_backend README "Request Cancellation Handling").
+:class:`CancellableEngine` asks before each ``generate`` (one per temperature-fallback pass) and
+each ``align`` whether *every* request of the batch is cancelled; if so it raises
+:class:`BatchCancelled` instead of calling the engine, so the device stops within the pass in
+progress. A batch shared with a live request runs on (its cost is bounded by that batch).
+
+Counters (Triton custom metrics, like ``whisper_model_stage_seconds``):
+``whisper_model_engine_windows_total`` — windows handed to the engine (a fallback re-decode counts
+again), and ``whisper_model_cancelled_batches_total`` — executions stopped because every request
+was cancelled. Tests measure "the model stopped" with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["BatchCancelled", "CancellableEngine", "WorkCounters", "all_cancelled"]
+
+WINDOWS_METRIC = "whisper_model_engine_windows_total"
+CANCELLED_METRIC = "whisper_model_cancelled_batches_total"
+
+
+class BatchCancelled(RuntimeError):
+    """Every request of the batch was cancelled by its client; nothing more is computed for it."""
+
+
+def all_cancelled(requests: Sequence[Any]) -> Callable[[], bool]:
+    """A check: True when every request has ``is_cancelled()`` true (never, on a backend without it)."""
+    checks = [getattr(request, "is_cancelled", None) for request in requests]
+    if not checks or any(check is None for check in checks):
+        return lambda: False
+    return lambda: all(check() for check in checks)  # type: ignore[misc]  # None excluded above
+
+
+class CancellableEngine:
+    """An engine whose ``generate`` / ``align`` first check ``cancelled`` and count the windows they get.
+
+    Every other attribute is the wrapped engine's.
+
+    Args:
+        engine: a :class:`~whisper_build.serving.engines.base.WhisperEngine` (or a wrapper of one).
+        cancelled: True when nobody waits for the batch any more.
+        on_windows: told the window count of each call as it starts (the counter).
+    """
+
+    def __init__(
+        self, engine: Any, cancelled: Callable[[], bool], on_windows: Callable[[int], None] = lambda _: None
+    ) -> None:
+        self._engine = engine
+        self._cancelled = cancelled
+        self._on_windows = on_windows
+        self.windows = 0
+        """Windows handed to the engine so far."""
+        self.stopped = False
+        """True once a call was refused because the batch was cancelled."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def _check(self, audio: Sequence[Any]) -> None:
+        if self._cancelled():
+            self.stopped = True
+            raise BatchCancelled("cancelled by the client: every request of the batch was cancelled")
+        self.windows += len(audio)
+        self._on_windows(len(audio))
+
+    def generate(self, audio: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        """The engine's ``generate`` unless the batch is cancelled (:class:`BatchCancelled`)."""
+        self._check(audio)
+        return self._engine.generate(audio, *args, **kwargs)
+
+    def align(self, audio: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        """The engine's ``align`` unless the batch is cancelled (:class:`BatchCancelled`)."""
+        self._check(audio)
+        return self._engine.align(audio, *args, **kwargs)
+
+
+class WorkCounters:
+    """The two counters of the module docstring, or nothing where the backend has no custom metrics.
+
+    Args:
+        metric_family: ``triton_python_backend_utils.MetricFamily`` (``None`` = counters off).
+        counter_kind: ``MetricFamily.COUNTER``.
+    """
+
+    def __init__(self, metric_family: Any | None, counter_kind: Any = None) -> None:
+        self._windows: Any = None
+        self._cancelled: Any = None
+        if metric_family is None:
+            return
+        self._windows_family = metric_family(
+            name=WINDOWS_METRIC, description="Windows handed to the engine (fallback re-decodes count again).",
+            kind=counter_kind,
+        )  # fmt: skip
+        self._cancelled_family = metric_family(
+            name=CANCELLED_METRIC, description="Executions stopped because every request was cancelled.",
+            kind=counter_kind,
+        )  # fmt: skip
+        self._windows = self._windows_family.Metric(labels={})
+        self._cancelled = self._cancelled_family.Metric(labels={})
+
+    def count_windows(self, windows: int) -> None:
+        """Windows handed to the engine by one call, counted as the call starts."""
+        if self._windows is not None:
+            self._windows.increment(windows)
+
+    def add(self, engine: CancellableEngine) -> None:
+        """Count the execution when it was stopped."""
+        if self._cancelled is not None and engine.stopped:
+            self._cancelled.increment(1)
