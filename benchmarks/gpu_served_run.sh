@@ -34,7 +34,7 @@ if [ ! -f /tmp/site/.done ]; then
     && touch /tmp/site/.done || exit 1
 fi
 # Triton 2.51's python backend stub (pybind11 built for numpy 1.x) receives BYTES inputs wrong under
-# numpy 2 (seen here: itemsize read as 0, so TEXT_PREFIX arrived as its first byte repeated, and the
+# numpy 2 (on the H200 run of docs/benchmarks.md: itemsize read as 0, so TEXT_PREFIX arrived as its first byte repeated, and the
 # stub aborted in deserialize_bytes_tensor); nvidia-pytriton 0.7.0 requires numpy<2. The machine's
 # scipy/scikit-learn need numpy 2, and transformers imports them when present. So, in the Triton stub
 # only (tritonserver gets GPU_SERVED_STUB_NUMPY1=1 from gpu_served.py --triton-env), the project's

@@ -104,7 +104,7 @@ def gpu_metrics_security_context() -> k8s.SecurityContext:
     ``deployment/examples/dcgm-exporter.yaml``: ``runAsUser: 0``, ``capabilities.add: [SYS_ADMIN]``,
     ``drop: [ALL]``, ``allowPrivilegeEscalation: false``). DCGM's embedded host engine needs it: without
     it DCGM exporter 3.6 exits with "Host engine is running as non-root" (NVIDIA/dcgm-exporter issues
-    #402 and #407, seen on AWS; aws-observability/helm-charts PR #217 added SYS_ADMIN for the same
+    #402 and #407, reported on AWS; aws-observability/helm-charts PR #217 added SYS_ADMIN for the same
     reason), and upstream's non-root variant is documented only for images without profiling
     metrics. This is outside the ``baseline`` Pod Security Standard, hence the exporter's own
     ``privileged`` namespace (:mod:`k8s_charts.gpu_metrics`). Kept tight otherwise: every other

@@ -4,8 +4,9 @@ Dashboard panels (``observability/dashboard.py``), AMP recording and alert rules
 (``observability/rules.py``), the KEDA scaling query (``k8s_charts``) and the live check
 (``tests/observability/test_observability_live.py``) all import from here and never retype an expression.
 
-Metric facts (source: /work/shared/reference/whisper-serving-facts.md §4, Triton core
-``src/metrics.cc`` / ``src/infer_stats.cc``):
+Metric facts (sources: Triton's metrics guide,
+https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md, and Triton core
+``src/metrics.cc`` / ``src/infer_stats.cc``; names as Triton 2.51 serves them on ``/metrics``):
 
 * Triton's latency counters (``nv_inference_*_duration_us``) grow only on **successful**
   requests, so averages divide by the success rate, never by success + failure.

@@ -3,8 +3,12 @@
 One instance group per configured GPU group, its lifecycle script and IAM.
 
 Property names and rules: CloudFormation ``AWS::SageMaker::Cluster`` and the SageMaker API reference
-(``ClusterInstanceGroupSpecification``, ``ClusterKubernetesConfig``); facts with sources in
-/work/shared/reference ``hyperpod-eks-facts.md`` §1, §3, §4.
+(``ClusterInstanceGroupSpecification``, ``ClusterKubernetesConfig``,
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterLifeCycleConfig.html), AWS's sample
+template (aws-samples/awsome-distributed-training
+``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/hyperpod-cluster-stack.yaml``) and
+the HyperPod node labels page
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
 """
 
 from __future__ import annotations

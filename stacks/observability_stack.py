@@ -7,7 +7,9 @@ The scrape configuration, the rules and the dashboard are generated from
 :mod:`observability.queries` (``observability/scrape_config.py``, ``rules.py``, ``dashboard.py``);
 nothing here writes PromQL.
 
-Facts used (``/work/shared/reference/hyperpod-eks-facts.md`` §5):
+Facts used (CloudFormation ``AWS::APS::Scraper`` and ``AWS::APS::Workspace`` reference pages,
+https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-aps-scraper.html, and the
+Amazon Managed Service for Prometheus user guide, its section on AWS managed collectors):
 
 * ``AWS::APS::Scraper`` needs ≥ 2 subnets in ≥ 2 AZs of the cluster's VPC, the EKS endpoint
   with private access, and creates its EKS access entry itself (authentication mode ``API`` or

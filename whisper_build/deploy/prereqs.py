@@ -5,7 +5,7 @@ problem saying what to install. Minimum versions and their sources:
 
 * Node.js ≥ 22 (:data:`MIN_NODE_MAJOR`): the jsii runtime under aws-cdk-lib supports "^22.0.0" and
   "^24.0.0" and on Node.js 20 prints "Node 20 is end-of-life and not supported anymore by this
-  software since 2026-10-30" (seen on this machine with the pinned versions).
+  software since 2026-10-30" (the pinned jsii, on Node.js 20).
 * AWS CLI v2: ``aws eks update-kubeconfig`` writes ``client.authentication.k8s.io/v1beta1``
   exec entries, which the AWS CLI v1 does not (EKS user guide, "Connect kubectl to an EKS cluster").
 * helm ≥ 3.8: first release with OCI registry support on by default (Helm docs, "Use OCI-based

@@ -14,9 +14,9 @@ from settings.schema import DeploymentConfig
 
 EKS_STANDARD_SUPPORT_ENDS = {"1.32": "2026-03-23", "1.33": "2026-07-29", "1.34": "2026-12-02", "1.35": "2027-03-27"}
 """End of EKS standard support per Kubernetes minor version (extended support follows for 12 months).
-Source: endoflife.date/amazon-eks (read 2026-11-30), a compilation of the EKS Kubernetes release
-calendar (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, not read
-first-hand); consistent with the EKS user guide's "standard support in Amazon EKS for the first 14
+Source: endoflife.date/amazon-eks (2026-11-30), a compilation of the EKS Kubernetes release
+calendar (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, the primary
+source: check it for a version's dates); consistent with the EKS user guide's "standard support in Amazon EKS for the first 14
 months after it's released" (1.33: released in EKS 2025-05-28)."""
 EKS_CONTROL_PLANE_LOG_TYPES = 5
 """api, audit, authenticator, controllerManager, scheduler (stacks/cluster_stack.py ``cluster_logging``)."""

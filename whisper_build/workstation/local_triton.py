@@ -8,7 +8,9 @@ python backend plus the stub of the running Python into a backend directory, and
 ``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
 environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
 ``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
-Reference: /work/shared/reference/whisper-serving-facts.md §6.
+References: PyTriton's source (https://github.com/triton-inference-server/pytriton, ``pytriton/triton.py``),
+Triton's "Run on CPU-Only System" (server ``docs/getting_started/quickstart.md``) and the python
+backend README, "Model Instance Kind" (https://github.com/triton-inference-server/python_backend).
 
 CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
 against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,

@@ -1,8 +1,8 @@
 """Pure construction of the TensorRT-LLM command lines of one build (argv lists, nothing runs here).
 
 Written from NVIDIA/TensorRT-LLM ``examples/models/core/whisper`` (README build commands,
-``convert_checkpoint.py`` arguments, ``distil_whisper/convert_from_distil_whisper.py``), summarized
-in ``/work/shared/reference/whisper-serving-facts.md`` §1:
+``convert_checkpoint.py`` arguments, ``distil_whisper/convert_from_distil_whisper.py``;
+https://github.com/NVIDIA/TensorRT-LLM/tree/main/examples/models/core/whisper):
 
 1. a Hugging Face checkpoint (``openai/whisper-*``, ``distil-whisper/*`` or a folder in that format)
    is first rewritten to OpenAI's ``<name>.pt`` layout by ``convert_from_distil_whisper.py``

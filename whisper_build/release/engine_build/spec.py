@@ -1,6 +1,8 @@
 """What one engine build is: the model source and the TensorRT-LLM limits derived from the model.
 
-Whisper facts used here (``/work/shared/reference/whisper-serving-facts.md`` §1, §5):
+Whisper facts used here (openai/whisper ``whisper/audio.py`` and ``whisper/model.py``,
+https://github.com/openai/whisper; the TensorRT-LLM Whisper example's build commands,
+https://github.com/NVIDIA/TensorRT-LLM/tree/main/examples/models/core/whisper):
 
 * the encoder takes at most 3000 mel frames (30 s at hop 160, 16 kHz), so the encoder is built
   with ``--max_input_len 3000`` and the decoder with ``--max_encoder_input_len 3000``;
