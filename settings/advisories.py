@@ -6,7 +6,7 @@ starts with the field it is about.
 
 from __future__ import annotations
 
-from settings import availability
+from settings import availability, prices
 from settings.schema import OPEN_CIDR, DeploymentConfig
 
 
@@ -26,6 +26,7 @@ def config_warnings(config: DeploymentConfig) -> list[str]:
     """Every warning for ``config``, each ``<field>: <what and what to do>``."""
     types = {f"gpu_groups.{index}.instance_type": group.instance_type for index, group in enumerate(config.gpu_groups)}
     warnings = availability.offering_warnings(config.region, types)
+    warnings += prices.price_warnings(config.pricing, types)
     public_api = public_api_warning(config)
     if public_api is not None:
         warnings.append(public_api)

@@ -240,3 +240,31 @@ SERVICE_PRICES: Mapping[str, ServicePrice] = {
     ),
 }
 """Fixed service prices, US dollars, on-demand, us-east-1 (the deploy tool's cost items)."""
+
+
+def price_warnings(pricing: PricingSettings, instance_types: Mapping[str, str]) -> list[str]:
+    """Warnings (``make synth``) about the fleet's prices: types without one, and EC2 stand-ins.
+
+    Args:
+        pricing: the config's ``pricing``.
+        instance_types: field path → instance type, e.g. ``{"gpu_groups.0.instance_type": "ml.g5.2xlarge"}``.
+    """
+    warnings = []
+    stand_ins = []
+    for field, instance_type in instance_types.items():
+        price = pricing.price_of(instance_type)
+        if price is None:
+            warnings.append(
+                f"{field}: {instance_type} has no price (no sourced default in settings/prices.py): the group is left "
+                f"out of the dashboard's cost row, make sizing's mix and make bench-cost; set "
+                f"pricing.instances.{instance_type} (make prices)"
+            )
+        elif price.basis == "ec2_on_demand":
+            stand_ins.append(instance_type)
+    if stand_ins:
+        warnings.append(
+            f"pricing.instances: {', '.join(dict.fromkeys(stand_ins))} priced at the EC2 on-demand default (the HyperPod "
+            "ml.* price is not sourced); the cost row and make sizing use it: make prices compares it with the AWS "
+            "Price List, then set pricing.instances with the ml.* price"
+        )
+    return warnings

@@ -78,3 +78,21 @@ def test_a_configured_unsourced_type_is_no_longer_flagged() -> None:
     pricing = PricingSettings.model_validate({"instances": {"ml.g6.2xlarge": _price(basis="estimate")}})
     row = next(r for r in price_table(pricing) if r.instance_type == "ml.g6.2xlarge")
     assert (row.origin, row.flag) == ("config", "estimate")
+
+
+def test_synth_warns_about_unpriced_types_and_ec2_stand_ins() -> None:
+    from settings.advisories import config_warnings
+
+    data = copy.deepcopy(yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8")))
+    data["gpu_groups"][1]["instance_type"] = "ml.g6.2xlarge"
+    warnings = [w for w in config_warnings(parse_config(data)) if "price" in w]
+    assert warnings == [
+        "gpu_groups.1.instance_type: ml.g6.2xlarge has no price (no sourced default in settings/prices.py): the group "
+        "is left out of the dashboard's cost row, make sizing's mix and make bench-cost; set "
+        "pricing.instances.ml.g6.2xlarge (make prices)",
+        "pricing.instances: ml.g5.2xlarge priced at the EC2 on-demand default (the HyperPod ml.* price is not "
+        "sourced); the cost row and make sizing use it: make prices compares it with the AWS Price List, then set "
+        "pricing.instances with the ml.* price",
+    ]
+    data["pricing"] = {"instances": {"ml.g5.2xlarge": _price(), "ml.g6.2xlarge": _price()}}
+    assert [w for w in config_warnings(parse_config(data)) if "price" in w] == []
