@@ -84,6 +84,14 @@ def openai_error_type(status: int) -> str:
     return "invalid_request_error"
 
 
+def openai_error_body(
+    status: int, code: ErrorCode, message: str, param: str | None = None, openai_code: str | None = None
+) -> dict[str, object]:
+    """OpenAI's error object ``{"error": {"message", "type", "param", "code"}}`` (HTTP answers and stream events)."""
+    error = {"message": message, "type": openai_error_type(status), "param": param}
+    return {"error": {**error, "code": openai_code or code.name.lower()}}
+
+
 def error_response(
     status: int,
     code: ErrorCode,
@@ -99,14 +107,7 @@ def error_response(
     defines its own, e.g. ``invalid_api_key``.
     """
     if path.startswith(OPENAI_PREFIX):
-        body: dict[str, object] = {
-            "error": {
-                "message": message,
-                "type": openai_error_type(status),
-                "param": param,
-                "code": openai_code or code.name.lower(),
-            }
-        }
+        body: dict[str, object] = openai_error_body(status, code, message, param, openai_code)
     else:
         body = {"code": int(code), "message": message}
     return JSONResponse(body, status_code=status, headers=headers)

@@ -152,12 +152,16 @@ class Pipeline:
             self.metrics.inflight.dec()
             if stream is not None:
                 stream.close()  # also stops a decode still running in a worker thread
-        if result.decode_temperatures:
-            self.health.record_success()  # the model answered (no windows: it was not asked)
-        self.metrics.audio_seconds.labels(route=route).inc(result.duration)
-        for temperature in result.decode_temperatures:
-            self.metrics.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
+        self.count(route, result.duration, result.decode_temperatures)
         return result
+
+    def count(self, route: str, audio_seconds: float, temperatures: list[float]) -> None:
+        """Account one finished transcription: model health, audio seconds, window decodes per temperature."""
+        if temperatures:
+            self.health.record_success()  # the model answered (no windows: it was not asked)
+        self.metrics.audio_seconds.labels(route=route).inc(audio_seconds)
+        for temperature in temperatures:
+            self.metrics.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
 
 
 def get_pipeline(request: Request) -> Pipeline:

@@ -65,6 +65,12 @@ class GatewaySettings(BaseSettings):
         description="non-silent windows sent to Triton per call (order kept); with the next group decoded "
         "meanwhile, a request holds at most two groups (16 × 30 s × 16 kHz float32 = 31 MB each)",
     )
+    stream_window_group_size: int = Field(
+        1, ge=1, description="non-silent windows per Triton call for stream=true (1: a delta per 30 s of audio)"
+    )
+    stream_group_timeout_seconds: float = Field(
+        120.0, gt=0, description="longest Triton work per window group of a stream (no whole-stream limit)"
+    )
     cut_search_seconds: float = Field(
         5.0, ge=0, description="how far before a window's end a cut may move to find silence"
     )

@@ -18,6 +18,7 @@ from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
+from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.gateway.transcriber import WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
 
@@ -95,6 +96,7 @@ async def _audio(
     response_format: str,
     temperature: float,
     granularities: list[str],
+    stream: bool = False,
 ) -> Response:
     _check_model(pipeline, model)
     options = _options(response_format, granularities, temperature)
@@ -102,6 +104,8 @@ async def _audio(
     async def audio_bytes() -> bytes:
         return await file.read()
 
+    if stream:
+        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, options))
     result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, options))
     return render(
         response_format,
@@ -126,13 +130,20 @@ async def transcriptions(
     response_format: FormatField = "json",
     granularities: GranularityField = None,
     granularities_plain: GranularityPlainField = None,
+    stream: Annotated[str | None, Form()] = None,
 ) -> Response:
-    """OpenAI-compatible transcription (``model`` must be a served id; see docs/gateway.md)."""
+    """OpenAI-compatible transcription (``model`` must be a served id; see docs/gateway.md).
+
+    ``stream=true`` answers OpenAI's transcript events (:mod:`whisper_build.serving.gateway.streaming`),
+    for every served id, ``whisper-1`` included (OpenAI ignores ``stream`` for ``whisper-1``).
+    """
     decode_prompt = parse_prompt_or_400(prompt, language)
     chosen = [*(granularities or []), *(granularities_plain or [])]
+    streamed = parse_stream_flag(stream, response_format)
     return await _audio(
-        pipeline, TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, temperature, chosen
-    )
+        pipeline, TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, temperature, chosen,
+        streamed,
+    )  # fmt: skip
 
 
 @router.post(TRANSLATIONS)

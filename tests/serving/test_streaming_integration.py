@@ -1,0 +1,163 @@
+"""``stream=true`` end to end: the official ``openai`` client, the gateway, a real tritonserver (CPU tiny.en).
+
+The file is 150 s: five windows, each one espeak-ng sentence and then silence (each window is
+decoded: none is all silence). Progress and the disconnect are read from Triton's own counter of
+inferences (``nv_inference_count``: one per window, whatever the batching).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+import speech_samples as samples
+from gateway_server import running_gateway
+from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
+from prometheus_client.parser import text_string_to_metric_families
+
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import BackendError, TritonBackend, WindowOutput
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)"),
+]
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Scientists found a new species of frog in the forest.",
+    "The train was late because of heavy snow.",
+    "Our team finished the project two weeks early.",
+    "The museum opens at nine o'clock on Sundays.",
+]
+WINDOW_S = 30
+RATE = 16000
+
+
+class FaultyBackend(TritonBackend):
+    """The real Triton backend; its client calls fail from the ``fail_at``-th on (0-based) once armed."""
+
+    fail_at: int | None = None
+    calls = 0
+    canaries = 0
+    """The gateway's health canaries (one window of silence each): Triton counts them as inferences too."""
+
+    async def transcribe(
+        self,
+        windows: Sequence[np.ndarray],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeOptions | None = None,
+    ) -> list[WindowOutput]:
+        if len(windows) == 1 and not np.any(windows[0]):  # the gateway's canary
+            self.canaries += 1
+            return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        self.calls += 1
+        if self.fail_at is not None and self.calls > self.fail_at:
+            raise BackendError("the model server failed (injected mid-stream)")
+        return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+
+
+@pytest.fixture(scope="module")
+def long_file(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("stream")
+    audio = np.zeros(len(SENTENCES) * WINDOW_S * RATE, np.float32)
+    for k, sentence in enumerate(SENTENCES):  # each sentence 0.5 s into its 30 s, then silence
+        speech, rate = soundfile.read(samples.speak(sentence, folder / f"s{k}.wav"), dtype="float32")
+        assert rate == RATE and len(speech) < (WINDOW_S - 1) * RATE
+        start = (k * WINDOW_S * 2 + 1) * RATE // 2
+        audio[start : start + len(speech)] = speech
+    path = folder / "long.flac"
+    soundfile.write(path, audio, RATE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def gateway(triton_server) -> Iterator[tuple[str, FaultyBackend]]:
+    made: list[FaultyBackend] = []
+
+    def factory(settings: GatewaySettings) -> FaultyBackend:  # called on the gateway's loop (grpc.aio)
+        made.append(FaultyBackend(settings.triton_url, settings.model_name))
+        return made[0]
+
+    settings = GatewaySettings(triton_url=triton_server.settings.grpc_url, request_timeout_seconds=300)
+    with running_gateway(settings, factory) as url:
+        yield url, made[0]
+
+
+def _windows_computed(metrics_url: str) -> float:
+    """Triton's ``nv_inference_count`` of the whisper model: windows it has run."""
+    text = httpx.get(metrics_url, timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "nv_inference_count"
+        for sample in family.samples
+        if sample.labels.get("model") == "whisper"
+    )
+
+
+def test_the_official_client_streams_deltas_as_windows_finish(gateway, long_file: Path, triton_server) -> None:
+    url, _ = gateway
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=300, max_retries=0)
+    audio = long_file.read_bytes()
+    windows = len(SENTENCES)
+    before = _windows_computed(triton_server.settings.metrics_url)
+    events, progress_at_first_delta = [], None
+    for event in client.audio.transcriptions.create(model="whisper-1", file=("long.flac", audio), stream=True):
+        if progress_at_first_delta is None:
+            progress_at_first_delta = _windows_computed(triton_server.settings.metrics_url) - before
+        events.append(event)
+    deltas = [e for e in events if isinstance(e, TranscriptionTextDeltaEvent)]
+    [done] = [e for e in events if isinstance(e, TranscriptionTextDoneEvent)]
+    assert len(deltas) >= 4 and events[-1] is done
+    assert progress_at_first_delta is not None and progress_at_first_delta < windows / 2
+    plain = client.audio.transcriptions.create(model="whisper-1", file=("long.flac", audio))
+    assert "".join(d.delta for d in deltas) == done.text == plain.text
+    assert samples.wer(" ".join(SENTENCES), done.text) <= 0.25
+    assert done.usage is not None and done.usage.input_tokens > 0 and done.usage.output_tokens > 20
+
+
+def test_an_error_mid_stream_raises_api_error_in_the_official_client(gateway, long_file: Path) -> None:
+    url, backend = gateway
+    backend.calls, backend.fail_at = 0, 2
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=300, max_retries=0)
+    received = []
+    try:
+        with pytest.raises(openai.APIError, match="injected mid-stream"):
+            for event in client.audio.transcriptions.create(
+                model="whisper-1", file=("long.flac", long_file.read_bytes()), stream=True
+            ):
+                received.append(event)
+    finally:
+        backend.fail_at = None
+    assert len(received) == 2 and all(isinstance(e, TranscriptionTextDeltaEvent) for e in received)
+
+
+def test_a_disconnect_mid_stream_computes_no_later_group(gateway, long_file: Path, triton_server) -> None:
+    url, backend = gateway
+    metrics = triton_server.settings.metrics_url
+    before, canaries = _windows_computed(metrics), backend.canaries
+    http = httpx.Client(timeout=300)
+    request = http.build_request(
+        "POST", f"{url}/v1/audio/transcriptions",
+        files={"file": ("long.flac", long_file.read_bytes())}, data={"stream": "true"},
+    )  # fmt: skip
+    response = http.send(request, stream=True)
+    chunks = response.iter_raw()  # kept: a dropped iterator closes the connection at once
+    assert next(chunks).startswith(b'data: {"type": "transcript.text.delta"')
+    at_disconnect = _windows_computed(metrics) - before - (backend.canaries - canaries)
+    response.close()
+    http.close()
+    time.sleep(8)  # longer than a few windows' decode on a busy 2-core box
+    computed = _windows_computed(metrics) - before - (backend.canaries - canaries)
+    # at most the group that was with the model when the client left; never the 3 after it
+    assert computed <= at_disconnect + 1 < len(SENTENCES)

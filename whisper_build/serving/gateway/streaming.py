@@ -1,0 +1,182 @@
+"""``stream=true`` on ``POST /v1/audio/transcriptions``: OpenAI's transcript events as server-sent events.
+
+The events are those of openai-python's ``TranscriptionStreamEvent`` (``openai/types/audio/``),
+framed by ``sse-starlette`` as ``data: <json>`` lines:
+
+* ``{"type": "transcript.text.delta", "delta": "..."}`` per window group whose text is not empty,
+  in audio order, as soon as the model answered it; a delta after the first starts with one
+  space, so the deltas joined are exactly the text of the same request without ``stream``;
+* then ``{"type": "transcript.text.done", "text": "...", "usage": {...}}`` with ``usage`` in the
+  shape of that type's ``Usage`` (``type: "tokens"``): ``output_tokens`` = text tokens the model
+  generated, ``input_tokens`` = ``input_token_details.audio_tokens`` = Whisper encoder positions
+  of the windows decoded (1500 per 30 s, 50 per second of audio sent; the prompt's tokens are not
+  counted: the gateway does not tokenize), ``total_tokens`` their sum;
+* a failure after the stream started: one ``{"error": {"message", "type", "param", "code"}}``
+  event (the object the HTTP errors carry) and the end of the stream: openai-python's ``Stream``
+  raises ``openai.APIError`` on an event whose data has ``error`` (``openai/_streaming.py``).
+
+Failures before the first byte (bad audio, too long, overload) are ordinary HTTP errors. Window
+groups are :attr:`GatewaySettings.stream_window_group_size` windows (default 1: a delta per 30 s of
+audio), each bounded by :attr:`GatewaySettings.stream_group_timeout_seconds`; a stream has no
+whole-request limit, so it takes no part in any up-front "too long for a synchronous request"
+refusal. A client that disconnects cancels the generator (sse-starlette watches the connection):
+the pipeline cancels the model call in flight and sends no further group
+(:meth:`whisper_build.serving.gateway.transcriber.Transcriber.results`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, aclosing
+from dataclasses import dataclass, replace
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
+
+from whisper_build.serving.audio import AudioError, AudioStream
+from whisper_build.serving.gateway.admission import Rejected
+from whisper_build.serving.gateway.backend import BackendError, BackendRejected, BackendTimeout
+from whisper_build.serving.gateway.errors import ApiError, ErrorCode, openai_error_body
+from whisper_build.serving.gateway.pipeline import Pipeline
+from whisper_build.serving.gateway.transcriber import GroupResult, Transcriber, WindowRequest
+
+__all__ = ["STREAM_FORMATS", "AUDIO_TOKENS_PER_SECOND", "parse_stream_flag", "transcript_stream"]
+
+STREAM_FORMATS = ("json", "text")
+"""``response_format`` values a stream accepts (the events carry plain text; no segments or cues)."""
+
+AUDIO_TOKENS_PER_SECOND = 50
+"""Whisper encoder positions per second of audio: 1500 per 30 s window (openai/whisper ``n_audio_ctx``)."""
+
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+def parse_stream_flag(value: str | None, response_format: str) -> bool:
+    """The multipart ``stream`` field as a bool (``true``/``false``, ``1``/``0``, any case; absent = false).
+
+    Raises:
+        ApiError: 400 naming ``stream`` for another value, or for ``stream`` with a
+            ``response_format`` other than :data:`STREAM_FORMATS`.
+    """
+    flag = (value or "false").strip().lower()
+    if flag not in _TRUE + _FALSE:
+        raise ApiError(400, ErrorCode.INVALID_FIELD, f"stream must be true or false, got {value!r}", param="stream")
+    if flag in _TRUE and response_format not in STREAM_FORMATS:
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_FIELD,
+            f"stream=true sends text events: response_format must be {' or '.join(STREAM_FORMATS)} "
+            f"(got {response_format!r}); ask for {response_format} without stream",
+            param="stream",
+        )
+    return flag in _TRUE
+
+
+@dataclass
+class _Opened:
+    """An upload whose header was read and which holds its admission slot until :meth:`close`."""
+
+    stream: AudioStream
+    resources: AsyncExitStack
+
+    async def close(self) -> None:
+        """Release the slot and the decoder (idempotent)."""
+        await self.resources.aclose()
+
+
+async def _open(pipeline: Pipeline, read_audio: Callable[[], Awaitable[bytes]]) -> _Opened:
+    """Read the audio's header and take an admission slot, as synchronous requests do.
+
+    Raises:
+        ApiError: 413/400 for the audio, 429/503 from admission, 504 past the read timeout.
+    """
+    settings = pipeline.settings
+    resources = AsyncExitStack()
+    pipeline.metrics.inflight.inc()
+    resources.callback(pipeline.metrics.inflight.dec)
+    try:
+        pipeline.admission.check_open()
+        async with asyncio.timeout(settings.request_timeout_seconds):
+            stream = await asyncio.to_thread(pipeline.transcriber.open, await read_audio())
+        resources.callback(stream.close)
+        declared = stream.declared_seconds
+        cost = declared if declared is not None else settings.max_audio_seconds
+        await resources.enter_async_context(pipeline.admission.admit(cost, arrived_before_drain=True))
+    except (AudioError, Rejected, TimeoutError) as exc:
+        await resources.aclose()
+        raise pipeline.to_api_error(exc) from exc
+    except BaseException:
+        await resources.aclose()
+        raise
+    return _Opened(stream, resources)
+
+
+def _event(payload: dict[str, object]) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False))
+
+
+def _usage(audio_seconds: float, text_tokens: int) -> dict[str, object]:
+    audio_tokens = round(audio_seconds * AUDIO_TOKENS_PER_SECOND)
+    return {
+        "type": "tokens",
+        "input_tokens": audio_tokens,
+        "output_tokens": text_tokens,
+        "total_tokens": audio_tokens + text_tokens,
+        "input_token_details": {"audio_tokens": audio_tokens},
+    }
+
+
+async def _events(
+    pipeline: Pipeline, route: str, transcriber: Transcriber, opened: _Opened, request: WindowRequest
+) -> AsyncIterator[ServerSentEvent]:
+    text, tokens, sent_seconds = "", 0, 0.0
+    temperatures: list[float] = []
+    try:
+        async with aclosing(transcriber.results(opened.stream, request)) as results:
+            async for group in results:
+                temperatures += group.temperatures
+                sent_seconds += _seconds(group)
+                tokens += sum(len(s.tokens) for s in group.segments)
+                piece = " ".join(s.text for s in group.segments if s.text)
+                if piece:
+                    delta = f" {piece}" if text else piece
+                    text += delta
+                    yield _event({"type": "transcript.text.delta", "delta": delta})
+        yield _event({"type": "transcript.text.done", "text": text, "usage": _usage(sent_seconds, tokens)})
+        pipeline.count(route, opened.stream.seconds, temperatures)
+    except (BackendError, AudioError, TimeoutError) as exc:
+        if isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected):
+            pipeline.health.record_failure("request", exc)
+        error = pipeline.to_api_error(exc)
+        yield _event(openai_error_body(error.status, error.code, error.message, error.param))
+    finally:
+        await opened.close()
+
+
+def _seconds(group: GroupResult) -> float:
+    """Seconds of audio the group sent to the model."""
+    return sum(w.end_s - w.start_s for w in group.windows)
+
+
+async def transcript_stream(
+    pipeline: Pipeline, route: str, read_audio: Callable[[], Awaitable[bytes]], request: WindowRequest
+) -> EventSourceResponse:
+    """Admit the upload and answer its transcript as OpenAI transcript events (see the module docstring).
+
+    Raises:
+        ApiError: what fails before the stream starts (bad or too long audio, overload).
+    """
+    opened = await _open(pipeline, read_audio)
+    settings = pipeline.settings
+    plan = replace(
+        pipeline.transcriber.plan,
+        group_size=settings.stream_window_group_size,
+        call_timeout_seconds=settings.stream_group_timeout_seconds,
+    )
+    return EventSourceResponse(
+        _events(pipeline, route, Transcriber(pipeline.transcriber.backend, plan), opened, request),
+        background=BackgroundTask(opened.close),  # also when the client left before the first event
+        shutdown_grace_period=settings.graceful_shutdown_seconds,  # on SIGTERM a stream may finish, as uvicorn's wait
+    )
