@@ -30,8 +30,9 @@ import io
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import av
 import numpy as np
@@ -145,8 +146,8 @@ class _SndfileReader:
     open the bytes; the caller then falls back to PyAV.
     """
 
-    def __init__(self, data: bytes) -> None:
-        self._file = soundfile.SoundFile(io.BytesIO(data))
+    def __init__(self, data: bytes | BinaryIO) -> None:
+        self._file = soundfile.SoundFile(io.BytesIO(data) if isinstance(data, bytes) else data)
         self.source_rate = int(self._file.samplerate)
         self.source_channels = int(self._file.channels)
         self.codec = f"{self._file.format}/{self._file.subtype}".lower()  # e.g. wav/pcm_16
@@ -278,6 +279,49 @@ def open_audio(data: bytes, max_seconds: float | None = None) -> AudioStream:
     if not data:
         raise EmptyAudioError("the audio is empty (0 bytes): send a WAV/FLAC/MP3/OGG/M4A file")
     reader = _sndfile_reader(data) or _av_reader(data)
+    return _checked_stream(reader, max_seconds)
+
+
+def open_audio_file(path: str | Path, max_seconds: float | None = None) -> AudioStream:
+    """:func:`open_audio` for a file on disk, read as it is decoded: the file is never held in memory.
+
+    Raises: as :func:`open_audio`; ``OSError`` when the file cannot be opened.
+    """
+    file = open(path, "rb")  # noqa: SIM115 (owned by the stream: closed by AudioStream.close)
+    try:
+        header = file.read(12)
+        if not header:
+            raise EmptyAudioError("the audio is empty (0 bytes): send a WAV/FLAC/MP3/OGG/M4A file")
+        file.seek(0)
+        reader: _Reader | None = _sndfile_reader(file, header)
+        if reader is None:
+            file.seek(0)
+            reader = _av_reader(file)
+        stream = _checked_stream(_FileReader(reader, file), max_seconds)
+    except BaseException:
+        file.close()
+        raise
+    return stream
+
+
+class _FileReader:
+    """A reader that also closes the file it reads from."""
+
+    def __init__(self, reader: _Reader, file: BinaryIO) -> None:
+        self._reader, self._file = reader, file
+        self.source_rate, self.source_channels = reader.source_rate, reader.source_channels
+        self.codec, self.declared_seconds = reader.codec, reader.declared_seconds
+
+    def blocks(self) -> Iterator[npt.NDArray[np.float32]]:
+        return self._reader.blocks()
+
+    def close(self) -> None:
+        self._reader.close()
+        self._file.close()
+
+
+def _checked_stream(reader: _Reader, max_seconds: float | None) -> AudioStream:
+    """An :class:`AudioStream` over ``reader`` once its rate and declared length pass (reader closed if not)."""
     try:
         stream = AudioStream(reader, max_seconds)
         if not stream.source_rate:
@@ -291,9 +335,10 @@ def open_audio(data: bytes, max_seconds: float | None = None) -> AudioStream:
     return stream
 
 
-def _sndfile_reader(data: bytes) -> _SndfileReader | None:
+def _sndfile_reader(data: bytes | BinaryIO, header: bytes | None = None) -> _SndfileReader | None:
     """The libsndfile reader for a WAV or FLAC whose header states its length, else ``None`` (PyAV then)."""
-    if not (data[:4] == b"fLaC" or (data[:4] in (b"RIFF", b"RF64") and data[8:12] == b"WAVE")):
+    head = header if header is not None else data[:12] if isinstance(data, bytes) else b""
+    if not (head[:4] == b"fLaC" or (head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE")):
         return None
     try:
         reader = _SndfileReader(data)
@@ -306,10 +351,10 @@ def _sndfile_reader(data: bytes) -> _SndfileReader | None:
     return None
 
 
-def _av_reader(data: bytes) -> _AvReader:
+def _av_reader(data: bytes | BinaryIO) -> _AvReader:
     """PyAV's reader; NotAudioError when FFmpeg cannot open the bytes or finds no audio stream."""
     try:
-        container = av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
+        container = av.open(io.BytesIO(data) if isinstance(data, bytes) else data, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, UnicodeDecodeError, IndexError) as exc:
         raise NotAudioError(_NOT_AUDIO) from exc
     if not container.streams.audio:

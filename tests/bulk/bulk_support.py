@@ -1,0 +1,99 @@
+"""Helpers of the bulk tests: a local job path per test, worker processes, waiting on status records."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from whisper_build.bulk.aws import JobQueue, JobStore, clients
+from whisper_build.bulk.cli import Target, latest_per_input, statuses
+from whisper_build.bulk.local import JobPath, provision
+from whisper_build.bulk.records import CHECKPOINT_FILE, Checkpoint, JobStatus
+from whisper_build.workstation.local_triton import REPO_ROOT
+
+_BUCKETS = itertools.count()
+
+
+def new_job_path(endpoint_url: str, **options: int) -> tuple[JobPath, Target]:
+    """A fresh bucket + queue + DLQ (unique names) on the local endpoint, and a :class:`Target` on them."""
+    path = provision(endpoint_url, bucket=f"jobs-{os.getpid()}-{next(_BUCKETS)}", **options)
+    s3, sqs = clients(path.region, path.endpoint_url)
+    target = Target(
+        JobStore(s3, path.bucket),
+        JobQueue(sqs, path.queue_url),
+        JobQueue(sqs, path.dead_letter_url),
+        "input/",
+        "output/",
+    )
+    return path, target
+
+
+def worker_env(path: JobPath, triton_grpc: str, scratch: Path, **settings: object) -> dict[str, str]:
+    """Environment of a worker process: the job path, Triton, scratch dir and ``WHISPER_BULK_<NAME>`` overrides."""
+    env = {**os.environ, **path.environment(), "PYTHONPATH": str(REPO_ROOT)}
+    env |= {"WHISPER_BULK_TRITON_URL": triton_grpc, "WHISPER_BULK_SCRATCH_DIR": str(scratch)}
+    env |= {"WHISPER_BULK_RECEIVE_WAIT_SECONDS": "1", "WHISPER_BULK_RETRY_BASE_SECONDS": "1"}
+    env |= {f"WHISPER_BULK_{name.upper()}": str(value) for name, value in settings.items()}
+    return env
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``python -m whisper_build.bulk.worker``, output appended to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "whisper_build.bulk.worker"], env=env, stdout=out, stderr=out)
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+    """Signal the worker and wait for its exit status."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    return process.wait(timeout)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.5) -> object:
+    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def final_statuses(target: Target, expected: int) -> Callable[[], dict[str, JobStatus] | None]:
+    """Predicate: every one of ``expected`` inputs has a final status (input key → status)."""
+
+    def check() -> dict[str, JobStatus] | None:
+        records = latest_per_input(statuses(target))
+        return records if sum(r.final for r in records.values()) >= expected else None
+
+    return check
+
+
+def checkpoint_of(target: Target, key: str) -> Checkpoint | None:
+    """The checkpoint of the (only) job of input ``key``, if written yet."""
+    records = latest_per_input(statuses(target))
+    if key not in records:
+        return None
+    status = records[key]
+    prefix = f"{target.output_prefix}{key[len(target.input_prefix) :]}/{status.job_id}/"
+    return target.store.read_model(prefix + CHECKPOINT_FILE, Checkpoint)
+
+
+def triton_windows(metrics_url: str) -> int:  # metrics_url: http://host:port/metrics
+    """Windows the ``whisper`` model has run (Triton's ``nv_inference_count``: batch items)."""
+    import httpx
+
+    text = httpx.get(metrics_url, timeout=10).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("nv_inference_count{") and 'model="whisper"' in line
+    )

@@ -1,0 +1,43 @@
+"""``make bulk-demo`` on three files, as documented (docs/bulk.md), so the local path cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import speech_samples as samples
+
+from whisper_build.workstation.local_triton import REPO_ROOT
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)"),
+]
+
+
+def test_make_bulk_demo_transcribes_a_folder(tmp_path: Path) -> None:
+    audio, out = tmp_path / "audio", tmp_path / "out"
+    audio.mkdir()
+    samples.speak("The quick brown fox jumps over the lazy dog.", audio / "fox.wav")
+    samples.speak("Please turn off the lights when you leave tonight.", audio / "lights.flac", rate=8000, channels=2)
+    (audio / "notes.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    completed = subprocess.run(
+        ["make", "--no-print-directory", "-o", "install", "bulk-demo", f"AUDIO_DIR={audio}", f"OUT_DIR={out}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "3 files: 2 transcribed, 1 failed" in completed.stdout
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fox.json", "fox.srt", "fox.txt", "fox.vtt",
+        "lights.json", "lights.srt", "lights.txt", "lights.vtt",
+        "notes.error.json",
+    ]  # fmt: skip
+    assert "fox" in (out / "fox.txt").read_text().lower()
+    assert json.loads((out / "fox.json").read_text())["segments"]
+    error = json.loads((out / "notes.error.json").read_text())
+    assert (error["state"], error["error"]["reason"]) == ("failed", "not_audio")

@@ -1,0 +1,205 @@
+"""``make bulk-demo AUDIO_DIR=<dir> OUT_DIR=<dir>`` and ``make bulk-local``: the whole bulk path on this machine.
+
+Starts a local S3 + SQS endpoint (:class:`whisper_build.bulk.local.LocalAws`, provisioned like the
+bulk stack, so uploads reach the queue through S3 events), a real ``tritonserver`` with the CPU model
+(whisper tiny.en, CTranslate2) and ``--workers`` bulk worker processes; uploads every file of
+AUDIO_DIR, waits until every job is final (a progress bar), downloads the results into OUT_DIR as
+``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and ``<name>.error.json``
+for inputs that failed, prints a summary, and stops what it started (workers by SIGTERM: they drain).
+Exit status 0 when every job reached a final state, 1 otherwise (timeout, or every worker exited).
+
+Without ``--audio-dir`` (``make bulk-local``) it starts the same and runs until Ctrl-C, printing the
+exports with which ``make submit`` / ``make jobs`` / ``make fetch`` reach it from another shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from argparse import Namespace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.progress import Progress
+
+from whisper_build.bulk.aws import JobQueue, JobStore, clients
+from whisper_build.bulk.cli import ERROR_SUFFIX, Target, fetch, latest_per_input, statuses, submit
+from whisper_build.bulk.local import JobPath, LocalAws, provision
+from whisper_build.bulk.messages import JobOptions
+from whisper_build.serving.engines import EngineParams
+from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.settings import TritonSettings
+from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton, free_ports
+
+POLL_SECONDS = 1.0
+WORKER_STOP_SECONDS = 60.0
+
+
+def worker_environment(path: JobPath, triton_grpc: str, scratch: Path, files_in_flight: int) -> dict[str, str]:
+    """Environment of one local worker process."""
+    return {
+        **os.environ,
+        **path.environment(),
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_BULK_TRITON_URL": triton_grpc,
+        "WHISPER_BULK_SCRATCH_DIR": str(scratch),
+        "WHISPER_BULK_FILES_IN_FLIGHT": str(files_in_flight),
+        "WHISPER_BULK_HEARTBEAT_SECONDS": os.environ.get("WHISPER_BULK_HEARTBEAT_SECONDS", "20"),
+        "WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS": os.environ.get("WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS", "120"),
+        "WHISPER_BULK_RETRY_BASE_SECONDS": os.environ.get("WHISPER_BULK_RETRY_BASE_SECONDS", "2"),
+    }
+
+
+def start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``python -m whisper_build.bulk.worker`` with ``env``, its output in ``log_path``."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "whisper_build.bulk.worker"], env=env, stdout=log, stderr=log)
+
+
+def stop_worker(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the worker drains), then SIGKILL after :data:`WORKER_STOP_SECONDS`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(WORKER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_final(target: Target, expected: int, timeout: float, workers: list[subprocess.Popen[bytes]]) -> int:
+    """Poll the status records until ``expected`` inputs are final, ``timeout`` passes or every worker exited.
+
+    Returns: how many inputs are final.
+    """
+    deadline = time.monotonic() + timeout
+    final = 0
+    with Progress(transient=True) as progress:
+        bar = progress.add_task("transcribing", total=expected)
+        while time.monotonic() < deadline:
+            final = sum(1 for record in latest_per_input(statuses(target)).values() if record.final)
+            progress.update(bar, completed=final)
+            if final >= expected or all(worker.poll() is not None for worker in workers):
+                break
+            time.sleep(POLL_SECONDS)
+    return final
+
+
+def cpu_triton_settings() -> TritonSettings:
+    """Triton on free 127.0.0.1 ports with the CPU model (CTranslate2 tiny.en, 2 threads), a 50 ms batching window."""
+    http_port, grpc_port, metrics_port = free_ports(3)
+    return TritonSettings(
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=2),
+        batching=BatchingConfig(max_batch_size=16, max_queue_delay_us=50_000, max_queue_size=64),
+        exit_timeout_s=10,
+    )
+
+
+@dataclass(frozen=True)
+class LocalStack:
+    """What :func:`local_stack` started: the job path, a :class:`Target` on it, Triton and the worker processes."""
+
+    path: JobPath
+    target: Target
+    triton: LocalTriton
+    workers: list[subprocess.Popen[bytes]]
+
+
+@contextmanager
+def local_stack(work: Path, workers: int, files_in_flight: int) -> Iterator[LocalStack]:
+    """Local S3 + SQS (provisioned), Triton (CPU) and ``workers`` worker processes; all stopped on exit."""
+    with LocalAws() as aws:
+        path = provision(aws.endpoint_url)
+        s3, sqs = clients(path.region, path.endpoint_url)
+        target = Target(
+            JobStore(s3, path.bucket),
+            JobQueue(sqs, path.queue_url),
+            JobQueue(sqs, path.dead_letter_url),
+            "input/",
+            "output/",
+        )
+        print(f"local S3 + SQS at {aws.endpoint_url}; starting Triton (CPU, whisper tiny.en)", flush=True)
+        with LocalTriton(cpu_triton_settings(), workdir=work / "triton") as triton:
+            env = worker_environment(path, triton.settings.grpc_url, work, files_in_flight)
+            processes = [start_worker(env, work / f"worker-{n}.log") for n in range(workers)]
+            try:
+                yield LocalStack(path, target, triton, processes)
+            finally:
+                for process in processes:
+                    stop_worker(process)
+
+
+def run_demo(args: Namespace, work: Path) -> int:
+    """Everything in the module docstring; the exit status."""
+    files = sorted(p for p in args.audio_dir.rglob("*") if p.is_file())
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    with local_stack(work, args.workers, args.files_in_flight) as stack:
+        submit(stack.target, str(args.audio_dir), JobOptions())
+        final = wait_final(stack.target, len(files), args.timeout, stack.workers)
+        counts = fetch(stack.target, args.out_dir)
+    done, failed = counts.get("completed", 0), counts.get("failed", 0)
+    print(
+        f"{len(files)} files: {done} transcribed, {failed} failed (see *{ERROR_SUFFIX}), {len(files) - final} not final"
+    )
+    print(f"results in {args.out_dir}")
+    return 0 if final >= len(files) else 1
+
+
+def run_local(args: Namespace, work: Path) -> int:
+    """``make bulk-local``: the local path in the foreground until Ctrl-C, with the exports for the operator commands."""
+    with local_stack(work, args.workers, args.files_in_flight) as stack:
+        path = stack.path
+        print("in another shell:", flush=True)
+        exports = {
+            "WHISPER_BULK_ENDPOINT_URL": path.endpoint_url,
+            "WHISPER_BULK_BUCKET": path.bucket,
+            "WHISPER_BULK_QUEUE_URL": path.queue_url,
+            "WHISPER_BULK_DEAD_LETTER_URL": path.dead_letter_url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+        print("  export " + " ".join(f"{k}={v}" for k, v in exports.items()), flush=True)
+        print(
+            "  make submit SRC=<dir>; make jobs; make fetch OUT_DIR=<dir>    (Ctrl-C here stops everything)", flush=True
+        )
+        try:
+            while all(worker.poll() is None for worker in stack.workers):
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``make bulk-demo``."""
+    parser = argparse.ArgumentParser(prog="python -m whisper_build.bulk.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--audio-dir", type=Path, help="submit every file of it (without: run until Ctrl-C)")
+    parser.add_argument("--out-dir", type=Path, help="where results go (with --audio-dir)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument("--files-in-flight", type=int, default=2, help="jobs per worker at once")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every job")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep Triton's and the workers' logs here (default: a temporary folder)"
+    )
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    if args.audio_dir is not None and (not args.audio_dir.is_dir() or args.out_dir is None):
+        parser.error("--audio-dir must be a directory, and --out-dir is needed with it")
+    with tempfile.TemporaryDirectory(prefix="whisper-bulk-") as tmp:
+        work = args.workdir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        return run_demo(args, work) if args.audio_dir is not None else run_local(args, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

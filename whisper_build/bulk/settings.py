@@ -1,0 +1,61 @@
+"""The bulk worker's settings, ``WHISPER_BULK_*`` in the environment (pydantic-settings).
+
+The ``whisper-bulk`` chart writes them from the ``bulk:`` config section (``k8s_charts.bulk.worker_env``);
+``make bulk-demo`` and the tests set them for the local endpoint.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
+
+
+class WorkerSettings(BaseSettings):
+    """Everything a worker needs; each field is ``WHISPER_BULK_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="WHISPER_BULK_", extra="ignore")
+
+    queue_url: str = Field(description="the job queue")
+    bucket: str = Field(description="the job bucket (inputs and outputs)")
+    region: str = Field("us-east-1", description="AWS region of queue and bucket")
+    endpoint_url: str | None = Field(None, description="S3 + SQS endpoint instead of AWS (local runs)")
+    input_prefix: str = "input/"
+    output_prefix: str = "output/"
+    triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC host:port (the pod's own Triton)")
+    triton_model: str = Field("whisper", description="Triton model name (docs/contracts.md §5)")
+    model: str = Field("tiny.en", description="Whisper checkpoint served (status records, job ids)")
+    engine: str | None = Field(None, description="serving engine (status records)")
+    files_in_flight: int = Field(1, ge=1, description="jobs worked on at once (the ScaledObject's queueLength)")
+    window_group_size: int = Field(8, ge=1, description="non-silent windows per Triton call per file")
+    checkpoint_every_groups: int = Field(4, ge=1, description="checkpoint after this many window groups")
+    visibility_timeout_seconds: int = Field(600, ge=1, le=SQS_MAX_VISIBILITY_SECONDS)
+    heartbeat_seconds: float = Field(120.0, gt=0, description="visibility extension interval")
+    max_total_visibility_seconds: float = Field(
+        SQS_MAX_VISIBILITY_SECONDS, gt=0, description="SQS's limit on one receipt's total visibility (12 h)"
+    )
+    continuation_margin_seconds: float = Field(
+        1800.0, ge=0, description="continue in a new message this long before the visibility limit"
+    )
+    max_file_bytes: int = Field(20 * 1024**3, gt=0, description="larger inputs fail with too_large")
+    drain_seconds: float = Field(120.0, gt=0, description="after SIGTERM: time to stop at a group boundary")
+    scratch_dir: str = Field("/tmp", description="where inputs are streamed to")
+    receive_wait_seconds: int = Field(5, ge=0, le=20, description="SQS long-poll wait per receive")
+    retry_base_seconds: float = Field(30.0, ge=0, description="first back-off of a transient failure")
+    retry_max_seconds: float = Field(900.0, ge=0, description="longest back-off")
+    call_timeout_seconds: float = Field(600.0, gt=0, description="deadline of one Triton call (one group)")
+    http_host: str = Field("127.0.0.1", description="address of /live, /ready, /metrics")
+    http_port: int = Field(0, ge=0, le=65535, description="port of /live, /ready, /metrics (0: none)")
+    worker_id: str = Field(default_factory=socket.gethostname, description="names this worker in leases and logs")
+
+    @model_validator(mode="after")
+    def _heartbeat_inside_visibility(self) -> WorkerSettings:
+        if self.heartbeat_seconds * 2 > self.visibility_timeout_seconds:
+            raise ValueError(
+                f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be at most half of visibility_timeout_seconds "
+                f"({self.visibility_timeout_seconds}): a late heartbeat would let another worker take the file"
+            )
+        return self

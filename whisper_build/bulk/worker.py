@@ -1,0 +1,240 @@
+"""The bulk worker process: ``python -m whisper_build.bulk.worker`` (settings: ``WHISPER_BULK_*``).
+
+In a bulk pod the serving image's supervisor starts it in place of the gateway, beside the pod's own
+Triton; locally ``make bulk-demo`` starts it. It runs ``files_in_flight`` slots; each receives one
+message at a time and works it with :class:`whisper_build.bulk.job.JobRunner`, so the Triton
+dynamic batcher sees up to ``files_in_flight × window_group_size`` windows at once.
+
+* **Heartbeat**: every ``heartbeat_seconds`` the message's visibility is set to the visibility timeout
+  again (never past SQS's 12-hour total: ``max_total_visibility_seconds``) and the job's lease renewed,
+  so no second worker starts the same file.
+* **Drain**: SIGTERM (or SIGINT) stops receiving; each job stops at its next window-group boundary,
+  checkpoints and returns its message (visibility 0); a job still busy after ``drain_seconds`` is
+  cancelled (its Triton call too) and its message returned, the last checkpoint kept.
+* **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
+  (prometheus-client) on ``http_host:http_port`` when the port is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from whisper_build.bulk import metrics
+from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
+from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
+from whisper_build.bulk.messages import BadMessage, parse_body
+from whisper_build.bulk.settings import WorkerSettings
+from whisper_build.serving.gateway.backend import BackendError, TritonBackend
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
+
+log = logging.getLogger("whisper.bulk")
+LIVE_STALE_SECONDS = 60.0
+TICK_SECONDS = 2.0
+DELETE_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.DUPLICATE, Outcome.CONTINUED})
+
+
+def window_plan(settings: WorkerSettings) -> WindowPlan:
+    """The gateway's default windowing (same cuts, same silence rule) with the bulk group size and no length cap."""
+    defaults = GatewaySettings.model_fields
+    return WindowPlan(
+        window_seconds=float(defaults["window_seconds"].default),
+        cut_search_seconds=float(defaults["cut_search_seconds"].default),
+        silence_rms=float(defaults["silence_rms"].default),
+        group_size=settings.window_group_size,
+        max_audio_seconds=math.inf,  # storage is the only limit (max_file_bytes)
+        call_timeout_seconds=settings.call_timeout_seconds,
+    )
+
+
+class Worker:
+    """Slots, heartbeat, drain and health around one :class:`JobRunner` (module docstring)."""
+
+    def __init__(self, settings: WorkerSettings, runner: JobRunner, queue: JobQueue) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.queue = queue
+        self.draining = asyncio.Event()
+        self.ready = False
+        self.last_tick = time.monotonic()
+
+    def stop(self) -> None:
+        """Begin the drain (signal handler)."""
+        if not self.draining.is_set():
+            log.info("draining: no new messages; jobs stop at their next window group and return their message")
+            self.draining.set()
+
+    async def run(self) -> int:
+        """Work until drained; 0 after a clean drain."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        ticker = asyncio.create_task(self._tick())
+        try:
+            await self._wait_for_triton()
+            slots = [asyncio.create_task(self._slot()) for _ in range(self.settings.files_in_flight)]
+            await self.draining.wait()
+            _, busy = await asyncio.wait(slots, timeout=self.settings.drain_seconds)
+            for task in busy:
+                task.cancel()  # past the drain time: the job's message is returned in handle()
+            await asyncio.gather(*slots, return_exceptions=True)
+        finally:
+            ticker.cancel()
+        log.info("drained")
+        return 0
+
+    async def _tick(self) -> None:
+        while True:
+            self.last_tick = time.monotonic()
+            await asyncio.sleep(TICK_SECONDS)
+
+    async def _wait_for_triton(self) -> None:
+        delay = 1.0
+        while not self.draining.is_set():
+            try:
+                served = await self.runner.transcriber.backend.served_model(10.0)
+            except BackendError as exc:
+                log.info("waiting for Triton: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+                continue
+            log.info("Triton serves %s (max batch %d); taking messages", served.name, served.max_batch_size)
+            self.ready = True
+            return
+
+    async def _slot(self) -> None:
+        settings = self.settings
+        while not self.draining.is_set():
+            try:
+                received = await asyncio.to_thread(
+                    self.queue.receive, settings.receive_wait_seconds, settings.visibility_timeout_seconds
+                )
+            except Exception as exc:  # noqa: BLE001 (the queue's errors are logged and retried, never fatal)
+                log.warning("ReceiveMessage failed: %s", exc)
+                await asyncio.sleep(settings.receive_wait_seconds or 1)
+                continue
+            if received is None:
+                continue
+            if self.draining.is_set():
+                await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+                return
+            await self.handle(received)
+
+    async def handle(self, received: Received) -> Outcome | None:
+        """Work one message and tell the queue what became of it; ``None`` when it held no job."""
+        try:
+            jobs = parse_body(received.body)
+        except BadMessage as exc:
+            log.warning("message %s dropped: %s", received.message_id, exc)
+            metrics.FAILURES.labels(reason="bad_message").inc()
+            await asyncio.to_thread(self.queue.delete, received.receipt)
+            return None
+        if len(jobs) != 1:
+            for job in jobs:  # several records in one event: one message per job
+                await asyncio.to_thread(self.queue.send, job.to_body())
+            await asyncio.to_thread(self.queue.delete, received.receipt)
+            return None
+        life = Lifeline(received, draining=self.draining)
+        heartbeat = asyncio.create_task(self._heartbeat(life))
+        metrics.IN_PROGRESS.inc()
+        try:
+            outcome = await self.runner.run(jobs[0], life)
+        except asyncio.CancelledError:
+            await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+            raise
+        finally:
+            heartbeat.cancel()
+            metrics.IN_PROGRESS.dec()
+        metrics.JOBS.labels(outcome=outcome.value).inc()
+        if outcome in DELETE_OUTCOMES:
+            await asyncio.to_thread(self.queue.delete, received.receipt)
+        elif outcome is Outcome.RETURNED:
+            await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+        else:
+            delay = backoff_seconds(self.settings, received.receive_count)
+            await asyncio.to_thread(self.queue.set_visibility, received.receipt, delay)
+        log.info("message %s: %s", received.message_id, outcome.value)
+        return outcome
+
+    async def _heartbeat(self, life: Lifeline) -> None:
+        settings = self.settings
+        while True:
+            await asyncio.sleep(settings.heartbeat_seconds)
+            remaining = settings.max_total_visibility_seconds - life.elapsed()
+            timeout = int(max(1, min(settings.visibility_timeout_seconds, remaining)))
+            try:
+                await asyncio.to_thread(self.queue.set_visibility, life.received.receipt, timeout)
+                await self.runner.renew(life)
+            except Exception as exc:  # noqa: BLE001 (a missed heartbeat is logged; the next one retries)
+                log.warning("heartbeat of %s failed: %s", life.received.message_id, exc)
+
+
+def serve_health(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
+    """``/live``, ``/ready`` and ``/metrics`` in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path == "/metrics":
+                self._answer(200, generate_latest(), CONTENT_TYPE_LATEST)
+            elif self.path == "/live":
+                fresh = time.monotonic() - worker.last_tick < LIVE_STALE_SECONDS
+                self._answer(200 if fresh else 503, b"ok\n" if fresh else b"event loop stalled\n")
+            elif self.path == "/ready":
+                self._answer(200 if worker.ready else 503, b"ok\n" if worker.ready else b"waiting for Triton\n")
+            else:
+                self._answer(404, b"not found\n")
+
+        def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
+            del format, args
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="bulk-health", daemon=True).start()
+    return server
+
+
+def build_worker(settings: WorkerSettings) -> Worker:
+    """The worker of ``settings``: boto3 clients, Triton backend, window pipeline, runner.
+
+    Call it inside the event loop that runs the worker (the gRPC aio channel binds to it).
+    """
+    s3, sqs = clients(settings.region, settings.endpoint_url)
+    queue = JobQueue(sqs, settings.queue_url)
+    transcriber = Transcriber(TritonBackend(settings.triton_url, settings.triton_model), window_plan(settings))
+    return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber), queue)
+
+
+def main() -> int:
+    """Entry point: read ``WHISPER_BULK_*``, serve health, work until SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = WorkerSettings()
+
+    async def work() -> int:
+        worker = build_worker(settings)
+        server = serve_health(worker, settings.http_host, settings.http_port) if settings.http_port else None
+        try:
+            return await worker.run()
+        finally:
+            if server is not None:
+                server.shutdown()
+
+    return asyncio.run(work())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
