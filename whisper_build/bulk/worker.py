@@ -230,6 +230,8 @@ def main() -> int:
         try:
             return await worker.run()
         finally:
+            # drained: a repeated SIGTERM must not turn the clean exit into a kill while the loop closes
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if server is not None:
                 server.shutdown()
 
