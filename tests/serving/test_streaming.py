@@ -159,3 +159,27 @@ def test_a_disconnect_mid_stream_sends_no_further_group_and_cancels_the_call_in_
         assert len(backend.calls) == 2  # and no group was sent after it (6 were due)
         metrics = httpx.get(f"{url.metrics}/metrics").text
     assert "whisper_gateway_inflight_requests 0.0" in metrics  # the admission slot was given back
+
+
+def test_a_disconnect_before_the_first_event_gives_the_admission_slot_back() -> None:
+    backend = StreamBackend(block_at=0)  # the first group never comes back
+    with running_gateway(_settings(capacity=1, queue_size=0), lambda _: backend) as url:
+        http = httpx.Client(timeout=60)
+        files = {"file": ("a.flac", _voiced_windows(2))}
+        response = http.send(
+            http.build_request("POST", f"{url}/v1/audio/transcriptions", files=files, data={"stream": "true"}),
+            stream=True,
+        )
+        assert response.status_code == 200  # headers are sent before the first event
+        deadline = time.monotonic() + 20  # slack for a busy CI box
+        while not backend.calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        response.close()
+        http.close()
+        while backend.cancelled == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # the only slot is free again: a second request is admitted and answered
+        backend.block_at = None
+        backend.gate = None
+        r = httpx.post(f"{url}/v1/audio/transcriptions", files=files, timeout=30)
+    assert backend.cancelled == 1 and r.status_code == 200, r.text

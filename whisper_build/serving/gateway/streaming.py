@@ -33,7 +33,7 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.background import BackgroundTask
+from starlette.types import Receive, Scope, Send
 
 from whisper_build.serving.audio import AudioError, AudioStream
 from whisper_build.serving.gateway.admission import Rejected
@@ -160,6 +160,26 @@ def _seconds(group: GroupResult) -> float:
     return sum(w.end_s - w.start_s for w in group.windows)
 
 
+class _TranscriptEvents(EventSourceResponse):
+    """The event stream, releasing the upload's admission slot and decoder however it ends.
+
+    Done, an error, a disconnect or a cancelled task: the slot is given back even when no event
+    was produced yet (a generator that never started runs no ``finally``).
+    """
+
+    def __init__(self, events: AsyncIterator[ServerSentEvent], opened: _Opened, grace_seconds: float) -> None:
+        # on SIGTERM a stream may finish within the gateway's graceful shutdown, as uvicorn waits for requests
+        super().__init__(events, shutdown_grace_period=grace_seconds)
+        self._opened = opened
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream the events, then release the upload (see the class docstring)."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._opened.close()
+
+
 async def transcript_stream(
     pipeline: Pipeline, route: str, read_audio: Callable[[], Awaitable[bytes]], request: WindowRequest
 ) -> EventSourceResponse:
@@ -175,8 +195,5 @@ async def transcript_stream(
         group_size=settings.stream_window_group_size,
         call_timeout_seconds=settings.stream_group_timeout_seconds,
     )
-    return EventSourceResponse(
-        _events(pipeline, route, Transcriber(pipeline.transcriber.backend, plan), opened, request),
-        background=BackgroundTask(opened.close),  # also when the client left before the first event
-        shutdown_grace_period=settings.graceful_shutdown_seconds,  # on SIGTERM a stream may finish, as uvicorn's wait
-    )
+    events = _events(pipeline, route, Transcriber(pipeline.transcriber.backend, plan), opened, request)
+    return _TranscriptEvents(events, opened, settings.graceful_shutdown_seconds)
