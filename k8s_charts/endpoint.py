@@ -15,6 +15,8 @@ ELB "Network Load Balancer listeners" docs), set with the controller's
 ``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
 ``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
 
+Every AWS resource the controller creates for it carries the ``project`` tag (:func:`project_tags`).
+
 TLS and exposure (docs/deploy.md, Security): with ``endpoint.certificate_arn`` the load balancer
 listens on 443 only (NLB: a TLS listener, ``ssl-cert``/``ssl-ports``; ALB: an HTTPS listener) with
 :data:`TLS_POLICY`; without it, on 80 (refused for ``internet-facing`` by the config schema). An NLB
@@ -48,6 +50,17 @@ SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
 ALB = "alb.ingress.kubernetes.io/"
 
 
+def project_tags(config: DeploymentConfig) -> str:
+    """``project=<project_name>``: the tag every resource of the deployment carries (docs/deploy.md, cost tracking).
+
+    The controller makes the load balancer, its target groups and security groups itself, so no
+    CloudFormation tag reaches them; it applies the Service's ``additional-resource-tags`` /
+    the Ingress's ``tags`` annotation (``key=value`` pairs) to each of them (aws-load-balancer-controller
+    ``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``, "Resource tags").
+    """
+    return f"{names.PROJECT_TAG}={config.project_name}"
+
+
 def service_port(config: DeploymentConfig) -> int:
     """The load balancer's (and Service's) port: 443 with a certificate, else 80."""
     return TLS_PORT if config.endpoint.tls else HTTP_PORT
@@ -78,6 +91,7 @@ def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
             "preserve_client_ip.enabled=false"
         ),
         f"{NLB}attributes": "load_balancing.cross_zone.enabled=true",
+        f"{NLB}additional-resource-tags": project_tags(config),
         SOURCE_RANGES: ",".join(config.endpoint_source_cidrs),
     }
     if endpoint.certificate_arn is not None:
@@ -117,6 +131,7 @@ def alb_annotations(config: DeploymentConfig) -> dict[str, str]:
         f"{ALB}healthy-threshold-count": "2",
         f"{ALB}unhealthy-threshold-count": "2",
         f"{ALB}success-codes": "200",
+        f"{ALB}tags": project_tags(config),
     }
     if endpoint.certificate_arn is not None:
         annotations |= {f"{ALB}certificate-arn": endpoint.certificate_arn, f"{ALB}ssl-policy": TLS_POLICY}

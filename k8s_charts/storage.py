@@ -7,6 +7,11 @@ mountpoint-s3-csi-driver ``docs/CONFIGURATION.md`` and ``examples/kubernetes/sta
 driver ``s3.csi.aws.com``; static provisioning only; ``capacity`` is required but ignored;
 ``volumeHandle`` must be unique per PV; the ``prefix`` option must end with ``/``; ``allow-other``
 plus ``uid=``/``gid=`` let a non-root container read the mount; ``region`` avoids an IMDS lookup.
+
+No local cache (neither Mountpoint's ``cache`` option nor the v2 driver's ``cache: emptyDir`` volume
+attribute): a pod reads its engine once at start, so a cache would hold a second copy of it, and a
+Mountpoint pod evicted for overflowing its cache emptyDir is not recreated, leaving the workload
+without its bucket (awslabs/mountpoint-s3-csi-driver#575).
 """
 
 from __future__ import annotations

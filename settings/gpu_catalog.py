@@ -26,6 +26,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from settings.regions import service_model
+
 MIG_COMPUTE_SLICES = 7
 """Compute slices (``g``) of a whole MIG-capable GPU: the ``7g`` profile is the full GPU (MIG user guide)."""
 
@@ -188,10 +190,9 @@ def hyperpod_instance_types() -> frozenset[str]:
         Set of strings such as ``ml.g5.2xlarge``. Read from the SageMaker service model bundled with
         botocore (no AWS call, no credentials).
     """
-    import botocore.session
     from botocore.model import StringShape
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    model = service_model("sagemaker")
     shape = model.shape_for("ClusterInstanceType")
     assert isinstance(shape, StringShape), "botocore's ClusterInstanceType is a string enum"
     return frozenset(shape.enum)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from botocore.model import ServiceModel
 
 SERVICES_NEEDED = {
     "sagemaker": "SageMaker (HyperPod)",
@@ -54,14 +57,28 @@ def partition_of(region: str) -> str:
 @functools.cache
 def service_regions(service: str) -> frozenset[str]:
     """Regions, over all partitions, where botocore has an endpoint for ``service`` (e.g. ``"eks"``)."""
-    import botocore.session
+    from botocore.regions import EndpointResolver
 
-    session = botocore.session.get_session()
+    resolver = EndpointResolver(_endpoint_data())
+    prefix = service_model(service).endpoint_prefix  # endpoints.json keys services by it ("api.sagemaker")
     return frozenset(
         region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions(service, partition_name=partition)
+        for partition in resolver.get_available_partitions()
+        for region in resolver.get_available_endpoints(prefix, partition)
     )
+
+
+@functools.cache
+def service_model(service: str) -> ServiceModel:
+    """The API model of ``service`` (e.g. ``"sagemaker"``), read without a botocore session.
+
+    A session would read the AWS config of ``AWS_PROFILE`` and fail with ``ProfileNotFound`` when it
+    names a missing profile, though nothing here needs credentials (offline commands need no profile).
+    """
+    from botocore.loaders import create_loader
+    from botocore.model import ServiceModel
+
+    return ServiceModel(create_loader().load_service_model(service, "service-2"), service_name=service)
 
 
 def check_region(region: str) -> str:

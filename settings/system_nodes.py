@@ -16,6 +16,8 @@ import difflib
 import functools
 import re
 
+from settings import regions
+
 FIELD = "cluster.system_node_instance_type"
 _FAMILY = re.compile(r"^(?P<series>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z-]*)$")
 
@@ -23,10 +25,9 @@ _FAMILY = re.compile(r"^(?P<series>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z
 @functools.lru_cache(maxsize=1)
 def ec2_instance_types() -> frozenset[str]:
     """EC2 instance types botocore's EC2 service model lists (``InstanceType`` enum), e.g. ``m6i.large``."""
-    import botocore.session
     from botocore.model import StringShape
 
-    shape = botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType")
+    shape = regions.service_model("ec2").shape_for("InstanceType")
     assert isinstance(shape, StringShape), "botocore's EC2 InstanceType is a string enum"
     return frozenset(shape.enum)
 

@@ -29,6 +29,7 @@ from settings.names import HYPERPOD_CHART_NAME
 from settings.schema import DeploymentConfig
 from stacks.hyperpod import HyperPodCluster
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards, acknowledge_resource
+from stacks.system_nodes import system_node_launch_template
 
 KUBECTL_MINOR = 34
 """Minor version of kubectl/helm in the kubectl layer (``aws-cdk.lambda-layer-kubectl-v34``)."""
@@ -173,6 +174,7 @@ class ClusterStack(Stack):
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
             subnets=private_subnets,
             labels=dict([SYSTEM_NODE_LABEL]),
+            launch_template_spec=system_node_launch_template(self, config.project_name),
         )
         self.system_nodegroup.node.add_dependency(*(self.addons[name] for name in (*NODE_ADDONS, POD_IDENTITY_ADDON)))
         coredns = eks.Addon(self, f"Addon-{COREDNS_ADDON}", cluster=as_icluster(self.cluster), addon_name=COREDNS_ADDON)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack, Tags
+from aws_cdk import Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -34,7 +34,22 @@ class NetworkStack(Stack):
             templates, awsome-distributed-training ``security-group-stack.yaml``).
     """
 
+    @property
+    def availability_zones(self) -> list[str]:
+        """The first ``network.max_azs`` AZs of the region, resolved by CloudFormation at deploy time.
+
+        ``[Fn::Select [i, Fn::GetAZs ""]]`` for every i, whether or not the config pins ``account``.
+        Stack's own answer would be a context lookup when the account is known (credentials and a
+        bootstrap needed; offline CDK fills in ``dummy1a``…, which cfn-lint W3010 refuses) and only
+        the first two AZs when it is not (aws-cdk-lib 2.275 ``core/lib/stack.ts``,
+        ``availabilityZones``), silently ignoring a larger ``max_azs``. ``Fn::GetAZs`` lists the
+        region's AZs in alphabetical order (CloudFormation intrinsic function reference); a region with
+        fewer AZs than ``max_azs`` fails the deploy at ``Fn::Select``.
+        """
+        return [Fn.select(index, Fn.get_azs()) for index in range(self._az_count)]
+
     def __init__(self, scope: Construct, construct_id: str, *, settings: NetworkSettings, **kwargs: Any) -> None:
+        self._az_count = settings.max_azs  # read by availability_zones while ec2.Vpc is built
         super().__init__(scope, construct_id, **kwargs)
         flow_log_group = logs.LogGroup(
             self,

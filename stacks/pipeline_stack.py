@@ -31,6 +31,7 @@ from constructs import Construct, IConstruct
 
 from settings.schema import DeploymentConfig
 from stacks import buildspecs
+from stacks.checkov_skips import skip_check
 from stacks.engine_build_stack import (
     build_timeout,
     engine_project_name,
@@ -69,12 +70,14 @@ class WhisperStage(Stage):
 
 
 def synth_commands(config_path: str) -> list[str]:
-    """The synth step: the test suite, the gates over this config, then ``cdk synth`` into ``cdk.out``.
+    """The synth step: the test suite, then the gated synthesis of this config into ``cdk.out``.
 
-    ``make test`` creates ``.venv`` and installs the pinned tools first (Makefile); ``make synth``
-    runs cfn-lint and cdk-nag over every template (scripts/synth.py).
+    ``make test`` creates ``.venv`` and installs the pinned tools first (Makefile). ``make synth``
+    synthesizes once and moves the assembly into ``cdk.out`` only when cfn-lint, cdk-nag and checkov
+    pass (scripts/synth.py); that ``cdk.out`` is the step's output, so the pipeline deploys exactly the
+    assembly that passed the gates (a ``cdk synth`` after them would synthesize anew).
     """
-    return ["make test", f"make synth CONFIG={config_path}", f"npx cdk synth -c config={config_path}"]
+    return ["make test", f"make synth CONFIG={config_path}"]
 
 
 class PipelineStack(Stack):
@@ -109,12 +112,12 @@ class PipelineStack(Stack):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        acknowledge(
-            artifacts,
-            "AwsSolutions-S1",
+        no_access_log = (
             "Pipeline artifact bucket: only CodePipeline/CodeBuild roles of this pipeline read and write it, "
-            "and every access is already in CloudTrail and the pipeline's execution history",
+            "and every access is already in CloudTrail and the pipeline's execution history"
         )
+        acknowledge(artifacts, "AwsSolutions-S1", no_access_log)
+        skip_check(artifacts, "CKV_AWS_18", no_access_log)
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
@@ -144,6 +147,7 @@ class PipelineStack(Stack):
         self.pipeline.add_wave("Rollout", post=[self._trigger("RolloutServing", rollout_project_name(config))])
         self.pipeline.build_pipeline()
         self._acknowledge_generated()
+        self._scope_asset_builds()
         self._action_arns_as_sub()
 
     def _trigger(self, step_id: str, project_name: str) -> pipelines.CodeBuildStep:
@@ -175,6 +179,24 @@ class PipelineStack(Stack):
                     "log streams of its own CodeBuild projects, and sts:AssumeRole on the CDK bootstrap "
                     "roles (cdk-*) that self-mutation and asset publishing use",
                 )
+
+    def _scope_asset_builds(self) -> None:
+        """Limit the asset-publishing role's ``codebuild:StartBuild``/``StopBuild``/``BatchGetBuilds`` to its projects.
+
+        CDK Pipelines grants them on ``*`` to the role its asset-publishing CodeBuild actions and projects
+        share (checkov CKV_AWS_111); the role only ever starts this pipeline's ``Assets/FileAsset<n>``
+        projects, so the statement's resource becomes their ARNs.
+        """
+        assets = self.pipeline.node.try_find_child("Assets")
+        if assets is None:
+            return
+        projects = [c.project_arn for c in assets.node.find_all() if isinstance(c, codebuild.Project)]
+        policy = assets.node.find_child("FileRole").node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(policy, iam.CfnPolicy)
+        for index, statement in enumerate(self.resolve(policy.policy_document)["Statement"]):
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if statement.get("Resource") == "*" and all(action.startswith("codebuild:") for action in actions):
+                policy.add_property_override(f"PolicyDocument.Statement.{index}.Resource", projects)
 
     def _action_arns_as_sub(self) -> None:
         """Rewrite ``Fn::Join`` values in action configurations as ``Fn::Sub``, the form cfn-lint requires (E3703).

@@ -12,8 +12,9 @@ Order (each an explicit dependency, with the reason next to it):
    ``https://kedacore.github.io/charts``, pinned), after the system node group they run on. The KEDA
    operator's service account gets an EKS Pod Identity role allowed to query the AMP workspace
    (``aps:QueryMetrics``, ``GetSeries``, ``GetLabels``, ``GetMetricMetadata``; keda-docs 2.18 AMP example).
-2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster and
-   the Mountpoint CSI driver) → ``whisper-endpoint`` (after the controller, whose webhook mutates
+2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster, the
+   Mountpoint CSI driver and the Load Balancer Controller, whose webhook gives its pods their
+   readiness gates) → ``whisper-endpoint`` (after the controller, whose webhook mutates
    Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity).
 With ``serving.target: inference_operator`` (:mod:`stacks.inference_operator`): no Load Balancer
 Controller and no KEDA of this stack (the operator add-on brings its own); the EKS add-on
@@ -188,6 +189,10 @@ class WorkloadsStack(Stack):
         if self.api_keys is not None:
             # pods read the API keys at start: their Pod Identity association must exist first
             serving.node.add_dependency(self.api_keys.association)
+        if self.alb_controller is not None:
+            # the controller's webhook injects the pods' readiness gates: a pod created before it runs gets
+            # none and counts Ready before its target is healthy (aws-load-balancer-controller#4034)
+            serving.node.add_dependency(self.alb_controller)
         if charts.node_autoscaling is not None:
             # the NodePools must exist before pods wait for nodes they provision
             serving.node.add_dependency(self.manifests[charts.node_autoscaling.node.id])

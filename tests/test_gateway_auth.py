@@ -202,3 +202,30 @@ def test_inference_operator_workers_serve_metrics_on_the_traffic_port() -> None:
     settings = GatewaySettings(metrics_on_traffic_port=True)
     with running_gateway(settings, lambda _: FakeBackend()) as url:
         assert "whisper_gateway_capacity_requests" in httpx.get(f"{url}/metrics", timeout=10).text
+
+
+def test_a_failed_first_read_is_retried_with_back_off_not_after_the_refresh_period() -> None:
+    """aws/aws-network-policy-agent#345: a new pod's first connections can fail until its policies are programmed."""
+    from whisper_build.serving.gateway.auth import ApiKeyAuth
+
+    calls: list[float] = []
+
+    async def flaky_loader() -> frozenset[str]:
+        calls.append(asyncio.get_running_loop().time())
+        if len(calls) < 3:
+            raise ConnectionResetError("reply dropped before the policy was programmed")
+        return frozenset({"key"})
+
+    async def scenario() -> None:
+        auth = ApiKeyAuth(loader=flaky_loader, refresh_seconds=600, first_retry_seconds=0.05, source="test")
+        await auth.start()
+        try:
+            deadline = asyncio.get_running_loop().time() + 30  # slack for a busy CI machine
+            while not auth.loaded and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.02)
+            assert auth.loaded and auth.accepts("key")
+            assert len(calls) == 3  # two retries within seconds, not after the 600 s refresh period
+        finally:
+            await auth.stop()
+
+    asyncio.run(scenario())

@@ -250,3 +250,15 @@ def test_public_api_open_to_the_world_warns(default_data: dict[str, Any]) -> Non
     assert not [
         w for w in config_warnings(narrowed) + config_warnings(private) if w.startswith("cluster.public_access")
     ]
+
+
+def test_validation_reads_botocore_data_without_an_aws_profile(monkeypatch, default_data: dict[str, Any]) -> None:
+    """An AWS_PROFILE naming a missing profile made botocore sessions raise ProfileNotFound offline."""
+    from settings import gpu_catalog, regions, system_nodes
+
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-here")
+    for cached in (regions.service_model, regions.service_regions, gpu_catalog.hyperpod_instance_types):
+        cached.cache_clear()
+    system_nodes.ec2_instance_types.cache_clear()
+    config = parse_config(default_data)
+    assert config.region == "us-east-1" and "us-east-1" in regions.service_regions("sagemaker")

@@ -32,6 +32,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from whisper_build.serving.backoff import Backoff
 from whisper_build.serving.gateway.errors import ErrorCode, error_response
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -99,6 +100,11 @@ class ApiKeyAuth:
         keys: Fixed keys (``WHISPER_GATEWAY_API_KEYS``) when there is no loader.
         refresh_seconds: Period of re-reading through ``loader``.
         source: What the keys come from, for messages (never a key).
+        first_retry_seconds: Until the first read succeeds, retries come after this many seconds,
+            doubling up to ``refresh_seconds`` (:class:`~whisper_build.serving.backoff.Backoff`): a pod's
+            first outbound connections can fail while the VPC CNI's network policy agent programs its
+            policies (aws/aws-network-policy-agent#345), and waiting a whole refresh period would
+            answer 503 for a minute.
     """
 
     def __init__(
@@ -107,8 +113,10 @@ class ApiKeyAuth:
         keys: Iterable[str] = (),
         refresh_seconds: float = 60.0,
         source: str = "WHISPER_GATEWAY_API_KEYS",
+        first_retry_seconds: float = 1.0,
     ) -> None:
         self._loader = loader
+        self._first_retries = Backoff(initial_s=min(first_retry_seconds, refresh_seconds), max_s=refresh_seconds)
         self._keys: frozenset[str] | None = None if loader is not None else frozenset(keys)
         self.refresh_seconds = refresh_seconds
         self.source = source
@@ -155,7 +163,7 @@ class ApiKeyAuth:
 
     async def _refresh_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.refresh_seconds)
+            await asyncio.sleep(self.refresh_seconds if self.loaded else self._first_retries.next_delay())
             await self.refresh()
 
 
