@@ -142,7 +142,7 @@ bench-cost: ## cost per audio hour from the stored H200 served run and the CPU s
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo
+.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract
 
 submit: install ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
 	@test -n "$(SRC)" || { echo 'usage: make submit CONFIG=config/examples/bulk.yaml SRC=<dir or s3://<job bucket>/input/…>'; exit 2; }
@@ -161,3 +161,6 @@ bulk-local: install ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (m
 bulk-demo: install ## transcribe every file of AUDIO_DIR through the local bulk path, results into OUT_DIR (make bulk-demo AUDIO_DIR=… OUT_DIR=…; docs/bulk.md)
 	@test -n "$(AUDIO_DIR)" -a -n "$(OUT_DIR)" || { echo 'usage: make bulk-demo AUDIO_DIR=<dir of audio files> OUT_DIR=<dir>'; exit 2; }
 	$(PY) -m whisper_build.bulk.demo --audio-dir "$(AUDIO_DIR)" --out-dir "$(OUT_DIR)"
+
+model-contract: install ## rewrite config.pbtxt's tensors and the docs' tensor tables from whisper_build/serving/contract.py
+	$(PY) -m whisper_build.serving.triton_model.contract_files

@@ -47,11 +47,13 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
+from whisper_build.serving import contract  # noqa: E402
 from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
 from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.gateway.backend import ServedModel, WindowOutput, infer_inputs  # noqa: E402
+from whisper_build.serving.gateway.backend import ServedModel, infer_inputs  # noqa: E402
 from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+from whisper_build.serving.results import WindowResult  # noqa: E402
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 
@@ -73,7 +75,7 @@ def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: Deco
 
     inputs = infer_inputs(windows, parse_prompt("").to_text_prefix(), 1.0, options)
     request = _get_inference_request(
-        model_name="whisper", inputs=inputs, model_version="", request_id="", outputs=[InferRequestedOutput("RESULT")],
+        model_name="whisper", inputs=inputs, model_version="", request_id="", outputs=[InferRequestedOutput(contract.RESULT.name)],
         sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=None,
     )  # fmt: skip
     return bytes(request.SerializeToString())
@@ -144,7 +146,7 @@ def stages(data: bytes, repeat: int) -> dict[str, dict[str, float]]:
     def response() -> bytes:
         from fastapi.responses import JSONResponse
 
-        out = WindowOutput.from_json(_RESULT)
+        out = WindowResult.from_json(_RESULT)
         return bytes(JSONResponse({"code": 0, "message": "Success", "transcribe_text": out.text}).body)
 
     common["response"], _ = _timed(response, repeat)
@@ -169,9 +171,9 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def served_model(self, timeout: float) -> ServedModel:
             return ServedModel("whisper", 16, multilingual=False, engine="instant")
 
-        async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowOutput]:
+        async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowResult]:
             grpc_request_bytes(windows, DecodeOptions())  # what the Triton client would serialize
-            return [WindowOutput.from_json(_RESULT) for _ in windows]
+            return [WindowResult.from_json(_RESULT) for _ in windows]
 
         async def reload(self, timeout: float) -> None:
             return None

@@ -37,6 +37,7 @@ import uvicorn  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 
+from whisper_build.serving import contract  # noqa: E402
 from whisper_build.serving.contract import DecodeOptions  # noqa: E402
 from whisper_build.serving.gateway.backend import infer_inputs  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
@@ -63,8 +64,10 @@ def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
             samples = samples.mean(axis=1, dtype=np.float32)
         prompt = parse_prompt(body.get("whisper_prompt") or "").to_text_prefix()
         inputs = infer_inputs([samples], prompt, 1.0, DecodeOptions())
-        result = client.infer(model_name, inputs, outputs=[InferRequestedOutput("TRANSCRIPTS")])  # blocks the loop
-        text = result.as_numpy("TRANSCRIPTS").reshape(-1)[0].decode()
+        result = client.infer(
+            model_name, inputs, outputs=[InferRequestedOutput(contract.TRANSCRIPTS.name)]
+        )  # blocks the loop
+        text = result.as_numpy(contract.TRANSCRIPTS.name).reshape(-1)[0].decode()
         return JSONResponse({"code": 0, "message": "Success", "transcribe_text": text})
 
     return app

@@ -17,6 +17,7 @@ from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, stor
 from settings.bulk import BulkSettings, check_groups
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 from settings.prices import PricingSettings
+from whisper_build.serving.contract import EngineKind
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 """``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
@@ -71,11 +72,6 @@ PATTERN_RULES = {
 }
 """Every ``Field(pattern=...)`` of the schema → the rule in words, which a config error prints instead of
 the regular expression (``settings.loader``). A test checks that every pattern has an entry."""
-
-EngineKind = Literal["tensorrt_llm", "ctranslate2", "torch"]
-"""What a GPU group serves: ``tensorrt_llm`` (an engine built per GPU architecture), ``ctranslate2``
-(a CTranslate2 conversion, until the engine is built) or ``torch`` (the Hugging Face checkpoint under
-``models/<model>/hf/`` on PyTorch, e.g. a fine-tune, with no conversion or build; docs/engines.md)."""
 
 TORCH_MIN_COMPUTE_CAPABILITY = (8, 0)
 """Oldest GPU the ``torch`` engine is offered on: Ampere (sm80). Its attention is PyTorch SDPA in

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel, WindowOutput
+from whisper_build.serving.gateway.backend import ServedModel
+from whisper_build.serving.results import SegmentResult, WindowResult
 
 
 class FakeBackend:
@@ -45,12 +46,12 @@ class FakeBackend:
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
             self.canaries += 1
             if self.error is not None:
                 raise self.error
-            return [WindowOutput("")]
+            return [WindowResult("")]
         self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
         self.options.append(options or DecodeOptions())
         if self.entered is not None:
@@ -62,12 +63,7 @@ class FakeBackend:
         texts = [f"w{i}:{len(w) / 16000:.1f}" for i, w in enumerate(windows)]
         # As the Triton model answers without timestamps: one segment over each window.
         return [
-            WindowOutput(
-                t,
-                [{"start": 0.0, "end": len(w) / 16000, "text": t, "tokens": []}],
-                temperatures=[0.0],
-                language=self.language,
-            )
+            WindowResult(t, [SegmentResult(0.0, len(w) / 16000, t, [])], temperatures=[0.0], language=self.language)
             for t, w in zip(texts, windows, strict=True)
         ]
 

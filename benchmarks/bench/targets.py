@@ -40,7 +40,8 @@ from benchmarks.bench.stats import OK
 
 if TYPE_CHECKING:
     from whisper_build.serving.contract import DecodeOptions
-    from whisper_build.serving.triton_model.decoding import DecodingPolicy, WindowResult
+    from whisper_build.serving.results import WindowResult
+    from whisper_build.serving.triton_model.decoding import DecodingPolicy
 
 INVOCATIONS = "/invocations"
 OPENAI = "/v1/audio/transcriptions"

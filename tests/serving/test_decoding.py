@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from fake_engine import Decoded, ScriptedEngine
@@ -9,9 +11,9 @@ from fake_engine import Decoded, ScriptedEngine
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import EngineCapabilities
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.results import SegmentResult
 from whisper_build.serving.triton_model.decoding import (
     DecodingPolicy,
-    SegmentResult,
     UnsupportedOption,
     compression_ratio,
     decode_windows,
@@ -128,7 +130,7 @@ def test_words_lie_inside_their_segments_in_order():
 def test_result_json_has_the_signals():
     engine = ScriptedEngine(lambda *_: Decoded([0.0, " Hi.", 1.0], sum_logprob=-0.5, no_speech_prob=0.1))
     [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
-    data = result.to_json()
+    data = json.loads(result.to_json())
     assert data["segments"][0]["start"] == 0.0 and data["segments"][0]["end"] == 1.0
     # 3 tokens (timestamps count, as in openai/whisper) + eot
     assert data["avg_logprob"] == -0.125 and data["no_speech_prob"] == 0.1 and data["temperature"] == 0.0

@@ -54,9 +54,10 @@ from typing import get_args
 
 from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
-from settings.schema import WHISPER_MODELS, EngineKind
+from settings.schema import WHISPER_MODELS
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
+from whisper_build.serving.contract import EngineKind
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 """Environment variable holding the image's TensorRT-LLM version (set in the serving image)."""

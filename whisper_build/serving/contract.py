@@ -1,18 +1,135 @@
 """The serving wire contract between the gateway and the Triton ``whisper`` model (docs/contracts.md §5).
 
 Dependency-free (standard library only), so both sides of the gRPC hop — the gateway
-(:mod:`whisper_build.serving.gateway.backend`) and the Triton model
-(:mod:`whisper_build.serving.triton_model.batching`) — import the same definitions.
+(:mod:`whisper_build.serving.gateway.backend`), the Triton model (``1/model.py`` and
+:mod:`whisper_build.serving.triton_model.batching`) — and ``settings`` import the same definitions.
 
-* :class:`DecodeOptions`: the per-window decoding options, carried by the Triton inputs
-  ``TIMESTAMPS``, ``WORD_TIMESTAMPS`` and ``TEMPERATURE``.
+* :data:`INPUTS` / :data:`OUTPUTS`: the table of the model's tensors. ``config.pbtxt``'s
+  ``input``/``output`` sections are rendered from it (:func:`render_config_tensors`; ``make
+  model-contract`` rewrites the committed file, a test checks it is current), the model reads
+  :data:`INPUTS` by name, ``parse_request`` and the gateway's ``infer_inputs`` iterate it, and
+  the tables in docs/contracts.md §5 and docs/serving.md are :func:`markdown_table`.
+* :class:`DecodeOptions`: the per-window decoding options that ``TIMESTAMPS``,
+  ``WORD_TIMESTAMPS`` and ``TEMPERATURE`` carry.
+* :data:`EngineKind`: the model-config parameter ``engine`` (``settings.schema`` imports it).
+
+Tensor names occur as string constants only here (a test checks ``whisper_build/``); elsewhere
+they are ``contract.WAV.name`` and so on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["DecodeOptions"]
+__all__ = [
+    "INPUTS",
+    "OUTPUTS",
+    "RESULT",
+    "REPETITION_PENALTY",
+    "TEMPERATURE",
+    "TEXT_PREFIX",
+    "TIMESTAMPS",
+    "TRANSCRIPTS",
+    "WAV",
+    "WAV_LENS",
+    "WORD_TIMESTAMPS",
+    "DecodeOptions",
+    "EngineKind",
+    "Tensor",
+    "markdown_table",
+    "render_config_tensors",
+]
+
+EngineKind = Literal["tensorrt_llm", "ctranslate2", "torch"]
+"""Which engine serves the model: the model-config parameter ``engine`` and a GPU group's
+``serving_engine``: ``tensorrt_llm`` (an engine built per GPU architecture), ``ctranslate2`` (a
+CTranslate2 conversion, until the engine is built) or ``torch`` (the Hugging Face checkpoint under
+``models/<model>/hf/`` on PyTorch, e.g. a fine-tune, with no conversion or build; docs/engines.md)."""
+
+TritonType = Literal["TYPE_FP32", "TYPE_INT32", "TYPE_BOOL", "TYPE_STRING"]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input or output of the Triton ``whisper`` model.
+
+    Attributes:
+        name: the tensor's name on the wire.
+        data_type: Triton's config type (``model_config.proto`` ``DataType``).
+        dims: shape of one batch item (Triton prepends the batch dimension ``B``).
+        optional: the model accepts requests without it (inputs only).
+        meaning: what it carries, units and default (rendered into config.pbtxt and the docs).
+        default: the value the model takes for an absent optional per-row input, and what the
+            gateway sends when nothing else sets it; ``None`` for ``WAV``/``WAV_LENS``/outputs.
+        option: the :class:`DecodeOptions` field it carries, if any.
+        ragged: ``allow_ragged_batch`` (rows of different lengths may share a batch).
+    """
+
+    name: str
+    data_type: TritonType
+    dims: tuple[int, ...]
+    optional: bool
+    meaning: str
+    default: bool | float | bytes | None = None
+    option: str | None = None
+    ragged: bool = False
+
+    @property
+    def wire_type(self) -> str:
+        """The client's datatype string (``FP32``, ``INT32``, ``BOOL``, ``BYTES`` for ``TYPE_STRING``)."""
+        return "BYTES" if self.data_type == "TYPE_STRING" else self.data_type.removeprefix("TYPE_")
+
+    @property
+    def numpy_type(self) -> str:
+        """The numpy dtype name of its arrays (``object`` for strings)."""
+        return {"TYPE_FP32": "float32", "TYPE_INT32": "int32", "TYPE_BOOL": "bool", "TYPE_STRING": "object"}[
+            self.data_type
+        ]
+
+
+WAV = Tensor(
+    "WAV", "TYPE_FP32", (-1,), False,
+    "16 kHz mono samples of one window (≤ 30 s, 480 000), zero-padded to the batch's longest row",
+    ragged=True,
+)  # fmt: skip
+WAV_LENS = Tensor("WAV_LENS", "TYPE_INT32", (1,), True, "valid samples of the row (the rest is padding); default: all")
+TEXT_PREFIX = Tensor(
+    "TEXT_PREFIX", "TYPE_STRING", (1,), True,
+    "decoder prompt, UTF-8: plain context text or the special-token form of "
+    "`DecodePrompt.to_text_prefix()` (the task travels in it); default: none",
+    default=b"",
+)  # fmt: skip
+REPETITION_PENALTY = Tensor(
+    "REPETITION_PENALTY", "TYPE_FP32", (1,), True, "repetition penalty > 0; default 1.0 (none)", default=1.0
+)
+TIMESTAMPS = Tensor(
+    "TIMESTAMPS", "TYPE_BOOL", (1,), True, "segments from timestamp tokens; default false",
+    default=False, option="timestamps",
+)  # fmt: skip
+WORD_TIMESTAMPS = Tensor(
+    "WORD_TIMESTAMPS", "TYPE_BOOL", (1,), True,
+    "word timings (implies TIMESTAMPS; an engine without word alignment answers INVALID_ARG); default false",
+    default=False, option="word_timestamps",
+)  # fmt: skip
+TEMPERATURE = Tensor(
+    "TEMPERATURE", "TYPE_FP32", (1,), True, "first fallback temperature, 0–1; default 0",
+    default=0.0, option="temperature",
+)  # fmt: skip
+TRANSCRIPTS = Tensor(
+    "TRANSCRIPTS", "TYPE_STRING", (1,), False, "the window's text, UTF-8 (for old clients); empty for silence"
+)
+RESULT = Tensor(
+    "RESULT", "TYPE_STRING", (1,), False,
+    "one JSON object per window (`whisper_build.serving.results.WindowResult`): text, segments "
+    "(window-relative times, words), avg_logprob, compression_ratio, no_speech_prob, temperature, "
+    "temperatures, language",
+)  # fmt: skip
+
+INPUTS: tuple[Tensor, ...] = (WAV, WAV_LENS, TEXT_PREFIX, REPETITION_PENALTY, TIMESTAMPS, WORD_TIMESTAMPS, TEMPERATURE)
+"""The model's inputs, in config order."""
+OUTPUTS: tuple[Tensor, ...] = (TRANSCRIPTS, RESULT)
+"""The model's outputs, in config order."""
 
 
 @dataclass(frozen=True)
@@ -28,3 +145,46 @@ class DecodeOptions:
     timestamps: bool = False
     word_timestamps: bool = False
     temperature: float = 0.0
+
+
+def _config_entry(tensor: Tensor, last: bool) -> list[str]:
+    lines = [
+        "  {",
+        f"    # {tensor.meaning}",
+        f'    name: "{tensor.name}"',
+        f"    data_type: {tensor.data_type}",
+        f"    dims: [ {', '.join(str(d) for d in tensor.dims)} ]",
+    ]
+    if tensor.optional:
+        lines.append("    optional: true")
+    if tensor.ragged:
+        lines.append("    # Requests of different lengths may share a batch: the python backend gets them one by one.")
+        lines.append("    allow_ragged_batch: true")
+    lines.append("  }" if last else "  },")
+    return lines
+
+
+def render_config_tensors() -> str:
+    """The ``input [...]`` and ``output [...]`` sections of ``config.pbtxt`` (protobuf text format), from the table."""
+    lines: list[str] = []
+    for section, tensors in (("input", INPUTS), ("output", OUTPUTS)):
+        lines.append(f"{section} [")
+        for i, tensor in enumerate(tensors):
+            lines += _config_entry(tensor, i == len(tensors) - 1)
+        lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table() -> str:
+    """The Markdown table of :data:`INPUTS` and :data:`OUTPUTS` (docs/contracts.md §5, docs/serving.md)."""
+    rows = [
+        "| tensor | direction | type | dims per row | optional | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for direction, tensors in (("input", INPUTS), ("output", OUTPUTS)):
+        for t in tensors:
+            dims = f"[{', '.join(str(d) for d in t.dims)}]"
+            rows.append(
+                f"| `{t.name}` | {direction} | {t.data_type.removeprefix('TYPE_')} | `{dims}` | {'yes' if t.optional else 'no'} | {t.meaning} |"
+            )
+    return "\n".join(rows) + "\n"

@@ -15,12 +15,11 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.audio.decode import SAMPLE_RATE
+from whisper_build.serving.silence import CUT_FRAME, CUT_HOP, GATEWAY_SILENCE_RMS, frame_rms, gateway_is_silent
 
 WINDOW_SECONDS = 30.0
 """Whisper's fixed input length in seconds (openai/whisper audio.py ``CHUNK_LENGTH``)."""
 
-_FRAME = 400  # 25 ms energy frames at 16 kHz
-_HOP = 160  # 10 ms hop (Whisper's mel hop length)
 _SMOOTH_FRAMES = 20  # 200 ms moving average: prefer the middle of a pause, not a stop consonant
 
 
@@ -42,24 +41,14 @@ class Window:
         return self.end / SAMPLE_RATE
 
 
-def _frame_rms(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-    """RMS of 25 ms frames every 10 ms, shape ``[max(1, 1 + (n - 400) // 160)]``."""
-    if len(samples) < _FRAME:
-        energy = np.mean(np.square(samples, dtype=np.float64)) if len(samples) else 0.0
-        return np.array([np.sqrt(energy)])
-    frames = np.lib.stride_tricks.sliding_window_view(samples, _FRAME)[::_HOP]
-    mean_square: npt.NDArray[np.float64] = np.mean(np.square(frames, dtype=np.float64), axis=1)
-    return np.sqrt(mean_square)
-
-
 def _quietest_cut(samples: npt.NDArray[np.float32], lo: int, hi: int) -> int:
     """Sample index in ``[lo, hi]`` at the centre of the quietest 200 ms stretch."""
-    rms = _frame_rms(samples[lo:hi])
+    rms = frame_rms(samples[lo:hi])
     k = min(_SMOOTH_FRAMES, len(rms))
     smooth = np.convolve(rms, np.ones(k) / k, mode="valid")
     # Ties (e.g. digital silence) go to the latest candidate: longer windows, fewer cuts.
     best = len(smooth) - 1 - int(np.argmin(smooth[::-1]))
-    return lo + best * _HOP + (k - 1) * _HOP // 2 + _FRAME // 2
+    return lo + best * CUT_HOP + (k - 1) * CUT_HOP // 2 + CUT_FRAME // 2
 
 
 def iter_windows(
@@ -109,7 +98,7 @@ def iter_windows(
         while len(buffer) - start > limit:
             hi = start + limit
             lo = hi - search
-            cut = _quietest_cut(buffer, lo, hi) if search >= _FRAME else hi
+            cut = _quietest_cut(buffer, lo, hi) if search >= CUT_FRAME else hi
             cut = min(max(cut, lo + 1), hi)
             yield Window(offset + start, offset + cut), buffer[start:cut]
             start = cut
@@ -141,13 +130,9 @@ def split_windows(
     return [window for window, _ in iter_windows([samples], window_seconds, search_seconds)]
 
 
-def is_silent(samples: npt.NDArray[np.float32], threshold_rms: float = 1e-3) -> bool:
-    """True when no 25 ms frame of ``samples`` is louder than ``threshold_rms``.
+def is_silent(samples: npt.NDArray[np.float32], threshold_rms: float = GATEWAY_SILENCE_RMS) -> bool:
+    """True when no 25 ms frame of ``samples`` is louder than ``threshold_rms`` (rule 1 of :mod:`whisper_build.serving.silence`).
 
-    Whisper tends to invent text ("Thank you.") for silence; windows that are silent by this
-    test are not sent to the model. ``1e-3`` RMS is -60 dBFS, well below speech at any sane
-    recording level (conversational speech is typically -30 to -15 dBFS).
+    Windows that are silent by this test are not sent to the model.
     """
-    if len(samples) == 0:
-        return True
-    return bool(np.max(_frame_rms(samples)) < threshold_rms)
+    return gateway_is_silent(samples, threshold_rms)

@@ -18,7 +18,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
+from whisper_build.serving.silence import SILENCE_DBFS
 
 if TYPE_CHECKING:
     import tokenizers
@@ -34,8 +36,6 @@ __all__ = [
     "WhisperEngine",
     "WordTiming",
 ]
-
-EngineKind = Literal["ctranslate2", "tensorrt_llm", "torch"]
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class EngineParams(BaseModel):
     compression_ratio_threshold: float = Field(2.4, gt=0.0)
     temperature_increment: float = Field(0.2, ge=0.0, le=1.0)
     best_of: int = Field(5, ge=1, le=16)
-    silence_dbfs: float = Field(-55.0, le=0.0)
+    silence_dbfs: float = Field(SILENCE_DBFS, le=0.0)
     default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)
     random_weights_fixed_tokens: int = Field(0, ge=0, le=440)

@@ -1,5 +1,7 @@
 """Audio windows → Whisper log-Mel features, and the energy check that keeps silence from decoding.
 
+The silence threshold and level are :mod:`whisper_build.serving.silence` (rule 2).
+
 Features are computed on the CPU with faster-whisper's numpy ``FeatureExtractor`` (the same STFT,
 Mel filters and ``log10 / max-8 / (x+4)/4`` normalisation as openai/whisper ``audio.py``), so both
 engines see identical inputs. Each window is zero-padded *as audio* to 30 s before the Mel
@@ -15,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from whisper_build.serving.silence import SILENCE_DBFS, window_dbfs
 
 __all__ = [
     "N_FRAMES",
@@ -36,10 +40,6 @@ N_SAMPLES = 30 * SAMPLE_RATE
 N_FRAMES = 3000
 """Mel frames per window: ``N_SAMPLES // HOP_LENGTH`` with a 160-sample (10 ms) hop."""
 
-SILENCE_DBFS = -55.0
-"""Windows whose RMS level is below this (dB relative to full scale 1.0) are silence: they are
-not decoded and yield ``""``. Quiet speech sits around -40..-25 dBFS; dither/room noise below -60."""
-
 
 def pad_or_trim_audio(audio: npt.NDArray[np.floating[Any]], length: int = N_SAMPLES) -> npt.NDArray[np.float32]:
     """Zero-pad at the end or cut a 1-D float32 window to ``length`` samples.
@@ -56,14 +56,11 @@ def pad_or_trim_audio(audio: npt.NDArray[np.floating[Any]], length: int = N_SAMP
 
 def rms_dbfs(audio: npt.NDArray[np.floating[Any]]) -> float:
     """RMS level of a window in dBFS (full scale = 1.0); ``-inf`` for an empty or all-zero window."""
-    if audio.size == 0:
-        return float("-inf")
-    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-    return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
+    return window_dbfs(audio)
 
 
 def is_silent(audio: npt.NDArray[np.floating[Any]], threshold_dbfs: float = SILENCE_DBFS) -> bool:
-    """True when the window's RMS level is below ``threshold_dbfs`` (see :data:`SILENCE_DBFS`)."""
+    """True when the window's RMS level is below ``threshold_dbfs`` (rule 2 of :mod:`whisper_build.serving.silence`)."""
     return rms_dbfs(audio) < threshold_dbfs
 
 

@@ -8,15 +8,16 @@ another implementation through ``create_app(settings, backend=...)``.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving import contract
 from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.results import ResultError, WindowResult
 
 
 class BackendError(Exception):
@@ -36,51 +37,6 @@ class BackendRejected(BackendError):
 
     E.g. a non-English language on an English-only model, or word timestamps on tensorrt_llm.
     """
-
-
-@dataclass(frozen=True)
-class WindowOutput:
-    """One window's ``RESULT`` (docs/contracts.md §5); segment and word times are window-relative.
-
-    Attributes:
-        text: the window's text.
-        segments: ``{"start", "end", "text", "tokens", "words"?}`` dicts.
-        avg_logprob, compression_ratio, no_speech_prob: the kept decode's signals (``None`` if none).
-        temperature: temperature of the kept decode.
-        temperatures: every temperature the window was decoded at (fallback), in order.
-        language: decode language code (multilingual models), else ``None``.
-    """
-
-    text: str
-    segments: list[dict[str, Any]] = field(default_factory=list)
-    avg_logprob: float | None = None
-    compression_ratio: float | None = None
-    no_speech_prob: float | None = None
-    temperature: float = 0.0
-    temperatures: list[float] = field(default_factory=list)
-    language: str | None = None
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> WindowOutput:
-        """Parse one ``RESULT`` element.
-
-        Raises:
-            BackendError: not the JSON object the model writes.
-        """
-        try:
-            data = json.loads(raw)
-            return cls(
-                text=str(data["text"]),
-                segments=list(data.get("segments") or []),
-                avg_logprob=data.get("avg_logprob"),
-                compression_ratio=data.get("compression_ratio"),
-                no_speech_prob=data.get("no_speech_prob"),
-                temperature=float(data.get("temperature") or 0.0),
-                temperatures=[float(t) for t in data.get("temperatures") or []],
-                language=data.get("language"),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BackendError(f"Triton returned an unreadable RESULT: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -135,10 +91,10 @@ class TranscriptionBackend(Protocol):
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         """Transcribe each window (16 kHz mono float32, ≤ 30 s) with the same prompt and options.
 
-        Returns: one :class:`WindowOutput` per window, in order.
+        Returns: one :class:`WindowResult` per window, in order.
         Raises: BackendRejected, BackendUnavailable, BackendTimeout, BackendError.
         """
         ...
@@ -176,17 +132,31 @@ def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[
     return wav, lens
 
 
+def request_values(text_prefix: str, repetition_penalty: float, options: DecodeOptions) -> dict[str, object]:
+    """The one value per row of every per-row input the gateway sets, by tensor name.
+
+    Inputs of :data:`whisper_build.serving.contract.INPUTS` not named here are sent with their
+    table default.
+    """
+    values: dict[str, object] = {
+        contract.TEXT_PREFIX.name: text_prefix.encode(),
+        contract.REPETITION_PENALTY.name: repetition_penalty,
+    }
+    values.update({t.name: getattr(options, t.option) for t in contract.INPUTS if t.option is not None})
+    return values
+
+
 def infer_inputs(
     windows: Sequence[npt.NDArray[np.float32]],
     text_prefix: str,
     repetition_penalty: float,
     options: DecodeOptions,
 ) -> list[Any]:
-    """The ``tritonclient.grpc.InferInput`` s of one Triton request (docs/contracts.md §5).
+    """The ``tritonclient.grpc.InferInput`` s of one Triton request, one per input of the table (docs/contracts.md §5).
 
-    ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]`` from :func:`pack_batch`, then per
-    row ``TEXT_PREFIX`` BYTES, ``REPETITION_PENALTY`` FP32, ``TIMESTAMPS`` / ``WORD_TIMESTAMPS``
-    BOOL and ``TEMPERATURE`` FP32, all ``[B, 1]`` with the same value for every window.
+    ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]`` from :func:`pack_batch`; every other
+    input ``[B, 1]`` with the same value for every window (:func:`request_values`, else the
+    table's default), in the table's type.
 
     Raises: ValueError if ``windows`` is empty.
     """
@@ -194,17 +164,16 @@ def infer_inputs(
 
     wav, lens = pack_batch(windows)
     batch = len(windows)
+    arrays: dict[str, npt.NDArray[Any]] = {contract.WAV.name: wav, contract.WAV_LENS.name: lens}
+    values = request_values(text_prefix, repetition_penalty, options)
     inputs = []
-    for name, dtype, array in (
-        ("WAV", "FP32", wav),
-        ("WAV_LENS", "INT32", lens),
-        ("TEXT_PREFIX", "BYTES", np.array([[text_prefix.encode()]] * batch, dtype=object)),
-        ("REPETITION_PENALTY", "FP32", np.full((batch, 1), repetition_penalty, dtype=np.float32)),
-        ("TIMESTAMPS", "BOOL", np.full((batch, 1), options.timestamps, dtype=bool)),
-        ("WORD_TIMESTAMPS", "BOOL", np.full((batch, 1), options.word_timestamps, dtype=bool)),
-        ("TEMPERATURE", "FP32", np.full((batch, 1), options.temperature, dtype=np.float32)),
-    ):
-        item = InferInput(name, list(array.shape), dtype)
+    for tensor in contract.INPUTS:
+        array = arrays.get(tensor.name)
+        if array is None:
+            value = values.get(tensor.name, tensor.default)
+            array = np.empty((batch, 1), dtype=tensor.numpy_type)
+            array.fill(value)
+        item = InferInput(tensor.name, list(array.shape), tensor.wire_type)
         item.set_data_from_numpy(array)
         inputs.append(item)
     return inputs
@@ -247,7 +216,7 @@ class TritonBackend:
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         """See :meth:`TranscriptionBackend.transcribe`."""
         from tritonclient.utils import InferenceServerException
 
@@ -256,7 +225,7 @@ class TritonBackend:
         options = options or DecodeOptions()
         try:
             limit = (await self.served_model(timeout)).max_batch_size
-            texts: list[WindowOutput] = []
+            texts: list[WindowResult] = []
             for i in range(0, len(windows), limit):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -273,7 +242,7 @@ class TritonBackend:
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         from tritonclient.grpc import InferRequestedOutput
 
         batch = len(windows)
@@ -281,13 +250,16 @@ class TritonBackend:
         result = await self._client.infer(
             self.model_name,
             inputs,
-            outputs=[InferRequestedOutput("RESULT")],
+            outputs=[InferRequestedOutput(contract.RESULT.name)],
             client_timeout=timeout,
         )
-        out = result.as_numpy("RESULT")
+        out = result.as_numpy(contract.RESULT.name)
         if out is None or out.size != batch:
             raise BackendError(f"Triton returned {0 if out is None else out.size} results for {batch} windows")
-        return [WindowOutput.from_json(v) for v in out.reshape(-1)]
+        try:
+            return [WindowResult.from_json(v) for v in out.reshape(-1)]
+        except ResultError as exc:
+            raise BackendError(f"Triton returned an unreadable {contract.RESULT.name}: {exc}") from exc
 
     async def reload(self, timeout: float) -> None:
         """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).

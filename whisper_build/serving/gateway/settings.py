@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from settings import endpoint_auth
+from whisper_build.serving.silence import GATEWAY_SILENCE_RMS
 
 
 class GatewaySettings(BaseSettings):
@@ -75,7 +76,7 @@ class GatewaySettings(BaseSettings):
         5.0, ge=0, description="how far before a window's end a cut may move to find silence"
     )
     silence_rms: float = Field(
-        1e-3, ge=0, description="windows whose 25 ms frames all stay below this RMS are not decoded"
+        GATEWAY_SILENCE_RMS, ge=0, description="windows whose 25 ms frames all stay below this RMS are not decoded"
     )
     retry_after_seconds: int = Field(1, ge=0, description="Retry-After header on 429/503")
     drain_seconds: float = Field(

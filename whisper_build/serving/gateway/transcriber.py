@@ -49,10 +49,10 @@ import numpy.typing as npt
 
 from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import TranscriptionBackend, WindowOutput
+from whisper_build.serving.gateway.backend import TranscriptionBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt
-from whisper_build.serving.results import Segment, Word
+from whisper_build.serving.results import Segment, WindowResult, Word
 
 WindowGroup = list[tuple[Window, npt.NDArray[np.float32]]]
 """Consecutive non-silent windows of one upload: each window's position in the stream (its start
@@ -153,7 +153,7 @@ class Transcription:
     decode_temperatures: list[float] = field(default_factory=list)
 
 
-def window_segments(window: Window, output: WindowOutput, previous_end: float) -> list[Segment]:
+def window_segments(window: Window, output: WindowResult, previous_end: float) -> list[Segment]:
     """File-relative segments of one window's ``RESULT``.
 
     Times are offset by the window's true start (windows are cut at silences, not at k × 30 s),
@@ -163,23 +163,23 @@ def window_segments(window: Window, output: WindowOutput, previous_end: float) -
     """
     segments = []
     for raw in output.segments:
-        text = str(raw.get("text", "")).strip()
+        text = raw.text.strip()
         if not text:
             continue
-        start = min(max(window.start_s + float(raw["start"]), previous_end), window.end_s)
-        end = min(max(window.start_s + float(raw["end"]), start), window.end_s)
+        start = min(max(window.start_s + raw.start, previous_end), window.end_s)
+        end = min(max(window.start_s + raw.end, start), window.end_s)
         words = []
         last = start
-        for w in raw.get("words") or []:
-            w_start = min(max(window.start_s + float(w["start"]), last), end)
-            w_end = min(max(window.start_s + float(w["end"]), w_start), end)
-            words.append(Word(str(w["word"]), w_start, w_end))
+        for w in raw.words:
+            w_start = min(max(window.start_s + w.start, last), end)
+            w_end = min(max(window.start_s + w.end, w_start), end)
+            words.append(Word(w.word, w_start, w_end))
             last = w_end
         segments.append(
             Segment(
                 start, end, text,
                 seek=round(window.start_s * 100),  # openai/whisper: seek in 10 ms mel frames
-                tokens=[int(t) for t in raw.get("tokens") or []],
+                tokens=list(raw.tokens),
                 temperature=output.temperature,
                 avg_logprob=output.avg_logprob,
                 compression_ratio=output.compression_ratio,
@@ -191,7 +191,7 @@ def window_segments(window: Window, output: WindowOutput, previous_end: float) -
     return segments
 
 
-def group_result(index: int, group: WindowGroup, outputs: list[WindowOutput], previous_end: float) -> GroupResult:
+def group_result(index: int, group: WindowGroup, outputs: list[WindowResult], previous_end: float) -> GroupResult:
     """The :class:`GroupResult` of ``group`` from the model's ``outputs`` (one per window, in order)."""
     segments: list[Segment] = []
     temperatures: list[float] = []

@@ -13,20 +13,21 @@ the dynamic batcher may hand several such requests to one ``execute()``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from whisper_build.serving import contract
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import WhisperEngine
 from whisper_build.serving.engines.features import N_SAMPLES
 from whisper_build.serving.prompt import DecodePrompt, parse_prompt
+from whisper_build.serving.results import WindowResult
 from whisper_build.serving.triton_model.decoding import (
     DecodingPolicy,
     UnsupportedOption,
-    WindowResult,
     check_supported,
     decode_windows,
 )
@@ -58,82 +59,92 @@ class RequestWindows:
         prompts: one decoder prompt per window.
         repetition_penalty: one value > 0 per window.
         options: one :class:`DecodeOptions` per window.
+        rows: every optional input's per-row values by tensor name (table defaults filled in).
     """
 
     audio: list[np.ndarray]
     prompts: list[DecodePrompt]
     repetition_penalty: list[float]
     options: list[DecodeOptions] = field(default_factory=list)
+    rows: dict[str, list[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.options:
             self.options.extend(DecodeOptions() for _ in self.audio)
 
 
-def parse_request(
-    wav: np.ndarray | None,
-    wav_lens: np.ndarray | None = None,
-    text_prefix: np.ndarray | None = None,
-    repetition_penalty: np.ndarray | None = None,
-    timestamps: np.ndarray | None = None,
-    word_timestamps: np.ndarray | None = None,
-    temperature: np.ndarray | None = None,
-) -> RequestWindows:
+def parse_request(inputs: Mapping[str, np.ndarray | None]) -> RequestWindows:
     """Validate one request's input tensors and split them into windows.
 
     Args:
-        wav: ``WAV`` ``[B, T]`` float32 samples, 16 kHz mono, ``T`` ≤ 480 000 (30 s).
-        wav_lens: optional ``WAV_LENS`` ``[B, 1]``: valid samples per row (the rest is padding);
-            default ``T`` for every row.
-        text_prefix: optional ``TEXT_PREFIX`` ``[B, 1]`` UTF-8 bytes, parsed with
-            :func:`whisper_build.serving.prompt.parse_prompt`; default: no prompt.
-        repetition_penalty: optional ``REPETITION_PENALTY`` ``[B, 1]``, each > 0; default 1.0.
-        timestamps: optional ``TIMESTAMPS`` ``[B, 1]`` bool: segment timestamps; default false.
-        word_timestamps: optional ``WORD_TIMESTAMPS`` ``[B, 1]`` bool: word timings (implies
-            timestamps); default false.
-        temperature: optional ``TEMPERATURE`` ``[B, 1]`` in ``[0, 1]``: first temperature of the
-            fallback sequence; default 0.
+        inputs: the arrays of :data:`whisper_build.serving.contract.INPUTS` by tensor name (absent
+            or ``None``: not sent). ``WAV`` ``[B, T]`` float32 samples, 16 kHz mono, ``T`` ≤
+            480 000 (30 s); every other input is optional, ``[B, 1]``, its default the table's:
+            ``WAV_LENS`` valid samples per row (default ``T``); ``TEXT_PREFIX`` UTF-8 bytes, parsed
+            with :func:`whisper_build.serving.prompt.parse_prompt`; ``REPETITION_PENALTY`` each > 0;
+            ``TIMESTAMPS`` / ``WORD_TIMESTAMPS`` bool (words imply timestamps); ``TEMPERATURE`` in
+            ``[0, 1]``, the first temperature of the fallback sequence.
+
+    Returns:
+        The windows, with every per-row input's values in :attr:`RequestWindows.rows`.
 
     Raises:
         RequestError: missing ``WAV``, wrong shapes, lengths out of range, non-finite samples,
             bad UTF-8 or prompt, non-positive penalty, temperature outside [0, 1].
     """
+    wav = inputs.get(contract.WAV.name)
     if wav is None:
-        raise RequestError("input WAV is required: float32 [batch, samples] at 16 kHz")
+        raise RequestError(f"input {contract.WAV.name} is required: float32 [batch, samples] at 16 kHz")
     if wav.ndim != 2:
-        raise RequestError(f"WAV must have shape [batch, samples], got {list(wav.shape)}")
+        raise RequestError(f"{contract.WAV.name} must have shape [batch, samples], got {list(wav.shape)}")
     batch, samples = wav.shape
     if samples > N_SAMPLES:
         raise RequestError(
-            f"WAV rows have {samples} samples; at most {N_SAMPLES} (30 s at 16 kHz) per window: "
+            f"{contract.WAV.name} rows have {samples} samples; at most {N_SAMPLES} (30 s at 16 kHz) per window: "
             "split longer audio into windows"
         )
     if not np.isfinite(wav).all():
-        raise RequestError("WAV contains NaN or infinite samples")
-    lengths = _per_row(wav_lens, "WAV_LENS", batch, default=samples)
-    for length in lengths:
+        raise RequestError(f"{contract.WAV.name} contains NaN or infinite samples")
+    lens = contract.WAV_LENS.name
+    rows = {
+        t.name: _per_row(inputs.get(t.name), t.name, batch, default=samples if t.name == lens else t.default)
+        for t in contract.INPUTS
+        if t.name != contract.WAV.name
+    }
+    for length in rows[lens]:
         if not 0 <= length <= samples:
-            raise RequestError(f"WAV_LENS values must be in [0, {samples}] (the WAV row length), got {length}")
-    prefixes = _per_row(text_prefix, "TEXT_PREFIX", batch, default=b"")
-    penalties = [float(p) for p in _per_row(repetition_penalty, "REPETITION_PENALTY", batch, default=1.0)]
+            raise RequestError(
+                f"{lens} values must be in [0, {samples}] (the {contract.WAV.name} row length), got {length}"
+            )
+    penalties = [float(p) for p in rows[contract.REPETITION_PENALTY.name]]
     for penalty in penalties:
         if not (np.isfinite(penalty) and penalty > 0):
-            raise RequestError(f"REPETITION_PENALTY must be a finite number > 0 (1.0 = off), got {penalty}")
-    stamps = [bool(x) for x in _per_row(timestamps, "TIMESTAMPS", batch, default=False)]
-    words = [bool(x) for x in _per_row(word_timestamps, "WORD_TIMESTAMPS", batch, default=False)]
-    temperatures = [float(t) for t in _per_row(temperature, "TEMPERATURE", batch, default=0.0)]
-    for value in temperatures:
-        if not (np.isfinite(value) and 0.0 <= value <= 1.0):
-            raise RequestError(f"TEMPERATURE must be in [0, 1] (0 = beam search/greedy), got {value}")
+            raise RequestError(
+                f"{contract.REPETITION_PENALTY.name} must be a finite number > 0 (1.0 = off), got {penalty}"
+            )
+    options = [_options(rows, row) for row in range(batch)]
+    for option in options:
+        if not (np.isfinite(option.temperature) and 0.0 <= option.temperature <= 1.0):
+            raise RequestError(
+                f"{contract.TEMPERATURE.name} must be in [0, 1] (0 = beam search/greedy), got {option.temperature}"
+            )
     return RequestWindows(
-        audio=[wav[row, : int(length)] for row, length in enumerate(lengths)],
-        prompts=[_prompt(raw, row) for row, raw in enumerate(prefixes)],
+        audio=[wav[row, : int(length)] for row, length in enumerate(rows[lens])],
+        prompts=[_prompt(raw, row) for row, raw in enumerate(rows[contract.TEXT_PREFIX.name])],
         repetition_penalty=penalties,
-        options=[DecodeOptions(s or w, w, t) for s, w, t in zip(stamps, words, temperatures, strict=True)],
+        options=options,
+        rows=rows,
     )
 
 
-def _per_row(tensor: np.ndarray | None, name: str, batch: int, default: object) -> list:
+def _options(rows: dict[str, list[Any]], row: int) -> DecodeOptions:
+    """Row ``row``'s :class:`DecodeOptions` from the inputs that carry its fields (words imply timestamps)."""
+    raw = DecodeOptions(**{t.option: rows[t.name][row] for t in contract.INPUTS if t.option is not None})
+    words = bool(raw.word_timestamps)
+    return DecodeOptions(bool(raw.timestamps) or words, words, float(raw.temperature))
+
+
+def _per_row(tensor: np.ndarray | None, name: str, batch: int, default: object) -> list[Any]:
     """Values of an optional ``[B, 1]`` input, one per row."""
     if tensor is None:
         return [default] * batch
@@ -228,7 +239,7 @@ def results_array(windows: Sequence[WindowResult]) -> np.ndarray:
     """``RESULT`` tensor: object array ``[B, 1]`` of UTF-8 JSON (:meth:`WindowResult.to_json`)."""
     out = np.empty((len(windows), 1), dtype=object)
     for row, window in enumerate(windows):
-        out[row, 0] = json.dumps(window.to_json(), ensure_ascii=False).encode("utf-8")
+        out[row, 0] = window.to_json().encode("utf-8")
     return out
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,13 +45,13 @@ from whisper_build.serving.engines.base import EngineParams, Hypothesis, Whisper
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.results import SegmentResult, WindowResult, WordResult
+from whisper_build.serving.silence import SILENCE_DBFS, TIMESTAMP_FRAME, frame_dbfs
 
 __all__ = [
     "SECONDS_PER_TIMESTAMP",
     "DecodingPolicy",
-    "SegmentResult",
     "UnsupportedOption",
-    "WindowResult",
     "compression_ratio",
     "decode_windows",
     "drop_last_word",
@@ -91,7 +91,7 @@ class DecodingPolicy:
     logprob_threshold: float = -1.0
     no_speech_threshold: float = 0.6
     no_speech_needs_low_logprob: bool = False
-    silence_dbfs: float = -55.0
+    silence_dbfs: float = SILENCE_DBFS
     cut_speech_db: float = 20.0
     default_language: str = "en"
 
@@ -114,86 +114,6 @@ class DecodingPolicy:
             return [start]
         steps = int((1.0 - start) / self.temperature_increment + _EPS)
         return [round(start + k * self.temperature_increment, 6) for k in range(steps + 1)]
-
-
-@dataclass(frozen=True)
-class SegmentResult:
-    """One segment of a window; times in seconds from the window's start.
-
-    Attributes:
-        start: start time.
-        end: end time (``>= start``).
-        text: the segment's text, stripped, never empty.
-        tokens: its text token ids.
-        words: word timings inside ``[start, end]`` when asked, else empty.
-    """
-
-    start: float
-    end: float
-    text: str
-    tokens: list[int]
-    words: list[WordTiming] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class WindowResult:
-    """What one window decodes to (the Triton ``RESULT`` output, JSON).
-
-    Attributes:
-        text: the window's text, stripped (``""`` for silence).
-        segments: its segments (none for silence).
-        avg_logprob: average log-prob of the kept decode (``None`` when not decoded).
-        compression_ratio: zlib compression ratio of ``text`` (``None`` when not decoded).
-        no_speech_prob: ``<|nospeech|>`` probability (``None`` when unknown or not decoded).
-        temperature: temperature of the kept decode.
-        temperatures: every temperature this window was decoded at, in order (for metrics).
-        language: language of the decode (multilingual models).
-    """
-
-    text: str
-    segments: list[SegmentResult]
-    avg_logprob: float | None
-    compression_ratio: float | None
-    no_speech_prob: float | None
-    temperature: float
-    temperatures: list[float]
-    language: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict (docs/contracts.md §5 ``RESULT``)."""
-
-        def r(x: float | None) -> float | None:
-            return None if x is None else round(float(x), 4)
-
-        return {
-            "text": self.text,
-            "segments": [
-                {
-                    "start": round(s.start, 3),
-                    "end": round(s.end, 3),
-                    "text": s.text,
-                    "tokens": s.tokens,
-                    **(
-                        {
-                            "words": [
-                                {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3),
-                                 "probability": r(w.probability)}
-                                for w in s.words
-                            ]
-                        }
-                        if s.words
-                        else {}
-                    ),
-                }
-                for s in self.segments
-            ],
-            "avg_logprob": r(self.avg_logprob),
-            "compression_ratio": r(self.compression_ratio),
-            "no_speech_prob": r(self.no_speech_prob),
-            "temperature": self.temperature,
-            "temperatures": self.temperatures,
-            "language": self.language,
-        }  # fmt: skip
 
 
 def compression_ratio(text: str) -> float:
@@ -255,16 +175,6 @@ def parse_segments(
     return segments
 
 
-_FRAME = 320
-"""20 ms frames (one timestamp step at 16 kHz) for the leading-silence trim."""
-
-
-def _frame_levels(audio: np.ndarray) -> np.ndarray:
-    """Level in dBFS of each whole 20 ms frame of ``audio``, shape ``[len(audio) // 320]``."""
-    frames = audio[: audio.size // _FRAME * _FRAME].reshape(-1, _FRAME).astype(np.float64)
-    return np.asarray(10 * np.log10(np.maximum((frames**2).mean(axis=1), 1e-20)))
-
-
 def ends_in_speech(audio: np.ndarray, silence_dbfs: float, cut_speech_db: float) -> bool:
     """True when ``audio`` (16 kHz) is cut while someone speaks.
 
@@ -273,7 +183,7 @@ def ends_in_speech(audio: np.ndarray, silence_dbfs: float, cut_speech_db: float)
     the speech (a real recording's room noise is typically 30 dB or more under speech), is not
     cut. ``cut_speech_db <= 0`` always gives False.
     """
-    level = _frame_levels(audio)
+    level = frame_dbfs(audio)
     if cut_speech_db <= 0 or level.size == 0:
         return False
     return bool(level[-1] > silence_dbfs and level[-1] >= level.max() - cut_speech_db)
@@ -311,15 +221,22 @@ def trim_leading_silence(segments: list[SegmentResult], audio: np.ndarray, silen
     """
     if not segments or audio.size == 0:
         return segments
-    level = _frame_levels(audio)
+    level = frame_dbfs(audio)
     if level.size == 0:
         return segments
     voiced = level > silence_dbfs
     out = []
     for segment in segments:
-        first, last = int(segment.start * SAMPLE_RATE) // _FRAME, int(segment.end * SAMPLE_RATE) // _FRAME
+        first, last = (
+            int(segment.start * SAMPLE_RATE) // TIMESTAMP_FRAME,
+            int(segment.end * SAMPLE_RATE) // TIMESTAMP_FRAME,
+        )
         hits = np.flatnonzero(voiced[first:last])
-        start = segment.start if hits.size == 0 else max(segment.start, (first + int(hits[0])) * _FRAME / SAMPLE_RATE)
+        start = (
+            segment.start
+            if hits.size == 0
+            else max(segment.start, (first + int(hits[0])) * TIMESTAMP_FRAME / SAMPLE_RATE)
+        )
         out.append(SegmentResult(min(start, segment.end), segment.end, segment.text, segment.tokens, segment.words))
     return out
 
@@ -331,13 +248,13 @@ def _place_words(segments: list[SegmentResult], words: list[WordTiming]) -> list
     last_end = 0.0
     for segment in segments:
         budget = len(segment.tokens)
-        mine: list[WordTiming] = []
+        mine: list[WordResult] = []
         while queue and budget > 0:
             word = queue.pop(0)
             budget -= max(1, word.tokens)
             start = min(max(word.start, segment.start, last_end), segment.end)
             end = min(max(word.end, start), segment.end)
-            mine.append(WordTiming(word.word, start, end, word.probability, word.tokens))
+            mine.append(WordResult(word.word, start, end, word.probability))
             last_end = end
         placed.append(SegmentResult(segment.start, segment.end, segment.text, segment.tokens, mine))
     return placed

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from whisper_build.serving.engines.base import EngineParams
 from whisper_build.serving.engines.tokens import is_multilingual, vocabulary_size
+from whisper_build.serving.triton_model.contract_files import config_template
 
 __all__ = [
     "MODEL_NAME",
@@ -124,7 +125,8 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
     The checked-in config is parsed with Triton's own protobuf schema (``model_config.proto``,
     shipped in ``tritonclient``), the batching fields and engine ``parameters`` (string values,
     read back by ``1/model.py`` with :meth:`EngineParams.from_strings`) are set, and the result is
-    printed in protobuf text format; inputs and outputs stay as checked in.
+    printed in protobuf text format; inputs and outputs are those of the tensor table
+    (:mod:`whisper_build.serving.contract`, equal to the checked-in ones while they are current).
 
     Args:
         engine: engine parameters.
@@ -134,7 +136,7 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
-    config = text_format.Parse((TEMPLATE_DIR / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    config = text_format.Parse(config_template(), model_config_pb2.ModelConfig())
     config.max_batch_size = batching.max_batch_size
     config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
     config.dynamic_batching.default_queue_policy.max_queue_size = batching.max_queue_size

@@ -11,6 +11,7 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.triton_model.batching import (
     RequestError,
@@ -29,16 +30,6 @@ from whisper_build.serving.triton_model.cancellation import (
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.repository import check_declared_multilingual
 from whisper_build.serving.triton_model.stages import StageClock, StageCounters, TimedEngine
-
-_INPUTS = {
-    "wav": "WAV",
-    "wav_lens": "WAV_LENS",
-    "text_prefix": "TEXT_PREFIX",
-    "repetition_penalty": "REPETITION_PENALTY",
-    "timestamps": "TIMESTAMPS",
-    "word_timestamps": "WORD_TIMESTAMPS",
-    "temperature": "TEMPERATURE",
-}
 
 
 class TritonPythonModel:
@@ -73,10 +64,10 @@ class TritonPythonModel:
             for request in requests:
                 try:
                     arrays = {}
-                    for argument, name in _INPUTS.items():
-                        tensor = pb_utils.get_input_tensor_by_name(request, name)
-                        arrays[argument] = None if tensor is None else tensor.as_numpy()
-                    parsed.append(parse_request(**arrays))
+                    for spec in contract.INPUTS:
+                        tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+                        arrays[spec.name] = None if tensor is None else tensor.as_numpy()
+                    parsed.append(parse_request(arrays))
                 except RequestError as error:
                     parsed.append(error)
                 except Exception as error:  # noqa: BLE001 - an unexpected failure stays with its request
@@ -101,8 +92,8 @@ class TritonPythonModel:
                     )
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(result), code)))
                 else:
-                    texts = pb_utils.Tensor("TRANSCRIPTS", transcripts_array([w.text for w in result]))
-                    structured = pb_utils.Tensor("RESULT", results_array(result))
+                    texts = pb_utils.Tensor(contract.TRANSCRIPTS.name, transcripts_array([w.text for w in result]))
+                    structured = pb_utils.Tensor(contract.RESULT.name, results_array(result))
                     responses.append(pb_utils.InferenceResponse(output_tensors=[texts, structured]))
         self._stages.add(clock)
         return responses

@@ -150,7 +150,7 @@ def test_engine_params_from_model_config_strings():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"engine": "onnx"}, "engine: Input should be 'ctranslate2', 'tensorrt_llm' or 'torch'"),
+        ({"engine": "onnx"}, "engine: Input should be 'tensorrt_llm', 'ctranslate2' or 'torch'"),
         ({"beam_size": "0"}, "beam_size: Input should be greater than or equal to 1"),
         ({"max_new_tokens": "many"}, "max_new_tokens: Input should be a valid integer"),
         ({"default_language": "xx"}, "default_language: Value error, unknown language 'xx'"),

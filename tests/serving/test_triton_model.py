@@ -12,13 +12,14 @@ import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from fake_engine import Decoded, ScriptedEngine
 from google.protobuf import text_format
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.engines.tokens import MULTILINGUAL_VOCAB_SIZE, vocabulary_size
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model import batching
 from whisper_build.serving.triton_model.batching import (
     RequestError,
     RequestWindows,
-    parse_request,
     run_batch,
     transcripts_array,
 )
@@ -40,6 +41,12 @@ def RecordingEngine(fail: Exception | None = None) -> ScriptedEngine:  # noqa: N
 
 def _texts(result: object) -> list[str]:
     return [w.text for w in result]  # type: ignore[attr-defined]
+
+
+def parse_request(wav: np.ndarray | None, **optional: np.ndarray) -> RequestWindows:
+    """``batching.parse_request`` with the inputs as keyword arguments (``wav_lens=`` for ``WAV_LENS`` …)."""
+    names = {t.name.lower(): t.name for t in contract.INPUTS}
+    return batching.parse_request({contract.WAV.name: wav, **{names[k]: v for k, v in optional.items()}})
 
 
 def _wav(*rows: list[float]) -> np.ndarray:
