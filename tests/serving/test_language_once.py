@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from fake_engine import Decoded, ScriptedEngine
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines.tensorrt_llm_engine import read_language_outputs
 from whisper_build.serving.engines.tokens import best_language, language_token_ids
 from whisper_build.serving.prompt import LANGUAGE_CODES
@@ -29,7 +30,9 @@ def _engine(detect, multilingual: bool = True) -> ScriptedEngine:
 def _request(*levels: float, prefix: bytes = b""):
     # 0.1 s windows: ``level`` for 75 ms, then a 25 ms pause (a window ending in speech loses its last word)
     wav = np.array([[level] * 1200 + [0.0] * 400 for level in levels], dtype=np.float32)
-    return parse_request(wav, text_prefix=np.array([[prefix]] * len(levels), dtype=object))
+    return parse_request(
+        {contract.WAV.name: wav, contract.TEXT_PREFIX.name: np.array([[prefix]] * len(levels), dtype=object)}
+    )
 
 
 def test_one_detection_on_the_first_non_silent_window_sets_every_window_of_the_request():
