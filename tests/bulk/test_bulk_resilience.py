@@ -36,9 +36,10 @@ from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.worker import Worker, window_plan
 from whisper_build.serving.audio import open_audio_file
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendUnavailable, ServedModel, TritonBackend, WindowOutput
+from whisper_build.serving.gateway.backend import BackendUnavailable, ServedModel, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan, WindowRequest
+from whisper_build.serving.results import WindowResult
 
 pytestmark = [
     pytest.mark.integration,
@@ -168,7 +169,7 @@ class UnreachableTriton:
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         raise BackendUnavailable("Triton is unavailable: failed to connect to all addresses")
 
     async def reload(self, timeout: float) -> None:

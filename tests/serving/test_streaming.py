@@ -18,8 +18,9 @@ from gateway_server import running_gateway
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendError, WindowOutput
+from whisper_build.serving.gateway.backend import BackendError
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.results import WindowResult
 
 RATE = 16000
 
@@ -42,7 +43,7 @@ class StreamBackend(FakeBackend):
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         if len(self.calls) == self.fail_at:
             self.error = BackendError("the model server failed (injected)")
         if len(self.calls) == self.block_at:

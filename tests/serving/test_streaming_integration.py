@@ -22,8 +22,9 @@ from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDon
 from prometheus_client.parser import text_string_to_metric_families
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendError, TritonBackend, WindowOutput
+from whisper_build.serving.gateway.backend import BackendError, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.results import WindowResult
 
 pytestmark = [
     pytest.mark.integration,
@@ -56,7 +57,7 @@ class FaultyBackend(TritonBackend):
         repetition_penalty: float,
         timeout: float,
         options: DecodeOptions | None = None,
-    ) -> list[WindowOutput]:
+    ) -> list[WindowResult]:
         if len(windows) == 1 and not np.any(windows[0]):  # the gateway's canary
             self.canaries += 1
             return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
