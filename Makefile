@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/default.yaml
+SYNTH_OUTDIR ?= cdk.out
 DRY_RUN ?=
 PURGE ?=
 APPROVE ?=
@@ -48,8 +49,8 @@ install: $(VENV)/.installed .venv-checkov/.installed node_modules/.installed ## 
 
 checkov: .venv-checkov/.installed ## install checkov (make synth's security gate) into its own .venv-checkov
 
-synth: install ## synthesize CONFIG (default: the embedded default) + run the gates; prints where everything went
-	$(PY) scripts/synth.py --config $(CONFIG)
+synth: install ## synthesize CONFIG (default: the embedded default) + run the gates into SYNTH_OUTDIR (cdk.out); prints where everything went
+	$(PY) scripts/synth.py --config $(CONFIG) --outdir "$(SYNTH_OUTDIR)"
 
 lint: install ## ruff (lint), ruff format --check, mypy and the import-cycle check (grimp); fails on any finding
 	$(VENV)/bin/ruff check .

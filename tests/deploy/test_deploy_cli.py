@@ -44,13 +44,18 @@ def test_dry_run_carries_the_config_through_every_step(
     lines = _dry_run_lines("deploy", config_path)
     commands = [line.strip().removeprefix("$ ") for line in lines if line.strip().startswith("$ ")]
     steps = [line.split(":")[0] for line in lines if line.startswith("[")]
-    assert steps == [f"[{i}/10] {name}" for i, name in enumerate(
-        ["capacity", "bootstrap", "storage", "hyperpod-chart", "stacks", "kubectl", "serving-image", "engines", "rollout", "serving"], 1
+    assert steps == [f"[{i}/11] {name}" for i, name in enumerate(
+        ["synth", "capacity", "bootstrap", "storage", "hyperpod-chart", "stacks", "kubectl", "serving-image", "engines",
+         "rollout", "serving"], 1
     )]  # fmt: skip
+    # the config is synthesized and gated once; every cdk command deploys that assembly, none synthesizes again
+    assert commands[0] == shlex.join(["make", "synth", f"CONFIG={shown}", "SYNTH_OUTDIR=cdk.out"])
+    synth_line = next(line for line in lines if line.startswith("[1/11] synth: "))
+    assert "run cfn-lint + cdk-nag AwsSolutions + checkov on that assembly (cdk.out/)" in synth_line
     cdk_commands = [c for c in commands if c.startswith("npx cdk")]
     assert len(cdk_commands) == 3
     for command in cdk_commands:
-        assert command.endswith(shlex.join(["-c", f"config={shown}"]))
+        assert command.endswith("--app cdk.out") and "-c config=" not in command
     assert f"npx cdk deploy {prefix}Storage --exclusively" in cdk_commands[1]
     assert shlex.join(["scripts/publish_hyperpod_chart.sh", shown]) in commands
     kubectl = [command for command in commands if command.startswith("kubectl")]
@@ -81,7 +86,7 @@ def test_make_deploy_dry_run_runs_the_same_plan_and_installs_nothing(custom_conf
         ["make", "-s", "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    assert "[10/10] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
+    assert "[11/11] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
     # even with every install input "modified" (-W), a dry run's recipe has no install step
     planned = subprocess.run(
         ["make", "-n", "-W", "requirements.txt", "-W", "requirements-checkov.txt", "-W", "package.json",
@@ -112,7 +117,7 @@ def test_only_runs_one_step_and_rejects_unknown_ones(custom_config: Path, capsys
     lines = _dry_run_lines("deploy", custom_config, "--only", "kubectl")
     assert [line.split(":")[0] for line in lines if line.startswith("[")] == ["[1/1] kubectl"]
     assert cli.main(["deploy", "--config", str(custom_config), "--dry-run", "--only", "kubeconfig"]) == 2
-    assert "no such step; steps: capacity, bootstrap, storage" in capsys.readouterr().err
+    assert "no such step; steps: synth, capacity, bootstrap, storage" in capsys.readouterr().err
 
 
 def test_make_capacity_runs_the_capacity_step_alone_without_tool_checks(

@@ -68,11 +68,12 @@ def test_first_deploy_runs_every_step_in_order() -> None:
     session = RecordingSession(have=set())
     commands, lines = _run_plan(session)
     assert commands == [
-        "npx cdk bootstrap aws://123456789012/us-east-1 -c config=cfg.yaml",
+        "make synth CONFIG=cfg.yaml SYNTH_OUTDIR=cdk.out",  # synthesized and gated once ...
+        "npx cdk bootstrap aws://123456789012/us-east-1 --app cdk.out",  # ... and that assembly deployed
         "npx cdk deploy WhisperHyperpodStorage --exclusively --require-approval never --import-existing-resources "
-        "-c config=cfg.yaml",
+        "--app cdk.out",
         "scripts/publish_hyperpod_chart.sh cfg.yaml",
-        "npx cdk deploy --all --require-approval never -c config=cfg.yaml",
+        "npx cdk deploy --all --require-approval never --app cdk.out",
         "aws eks update-kubeconfig --name whisper-hyperpod --region us-east-1",  # kubectl right after the cluster
         # this config's cluster, never the kubeconfig's current context (another config's, maybe)
         f"kubectl --context {CONTEXT} -n whisper rollout status deployment/whisper-g5 --timeout=900s",
@@ -87,7 +88,7 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "builds whisper-hyperpod-engine-sm86 whisper-hyperpod-engine-sm89",
         "builds whisper-hyperpod-rollout",
     ]
-    assert sum(line.strip().startswith("done in ") for line in lines) == 10
+    assert sum(line.strip().startswith("done in ") for line in lines) == 11
 
 
 def test_rerun_skips_the_chart_and_image_that_exist() -> None:
@@ -111,12 +112,17 @@ def test_a_failed_step_stops_the_run_naming_it_and_how_to_resume() -> None:
 
 def test_a_failing_command_stops_the_run() -> None:
     config = load_config()
+    ran: list[str] = []
 
     def fail(argv: Sequence[str]) -> None:
+        ran.append(" ".join(argv))
         raise subprocess.CalledProcessError(1, list(argv))
 
-    with pytest.raises(aws.DeployError, match="step 'bootstrap' failed"):
-        Runner(deploy_steps(config, "c.yaml", "1"), RecordingSession(set()), lambda _: None, fail).run()  # type: ignore[arg-type]
+    session = RecordingSession(set())
+    # a gate finding (make synth exits 1) stops the run before anything is deployed
+    with pytest.raises(aws.DeployError, match="step 'synth' failed"):
+        Runner(deploy_steps(config, "c.yaml", "1"), session, lambda _: None, fail).run()  # type: ignore[arg-type]
+    assert ran == ["make synth CONFIG=c.yaml SYNTH_OUTDIR=cdk.out"] and session.calls == []
 
 
 def test_engines_step_skips_architectures_whose_groups_all_serve_ctranslate2(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import shlex
 import subprocess
 import sys
@@ -21,13 +20,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from settings import ConfigError, DeploymentConfig, load_config, names
-from whisper_build.deploy import aws, pods, prereqs
+from whisper_build.deploy import aws, credentials, pods, prereqs
 from whisper_build.deploy.args import build_parser
 from whisper_build.deploy.aws_session import AwsSession
 from whisper_build.deploy.closing import after_destroy_lines
+from whisper_build.deploy.credentials import credential_source
 from whisper_build.deploy.ctranslate2_plan import ctranslate2_steps, ctranslate2_targets
 from whisper_build.deploy.deploy_plan import deploy_steps
 from whisper_build.deploy.destroy_plan import destroy_steps
@@ -75,12 +73,6 @@ def env_exports(config: DeploymentConfig, config_file: str) -> str:
     if config.endpoint.domain_name:
         values["NAME"] = config.endpoint.domain_name
     return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in values.items())
-
-
-def credential_source() -> str:
-    """Where boto3 and the AWS CLI take credentials from: ``AWS_PROFILE=<name>`` or the default chain."""
-    profile = os.environ.get("AWS_PROFILE")
-    return f"AWS_PROFILE={profile}" if profile else "the default credential chain (no AWS_PROFILE)"
 
 
 def account_mismatch(config: DeploymentConfig, account: str) -> str | None:
@@ -203,7 +195,11 @@ def _open_session(
         return None
     if boto3_module is None:
         import boto3 as boto3_module  # noqa: PLC0415 (not needed for --dry-run)
-    account, caller = aws.caller_identity(boto3_module.client("sts", region_name=config.region))
+    try:
+        account, caller = credentials.caller_identity(boto3_module, config.region)
+    except credentials.CredentialsProblem as problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return None
     out(f"{args.action} INTO account {account}, region {config.region}, as {caller} ({credential_source()})")
     refusal = account_mismatch(config, account)
     if refusal:
@@ -311,10 +307,9 @@ def _kubectl_account(config: DeploymentConfig, dry_run: bool, boto3_module: Any)
     if boto3_module is None:
         import boto3 as boto3_module  # noqa: PLC0415 (not needed for --dry-run)
     try:
-        return aws.caller_identity(boto3_module.client("sts", region_name=config.region))[0]
-    except (BotoCoreError, ClientError) as err:
-        print(f"error: cannot read your AWS account ({credential_source()}): {err}. Expired credentials? "
-              "`aws sso login`, then run the same command again", file=sys.stderr)  # fmt: skip
+        return credentials.caller_identity(boto3_module, config.region)[0]
+    except credentials.CredentialsProblem as problem:
+        print(f"error: {problem}", file=sys.stderr)
         return None
 
 

@@ -1,8 +1,10 @@
 """The steps of ``make deploy``, derived from one config file: one builder per step.
 
-Every step names its commands with the config carried through: CDK gets ``-c config=<file>``, the
-chart publish script gets the file, and every AWS name (stacks, cluster, CodeBuild projects, ECR
-repositories, buckets) comes from :mod:`settings.names` applied to the same config. The step types
+Every step names its commands with the config carried through: step ``synth`` synthesizes and
+gates the file once (``make synth CONFIG=<file>``) and every later CDK command deploys that gated
+assembly (``--app cdk.out``, :data:`GATED_ASSEMBLY`); the chart publish script gets the file, and
+every AWS name (stacks, cluster, CodeBuild projects, ECR repositories, buckets) comes from
+:mod:`settings.names` applied to the same config. The step types
 are :mod:`.steps`; the runner is :mod:`.runner`.
 
 Durations are estimates (sources in docs/deploy.md, "Durations"), not measurements: no deployment
@@ -15,8 +17,13 @@ from settings import names
 from settings.schema import DeploymentConfig
 from whisper_build.deploy import capacity, kube
 from whisper_build.deploy.prices import running_cost_items
-from whisper_build.deploy.steps import AwsCall, Command, Step, WaitAll, cdk
+from whisper_build.deploy.steps import AwsCall, Command, Step, WaitAll, cdk_app
 
+GATED_ASSEMBLY = "cdk.out"
+"""Where step ``synth`` (``make synth``) leaves the cloud assembly that passed cfn-lint, cdk-nag and checkov
+(``scripts/synth.py`` moves it there only then). Every later ``cdk`` command deploys it with ``--app``:
+``cdk deploy`` of the app would synthesize anew, after the gates ran."""
+GATES = "cfn-lint + cdk-nag AwsSolutions + checkov"
 SERVING_WAIT_S = 15 * 60
 """Step ``serving``: every GPU group's Deployment must be ready within this, all groups together."""
 REQUIRE_APPROVAL_NEVER = ("--require-approval", "never")
@@ -106,7 +113,21 @@ def capacity_step(config: DeploymentConfig) -> Step:
     )
 
 
-def bootstrap_step(config: DeploymentConfig, config_file: str, account: str) -> Step:
+def synth_step(config_file: str) -> Step:
+    """Step ``synth``: synthesize once and run the three gates on that assembly (``make synth``)."""
+    return Step(
+        "synth",
+        f"synthesize once and run {GATES} on that assembly ({GATED_ASSEMBLY}/); bootstrap, storage and stacks "
+        f"deploy exactly it (--app {GATED_ASSEMBLY}), never a second synthesis",
+        "1–2 min",
+        "",
+        (Command(("make", "synth", f"CONFIG={config_file}", f"SYNTH_OUTDIR={GATED_ASSEMBLY}")),),
+        "synthesizes and gates again; a finding stops the run before anything is deployed "
+        f"(the failing assembly is left in {GATED_ASSEMBLY}.failed/)",
+    )
+
+
+def bootstrap_step(config: DeploymentConfig, account: str) -> Step:
     """Step ``bootstrap``: ``cdk bootstrap`` of the account and region."""
     region = config.region
     return Step(
@@ -114,12 +135,12 @@ def bootstrap_step(config: DeploymentConfig, config_file: str, account: str) -> 
         f"CDK bootstrap of aws://{account}/{region} (asset bucket, deploy roles)",
         "1–3 min",
         "",
-        (cdk("bootstrap", f"aws://{account}/{region}", config_file=config_file),),
+        (cdk_app("bootstrap", f"aws://{account}/{region}", assembly=GATED_ASSEMBLY),),
         "idempotent: an up-to-date CDKToolkit stack is left as it is",
     )
 
 
-def storage_step(config: DeploymentConfig, config_file: str, approve: bool) -> Step:
+def storage_step(config: DeploymentConfig, approve: bool) -> Step:
     """Step ``storage``: the storage stack alone, importing buckets and repositories an earlier destroy retained."""
     return Step(
         "storage",
@@ -128,13 +149,13 @@ def storage_step(config: DeploymentConfig, config_file: str, approve: bool) -> S
         "2–4 min",
         "",
         (
-            cdk(
+            cdk_app(
                 "deploy",
                 names.stack_name(config, "Storage"),
                 "--exclusively",
                 *cdk_deploy_approval(approve),
                 "--import-existing-resources",
-                config_file=config_file,
+                assembly=GATED_ASSEMBLY,
             ),
         ),  # fmt: skip
         "CloudFormation applies only differences; a failed first create rolls back, and the retained buckets "
@@ -167,7 +188,7 @@ def hyperpod_chart_step(config: DeploymentConfig, config_file: str) -> Step:
     )
 
 
-def stacks_step(config: DeploymentConfig, config_file: str, approve: bool) -> Step:
+def stacks_step(config: DeploymentConfig, approve: bool) -> Step:
     """Step ``stacks``: ``cdk deploy --all``; its cost line lists what bills from here on."""
     return Step(
         "stacks",
@@ -175,7 +196,7 @@ def stacks_step(config: DeploymentConfig, config_file: str, approve: bool) -> St
         "(CloudFormation waits for each)",
         "60–120 min (EKS about 15 min, HyperPod instances 20–60 min)",
         _gpu_cost_note(config),
-        (cdk("deploy", "--all", *cdk_deploy_approval(approve), config_file=config_file),),
+        (cdk_app("deploy", "--all", *cdk_deploy_approval(approve), assembly=GATED_ASSEMBLY),),
         "stacks already created are updated in place (minutes when nothing changed). A stack whose FIRST "
         "create fails is rolled back: CloudFormation deletes what it created (the EKS cluster, the HyperPod "
         "instances), and the next run deletes the ROLLBACK_COMPLETE stack and creates it again from the start",
@@ -293,11 +314,12 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str, appro
     (:class:`whisper_build.deploy.session.DeploySession`) when they run; planning calls nothing.
     """
     return [
+        synth_step(config_file),
         capacity_step(config),
-        bootstrap_step(config, config_file, account),
-        storage_step(config, config_file, approve),
+        bootstrap_step(config, account),
+        storage_step(config, approve),
         hyperpod_chart_step(config, config_file),
-        stacks_step(config, config_file, approve),
+        stacks_step(config, approve),
         kubectl_step(config),
         serving_image_step(config),
         *engines_steps(config),

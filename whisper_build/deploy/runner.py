@@ -15,7 +15,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from whisper_build.deploy import aws
+from whisper_build.deploy import aws, credentials
 from whisper_build.deploy.session import DeploySession
 from whisper_build.deploy.steps import Command, Step, WaitAll
 
@@ -120,8 +120,9 @@ class Runner:
                     explanation = [f"(could not diagnose: {diagnose_err})"]
                 for line in explanation:
                     self.out(f"    why: {line}")
+            cause = credentials.credential_problem(err) if credentials.is_credential_error(err) else str(err)
             raise aws.DeployError(
-                f"step '{step.name}' failed after {elapsed(time.monotonic() - step_started)}: {err}. "
+                f"step '{step.name}' failed after {elapsed(time.monotonic() - step_started)}: {cause}. "
                 "Fix the cause (expired credentials: `aws sso login` or renew them) and run the same command "
                 "again; each step's 're-run' line says what repeating it does (docs/deploy.md, Resuming)."
             ) from err

@@ -92,6 +92,11 @@ def cdk(*args: str, config_file: str) -> Command:
     return Command(("npx", "cdk", *args, "-c", f"config={config_file}"))
 
 
+def cdk_app(*args: str, assembly: str) -> Command:
+    """``npx cdk <args> --app <assembly>``: CDK reads that cloud assembly instead of synthesizing the app again."""
+    return Command(("npx", "cdk", *args, "--app", assembly))
+
+
 def diff_command(config_file: str) -> Command:
     """``make diff CONFIG=…``: ``cdk diff`` of every stack against what is deployed (needs credentials)."""
     return cdk("diff", "--all", config_file=config_file)
