@@ -57,7 +57,7 @@ from settings import labels, throughput
 from settings.bulk import WORKER_SERVICE_ACCOUNT, files_in_flight, worker_groups, worker_name
 from settings.schema import DeploymentConfig, GpuGroup
 
-APP = "whisper-bulk"
+APP = labels.BULK_APP_NAME
 """``app.kubernetes.io/name`` of bulk pods: not the serving Service's ``whisper``, so no request reaches them."""
 TRIGGER_AUTH_NAME = "whisper-bulk-sqs"
 WORKER_COMMAND = ["python3", "-m", "whisper_build.bulk.worker"]

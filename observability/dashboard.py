@@ -26,6 +26,7 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
 
 from observability import cost_queries
+from observability.bulk_queries import Bulk
 from observability.queries import GPU_UTIL_THRESHOLD_PERCENT, Gateway, Gpu, Query, Triton
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 
@@ -197,7 +198,25 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
         ("Gateway", gateway),
     )
     cost = cost_panels(config)
-    return (*rows, (COST_ROW, cost)) if cost else rows
+    extra: list[tuple[str, tuple[PanelSpec, ...]]] = [(COST_ROW, cost)] if cost else []
+    if config.bulk.enabled:
+        extra.append((BULK_ROW, bulk_panels()))
+    return (*rows, *extra)
+
+
+BULK_ROW = "Bulk jobs"
+
+
+def bulk_panels() -> tuple[PanelSpec, ...]:
+    """The bulk row (``bulk.enabled``): :mod:`observability.bulk_queries`."""
+    return (
+        PanelSpec("Queue: waiting / in flight / delayed", (Target(Bulk.BACKLOG),)),
+        PanelSpec("Files in progress", (Target(Bulk.IN_PROGRESS),)),
+        PanelSpec("Queue wait p99", (Target(Bulk.WAIT_P99),), width=6),
+        PanelSpec("Audio hours done (last hour)", (Target(Bulk.AUDIO_HOURS),), width=6),
+        PanelSpec("Wall time ÷ audio duration per file", (Target(Bulk.WALL_PER_AUDIO),), threshold=1.0),
+        PanelSpec("Failures by reason (last hour)", (Target(Bulk.FAILURES),), width=24),
+    )
 
 
 COST_ROW = "Cost (USD)"

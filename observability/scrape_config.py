@@ -11,6 +11,8 @@ Jobs (names from :mod:`observability.queries`):
 * ``whisper-gateway``: the gateway's ``/metrics`` on its own port (``serving.gateway_metrics_port``,
   8081; the traffic port 8080 serves no metrics) of the same pods, **Ready pods only**, so ``up`` counts ready pods and a pod still loading its engine
   adds no capacity to the autoscaling query;
+* ``whisper-bulk`` (``bulk.enabled``): the bulk workers' ``/metrics`` (``app.kubernetes.io/name=whisper-bulk``,
+  port ``serving.gateway_metrics_port``), any pod that runs;
 * ``dcgm-exporter``: NVIDIA DCGM exporter pods (``app.kubernetes.io/name=dcgm-exporter``, port
   9400, upstream chart defaults) in any namespace.
 
@@ -35,8 +37,9 @@ from typing import Any
 import yaml
 
 from observability import queries
+from observability.bulk_queries import JOB_BULK
 from settings import DeploymentConfig
-from settings.labels import APP_NAME, APP_NAME_LABEL, GPU_ARCH_LABEL, GPU_GROUP_LABEL
+from settings.labels import APP_NAME, APP_NAME_LABEL, BULK_APP_NAME, GPU_ARCH_LABEL, GPU_GROUP_LABEL
 
 DCGM_EXPORTER_APP = "dcgm-exporter"
 """``app.kubernetes.io/name`` of the NVIDIA dcgm-exporter Helm chart's pods."""
@@ -78,7 +81,7 @@ def gateway_metrics_port(config: DeploymentConfig) -> int:
 
 
 def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
-    """The three jobs of a deployment, ports and namespace from ``config.serving``.
+    """The jobs of a deployment (three, and ``whisper-bulk`` with ``bulk.enabled``), ports and namespace from ``config.serving``.
 
     With ``serving.target: inference_operator`` the serving jobs keep every pod of the serving
     namespace that declares the port (the operator's pods do not carry ``app.kubernetes.io/name=whisper``;
@@ -86,11 +89,15 @@ def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     """
     serving = config.serving
     app = APP_NAME if serving.target == "deployments" else None
-    return (
+    jobs = (
         ScrapeJob(queries.JOB_TRITON, app, serving.triton_metrics_port, serving.namespace),
         ScrapeJob(queries.JOB_GATEWAY, app, gateway_metrics_port(config), serving.namespace, ready_only=True),
         ScrapeJob(queries.JOB_DCGM, DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT, None),
     )
+    if not config.bulk.enabled:
+        return jobs
+    # the bulk workers' /metrics (k8s_charts.bulk: the worker's port is serving.gateway_metrics_port)
+    return (*jobs, ScrapeJob(JOB_BULK, BULK_APP_NAME, serving.gateway_metrics_port, serving.namespace))
 
 
 def _meta_pod_label(key: str) -> str:

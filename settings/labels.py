@@ -16,6 +16,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 APP_NAME_LABEL = "app.kubernetes.io/name"
 APP_NAME = "whisper"
+BULK_APP_NAME = "whisper-bulk"
+"""``app.kubernetes.io/name`` of the bulk worker pods: not ``APP_NAME``, so the serving Service never selects them."""
 
 METRIC_LABELS = ("gpu_group", "gpu_arch", "instance_type", "pod")
 """Labels the scrape configs add to every series (Prometheus label names)."""

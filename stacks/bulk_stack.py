@@ -17,8 +17,9 @@ notification is created: S3 user guide, "Walkthrough: Configuring a bucket for n
   log bucket of this stack; objects created under ``bulk.input_prefix`` are sent to the queue.
 * **Worker role** (EKS Pod Identity, ServiceAccount ``whisper-bulk``): read the input prefix, read and
   write the output prefix (results, status, checkpoints), list only the output prefix (so a missing
-  status object reads as 404, not 403), receive/delete/change-visibility on the queue and send to it
-  (a continuation message before the 12-hour visibility limit), use the key. Nothing else.
+  status object reads as 404, not 403), receive/delete/change-visibility on the queue, send to it
+  (a continuation message before the 12-hour visibility limit) and read its counts (metrics), use the
+  key. Nothing else.
 * **Alarms**: a message in the dead-letter queue; the oldest waiting message older than
   ``bulk.oldest_message_alarm_seconds``.
 """
@@ -42,8 +43,15 @@ from settings.schema import DeploymentConfig
 from stacks.checkov_skips import skip_check
 from stacks.nag import acknowledge, acknowledge_resource
 
-WORKER_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage")
-"""What a worker does with the queue (SendMessage: the continuation message, docs/bulk.md)."""
+WORKER_QUEUE_ACTIONS = (
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:SendMessage",
+    "sqs:GetQueueAttributes",
+)
+"""What a worker does with the queue (SendMessage: the continuation message; GetQueueAttributes: the
+``whisper_bulk_queue_messages`` gauges; docs/bulk.md)."""
 KEDA_QUEUE_ACTIONS = ("sqs:GetQueueAttributes",)
 """What KEDA's ``aws-sqs-queue`` scaler calls (keda ``pkg/scalers/aws_sqs_queue_scaler.go``: one
 ``GetQueueAttributes`` per poll)."""

@@ -17,12 +17,14 @@ import speech_samples as samples
 from bulk_support import final_statuses, new_job_path, start_worker, stop, triton_windows, wait_until, worker_env
 from gateway_server import running_gateway
 from long_audio import sparse_speech_flac
+from prometheus_client.parser import text_string_to_metric_families
 
 from whisper_build.bulk.cli import Target, latest_per_input, statuses, submit
 from whisper_build.bulk.local import JobPath, LocalAws
 from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.records import OUTPUT_FILES, JobStatus
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.workstation.local_triton import free_ports
 
 pytestmark = [
     pytest.mark.integration,
@@ -83,12 +85,16 @@ def job_path(local_aws: LocalAws) -> tuple[JobPath, Target]:
 
 
 @pytest.fixture(scope="module")
-def worker(job_path, triton_server, tmp_path_factory) -> Iterator[Path]:
+def worker(job_path, triton_server, tmp_path_factory) -> Iterator[str]:
+    """A worker process (2 files in flight); yields the base URL of its /live, /ready, /metrics."""
     path, _ = job_path
     scratch = tmp_path_factory.mktemp("bulk-worker")
-    env = worker_env(path, triton_server.settings.grpc_url, scratch, files_in_flight=2, window_group_size=16)
+    (port,) = free_ports(1)
+    env = worker_env(
+        path, triton_server.settings.grpc_url, scratch, files_in_flight=2, window_group_size=16, http_port=port
+    )
     process = start_worker(env, scratch / "worker.log")
-    yield scratch / "worker.log"
+    yield f"http://127.0.0.1:{port}"
     assert stop(process, signal.SIGTERM) == 0, (scratch / "worker.log").read_text()[-3000:]
 
 
@@ -119,7 +125,7 @@ def synchronous_texts(triton_server, folder: Path, names: list[str]) -> dict[str
     return texts
 
 
-def test_corpus_gives_every_output_or_a_reason(job_path, worker, corpus, triton_server) -> None:
+def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, triton_server) -> None:
     _, target = job_path
     folder, good, bad = corpus
     # WHEN every file is uploaded: each upload's S3 event is one message
@@ -146,6 +152,21 @@ def test_corpus_gives_every_output_or_a_reason(job_path, worker, corpus, triton_
     # nothing retried, nothing dead-lettered, nothing left
     assert target.queue.counts() == {"visible": 0, "in_flight": 0, "delayed": 0}
     assert target.dead_letter is not None and target.dead_letter.counts()["visible"] == 0
+    # the worker's metrics (docs/contracts.md §7, bulk workers) say the same
+    assert httpx.get(f"{worker}/ready", timeout=10).status_code == 200
+    assert httpx.get(f"{worker}/live", timeout=10).status_code == 200
+    metrics = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(httpx.get(f"{worker}/metrics", timeout=10).text)
+        for sample in family.samples
+    }
+    assert metrics[("whisper_bulk_jobs_total", (("outcome", "completed"),))] == len(good)
+    assert metrics[("whisper_bulk_failures_total", (("reason", "not_audio"),))] == 2
+    assert metrics[("whisper_bulk_failures_total", (("reason", "empty_audio"),))] == 1
+    audio = sum(s.audio_seconds or 0 for s in records.values())
+    assert metrics[("whisper_bulk_audio_seconds_total", ())] == pytest.approx(audio)
+    assert metrics[("whisper_bulk_wall_per_audio_ratio_count", ())] == len(good)
+    assert metrics[("whisper_bulk_queue_wait_seconds_count", ())] >= len(good) + len(bad)
 
 
 def test_duplicate_deliveries_give_one_result_computed_once(job_path, worker, corpus, triton_server) -> None:

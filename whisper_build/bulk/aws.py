@@ -141,12 +141,17 @@ class JobStore:
 
 @dataclass(frozen=True)
 class Received:
-    """One received SQS message: ``body``, ``receipt`` handle, ``message_id``, ``receive_count``."""
+    """One received SQS message.
+
+    Attributes: ``body``, ``receipt`` handle, ``message_id``, ``receive_count``, ``sent_at`` (Unix
+    seconds, SQS's ``SentTimestamp``).
+    """
 
     body: str
     receipt: str
     message_id: str
     receive_count: int
+    sent_at: float = 0.0
 
 
 class JobQueue:
@@ -163,14 +168,16 @@ class JobQueue:
             MaxNumberOfMessages=1,
             WaitTimeSeconds=wait_seconds,
             VisibilityTimeout=visibility_seconds,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
         )
         messages = answer.get("Messages") or []
         if not messages:
             return None
         message = messages[0]
-        count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
-        return Received(message["Body"], message["ReceiptHandle"], message["MessageId"], count)
+        attributes = message.get("Attributes", {})
+        count = int(attributes.get("ApproximateReceiveCount", "1"))
+        sent = int(attributes.get("SentTimestamp", "0")) / 1000
+        return Received(message["Body"], message["ReceiptHandle"], message["MessageId"], count, sent)
 
     def delete(self, receipt: str) -> None:
         """DeleteMessage (the job is done, failed for good, or continued in a new message)."""
@@ -185,7 +192,7 @@ class JobQueue:
         self.sqs.send_message(QueueUrl=self.url, MessageBody=body)
 
     def counts(self) -> dict[str, int]:
-        """Visible, in-flight and delayed message counts (GetQueueAttributes; operators and KEDA only)."""
+        """Visible, in-flight and delayed message counts (GetQueueAttributes)."""
         attributes = self.sqs.get_queue_attributes(
             QueueUrl=self.url,
             AttributeNames=[

@@ -79,6 +79,7 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         ticker = asyncio.create_task(self._tick())
+        poller = asyncio.create_task(self._poll_queue())
         try:
             await self._wait_for_triton()
             slots = [asyncio.create_task(self._slot()) for _ in range(self.settings.files_in_flight)]
@@ -89,6 +90,7 @@ class Worker:
             await asyncio.gather(*slots, return_exceptions=True)
         finally:
             ticker.cancel()
+            poller.cancel()
         log.info("drained")
         return 0
 
@@ -96,6 +98,19 @@ class Worker:
         while True:
             self.last_tick = time.monotonic()
             await asyncio.sleep(TICK_SECONDS)
+
+    async def _poll_queue(self) -> None:
+        """``whisper_bulk_queue_messages`` from GetQueueAttributes every ``QUEUE_POLL_SECONDS``."""
+        names = {"visible": "waiting", "in_flight": "in_flight", "delayed": "delayed"}
+        while True:
+            try:
+                counts = await asyncio.to_thread(self.queue.counts)
+            except Exception as exc:  # noqa: BLE001 (a metric; the next poll retries)
+                log.warning("GetQueueAttributes failed: %s", exc)
+            else:
+                for key, state in names.items():
+                    metrics.QUEUE_MESSAGES.labels(state=state).set(counts[key])
+            await asyncio.sleep(metrics.QUEUE_POLL_SECONDS)
 
     async def _wait_for_triton(self) -> None:
         delay = 1.0
@@ -143,6 +158,8 @@ class Worker:
                 await asyncio.to_thread(self.queue.send, job.to_body())
             await asyncio.to_thread(self.queue.delete, received.receipt)
             return None
+        if received.sent_at:
+            metrics.QUEUE_WAIT.observe(max(0.0, time.time() - received.sent_at))
         life = Lifeline(received, draining=self.draining)
         heartbeat = asyncio.create_task(self._heartbeat(life))
         metrics.IN_PROGRESS.inc()

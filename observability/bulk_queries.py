@@ -1,0 +1,65 @@
+"""PromQL of the bulk workers (``bulk.enabled``): backlog, in flight, wait, audio hours, failures, wall ÷ audio.
+
+Series: the workers' own metrics (docs/contracts.md §7, bulk workers), scraped by the ``whisper-bulk``
+job (:func:`observability.scrape_config.scrape_jobs`) from every ``app.kubernetes.io/name=whisper-bulk``
+pod, relabelled with its GPU group. Workers scale to zero: with none running these series are absent, not
+0 — the queue itself is then CloudWatch's (``AWS/SQS``, the bulk stack's alarms) and ``make jobs``'.
+"""
+
+from __future__ import annotations
+
+from observability.queries import GROUP_LABELS, Query, _by
+
+JOB_BULK = "whisper-bulk"
+BULK_WINDOW = "1h"
+"""Window of the hourly figures (audio hours, failures, wall ÷ audio)."""
+_JOB = '{job="whisper-bulk"}'
+
+
+class Bulk:
+    """The bulk row's queries (the dashboard's "Bulk jobs" row; docs/observability.md)."""
+
+    BACKLOG = Query(
+        "bulk_backlog",
+        f"max by (state) (whisper_bulk_queue_messages{_JOB})",
+        "short",
+        "Job messages waiting / in flight / delayed (GetQueueAttributes, as the workers see it)",
+        labels=("state",),
+    )
+    IN_PROGRESS = Query(
+        "bulk_in_progress",
+        f"sum by ({_by()}) (whisper_bulk_files_in_progress{_JOB})",
+        "short",
+        "Files the workers are transcribing now",
+    )
+    WAIT_P99 = Query(
+        "bulk_wait_p99",
+        f"histogram_quantile(0.99, sum by (le) (rate(whisper_bulk_queue_wait_seconds_bucket{_JOB}[{BULK_WINDOW}])))",
+        "s",
+        "p99 of the time a job message waited in the queue before a worker took it",
+        labels=(),
+    )
+    AUDIO_HOURS = Query(
+        "bulk_audio_hours",
+        f"sum by ({_by()}) (increase(whisper_bulk_audio_seconds_total{_JOB}[{BULK_WINDOW}])) / 3600",
+        "short",
+        "Audio hours of jobs completed in the last hour",
+    )
+    FAILURES = Query(
+        "bulk_failures",
+        f"sum by (reason) (increase(whisper_bulk_failures_total{_JOB}[{BULK_WINDOW}]))",
+        "short",
+        "Job failures and retries in the last hour, by reason",
+        labels=("reason",),
+    )
+    WALL_PER_AUDIO = Query(
+        "bulk_wall_per_audio",
+        f"sum by ({_by()}) (rate(whisper_bulk_wall_per_audio_ratio_sum{_JOB}[{BULK_WINDOW}])) / "
+        f"sum by ({_by()}) (rate(whisper_bulk_wall_per_audio_ratio_count{_JOB}[{BULK_WINDOW}]))",
+        "short",
+        "Mean per-file wall time ÷ audio duration of the files completed in the last hour (1 = real time)",
+    )
+
+
+BULK_QUERIES = (Bulk.BACKLOG, Bulk.IN_PROGRESS, Bulk.WAIT_P99, Bulk.AUDIO_HOURS, Bulk.FAILURES, Bulk.WALL_PER_AUDIO)
+assert all(q.labels in (GROUP_LABELS, ("state",), ("reason",), ()) for q in BULK_QUERIES)
