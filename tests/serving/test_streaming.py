@@ -184,3 +184,21 @@ def test_a_disconnect_before_the_first_event_gives_the_admission_slot_back() -> 
         backend.gate = None
         r = httpx.post(f"{url}/v1/audio/transcriptions", files=files, timeout=30)
     assert backend.cancelled == 1 and r.status_code == 200, r.text
+
+
+def test_a_bug_mid_stream_still_ends_it_with_an_error_event() -> None:
+    backend = StreamBackend()
+    original = backend.transcribe
+
+    async def buggy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the wrapped signature
+        if backend.calls:  # the first group is answered, then a bug (not a BackendError)
+            raise KeyError("a bug")
+        return await original(*args, **kwargs)
+
+    with running_gateway(_settings(), lambda _: backend) as url:
+        backend.transcribe = buggy  # type: ignore[method-assign]
+        stream = _client(url).audio.transcriptions.create(
+            model="whisper-1", file=("a.flac", _voiced_windows(3)), stream=True
+        )
+        with pytest.raises(openai.APIError, match="internal error .KeyError."):
+            list(stream)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
@@ -43,6 +44,8 @@ from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.gateway.transcriber import GroupResult, Transcriber, WindowRequest
 
 __all__ = ["STREAM_FORMATS", "AUDIO_TOKENS_PER_SECOND", "parse_stream_flag", "transcript_stream"]
+
+log = logging.getLogger(__name__)
 
 STREAM_FORMATS = ("json", "text")
 """``response_format`` values a stream accepts (the events carry plain text; no segments or cues)."""
@@ -151,6 +154,10 @@ async def _events(
             pipeline.health.record_failure("request", exc)
         error = pipeline.to_api_error(exc)
         yield _event(openai_error_body(error.status, error.code, error.message, error.param))
+    except Exception as exc:  # noqa: BLE001 - a bug must still end the stream with an error, never silently
+        log.exception("stream failed")
+        message = f"internal error ({type(exc).__name__}); the transcription stopped"
+        yield _event(openai_error_body(500, ErrorCode.INTERNAL, message))
     finally:
         await opened.close()
 
