@@ -11,6 +11,9 @@ dynamic batcher sees up to ``files_in_flight × window_group_size`` windows at o
 * **Drain**: SIGTERM (or SIGINT) stops receiving; each job stops at its next window-group boundary,
   checkpoints and returns its message (visibility 0); a job still busy after ``drain_seconds`` is
   cancelled (its Triton call too) and its message returned, the last checkpoint kept.
+* **Priority**: its Triton requests carry ``contract.BULK_PRIORITY`` (the lower level, a queue of its own)
+  and at most half of ``max_batch_size`` windows (:func:`bulk_plan`), so synchronous requests sharing
+  the Triton keep their latency and their queue.
 * **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
   (prometheus-client) on ``http_host:http_port`` when the port is set.
 """
@@ -24,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -33,6 +37,7 @@ from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
 from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
 from whisper_build.bulk.messages import BadMessage, parse_body
 from whisper_build.bulk.settings import WorkerSettings
+from whisper_build.serving.contract import BULK_PRIORITY
 from whisper_build.serving.gateway.backend import BackendError, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
@@ -54,6 +59,24 @@ def window_plan(settings: WorkerSettings) -> WindowPlan:
         max_audio_seconds=math.inf,  # storage is the only limit (max_file_bytes)
         call_timeout_seconds=settings.call_timeout_seconds,
     )
+
+
+def bulk_plan(plan: WindowPlan, max_batch_size: int) -> WindowPlan:
+    """``plan`` with at most half of the model's ``max_batch_size`` windows per call.
+
+    With the lower priority level (``contract.BULK_PRIORITY``) this leaves synchronous requests room in
+    every batch when bulk work shares a Triton with them.
+    """
+    half = max(1, max_batch_size // 2)
+    if plan.group_size <= half:
+        return plan
+    log.info(
+        "window_group_size %d > half of max_batch_size %d: sending %d windows per call",
+        plan.group_size,
+        max_batch_size,
+        half,
+    )
+    return replace(plan, group_size=half)
 
 
 class Worker:
@@ -123,6 +146,7 @@ class Worker:
                 delay = min(delay * 2, 15.0)
                 continue
             log.info("Triton serves %s (max batch %d); taking messages", served.name, served.max_batch_size)
+            self.runner.transcriber.plan = bulk_plan(self.runner.transcriber.plan, served.max_batch_size)
             self.ready = True
             return
 
@@ -232,7 +256,8 @@ def build_worker(settings: WorkerSettings) -> Worker:
     """
     s3, sqs = clients(settings.region, settings.endpoint_url)
     queue = JobQueue(sqs, settings.queue_url)
-    transcriber = Transcriber(TritonBackend(settings.triton_url, settings.triton_model), window_plan(settings))
+    backend = TritonBackend(settings.triton_url, settings.triton_model, priority=BULK_PRIORITY)
+    transcriber = Transcriber(backend, window_plan(settings))
     return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber), queue)
 
 

@@ -23,10 +23,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "BULK_PRIORITY",
     "INPUTS",
     "OUTPUTS",
+    "PRIORITY_LEVELS",
     "RESULT",
     "REPETITION_PENALTY",
+    "SYNC_PRIORITY",
     "TEMPERATURE",
     "TEXT_PREFIX",
     "TIMESTAMPS",
@@ -40,6 +43,19 @@ __all__ = [
     "markdown_table",
     "render_config_tensors",
 ]
+
+PRIORITY_LEVELS = 2
+"""Priority levels of the model's dynamic batcher (``config.pbtxt`` ``dynamic_batching.priority_levels``).
+
+Triton serves every queued request of level 1 before any of level 2, and each level has its own
+queue and queue policy (Triton model configuration docs, "Dynamic Batcher", "Priority" and "Queue Policy").
+"""
+SYNC_PRIORITY = 1
+"""The synchronous requests' level: the model's ``default_priority_level`` (a request sending priority 0
+gets it), its queue bounded by ``default_queue_policy.max_queue_size``."""
+BULK_PRIORITY = 2
+"""The bulk workers' level (``priority`` of their infer requests): taken only when no synchronous request
+waits, in a queue of its own (``priority_queue_policy[2]``), so bulk work never fills the synchronous queue."""
 
 EngineKind = Literal["tensorrt_llm", "ctranslate2", "torch"]
 """Which engine serves the model: the model-config parameter ``engine`` and a GPU group's

@@ -187,13 +187,16 @@ class TritonBackend:
     Args:
         url: Triton gRPC ``host:port``.
         model_name: Triton model name (``whisper``).
+        priority: the requests' priority level (``contract.SYNC_PRIORITY`` / ``BULK_PRIORITY``); 0 = the
+            model's default level (synchronous).
     """
 
-    def __init__(self, url: str, model_name: str) -> None:
+    def __init__(self, url: str, model_name: str, priority: int = 0) -> None:
         from tritonclient.grpc.aio import InferenceServerClient
 
         self.url = url
         self.model_name = model_name
+        self.priority = priority
         self._client = InferenceServerClient(url=url)
         self._served: ServedModel | None = None
 
@@ -251,6 +254,7 @@ class TritonBackend:
             self.model_name,
             inputs,
             outputs=[InferRequestedOutput(contract.RESULT.name)],
+            priority=self.priority,
             client_timeout=timeout,
         )
         out = result.as_numpy(contract.RESULT.name)

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines.base import EngineParams
 from whisper_build.serving.engines.tokens import is_multilingual, vocabulary_size
 from whisper_build.serving.triton_model.contract_files import config_template
@@ -105,6 +106,8 @@ class BatchingConfig(BaseModel):
             requests of at most this many 30 s windows.
         max_queue_delay_us: how long the dynamic batcher waits to fill a batch (µs).
         max_queue_size: requests waiting beyond this are rejected at once (UNAVAILABLE).
+        bulk_max_queue_size: the same for the bulk priority level's own queue
+            (:data:`whisper_build.serving.contract.BULK_PRIORITY`).
         instance_count: model instances (each loads the engine once).
         instance_kind: ``KIND_CPU`` (python backend; the engine still uses the GPU when its
             ``device`` says so) or ``KIND_GPU`` (one instance per visible GPU).
@@ -115,6 +118,7 @@ class BatchingConfig(BaseModel):
     max_batch_size: int = Field(16, ge=2, le=1024)
     max_queue_delay_us: int = Field(20_000, ge=0, le=10_000_000)
     max_queue_size: int = Field(64, ge=1)
+    bulk_max_queue_size: int = Field(64, ge=1)
     instance_count: int = Field(1, ge=1, le=64)
     instance_kind: Literal["KIND_CPU", "KIND_GPU"] = "KIND_CPU"
 
@@ -140,6 +144,10 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
     config.max_batch_size = batching.max_batch_size
     config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
     config.dynamic_batching.default_queue_policy.max_queue_size = batching.max_queue_size
+    config.dynamic_batching.priority_levels = contract.PRIORITY_LEVELS
+    config.dynamic_batching.default_priority_level = contract.SYNC_PRIORITY
+    bulk_queue = config.dynamic_batching.priority_queue_policy[contract.BULK_PRIORITY]
+    bulk_queue.max_queue_size = batching.bulk_max_queue_size
     del config.instance_group[:]
     config.instance_group.add(
         count=batching.instance_count,
