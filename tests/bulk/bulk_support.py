@@ -97,3 +97,30 @@ def triton_windows(metrics_url: str) -> int:  # metrics_url: http://host:port/me
         for line in text.splitlines()
         if line.startswith("nv_inference_count{") and 'model="whisper"' in line
     )
+
+
+def silent_hours_flac(speech: Path, hours: int) -> Path:
+    """``hours`` of digital silence with the clip ``speech`` at the start and in the last minute; 16 kHz mono FLAC.
+
+    Cached in the temp dir like :mod:`long_audio`; FLAC stores silence in a few hundred kB per hour,
+    so the file is small to upload while its decode covers the whole duration.
+    """
+    import numpy as np
+    import soundfile
+    from long_audio import _cached, _write_flac
+
+    clip, rate = soundfile.read(speech, dtype="float32")
+    assert rate == 16_000, "the clip must be 16 kHz"
+    path, ready = _cached(f"silence-{hours}h-{len(clip)}-{rate}hz.flac")
+    if ready:
+        return path
+    minutes = hours * 60
+
+    def blocks():  # noqa: ANN202
+        for minute in range(minutes):
+            block = np.zeros(rate * 60, dtype=np.float32)
+            if minute in (0, minutes - 1):
+                block[: len(clip)] = clip[: len(block)]
+            yield block
+
+    return _write_flac(path, rate, blocks())
