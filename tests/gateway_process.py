@@ -72,7 +72,8 @@ def gateway_process(
         yield gateway
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0, gateway.log_text()[-3000:]
-        left = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        _, left = psutil.wait_procs(children, timeout=15)  # multiprocessing's helpers exit after the parent
+        left = [c for c in left if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
         assert not left, f"gateway processes left behind: {left}"
     finally:
         if process.poll() is None:

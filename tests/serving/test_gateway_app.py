@@ -307,6 +307,7 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_gateway_backend_failures_total",
         "whisper_gateway_model_healthy",
         "whisper_gateway_window_decodes_total",
+        "whisper_gateway_window_retries_total",
     }
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text

@@ -33,6 +33,8 @@ from whisper_build.serving.gateway.errors import install_error_handlers
 from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
+from whisper_build.serving.gateway.pod_view import PodState, PodView
+from whisper_build.serving.gateway.recovery import ModelRecovery, RecoveringBackend
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
@@ -66,16 +68,19 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         settings.queue_timeout_seconds,
         settings.effective_audio_budget_seconds,
     )
-    health = ModelHealth(settings, metrics, busy=lambda: admission.running > 0)
+    pod = PodView(lambda: PodState(admission.running + admission.waiting, 1.0))
+    health = ModelHealth(settings, metrics, busy=pod.busy, pod_healthy=lambda: pod.state().healthy)
     auth = auth_from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend = factory(settings)
-        transcriber = Transcriber(backend, WindowPlan.from_gateway(settings))
+        recovery = ModelRecovery(backend)  # one reload per worker for the canary and the requests' retries
+        retrying = RecoveringBackend(backend, recovery, lambda outcome: metrics.window_retries.labels(outcome).inc())
+        transcriber = Transcriber(retrying, WindowPlan.from_gateway(settings))
         app.state.pipeline = Pipeline(settings, metrics, admission, health, transcriber)
         stop_canary = asyncio.Event()
-        canary = asyncio.create_task(health.run(backend, stop_canary), name="canary")
+        canary = asyncio.create_task(health.run(backend, stop_canary, recovery.recover), name="canary")
         if auth is not None:
             await auth.start()
         try:

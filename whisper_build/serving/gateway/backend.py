@@ -28,6 +28,14 @@ class BackendUnavailable(BackendError):
     """The model server cannot be reached or the model is not loaded (answered as 503)."""
 
 
+class ModelRestarting(BackendUnavailable):
+    """The model's python stub process died (Triton: "Stub process '…' is not healthy"); 503 until it is loaded again.
+
+    A window's inference is idempotent, so the gateway retries it once on the reloaded model
+    (:mod:`whisper_build.serving.gateway.recovery`).
+    """
+
+
 class BackendTimeout(BackendError):
     """The model server did not answer within the deadline (answered as 504)."""
 
@@ -293,4 +301,6 @@ def _translate(exc: Exception, timeout: float) -> BackendError:
         return BackendRejected(message)
     if "UNAVAILABLE" in status or "NOT_FOUND" in status:
         return BackendUnavailable(f"Triton is unavailable: {message}")
+    if "Stub process" in message and "not healthy" in message:
+        return ModelRestarting(f"the model's runtime died and is being loaded again: {message}")
     return BackendError(f"Triton failed the request: {message}")

@@ -5,18 +5,22 @@ Triton's health endpoints cannot see a dead model: with the python backend's stu
 inference fails. So :class:`ModelHealth` judges the model by what it does:
 
 * a background task sends :data:`CANARY_SECONDS` of silence through the real inference path every
-  ``canary_interval_seconds`` while no client request runs (no client traffic needed), with
-  ``canary_timeout_seconds``;
+  ``canary_interval_seconds`` (no client traffic needed), with ``canary_timeout_seconds`` — or,
+  while any worker of the pod has requests in progress (``busy``, read pod-wide through
+  :class:`whisper_build.serving.gateway.pod_view.PodView`), up to the request timeout: it may wait
+  behind them, and a dead runtime still fails it at once;
 * client requests report their outcome too (a success refreshes health; a backend error counts as
-  a failure, a timeout does not — it may be the request's own length). While they run, the canary
-  pauses: it would only queue behind them, and a timed-out canary is cancelled, which Triton counts
-  as a failed request in its own metrics (``nv_inference_request_failure``);
+  a failure, a timeout does not — it may be the request's own length);
 * the model is *unhealthy* — ``/ping`` 503, so the readiness probe and the load balancer take the pod
-  out — after ``unhealthy_after_failures`` consecutive failures, or when nothing succeeded for
-  ``stale_after_seconds`` (a hung server), or before the first success (still loading). A canary
-  that only times out while client requests are running is not a failure, and staleness is not
-  judged then: a saturated model is slow, not dead (its requests' own outcomes still count);
-* after ``reload_after_failures`` consecutive failures ending in an error (not a timeout: reloading
+  out — after ``unhealthy_after_failures`` consecutive failures, at once when the model's runtime
+  died (:class:`~whisper_build.serving.gateway.backend.ModelRestarting`: unambiguous), when nothing
+  succeeded for ``stale_after_seconds`` (a hung server), or before the first success (still
+  loading). A canary that only times out while the pod is busy is not a failure, and staleness is
+  not judged then: a saturated model is slow, not dead (Kubernetes: unready = cannot serve, not busy);
+* ``/ping`` answers :meth:`ModelHealth.pod_problem`: this worker's problem, or "another worker's"
+  when the lowest ``whisper_gateway_model_healthy`` over the pod's live workers is 0 — the same
+  answer from every worker;
+* a dead runtime is reloaded at once; otherwise after ``reload_after_failures`` consecutive failures ending in an error (not a timeout: reloading
   a slow but working model would be an outage) the gateway asks the model server to load the
   model again (Triton's repository API; a fresh python stub), with back-off 1 s → 60 s between
   attempts (:class:`whisper_build.serving.backoff.Backoff`). If tritonserver itself died, the
@@ -36,13 +40,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.backoff import Backoff
-from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, TranscriptionBackend
+from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, ModelRestarting, TranscriptionBackend
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import parse_prompt
@@ -74,8 +78,10 @@ class ModelHealth:
     Args:
         settings: canary interval/timeout, thresholds (``WHISPER_GATEWAY_CANARY_*`` etc.).
         metrics: the app's metrics (failures counter, healthy gauge).
-        busy: True while client requests are running (admission's count).
+        busy: True while client requests are running — in the whole pod
+            (:class:`whisper_build.serving.gateway.pod_view.PodView`), not only this worker.
         clock: monotonic seconds (tests pass a fake).
+        pod_healthy: the lowest model health over the pod's workers (1.0 = every worker serves).
     """
 
     def __init__(
@@ -84,12 +90,14 @@ class ModelHealth:
         metrics: GatewayMetrics,
         busy: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
+        pod_healthy: Callable[[], float] = lambda: 1.0,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
         self._busy = busy
         self._clock = clock
         self.last_failure_timed_out = False
+        self.last_failure_restarting = False
         self.consecutive_failures = 0
         self.last_success: float | None = None
         self.last_error = "no canary inference has succeeded yet (the model is loading)"
@@ -98,26 +106,36 @@ class ModelHealth:
         self._next_reload_at = 0.0
         self._prefix = parse_prompt("", None).to_text_prefix()
         self._clip = canary_clip()
-        metrics.model_healthy.set_function(lambda: float(self.problem() is None))
+        self._pod_healthy = pod_healthy
+        self.publish()
+
+    def publish(self) -> None:
+        """Write this worker's health to ``whisper_gateway_model_healthy`` (a set value: multiprocess mode reads files)."""
+        self.metrics.model_healthy.set(float(self.problem() is None))
 
     def record_success(self) -> None:
         """A canary or client inference came back."""
         self.consecutive_failures = 0
         self.last_success = self._clock()
         self._backoff.reset()
+        self.publish()
 
     def record_failure(self, source: str, error: Exception) -> None:
         """A canary (``source="canary"``) or client request (``"request"``) failed in the backend."""
         self.consecutive_failures += 1
         self.last_error = str(error) or type(error).__name__
         self.last_failure_timed_out = isinstance(error, TimeoutError | BackendTimeout)
+        self.last_failure_restarting = isinstance(error, ModelRestarting)
         self.metrics.backend_failures.labels(source=source).inc()
+        self.publish()
 
     def problem(self) -> str | None:
         """Why the model cannot serve now, or ``None`` when it can (``/ping`` answers 200)."""
         settings = self.settings
         if self.last_success is None:
             return self.last_error
+        if self.last_failure_restarting and self.consecutive_failures:  # unambiguous: no second failure needed
+            return f"the model's runtime died and is being loaded again; last error: {self.last_error}"
         if self.consecutive_failures >= settings.unhealthy_after_failures:
             return f"{self.consecutive_failures} inferences in a row failed; last error: {self.last_error}"
         age = self._clock() - self.last_success
@@ -125,9 +143,23 @@ class ModelHealth:
             return f"no inference succeeded for {age:.0f} s (limit {settings.stale_after_seconds:g} s)"
         return None
 
+    def pod_problem(self) -> str | None:
+        """Why the pod cannot serve: this worker's :meth:`problem`, or another worker's; ``None`` when all serve."""
+        own = self.problem()
+        if own is not None:
+            return own
+        if self._pod_healthy() < 1.0:
+            return "another gateway worker of this pod found the model unable to serve (its /ping says why)"
+        return None
+
     async def canary(self, backend: TranscriptionBackend) -> bool:
-        """One canary inference; records its outcome. True when it succeeded."""
-        timeout = self.settings.canary_timeout_seconds
+        """One canary inference; records its outcome. True when it succeeded.
+
+        While the pod has requests in progress the canary may wait behind them, up to the request
+        timeout: a dead model fails it at once, a busy one is only slow.
+        """
+        busy = self._busy()
+        timeout = self.settings.request_timeout_seconds if busy else self.settings.canary_timeout_seconds
         try:
             async with asyncio.timeout(timeout):
                 texts = await backend.transcribe([self._clip], self._prefix, 1.0, timeout)
@@ -135,18 +167,23 @@ class ModelHealth:
                 raise BackendError(f"canary inference returned {len(texts)} transcripts for 1 window")
         except (BackendError, TimeoutError) as exc:
             timed_out = isinstance(exc, TimeoutError | BackendTimeout)
-            if timed_out and self._busy():
+            if timed_out and (busy or self._busy()):
                 return False  # waiting behind client requests: slow, not dead
             self.record_failure("canary", exc if str(exc) else TimeoutError(f"canary took over {timeout:g} s"))
             return False
         self.record_success()
         return True
 
-    async def repair(self, backend: TranscriptionBackend) -> None:
-        """Ask the backend to load the model again when failures call for it and back-off allows."""
+    async def repair(self, backend: TranscriptionBackend, reload: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Ask the backend to load the model again when failures call for it and back-off allows.
+
+        A dead runtime (:class:`ModelRestarting`) calls for it at once; ``reload`` (the worker's
+        :meth:`whisper_build.serving.gateway.recovery.ModelRecovery.recover`, shared with the
+        requests' retries) replaces ``backend.reload``.
+        """
         now = self._clock()
         if (
-            self.consecutive_failures < self.settings.reload_after_failures
+            (self.consecutive_failures < self.settings.reload_after_failures and not self.last_failure_restarting)
             or self.last_failure_timed_out
             or now < self._next_reload_at
         ):
@@ -159,23 +196,28 @@ class ModelHealth:
             self.settings.model_name, self.consecutive_failures, self.last_error, self.reloads, delay,
         )  # fmt: skip
         try:
-            await backend.reload(RELOAD_TIMEOUT_SECONDS)
+            if reload is not None:
+                await reload()
+            else:
+                await backend.reload(RELOAD_TIMEOUT_SECONDS)
         except (BackendError, TimeoutError) as exc:
             log.error("reloading model %r failed: %s", self.settings.model_name, exc)
         self._next_reload_at = self._clock() + delay
 
-    async def run(self, backend: TranscriptionBackend, stop: asyncio.Event) -> None:
-        """The canary loop, until ``stop`` is set: canary, repair if needed, sleep the interval."""
+    async def run(
+        self, backend: TranscriptionBackend, stop: asyncio.Event, reload: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        """The canary loop, until ``stop`` is set: canary, repair if needed (with ``reload``), sleep the interval."""
         was_healthy = False
         while not stop.is_set():
-            if not self._busy():  # while client requests run, their outcomes are the evidence
-                await self.canary(backend)
+            await self.canary(backend)  # also while busy: another worker's requests tell this one nothing
+            self.publish()
             healthy = self.problem() is None
             if healthy != was_healthy:
                 log.log(logging.INFO if healthy else logging.ERROR, "model %r %s", self.settings.model_name,
                         "serves: canary inference succeeded" if healthy else f"cannot serve: {self.problem()}")  # fmt: skip
                 was_healthy = healthy
             if not healthy:
-                await self.repair(backend)
+                await self.repair(backend, reload)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.canary_interval_seconds)

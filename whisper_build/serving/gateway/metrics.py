@@ -76,6 +76,12 @@ class GatewayMetrics:
             ["source"],
             registry=self.registry,
         )
+        self.window_retries = Counter(
+            "whisper_gateway_window_retries",  # exposed with the _total suffix
+            "Window groups sent once more after the model's runtime died, by outcome (ok | failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.model_healthy = Gauge(
             "whisper_gateway_model_healthy",
             "1 while the model serves (recent canary or request succeeded), else 0; /ping answers 503 at 0.",

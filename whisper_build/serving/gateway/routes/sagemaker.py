@@ -102,7 +102,7 @@ async def ping(pipeline: PipelineDep) -> JSONResponse:
     settings = pipeline.settings
     if pipeline.admission.draining:
         raise ApiError(503, ErrorCode.UNAVAILABLE, "the server is shutting down", pipeline.retry_headers())
-    problem = pipeline.health.problem()
+    problem = pipeline.health.pod_problem()  # the same answer from every worker of the pod
     if problem is not None:
         raise ApiError(
             503,

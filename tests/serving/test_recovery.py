@@ -1,0 +1,77 @@
+"""A window group whose model runtime died is retried once on the reloaded model (gateway/recovery.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from whisper_build.serving.gateway.backend import ModelRestarting
+from whisper_build.serving.gateway.recovery import ModelRecovery, RecoveringBackend
+from whisper_build.serving.results import WindowResult
+
+
+class _Backend:
+    def __init__(self, failures: int, hang: bool = False) -> None:
+        self.failures, self.hang, self.calls, self.reloads = failures, hang, 0, 0
+
+    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):
+        self.calls += 1
+        if self.hang and self.calls == 1:
+            await asyncio.sleep(3600)  # queued on a dead runtime, never answered
+        if self.failures:
+            self.failures -= 1
+            raise ModelRestarting("Stub process 'whisper_0_0' is not healthy.")
+        return [WindowResult("ok")]
+
+    async def reload(self, timeout: float) -> None:
+        await asyncio.sleep(0.05)
+        self.reloads += 1
+
+
+WINDOW = [np.zeros(16000, dtype=np.float32)]
+
+
+def _run(backend: _Backend, requests: int = 1) -> tuple[list[object], list[str]]:
+    outcomes: list[str] = []
+
+    async def scenario() -> list[object]:
+        retrying = RecoveringBackend(backend, ModelRecovery(backend), outcomes.append)
+        calls = [retrying.transcribe(WINDOW, "", 1.0, 30) for _ in range(requests)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return asyncio.run(scenario()), outcomes
+
+
+def test_requests_failing_together_share_one_reload_and_are_retried_once() -> None:
+    backend = _Backend(failures=3)
+    results, outcomes = _run(backend, requests=3)
+    assert [r[0].text for r in results] == ["ok"] * 3  # type: ignore[index]
+    assert backend.reloads == 1 and outcomes == ["ok"] * 3 and backend.calls == 6
+
+
+def test_a_second_failure_reaches_the_client() -> None:
+    results, outcomes = _run(_Backend(failures=2))
+    assert isinstance(results[0], ModelRestarting) and outcomes == ["failed"]
+
+
+def test_a_call_still_queued_when_the_reload_completes_is_sent_again() -> None:
+    async def scenario() -> tuple[list[WindowResult], _Backend]:
+        backend = _Backend(failures=0, hang=True)
+        recovery = ModelRecovery(backend)
+        retrying = RecoveringBackend(backend, recovery)
+        call = asyncio.ensure_future(retrying.transcribe(WINDOW, "", 1.0, 30))
+        await asyncio.sleep(0.05)
+        assert await recovery.recover()  # another request found the runtime dead and reloaded it
+        return await asyncio.wait_for(call, 5), backend
+
+    outputs, backend = asyncio.run(scenario())
+    assert outputs[0].text == "ok" and backend.calls == 2
+
+
+@pytest.mark.parametrize("error", [ModelRestarting("x")])
+def test_model_restarting_is_a_503(error: Exception) -> None:
+    from whisper_build.serving.gateway.backend import BackendUnavailable
+
+    assert isinstance(error, BackendUnavailable)

@@ -1,0 +1,165 @@
+"""A window group whose model runtime died is retried once, on the model loaded again.
+
+When Triton's python stub dies mid-request, every request it held fails with "Stub process '…' is
+not healthy" (:class:`~whisper_build.serving.gateway.backend.ModelRestarting`). A window's
+inference is idempotent, so :class:`RecoveringBackend` asks :class:`ModelRecovery` to load the
+model again — one reload per worker however many requests failed together (single flight; the
+health loop uses the same one) — and sends the group once more. A call still pending when a
+reload completes was queued on the dead runtime (Triton does not always fail those): it is
+cancelled and sent once more too. If the reload fails, or the
+retry fails again, the error reaches the client as 503 with ``Retry-After``
+(:meth:`whisper_build.serving.gateway.pipeline.Pipeline.to_api_error`). Counted in
+``whisper_gateway_window_retries_total{outcome="ok"|"failed"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import (
+    BackendError,
+    ModelRestarting,
+    ServedModel,
+    TranscriptionBackend,
+)
+from whisper_build.serving.gateway.health import RELOAD_TIMEOUT_SECONDS
+from whisper_build.serving.results import WindowResult
+
+__all__ = ["ModelRecovery", "RecoveringBackend"]
+
+log = logging.getLogger("whisper.gateway.recovery")
+
+
+class ModelRecovery:
+    """Loads the model again, once for all the callers that ask at the same time.
+
+    Args:
+        backend: the model server (its ``reload``).
+        fresh_seconds: a reload that succeeded this recently answers at once (the callers that
+            failed on the same dead runtime share it).
+        clock: monotonic seconds.
+    """
+
+    def __init__(
+        self, backend: TranscriptionBackend, fresh_seconds: float = 2.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.backend = backend
+        self.fresh_seconds = fresh_seconds
+        self._clock = clock
+        self._running: asyncio.Future[bool] | None = None
+        self._succeeded_at = float("-inf")
+        self._reloaded: asyncio.Event | None = None
+        self.reloads = 0
+
+    def next_reload(self) -> asyncio.Event:
+        """An event set when the next reload succeeds (calls pending then were sent to the old runtime)."""
+        if self._reloaded is None:
+            self._reloaded = asyncio.Event()
+        return self._reloaded
+
+    async def recover(self) -> bool:
+        """Load the model again (or join the reload in progress); True when it is loaded."""
+        if self._clock() - self._succeeded_at < self.fresh_seconds:
+            return True
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._reload())
+        return await asyncio.shield(self._running)
+
+    async def _reload(self) -> bool:
+        self.reloads += 1
+        try:
+            await self.backend.reload(RELOAD_TIMEOUT_SECONDS)
+        except (BackendError, TimeoutError) as exc:
+            log.error("loading the model again failed: %s", exc)
+            return False
+        self._succeeded_at = self._clock()
+        log.warning("the model was loaded again (reload %d)", self.reloads)
+        if self._reloaded is not None:
+            self._reloaded.set()
+            self._reloaded = None
+        return True
+
+
+class RecoveringBackend:
+    """A :class:`TranscriptionBackend` whose ``transcribe`` retries once after :class:`ModelRestarting`.
+
+    Args:
+        backend: the model server.
+        recovery: the worker's :class:`ModelRecovery`.
+        on_retry: told ``"ok"`` or ``"failed"`` for each retry (the metric).
+    """
+
+    def __init__(
+        self, backend: TranscriptionBackend, recovery: ModelRecovery, on_retry: Callable[[str], None] = lambda _: None
+    ) -> None:
+        self.backend = backend
+        self.recovery = recovery
+        self._on_retry = on_retry
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        """The wrapped backend's."""
+        return await self.backend.served_model(timeout)
+
+    async def transcribe(
+        self,
+        windows: Sequence[npt.NDArray[np.float32]],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeOptions | None = None,
+    ) -> list[WindowResult]:
+        """The wrapped backend's, sent once more on the reloaded model after :class:`ModelRestarting`.
+
+        Raises: as the wrapped backend; :class:`ModelRestarting` when the reload or the retry failed.
+        """
+        try:
+            return await self._unless_reloaded(windows, text_prefix, repetition_penalty, timeout, options)
+        except ModelRestarting:
+            if not await self.recovery.recover():
+                self._on_retry("failed")
+                raise
+        try:
+            outputs = await self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        except BackendError:
+            self._on_retry("failed")
+            raise
+        self._on_retry("ok")
+        return outputs
+
+    async def _unless_reloaded(
+        self,
+        windows: Sequence[npt.NDArray[np.float32]],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeOptions | None,
+    ) -> list[WindowResult]:
+        """The call, or :class:`ModelRestarting` when a reload completes while it is still pending."""
+        reloaded = asyncio.ensure_future(self.recovery.next_reload().wait())
+        call = asyncio.ensure_future(
+            self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        )
+        try:
+            await asyncio.wait({call, reloaded}, return_when=asyncio.FIRST_COMPLETED)
+            if call.done():
+                return call.result()
+            raise ModelRestarting("the model was loaded again while this call was queued on its old runtime")
+        finally:
+            for task in (call, reloaded):
+                if not task.done():
+                    task.cancel()
+
+    async def reload(self, timeout: float) -> None:
+        """The wrapped backend's."""
+        await self.backend.reload(timeout)
+
+    async def close(self) -> None:
+        """The wrapped backend's."""
+        await self.backend.close()
