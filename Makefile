@@ -58,6 +58,9 @@ lint: install ## ruff (lint), ruff format --check, mypy and the import-cycle che
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python scripts/import_cycles.py
 
+golden: install ## rewrite tests/data/golden/default.json, the normalised templates + manifests of the default config (commit it with a meant change)
+	$(PY) scripts/golden.py
+
 fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
@@ -143,7 +146,7 @@ bench-cost: ## cost per audio hour from the stored H200 served run and the CPU s
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) scripts/bench_synth.py
 
-.PHONY: help system-deps install checkov api-key synth lint fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract
+.PHONY: help system-deps install checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract
 
 submit: install ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
 	@test -n "$(SRC)" || { echo 'usage: make submit CONFIG=config/examples/bulk.yaml SRC=<dir or s3://<job bucket>/input/…>'; exit 2; }
