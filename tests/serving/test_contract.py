@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 NAMES = {t.name for t in (*contract.INPUTS, *contract.OUTPUTS)}
 SPELL_NAMES = {
     "tests/serving/test_triton_model.py": "checks the committed config against the names written out, independently of the table",
-    "tests/test_triton_integration.py": "talks to Triton without the gateway, as an outside client would",
+    "tests/serving/test_triton_integration.py": "talks to Triton without the gateway, as an outside client would",
     "tests/gateway_cases.py": "'WAV' there is soundfile's container format, not the tensor",
-    "tests/test_audio.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/test_audio.py": "'WAV' there is soundfile's container format, not the tensor",
 }
 """Files allowed to spell a tensor name, and why."""
 

@@ -3,7 +3,7 @@ tritonserver behind the gateway, driven by the official ``openai`` client, on th
 corpus ``tests/data/languages/`` (Spanish, German, French, English; texts in ``corpus.json``).
 
 The English-only refusals (``language`` other than ``en``, translations) stay covered on tiny.en by
-``tests/test_transcripts_integration.py``.
+``tests/serving/test_transcripts_integration.py``.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ LANGUAGE_CODES: tuple[str, ...] = (
     "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue",
 )  # fmt: skip
 """Whisper's language codes in token order (openai/whisper ``tokenizer.py`` ``LANGUAGES``; ``yue``
-was added with large-v3). ``tests/test_prompt.py`` checks this against faster-whisper's (sorted) copy."""
+was added with large-v3). ``tests/serving/test_prompt.py`` checks this against faster-whisper's (sorted) copy."""
 
 LANGUAGE_NAMES: dict[str, str] = dict(zip(LANGUAGE_CODES, (
     "english", "chinese", "german", "spanish", "russian", "korean", "french", "japanese", "portuguese",

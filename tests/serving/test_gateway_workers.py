@@ -20,7 +20,7 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.workers import worker_settings
 from whisper_build.workstation.local_triton import free_ports
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_capacity_queue_and_audio_budget_are_split_and_add_up_to_the_pod_totals() -> None:

@@ -276,7 +276,7 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+            filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])
         ),
         "WHISPER_GATEWAY_PORT": str(port),
         "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
