@@ -26,6 +26,10 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 """Node label the NVIDIA GPU Operator's MIG manager reads: the MIG layout to apply, e.g. ``all-1g.10gb``
 (a layout of its default ``mig-parted`` config; NVIDIA GPU Operator docs, "GPU Operator with MIG")."""
 
+KEDA_PAUSE_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
+"""ScaledObject annotation that makes KEDA scale the target to the given count and stop
+autoscaling until it is removed (keda-docs 2.18 ``reference/scaledobject-spec.md``, "Pause autoscaling")."""
+
 GPU_TAINT_KEY = "nvidia.com/gpu"
 """Taint (effect ``NoSchedule``, value ``true``) on every HyperPod GPU node, so that only pods that
 tolerate it (the Whisper serving pods, GPU DaemonSets) land there; system pods stay on the CPU nodes."""

@@ -45,9 +45,7 @@ JOB_TTL_SECONDS = 7 * 24 * 3600
 NAMESPACE_MAX_LENGTH = 63
 """Namespace names are RFC 1123 DNS labels: at most 63 characters (Kubernetes "Object Names and IDs")."""
 
-KEDA_PAUSE_ANNOTATION = "autoscaling.keda.sh/paused-replicas"
-"""ScaledObject annotation that makes KEDA scale the target to the given count and stop
-autoscaling until it is removed (keda-docs 2.18 ``reference/scaledobject-spec.md``, "Pause autoscaling")."""
+KEDA_PAUSE_ANNOTATION = labels.KEDA_PAUSE_ANNOTATION
 
 
 def build_namespace(config: DeploymentConfig, arch: str) -> str:

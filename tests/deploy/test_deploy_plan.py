@@ -51,6 +51,12 @@ class RecordingSession:
     def check_capacity(self) -> None:
         self.calls.append("capacity")
 
+    def mig_layout_changes(self) -> dict[str, str]:
+        return {}  # a first deploy: no HyperPod cluster yet
+
+    def drained_groups(self) -> list[str]:
+        return []
+
     def pod_report(self) -> list[str]:
         return ["whisper-g5-abc: waiting: Init:Error, expected on a first deploy"]
 
@@ -88,7 +94,7 @@ def test_first_deploy_runs_every_step_in_order() -> None:
         "builds whisper-hyperpod-engine-sm86 whisper-hyperpod-engine-sm89",
         "builds whisper-hyperpod-rollout",
     ]
-    assert sum(line.strip().startswith("done in ") for line in lines) == 11
+    assert sum(line.strip().startswith("done in ") for line in lines) == 11  # + mig-drain, mig-resume skipped
 
 
 def test_rerun_skips_the_chart_and_image_that_exist() -> None:
@@ -98,7 +104,7 @@ def test_rerun_skips_the_chart_and_image_that_exist() -> None:
     commands, lines = _run_plan(session)
     assert "scripts/publish_hyperpod_chart.sh cfg.yaml" not in commands
     assert "builds whisper-hyperpod-serving-image" not in session.calls
-    assert sum(line.strip() == "skipped: already done" for line in lines) == 2
+    assert sum(line.strip() == "skipped: already done" for line in lines) == 4  # + mig-drain, mig-resume
 
 
 def test_a_failed_step_stops_the_run_naming_it_and_how_to_resume() -> None:

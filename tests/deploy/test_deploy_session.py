@@ -20,7 +20,7 @@ PROTOCOL_METHODS = {
 
 
 def test_the_aws_session_implements_every_protocol_method_with_its_signature() -> None:
-    assert len(PROTOCOL_METHODS) == 15
+    assert len(PROTOCOL_METHODS) == 19
     for name in PROTOCOL_METHODS:
         wanted, got = getattr(DeploySession, name), getattr(AwsSession, name)
         assert list(inspect.signature(got).parameters) == list(inspect.signature(wanted).parameters), name

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from settings import DeploymentConfig, names
-from whisper_build.deploy import aws, capacity, pods, retained, teardown
+from whisper_build.deploy import aws, capacity, mig_drain, pods, retained, teardown
 from whisper_build.deploy.destroy_plan import operator_endpoints
 from whisper_build.deploy.kube import kubectl_output
 from whisper_build.deploy.retained import ACCESS_LOG_WHY
@@ -69,6 +69,38 @@ class AwsSession:
         principal = aws.access_entry_principal(self.caller_arn, self.client("iam"))
         created = aws.ensure_access_entry(eks, cluster, principal, namespace)
         self.log(f"    access entry for {principal}: {'created' if created else 'already there'}")
+
+    def mig_layout_changes(self) -> dict[str, str]:
+        """Groups whose deployed ``nvidia.com/mig.config`` differs from the config's; none before the first create."""
+        try:
+            described = self.client("sagemaker").describe_cluster(ClusterName=names.hyperpod_cluster_name(self.config))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ResourceNotFound":
+                return {}
+            raise
+        return mig_drain.layout_changes(self.config, described.get("InstanceGroups", []))
+
+    def drain_mig_changes(self) -> None:
+        """Pause, scale to 0 and wait out the pods of every group whose MIG layout step ``stacks`` changes."""
+        groups = {group.name: group for group in self.config.gpu_groups}
+        for name, change in self.mig_layout_changes().items():
+            for argv in mig_drain.drain_argvs(self.config, self.account, groups[name], change):
+                self.kubectl(argv)
+            self.log(f"    {name}: no pods left, MIG layout {change} can be applied")
+
+    def drained_groups(self) -> list[str]:
+        """Groups whose Deployment carries the drain marker."""
+        return mig_drain.drained_groups(self.kubectl(mig_drain.list_deployments_argv(self.config, self.account)))
+
+    def resume_drained_groups(self) -> None:
+        """Scale every drained group back to its baseline and un-pause its ScaledObject."""
+        groups = {group.name: group for group in self.config.gpu_groups}
+        for name in self.drained_groups():
+            if name not in groups:
+                continue  # a group removed from the config: step stacks deleted its Deployment
+            for argv in mig_drain.resume_argvs(self.config, self.account, groups[name]):
+                self.kubectl(argv)
+            self.log(f"    {name}: resumed ({groups[name].baseline_replicas} pod(s), then autoscaled)")
 
     def check_capacity(self) -> None:
         """Step ``capacity``: raise :class:`aws.DeployError` listing every missing offering or quota.

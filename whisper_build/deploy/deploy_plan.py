@@ -13,9 +13,11 @@ was run from this repository. Costs come from :mod:`.prices`.
 
 from __future__ import annotations
 
+import shlex
+
 from settings import names
 from settings.schema import DeploymentConfig
-from whisper_build.deploy import capacity, kube
+from whisper_build.deploy import capacity, kube, mig_drain
 from whisper_build.deploy.prices import running_cost_items
 from whisper_build.deploy.steps import AwsCall, Command, Step, WaitAll, cdk_app
 
@@ -203,6 +205,55 @@ def stacks_step(config: DeploymentConfig, approve: bool) -> Step:
     )
 
 
+def mig_drain_step(config: DeploymentConfig, account: str) -> Step:
+    """Step ``mig-drain``: before step ``stacks`` repartitions a group's GPUs, its pods are gone (:mod:`.mig_drain`)."""
+    cluster, region = names.hyperpod_cluster_name(config), config.region
+    access = kubectl_step(config).actions
+    example = next((group for group in config.gpu_groups if group.mig is not None), config.gpu_groups[0])
+    drain = " && ".join(
+        shlex.join(argv) for argv in mig_drain.drain_argvs(config, account, example, "<deployed>-><new>")
+    )
+    return Step(
+        "mig-drain",
+        "before a GPU group's MIG layout (nvidia.com/mig.config) changes: pause its autoscaling, scale it to 0 and "
+        "wait until its pods are gone, so the MIG manager never waits on GPU clients (NVIDIA/mig-parted#485)",
+        "under 1 min; up to the pods' shutdown grace period",
+        "",
+        (
+            *access,
+            AwsCall(
+                f"{drain}  # e.g. group {example.name}: the same for each group whose layout changes",
+                lambda session: session.drain_mig_changes(),
+            ),
+        ),
+        "drains again only what still changes; a drained group stays at 0 until step mig-resume",
+        (
+            f"no GPU group's MIG layout changes (aws sagemaker describe-cluster --cluster-name {cluster} "
+            f"--region {region}: InstanceGroups[].KubernetesConfig.CurrentLabels; always on a first deploy)",
+            lambda session: not session.mig_layout_changes(),
+        ),
+    )
+
+
+def mig_resume_step(config: DeploymentConfig, account: str) -> Step:
+    """Step ``mig-resume``: groups drained for a MIG change are scaled back once their nodes are repartitioned."""
+    return Step(
+        "mig-resume",
+        "scale the GPU groups drained for a MIG layout change back and let KEDA autoscale them again",
+        "under 1 min (then the pods start on the repartitioned nodes)",
+        "",
+        (
+            AwsCall(
+                f"{shlex.join(mig_drain.list_deployments_argv(config, account))}  # then for each drained group: kubectl "
+                "scale --replicas=<baseline>, remove the drain mark and autoscaling.keda.sh/paused-replicas",
+                lambda session: session.resume_drained_groups(),
+            ),
+        ),
+        "resumes whatever an earlier run drained (the Deployments' drain mark is the state)",
+        ("no Deployment is marked as drained", lambda session: not session.drained_groups()),
+    )
+
+
 def serving_image_step(config: DeploymentConfig) -> Step:
     """Step ``serving-image``: the serving image's CodeBuild (skipped once its tag is in ECR)."""
     region = config.region
@@ -319,8 +370,10 @@ def deploy_steps(config: DeploymentConfig, config_file: str, account: str, appro
         bootstrap_step(config, account),
         storage_step(config, approve),
         hyperpod_chart_step(config, config_file),
+        mig_drain_step(config, account),
         stacks_step(config, approve),
         kubectl_step(config),
+        mig_resume_step(config, account),
         serving_image_step(config),
         *engines_steps(config),
         rollout_step(config),

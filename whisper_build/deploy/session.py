@@ -31,6 +31,22 @@ class DeploySession(Protocol):
         """Wait for the EKS cluster, then give the caller an access entry on ``namespace``."""
         ...
 
+    def mig_layout_changes(self) -> dict[str, str]:
+        """GPU group → ``<deployed>-><new>`` MIG layout, for each group step ``stacks`` would repartition."""
+        ...
+
+    def drain_mig_changes(self) -> None:
+        """Drain every group of :meth:`mig_layout_changes` (pods gone before its nodes repartition)."""
+        ...
+
+    def drained_groups(self) -> list[str]:
+        """Groups an earlier drain left at 0 (their Deployments carry the drain marker)."""
+        ...
+
+    def resume_drained_groups(self) -> None:
+        """Scale every drained group back and let KEDA autoscale it again."""
+        ...
+
     def check_capacity(self) -> None:
         """Step ``capacity``: raise listing every instance type not offered and every quota too small."""
         ...
