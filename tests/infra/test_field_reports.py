@@ -84,12 +84,23 @@ def test_mountpoint_volumes_use_no_local_cache_that_could_be_evicted(manifests) 
         ]
 
 
+OPERATOR_IDENTITY = ({"provider": "aws"}, {"provider": "aws", "identityOwner": "keda"})
+"""The KEDA operator's own identity: the ``aws`` provider's default owner, or that owner named (keda-docs 2.18)."""
+
+
 @pytest.mark.slow
-def test_keda_authenticates_as_its_operator_with_its_own_pod_identity(manifests) -> None:
-    """kedacore/keda#6418: identityOwner workload demands IRSA; the operator's own identity works with Pod Identity."""
-    for auth in of_kind(manifests, "TriggerAuthentication").values():
-        assert auth["spec"]["podIdentity"] == {"provider": "aws"}  # no identityOwner: workload, no roleArn
-    template = synthesized(CONFIGS["default"]).template_json("WhisperHyperpodWorkloads")
+@pytest.mark.parametrize("config_id", ["default", "bulk"])
+def test_keda_authenticates_as_its_operator_with_its_own_pod_identity(config_id: str) -> None:
+    """kedacore/keda#6418: identityOwner workload demands IRSA; the operator's own identity works with Pod Identity.
+
+    Every TriggerAuthentication of the config (the AMP query's and, with ``bulk:``, the SQS queue's).
+    """
+    result = synthesized(CONFIGS[config_id])
+    auths = of_kind(synth(result.config), "TriggerAuthentication").values()
+    assert auths
+    for auth in auths:
+        assert auth["spec"]["podIdentity"] in OPERATOR_IDENTITY, auth  # never identityOwner: workload or a roleArn
+    template = result.template_json("WhisperHyperpodWorkloads")
     associations = [
         r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"
     ]

@@ -28,7 +28,7 @@ def _product_namespaces(config_id: str) -> set[str]:
 
 @pytest.mark.slow
 def test_every_namespace_outside_the_serving_ones_is_reserved() -> None:
-    used = _product_namespaces("default") | _product_namespaces("inference-operator")
+    used = _product_namespaces("default") | _product_namespaces("inference-operator") | _product_namespaces("bulk")
     assert used <= RESERVED_NAMESPACES, sorted(used - RESERVED_NAMESPACES)
     # every add-on namespace of the constant is one the templates use (except the one the HyperPod chart
     # creates itself, which no template of ours names)
