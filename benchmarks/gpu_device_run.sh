@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# GPU figures on the lent NVIDIA H200 (CUDA 13, PyTorch 2.11, transformers 5.x, no network).
+# GPU figures on an NVIDIA H200 machine (CUDA 13, PyTorch 2.11, transformers 5.x, no network).
 #
 # Prepare here (once): the ctranslate2 wheel for the device's Python 3.12 travels in .gpucarry/
 # (42 MB; the carry limit is 64 MiB per call):
 #   echo /.gpucarry/ >> .git/info/exclude
 #   .venv/bin/pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 -d .gpucarry ctranslate2==4.8.5
-# Run there: device tool `run`, command `bash benchmarks/gpu_device_run.sh`, carry [".gpucarry"].
+# Run there from the repository root, with .gpucarry/ copied beside the checkout: bash benchmarks/gpu_device_run.sh.
 # Results land in $OUT (gpu_whisper_random.json, gpu_ct2_random.json). ~3 minutes.
 set -u
 export PYTHONUNBUFFERED=1

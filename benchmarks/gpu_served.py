@@ -2,7 +2,7 @@
 
 Triton is called directly and the same engine runs in-process, on the same single-window requests.
 
-Run by ``benchmarks/gpu_served_run.sh`` on the lent H200 (it stages the wheels, the tritonserver
+Run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (it stages the wheels, the tritonserver
 runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
 packages are installed (``--device cpu`` for a smoke run). Two models:
 

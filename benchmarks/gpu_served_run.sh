@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU, served path: gateway -> tritonserver (pytriton build) -> torch engine on the lent H200,
+# GPU, served path: gateway -> tritonserver (pytriton build) -> torch engine on an H200,
 # beside Triton called directly and the engine in-process (benchmarks/gpu_served.py).
 #
 # Prepare here first: bash benchmarks/gpu_served_stage.sh (writes .gpucarry/1..3, git-ignored).

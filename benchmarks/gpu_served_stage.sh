@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare, HERE, what benchmarks/gpu_served_run.sh needs on the lent GPU machine (no network there;
+# Prepare, HERE, what benchmarks/gpu_served_run.sh needs on the GPU machine (no network there;
 # one device call carries at most 64 MiB): three parts under .gpucarry/ (git-ignored), each with
 # the same MANIFEST (sha256 of every file of every part).
 #
@@ -11,9 +11,9 @@
 #
 # The wheel list is generated, not hand-written: `pip install --dry-run --report` resolves the
 # serving path's pins for CPython 3.12 / manylinux x86-64, and every package the machine already
-# has (benchmarks/gpu_machine_packages.txt, from the device tool's KINDS.md list) is dropped.
+# has (benchmarks/gpu_machine_packages.txt) is dropped.
 #
-# usage (repository root of the checkout the device tool sends, i.e. the session's checkout):
+# usage (from the repository root of the checkout that is copied to the GPU machine):
 #   bash benchmarks/gpu_served_stage.sh            # ~2 min: downloads ~50 MB of wheels, espeak-ng
 # then three device calls, each within ~30 s of the last (the machine stays warm ~30 s):
 #   run command "bash benchmarks/gpu_served_run.sh", carry [".gpucarry/1"]
