@@ -8,7 +8,8 @@ pod, relabelled with its GPU group. Workers scale to zero: with none running the
 
 from __future__ import annotations
 
-from observability.queries import GROUP_LABELS, Query, _by
+from observability.promql import GROUP_LABELS, group_by
+from observability.queries import Query
 
 JOB_BULK = "whisper-bulk"
 BULK_WINDOW = "1h"
@@ -28,7 +29,7 @@ class Bulk:
     )
     IN_PROGRESS = Query(
         "bulk_in_progress",
-        f"sum by ({_by()}) (whisper_bulk_files_in_progress{_JOB})",
+        f"sum by ({group_by()}) (whisper_bulk_files_in_progress{_JOB})",
         "short",
         "Files the workers are transcribing now",
     )
@@ -41,7 +42,7 @@ class Bulk:
     )
     AUDIO_HOURS = Query(
         "bulk_audio_hours",
-        f"sum by ({_by()}) (increase(whisper_bulk_audio_seconds_total{_JOB}[{BULK_WINDOW}])) / 3600",
+        f"sum by ({group_by()}) (increase(whisper_bulk_audio_seconds_total{_JOB}[{BULK_WINDOW}])) / 3600",
         "short",
         "Audio hours of jobs completed in the last hour",
     )
@@ -54,8 +55,8 @@ class Bulk:
     )
     WALL_PER_AUDIO = Query(
         "bulk_wall_per_audio",
-        f"sum by ({_by()}) (rate(whisper_bulk_wall_per_audio_ratio_sum{_JOB}[{BULK_WINDOW}])) / "
-        f"sum by ({_by()}) (rate(whisper_bulk_wall_per_audio_ratio_count{_JOB}[{BULK_WINDOW}]))",
+        f"sum by ({group_by()}) (rate(whisper_bulk_wall_per_audio_ratio_sum{_JOB}[{BULK_WINDOW}])) / "
+        f"sum by ({group_by()}) (rate(whisper_bulk_wall_per_audio_ratio_count{_JOB}[{BULK_WINDOW}]))",
         "short",
         "Mean per-file wall time ÷ audio duration of the files completed in the last hour (1 = real time)",
     )

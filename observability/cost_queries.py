@@ -25,15 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from observability.queries import (  # the query module's helpers, so both modules spell PromQL alike
-    JOB_DCGM,
-    TRANSCRIBE_ROUTES,
-    Query,
-    RecordingRule,
-    _by,
-    _check_group,
-    _selector,
-)
+from observability.promql import check_group, group_by, selector
+from observability.queries import JOB_DCGM, TRANSCRIBE_ROUTES, Query, RecordingRule
 from settings import DeploymentConfig
 
 COST_WINDOW = "1h"
@@ -59,7 +52,7 @@ class CostGroup:
     slots_per_instance: int
 
     def __post_init__(self) -> None:
-        _check_group(self.name)
+        check_group(self.name)
         if not self.usd_per_hour > 0 or self.slots_per_instance < 1:
             raise ValueError(f"GPU group {self.name}: price and slots must be positive, got {self}")
 
@@ -79,18 +72,18 @@ def unpriced_groups(config: DeploymentConfig) -> list[str]:
     return [g.name for g in config.gpu_groups if config.pricing.price_of(g.instance_type) is None]
 
 
-_NODES = _selector(job=JOB_DCGM)
-_AUDIO = f"whisper_gateway_audio_seconds_total{_selector(route='~' + '|'.join(TRANSCRIBE_ROUTES))}"
+_NODES = selector(job=JOB_DCGM)
+_AUDIO = f"whisper_gateway_audio_seconds_total{selector(route='~' + '|'.join(TRANSCRIBE_ROUTES))}"
 
 BILLED_INSTANCES = Query(
     "billed_instances",
-    f"count by ({_by()}) (up{_NODES})",
+    f"count by ({group_by()}) (up{_NODES})",
     "short",
     "Billed instances per GPU group: nodes with a running DCGM exporter pod, serving or not.",
 )
 AUDIO_HOURS_PER_HOUR = Query(
     "audio_hours_per_hour",
-    f"sum by ({_by()}) (rate({_AUDIO}[{COST_WINDOW}]))",
+    f"sum by ({group_by()}) (rate({_AUDIO}[{COST_WINDOW}]))",
     "short",
     f"Audio seconds transcribed per second over {COST_WINDOW} (= audio hours per hour).",
 )
@@ -98,11 +91,11 @@ AUDIO_HOURS_PER_HOUR = Query(
 
 def _per_group(groups: Sequence[CostGroup], template: str) -> str:
     """``template`` formatted per group (``{sel}``: the group's node selector, ``{g}``: the group), or-joined."""
-    return " or ".join(f"({template.format(sel=_selector(job=JOB_DCGM, gpu_group=g.name), g=g)})" for g in groups)
+    return " or ".join(f"({template.format(sel=selector(job=JOB_DCGM, gpu_group=g.name), g=g)})" for g in groups)
 
 
 def _instances(sel: str) -> str:
-    return f"count by ({_by()}) (up{sel})"
+    return f"count by ({group_by()}) (up{sel})"
 
 
 def _require(groups: Sequence[CostGroup]) -> Sequence[CostGroup]:
@@ -123,7 +116,7 @@ def _slots_expr(groups: Sequence[CostGroup]) -> str:
 def utilization_expr(groups: Sequence[CostGroup]) -> str:
     """In-flight ÷ billed slots per group, capped at 1; 0 where billed instances run no serving pod."""
     slots = _slots_expr(_require(groups))
-    inflight = f"sum by ({_by()}) (whisper_gateway_inflight_requests)"
+    inflight = f"sum by ({group_by()}) (whisper_gateway_inflight_requests)"
     return f"clamp_max({inflight} / ({slots}), 1) or (({slots}) * 0)"
 
 

@@ -32,9 +32,10 @@ Usage::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from observability.promql import GROUP_LABELS, check_group, group_by, selector
 
 TRITON_MODEL = "whisper"
 """Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
@@ -48,9 +49,6 @@ JOB_TRITON = "whisper-triton"
 JOB_GATEWAY = "whisper-gateway"
 JOB_DCGM = "dcgm-exporter"
 """Scrape job names (``observability/scrape_config.py`` uses the same constants)."""
-
-GROUP_LABELS = ("gpu_group", "instance_type")
-"""Labels every split expression keeps: the GPU group and its instance type (1:1 per group)."""
 
 RATE_WINDOW = "2m"
 """Window of ``rate()`` in panels and rules: at least 4 scrapes at the 30 s AMP minimum interval,
@@ -71,8 +69,6 @@ QUEUE_MS_ALERT = 2000.0
 GPU_MEMORY_ALERT_RATIO = 0.95
 """Alert thresholds: failure ratio (fraction), average Triton queue time (ms), framebuffer used
 fraction."""
-
-_GROUP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -142,25 +138,12 @@ class AlertRule:
 # --------------------------------------------------------------------------- helpers
 
 
-def _by(*extra: str) -> str:
-    return ", ".join((*GROUP_LABELS, *extra))
+_TRITON = selector(model=TRITON_MODEL)
+_ROUTES = selector(route="~" + "|".join(TRANSCRIBE_ROUTES))
 
 
-def _selector(**matchers: str) -> str:
-    """``{a="x",b=~"y"}``; a value starting with ``~`` becomes a regex matcher."""
-    parts = []
-    for name, value in matchers.items():
-        op, val = ("=~", value[1:]) if value.startswith("~") else ("=", value)
-        parts.append(f'{name}{op}"{val}"')
-    return "{" + ",".join(parts) + "}"
-
-
-_TRITON = _selector(model=TRITON_MODEL)
-_ROUTES = _selector(route="~" + "|".join(TRANSCRIBE_ROUTES))
-
-
-def _sum_rate(metric: str, selector: str, *extra: str, window: str = RATE_WINDOW) -> str:
-    return f"sum by ({_by(*extra)}) (rate({metric}{selector}[{window}]))"
+def _sum_rate(metric: str, matchers: str, *extra: str, window: str = RATE_WINDOW) -> str:
+    return f"sum by ({group_by(*extra)}) (rate({metric}{matchers}[{window}]))"
 
 
 def _per_success_ms(duration_metric: str, *extra: str) -> str:
@@ -204,26 +187,26 @@ class Triton:
     )
     REQUEST_RATE = Query(
         "triton_request_rate",
-        f"sum by ({_by()}) ({_all_outcomes('rate({m}{s}[{w}])')})",
+        f"sum by ({group_by()}) ({_all_outcomes('rate({m}{s}[{w}])')})",
         "reqps",
         "Inference requests per second, all outcomes.",
     )
     CUMULATIVE_REQUESTS = Query(
         "triton_cumulative_requests",
-        f"sum by ({_by()}) ({_all_outcomes('{m}{s}')})",
+        f"sum by ({group_by()}) ({_all_outcomes('{m}{s}')})",
         "short",
         "Inference requests since each Triton process started, all outcomes.",
     )
     FAILURE_RATIO = Query(
         "triton_failure_ratio",
-        f"sum by ({_by()}) (rate(nv_inference_request_failure{_TRITON}[{RATIO_WINDOW}])) / "
-        f"sum by ({_by()}) ({_all_outcomes('rate({m}{s}[{w}])', RATIO_WINDOW)})",
+        f"sum by ({group_by()}) (rate(nv_inference_request_failure{_TRITON}[{RATIO_WINDOW}])) / "
+        f"sum by ({group_by()}) ({_all_outcomes('rate({m}{s}[{w}])', RATIO_WINDOW)})",
         "percentunit",
         f"Failed ÷ all inference requests over {RATIO_WINDOW}.",
     )
     PENDING_REQUESTS = Query(
         "triton_pending_requests",
-        f"sum by ({_by()}) (nv_inference_pending_request_count{_TRITON})",
+        f"sum by ({group_by()}) (nv_inference_pending_request_count{_TRITON})",
         "short",
         "Requests queued in Triton, not yet executing.",
     )
@@ -266,7 +249,7 @@ class Triton:
     )
     LATENCY_COMPUTE_MS = Query(
         "triton_latency_compute_ms",
-        f"sum by ({_by()}) ("
+        f"sum by ({group_by()}) ("
         f"rate(nv_inference_compute_input_duration_us{_TRITON}[{RATE_WINDOW}]) + "
         f"rate(nv_inference_compute_infer_duration_us{_TRITON}[{RATE_WINDOW}]) + "
         f"rate(nv_inference_compute_output_duration_us{_TRITON}[{RATE_WINDOW}])) / "
@@ -301,7 +284,7 @@ class Triton:
     )
     READY_INSTANCES = Query(
         "triton_ready_instances",
-        f"count by ({_by()}) (up{_selector(job=JOB_TRITON)} == 1)",
+        f"count by ({group_by()}) (up{selector(job=JOB_TRITON)} == 1)",
         "short",
         "Triton metrics endpoints answering scrapes.",
     )
@@ -315,31 +298,31 @@ class Gpu:
 
     UTILIZATION = Query(
         "gpu_utilization",
-        f"avg by ({_by()}) (DCGM_FI_DEV_GPU_UTIL)",
+        f"avg by ({group_by()}) (DCGM_FI_DEV_GPU_UTIL)",
         "percent",
         "Average GPU utilization (DCGM_FI_DEV_GPU_UTIL, 0-100).",
     )
     MEMORY_USED = Query(
         "gpu_memory_used",
-        f"sum by ({_by()}) (DCGM_FI_DEV_FB_USED) * 1048576",
+        f"sum by ({group_by()}) (DCGM_FI_DEV_FB_USED) * 1048576",
         "bytes",
         "GPU framebuffer memory used (DCGM reports MiB).",
     )
     MEMORY_USED_RATIO = Query(
         "gpu_memory_used_ratio",
-        f"max by ({_by()}) (DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE))",
+        f"max by ({group_by()}) (DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE))",
         "percentunit",
         "Fullest GPU's framebuffer used ÷ total.",
     )
     POWER = Query(
         "gpu_power",
-        f"sum by ({_by()}) (DCGM_FI_DEV_POWER_USAGE)",
+        f"sum by ({group_by()}) (DCGM_FI_DEV_POWER_USAGE)",
         "watt",
         "GPU power draw.",
     )
     SLICE_ACTIVITY = Query(
         "gpu_slice_activity",
-        f'avg by ({_by(*MIG_SLICE_LABELS)}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!=""}})',
+        f'avg by ({group_by(*MIG_SLICE_LABELS)}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_ID!=""}})',
         "percentunit",
         "Graphics-engine activity per MIG slice (DCGM_FI_PROF_GR_ENGINE_ACTIVE by GPU instance, 0-1); "
         "MIG groups only: GPU utilization is not reported per slice.",
@@ -389,19 +372,19 @@ class Gateway:
     )
     INFLIGHT = Query(
         "gateway_inflight",
-        f"sum by ({_by()}) (whisper_gateway_inflight_requests)",
+        f"sum by ({group_by()}) (whisper_gateway_inflight_requests)",
         "short",
         "Requests being processed now.",
     )
     UTILIZATION = Query(
         "gateway_utilization",
-        f"sum by ({_by()}) (whisper_gateway_inflight_requests) / sum by ({_by()}) (whisper_gateway_capacity_requests)",
+        f"sum by ({group_by()}) (whisper_gateway_inflight_requests) / sum by ({group_by()}) (whisper_gateway_capacity_requests)",
         "percentunit",
         "Capacity-weighted utilization: in-flight (running + waiting) ÷ capacity of ready pods.",
     )
     READY_PODS = Query(
         "gateway_ready_pods",
-        f"sum by ({_by()}) (up{_selector(job=JOB_GATEWAY)})",
+        f"sum by ({group_by()}) (up{selector(job=JOB_GATEWAY)})",
         "short",
         "Ready gateway pods answering scrapes (the scraper keeps Ready pods only).",
     )
@@ -423,15 +406,6 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
 _RECORD = {rule.query.key: rule.record for rule in RECORDING_RULES}
 
 
-def _check_group(group: str) -> str:
-    if not isinstance(group, str) or not _GROUP_NAME.match(group):
-        raise ValueError(
-            f"GPU group name {group!r} is not a lowercase DNS label (e.g. 'g5'); "
-            "fix gpu_groups[].name in the deployment config"
-        )
-    return group
-
-
 def no_ready_pods_expr(group: str) -> str:
     """Condition of the NoReadyPods alert for one GPU group: no Ready gateway pod answers scrapes.
 
@@ -442,7 +416,7 @@ def no_ready_pods_expr(group: str) -> str:
     Raises:
         ValueError: ``group`` is not a lowercase DNS label.
     """
-    return f"absent(up{_selector(job=JOB_GATEWAY, gpu_group=_check_group(group))} == 1)"
+    return f"absent(up{selector(job=JOB_GATEWAY, gpu_group=check_group(group))} == 1)"
 
 
 def alert_rules(groups: Sequence[str]) -> tuple[AlertRule, ...]:
@@ -513,7 +487,7 @@ def scaling_utilization_query(group: str) -> str:
     Raises:
         ValueError: ``group`` is not a lowercase DNS label.
     """
-    sel = _selector(gpu_group=_check_group(group))
+    sel = selector(gpu_group=check_group(group))
     return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
 
 
@@ -533,14 +507,14 @@ def endpoint_utilization_query(namespace: str, endpoint: str) -> str:
     Raises:
         ValueError: ``namespace`` or ``endpoint`` is not a lowercase DNS label.
     """
-    sel = _selector(namespace=_check_group(namespace), pod="~" + _check_group(endpoint) + "-[a-z0-9]+-[a-z0-9]+")
+    sel = selector(namespace=check_group(namespace), pod="~" + check_group(endpoint) + "-[a-z0-9]+-[a-z0-9]+")
     return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
 
 
 def scaling_query(group: str) -> Query:
     """:func:`scaling_utilization_query` as a :class:`Query` (result carries no labels)."""
     return Query(
-        f"keda_utilization_{_check_group(group)}",
+        f"keda_utilization_{check_group(group)}",
         scaling_utilization_query(group),
         "percentunit",
         f"KEDA trigger: capacity-weighted utilization of GPU group {group}.",
