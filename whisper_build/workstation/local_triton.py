@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import get_args
 
 import whisper_build
-from whisper_build.serving.engines.base import EngineKind
+from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
