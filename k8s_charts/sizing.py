@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from cdk8s_plus_33 import k8s
 
+from settings import gpu_catalog, throughput
 from settings.gpu_catalog import InstanceSpec
+from settings.schema import DeploymentConfig, GpuGroup
 
 RESERVED_CPU_BASE = 1.0
 RESERVED_CPU_FRACTION = 0.05
@@ -104,3 +106,22 @@ def gateway_workers(resources: PodResources, capacity: int) -> int:
 def quantities(values: dict[str, str]) -> dict[str, k8s.Quantity]:
     """Resource map (``{"cpu": "100m", "memory": "128Mi"}``) as Kubernetes quantities."""
     return {key: k8s.Quantity.from_string(value) for key, value in values.items()}
+
+
+def predicted_rtf(config: DeploymentConfig, group: GpuGroup, group_size: int = 16) -> float:
+    """The RTF a long request gets on one pod of ``group`` (``WHISPER_GATEWAY_PREDICTED_RTF``), from ``settings.throughput``.
+
+    A long request's windows go to the model ``group_size`` at a time (the gateway's
+    ``window_group_size``, 16 by default), so its figure is the table's at the largest batch not
+    above that, for the group's GPU, serving engine and the configured model — measured, or a
+    conservative estimate (``settings.throughput``); on a MIG slice scaled by the share of the GPU's
+    compute the slice has (7 ÷ its compute slices).
+
+    Raises:
+        UnknownThroughput: no figure for this GPU, engine and model.
+    """
+    device = throughput.device_for_instance_type(group.instance_type)
+    rtf = throughput.throughput_at(device, group.serving_engine, config.model.name, group_size).rtf
+    if group.mig is not None:
+        rtf *= gpu_catalog.MIG_COMPUTE_SLICES / group.mig.compute_slices
+    return rtf

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from k8s_charts import naming, probes, security
 from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
-from k8s_charts.sizing import gateway_workers, pod_resources, quantities
+from k8s_charts.sizing import gateway_workers, pod_resources, predicted_rtf, quantities
 from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 from whisper_build.release.invocations import engine_build_command
@@ -181,6 +181,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         "WHISPER_GATEWAY_MAX_BODY_BYTES": serving.max_body_mb * MIB,
         "WHISPER_GATEWAY_MAX_AUDIO_SECONDS": serving.max_audio_seconds,
         "WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS": serving.request_timeout_seconds,
+        "WHISPER_GATEWAY_PREDICTED_RTF": round(predicted_rtf(config, group), 6),
         "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
         "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
         "WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS": serving.queue_timeout_seconds,

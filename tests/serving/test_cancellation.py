@@ -79,7 +79,11 @@ def test_a_disconnect_and_a_request_timeout_stop_the_model_within_one_window_gro
     metrics = triton_server.settings.metrics_url
     audio = tone_flac(10).read_bytes()
     with gateway_process(
-        triton_server.settings.grpc_url, tmp_path, window_group_size=str(GROUP), request_timeout_seconds="8"
+        triton_server.settings.grpc_url,
+        tmp_path,
+        window_group_size=str(GROUP),
+        request_timeout_seconds="8",
+        predicted_rtf="0.0001",
     ) as gw:
         cancels = 0.0
         for case in ("disconnect", "timeout"):

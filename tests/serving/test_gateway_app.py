@@ -279,7 +279,7 @@ def test_request_timeout_gives_504() -> None:
 async def _timeout_scenario() -> None:
     backend = FakeBackend()
     backend.gate = asyncio.Event()  # never released
-    app = create_app(GatewaySettings(request_timeout_seconds=0.2), lambda _: backend)
+    app = create_app(GatewaySettings(request_timeout_seconds=0.2, predicted_rtf=0.001), lambda _: backend)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client,

@@ -60,6 +60,7 @@ def gateway_url(triton_server) -> str:
         max_body_bytes=50_000_000,
         max_audio_seconds=HOUR_S + 120,
         request_timeout_seconds=600,
+        predicted_rtf=0.01,  # an hour of silence then speech: the up-front prediction assumes speech throughout
         metrics_on_traffic_port=True,
     )
     with running_gateway(settings) as url:

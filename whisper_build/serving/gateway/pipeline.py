@@ -97,6 +97,31 @@ class Pipeline:
             return ApiError(502, ErrorCode.BACKEND_ERROR, str(exc))
         raise exc
 
+    def refuse_predicted_timeout(self, audio_seconds: float | None) -> None:
+        """413 ``audio_too_long`` when ``audio_seconds`` × ``predicted_rtf`` exceeds the request timeout.
+
+        For the synchronous routes only (``stream=true`` sends results as they are made and is
+        exempt; so are bulk jobs). Audio whose header states no length is not predicted.
+
+        Raises:
+            ApiError: 413 naming the prediction, the streaming and bulk paths; ``x-should-retry: false``.
+        """
+        settings = self.settings
+        if audio_seconds is None:
+            return
+        predicted = audio_seconds * settings.predicted_rtf
+        if predicted <= settings.request_timeout_seconds:
+            return
+        raise ApiError(
+            413,
+            ErrorCode.AUDIO_TOO_LONG,
+            f"{audio_seconds:.0f} s of audio would take about {predicted:.0f} s here (conservative RTF "
+            f"{settings.predicted_rtf:.3g}, WHISPER_GATEWAY_PREDICTED_RTF), over the request timeout of "
+            f"{settings.request_timeout_seconds:g} s: send it with stream=true (results as they are made), as a "
+            "bulk job (docs/bulk.md), or shorter",
+            NO_RETRY,
+        )
+
     async def served_model(self) -> ServedModel:
         """The served model's config from the model server (cached by the backend).
 
@@ -138,6 +163,7 @@ class Pipeline:
             async with asyncio.timeout(settings.request_timeout_seconds):
                 stream = await asyncio.to_thread(self.transcriber.open, await read_audio())
             declared = stream.declared_seconds
+            self.refuse_predicted_timeout(declared)
             cost = declared if declared is not None else settings.max_audio_seconds
             async with self.admission.admit(cost, arrived_before_drain=True):
                 async with asyncio.timeout(settings.request_timeout_seconds):

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from settings import endpoint_auth
+from settings import endpoint_auth, throughput
 from whisper_build.serving.silence import GATEWAY_SILENCE_RMS
 
 
@@ -57,6 +57,14 @@ class GatewaySettings(BaseSettings):
     )
     queue_timeout_seconds: float = Field(30.0, gt=0, description="longest wait for a slot before 503")
     request_timeout_seconds: float = Field(300.0, gt=0, description="longest Triton work per request before 504")
+    predicted_rtf: float = Field(
+        default_factory=lambda: throughput.throughput_at(throughput.CPU_DEVICE, "ctranslate2", "tiny.en", 16).rtf,
+        gt=0,
+        description="compute seconds per audio second a long request gets on this pod (settings.throughput for "
+        "its GPU, engine and model at the window group's batch; the charts set it; default: the CPU machine's "
+        "loaded-run figure, 0.168): a synchronous request whose declared audio × this exceeds "
+        "request_timeout_seconds is refused up front (413 audio_too_long); stream=true is exempt",
+    )
     window_seconds: float = Field(
         30.0, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
     )
