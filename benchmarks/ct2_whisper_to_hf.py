@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from whisper_build.serving.engines.tokens import is_multilingual
+
 __all__ = [
     "CT2_DTYPES",
     "hf_config",
@@ -201,23 +203,52 @@ def hf_config(ct2: dict[str, np.ndarray], token_ids: dict[str, int]) -> dict[str
     }
 
 
-def hf_generation_config(ct2_config: dict[str, object], token_ids: dict[str, int]) -> dict[str, object]:
-    """``generation_config.json`` fields the ``torch`` engine reads: the suppressed tokens.
+def hf_generation_config(
+    ct2_config: dict[str, object], token_ids: dict[str, int], added_tokens: dict[str, int], vocab_size: int
+) -> dict[str, object]:
+    """``generation_config.json`` of the mapped checkpoint, as transformers' ``WhisperGenerationConfig`` names it.
 
-    From CTranslate2 ``config.json`` ``suppress_ids`` / ``suppress_ids_begin``, which its converter
-    copied from the Hugging Face generation config.
+    From CTranslate2 ``config.json`` (``suppress_ids``, ``suppress_ids_begin``, ``lang_ids``,
+    ``alignment_heads``; its converter copied them from the Hugging Face generation config) and the
+    tokenizer's special tokens:
+
+    - ``suppress_tokens`` / ``begin_suppress_tokens``: what the ``torch`` engine never emits / never
+      emits first;
+    - ``is_multilingual``: openai/whisper's rule, ``n_vocab >= 51865``
+      (:func:`whisper_build.serving.engines.tokens.is_multilingual`);
+    - ``lang_to_id`` (``"<|de|>" → id``) and ``task_to_id`` (``transcribe``/``translate``): multilingual
+      models only, the language tokens being CTranslate2's ``lang_ids``;
+    - ``alignment_heads``: ``[layer, head]`` pairs of the cross-attention heads that align words
+      (openai/whisper ``model.py`` ``alignment_heads``);
+    - ``no_timestamps_token_id``.
+
+    Raises:
+        KeyError: a multilingual model's tokenizer lacks ``<|transcribe|>``/``<|translate|>``, or a
+            ``lang_ids`` id is not a token of it.
     """
-    return {
+    by_id = {v: k for k, v in added_tokens.items()}
+    multilingual = is_multilingual(vocab_size)
+    config: dict[str, object] = {
         "decoder_start_token_id": token_ids["sot"],
         "eos_token_id": token_ids["eot"],
         "pad_token_id": token_ids["eot"],
         "suppress_tokens": list(ct2_config.get("suppress_ids", [])),  # type: ignore[call-overload]
         "begin_suppress_tokens": list(ct2_config.get("suppress_ids_begin", [])),  # type: ignore[call-overload]
+        "is_multilingual": multilingual,
+        "alignment_heads": [list(pair) for pair in ct2_config.get("alignment_heads", [])],  # type: ignore[attr-defined]
+        "no_timestamps_token_id": added_tokens["<|notimestamps|>"],
     }
+    if multilingual:
+        config["lang_to_id"] = {by_id[i]: i for i in ct2_config.get("lang_ids", [])}  # type: ignore[attr-defined]
+        config["task_to_id"] = {task: added_tokens[f"<|{task}|>"] for task in ("transcribe", "translate")}
+    return config
 
 
-def _token_ids(tokenizer_json: Path) -> dict[str, int]:
-    added = {t["content"]: t["id"] for t in json.loads(tokenizer_json.read_text())["added_tokens"]}
+def _added_tokens(tokenizer_json: Path) -> dict[str, int]:
+    return {t["content"]: t["id"] for t in json.loads(tokenizer_json.read_text())["added_tokens"]}
+
+
+def _token_ids(added: dict[str, int]) -> dict[str, int]:
     return {"sot": added["<|startoftranscript|>"], "eot": added["<|endoftext|>"]}
 
 
@@ -235,13 +266,15 @@ def write_hf_checkpoint(ct2_dir: Path, out_dir: Path, shards: int = 1) -> list[P
     from safetensors.numpy import save_file
 
     variables, _aliases = read_ct2_model(ct2_dir / "model.bin")
-    ids = _token_ids(ct2_dir / "tokenizer.json")
+    added = _added_tokens(ct2_dir / "tokenizer.json")
+    ids = _token_ids(added)
     state = map_state_dict(variables)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "config.json", out_dir / "generation_config.json", out_dir / "tokenizer.json"]
     written[0].write_text(json.dumps(hf_config(variables, ids), indent=2))
     ct2_config = json.loads((ct2_dir / "config.json").read_text())
-    written[1].write_text(json.dumps(hf_generation_config(ct2_config, ids), indent=2))
+    vocab_size = int(variables["decoder/embeddings/weight"].shape[0])
+    written[1].write_text(json.dumps(hf_generation_config(ct2_config, ids, added, vocab_size), indent=2))
     shutil.copy2(ct2_dir / "tokenizer.json", written[2])
     if shards == 1:
         save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})

@@ -48,40 +48,15 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.bench.audio import load_samples  # noqa: E402
 from benchmarks.bench.cli import main as bench_main  # noqa: E402
-from benchmarks.gpu_whisper_random import MODEL_SHAPES  # noqa: E402
+from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
 from benchmarks.reference import GatewayProcess  # noqa: E402
 from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.engines.tokens import vocabulary_size  # noqa: E402
 from whisper_build.serving.prompt import parse_prompt  # noqa: E402
 from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
 from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
 from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
 
 TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
-
-
-def random_model_dir(tokenizer_dir: Path, out: Path, shape: str = "large-v3-turbo") -> Path:
-    """A folder with a ``config.json`` of ``shape`` and a tokenizer, for the engine's random mode.
-
-    The tokenizer (tiny.en's, the only one here) only builds the prompt and turns ids into text;
-    with random weights and a fixed decode length neither matters to the compute timed. The
-    vocabulary is that tokenizer's (51864, English-only) instead of large-v3-turbo's 51866, so the
-    engine, the rendered ``config.pbtxt`` and the prompt agree that the model is English-only (the
-    model's load check refuses a contradiction); 2 of 51866 output-projection rows, a negligible
-    part of the compute.
-    """
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = json.loads((tokenizer_dir / "tokenizer.json").read_text())
-    added = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
-    eot, sot = added["<|endoftext|>"], added["<|startoftranscript|>"]
-    vocab_size = vocabulary_size(lambda token: added.get(token))
-    config = {
-        "model_type": "whisper", **MODEL_SHAPES[shape], "vocab_size": vocab_size, "decoder_start_token_id": sot,
-        "eos_token_id": eot, "pad_token_id": eot, "bos_token_id": eot, "torch_dtype": "float16",
-    }  # fmt: skip
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer))
-    return out
 
 
 def engine_query(params: EngineParams, max_batch: int) -> str:

@@ -59,6 +59,32 @@ PROMPT_IDS = (50258, 50259, 50360, 50364)
 EOT_ID = 50257
 
 
+def random_model_dir(tokenizer_dir: Path, out: Path, shape: str = "large-v3-turbo") -> Path:
+    """A folder with a ``config.json`` of ``shape`` and a tokenizer, for the engine's random mode.
+
+    The tokenizer (tiny.en's in the served runs, Systran faster-whisper-base's in the engine runs) only builds the prompt and turns ids into text;
+    with random weights and a fixed decode length neither matters to the compute timed. The
+    vocabulary is that tokenizer's (tiny.en 51864, English-only; base 51865, multilingual) instead of
+    large-v3-turbo's 51866, so the engine, the rendered ``config.pbtxt`` and the prompt agree on
+    whether the model is multilingual (the model's load check refuses a contradiction); 1-2 of
+    51866 output-projection rows, a negligible part of the compute.
+    """
+    from whisper_build.serving.engines.tokens import vocabulary_size  # this script also runs without the package
+
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = json.loads((tokenizer_dir / "tokenizer.json").read_text())
+    added = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    eot, sot = added["<|endoftext|>"], added["<|startoftranscript|>"]
+    vocab_size = vocabulary_size(lambda token: added.get(token))
+    config = {
+        "model_type": "whisper", **MODEL_SHAPES[shape], "vocab_size": vocab_size, "decoder_start_token_id": sot,
+        "eos_token_id": eot, "pad_token_id": eot, "bos_token_id": eot, "torch_dtype": "float16",
+    }  # fmt: skip
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return out
+
+
 def build_model(name: str, device: str, dtype_name: str):
     """A ``WhisperForConditionalGeneration`` of shape ``name`` with random weights, in eval mode."""
     import torch

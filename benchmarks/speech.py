@@ -60,8 +60,12 @@ def _ssml(sentences: list[str], pause_ms: int) -> str:
     return "<speak>" + pause.join(escape(s) for s in sentences) + "</speak>"
 
 
-def say(sentences: list[str], path: Path, pause_ms: int = 700, words_per_minute: int = 165) -> Path:
+def say(
+    sentences: list[str], path: Path, pause_ms: int = 700, words_per_minute: int = 165, voice: str = "en-us"
+) -> Path:
     """Speak ``sentences`` with ``pause_ms`` of silence between them into a 16 kHz mono WAV.
+
+    ``voice`` is an espeak-ng voice (``espeak-ng --voices``: ``en-us``, ``de``, ``fr``, ``es``, …).
 
     Raises:
         RuntimeError: espeak-ng or sox missing.
@@ -73,7 +77,7 @@ def say(sentences: list[str], path: Path, pause_ms: int = 700, words_per_minute:
         raw = Path(tmp) / "raw.wav"
         ssml.write_text(_ssml(sentences, pause_ms))
         subprocess.run(
-            ["espeak-ng", "-m", "-v", "en-us", "-s", str(words_per_minute), "-w", str(raw), "-f", str(ssml)],
+            ["espeak-ng", "-m", "-v", voice, "-s", str(words_per_minute), "-w", str(raw), "-f", str(ssml)],
             check=True, capture_output=True,
         )  # fmt: skip
         subprocess.run(

@@ -112,9 +112,10 @@ def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
 def torch_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
     """``WHISPER_TRITON_ENGINE__*`` / ``BATCHING__*`` of a ``torch`` group: the mounted checkpoint on its GPU.
 
-    ``model.dtype`` on CUDA, greedy decoding (the engine's only mode; beam width 1 is checked at
-    synthesis), ``model.max_output_len`` tokens per window and ``model.max_batch_size`` windows per call
-    and per Triton batch: the limits a ``tensorrt_llm`` group's engine is built with. Empty for other groups.
+    ``model.dtype`` on CUDA, no beam search (beam width 1 is checked at synthesis),
+    ``model.max_output_len`` tokens per window and ``model.max_batch_size`` windows per call and per
+    Triton batch (the largest batch bucket): the limits a ``tensorrt_llm`` group's engine is built
+    with; ``model.torch_cuda_graphs`` (false = the eager fall-back). Empty for other groups.
     """
     if group.serving_engine != "torch":
         return {}
@@ -126,6 +127,7 @@ def torch_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
         "WHISPER_TRITON_ENGINE__BEAM_SIZE": 1,
         "WHISPER_TRITON_ENGINE__MAX_NEW_TOKENS": model.max_output_len,
         "WHISPER_TRITON_ENGINE__MAX_ENGINE_BATCH": model.max_batch_size,
+        "WHISPER_TRITON_ENGINE__CUDA_GRAPHS": str(model.torch_cuda_graphs).lower(),
         "WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE": max(MIN_TRITON_BATCH, model.max_batch_size),
     }
 

@@ -95,6 +95,11 @@ class ModelSettings(_Strict):
     beam_width: int = Field(1, ge=1, le=8)
     weight_only: Literal["none", "int8", "int4"] = "none"
     dtype: Literal["float16", "bfloat16"] = "float16"
+    torch_cuda_graphs: bool = Field(
+        True,
+        description="serving_engine torch: decode through CUDA graphs captured per batch bucket at start-up; "
+        "false = the same static-cache decoder run eagerly (docs/engines.md).",
+    )
 
     @field_validator("name")
     @classmethod

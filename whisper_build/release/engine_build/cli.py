@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from settings.schema import WHISPER_MODELS
-from whisper_build.release.engine_build import commands, gpu, layout, smoke
+from whisper_build.release.engine_build import commands, gpu, layout, smoke, trtllm_support
 from whisper_build.release.engine_build.spec import (
     BuildSpec,
     BuildSpecError,
@@ -248,7 +248,11 @@ def build(args: argparse.Namespace, spec: BuildSpec, source: ModelSource, work_d
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for bad options, 1 for a failed build)."""
+    """Entry point; returns the exit status.
+
+    2 for bad options; 1 for a failed build or an image whose TensorRT-LLM has no TensorRT-engine
+    builder (:mod:`.trtllm_support`).
+    """
     args = _parser().parse_args(argv)
     try:
         source = parse_model_source(args.model)
@@ -260,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     except BuildSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    refusal = trtllm_support.engine_builder_refusal(gpu.tensorrt_llm_version())
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
     if args.dry_run:
         paths = commands.BuildPaths(args.work_dir or Path("<work-dir>"))
         hf = source.location if source.kind == "hf" else "<checkpoint>"

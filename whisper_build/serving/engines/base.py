@@ -268,6 +268,11 @@ class EngineParams(BaseModel):
             ``model_path/config.json`` with seeded RANDOM weights and decodes exactly this many
             tokens per window (end-of-text suppressed), to time production-sized compute without
             the weights. 0 (default) = real weights. The serving image refuses > 0.
+        cuda_graphs: ``torch`` on a GPU: decode through one CUDA graph per batch bucket, all
+            captured at start-up (default); ``false`` runs the same static-cache step eagerly
+            (the fall-back switch; docs/engines.md "The torch engine's decode path").
+        encoder_compile: ``torch``: ``torch.compile`` mode of the encoder (``none`` = eager;
+            compiled at start-up, before the model reports ready).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -289,6 +294,8 @@ class EngineParams(BaseModel):
     default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)
     random_weights_fixed_tokens: int = Field(0, ge=0, le=440)
+    cuda_graphs: bool = True
+    encoder_compile: Literal["none", "default", "max-autotune-no-cudagraphs"] = "default"
 
     @field_validator("default_language")
     @classmethod

@@ -1,17 +1,23 @@
-"""PyTorch Whisper engine: a Hugging Face ``transformers`` checkpoint, fp16, SDPA attention, batched.
+"""PyTorch Whisper engine: a Hugging Face ``transformers`` checkpoint, static KV cache, CUDA graphs per batch bucket.
 
 Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``,
 optional ``generation_config.json``) as it is, e.g. what a fine-tuning run saves, with no
-conversion. One :meth:`TorchEngine.transcribe_batch` call computes log-Mel features on the device
-(``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), runs the encoder once over
-all non-silent windows, and decodes greedily with a key/value cache, once per distinct
-(repetition penalty, prompt length) group, like the ``ctranslate2`` engine.
+conversion. A batch is split into batch buckets (:mod:`.buckets`: powers of two up to
+``max_engine_batch``) and each chunk is padded to its bucket; per chunk, log-Mel features are
+computed on the device (``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), the
+encoder runs once (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values are
+computed once per window, and the decoder (:mod:`.torch_graphs`) runs the prompt eagerly and
+every later token as one replay of the bucket's CUDA graph (``cuda_graphs``; eager fall-back and on
+the CPU: the same step op by op). Every bucket is captured and the encoder compiled in
+``__init__``, i.e. before Triton reports the model ready.
 
-Decoding follows openai/whisper ``decoding.py`` without timestamps: special and timestamp tokens
-(ids above ``<|endoftext|>``) and the checkpoint's ``suppress_tokens`` are never produced,
-``begin_suppress_tokens`` (blank, end-of-text) not as the first token; the ``<|nospeech|>``
-probability is read at the ``<|startoftranscript|>`` position. Greedy only: ``beam_size`` > 1 is
-refused (beam search is the TensorRT-LLM and CTranslate2 engines' job).
+Decoding follows openai/whisper ``decoding.py`` (:mod:`.torch_logits`): suppressed and begin-suppressed
+tokens, timestamp rules when timestamps are asked, repetition penalty, greedy at temperature 0 and
+sampling above it (``best_of`` samples, the most likely kept), the ``<|nospeech|>`` probability at
+the ``<|startoftranscript|>`` position, summed log-probs, language detection for multilingual
+models when the request names no language, and the ``translate`` task. No beam search
+(``beam_size`` > 1 is refused) and no word timings (no cross-attention weights out of SDPA:
+``capabilities.word_timestamps`` is false).
 
 Benchmark mode (``random_weights_fixed_tokens`` > 0): the model is built from ``config.json``
 with seeded random weights and every window decodes exactly that many tokens (end-of-text
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +40,6 @@ import tokenizers
 import torch
 from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.audio_utils import mel_filter_bank
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from whisper_build.serving.engines.base import (
     EngineCapabilities,
@@ -43,17 +49,18 @@ from whisper_build.serving.engines.base import (
     NoWordAlignment,
     TokenizerText,
 )
+from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
-    best_language,
     build_prompt_ids,
-    clean_output_ids,
     generated_ids,
-    group_indices,
     is_multilingual,
     language_token_ids,
 )
+from whisper_build.serving.engines.torch_encoder import FusedEncoder
+from whisper_build.serving.engines.torch_graphs import StaticDecoder
+from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -104,7 +111,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         if not params.model_path:
             raise EngineParamsError("model_path: required for engine torch (a Hugging Face Whisper folder)")
         if params.beam_size != 1:
-            raise EngineParamsError("beam_size: engine torch decodes greedily; set beam_size 1")
+            raise EngineParamsError("beam_size: engine torch has no beam search (greedy or sampled); set beam_size 1")
         if params.compute_type not in _DTYPES:
             raise EngineParamsError(f"compute_type: engine torch takes one of {', '.join(_DTYPES)}")
         path = params.resolved_model_path()
@@ -119,23 +126,43 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, is_multilingual(config.vocab_size))
         self.name = "torch"
-        self.capabilities = EngineCapabilities(timestamps=False, word_timestamps=False, sampling=False)
+        self.capabilities = EngineCapabilities(timestamps=True, word_timestamps=False, sampling=True)
         self.multilingual = self._specials.multilingual
         self.eot = self._specials.eot
         self.timestamp_begin = self._specials.timestamp_begin
-        self._no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
-        self._language_ids = language_token_ids(self._tokenizer.token_to_id)
+        self._languages = language_token_ids(self._tokenizer.token_to_id)
+        no_speech = self._tokenizer.token_to_id("<|nospeech|>") or self._tokenizer.token_to_id("<|nocaptions|>")
         generation = _read_json(path / "generation_config.json")
-        self._suppress = self._mask(config.vocab_size, generation.get("suppress_tokens") or [], above_eot=True)
-        self._suppress_begin = self._mask(config.vocab_size, generation.get("begin_suppress_tokens") or [])
+        rules = LogitRules(
+            config.vocab_size, self.eot, self.timestamp_begin, self._specials.no_timestamps,
+            generation.get("suppress_tokens") or [], generation.get("begin_suppress_tokens") or [],
+            forbid_eot=bool(params.random_weights_fixed_tokens), device=self._device,
+        )  # fmt: skip
         filters = mel_filter_bank(
             num_frequency_bins=1 + N_FFT // 2, num_mel_filters=config.num_mel_bins, min_frequency=0.0,
             max_frequency=SAMPLE_RATE / 2, sampling_rate=SAMPLE_RATE, norm="slaney", mel_scale="slaney",
         )  # fmt: skip
         self._filters = torch.from_numpy(np.ascontiguousarray(filters.T, dtype=np.float32)).to(self._device)
+        self._buckets = bucket_sizes(params.max_engine_batch)
+        self._host_audio = torch.zeros(
+            (self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=self._device.type == "cuda"
+        )
+        self.mode = decode_mode(params.cuda_graphs, self._device.type)
+        started = time.perf_counter()
+        self._encoder = FusedEncoder(self._model, params.encoder_compile if self._device.type == "cuda" else "none")
+        if self._encoder.compiled:
+            self._warm()
+        max_new = params.random_weights_fixed_tokens or params.max_new_tokens
+        with torch.inference_mode():
+            self._decoder = StaticDecoder(
+                self._model, rules, self._buckets, max_new, self.mode, self._specials.sot, no_speech
+            )
+        self.startup_s = time.perf_counter() - started
         log.warning(
-            "torch whisper loaded: %s device=%s dtype=%s multilingual=%s n_mels=%d%s",
-            path, self._device, dtype, self._specials.multilingual, config.num_mel_bins,
+            "torch whisper loaded: %s device=%s dtype=%s multilingual=%s n_mels=%d decode=%s buckets=%s "
+            "encoder_compile=%s start-up %.1f s%s",
+            path, self._device, dtype, self._specials.multilingual, config.num_mel_bins, self.mode, self._buckets,
+            self._encoder.compiled and params.encoder_compile, self.startup_s,
             f" RANDOM WEIGHTS, {params.random_weights_fixed_tokens} tokens per window (benchmark mode)"
             if params.random_weights_fixed_tokens else "",
         )  # fmt: skip
@@ -153,15 +180,6 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             model = WhisperForConditionalGeneration(config)
         return model.to(dtype)
 
-    def _mask(self, vocab_size: int, ids: Sequence[int], above_eot: bool = False) -> torch.Tensor:
-        """Additive logit mask: ``-inf`` at ``ids`` (and every id above ``<|endoftext|>``)."""
-        mask = torch.zeros(vocab_size, dtype=torch.float32)
-        valid = [i for i in ids if 0 <= i < vocab_size]
-        mask[valid] = float("-inf")
-        if above_eot:
-            mask[self._specials.eot + 1 :] = float("-inf")
-        return mask.to(self._device)
-
     def transcribe_batch(
         self,
         audio: Sequence[npt.NDArray[np.float32]],
@@ -174,13 +192,14 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         texts = [""] * len(audio)
         fixed = self._params.random_weights_fixed_tokens
         voiced = [i for i, w in enumerate(audio) if fixed or not is_silent(w, self._params.silence_dbfs)]
-        for start in range(0, len(voiced), self._params.max_engine_batch):
-            chunk = voiced[start : start + self._params.max_engine_batch]
-            decoded = self._decode(
-                [audio[i] for i in chunk], [prompts[i] for i in chunk], [repetition_penalty[i] for i in chunk]
-            )
-            for i, text in zip(chunk, decoded, strict=True):
-                texts[i] = text
+        hypotheses = self.generate(
+            [audio[i] for i in voiced], [prompts[i] for i in voiced], [repetition_penalty[i] for i in voiced],
+            timestamps=False, temperature=0.0,
+        )  # fmt: skip
+        for i, hypothesis in zip(voiced, hypotheses, strict=True):
+            if not fixed and (hypothesis.no_speech_prob or 0.0) > self._params.no_speech_threshold:
+                continue  # silence or noise, as the ctranslate2 engine decides
+            texts[i] = self.decode_text(hypothesis.tokens).strip()
         return texts
 
     def generate(
@@ -192,121 +211,89 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         timestamps: bool,
         temperature: float,
     ) -> list[Hypothesis]:
-        """Greedy decode with summed log-probs (no timestamps, no sampling: see ``capabilities``).
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate`.
 
-        Raises:
-            ValueError: ``timestamps`` or ``temperature`` > 0 asked.
+        Each window is decoded once at temperature 0 (greedy); at temperature > 0 ``best_of``
+        samples are drawn and the one with the highest length-normalised log-prob is kept (as the
+        ``ctranslate2`` engine keeps CTranslate2's best hypothesis). A window without a language
+        on a multilingual model gets the detected one (``Hypothesis.language``).
         """
-        if timestamps or temperature > 0:
-            raise ValueError("engine torch decodes greedily without timestamps")
-        out: list[Hypothesis] = []
-        for start in range(0, len(audio), self._params.max_engine_batch):
-            end = start + self._params.max_engine_batch
-            out += self._decode(
-                list(audio[start:end]), list(prompts[start:end]), list(repetition_penalty[start:end]), raw=True
-            )
-        return out
+        if not len(audio) == len(prompts) == len(repetition_penalty):
+            raise ValueError("audio, prompts and repetition_penalty must have the same length")
+        copies = self._params.best_of if temperature > 0 else 1
+        rows = [i for i in range(len(audio)) for _ in range(copies)]
+        decoded: list[Hypothesis] = []
+        for chunk in plan_chunks(len(rows), self._buckets):
+            idx = rows[chunk.start : chunk.stop]
+            decoded += self._decode_bucket(
+                pad_to_bucket([audio[i] for i in idx], chunk.bucket), pad_to_bucket([prompts[i] for i in idx], chunk.bucket),
+                pad_to_bucket([repetition_penalty[i] for i in idx], chunk.bucket), timestamps, temperature,
+            )[: chunk.size]  # fmt: skip
+        return [
+            max(decoded[k * copies : (k + 1) * copies], key=lambda h: h.sum_logprob / max(1, len(h.tokens)))
+            for k in range(len(audio))
+        ]
 
     @torch.inference_mode()
-    def _decode(
+    def _decode_bucket(
         self,
         audio: list[npt.NDArray[np.float32]],
         prompts: list[DecodePrompt],
         penalties: list[float],
-        raw: bool = False,
-    ) -> list[Any]:  # texts, or Hypothesis objects when raw
-        encoded = self._encoder_states(audio)
-        # generate() (raw) gets every language from the decoding layer; the plain text path has no detection step
-        language = self._params.default_language if self._specials.multilingual and not raw else None
+        timestamps: bool,
+        temperature: float,
+    ) -> list[Hypothesis]:
+        """Encoder, cross-attention keys/values, language detection and decode of one padded bucket."""
+        self._decoder.set_cross(self._encoder(self._features(audio)))
+        languages: list[str | None] = [p.language for p in prompts]
+        if self._specials.multilingual and any(lang is None for lang in languages):
+            detected = self._decoder.detect_language(len(audio), list(self._languages))
+            languages = [lang or self._languages[d] for lang, d in zip(languages, detected, strict=True)]
         prompt_ids = [
-            build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, p.language or language)
-            for p in prompts
+            build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, lang, timestamps)
+            for p, lang in zip(prompts, languages, strict=True)
         ]
-        texts: list[Any] = [""] * len(audio)
-        groups = group_indices([(penalty, len(ids)) for penalty, ids in zip(penalties, prompt_ids, strict=True)])
-        for (penalty, _length), indices in groups.items():
-            rows = encoded if len(groups) == 1 else encoded[indices]
-            tokens, no_speech, logprobs = self._greedy(rows, [prompt_ids[i] for i in indices], penalty)
-            for i, ids, p_no_speech, logprob in zip(indices, tokens, no_speech, logprobs, strict=True):
-                if raw:
-                    new = generated_ids(ids, [], self.eot)
-                    texts[i] = Hypothesis(new, logprob, p_no_speech, prompts[i].language or language)
-                    continue
-                if not self._params.random_weights_fixed_tokens and p_no_speech > self._params.no_speech_threshold:
-                    continue  # silence or noise, as the ctranslate2 engine decides
-                texts[i] = self._tokenizer.decode(clean_output_ids(ids, prompt_ids[i], self._specials.eot)).strip()
-        return texts
-
-    def _encoder_states(self, audio: Sequence[npt.NDArray[np.float32]]) -> torch.Tensor:
-        """Encoder output ``[B, 1500, d_model]`` of the windows (padded or cut to 30 s)."""
-        batch = torch.from_numpy(np.stack([pad_or_trim_audio(w, N_SAMPLES) for w in audio])).to(self._device)
-        features = log_mel_torch(batch, self._filters).to(self._model.dtype)
-        return self._model.model.encoder(input_features=features).last_hidden_state
+        max_new = self._params.random_weights_fixed_tokens or self._params.max_new_tokens
+        result = self._decoder.decode(prompt_ids, penalties, temperature, timestamps, max_new)
+        return [
+            Hypothesis(generated_ids(tokens, [], self.eot), logprob, no_speech, lang)
+            for tokens, logprob, no_speech, lang in zip(
+                result.tokens, result.sum_logprob, result.no_speech_prob, languages, strict=True
+            )
+        ]
 
     @torch.inference_mode()
     def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.detect_language`.
 
-        One decoder step on ``<|startoftranscript|>`` per window; its logits go to
-        :func:`whisper_build.serving.engines.tokens.best_language` (openai/whisper ``detect_language``).
+        Per padded bucket: encoder, cross-attention keys/values, then one decoder step on
+        ``<|startoftranscript|>``, argmax over the language tokens (openai/whisper ``detect_language``;
+        :meth:`~whisper_build.serving.engines.torch_graphs.StaticDecoder.detect_language`).
         """
         if not self.multilingual:
             return [None] * len(audio)
         out: list[str | None] = []
-        for start in range(0, len(audio), self._params.max_engine_batch):
-            chunk = audio[start : start + self._params.max_engine_batch]
-            sot = torch.full((len(chunk), 1), self._specials.sot, device=self._device)
-            logits = self._model(encoder_outputs=(self._encoder_states(chunk),), decoder_input_ids=sot).logits
-            out += [best_language(row, self._language_ids) for row in logits[:, 0].float().cpu().numpy()]
+        for chunk in plan_chunks(len(audio), self._buckets):
+            windows = pad_to_bucket(list(audio[chunk.start : chunk.stop]), chunk.bucket)
+            self._decoder.set_cross(self._encoder(self._features(windows)))
+            detected = self._decoder.detect_language(chunk.bucket, list(self._languages))
+            out += [self._languages[d] for d in detected[: chunk.size]]
         return out
 
-    def _greedy(
-        self, encoded: torch.Tensor, prompt_ids: list[list[int]], penalty: float
-    ) -> tuple[list[list[int]], list[float], list[float]]:
-        """Greedy decode of one group of equal-length prompts.
+    def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype): windows copied into a pinned host buffer, then to the device."""
+        host = self._host_audio[: len(audio)]
+        for row, window in zip(host.numpy(), audio, strict=True):
+            row[:] = pad_or_trim_audio(window, N_SAMPLES)
+        batch = host.to(self._device)  # blocking: the buffer is refilled by the next call
+        return log_mel_torch(batch, self._filters).to(self._model.dtype)
 
-        Returns:
-            New token ids per row (ending at ``<|endoftext|>``), the ``<|nospeech|>``
-            probability per row, and the summed log-prob of each row's tokens up to and
-            including ``<|endoftext|>``.
-        """
-        eot, fixed = self._specials.eot, self._params.random_weights_fixed_tokens
-        prompt = torch.tensor(prompt_ids, device=self._device)
-        limit = fixed or min(self._params.max_new_tokens, self._model.config.max_target_positions - prompt.shape[1])
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        out = self._model(encoder_outputs=(encoded,), decoder_input_ids=prompt, past_key_values=cache, use_cache=True)
-        sot_index = prompt_ids[0].index(self._specials.sot)
-        no_speech = (
-            out.logits[:, sot_index].float().softmax(-1)[:, self._no_speech].tolist()
-            if self._no_speech is not None
-            else [0.0] * len(prompt_ids)
-        )
-        logits = out.logits[:, -1].float()
-        generated = torch.empty((len(prompt_ids), 0), dtype=torch.long, device=self._device)
-        finished = torch.zeros(len(prompt_ids), dtype=torch.bool, device=self._device)
-        sum_logprob = torch.zeros(len(prompt_ids), dtype=torch.float32, device=self._device)
-        for step in range(limit):
-            logits = logits + self._suppress
-            if step == 0:
-                logits = logits + self._suppress_begin
-            if fixed:
-                logits[:, eot] = float("-inf")
-            if penalty != 1.0 and generated.shape[1]:
-                seen = logits.gather(1, generated)
-                logits = logits.scatter(1, generated, torch.where(seen > 0, seen / penalty, seen * penalty))
-            token = torch.where(finished, eot, logits.argmax(-1))
-            chosen = logits.log_softmax(-1).gather(1, token[:, None])[:, 0]
-            sum_logprob += torch.where(finished, 0.0, chosen)
-            generated = torch.cat([generated, token[:, None]], dim=1)
-            finished |= token == eot
-            if not fixed and step % 8 == 7 and bool(finished.all()):  # a host sync every 8 steps only
-                break
-            if step + 1 < limit:
-                out = self._model(
-                    encoder_outputs=(encoded,), decoder_input_ids=token[:, None], past_key_values=cache, use_cache=True
-                )
-                logits = out.logits[:, -1].float()
-        return generated.tolist(), no_speech, sum_logprob.tolist()
+    @torch.inference_mode()
+    def _warm(self) -> None:
+        """Run the compiled encoder once per bucket, so that it compiles before the model reports ready."""
+        silence = np.zeros(N_SAMPLES, dtype=np.float32)
+        for bucket in self._buckets:
+            self._encoder(self._features([silence] * bucket))
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids
