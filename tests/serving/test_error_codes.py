@@ -24,3 +24,19 @@ def test_unknown_model_is_model_not_found_and_wrong_method_is_method_not_allowed
         assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
         assert client.get("/v1/nothing").json()["error"]["code"] == "not_found"
         assert client.get("/invocations").json()["code"] == 1011
+
+
+def test_a_field_sent_twice_is_a_400_naming_it() -> None:
+    import speech_samples as samples
+
+    wav = samples.encode(samples.tone(1.0, 16000), 16000, "wav_s16")
+    app = create_app(GatewaySettings(), lambda _: FakeBackend())
+    with TestClient(app) as client:
+        two_files = [("file", ("a.wav", wav, "audio/wav")), ("file", ("b.wav", wav, "audio/wav"))]
+        r = client.post("/v1/audio/transcriptions", files=two_files)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "file", r.text
+        assert "sent 2 times" in r.json()["error"]["message"]
+        one_file = [("file", ("a.wav", wav, "audio/wav"))]
+        r = client.post("/v1/audio/transcriptions", files=one_file, data={"model": ["whisper-1", "whisper"]})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "model", r.text
+        assert client.post("/v1/audio/transcriptions", files=one_file, data={"model": "whisper-1"}).status_code == 200

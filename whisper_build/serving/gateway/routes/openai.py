@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
 from whisper_build.serving.contract import DecodeOptions
@@ -18,6 +18,7 @@ from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
+from whisper_build.serving.gateway.routes.form_fields import single_fields
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.gateway.transcriber import WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
@@ -119,7 +120,7 @@ async def _audio(
     )
 
 
-@router.post(TRANSCRIPTIONS)
+@router.post(TRANSCRIPTIONS, dependencies=[Depends(single_fields)])
 async def transcriptions(
     pipeline: PipelineDep,
     file: FileField,
@@ -146,7 +147,7 @@ async def transcriptions(
     )  # fmt: skip
 
 
-@router.post(TRANSLATIONS)
+@router.post(TRANSLATIONS, dependencies=[Depends(single_fields)])
 async def translations(
     pipeline: PipelineDep,
     file: FileField,
