@@ -19,7 +19,7 @@ from gateway_server import running_gateway
 from long_audio import sparse_speech_flac
 from prometheus_client.parser import text_string_to_metric_families
 
-from whisper_build.bulk.cli import Target, latest_per_input, statuses, submit
+from whisper_build.bulk.cli import Target, jobs, latest_per_input, statuses, submit
 from whisper_build.bulk.local import JobPath, LocalAws
 from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.records import OUTPUT_FILES, JobStatus
@@ -125,7 +125,7 @@ def synchronous_texts(triton_server, folder: Path, names: list[str]) -> dict[str
     return texts
 
 
-def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, triton_server) -> None:
+def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, triton_server, capsys) -> None:
     _, target = job_path
     folder, good, bad = corpus
     # WHEN every file is uploaded: each upload's S3 event is one message
@@ -152,6 +152,13 @@ def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, tr
     # nothing retried, nothing dead-lettered, nothing left
     assert target.queue.counts() == {"visible": 0, "in_flight": 0, "delayed": 0}
     assert target.dead_letter is not None and target.dead_letter.counts()["visible"] == 0
+    # make jobs says so too
+    capsys.readouterr()
+    assert jobs(target)["completed"] == len(good)
+    printed = capsys.readouterr().out
+    assert "jobs: waiting 0, running 0, retrying 0, completed 21, failed 3" in printed
+    assert "queue: 0 waiting, 0 in flight, 0 dead-lettered" in printed
+    assert "failed: input/picture.png: not_audio: " in printed
     # the worker's metrics (docs/contracts.md §7, bulk workers) say the same
     assert httpx.get(f"{worker}/ready", timeout=10).status_code == 200
     assert httpx.get(f"{worker}/live", timeout=10).status_code == 200

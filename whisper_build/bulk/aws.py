@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 ModelT = TypeVar("ModelT", bound=BaseModel)
 MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
-RETRIES = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
-"""botocore's standard retry mode: throttling and 5xx retried with back-off (botocore docs, "Retries")."""
+RETRIES = Config(
+    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60, max_pool_connections=64
+)
+"""botocore's standard retry mode: throttling and 5xx retried with back-off (botocore docs, "Retries");
+a connection pool for every slot's calls at once (botocore's default is 10)."""
 
 
 def is_missing(exc: ClientError) -> bool:

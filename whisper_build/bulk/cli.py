@@ -123,7 +123,10 @@ def jobs(target: Target) -> dict[str, int]:
     """Print the state of the jobs (module docstring); returns counts per state (``waiting`` included)."""
     records = latest_per_input(statuses(target))
     counts = Counter[str](record.state for record in records.values())
-    inputs = target.store.s3.list_objects_v2(Bucket=target.store.bucket, Prefix=target.input_prefix).get("Contents", [])
+    pages = target.store.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=target.store.bucket, Prefix=target.input_prefix
+    )
+    inputs = [item for page in pages for item in page.get("Contents", [])]
     waiting = [item for item in inputs if item["Key"] not in records]
     counts["waiting"] = len(waiting)
     queue = target.queue.counts()

@@ -54,6 +54,9 @@ def worker_environment(path: JobPath, triton_grpc: str, scratch: Path, files_in_
         "WHISPER_BULK_HEARTBEAT_SECONDS": os.environ.get("WHISPER_BULK_HEARTBEAT_SECONDS", "20"),
         "WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS": os.environ.get("WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS", "120"),
         "WHISPER_BULK_RETRY_BASE_SECONDS": os.environ.get("WHISPER_BULK_RETRY_BASE_SECONDS", "2"),
+        # short polling: with 5 s long polls from 16 slots, moto's server held the first jobs back ~36 s
+        # here (observed 2026-12-01); short polls started them within a second
+        "WHISPER_BULK_RECEIVE_WAIT_SECONDS": os.environ.get("WHISPER_BULK_RECEIVE_WAIT_SECONDS", "0"),
     }
 
 

@@ -43,7 +43,13 @@ class WorkerSettings(BaseSettings):
     max_file_bytes: int = Field(20 * 1024**3, gt=0, description="larger inputs fail with too_large")
     drain_seconds: float = Field(120.0, gt=0, description="after SIGTERM: time to stop at a group boundary")
     scratch_dir: str = Field("/tmp", description="where inputs are streamed to")
-    receive_wait_seconds: int = Field(5, ge=0, le=20, description="SQS long-poll wait per receive")
+    receive_wait_seconds: int = Field(
+        20,
+        ge=0,
+        le=20,
+        description="SQS long-poll wait per receive (0: short polling, for endpoints whose long polls serialize)",
+    )
+    idle_poll_seconds: float = Field(0.5, gt=0, description="pause after an empty short-polling receive")
     retry_base_seconds: float = Field(30.0, ge=0, description="first back-off of a transient failure")
     retry_max_seconds: float = Field(900.0, ge=0, description="longest back-off")
     call_timeout_seconds: float = Field(600.0, gt=0, description="deadline of one Triton call (one group)")

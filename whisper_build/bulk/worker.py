@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -99,6 +100,8 @@ class Worker:
     async def run(self) -> int:
         """Work until drained; 0 after a clean drain."""
         loop = asyncio.get_running_loop()
+        # boto3 calls and audio decoding run in threads: room for every slot's (default: cores + 4)
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=2 * self.settings.files_in_flight + 4))
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         ticker = asyncio.create_task(self._tick())
@@ -162,11 +165,19 @@ class Worker:
                 await asyncio.sleep(settings.receive_wait_seconds or 1)
                 continue
             if received is None:
+                if not settings.receive_wait_seconds:  # short polling: pause between empty receives
+                    await asyncio.sleep(settings.idle_poll_seconds)
                 continue
             if self.draining.is_set():
                 await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
                 return
-            await self.handle(received)
+            try:
+                await self.handle(received)
+            except Exception:  # noqa: BLE001 (a bug must not stop the slot; the message comes back later)
+                log.exception("message %s: unexpected error; it is retried after its back-off", received.message_id)
+                metrics.FAILURES.labels(reason="internal_error").inc()
+                delay = backoff_seconds(settings, received.receive_count)
+                await asyncio.to_thread(self.queue.set_visibility, received.receipt, delay)
 
     async def handle(self, received: Received) -> Outcome | None:
         """Work one message and tell the queue what became of it; ``None`` when it held no job."""
