@@ -94,7 +94,7 @@ capacity: ## check CONFIG's instance offerings and quotas only (deploy step capa
 
 prices: ## CONFIG's price per instance type (source, date, unsourced flagged) and, with credentials, the AWS Price List's ml.* prices where they differ
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.prices "$(CONFIG)"
+	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)"
 
 sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 2", "--bulk-audio-hours 5000 --deadline-hours 24")
 	$(NEED_VENV)

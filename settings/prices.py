@@ -3,7 +3,7 @@
 One source for every consumer: the live cost rules and dashboard row (``observability.cost_queries``),
 the sizing command (``whisper_build.workstation.sizing``), the bench report's cost section
 (``benchmarks/cost_report.py``), the price check against the AWS Price List API
-(``whisper_build.workstation.prices``) and the deploy tool's cost items (``whisper_build.deploy.prices``,
+(``whisper_build.workstation.price_lookup``) and the deploy tool's cost items (``whisper_build.deploy.prices``,
 which also reads the fixed service prices of :data:`SERVICE_PRICES`).
 
 Config (``pricing.instances`` in the deployment YAML) overrides or extends :data:`DEFAULT_PRICES`::

@@ -17,7 +17,7 @@ clusters, …), told apart by product attributes. Which attribute marks HyperPod
 whose ``usagetype``, ``operation``, ``component`` or ``productFamily`` mentions a cluster or HyperPod
 (:data:`HYPERPOD_MARKERS`), and the printout shows those attributes so that a reader can check.
 
-Usage: ``python -m whisper_build.workstation.prices [CONFIG] [--no-lookup]``.
+Usage: ``python -m whisper_build.workstation.price_lookup [CONFIG] [--no-lookup]``.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def table_lines(config: DeploymentConfig) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m whisper_build.workstation.prices [CONFIG] [--no-lookup]``; exit status 0."""
+    """``python -m whisper_build.workstation.price_lookup [CONFIG] [--no-lookup]``; exit status 0."""
     parser = argparse.ArgumentParser(prog="make prices", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--no-lookup", action="store_true", help="do not call the AWS Price List API")

@@ -14,7 +14,7 @@ import pytest
 from botocore.stub import Stubber
 
 from settings import load_config
-from whisper_build.workstation import prices
+from whisper_build.workstation import price_lookup
 
 
 def _product(instance: str, usd: str, usagetype: str, unit: str = "Hrs", description: str = "") -> str:
@@ -90,21 +90,21 @@ def test_lookup_pages_through_get_products_and_reports_the_differing_hyperpod_pr
                                            _product("ml.g5.2xlarge", "9.0", "USE1-Cluster:ml.g5.2xlarge", unit="GB-Mo")],
                 token="page-2")  # fmt: skip
         _expect(stubber, "ml.g6e.2xlarge", [_product("ml.g6e.2xlarge", "2.2420800000", "USE1-Cluster:ml.g6e.2xlarge")])
-        listed = prices.lookup(client, "us-east-1", ["ml.g5.2xlarge", "ml.g6e.2xlarge"])
+        listed = price_lookup.lookup(client, "us-east-1", ["ml.g5.2xlarge", "ml.g6e.2xlarge"])
         stubber.assert_no_pending_responses()
     assert [(p.instance_type, p.hourly, p.looks_like_hyperpod) for p in listed] == [
         ("ml.g5.2xlarge", 1.515, False),  # notebook product: not HyperPod
         ("ml.g5.2xlarge", 1.515, True),  # the GB-Mo dimension is skipped
         ("ml.g6e.2xlarge", 2.24208, True),
     ]
-    (line,) = prices.differences(config, listed)
+    (line,) = price_lookup.differences(config, listed)
     assert line.startswith("ml.g5.2xlarge: listed 1.515 USD/h") and "configured 1.212 (ec2_on_demand" in line
 
 
 def test_no_hyperpod_product_is_said_not_guessed(client: Any) -> None:
     config = load_config()
-    listed = list(prices.parse_products([_product("ml.g5.2xlarge", "1.4", "USE1-Train:ml.g5.2xlarge")]))
-    lines = prices.differences(config, listed)
+    listed = list(price_lookup.parse_products([_product("ml.g5.2xlarge", "1.4", "USE1-Train:ml.g5.2xlarge")]))
+    lines = price_lookup.differences(config, listed)
     assert lines == [
         "ml.g5.2xlarge: no HyperPod-looking product listed (attribute unverified; see above)",
         "ml.g6e.2xlarge: no HyperPod-looking product listed (attribute unverified; see above)",
@@ -121,16 +121,16 @@ def test_no_hyperpod_product_is_said_not_guessed(client: Any) -> None:
     ],
 )
 def test_the_price_list_endpoint_is_in_a_fixed_region_whatever_the_configured_one(region: str, endpoint: str) -> None:
-    assert prices.price_list_region(region) == endpoint
+    assert price_lookup.price_list_region(region) == endpoint
 
 
 def test_the_table_flags_unsourced_types_and_marks_the_fleet() -> None:
-    lines = prices.table_lines(load_config())
+    lines = price_lookup.table_lines(load_config())
     g5 = next(line for line in lines if "ml.g5.2xlarge" in line)
     assert g5.startswith("* ") and "1.2120" in g5 and "EC2 price, ml.* unverified" in g5
     assert any("ml.g6.2xlarge" in line and "UNSOURCED" in line for line in lines)
 
 
 def test_main_without_lookup_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert prices.main(["--no-lookup"]) == 0
+    assert price_lookup.main(["--no-lookup"]) == 0
     assert "ml.g6e.2xlarge" in capsys.readouterr().out
