@@ -13,7 +13,7 @@ first of those the configured region's partition has.
 
 SageMaker lists one product per use of an instance type (training, hosting, notebooks, HyperPod
 clusters, …), told apart by product attributes. Which attribute marks HyperPod cluster usage is
-**unverified** here (no AWS account was used to write this): :func:`hyperpod_products` keeps products
+**unverified** (not checked against a live ``GetProducts`` answer): :func:`hyperpod_products` keeps products
 whose ``usagetype``, ``operation``, ``component`` or ``productFamily`` mentions a cluster or HyperPod
 (:data:`HYPERPOD_MARKERS`), and the printout shows those attributes so that a reader can check.
 
