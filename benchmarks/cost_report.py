@@ -37,12 +37,12 @@ sys.path.insert(0, str(REPO))
 
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config  # noqa: E402
 from settings.gpu_catalog import instance_spec_for  # noqa: E402
+from settings.prices import HOURS_PER_MONTH  # noqa: E402
 from settings.throughput import Estimated, figures_for  # noqa: E402
+from whisper_build.serving.audio.windows import WINDOW_SECONDS  # noqa: E402
 
 SERVED_RUN = REPO / "docs" / "benchmarks" / "gpu_served_h200.json"
 H200_INSTANCE = "ml.p5en.48xlarge"
-HOURS_PER_MONTH = 730.0
-WINDOW_SECONDS = 30.0
 
 
 @dataclass(frozen=True)

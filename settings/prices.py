@@ -32,6 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from settings import gpu_catalog
 
+HOURS_PER_MONTH = 730.0
+"""Instance-hours in a month of on-demand use: 24 × 365 ÷ 12, the month AWS pricing pages use."""
+
 CURRENCY = "USD"
 """The one currency of the price list: the cost rules add prices up and the dashboard unit is
 Grafana's ``currencyUSD``, so a price in another currency would be summed as dollars."""

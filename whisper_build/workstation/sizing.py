@@ -28,12 +28,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from settings.prices import HOURS_PER_MONTH
 from settings.throughput import ThroughputFigure
+from whisper_build.serving.audio.windows import WINDOW_SECONDS
 
-HOURS_PER_MONTH = 730.0
-"""24 × 365 ÷ 12, the month AWS pricing pages use."""
-WINDOW_SECONDS = 30.0
-"""Whisper's window: a request of s seconds is ⌈s ÷ 30⌉ windows."""
 TAIL_FACTOR = 1.5
 """p95 ÷ mean latency assumed for synchronous requests. The H200 served run's p99 ÷ p50 through the
 gateway was 1.2–1.5 at concurrency 1–64 (docs/benchmarks.md, "GPU, served path")."""
