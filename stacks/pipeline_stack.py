@@ -29,6 +29,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from settings.names import stack_prefix
 from settings.schema import DeploymentConfig
 from stacks import buildspecs
 from stacks.checkov_skips import skip_check
@@ -40,7 +41,7 @@ from stacks.engine_build_stack import (
     rollout_project_name,
 )
 from stacks.nag import acknowledge, acknowledge_policy_wildcards
-from stacks.whisper_app import WhisperStacks, _stack_prefix, add_whisper_stacks, stack_environment
+from stacks.whisper_app import WhisperStacks, add_whisper_stacks, stack_environment
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = "config/default.yaml"
@@ -276,7 +277,7 @@ def add_app(scope: Construct, config: DeploymentConfig, *, config_path: str | Pa
     if config.pipeline.enabled:
         pipeline = PipelineStack(
             scope,
-            f"{_stack_prefix(config.project_name)}Pipeline",
+            f"{stack_prefix(config.project_name)}Pipeline",
             config=config,
             config_path=repository_path(config_path or DEFAULT_CONFIG_PATH),
             env=stack_environment(config),
