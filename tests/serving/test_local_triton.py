@@ -24,6 +24,7 @@ from whisper_build.workstation.local_triton import (
     TritonStartError,
     TritonWheel,
     _parse_args,
+    _refuse_busy_gateway_port,
     assemble_backends,
     free_ports,
     ports_in_use,
@@ -195,6 +196,24 @@ def test_busy_port_fails_start_before_anything_runs(tmp_path):
         with pytest.raises(TritonStartError, match=rf"WHISPER_TRITON_GRPC_PORT={busy}"):
             server.start(timeout_s=5)
     assert not (tmp_path / "work" / "backends").exists()  # nothing was assembled or started
+
+
+def test_a_busy_gateway_metrics_port_is_refused_with_that_variable_to_change(monkeypatch):
+    # GIVEN a free traffic port and another server on the gateway's metrics port
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        busy = other.getsockname()[1]
+        (traffic,) = free_ports(1)
+        monkeypatch.setenv("WHISPER_GATEWAY_PORT", str(traffic))
+        monkeypatch.setenv("WHISPER_GATEWAY_METRICS_PORT", str(busy))
+        # THEN the refusal names the metrics variable, and its example changes that one only
+        with pytest.raises(TritonStartError) as refused:
+            _refuse_busy_gateway_port()
+    message = str(refused.value)
+    assert f"WHISPER_GATEWAY_METRICS_PORT={busy}" in message
+    assert "e.g. WHISPER_GATEWAY_METRICS_PORT=9081 make serve" in message
+    assert "WHISPER_GATEWAY_PORT=" not in message
 
 
 def test_a_port_whose_last_connection_lingers_in_time_wait_is_not_busy():

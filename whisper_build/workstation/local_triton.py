@@ -418,10 +418,17 @@ def _refuse_busy_gateway_port() -> None:
         ports["WHISPER_GATEWAY_METRICS_PORT"] = gateway.metrics_port
     busy = ports_in_use(gateway.host, ports)
     if busy:
+        examples = {"WHISPER_GATEWAY_PORT": 9080, "WHISPER_GATEWAY_METRICS_PORT": 9081}
+        example = " ".join(f"{name.split('=')[0]}={examples[name.split('=')[0]]}" for name in busy)
+        transcribe = (
+            " (and export the same WHISPER_GATEWAY_PORT for make transcribe)"
+            if "WHISPER_GATEWAY_PORT=" in example
+            else ""
+        )
         raise TritonStartError(
             f"the gateway's port is already in use on {gateway.host}: {', '.join(busy)} (another `make serve`?): "
-            f"stop it, or set WHISPER_GATEWAY_PORT to a free port (WHISPER_GATEWAY_METRICS_PORT likewise), e.g. WHISPER_GATEWAY_PORT=9080 make serve "
-            "(and export the same WHISPER_GATEWAY_PORT for make transcribe)"
+            f"stop it, or set {'that variable' if len(busy) == 1 else 'those variables'} to a free port, "
+            f"e.g. {example} make serve{transcribe}"
         )
 
 
