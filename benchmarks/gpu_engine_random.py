@@ -32,7 +32,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import cast, get_args
+from typing import TYPE_CHECKING, cast, get_args
+
+if TYPE_CHECKING:
+    from whisper_build.serving.engines.torch_graphs import StepAttention
 
 import numpy as np
 
@@ -41,7 +44,6 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
 from whisper_build.serving.engines.tokens import build_prompt_ids  # noqa: E402
-from whisper_build.serving.engines.torch_graphs import StepAttention  # noqa: E402 (needs torch: a GPU script)
 from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
 
 WINDOW_SECONDS = 30.0
@@ -236,10 +238,42 @@ def run_mode(mode: str, model_dir: Path, args: argparse.Namespace, attention: St
     return records, startup
 
 
+def assemble(check_path: Path, random_path: Path, out: Path) -> dict:
+    """One report (``docs/benchmarks/gpu_engine_h200.json``) from this script's and ``gpu_engine_check.py``'s outputs.
+
+    Records: one per mode × batch (mode, batch, wall_s, windows_per_s, tokens, encoder_s and the other
+    stages), start-up seconds and GPU memory per mode (per bucket for ``graphs``), and the real-weight
+    comparison: ``transcripts_equal`` and what was compared.
+    """
+    random, check = json.loads(random_path.read_text()), json.loads(check_path.read_text())
+    report = {
+        "meta": random["meta"],
+        "records": random["records"],
+        "startup": random["startup"],
+        "served": [],
+        "served_note": "not measured in this run (issue 27 item 3)",
+        "transcripts_equal": check["transcripts_equal"],
+        "transcripts_compared": [
+            {
+                "model": m["model"],
+                "comparisons": m["comparisons"],
+                "languages_correct": m.get("languages_correct"),
+                "wer_english": m["wer_english"],
+                "windows": m["windows"],
+                "translate": m.get("translate"),
+            }
+            for m in check["models"]
+        ],  # fmt: skip
+        "files": {"random": random_path.name, "check": check_path.name},
+    }
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     """Both modes, every batch size; prints one line per batch, writes ``--out``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokenizer-dir", type=Path, required=True, help="folder with a Whisper tokenizer.json")
+    p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))
     p.add_argument("--batch-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[1, 2, 4, 8, 16, 32, 64])
     p.add_argument("--modes", default="graphs,eager", help="comma list of MODE[:ATTENTION], e.g. graphs:sdpa")
@@ -250,9 +284,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="also profile one decoder step at batch 1 and the largest")
     p.add_argument("--encoder-variants", action="store_true", help="also time encoder variants at the largest batch")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--assemble", type=Path, nargs=2, metavar=("CHECK_JSON", "RANDOM_JSON"),
+                   help="only merge gpu_engine_check.py's and this script's JSON into --out")  # fmt: skip
     args = p.parse_args(argv)
+    if args.assemble:
+        check, random = args.assemble
+        assemble(check, random, args.out)
+        return 0
+    if args.tokenizer_dir is None:
+        p.error("--tokenizer-dir is required")
     import torch
     import transformers
+
+    from whisper_build.serving.engines.torch_graphs import StepAttention
 
     model_dir = random_model_dir(args.tokenizer_dir, args.workdir / "large-v3-turbo")
     meta = {
@@ -266,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         mode, _, attention = mode.partition(":")
         if attention not in ("", *get_args(StepAttention)):
             p.error(f"--modes: unknown attention {attention!r}")
-        rows, startup = run_mode(mode, model_dir, args, cast(StepAttention, attention or "sdpa"))  # engine default
+        rows, startup = run_mode(mode, model_dir, args, cast("StepAttention", attention or "sdpa"))  # engine default
         records += rows
         startups.append(startup)
         args.out.write_text(json.dumps({"meta": meta, "startup": startups, "records": records}, indent=2))
