@@ -99,7 +99,10 @@ def test_hyperpod_cluster_is_eks_orchestrated_and_ordered_after_its_chart(result
     hyperpod = _hyperpod(result)
     props = hyperpod["Properties"]
     assert props["NodeRecovery"] == "Automatic"
-    assert "AutoScaling" not in props and "NodeProvisioningMode" not in props
+    if result.config.cluster.node_autoscaling:  # the bulk example: Karpenter (test_node_autoscaling_uses_karpenter…)
+        assert props["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    else:
+        assert "AutoScaling" not in props and "NodeProvisioningMode" not in props
     eks_clusters = _resources(cluster_template, "AWS::EKS::Cluster")
     assert props["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [next(iter(eks_clusters)), "Arn"]}}}
     charts = _resources(cluster_template, "Custom::AWSCDK-EKS-HelmChart")
