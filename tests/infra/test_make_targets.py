@@ -60,9 +60,10 @@ def test_make_transcribe_takes_a_path_with_a_space(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_make_serve_refuses_a_busy_gateway_port_before_starting_triton(listening_socket: int) -> None:
-    http, grpc, metrics = free_ports(3)
+    http, grpc, metrics, gateway_metrics = free_ports(4)
     env = {
         "WHISPER_GATEWAY_PORT": str(listening_socket),
+        "WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics),
         "WHISPER_TRITON_HTTP_PORT": str(http),
         "WHISPER_TRITON_GRPC_PORT": str(grpc),
         "WHISPER_TRITON_METRICS_PORT": str(metrics),
@@ -70,7 +71,7 @@ def test_make_serve_refuses_a_busy_gateway_port_before_starting_triton(listening
     completed = _make("serve", env=env, timeout=60)
     assert completed.returncode != 0
     assert f"WHISPER_GATEWAY_PORT={listening_socket}" in completed.stderr
-    assert "set WHISPER_GATEWAY_PORT to a free port" in completed.stderr
+    assert "set that variable to a free port, e.g. WHISPER_GATEWAY_PORT=9080 make serve" in completed.stderr
     assert "whisper on Triton is ready" not in completed.stdout  # Triton was never started
 
 
