@@ -129,7 +129,10 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
     try:
         text = config_path.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"cannot read deployment config {config_path}: {err.strerror}") from None
+        hint = ""
+        if isinstance(err, FileNotFoundError):
+            hint = f"; start from a copy: cp {DEFAULT_CONFIG_PATH.relative_to(DEFAULT_CONFIG_PATH.parents[1])} {config_path} (docs/deploy.md, Prerequisites, 'The config')"
+        raise ConfigError(f"cannot read deployment config {config_path}: {err.strerror}{hint}") from None
     try:
         document = read_yaml(text, str(config_path))
     except yaml.YAMLError as err:

@@ -217,8 +217,9 @@ def test_every_problem_is_reported_at_once(default_data: dict[str, Any]) -> None
 
 
 def test_missing_file_and_broken_yaml_are_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read deployment config"):
+    with pytest.raises(ConfigError, match="cannot read deployment config") as missing:
         load_config(tmp_path / "absent.yaml")
+    assert f"cp config/default.yaml {tmp_path / 'absent.yaml'}" in str(missing.value)  # how to make one
     broken = tmp_path / "broken.yaml"
     broken.write_text("gpu_groups: [\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="is not valid YAML"):
