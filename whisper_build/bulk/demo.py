@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -159,7 +160,12 @@ def run_demo(args: Namespace, work: Path) -> int:
 
 
 def run_local(args: Namespace, work: Path) -> int:
-    """``make bulk-local``: the local path in the foreground until Ctrl-C, with the exports for the operator commands."""
+    """``make bulk-local``: the local path in the foreground until Ctrl-C (or SIGTERM), with the exports for the operator commands."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # stops what it started, as Ctrl-C does
     with local_stack(work, args.workers, args.files_in_flight) as stack:
         path = stack.path
         print("in another shell:", flush=True)
