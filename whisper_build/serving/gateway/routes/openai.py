@@ -19,6 +19,7 @@ from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import single_fields
+from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.gateway.transcriber import WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
@@ -30,7 +31,7 @@ MODEL = "/v1/models/{model_id}"
 GRANULARITIES = ("segment", "word")
 OWNER = "whisper-hyperpod"
 
-router = APIRouter()
+router = APIRouter(route_class=ExtendedFilenameRoute)
 
 FileField = Annotated[UploadFile, File(description="audio file")]
 ModelField = Annotated[str | None, Form()]
