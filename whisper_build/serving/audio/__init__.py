@@ -23,6 +23,7 @@ from whisper_build.serving.audio.decode import (
 from whisper_build.serving.audio.errors import (
     AudioError,
     AudioTooLongError,
+    AudioTooShortError,
     EmptyAudioError,
     InvalidBase64Error,
     NotAudioError,
@@ -35,6 +36,7 @@ __all__ = [
     "AudioStream",
     "AudioError",
     "AudioTooLongError",
+    "AudioTooShortError",
     "EmptyAudioError",
     "InvalidBase64Error",
     "NotAudioError",

@@ -40,7 +40,7 @@ import numpy.typing as npt
 import soundfile
 import soxr
 
-from whisper_build.serving.audio.errors import AudioTooLongError, EmptyAudioError, NotAudioError
+from whisper_build.serving.audio.errors import AudioTooLongError, AudioTooShortError, EmptyAudioError, NotAudioError
 
 SAMPLE_RATE = 16_000
 """Whisper's input rate in Hz (openai/whisper audio.py ``SAMPLE_RATE``)."""
@@ -186,15 +186,18 @@ class AudioStream:
             read by libsndfile, ``<format>/<subtype>`` (e.g. ``wav/pcm_16``, ``flac/pcm_24``).
         max_seconds: decoding stops with :class:`AudioTooLongError` past this many seconds
             (``None`` = no limit).
+        min_seconds: decoding ends with :class:`AudioTooShortError` when the whole stream is
+            shorter than this, in source samples ÷ source rate (``None`` = no minimum).
     """
 
-    def __init__(self, reader: _Reader, max_seconds: float | None) -> None:
+    def __init__(self, reader: _Reader, max_seconds: float | None, min_seconds: float | None = None) -> None:
         self._reader = reader
         self.source_rate = reader.source_rate
         self.source_channels = reader.source_channels
         self.codec = reader.codec
         self.declared_seconds = reader.declared_seconds
         self.max_seconds = max_seconds
+        self.min_seconds = min_seconds
         self._samples_out = 0
         self._started = False
         self._closed = False
@@ -215,6 +218,8 @@ class AudioStream:
             NotAudioError: nothing decodes.
             EmptyAudioError: the stream decodes to zero samples.
             AudioTooLongError: more than ``max_seconds`` were decoded.
+            AudioTooShortError: the whole stream is shorter than ``min_seconds`` (raised after its
+                last chunk, before a consumer that waits for the stream's end has used it).
             RuntimeError: called twice.
         """
         if self._started:
@@ -245,6 +250,12 @@ class AudioStream:
             yield tail
         if self._samples_out == 0:
             raise EmptyAudioError("the audio has zero length: it decodes to no samples")
+        if self.min_seconds is not None and decoded / self.source_rate < self.min_seconds:
+            raise AudioTooShortError(
+                f"Audio file is too short ({decoded / self.source_rate:.3f} s). Minimum audio length is "
+                f"{self.min_seconds:g} seconds.",
+                self.min_seconds,
+            )
 
     def close(self) -> None:
         """Release the decoder (idempotent; safe while another thread iterates :meth:`chunks`)."""
@@ -262,12 +273,13 @@ class AudioStream:
         self.close()
 
 
-def open_audio(data: bytes, max_seconds: float | None = None) -> AudioStream:
+def open_audio(data: bytes, max_seconds: float | None = None, min_seconds: float | None = None) -> AudioStream:
     """Open container bytes for streaming decode, reading only the header.
 
     Args:
         data: the file's bytes (any container/codec FFmpeg can demux and decode); not copied.
         max_seconds: longest audio accepted in seconds; ``None`` = no limit.
+        min_seconds: shortest audio accepted in seconds, checked once decoded; ``None`` = no minimum.
 
     Returns: an :class:`AudioStream` (close it, or use it as a context manager).
 
@@ -279,7 +291,7 @@ def open_audio(data: bytes, max_seconds: float | None = None) -> AudioStream:
     if not data:
         raise EmptyAudioError("the audio is empty (0 bytes): send a WAV/FLAC/MP3/OGG/M4A file")
     reader = _sndfile_reader(data) or _av_reader(data)
-    return _checked_stream(reader, max_seconds)
+    return _checked_stream(reader, max_seconds, min_seconds)
 
 
 def open_audio_file(path: str | Path, max_seconds: float | None = None) -> AudioStream:
@@ -320,10 +332,10 @@ class _FileReader:
         self._file.close()
 
 
-def _checked_stream(reader: _Reader, max_seconds: float | None) -> AudioStream:
+def _checked_stream(reader: _Reader, max_seconds: float | None, min_seconds: float | None = None) -> AudioStream:
     """An :class:`AudioStream` over ``reader`` once its rate and declared length pass (reader closed if not)."""
     try:
-        stream = AudioStream(reader, max_seconds)
+        stream = AudioStream(reader, max_seconds, min_seconds)
         if not stream.source_rate:
             raise NotAudioError("the audio stream has no sample rate: the file is damaged")
         declared = stream.declared_seconds

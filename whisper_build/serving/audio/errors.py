@@ -17,6 +17,17 @@ class EmptyAudioError(AudioError):
     """The payload is empty or decodes to zero samples."""
 
 
+class AudioTooShortError(AudioError):
+    """The audio decodes to fewer seconds than the configured minimum (OpenAI's ``audio_too_short``).
+
+    Attributes: ``min_seconds`` (the minimum that was not reached).
+    """
+
+    def __init__(self, message: str, min_seconds: float) -> None:
+        super().__init__(message)
+        self.min_seconds = min_seconds
+
+
 class AudioTooLongError(AudioError):
     """The audio is longer than the configured limit.
 

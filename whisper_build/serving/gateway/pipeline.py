@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError
+from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError, AudioTooShortError
 from whisper_build.serving.gateway.admission import AdmissionController, Rejected
 from whisper_build.serving.gateway.backend import (
     BackendError,
@@ -73,6 +73,13 @@ class Pipeline:
                 413,
                 ErrorCode.AUDIO_TOO_LONG,
                 f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
+            )
+        if isinstance(exc, AudioTooShortError):
+            return ApiError(
+                400,
+                ErrorCode.AUDIO_TOO_SHORT,
+                f"{exc} (setting WHISPER_GATEWAY_MIN_AUDIO_SECONDS)",
+                param="file",
             )
         if isinstance(exc, AudioError):
             return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc))

@@ -40,6 +40,12 @@ class GatewaySettings(BaseSettings):
     )
     max_body_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest request body accepted")
     max_audio_seconds: float = Field(7200.0, gt=0, description="longest audio accepted, seconds")
+    min_audio_seconds: float = Field(
+        0.1,
+        ge=0,
+        description="shorter audio is refused with 400 audio_too_short before the model sees it (OpenAI's minimum; "
+        "Whisper invents words for a fraction of a second), seconds; 0 = no minimum",
+    )
     capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")
     workers: int = Field(
         1,

@@ -70,6 +70,7 @@ class WindowPlan:
         group_size: non-silent windows per model call (≥ 1).
         max_audio_seconds: longest audio accepted (declared or decoded).
         call_timeout_seconds: deadline of one model call (one group).
+        min_audio_seconds: shorter decoded audio is refused before its last window is sent (0: none).
     """
 
     window_seconds: float
@@ -78,6 +79,7 @@ class WindowPlan:
     group_size: int
     max_audio_seconds: float
     call_timeout_seconds: float
+    min_audio_seconds: float = 0.0
 
     @classmethod
     def from_gateway(cls, settings: GatewaySettings) -> WindowPlan:
@@ -89,6 +91,7 @@ class WindowPlan:
             group_size=settings.window_group_size,
             max_audio_seconds=settings.max_audio_seconds,
             call_timeout_seconds=settings.request_timeout_seconds,
+            min_audio_seconds=settings.min_audio_seconds,
         )
 
 
@@ -221,7 +224,9 @@ class Transcriber:
         Raises:
             AudioError: not audio, empty, or declared longer than ``max_audio_seconds``.
         """
-        return open_audio(data, max_seconds=self.plan.max_audio_seconds)
+        return open_audio(
+            data, max_seconds=self.plan.max_audio_seconds, min_seconds=self.plan.min_audio_seconds or None
+        )
 
     def window_groups(self, stream: AudioStream, start_sample: int = 0) -> Iterator[WindowGroup]:
         """Decode ``stream`` (blocking, CPU) into groups of ≤ ``group_size`` non-silent windows.
