@@ -43,8 +43,8 @@ class GatewaySettings(BaseSettings):
     min_audio_seconds: float = Field(
         0.1,
         ge=0,
-        description="shorter audio is refused with 400 audio_too_short before the model sees it (OpenAI's minimum; "
-        "Whisper invents words for a fraction of a second), seconds; 0 = no minimum",
+        description="shorter audio is refused with 400 audio_too_short before the model sees it (OpenAI's minimum), "
+        "seconds; 0 = no minimum",
     )
     capacity: int = Field(8, ge=1, description="requests processed at once (sized per GPU type); the rest wait")
     workers: int = Field(
