@@ -28,9 +28,40 @@ ENDPOINT_TLS_PORT = 443
 """Port of the endpoint with ``endpoint.certificate_arn`` (NLB TLS / ALB HTTPS; no plaintext listener)."""
 
 
-STACKS = ("Network", "Storage", "Cluster", "Observability", "Workloads", "EngineBuild")
-"""Suffixes of the stacks ``make deploy`` creates (``stacks/whisper_app.py``; Observability only with
-``observability.enabled``)."""
+STACKS = ("Network", "Storage", "Cluster", "Observability", "Bulk", "Workloads", "EngineBuild")
+"""Suffixes of every stack ``stacks/whisper_app.py`` can create, in creation order; :func:`stacks` picks
+those of one config."""
+
+
+def stacks(config: DeploymentConfig) -> tuple[str, ...]:
+    """Suffixes of the stacks ``make deploy`` creates for ``config`` (what ``make destroy`` waits on and checks).
+
+    E.g. ``config/default.yaml`` → Network, Storage, Cluster, Observability, Workloads, EngineBuild;
+    ``config/examples/bulk.yaml`` adds Bulk.
+    """
+    enabled = {"Observability": config.observability.enabled, "Bulk": config.bulk.enabled}
+    return tuple(stack for stack in STACKS if enabled.get(stack, True))
+
+
+STACK_CONTENTS = {
+    "Network": "network",
+    "Storage": "storage (its buckets and ECR repositories are retained)",
+    "Cluster": "EKS + HyperPod cluster",
+    "Observability": "observability",
+    "Bulk": "bulk job queues and bucket",
+    "Workloads": "workloads",
+    "EngineBuild": "engine builds",
+}
+"""Each stack's contents in a few words, for the deploy tool's step lines (docs/deploy.md, Stacks)."""
+
+
+def stack_contents(config: DeploymentConfig, *, without: tuple[str, ...] = ()) -> str:
+    """The contents of ``config``'s stacks (:func:`stacks`) less ``without``, in words.
+
+    E.g. ``"network, EKS + HyperPod cluster, observability, workloads, engine builds"``
+    (``without=("Storage",)``, default config).
+    """
+    return ", ".join(STACK_CONTENTS[stack] for stack in stacks(config) if stack not in without)
 
 
 def stack_prefix(project_name: str) -> str:

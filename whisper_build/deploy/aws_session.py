@@ -170,7 +170,7 @@ class AwsSession:
         return pods.report(self.config, self.account, self.kubectl)
 
     def _stacks(self) -> list[str]:
-        return [names.stack_name(self.config, stack) for stack in names.STACKS]
+        return [names.stack_name(self.config, stack) for stack in names.stacks(self.config)]
 
     def cluster_active(self) -> bool:
         """Whether the EKS cluster exists and is ``ACTIVE`` (destroy's endpoint step needs kubectl access).
@@ -285,7 +285,7 @@ class AwsSession:
             return
         for item in found:
             self.log(f"    {item.kind} {item.name}: {item.why}")
-        for line in retained.cycle_summary(found):
+        for line in retained.cycle_summary(found, self.config):
             self.log(f"    {line}")
         if purge:
             aws.delete_retained(self.client, self._resource("s3", region_name=self.config.region), found)

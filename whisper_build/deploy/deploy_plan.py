@@ -194,8 +194,7 @@ def stacks_step(config: DeploymentConfig, approve: bool) -> Step:
     """Step ``stacks``: ``cdk deploy --all``; its cost line lists what bills from here on."""
     return Step(
         "stacks",
-        "every stack: network, EKS + HyperPod cluster, observability, workloads, engine builds "
-        "(CloudFormation waits for each)",
+        f"every stack: {names.stack_contents(config, without=('Storage',))} (CloudFormation waits for each)",
         "60–120 min (EKS about 15 min, HyperPod instances 20–60 min)",
         _gpu_cost_note(config),
         (cdk_app("deploy", "--all", *cdk_deploy_approval(approve), assembly=GATED_ASSEMBLY),),

@@ -75,10 +75,10 @@ def endpoint_step(config: DeploymentConfig, account: str) -> Step:
 def stacks_delete_step(config: DeploymentConfig, config_file: str) -> Step:
     """Step ``stacks``: wait for deletions already running, ``cdk destroy --all``, then check none is left."""
     region = config.region
-    stacks = [names.stack_name(config, stack) for stack in names.STACKS]
+    stacks = [names.stack_name(config, stack) for stack in names.stacks(config)]
     return Step(
         "stacks",
-        "delete every stack (HyperPod cluster, EKS, VPC, observability, build projects)",
+        f"delete every stack ({names.stack_contents(config)})",
         "30–60 min",
         "billing of GPU instances, EKS, NAT gateways stops when this finishes",
         (

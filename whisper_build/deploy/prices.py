@@ -106,7 +106,12 @@ def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
             items.append(
                 ("Amazon Managed Grafana", f"{_usd('grafana_editor'):g} USD per active editor/admin user a month")
             )
-    items.append(("KMS keys: 3", f"{_usd('kms_key'):g} USD per key a month"))
+    if config.bulk.enabled:
+        items.append(
+            ("SQS bulk job queue + dead-letter queue", "per million requests (workers long-poll), not sourced")
+        )
+    keys = 3 + int(config.bulk.enabled)  # EKS Secrets, API keys secret, engine builds (+ the bulk stack's key)
+    items.append((f"KMS keys: {keys}", f"{_usd('kms_key'):g} USD per key a month"))
     if config.endpoint.auth == "api_key":
         items.append(("Secrets Manager secret", f"{_usd('secrets_manager_secret'):.2f} USD a month"))
     return items

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from settings import names
+from settings.bulk import BULK_BUCKET_PURPOSE
 from settings.prices import SERVICE_PRICES
 from settings.schema import DeploymentConfig
 from whisper_build.deploy import aws
@@ -19,7 +20,7 @@ ACCESS_LOG_WHY = "server access logs of the buckets (audit trail)"
 KEYS_PER_CYCLE = 2
 """Customer-managed KMS keys a deploy/destroy cycle leaves: the EKS Secrets key (retained: Security in
 docs/deploy.md) and the engine-build artifacts key (CDK's default removal policy for keys). The API
-keys secret's key is deleted with its stack."""
+keys secret's key is deleted with its stack. With ``bulk.enabled`` one more (:func:`keys_per_cycle`)."""
 KMS_USD_PER_KEY_MONTH = SERVICE_PRICES["kms_key"].usd
 KMS_PRICE_SOURCE = "https://aws.amazon.com/kms/pricing/"
 """The KMS key price of the one price list (``settings.prices.SERVICE_PRICES``, with its source)."""
@@ -48,6 +49,11 @@ def find(config: DeploymentConfig, account: str, client: Callable[[str], Any]) -
         names.bucket_name(project, names.LIFECYCLE_BUCKET_PURPOSE, account, region): "HyperPod lifecycle "
         "scripts (small; retained with the same policy as the models)",
     }
+    if config.bulk.enabled:
+        buckets[names.bucket_name(project, BULK_BUCKET_PURPOSE, account, region)] = (
+            "bulk job inputs, results and status records (retained with the same policy as the models; "
+            "its access-log bucket and KMS key are listed too)"
+        )
     tagging = client("resourcegroupstaggingapi")
     for name in aws.tagged_buckets(tagging, names.PROJECT_TAG, project):
         buckets.setdefault(name, ACCESS_LOG_WHY)
@@ -69,22 +75,38 @@ def find(config: DeploymentConfig, account: str, client: Callable[[str], Any]) -
     return found + aws.log_groups(client("logs"), log_group_prefixes(config))
 
 
-def cycle_summary(found: Sequence[aws.Retained]) -> list[str]:
+def keys_per_cycle(config: DeploymentConfig) -> int:
+    """Customer-managed KMS keys one deploy/destroy cycle of ``config`` leaves.
+
+    :data:`KEYS_PER_CYCLE`, plus the bulk stack's key (``RemovalPolicy.RETAIN``, ``stacks/bulk_stack.py``)
+    with ``bulk.enabled``.
+    """
+    return KEYS_PER_CYCLE + int(config.bulk.enabled)
+
+
+def log_buckets_per_cycle(config: DeploymentConfig) -> int:
+    """Access-log buckets (generated names) one cycle leaves: the storage stack's, plus the bulk stack's."""
+    return 1 + int(config.bulk.enabled)
+
+
+def cycle_summary(found: Sequence[aws.Retained], config: DeploymentConfig) -> list[str]:
     """What earlier deploy/destroy cycles left: counts of retained KMS keys and access-log buckets, and their cost.
 
-    Every cycle without ``PURGE=1`` leaves :data:`KEYS_PER_CYCLE` customer-managed keys and one
-    access-log bucket (generated names: a redeploy creates new ones), so they accumulate.
+    Every cycle without ``PURGE=1`` leaves :func:`keys_per_cycle` customer-managed keys and
+    :func:`log_buckets_per_cycle` access-log buckets (generated names: a redeploy creates new ones),
+    so they accumulate.
     """
     keys = sum(item.kind == "kms-key" for item in found)
     log_buckets = sum(item.kind == "s3-bucket" and item.why == ACCESS_LOG_WHY for item in found)
     if not keys and not log_buckets:
         return []
-    cycles = max(-(-keys // KEYS_PER_CYCLE), log_buckets)
+    key_count, log_count = keys_per_cycle(config), log_buckets_per_cycle(config)
+    cycles = max(-(-keys // key_count), -(-log_buckets // log_count))
     return [
         f"accumulated: {keys} KMS key(s) = {keys * KMS_USD_PER_KEY_MONTH:.0f} USD a month "
         f"({KMS_USD_PER_KEY_MONTH:.0f} USD per key-month, {KMS_PRICE_SOURCE}) and {log_buckets} access-log "
         f"bucket(s), from about {cycles} deploy/destroy cycle(s); {max(0, cycles - 1)} of them before the latest. "
-        f"Each cycle without PURGE=1 adds {KEYS_PER_CYCLE} keys and 1 log bucket"
+        f"Each cycle without PURGE=1 adds {key_count} keys and {log_count} log bucket(s)"
     ]
 
 
@@ -104,7 +126,7 @@ def log_group_prefixes(config: DeploymentConfig) -> dict[str, str]:
     prefixes.update(
         {
             f"/aws/lambda/{names.stack_name(config, stack)}-": "logs of a CDK custom-resource Lambda (created by Lambda)"
-            for stack in names.STACKS
+            for stack in names.stacks(config)
         }
     )
     prefixes[f"/aws/sagemaker/Clusters/{names.hyperpod_cluster_name(config)}/"] = (
