@@ -44,13 +44,12 @@ from k8s_charts.network_policy import (
     POD_IDENTITY_AGENT_PORT,
 )
 from k8s_charts.placement import affinity, gpu_tolerations
+from k8s_charts.pod_spec import empty_dir, one_pod_at_a_time, serving_image_metadata, serving_mounts, serving_volumes
 from k8s_charts.sizing import pod_resources, quantities
 from k8s_charts.workload import (
     TERMINATION_MESSAGE_POLICY,
     TRITON_STOP_SECONDS,
-    _mounts,
-    _volumes,
-    preflight_args,
+    preflight_container,
     serving_env,
 )
 from settings import labels, throughput
@@ -171,19 +170,7 @@ class BulkWorkers(Construct):
         resources = quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
         scratch = f"{config.bulk.max_file_gb + 1}Gi"
         image = inputs.image(config.serving.image_tag)
-        preflight = k8s.Container(
-            name="preflight",
-            image=image,
-            command=preflight_args(config, group, inputs.bucket_name),
-            env=[k8s.EnvVar(name="HOME", value="/tmp")],
-            resources=k8s.ResourceRequirements(
-                requests=quantities({"cpu": "500m", "memory": "512Mi"}) | gpu,
-                limits=quantities({"cpu": "500m", "memory": "512Mi"}) | gpu,
-            ),
-            security_context=security.container_security_context(),
-            volume_mounts=_mounts(shm=False),
-            termination_message_policy=TERMINATION_MESSAGE_POLICY,
-        )
+        preflight = preflight_container(config, group, image, inputs.bucket_name)
         worker = k8s.Container(
             name="worker",
             image=image,
@@ -200,34 +187,22 @@ class BulkWorkers(Construct):
             liveness_probe=_probe("/live", 20, 3),
             termination_message_policy=TERMINATION_MESSAGE_POLICY,
             security_context=security.container_security_context(),
-            volume_mounts=[*_mounts(shm=True), k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH)],
+            volume_mounts=[*serving_mounts(shm=True), k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH)],
         )
-        scratch_volume = k8s.Volume(
-            name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=k8s.Quantity.from_string(scratch))
-        )
+        scratch_volume = empty_dir("scratch", scratch)
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(
-                name=self.name,
-                namespace=namespace,
-                labels=pod_labels,
-                annotations=security.checkov_skip_annotations(security.SERVING_IMAGE_SKIPS),
-            ),
+            metadata=serving_image_metadata(self.name, namespace, pod_labels),
             spec=k8s.DeploymentSpec(
                 selector=k8s.LabelSelector(match_labels=pod_labels),
-                strategy=k8s.DeploymentStrategy(
-                    type="RollingUpdate",
-                    rolling_update=k8s.RollingUpdateDeployment(
-                        max_surge=k8s.IntOrString.from_number(0), max_unavailable=k8s.IntOrString.from_number(1)
-                    ),
-                ),
+                strategy=one_pod_at_a_time(),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=pod_labels, annotations={DO_NOT_DISRUPT: "true"}),
                     spec=k8s.PodSpec(
                         init_containers=[preflight],
                         containers=[worker],
-                        volumes=[*_volumes(claim_name, size.shm), scratch_volume],
+                        volumes=[*serving_volumes(claim_name, size.shm), scratch_volume],
                         affinity=affinity(group),
                         tolerations=gpu_tolerations(),
                         security_context=security.pod_security_context(),

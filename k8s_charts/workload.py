@@ -17,13 +17,19 @@ from constructs import Construct
 
 from k8s_charts import naming, probes, security
 from k8s_charts.placement import affinity, gpu_tolerations, topology_spread
+from k8s_charts.pod_spec import (
+    MODEL_MOUNT_PATH,
+    RUN_DIR,
+    one_pod_at_a_time,
+    serving_image_metadata,
+    serving_mounts,
+    serving_volumes,
+)
 from k8s_charts.sizing import gateway_workers, pod_resources, predicted_rtf, quantities
 from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 from whisper_build.release.invocations import engine_build_command
 
-MODEL_MOUNT_PATH = "/models"
-RUN_DIR = "/run/whisper"
 MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
 """The preflight writes the resolved Triton model repository path here; the supervisor reads it."""
 CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
@@ -256,33 +262,22 @@ def _prestop(config: DeploymentConfig) -> k8s.Lifecycle:
     return k8s.Lifecycle(pre_stop=handler)
 
 
-def _empty_dir(name: str, size: str, medium: str | None = None) -> k8s.Volume:
-    return k8s.Volume(
-        name=name, empty_dir=k8s.EmptyDirVolumeSource(medium=medium, size_limit=k8s.Quantity.from_string(size))
+def preflight_container(config: DeploymentConfig, group: GpuGroup, image: str, bucket_name: str) -> k8s.Container:
+    """Init container ``preflight`` of a pod running Triton on ``group`` (:func:`preflight_args`).
+
+    It runs nvidia-smi on the pod's GPU (or MIG slice), which the kubelet hands on to the main container.
+    """
+    resources = quantities(PREFLIGHT_RESOURCES) | {group.gpu_resource: k8s.Quantity.from_number(1)}
+    return k8s.Container(
+        name="preflight",
+        image=image,
+        command=preflight_args(config, group, bucket_name),
+        env=_env({"HOME": "/tmp"}),
+        resources=k8s.ResourceRequirements(requests=resources, limits=resources),
+        security_context=security.container_security_context(),
+        volume_mounts=serving_mounts(shm=False),
+        termination_message_policy=TERMINATION_MESSAGE_POLICY,
     )
-
-
-def _volumes(claim_name: str, shm_size: str) -> list[k8s.Volume]:
-    return [
-        k8s.Volume(
-            name="models",
-            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name, read_only=True),
-        ),
-        _empty_dir("dshm", shm_size, "Memory"),  # Triton python backend shared memory (counts as pod memory)
-        _empty_dir("tmp", "4Gi"),
-        _empty_dir("run", "16Mi", "Memory"),
-    ]
-
-
-def _mounts(*, shm: bool) -> list[k8s.VolumeMount]:
-    mounts = [
-        k8s.VolumeMount(name="models", mount_path=MODEL_MOUNT_PATH, read_only=True),
-        k8s.VolumeMount(name="tmp", mount_path="/tmp"),
-        k8s.VolumeMount(name="run", mount_path=RUN_DIR),
-    ]
-    if shm:
-        mounts.append(k8s.VolumeMount(name="dshm", mount_path="/dev/shm"))
-    return mounts
 
 
 class GpuGroupWorkload(Construct):
@@ -326,19 +321,7 @@ class GpuGroupWorkload(Construct):
         # one GPU, or one MIG slice of the group's profile (mixed strategy: nvidia.com/mig-<profile>)
         gpu = {group.gpu_resource: k8s.Quantity.from_number(1)}
         main_resources = quantities({"cpu": size.cpu, "memory": size.memory}) | gpu
-        # the preflight runs nvidia-smi; the kubelet hands the same GPU on to the serving container
-        init_resources = quantities(PREFLIGHT_RESOURCES) | gpu
-
-        preflight = k8s.Container(
-            name="preflight",
-            image=image,
-            command=preflight_args(config, group, bucket_name),
-            env=_env({"HOME": "/tmp"}),
-            resources=k8s.ResourceRequirements(requests=init_resources, limits=init_resources),
-            security_context=security.container_security_context(),
-            volume_mounts=_mounts(shm=False),
-            termination_message_policy=TERMINATION_MESSAGE_POLICY,
-        )
+        preflight = preflight_container(config, group, image, bucket_name)
         container = k8s.Container(
             name="serving",
             image=image,
@@ -358,36 +341,26 @@ class GpuGroupWorkload(Construct):
             termination_message_policy=TERMINATION_MESSAGE_POLICY,
             lifecycle=_prestop(config),
             security_context=security.container_security_context(),
-            volume_mounts=_mounts(shm=True),
+            volume_mounts=serving_mounts(shm=True),
         )
         k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(
-                name=self.name,
-                namespace=namespace,
-                labels=pod_labels,
-                annotations=security.checkov_skip_annotations(security.SERVING_IMAGE_SKIPS),
-            ),
+            metadata=serving_image_metadata(self.name, namespace, pod_labels),
             spec=k8s.DeploymentSpec(
                 # with KEDA no `replicas`: its HPA owns the count and re-applying must not reset it
                 replicas=replicas,
                 selector=k8s.LabelSelector(match_labels=pod_labels),
                 # a surge pod needs a free GPU that a fixed-size instance group rarely has; the other
                 # groups keep serving the one endpoint while this group rolls one pod at a time
-                strategy=k8s.DeploymentStrategy(
-                    type="RollingUpdate",
-                    rolling_update=k8s.RollingUpdateDeployment(
-                        max_surge=k8s.IntOrString.from_number(0), max_unavailable=k8s.IntOrString.from_number(1)
-                    ),
-                ),
+                strategy=one_pod_at_a_time(),
                 progress_deadline_seconds=probes.ENGINE_LOAD_BUDGET_SECONDS + 600,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=pod_labels),
                     spec=k8s.PodSpec(
                         init_containers=[preflight],
                         containers=[container],
-                        volumes=_volumes(claim_name, size.shm),
+                        volumes=serving_volumes(claim_name, size.shm),
                         affinity=affinity(group),
                         tolerations=gpu_tolerations(),
                         topology_spread_constraints=topology_spread(pod_labels),

@@ -40,7 +40,7 @@ from constructs import Construct
 from settings import names
 from settings.bulk import BULK_BUCKET_PURPOSE, S3_EVENT_MAX_BYTES, WORKER_SERVICE_ACCOUNT
 from settings.schema import DeploymentConfig
-from stacks.checkov_skips import skip_check
+from stacks.buckets import access_log_bucket, logged_bucket
 from stacks.nag import acknowledge, acknowledge_resource
 
 WORKER_QUEUE_ACTIONS = (
@@ -152,40 +152,20 @@ class BulkStack(Stack):
             CfnOutput(self, output, value=value, description=f"bulk jobs: {key} (make submit / make jobs)")
 
     def _bucket(self, bucket_name: str, input_prefix: str) -> s3.Bucket:
-        logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        no_log_reason = "This bucket is the server-access-log destination of the bulk job bucket; logging it too would need a third bucket"
-        acknowledge(logs, "AwsSolutions-S1", no_log_reason)
-        skip_check(logs, "CKV_AWS_18", no_log_reason)
-        bucket = s3.Bucket(
+        logs = access_log_bucket(self, "the bulk job bucket")
+        bucket = logged_bucket(
             self,
             "Jobs",
-            bucket_name=bucket_name,
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=self.key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=logs,
-            server_access_logs_prefix="jobs/",
+            bucket_name,
+            logs=logs,
+            log_prefix="jobs/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
                     abort_incomplete_multipart_upload_after=Duration.days(ABORT_MULTIPART_DAYS),
                 )
             ],
-            removal_policy=RemovalPolicy.RETAIN,
+            key=self.key,
         )
         cfn_bucket = bucket.node.default_child
         assert isinstance(cfn_bucket, s3.CfnBucket)

@@ -11,8 +11,8 @@ from constructs import Construct
 
 from settings import names
 from settings.names import CHARTS_NAMESPACE, HYPERPOD_CHART_NAME, SERVING_IMAGE_REPOSITORY  # noqa: F401 (re-exported)
+from stacks.buckets import access_log_bucket, logged_bucket
 from stacks.checkov_skips import skip_check
-from stacks.nag import acknowledge
 
 UNTAGGED_IMAGE_EXPIRY_DAYS = 14
 S3_BUCKET_NAME_MAX = 63
@@ -42,20 +42,7 @@ class StorageStack(Stack):
         self, scope: Construct, construct_id: str, *, project_name: str, tls_certificates: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.access_log_bucket = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        no_log_reason = "This bucket is the server-access-log destination of the model bucket; logging it too would need a third bucket"
-        acknowledge(self.access_log_bucket, "AwsSolutions-S1", no_log_reason)
-        skip_check(self.access_log_bucket, "CKV_AWS_18", no_log_reason)
+        self.access_log_bucket = access_log_bucket(self, "the model bucket")
         self.model_bucket_name = self._bucket_name(project_name, names.MODEL_BUCKET_PURPOSE)
         self.model_bucket = self._logged_bucket("Models", self.model_bucket_name)
         self.lifecycle_bucket_name = self._bucket_name(project_name, names.LIFECYCLE_BUCKET_PURPOSE)
@@ -83,19 +70,13 @@ class StorageStack(Stack):
         return names.bucket_name(project_name, purpose, Aws.ACCOUNT_ID, self.region)
 
     def _logged_bucket(self, construct_id: str, name: str) -> s3.Bucket:
-        return s3.Bucket(
+        return logged_bucket(
             self,
             construct_id,
-            bucket_name=name,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=self.access_log_bucket,
-            server_access_logs_prefix=f"{construct_id.lower()}/",
+            name,
+            logs=self.access_log_bucket,
+            log_prefix=f"{construct_id.lower()}/",
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
-            removal_policy=RemovalPolicy.RETAIN,
         )
 
     def _repository(self, construct_id: str, name: str) -> ecr.Repository:
