@@ -47,6 +47,7 @@ from k8s_charts.placement import affinity, gpu_tolerations
 from k8s_charts.pod_spec import empty_dir, one_pod_at_a_time, serving_image_metadata, serving_mounts, serving_volumes
 from k8s_charts.sizing import pod_resources, quantities
 from k8s_charts.workload import (
+    PORT_TRITON_METRICS,
     TERMINATION_MESSAGE_POLICY,
     TRITON_STOP_SECONDS,
     preflight_container,
@@ -175,7 +176,11 @@ class BulkWorkers(Construct):
             name="worker",
             image=image,
             ports=[
-                k8s.ContainerPort(name=PORT_WORKER, container_port=config.serving.gateway_metrics_port, protocol="TCP")
+                k8s.ContainerPort(name=PORT_WORKER, container_port=config.serving.gateway_metrics_port, protocol="TCP"),
+                # declared so that pod discovery finds Triton's metrics (scrape job whisper-bulk-triton)
+                k8s.ContainerPort(
+                    name=PORT_TRITON_METRICS, container_port=config.serving.triton_metrics_port, protocol="TCP"
+                ),
             ],
             env=[k8s.EnvVar(name=k, value=str(v)) for k, v in worker_env(config, group, inputs).items()],
             resources=k8s.ResourceRequirements(

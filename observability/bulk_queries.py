@@ -12,6 +12,9 @@ from observability.promql import GROUP_LABELS, group_by
 from observability.queries import Query
 
 JOB_BULK = "whisper-bulk"
+JOB_BULK_TRITON = "whisper-bulk-triton"
+"""Scrape job of the bulk workers' own Triton (its ``nv_*`` series): a ``job`` of its own, so the serving
+dashboards' ``job="whisper-triton"`` series stay those of the synchronous endpoint."""
 BULK_WINDOW = "1h"
 """Window of the hourly figures (audio hours, failures, wall ÷ audio)."""
 _JOB = '{job="whisper-bulk"}'

@@ -13,6 +13,9 @@ Jobs (names from :mod:`observability.queries`):
   adds no capacity to the autoscaling query;
 * ``whisper-bulk`` (``bulk.enabled``): the bulk workers' ``/metrics`` (``app.kubernetes.io/name=whisper-bulk``,
   port ``serving.gateway_metrics_port``), any pod that runs;
+* ``whisper-bulk-triton`` (``bulk.enabled``): the Triton of the same bulk pods (port
+  ``serving.triton_metrics_port``); its ``job`` label keeps these ``nv_*`` series out of the serving
+  panels, which select ``job="whisper-triton"``;
 * ``dcgm-exporter``: NVIDIA DCGM exporter pods (``app.kubernetes.io/name=dcgm-exporter``, port
   9400, upstream chart defaults) in any namespace.
 
@@ -37,7 +40,7 @@ from typing import Any
 import yaml
 
 from observability import queries
-from observability.bulk_queries import JOB_BULK
+from observability.bulk_queries import JOB_BULK, JOB_BULK_TRITON
 from settings import DeploymentConfig
 from settings.labels import APP_NAME, APP_NAME_LABEL, BULK_APP_NAME, GPU_ARCH_LABEL, GPU_GROUP_LABEL
 
@@ -81,7 +84,7 @@ def gateway_metrics_port(config: DeploymentConfig) -> int:
 
 
 def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
-    """The jobs of a deployment (three, and ``whisper-bulk`` with ``bulk.enabled``), ports and namespace from ``config.serving``.
+    """The jobs of a deployment (three; with ``bulk.enabled`` also ``whisper-bulk`` and ``whisper-bulk-triton``), ports and namespace from ``config.serving``.
 
     With ``serving.target: inference_operator`` the serving jobs keep every pod of the serving
     namespace that declares the port (the operator's pods do not carry ``app.kubernetes.io/name=whisper``;
@@ -96,8 +99,12 @@ def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     )
     if not config.bulk.enabled:
         return jobs
-    # the bulk workers' /metrics (k8s_charts.bulk: the worker's port is serving.gateway_metrics_port)
-    return (*jobs, ScrapeJob(JOB_BULK, BULK_APP_NAME, serving.gateway_metrics_port, serving.namespace))
+    # the bulk workers' /metrics and their Triton's (k8s_charts.bulk declares both ports)
+    return (
+        *jobs,
+        ScrapeJob(JOB_BULK, BULK_APP_NAME, serving.gateway_metrics_port, serving.namespace),
+        ScrapeJob(JOB_BULK_TRITON, BULK_APP_NAME, serving.triton_metrics_port, serving.namespace),
+    )
 
 
 def _meta_pod_label(key: str) -> str:
