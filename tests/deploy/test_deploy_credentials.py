@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -84,8 +85,8 @@ def _make(target: str, *variables: str, env: dict[str, str], timeout: int = 600)
 
 
 def _tool_lines(stderr: str) -> list[str]:
-    """stderr without make's own ``make: *** [Makefile:…] Error 2`` line."""
-    return [line for line in stderr.strip().splitlines() if not line.startswith("make: ")]
+    """stderr without make's own ``make: *** [Makefile:…] Error 2`` line (``make[1]: …`` under ``make test``)."""
+    return [line for line in stderr.strip().splitlines() if not re.match(r"make(\[\d+\])?: ", line)]
 
 
 def _offline_env(**extra: str) -> dict[str, str]:
