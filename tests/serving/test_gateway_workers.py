@@ -107,14 +107,16 @@ def test_workers_share_the_port_sum_their_metrics_heal_and_stop_on_sigterm(
     for _ in range(6):  # new connections: the kernel hands them to either worker
         response = httpx.post(f"{url}/invocations", content=b"{}", headers={"Connection": "close"}, timeout=10)
         assert response.status_code == 400 and "audio_data" in response.json()["message"]
+    capacity = lambda: _metric(httpx.get(metrics, timeout=5).text, "whisper_gateway_capacity_requests")  # noqa: E731
+    # 3 + 2: the pod's capacity, not a worker's (/ping answers once one worker is up; the other
+    # publishes its share when its app starts, which lags on a busy box)
+    _wait(lambda: capacity() == 5, 30, "both workers' shares of the capacity")
     text = httpx.get(metrics, timeout=5).text
-    assert _metric(text, "whisper_gateway_capacity_requests") == 5  # 3 + 2: the pod's capacity, not a worker's
     assert _metric(text, "whisper_gateway_requests_total", route="/invocations", status="400") == 6
     assert _metric(text, "whisper_gateway_inflight_requests") == 0
 
     os.kill(next(iter(workers)), signal.SIGKILL)  # a crashed worker is started again
     _wait(lambda: len(_workers(process)) == 2 and _workers(process) != workers, 30, "a new worker")
-    capacity = lambda: _metric(httpx.get(metrics, timeout=5).text, "whisper_gateway_capacity_requests")  # noqa: E731
     _wait(lambda: capacity() == 5, 30, "the new worker's share (the dead one's left the sum)")
     assert httpx.get(f"{url}/live", timeout=5).status_code == 200
     text = httpx.get(metrics, timeout=5).text
