@@ -41,8 +41,10 @@ def test_bench_against_gateway_and_triton(triton_server, tmp_path: Path) -> None
     for level in levels:
         assert (level["ok"], level["errors"]) == (2, {}), level
         # every request reached Triton: at least one window per execution, never more per
-        # execution than the level had requests in flight (one window each: the file is < 30 s)
-        assert 1.0 <= level["avg_batch_size"] <= level["concurrency"]
+        # execution than the level had requests in flight (one window each: the file is < 30 s),
+        # plus, through the gateway, its own health canary (one window every <= 5 s) joining a batch
+        canary = 1 if level["target"] in ("gateway", "openai") else 0
+        assert 1.0 <= level["avg_batch_size"] <= level["concurrency"] + canary, level
         assert level["audio_s_per_s"] == pytest.approx(2 * duration / level["wall_s"], rel=1e-3)
 
 
