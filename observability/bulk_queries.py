@@ -1,15 +1,19 @@
-"""PromQL of the bulk workers (``bulk.enabled``): backlog, in flight, wait, audio hours, failures, wall ÷ audio.
+"""PromQL of the bulk workers (``bulk.enabled``) and of their own Triton.
+
+Workers: backlog, in flight, wait, audio hours, failures, wall ÷ audio; their Triton: windows per second,
+batch, queue time.
 
 Series: the workers' own metrics (docs/contracts.md §7, bulk workers), scraped by the ``whisper-bulk``
 job (:func:`observability.scrape_config.scrape_jobs`) from every ``app.kubernetes.io/name=whisper-bulk``
 pod, relabelled with its GPU group. Workers scale to zero: with none running these series are absent, not
-0 — the queue itself is then CloudWatch's (``AWS/SQS``, the bulk stack's alarms) and ``make jobs``'.
+0 — the queue itself is then CloudWatch's (``AWS/SQS``: :mod:`observability.cloudwatch_queries`, the bulk
+stack's alarms) and ``make jobs``'.
 """
 
 from __future__ import annotations
 
-from observability.promql import GROUP_LABELS, group_by
-from observability.queries import Query
+from observability.promql import GROUP_LABELS, group_by, selector, sum_rate
+from observability.queries import RATE_WINDOW, TRITON_MODEL, Query
 
 JOB_BULK = "whisper-bulk"
 JOB_BULK_TRITON = "whisper-bulk-triton"
@@ -18,6 +22,7 @@ dashboards' ``job="whisper-triton"`` series stay those of the synchronous endpoi
 BULK_WINDOW = "1h"
 """Window of the hourly figures (audio hours, failures, wall ÷ audio)."""
 _JOB = '{job="whisper-bulk"}'
+_TRITON = selector(job=JOB_BULK_TRITON, model=TRITON_MODEL)
 
 
 class Bulk:
@@ -65,5 +70,43 @@ class Bulk:
     )
 
 
+def _triton_rate(metric: str) -> str:
+    return sum_rate(metric, _TRITON, RATE_WINDOW)
+
+
+class BulkTriton:
+    """The bulk pods' own Triton: ``nv_*`` series of job ``whisper-bulk-triton``.
+
+    Metric facts as in :mod:`observability.queries` (Triton's metrics guide): one request is one window group
+    of a file, one inference one window.
+    """
+
+    WINDOWS = Query(
+        "bulk_triton_windows",
+        _triton_rate("nv_inference_count"),
+        "short",
+        "Bulk windows the bulk pods' Triton computes per second (inferences: a batch of n counts n)",
+    )
+    EXECUTIONS = Query(
+        "bulk_triton_executions",
+        _triton_rate("nv_inference_exec_count"),
+        "short",
+        "Model executions (batches) per second in the bulk pods' Triton",
+    )
+    AVERAGE_BATCH = Query(
+        "bulk_triton_average_batch",
+        f"{_triton_rate('nv_inference_count')} / {_triton_rate('nv_inference_exec_count')}",
+        "short",
+        "Average batch of the bulk pods' Triton: windows ÷ executions (up to max_batch_size when files fill it)",
+    )
+    QUEUE_MS = Query(
+        "bulk_triton_queue_ms",
+        f"{_triton_rate('nv_inference_queue_duration_us')} / {_triton_rate('nv_inference_request_success')} / 1000",
+        "ms",
+        "Average time a window group waits in the bulk pods' Triton queue (latency counters count successes only)",
+    )
+
+
+BULK_TRITON_QUERIES = (BulkTriton.WINDOWS, BulkTriton.EXECUTIONS, BulkTriton.AVERAGE_BATCH, BulkTriton.QUEUE_MS)
 BULK_QUERIES = (Bulk.BACKLOG, Bulk.IN_PROGRESS, Bulk.WAIT_P99, Bulk.AUDIO_HOURS, Bulk.FAILURES, Bulk.WALL_PER_AUDIO)
 assert all(q.labels in (GROUP_LABELS, ("state",), ("reason",), ()) for q in BULK_QUERIES)

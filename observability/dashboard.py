@@ -1,7 +1,8 @@
 """The Grafana dashboard, as code (``grafana-foundation-sdk``), from :mod:`observability.queries`.
 
-Every panel target is a :class:`observability.queries.Query`; no PromQL is written here. Series
-are split by GPU group and instance type through their labels (legend
+Every panel target is a :class:`observability.queries.Query` (PromQL, AMP data source) or, in the bulk
+row, a :class:`observability.cloudwatch_queries.MetricQuery` (CloudWatch data source); no query is
+written here. Series are split by GPU group and instance type through their labels (legend
 ``{{gpu_group}} ({{instance_type}})``).
 
 Build the JSON with ``python -m observability.dashboard [config.yaml]``, which writes
@@ -18,15 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grafana_foundation_sdk.builders import cloudwatch, prometheus, stat, timeseries
 from grafana_foundation_sdk.builders import common as common_builder
 from grafana_foundation_sdk.builders import dashboard as dash
-from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import cloudwatch as cloudwatch_models
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, ThresholdsMode
 
 from observability import cost_queries
-from observability.bulk_queries import Bulk
+from observability.bulk_queries import Bulk, BulkTriton
+from observability.cloudwatch_queries import DEFAULT_REGION, MetricQuery, bulk_queue
 from observability.queries import GPU_UTIL_THRESHOLD_PERCENT, Gateway, Gpu, Query, Triton
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 
@@ -35,10 +38,15 @@ DASHBOARD_TITLE = "Whisper on HyperPod"
 DATASOURCE_UID = "whisper-amp"
 """Uid of the AMP data source; the Grafana provisioner creates the data source with this uid."""
 DATASOURCE_NAME = "Amazon Managed Prometheus (whisper)"
+CLOUDWATCH_DATASOURCE_UID = "whisper-cloudwatch"
+"""Uid of the CloudWatch data source (``bulk.enabled``: the bulk row's ``AWS/SQS`` panels); the provisioner
+creates it with this uid."""
+CLOUDWATCH_DATASOURCE_NAME = "Amazon CloudWatch (whisper)"
 DASHBOARD_PATH = Path("dist/grafana/whisper-dashboard.json")
 
 GROUP_LEGEND = "{{gpu_group}} ({{instance_type}})"
 _DATASOURCE = DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
+_CLOUDWATCH = DataSourceRef(type_val="cloudwatch", uid=CLOUDWATCH_DATASOURCE_UID)
 _REF_IDS = "ABCDEFGHIJ"
 
 
@@ -46,7 +54,7 @@ _REF_IDS = "ABCDEFGHIJ"
 class Target:
     """A panel target: a query and the legend prefix naming it among the panel's series."""
 
-    query: Query
+    query: Query | MetricQuery
     name: str = ""
 
 
@@ -72,6 +80,7 @@ class PanelSpec:
 
 
 def _legend(target: Target) -> str:
+    assert isinstance(target.query, Query)
     extra = [label for label in target.query.labels if label not in ("gpu_group", "instance_type")]
     parts = [target.name] if target.name else []
     if "gpu_group" in target.query.labels:  # fleet-wide series carry no group
@@ -105,19 +114,59 @@ def _panel(spec: PanelSpec) -> Any:
     else:
         raise ValueError(f"panel '{spec.title}': unknown kind '{spec.kind}' (timeseries or stat)")
     panel = (
-        panel.title(spec.title).description(description).unit(unit).datasource(_DATASOURCE).height(8).span(spec.width)
+        panel.title(spec.title)
+        .description(description)
+        .unit(unit)
+        .datasource(_datasource(spec))
+        .height(8)
+        .span(spec.width)
     )
     if spec.threshold is not None:
         panel = panel.thresholds(_thresholds(spec.threshold))
     for ref_id, target in zip(_REF_IDS, spec.targets, strict=False):
-        panel = panel.with_target(
+        panel = panel.with_target(_target(ref_id, target))
+    return panel
+
+
+def _datasource(spec: PanelSpec) -> DataSourceRef:
+    """The one data source of a panel's targets (a panel mixes none)."""
+    kinds = {isinstance(t.query, MetricQuery) for t in spec.targets}
+    if len(kinds) != 1:
+        raise ValueError(f"panel '{spec.title}': PromQL and CloudWatch targets in one panel")
+    return _CLOUDWATCH if kinds == {True} else _DATASOURCE
+
+
+def _target(ref_id: str, target: Target) -> Any:
+    """A Prometheus target, or a CloudWatch metric-search target (builder mode) labelled ``target.name``.
+
+    The CloudWatch fields are those of Grafana's CloudWatch query model (grafana-foundation-sdk
+    ``models.cloudwatch.CloudWatchMetricsQuery``); ``id`` (a ``GetMetricData`` query id: a lowercase letter,
+    then letters, digits, ``_``) is the query's key, ``matchExact`` keeps other dimension sets out.
+    """
+    query = target.query
+    if isinstance(query, Query):
+        return (
             prometheus.Dataquery()
-            .expr(target.query.expr)
+            .expr(query.expr)
             .legend_format(_legend(target))
             .ref_id(ref_id)
             .datasource(_DATASOURCE)
         )
-    return panel
+    return (
+        cloudwatch.CloudWatchMetricsQuery()
+        .metric_query_type(cloudwatch_models.MetricQueryType.SEARCH)
+        .metric_editor_mode(cloudwatch_models.MetricEditorMode.BUILDER)
+        .region(DEFAULT_REGION)
+        .namespace(query.namespace)
+        .metric_name(query.metric_name)
+        .dimensions(dict(query.dimensions))
+        .match_exact(True)
+        .statistic(query.statistic)
+        .id(query.key)
+        .label(target.name or query.metric_name)
+        .ref_id(ref_id)
+        .datasource(_CLOUDWATCH)
+    )
 
 
 def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec, ...]], ...]:
@@ -200,22 +249,43 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
     cost = cost_panels(config)
     extra: list[tuple[str, tuple[PanelSpec, ...]]] = [(COST_ROW, cost)] if cost else []
     if config.bulk.enabled:
-        extra.append((BULK_ROW, bulk_panels()))
+        extra.append((BULK_ROW, bulk_panels(config)))
     return (*rows, *extra)
 
 
 BULK_ROW = "Bulk jobs"
 
 
-def bulk_panels() -> tuple[PanelSpec, ...]:
-    """The bulk row (``bulk.enabled``): :mod:`observability.bulk_queries`."""
+def bulk_panels(config: DeploymentConfig) -> tuple[PanelSpec, ...]:
+    """The bulk row (``bulk.enabled``).
+
+    The queue from CloudWatch (:mod:`observability.cloudwatch_queries`), the workers' and their Triton's
+    series (:mod:`observability.bulk_queries`).
+    """
+    sqs = bulk_queue(config)
     return (
-        PanelSpec("Queue: waiting / in flight / delayed", (Target(Bulk.BACKLOG),)),
+        PanelSpec(
+            "Oldest waiting job (SQS)",
+            (Target(sqs.oldest_age, "oldest message age"),),
+            threshold=config.bulk.oldest_message_alarm_seconds,
+        ),
+        PanelSpec(
+            "Job queue: waiting / in flight (SQS)",
+            (Target(sqs.visible, "waiting"), Target(sqs.in_flight, "in flight")),
+        ),
+        PanelSpec("Dead-letter queue (SQS)", (Target(sqs.dead_letter, "dead-lettered"),), threshold=1.0),
+        PanelSpec("Queue: waiting / in flight / delayed (workers' view)", (Target(Bulk.BACKLOG),)),
         PanelSpec("Files in progress", (Target(Bulk.IN_PROGRESS),)),
         PanelSpec("Queue wait p99", (Target(Bulk.WAIT_P99),), width=6),
         PanelSpec("Audio hours done (last hour)", (Target(Bulk.AUDIO_HOURS),), width=6),
         PanelSpec("Wall time ÷ audio duration per file", (Target(Bulk.WALL_PER_AUDIO),), threshold=1.0),
-        PanelSpec("Failures by reason (last hour)", (Target(Bulk.FAILURES),), width=24),
+        PanelSpec("Failures by reason (last hour)", (Target(Bulk.FAILURES),)),
+        PanelSpec(
+            "Bulk Triton: windows / executions per second",
+            (Target(BulkTriton.WINDOWS, "windows/s"), Target(BulkTriton.EXECUTIONS, "executions/s")),
+        ),
+        PanelSpec("Bulk Triton: average batch size", (Target(BulkTriton.AVERAGE_BATCH),), width=6),
+        PanelSpec("Bulk Triton: queue time per window group", (Target(BulkTriton.QUEUE_MS),), width=6),
     )
 
 

@@ -30,6 +30,11 @@ def selector(**matchers: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+def sum_rate(metric: str, matchers: str, window: str, *extra: str) -> str:
+    """``sum by (<group labels>, extra) (rate(<metric><matchers>[<window>]))``, e.g. windows per second per group."""
+    return f"sum by ({group_by(*extra)}) (rate({metric}{matchers}[{window}]))"
+
+
 def check_group(group: str) -> str:
     """``group`` unchanged if it is a lowercase DNS label (``gpu_groups[].name``).
 

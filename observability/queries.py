@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from observability.promql import GROUP_LABELS, check_group, group_by, selector
+from observability.promql import GROUP_LABELS, check_group, group_by, selector, sum_rate
 
 TRITON_MODEL = "whisper"
 """Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
@@ -138,12 +138,14 @@ class AlertRule:
 # --------------------------------------------------------------------------- helpers
 
 
-_TRITON = selector(model=TRITON_MODEL)
+_TRITON = selector(job=JOB_TRITON, model=TRITON_MODEL)
+"""The serving pods' Triton only: the bulk pods' Triton (job ``whisper-bulk-triton``) has panels of its own and
+must not move the serving panels, rules and alerts (a bulk window waits in Triton's queue by design)."""
 _ROUTES = selector(route="~" + "|".join(TRANSCRIBE_ROUTES))
 
 
 def _sum_rate(metric: str, matchers: str, *extra: str, window: str = RATE_WINDOW) -> str:
-    return f"sum by ({group_by(*extra)}) (rate({metric}{matchers}[{window}]))"
+    return sum_rate(metric, matchers, window, *extra)
 
 
 def _per_success_ms(duration_metric: str, *extra: str) -> str:

@@ -102,6 +102,21 @@ def bucket_name(project_name: str, purpose: str, account: str, region: str) -> s
     return f"{project_name}-{purpose}-{account}-{region}"
 
 
+def bulk_queue_name(config: DeploymentConfig) -> str:
+    """The bulk job queue, ``<project>-bulk-jobs``: named by the bulk stack, read by the dashboard's CloudWatch panels.
+
+    At most 49 characters (``project_name`` ≤ 32), within SQS's 80 letters, digits, ``-`` and ``_``
+    (SQS API Reference, ``CreateQueue``, ``QueueName``); CloudWatch's ``AWS/SQS`` metrics carry it as the
+    ``QueueName`` dimension.
+    """
+    return f"{config.project_name}-bulk-jobs"
+
+
+def bulk_dead_letter_queue_name(config: DeploymentConfig) -> str:
+    """The bulk job queue's dead-letter queue, ``<project>-bulk-dead-letter``."""
+    return f"{config.project_name}-bulk-dead-letter"
+
+
 def workload_name(group: GpuGroup) -> str:
     """Deployment / PDB / ScaledObject name of a group, e.g. ``whisper-g5``."""
     return f"{labels.APP_NAME}-{group.name}"

@@ -12,7 +12,10 @@ notification is created: S3 user guide, "Walkthrough: Configuring a bucket for n
   ``aws/sqs`` key cannot be used (S3 user guide, "Enabling notifications ... encrypted queue").
 * **Queue**: visibility ``bulk.visibility_timeout_seconds`` (the workers' heartbeat extends it),
   ``RedrivePolicy`` to the dead-letter queue after ``bulk.max_receive_count`` receives, TLS-only
-  (``aws:SecureTransport``), at least 64 KB messages (S3 events are up to 64 KB).
+  (``aws:SecureTransport``), at least 64 KB messages (S3 events are up to 64 KB). Both queues are named
+  (``settings.names.bulk_queue_name`` / ``bulk_dead_letter_queue_name``) so the dashboard's CloudWatch
+  panels can name their ``QueueName`` dimension without a reference to this stack; a named queue cannot
+  be replaced in place, and no property set here needs replacement (only ``FifoQueue`` and the name do).
 * **Bucket**: versioned, TLS-only, SSE-KMS with the key, public access blocked, access-logged to a
   log bucket of this stack; objects created under ``bulk.input_prefix`` are sent to the queue.
 * **Worker role** (EKS Pod Identity, ServiceAccount ``whisper-bulk``): read the input prefix, read and
@@ -105,6 +108,7 @@ class BulkStack(Stack):
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",
+            queue_name=names.bulk_dead_letter_queue_name(config),
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=self.key,
             enforce_ssl=True,
@@ -118,6 +122,7 @@ class BulkStack(Stack):
         self.queue = sqs.Queue(
             self,
             "Queue",
+            queue_name=names.bulk_queue_name(config),
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=self.key,
             enforce_ssl=True,

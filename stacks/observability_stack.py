@@ -1,7 +1,8 @@
 """Observability: AMP workspace and managed scraper, rules, and optionally Amazon Managed Grafana.
 
 The AMP managed scraper runs on the EKS cluster; recording/alert rules go into the workspace; the
-optional Amazon Managed Grafana workspace gets the AMP data source and the dashboard.
+optional Amazon Managed Grafana workspace gets the AMP data source and the dashboard, and with
+``bulk.enabled`` a CloudWatch data source for the bulk queue's ``AWS/SQS`` metrics.
 
 The scrape configuration, the rules and the dashboard are generated from
 :mod:`observability.queries` (``observability/scrape_config.py``, ``rules.py``, ``dashboard.py``);
@@ -43,7 +44,7 @@ from k8s_charts.autoscaling import amp_server_address
 from observability import cost_queries, dashboard, rules, scrape_config
 from settings import DeploymentConfig
 from stacks.checkov_skips import skip_check
-from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards
+from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards, acknowledge_resource
 
 PROVISIONER_DIR = Path(__file__).resolve().parent.parent / "observability" / "grafana_provisioner"
 GRAFANA_VERSION = "10.4"
@@ -53,12 +54,36 @@ AMP_QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:
 """Read access a Grafana workspace or KEDA needs on an AMP workspace (AMG user guide,
 "Amazon Managed Grafana permissions for Amazon Managed Service for Prometheus")."""
 
+CLOUDWATCH_READ_ACTIONS = ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]
+"""What the Grafana CloudWatch data source needs for the bulk row's ``AWS/SQS`` panels: ``GetMetricData``
+(every metric query) and ``ListMetrics`` (the query editor's metric and dimension lists, the metrics half of
+"Save & test"). Grafana's own metrics-only example adds alarms, EC2, tag and Performance Insights reads
+(Grafana docs, "Configure the Amazon CloudWatch data source", IAM policy examples,
+https://grafana.com/docs/grafana/latest/datasources/aws-cloudwatch/configure/); no panel here uses them.
+Neither action has a resource type (Service Authorization Reference, "Actions, resources, and condition
+keys for Amazon CloudWatch"), so the statement's resource is ``*``, narrowed to the stack's region by
+``aws:RequestedRegion``."""
+
 GRAFANA_PROVISIONER_ACTIONS = [
     "grafana:CreateWorkspaceServiceAccount",
     "grafana:CreateWorkspaceServiceAccountToken",
     "grafana:DeleteWorkspaceServiceAccountToken",
     "grafana:DeleteWorkspaceServiceAccount",
 ]
+
+
+def cloudwatch_datasource_properties(config: DeploymentConfig) -> dict[str, str]:
+    """The provisioner's CloudWatch data-source properties: the bulk row's, so only with ``bulk.enabled``.
+
+    Without bulk, no panel reads CloudWatch and the workspace role gets no CloudWatch grant, so no data
+    source is made that could only fail (the provisioner deletes one an earlier bulk config made).
+    """
+    if not config.bulk.enabled:
+        return {}
+    return {
+        "CloudWatchDatasourceUid": dashboard.CLOUDWATCH_DATASOURCE_UID,
+        "CloudWatchDatasourceName": dashboard.CLOUDWATCH_DATASOURCE_NAME,
+    }
 
 
 def _ignore_redundant_role_dependency(function: Construct) -> None:
@@ -167,6 +192,8 @@ class ObservabilityStack(Stack):
             description="Amazon Managed Grafana workspace role: query the whisper AMP workspace",
         )
         role.add_to_policy(iam.PolicyStatement(actions=AMP_QUERY_ACTIONS, resources=[self.workspace.attr_arn]))
+        if config.bulk.enabled:
+            self._allow_cloudwatch_reads(role)
         workspace = grafana.CfnWorkspace(
             self,
             "Grafana",
@@ -181,6 +208,23 @@ class ObservabilityStack(Stack):
         self._provision_dashboard(config, workspace)
         CfnOutput(self, "GrafanaUrl", value=f"https://{workspace.attr_endpoint}")
         return workspace
+
+    def _allow_cloudwatch_reads(self, role: iam.Role) -> None:
+        """Only with ``bulk.enabled``: no other panel reads CloudWatch, so no other config gets the grant."""
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadCloudWatchMetrics",
+                actions=CLOUDWATCH_READ_ACTIONS,
+                resources=["*"],
+                conditions={"StringEquals": {"aws:RequestedRegion": self.region}},
+            )
+        )
+        acknowledge_resource(
+            role,
+            "*",
+            "cloudwatch:GetMetricData and ListMetrics support no resource-level permissions (Service "
+            "Authorization Reference); the statement is read-only and limited to the stack's region",
+        )
 
     def _provision_dashboard(self, config: DeploymentConfig, workspace: grafana.CfnWorkspace) -> None:
         log_group = logs.LogGroup(
@@ -242,6 +286,7 @@ class ObservabilityStack(Stack):
                 "DatasourceUid": dashboard.DATASOURCE_UID,
                 "DatasourceName": dashboard.DATASOURCE_NAME,
                 "DashboardJson": dashboard.dashboard_json(config),
+                **cloudwatch_datasource_properties(config),
             },
         )
         framework = provider.node.find_child("framework-onEvent")

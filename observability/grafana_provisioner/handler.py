@@ -1,6 +1,6 @@
-"""CloudFormation custom resource: the AMP data source and the dashboard in Amazon Managed Grafana.
+"""CloudFormation custom resource: the AMP and CloudWatch data sources and the dashboard in Amazon Managed Grafana.
 
-Provisions both into an Amazon Managed Grafana workspace.
+Provisions them into an Amazon Managed Grafana workspace.
 
 CloudFormation has no resource for Grafana data sources or dashboards (CDK ``aws_grafana`` has
 only ``CfnWorkspace``), so this Lambda (behind the CDK ``custom_resources.Provider`` framework):
@@ -9,14 +9,19 @@ only ``CfnWorkspace``), so this Lambda (behind the CDK ``custom_resources.Provid
    seconds (``grafana:CreateWorkspaceServiceAccount`` / ``CreateWorkspaceServiceAccountToken``,
    Amazon Managed Grafana API reference);
 2. creates or updates the Prometheus data source (SigV4 with the workspace's IAM role, AMP query
-   URL without ``/api/v1``) through the Grafana HTTP API (``/api/datasources``);
-3. POSTs the dashboard JSON to ``/api/dashboards/db`` with ``overwrite: true``;
-4. always deletes the token and the service account again.
+   URL without ``/api/v1``) through the Grafana HTTP API (``/api/datasources``; Grafana docs, "Data source
+   HTTP API", https://grafana.com/docs/grafana/latest/developers/http_api/data_source/);
+3. with ``CloudWatchDatasourceUid`` (the bulk row's ``AWS/SQS`` panels), creates or updates the CloudWatch
+   data source (the workspace's IAM role, default region ``Region``); an Update whose old properties had
+   one and whose new ones have none (bulk turned off) deletes it, so no data source outlives its grant;
+4. POSTs the dashboard JSON to ``/api/dashboards/db`` with ``overwrite: true``;
+5. always deletes the token and the service account again.
 
 Only the standard library and boto3 (both in the Lambda Python runtime) are used.
 
 Resource properties (all strings): ``WorkspaceId``, ``WorkspaceEndpoint`` (host name, no scheme),
-``PrometheusUrl``, ``Region``, ``DatasourceUid``, ``DatasourceName``, ``DashboardJson``.
+``PrometheusUrl``, ``Region``, ``DatasourceUid``, ``DatasourceName``, ``DashboardJson``; optional
+``CloudWatchDatasourceUid`` with ``CloudWatchDatasourceName``.
 """
 
 from __future__ import annotations
@@ -126,16 +131,53 @@ def datasource_body(props: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def upsert_datasource(api: GrafanaApi, props: Mapping[str, str]) -> str:
-    """Create the data source, or update it in place when its uid exists. Returns ``created``/``updated``."""
-    uid = props["DatasourceUid"]
-    body = datasource_body(props)
+CLOUDWATCH_UID = "CloudWatchDatasourceUid"
+
+
+def cloudwatch_datasource_body(props: Mapping[str, str]) -> dict[str, Any]:
+    """Grafana data source for CloudWatch metrics, signed with the workspace's IAM role.
+
+    ``authType: ec2_iam_role`` is the "Workspace IAM role" provider, on by default only in Amazon Managed
+    Grafana (Grafana docs, "Configure AWS authentication",
+    https://grafana.com/docs/grafana/latest/datasources/aws-cloudwatch/aws-authentication/; the value as
+    grafana/grafana-aws-sdk ``pkg/awsds/settings.go`` parses it); ``defaultRegion`` is the region of
+    queries set to ``default`` (Grafana docs, "Configure the Amazon CloudWatch data source", Provision the
+    data source, https://grafana.com/docs/grafana/latest/datasources/aws-cloudwatch/configure/).
+    """
+    return {
+        "uid": props[CLOUDWATCH_UID],
+        "name": props.get("CloudWatchDatasourceName") or "Amazon CloudWatch",
+        "type": "cloudwatch",
+        "access": "proxy",
+        "isDefault": False,
+        "jsonData": {"authType": "ec2_iam_role", "defaultRegion": props["Region"]},
+    }
+
+
+def upsert_datasource(api: GrafanaApi, body: Mapping[str, Any]) -> str:
+    """Create the data source ``body``, or update it in place when its uid exists. Returns ``created``/``updated``."""
+    uid = body["uid"]
     status, _ = api.request("GET", f"/api/datasources/uid/{uid}")
     if status == 404:
         api.request("POST", "/api/datasources", body)
         return "created"
     api.request("PUT", f"/api/datasources/uid/{uid}", body)
     return "updated"
+
+
+def reconcile_cloudwatch(api: GrafanaApi, props: Mapping[str, str], old_props: Mapping[str, str]) -> str:
+    """Step 3 of the module docstring.
+
+    Returns ``created``/``updated`` with a CloudWatch uid, ``deleted`` when only the old properties had one
+    (a 404 counts: it is gone either way), else ``none``.
+    """
+    if props.get(CLOUDWATCH_UID):
+        return upsert_datasource(api, cloudwatch_datasource_body(props))
+    old_uid = old_props.get(CLOUDWATCH_UID)
+    if not old_uid:
+        return "none"
+    api.request("DELETE", f"/api/datasources/uid/{old_uid}")
+    return "deleted"
 
 
 def post_dashboard(api: GrafanaApi, dashboard_json: str) -> dict[str, Any]:
@@ -163,16 +205,19 @@ def provision(
     props: Mapping[str, str],
     grafana_client: Any,
     api_factory: Callable[[str, str], GrafanaApi] = GrafanaApi,
+    old_props: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Run steps 1-4 of the module docstring.
+    """Run steps 1-5 of the module docstring.
 
     Args:
         props: the resource properties (see module docstring).
         grafana_client: a boto3 ``grafana`` client.
         api_factory: builds the HTTP client from ``(base_url, token)``; tests point it at 127.0.0.1.
+        old_props: an Update's ``OldResourceProperties`` (``None`` on Create).
 
     Returns:
-        ``{"DashboardUid", "DashboardUrl", "Datasource"}`` for the custom resource's ``Data``.
+        ``{"DashboardUid", "DashboardUrl", "Datasource", "CloudWatchDatasource"}`` for the custom resource's
+        ``Data`` (data source outcomes: ``created``, ``updated``, ``deleted`` or ``none``).
 
     Raises:
         ProvisioningError: a property is missing or a Grafana call failed (the token and the
@@ -194,7 +239,8 @@ def provision(
         )["serviceAccountToken"]
         try:
             api = api_factory(f"https://{props['WorkspaceEndpoint']}", token["key"])
-            datasource = upsert_datasource(api, props)
+            datasource = upsert_datasource(api, datasource_body(props))
+            cloudwatch = reconcile_cloudwatch(api, props, old_props or {})
             answer = post_dashboard(api, props["DashboardJson"])
         finally:
             grafana_client.delete_workspace_service_account_token(
@@ -202,11 +248,12 @@ def provision(
             )
     finally:
         grafana_client.delete_workspace_service_account(workspaceId=workspace, serviceAccountId=account_id)
-    LOG.info("datasource %s, dashboard %s", datasource, answer.get("uid"))
+    LOG.info("datasource %s, cloudwatch %s, dashboard %s", datasource, cloudwatch, answer.get("uid"))
     return {
         "DashboardUid": str(answer.get("uid", "")),
         "DashboardUrl": f"https://{props['WorkspaceEndpoint']}{answer.get('url', '')}",
         "Datasource": datasource,
+        "CloudWatchDatasource": cloudwatch,
     }
 
 
@@ -223,5 +270,5 @@ def on_event(event: Mapping[str, Any], _context: Any) -> dict[str, Any]:
     import boto3  # in the Lambda runtime; imported here so tests can inject a client
 
     client = boto3.client("grafana", region_name=props.get("Region"))
-    data = provision(props, client)
+    data = provision(props, client, old_props=event.get("OldResourceProperties"))
     return {"PhysicalResourceId": physical_id, "Data": data}

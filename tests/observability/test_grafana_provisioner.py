@@ -12,10 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from cdk_assembly import CONFIGS
 
 from observability import dashboard
 from observability.grafana_provisioner import handler
 from settings import DEFAULT_CONFIG_PATH, load_config
+from stacks.observability_stack import cloudwatch_datasource_properties
 
 WORKSPACE = "g-abc1234567"
 TOKEN = "glsa_test_token"
@@ -58,6 +60,9 @@ class _Handler(BaseHTTPRequestHandler):
             uid = self.path.rsplit("/", 1)[1]
             if uid not in self.server.datasources:
                 return self._answer(404, {"message": "Data source not found"})
+            if method == "DELETE":
+                del self.server.datasources[uid]
+                return self._answer(200, {"message": "Data source deleted"})
             if method == "PUT":
                 self.server.datasources[uid] = body
             return self._answer(200, self.server.datasources[uid])
@@ -79,6 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
 
 
 @pytest.fixture()
@@ -105,6 +113,13 @@ def props() -> dict[str, str]:
         "DatasourceName": dashboard.DATASOURCE_NAME,
         "DashboardJson": dashboard.dashboard_json(load_config(DEFAULT_CONFIG_PATH)),
     }
+
+
+@pytest.fixture(scope="module")
+def bulk_props(props) -> dict[str, str]:
+    """The properties the stack gives the provisioner for config/examples/bulk.yaml."""
+    config = load_config(CONFIGS["bulk"])
+    return {**props, "DashboardJson": dashboard.dashboard_json(config), **cloudwatch_datasource_properties(config)}
 
 
 def _stubbed_client(delete_expected: bool = True):
@@ -154,6 +169,7 @@ def test_provision_creates_datasource_posts_dashboard_and_deletes_the_token(graf
     data = handler.provision(props, client, api_factory=_local(grafana_api))
     stub.assert_no_pending_responses()  # token and service account were deleted
     assert data["Datasource"] == "created"
+    assert data["CloudWatchDatasource"] == "none"  # default config: bulk off, no CloudWatch data source
     assert data["DashboardUid"] == dashboard.DASHBOARD_UID
     assert data["DashboardUrl"].startswith(f"https://{props['WorkspaceEndpoint']}/d/")
     methods = [(m, p) for m, p, _, _ in grafana_api.requests]
@@ -217,3 +233,59 @@ def test_dashboard_json_without_uid_is_rejected(grafana_api):
     api = _local(grafana_api)("", TOKEN)
     with pytest.raises(handler.ProvisioningError, match="uid"):
         handler.post_dashboard(api, json.dumps({"title": "x"}))
+
+
+def _cloudwatch_uids(dashboard_json: str) -> set[str]:
+    return {
+        target["datasource"]["uid"]
+        for panel in json.loads(dashboard_json)["panels"]
+        for target in panel.get("targets", [])
+        if target["datasource"]["type"] == "cloudwatch"
+    }
+
+
+def test_bulk_config_creates_the_cloudwatch_datasource_its_panels_use(grafana_api, bulk_props):
+    client, stub = _stubbed_client()
+    data = handler.provision(bulk_props, client, api_factory=_local(grafana_api))
+    stub.assert_no_pending_responses()
+    assert data["Datasource"] == "created" and data["CloudWatchDatasource"] == "created"
+    cloudwatch = grafana_api.datasources[dashboard.CLOUDWATCH_DATASOURCE_UID]
+    assert cloudwatch["type"] == "cloudwatch" and cloudwatch["isDefault"] is False
+    assert cloudwatch["jsonData"] == {"authType": "ec2_iam_role", "defaultRegion": bulk_props["Region"]}
+    assert grafana_api.datasources[dashboard.DATASOURCE_UID]["isDefault"] is True
+    posted = grafana_api.requests[-1][3]["dashboard"]
+    assert (
+        _cloudwatch_uids(json.dumps(posted))
+        == {dashboard.CLOUDWATCH_DATASOURCE_UID}
+        == set(grafana_api.datasources) - {dashboard.DATASOURCE_UID}
+    )
+
+
+def test_second_bulk_run_updates_the_cloudwatch_datasource(grafana_api, bulk_props):
+    grafana_api.datasources[dashboard.CLOUDWATCH_DATASOURCE_UID] = {"uid": dashboard.CLOUDWATCH_DATASOURCE_UID}
+    client, _ = _stubbed_client()
+    data = handler.provision(bulk_props, client, api_factory=_local(grafana_api), old_props=bulk_props)
+    assert data["CloudWatchDatasource"] == "updated"
+    assert grafana_api.datasources[dashboard.CLOUDWATCH_DATASOURCE_UID]["jsonData"]["authType"] == "ec2_iam_role"
+
+
+def test_turning_bulk_off_deletes_the_cloudwatch_datasource(grafana_api, props, bulk_props):
+    grafana_api.datasources[dashboard.CLOUDWATCH_DATASOURCE_UID] = {"uid": dashboard.CLOUDWATCH_DATASOURCE_UID}
+    client, stub = _stubbed_client()
+    data = handler.provision(props, client, api_factory=_local(grafana_api), old_props=bulk_props)
+    stub.assert_no_pending_responses()
+    assert data["CloudWatchDatasource"] == "deleted"
+    assert dashboard.CLOUDWATCH_DATASOURCE_UID not in grafana_api.datasources
+    assert ("DELETE", f"/api/datasources/uid/{dashboard.CLOUDWATCH_DATASOURCE_UID}") in [
+        (m, p) for m, p, _, _ in grafana_api.requests
+    ]
+    assert not _cloudwatch_uids(json.dumps(grafana_api.requests[-1][3]["dashboard"]))
+
+
+def test_on_event_passes_the_old_properties_of_an_update(monkeypatch, props, bulk_props):
+    seen = {}
+    monkeypatch.setattr(handler, "provision", lambda p, c, old_props=None: seen.update(old=old_props) or {})
+    monkeypatch.setattr("boto3.client", lambda *a, **k: None)
+    event = {"RequestType": "Update", "ResourceProperties": props, "OldResourceProperties": bulk_props}
+    handler.on_event(event, None)
+    assert seen["old"] is bulk_props
