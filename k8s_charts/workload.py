@@ -182,6 +182,8 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         **metrics_env(config),
         **auth_env(config, api_keys_secret_arn),
         "WHISPER_GATEWAY_TRITON_URL": f"127.0.0.1:{serving.triton_grpc_port}",
+        # its metrics bind the pod IP (below), so loopback reaches them too (health.py: busy vs hung)
+        "WHISPER_GATEWAY_TRITON_METRICS_URL": f"http://127.0.0.1:{serving.triton_metrics_port}/metrics",
         "WHISPER_GATEWAY_CAPACITY": group.effective_capacity,
         "WHISPER_GATEWAY_WORKERS": gateway_workers(
             pod_resources(group.instance, group.pods_per_node), group.effective_capacity

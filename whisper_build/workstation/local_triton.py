@@ -394,7 +394,11 @@ def _supervise(server: LocalTriton, gateway: bool) -> int:
     )
     children = [triton]
     if gateway:
-        env = {**os.environ, "WHISPER_GATEWAY_TRITON_URL": server.settings.grpc_url}
+        env = {
+            **os.environ,
+            "WHISPER_GATEWAY_TRITON_URL": server.settings.grpc_url,
+            "WHISPER_GATEWAY_TRITON_METRICS_URL": server.settings.metrics_url,
+        }
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         children.append(ChildSpec("gateway", [sys.executable, "-m", "whisper_build.serving.gateway"], 300.0, env))
     supervisor = Supervisor(children)

@@ -38,6 +38,7 @@ from whisper_build.serving.gateway.recovery import ModelRecovery, RecoveringBack
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
+from whisper_build.serving.gateway.triton_load import TritonMetricsReader
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
@@ -69,7 +70,16 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         settings.effective_audio_budget_seconds,
     )
     pod = PodView(lambda: PodState(admission.running + admission.waiting, 1.0))
-    health = ModelHealth(settings, metrics, busy=pod.busy, pod_healthy=lambda: pod.state().healthy)
+    reader = (
+        TritonMetricsReader(settings.triton_metrics_url, settings.model_name) if settings.triton_metrics_url else None
+    )
+    health = ModelHealth(
+        settings,
+        metrics,
+        busy=pod.busy,
+        pod_healthy=lambda: pod.state().healthy,
+        triton_load=reader.read if reader is not None else None,
+    )
     auth = auth_from_settings(settings)
 
     @asynccontextmanager

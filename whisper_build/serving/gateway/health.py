@@ -9,6 +9,13 @@ inference fails. So :class:`ModelHealth` judges the model by what it does:
   while any worker of the pod has requests in progress (``busy``, read pod-wide through
   :class:`whisper_build.serving.gateway.pod_view.PodView`), up to the request timeout: it may wait
   behind them, and a dead runtime still fails it at once;
+* a canary that times out while the pod has nothing in flight asks Triton's own metrics whether
+  another client keeps the model busy (bulk workers or a second gateway on the same Triton:
+  :class:`whisper_build.serving.gateway.triton_load.SharedLoad` — executions completed during the
+  wait, or requests queued with an execution completed within ``hang_after_seconds``). Then it is
+  not a failure, staleness is not judged, the next canaries wait up to ``hang_after_seconds``,
+  ``whisper_gateway_model_busy_with_others`` is 1 and the change is logged; a model that completes
+  no execution for ``hang_after_seconds`` is hung again;
 * client requests report their outcome too (a success refreshes health; a backend error counts as
   a failure, a timeout does not — it may be the request's own length);
 * the model is *unhealthy* — ``/ping`` 503, so the readiness probe and the load balancer take the pod
@@ -27,11 +34,12 @@ inference fails. So :class:`ModelHealth` judges the model by what it does:
   supervisor restarts it and the model loads on its own; the reload attempts then just fail
   until it is back.
 
-Timing with the defaults (2 s interval, 5 s timeout, 2 failures, 8 s staleness): a dead stub fails
-each canary in about a second, so ``/ping`` turns 503 within ~6 s; a hung server within 8 s when
-idle — with client requests in flight, once they end (their request timeout at the latest).
-Metrics: ``whisper_gateway_backend_failures_total{source}`` and ``whisper_gateway_model_healthy``
-(docs/contracts.md §7).
+Timing with the defaults (2 s interval, 5 s timeout, 2 failures, 8 s staleness, 60 s hang bound):
+a dead stub fails each canary in about a second, so ``/ping`` turns 503 within ~6 s; a hung server
+within 8 s when idle — with client requests in flight, once they end (their request timeout at the
+latest); with another client's requests queued in Triton, 60 s after its last completed execution.
+Metrics: ``whisper_gateway_backend_failures_total{source}``, ``whisper_gateway_model_healthy`` and
+``whisper_gateway_model_busy_with_others`` (docs/contracts.md §7).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from whisper_build.serving.backoff import Backoff
 from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, ModelRestarting, TranscriptionBackend
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.triton_load import SharedLoad, TritonLoad
 from whisper_build.serving.prompt import parse_prompt
 
 __all__ = ["CANARY_SECONDS", "ModelHealth", "canary_clip"]
@@ -82,6 +91,9 @@ class ModelHealth:
             (:class:`whisper_build.serving.gateway.pod_view.PodView`), not only this worker.
         clock: monotonic seconds (tests pass a fake).
         pod_healthy: the lowest model health over the pod's workers (1.0 = every worker serves).
+        triton_load: reads Triton's metrics for the model
+            (:meth:`whisper_build.serving.gateway.triton_load.TritonMetricsReader.read`); ``None``: a
+            canary that times out with the pod idle is always a failure.
     """
 
     def __init__(
@@ -91,6 +103,7 @@ class ModelHealth:
         busy: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         pod_healthy: Callable[[], float] = lambda: 1.0,
+        triton_load: Callable[[], Awaitable[TritonLoad | None]] | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -107,11 +120,15 @@ class ModelHealth:
         self._prefix = parse_prompt("", None).to_text_prefix()
         self._clip = canary_clip()
         self._pod_healthy = pod_healthy
+        self._triton_load = triton_load
+        self.shared = SharedLoad(settings.hang_after_seconds, clock)
+        self._was_shared_busy = False
         self.publish()
 
     def publish(self) -> None:
         """Write this worker's health to ``whisper_gateway_model_healthy`` (a set value: multiprocess mode reads files)."""
         self.metrics.model_healthy.set(float(self.problem() is None))
+        self.metrics.model_busy_with_others.set(float(self.shared.busy))
 
     def record_success(self) -> None:
         """A canary or client inference came back."""
@@ -139,7 +156,7 @@ class ModelHealth:
         if self.consecutive_failures >= settings.unhealthy_after_failures:
             return f"{self.consecutive_failures} inferences in a row failed; last error: {self.last_error}"
         age = self._clock() - self.last_success
-        if age > settings.stale_after_seconds and not self._busy():
+        if age > settings.stale_after_seconds and not self._busy() and not self.shared.busy:
             return f"no inference succeeded for {age:.0f} s (limit {settings.stale_after_seconds:g} s)"
         return None
 
@@ -156,10 +173,11 @@ class ModelHealth:
         """One canary inference; records its outcome. True when it succeeded.
 
         While the pod has requests in progress the canary may wait behind them, up to the request
-        timeout: a dead model fails it at once, a busy one is only slow.
+        timeout; while another client keeps Triton busy (:attr:`shared`), up to ``hang_after_seconds``:
+        a dead model fails it at once, a busy one is only slow.
         """
         busy = self._busy()
-        timeout = self.settings.request_timeout_seconds if busy else self.settings.canary_timeout_seconds
+        timeout = self._canary_timeout(busy)
         try:
             async with asyncio.timeout(timeout):
                 texts = await backend.transcribe([self._clip], self._prefix, 1.0, timeout)
@@ -169,10 +187,47 @@ class ModelHealth:
             timed_out = isinstance(exc, TimeoutError | BackendTimeout)
             if timed_out and (busy or self._busy()):
                 return False  # waiting behind client requests: slow, not dead
+            if timed_out and await self._busy_with_others():
+                return False  # waiting behind another client's work on Triton: slow, not dead
+            self.shared.observe(None)
+            self._log_shared_busy()
             self.record_failure("canary", exc if str(exc) else TimeoutError(f"canary took over {timeout:g} s"))
             return False
+        if self._triton_load is not None:
+            self.shared.observe(await self._triton_load())
+            self._log_shared_busy()
         self.record_success()
         return True
+
+    def _canary_timeout(self, pod_busy: bool) -> float:
+        """Seconds the next canary may take: the request timeout while the pod is busy, the hang bound while others keep Triton busy."""
+        if pod_busy:
+            return self.settings.request_timeout_seconds
+        return self.settings.hang_after_seconds if self.shared.busy else self.settings.canary_timeout_seconds
+
+    async def _busy_with_others(self) -> bool:
+        """After a canary timed out with the pod idle: does Triton say another client keeps the model busy?"""
+        if self._triton_load is None:
+            return False
+        busy = self.shared.canary_timed_out(await self._triton_load())
+        self._log_shared_busy()
+        return busy
+
+    def _log_shared_busy(self) -> None:
+        """Log when the model starts or stops being busy with other clients' work (and publish it)."""
+        busy = self.shared.busy
+        if busy != self._was_shared_busy:
+            if busy:
+                log.warning(
+                    "model %r is busy with other clients' work on Triton: %d request(s) queued, last execution"
+                    " completed %.0f s ago; the canary waits up to %g s (slow, not dead)",
+                    self.settings.model_name, self.shared.pending, self.shared.progress_age(),
+                    self.settings.hang_after_seconds,
+                )  # fmt: skip
+            else:
+                log.info("model %r is no longer busy with other clients' work", self.settings.model_name)
+            self._was_shared_busy = busy
+        self.publish()
 
     async def repair(self, backend: TranscriptionBackend, reload: Callable[[], Awaitable[bool]] | None = None) -> None:
         """Ask the backend to load the model again when failures call for it and back-off allows.

@@ -88,6 +88,13 @@ class GatewayMetrics:
             registry=self.registry,
             multiprocess_mode="livemin",
         )
+        self.model_busy_with_others = Gauge(
+            "whisper_gateway_model_busy_with_others",
+            "1 while the canary waits behind other clients' work on Triton (judged from Triton's metrics: "
+            "busy, not dead), else 0.",
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
 
     def render(self) -> bytes:
         """Text exposition format 0.0.4 (every worker's values summed in multiprocess mode)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from settings import endpoint_auth, throughput
@@ -30,6 +30,12 @@ class GatewaySettings(BaseSettings):
         "operator declares one port, and its SageMaker endpoint forwards only /invocations and /ping)",
     )
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint host:port")
+    triton_metrics_url: str = Field(
+        "",
+        description="Triton's Prometheus metrics, http://host:port/metrics of the Triton at triton_url (the charts "
+        "and make serve set it), read when a canary times out to tell another client's work from a hang "
+        "(triton_load.py); empty = not read: such a canary counts as failed",
+    )
     model_name: str = Field("whisper", description="Triton model to call (contract §5); the OpenAI model id")
     model_aliases: list[str] = Field(
         default_factory=lambda: ["whisper-1"],
@@ -110,6 +116,12 @@ class GatewaySettings(BaseSettings):
     stale_after_seconds: float = Field(
         8.0, gt=0, description="/ping 503 when no inference succeeded for this long (a hung model server)"
     )
+    hang_after_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="while another client's requests wait in Triton, /ping 503 when Triton completes no execution "
+        "for this long (a hung model); longer than the longest batch execution",
+    )
     reload_after_failures: int = Field(
         3, ge=1, description="consecutive failed inferences after which the model is loaded again (back-off 1-60 s)"
     )
@@ -174,6 +186,22 @@ class GatewaySettings(BaseSettings):
     def effective_audio_budget_seconds(self) -> float:
         """``audio_budget_seconds``, or 2 × ``max_audio_seconds`` when unset."""
         return self.audio_budget_seconds if self.audio_budget_seconds is not None else 2 * self.max_audio_seconds
+
+    @field_validator("triton_metrics_url")
+    @classmethod
+    def _http_metrics_url(cls, url: str) -> str:
+        if url and not url.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s)://host:port/metrics URL or empty, got {url!r}")
+        return url
+
+    @model_validator(mode="after")
+    def _hang_bound_covers_staleness(self) -> GatewaySettings:
+        if self.hang_after_seconds < self.stale_after_seconds:
+            raise ValueError(
+                f"hang_after_seconds ({self.hang_after_seconds:g}) must not be less than stale_after_seconds "
+                f"({self.stale_after_seconds:g}): it is the longer bound for a model busy with another client's work"
+            )
+        return self
 
     @model_validator(mode="after")
     def _staleness_covers_a_canary(self) -> GatewaySettings:

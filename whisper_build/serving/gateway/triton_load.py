@@ -1,0 +1,156 @@
+"""Triton's own view of the served model's load: "busy with another client's work" or "hung".
+
+A canary waits behind whatever occupies the model's instances. With another client on the same
+Triton — bulk workers at ``contract.BULK_PRIORITY``, a second gateway — that can be a batch of many
+seconds while this pod has no request in flight, so the pod's own counters
+(:mod:`whisper_build.serving.gateway.pod_view`) cannot tell it from a hang. Triton's Prometheus
+metrics can (Triton docs, "Metrics":
+https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/user_guide/metrics.html).
+Measured on Triton 2.51 (nvidia-pytriton 0.7.0, CPU tiny.en, one instance), polling every 0.5 s:
+
+* ``nv_inference_pending_request_count{model}`` counts requests *queued*, not executing: 0 while a
+  lone bulk batch executes, 1 while a canary waits behind it; a canary whose client deadline has
+  passed stays queued (and is executed) until the instance frees;
+* ``nv_inference_exec_count{model}`` — like every other counter, and the gRPC statistics
+  extension's execution, success, queue and compute figures — changes only when an execution
+  *ends*: nothing moves during a 14 s batch.
+
+:class:`SharedLoad` judges a canary that timed out while the pod had nothing in flight from two
+readings of them (:class:`TritonLoad`: the last one before the canary, one after its timeout). It
+is *busy* (slow, not dead) when an execution completed during the wait (the model progresses and
+the canary queued behind other work), or when requests are queued — the instance is occupied —
+and an execution completed within ``hang_after_seconds``. It is *not* busy when the metrics cannot
+be read, when nothing completed for longer than ``hang_after_seconds`` (a hung execution, whoever's),
+or when nothing is queued and nothing completed: the canary itself is executing past its timeout,
+which one 1 s clip does on a hung model — from then on queued requests (the next canaries, waiting
+behind it) excuse nothing until an execution completes. The one case this misjudges: on an idle
+model a canary that the dynamic batcher puts into the same batch as another client's long first
+call (both arriving within ``max_queue_delay_microseconds``) counts as one failure, and ``/ping``
+may be 503 until that batch ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["PENDING", "EXECUTIONS", "SharedLoad", "TritonLoad", "TritonMetricsReader", "parse_load"]
+
+PENDING = "nv_inference_pending_request_count"
+"""Triton gauge: requests of the model queued, not yet executing."""
+EXECUTIONS = "nv_inference_exec_count"
+"""Triton counter: executions (batches) of the model completed."""
+
+
+@dataclass(frozen=True)
+class TritonLoad:
+    """One reading of Triton's metrics for the served model (summed over its versions).
+
+    Attributes:
+        pending: requests queued (``nv_inference_pending_request_count``).
+        executions: executions completed since Triton started (``nv_inference_exec_count``).
+    """
+
+    pending: int
+    executions: int
+
+
+def parse_load(text: str, model: str) -> TritonLoad | None:
+    """The model's :class:`TritonLoad` from Triton's Prometheus text; ``None`` when it lacks either metric."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name in (PENDING, EXECUTIONS):
+            for sample in family.samples:
+                if sample.labels.get("model") == model:
+                    values[family.name] = values.get(family.name, 0.0) + sample.value
+    if PENDING not in values or EXECUTIONS not in values:
+        return None
+    return TritonLoad(pending=int(values[PENDING]), executions=int(values[EXECUTIONS]))
+
+
+class TritonMetricsReader:
+    """Reads :class:`TritonLoad` from Triton's metrics endpoint (``WHISPER_GATEWAY_TRITON_METRICS_URL``).
+
+    Args:
+        url: ``http://host:port/metrics`` of the Triton serving the model.
+        model: the model's name (the ``model`` label).
+        timeout: seconds for one read.
+    """
+
+    def __init__(self, url: str, model: str, timeout: float = 2.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"Triton metrics URL must be http(s)://…/metrics, got {url!r}")
+        self.url, self.model, self.timeout = url, model, timeout
+
+    async def read(self) -> TritonLoad | None:
+        """The model's load now; ``None`` when Triton's metrics cannot be read or lack the model."""
+        try:
+            text = await asyncio.to_thread(self._get)
+        except (OSError, ValueError):  # URLError, refused, timeout, bad encoding
+            return None
+        return parse_load(text, self.model)
+
+    def _get(self) -> str:
+        with urllib.request.urlopen(self.url, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked above
+            return str(response.read().decode())
+
+
+class SharedLoad:
+    """Whether the model is busy with other clients' work, from successive :class:`TritonLoad` readings.
+
+    Args:
+        hang_after_seconds: longest time without a completed execution that still counts as busy.
+        clock: monotonic seconds (tests pass a fake).
+    """
+
+    def __init__(self, hang_after_seconds: float, clock: Callable[[], float]) -> None:
+        self.hang_after_seconds = hang_after_seconds
+        self._clock = clock
+        self._last: TritonLoad | None = None
+        self._progress_at = float("-inf")
+        self._canary_stuck = False
+        self._busy = False
+        self.pending = 0
+        """Requests queued at the latest reading."""
+
+    @property
+    def busy(self) -> bool:
+        """True while the latest timed-out canary was judged busy and an execution completed within the bound."""
+        return self._busy and self.progress_age() <= self.hang_after_seconds
+
+    def progress_age(self) -> float:
+        """Seconds since a reading first showed more completed executions (``inf`` before any)."""
+        return self._clock() - self._progress_at
+
+    def observe(self, load: TritonLoad | None) -> None:
+        """A reading after a canary that came back or failed: not busy; note progress."""
+        self._note(load)
+        self._busy = False
+
+    def canary_timed_out(self, load: TritonLoad | None) -> bool:
+        """A reading after a canary timed out with the pod idle; True when the model is busy (see the module docstring)."""
+        progressed = self._note(load)
+        if load is None:
+            self._busy = False
+        elif progressed:
+            self._busy = True
+        elif load.pending == 0:
+            self._canary_stuck, self._busy = True, False  # the canary itself executes past its timeout
+        else:
+            self._busy = not self._canary_stuck and self.progress_age() <= self.hang_after_seconds
+        return self._busy
+
+    def _note(self, load: TritonLoad | None) -> bool:
+        """Record ``load``; True when it shows executions completed since the last reading."""
+        if load is None:
+            return False
+        progressed = self._last is not None and load.executions > self._last.executions
+        if progressed or self._last is None or load.executions < self._last.executions:  # first, or Triton restarted
+            self._progress_at = self._clock()
+            self._canary_stuck = False
+        self._last, self.pending = load, load.pending
+        return progressed
