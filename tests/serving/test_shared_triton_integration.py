@@ -29,7 +29,6 @@ from gateway_process import gateway_process
 from benchmarks.speech import SENTENCES
 from whisper_build.serving import contract
 from whisper_build.serving.gateway.backend import TritonBackend
-from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.workstation.local_triton import LocalTriton
 
@@ -41,6 +40,8 @@ BUSY_SECONDS = 30.0
 
 TEXT = SENTENCES[0]
 """About 5 s of speech at espeak-ng's pace."""
+CANARY = {"canary_interval_seconds": "1", "canary_timeout_seconds": "2", "stale_after_seconds": "4"}
+"""A canary timeout well below one batch (7-15 s measured here), so a faster machine still makes the canary wait past it."""
 WINDOWS_PER_CALL = 8
 """Half the test model's ``max_batch_size`` (16), as bulk workers send."""
 
@@ -75,9 +76,8 @@ def _busy_gauge(metrics_url: str) -> float:
 def test_ping_stays_200_while_another_client_keeps_the_shared_triton_busy(
     triton_server: LocalTriton, tmp_path: Path
 ) -> None:
-    with gateway_process(
-        triton_server.settings.grpc_url, tmp_path, triton_metrics_url=triton_server.settings.metrics_url
-    ) as gateway:
+    metrics = triton_server.settings.metrics_url
+    with gateway_process(triton_server.settings.grpc_url, tmp_path, triton_metrics_url=metrics, **CANARY) as gateway:
         # GIVEN another client keeping the model busy with long bulk-priority batches
         speech, _ = soundfile.read(samples.speak(TEXT, tmp_path / "speech.wav"), dtype="float32")
         window = speech[: 30 * 16_000]  # one window
@@ -100,9 +100,7 @@ def test_ping_stays_200_while_another_client_keeps_the_shared_triton_busy(
         print(
             f"\nother client's calls: {[round(b, 1) for b in batches]} s; /ping polls: { {s: polls.count(s) for s in set(polls)} }"
         )
-        assert max(batches) > GatewaySettings().canary_timeout_seconds, (
-            batches
-        )  # the canary had to wait past its timeout
+        assert max(batches) > float(CANARY["canary_timeout_seconds"]), batches  # a canary waited past its timeout
         assert set(polls) == {200}, polls
         assert 1.0 in busy, busy
         assert "busy with other clients' work" in gateway.log_text()
