@@ -93,6 +93,21 @@ def utterances(folder: Path, count: int = 4, sentences_each: int = 2) -> list[Pa
     return [say([next(pool) for _ in range(sentences_each)], folder / f"utterance_{i}.wav") for i in range(count)]
 
 
+RECORDING_SENTENCES = (4, 6, 12, 18)
+"""Sentences per file of :func:`recordings`, cycled: about 19, 28, 56 and 84 s (1 to 3 Whisper windows)."""
+
+
+def recordings(folder: Path, count: int = 8, sentence_counts: tuple[int, ...] = RECORDING_SENTENCES) -> list[Path]:
+    """``count`` recordings of mixed length (:data:`RECORDING_SENTENCES`; about 19–84 s) in ``folder``.
+
+    The mix a job archive has: most files longer than one 30 s window, not all of one length.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    pool = itertools.cycle(SENTENCES)
+    lengths = itertools.cycle(sentence_counts)
+    return [say([next(pool) for _ in range(next(lengths))], folder / f"recording_{i}.wav") for i in range(count)]
+
+
 def long_recording(path: Path, seconds: float = 600.0, pause_ms: int = 900) -> Path:
     """A recording of exactly ``seconds`` (default 10 minutes).
 

@@ -38,7 +38,7 @@ def worker_env(path: JobPath, triton_grpc: str, scratch: Path, **settings: objec
     """Environment of a worker process: the job path, Triton, scratch dir and ``WHISPER_BULK_<NAME>`` overrides."""
     env = {**os.environ, **path.environment(), "PYTHONPATH": str(REPO_ROOT)}
     env |= {"WHISPER_BULK_TRITON_URL": triton_grpc, "WHISPER_BULK_SCRATCH_DIR": str(scratch)}
-    env |= {"WHISPER_BULK_RECEIVE_WAIT_SECONDS": "0", "WHISPER_BULK_RETRY_BASE_SECONDS": "1"}
+    env |= {"WHISPER_BULK_RECEIVE_WAIT_SECONDS": "1", "WHISPER_BULK_RETRY_BASE_SECONDS": "1"}
     env |= {f"WHISPER_BULK_{name.upper()}": str(value) for name, value in settings.items()}
     return env
 

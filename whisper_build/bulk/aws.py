@@ -18,9 +18,15 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
+MULTIPART_THRESHOLD = 8 * 1024**2
+"""s3transfer's default ``multipart_threshold`` (boto3 docs, ``TransferConfig``): above it, ranged parts."""
+CHUNK_BYTES = 1024**2
+MAX_RECEIVE = 10
+"""SQS's most messages per ReceiveMessage call (API Reference, ReceiveMessage ``MaxNumberOfMessages``)."""
 PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 RETRIES = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60, max_pool_connections=64
@@ -78,9 +84,19 @@ class JobStore:
         return ObjectInfo(int(head["ContentLength"]), head["ETag"].strip('"'), head.get("VersionId"))
 
     def download(self, key: str, info: ObjectInfo, path: Path) -> None:
-        """Stream the object (that version) to ``path`` in parts: never held in memory."""
-        extra = {"VersionId": info.version_id} if info.version_id else None
-        self.s3.download_file(self.bucket, key, str(path), ExtraArgs=extra)
+        """Stream the object (that version) to ``path``: never held in memory.
+
+        Up to :data:`MULTIPART_THRESHOLD` one GetObject read in chunks (``info`` already has the size,
+        so no second HeadObject); larger objects through s3transfer's ranged, concurrent parts.
+        """
+        extra = {"VersionId": info.version_id} if info.version_id else {}
+        if info.size > MULTIPART_THRESHOLD:
+            self.s3.download_file(self.bucket, key, str(path), ExtraArgs=extra or None)
+            return
+        body = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)["Body"]  # type: ignore[arg-type]
+        with open(path, "wb") as out:
+            for chunk in body.iter_chunks(CHUNK_BYTES):
+                out.write(chunk)
 
     def read_model(self, key: str, model: type[ModelT]) -> ModelT | None:
         """A JSON record parsed as ``model``, ``None`` when absent."""
@@ -157,6 +173,13 @@ class Received:
     sent_at: float = 0.0
 
 
+def _received(message: MessageTypeDef) -> Received:
+    attributes = message.get("Attributes", {})
+    count = int(attributes.get("ApproximateReceiveCount", "1"))
+    sent = int(attributes.get("SentTimestamp", "0")) / 1000
+    return Received(message["Body"], message["ReceiptHandle"], message["MessageId"], count, sent)
+
+
 class JobQueue:
     """The job queue: receive, delete, change visibility, send."""
 
@@ -166,21 +189,23 @@ class JobQueue:
 
     def receive(self, wait_seconds: int, visibility_seconds: int) -> Received | None:
         """One message (long poll up to ``wait_seconds``), invisible for ``visibility_seconds``; ``None`` if none."""
+        messages = self.receive_many(1, wait_seconds, visibility_seconds)
+        return messages[0] if messages else None
+
+    def receive_many(self, limit: int, wait_seconds: int, visibility_seconds: int) -> list[Received]:
+        """Up to ``limit`` (1–10) messages in one ReceiveMessage call; empty when none came within ``wait_seconds``.
+
+        A long poll returns as soon as one message is there, not when ``limit`` are (SQS Developer
+        Guide, "Amazon SQS short and long polling").
+        """
         answer = self.sqs.receive_message(
             QueueUrl=self.url,
-            MaxNumberOfMessages=1,
+            MaxNumberOfMessages=max(1, min(MAX_RECEIVE, limit)),
             WaitTimeSeconds=wait_seconds,
             VisibilityTimeout=visibility_seconds,
             MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
         )
-        messages = answer.get("Messages") or []
-        if not messages:
-            return None
-        message = messages[0]
-        attributes = message.get("Attributes", {})
-        count = int(attributes.get("ApproximateReceiveCount", "1"))
-        sent = int(attributes.get("SentTimestamp", "0")) / 1000
-        return Received(message["Body"], message["ReceiptHandle"], message["MessageId"], count, sent)
+        return [_received(message) for message in answer.get("Messages") or []]
 
     def delete(self, receipt: str) -> None:
         """DeleteMessage (the job is done, failed for good, or continued in a new message)."""

@@ -43,9 +43,12 @@ POLL_SECONDS = 1.0
 WORKER_STOP_SECONDS = 60.0
 
 
-def worker_environment(path: JobPath, triton_grpc: str, scratch: Path, files_in_flight: int) -> dict[str, str]:
-    """Environment of one local worker process."""
+def worker_environment(
+    path: JobPath, triton_grpc: str, scratch: Path, files_in_flight: int, yield_to: str | None = None
+) -> dict[str, str]:
+    """Environment of one local worker process (``yield_to``: a gateway's /metrics sharing the Triton)."""
     return {
+        **({"WHISPER_BULK_YIELD_TO_METRICS_URL": yield_to} if yield_to else {}),
         **os.environ,
         **path.environment(),
         "PYTHONPATH": str(REPO_ROOT),
@@ -55,9 +58,8 @@ def worker_environment(path: JobPath, triton_grpc: str, scratch: Path, files_in_
         "WHISPER_BULK_HEARTBEAT_SECONDS": os.environ.get("WHISPER_BULK_HEARTBEAT_SECONDS", "20"),
         "WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS": os.environ.get("WHISPER_BULK_VISIBILITY_TIMEOUT_SECONDS", "120"),
         "WHISPER_BULK_RETRY_BASE_SECONDS": os.environ.get("WHISPER_BULK_RETRY_BASE_SECONDS", "2"),
-        # short polling: with 5 s long polls from 16 slots, moto's server held the first jobs back ~36 s
-        # here (observed 2026-12-01); short polls started them within a second
-        "WHISPER_BULK_RECEIVE_WAIT_SECONDS": os.environ.get("WHISPER_BULK_RECEIVE_WAIT_SECONDS", "0"),
+        # 1 s long polls: a message starts at once, and SIGTERM's drain waits at most 1 s for the poll
+        "WHISPER_BULK_RECEIVE_WAIT_SECONDS": os.environ.get("WHISPER_BULK_RECEIVE_WAIT_SECONDS", "1"),
     }
 
 
@@ -120,8 +122,11 @@ class LocalStack:
 
 
 @contextmanager
-def local_stack(work: Path, workers: int, files_in_flight: int) -> Iterator[LocalStack]:
-    """Local S3 + SQS (provisioned), Triton (CPU) and ``workers`` worker processes; all stopped on exit."""
+def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | None = None) -> Iterator[LocalStack]:
+    """Local S3 + SQS (provisioned), Triton (CPU) and ``workers`` worker processes; all stopped on exit.
+
+    ``yield_to``: the /metrics URL of a gateway that will share this Triton (:mod:`whisper_build.bulk.yielding`).
+    """
     with LocalAws() as aws:
         path = provision(aws.endpoint_url)
         s3, sqs = clients(path.region, path.endpoint_url)
@@ -134,7 +139,7 @@ def local_stack(work: Path, workers: int, files_in_flight: int) -> Iterator[Loca
         )
         print(f"local S3 + SQS at {aws.endpoint_url}; starting Triton (CPU, whisper tiny.en)", flush=True)
         with LocalTriton(cpu_triton_settings(), workdir=work / "triton") as triton:
-            env = worker_environment(path, triton.settings.grpc_url, work, files_in_flight)
+            env = worker_environment(path, triton.settings.grpc_url, work, files_in_flight, yield_to)
             processes = [start_worker(env, work / f"worker-{n}.log") for n in range(workers)]
             try:
                 yield LocalStack(path, target, triton, processes)

@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from whisper_build.bulk import metrics
 from whisper_build.bulk.aws import JobQueue, JobStore, ObjectInfo, Received
-from whisper_build.bulk.messages import JobMessage
+from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.outputs import render_outputs
 from whisper_build.bulk.records import (
     CHECKPOINT_FILE,
@@ -122,6 +122,11 @@ def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
     return int(min(settings.retry_max_seconds, settings.retry_base_seconds * 2 ** max(0, receive_count - 1)))
 
 
+def decode_options(options: JobOptions) -> DecodeOptions:
+    """What every window of a job asks the model for: segment timestamps always (SRT/VTT need them)."""
+    return DecodeOptions(timestamps=True, word_timestamps=options.word_timestamps, temperature=options.temperature)
+
+
 class JobRunner:
     """Runs jobs against one store, queue and transcriber (one per worker process)."""
 
@@ -158,8 +163,9 @@ class JobRunner:
         status = await self._io(self.store.read_model, prefix + STATUS_FILE, JobStatus)
         if status is not None and status.final:
             return Outcome.DUPLICATE  # finished before: acknowledged, not recomputed
-        if not await self.claim(prefix, life):
+        if not await self.claim(prefix, life, fresh=status is None):
             return Outcome.DUPLICATE  # another message of the same job is being worked on
+        fresh = status is None
         status = status or JobStatus(
             state="running", bucket=self.store.bucket, key=job.key, job_id=jid, model=settings.model
         )
@@ -169,7 +175,7 @@ class JobRunner:
         )  # fmt: skip
         status.continuations = max(status.continuations, job.continuation)
         try:
-            return await self._transcribe(job, info, prefix, status, life)
+            return await self._transcribe(job, info, prefix, status, life, fresh)
         except InputProblem as exc:
             return await self._fail(prefix, status, JobError(reason=exc.reason, message=str(exc), retryable=False))
         except AudioError as exc:
@@ -188,13 +194,20 @@ class JobRunner:
         ttl = self.settings.visibility_timeout_seconds if seconds is None else seconds
         return Lease(owner=life.received.message_id, expires_at=time.time() + ttl)
 
-    async def claim(self, prefix: str, life: Lifeline) -> bool:
+    async def claim(self, prefix: str, life: Lifeline, fresh: bool = False) -> bool:
         """Take the job's lease for this message: absent, expired or already this message's.
 
         Conditional writes make two messages of one job received at once race safely: one wins,
         the other sees the winner's lease (a duplicate). False when another message holds it.
+        ``fresh`` (the job has no status record yet, so most likely no lease): try the create first
+        and read the lease only when one exists.
         """
         key = prefix + LEASE_FILE
+        if fresh:
+            etag = await self._io(self.store.put_conditional, key, self._lease(life), if_match=None)
+            if etag is not None:
+                life.lease_prefix, life.lease_etag = prefix, etag
+                return True
         current = await self._io(self.store.read_model_etag, key, Lease)
         if current is not None and current[0].live() and current[0].owner != life.received.message_id:
             return False
@@ -218,8 +231,9 @@ class JobRunner:
         life.lease_etag = etag
 
     async def _transcribe(
-        self, job: JobMessage, info: ObjectInfo, prefix: str, status: JobStatus, life: Lifeline
+        self, job: JobMessage, info: ObjectInfo, prefix: str, status: JobStatus, life: Lifeline, fresh: bool
     ) -> Outcome:
+        """Download, transcribe from the checkpoint on, complete; ``fresh``: no status record existed, so no checkpoint."""
         settings = self.settings
         if info.size == 0:
             raise InputProblem("empty_audio", "the input object is empty (0 bytes)")
@@ -227,7 +241,8 @@ class JobRunner:
             raise InputProblem(
                 "too_large", f"the input is {info.size} bytes, over the limit of {settings.max_file_bytes} bytes"
             )
-        checkpoint = await self._io(self.store.read_model, prefix + CHECKPOINT_FILE, Checkpoint)
+        # the status record is written before the first checkpoint, so a job without one has none
+        checkpoint = None if fresh else await self._io(self.store.read_model, prefix + CHECKPOINT_FILE, Checkpoint)
         checkpoint = checkpoint or Checkpoint(job_id=status.job_id)
         status.progress_seconds = checkpoint.start_sample / 16_000
         await self._io(self.store.write_model, prefix + STATUS_FILE, status)
@@ -263,10 +278,7 @@ class JobRunner:
         """Send the windows after the checkpoint; ``None`` at the end, else why it stopped early."""
         options = job.options
         prompt = DecodePrompt(previous_text=options.prompt, language=options.language, task=options.task)
-        decode = DecodeOptions(
-            timestamps=True, word_timestamps=options.word_timestamps, temperature=options.temperature
-        )
-        request = WindowRequest(prompt=prompt, options=decode)
+        request = WindowRequest(prompt=prompt, options=decode_options(options))
         since_checkpoint = 0
         base_wall = checkpoint.wall_seconds
         async with aclosing(self.transcriber.results(stream, request, checkpoint.start_sample)) as results:

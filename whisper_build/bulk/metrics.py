@@ -29,3 +29,9 @@ WALL_PER_AUDIO = Histogram(
     "Per completed file: wall seconds transcribing ÷ audio seconds",
     buckets=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
 )
+YIELDING = Gauge(
+    "whisper_bulk_yielding", "1 while bulk Triton calls wait for synchronous requests on a shared Triton (yield gate)"
+)
+YIELD_SECONDS = Counter(
+    "whisper_bulk_yield_seconds_total", "Seconds bulk Triton calls waited for synchronous requests (summed over calls)"
+)

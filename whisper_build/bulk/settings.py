@@ -47,12 +47,19 @@ class WorkerSettings(BaseSettings):
         20,
         ge=0,
         le=20,
-        description="SQS long-poll wait per receive (0: short polling, for endpoints whose long polls serialize)",
+        description="SQS long-poll wait per receive (0: short polling); the drain waits for the poll in progress",
     )
     idle_poll_seconds: float = Field(0.5, gt=0, description="pause after an empty short-polling receive")
     retry_base_seconds: float = Field(30.0, ge=0, description="first back-off of a transient failure")
     retry_max_seconds: float = Field(900.0, ge=0, description="longest back-off")
     call_timeout_seconds: float = Field(600.0, gt=0, description="deadline of one Triton call (one group)")
+    yield_to_metrics_url: str | None = Field(
+        None,
+        description="a gateway's /metrics sharing this Triton: bulk calls wait while its requests are in flight "
+        "(whisper_build.bulk.yielding; unset: the pod's Triton is bulk's own)",
+    )
+    yield_hold_seconds: float = Field(2.0, ge=0, description="keep yielding this long after the last request")
+    yield_max_wait_seconds: float = Field(30.0, gt=0, description="longest wait of one bulk call for the gate")
     http_host: str = Field("127.0.0.1", description="address of /live, /ready, /metrics")
     http_port: int = Field(0, ge=0, le=65535, description="port of /live, /ready, /metrics (0: none)")
     worker_id: str = Field(default_factory=socket.gethostname, description="names this worker in leases and logs")

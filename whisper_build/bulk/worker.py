@@ -1,9 +1,10 @@
 """The bulk worker process: ``python -m whisper_build.bulk.worker`` (settings: ``WHISPER_BULK_*``).
 
 In a bulk pod the serving image's supervisor starts it in place of the gateway, beside the pod's own
-Triton; locally ``make bulk-demo`` starts it. It runs ``files_in_flight`` slots; each receives one
-message at a time and works it with :class:`whisper_build.bulk.job.JobRunner`, so the Triton
-dynamic batcher sees up to ``files_in_flight × window_group_size`` windows at once.
+Triton; locally ``make bulk-demo`` starts it. It works up to ``files_in_flight`` messages at once,
+each with :class:`whisper_build.bulk.job.JobRunner`, so the Triton dynamic batcher sees up to
+``files_in_flight × window_group_size`` windows at once; one receiver asks SQS for as many messages as
+slots are free (up to 10 per ReceiveMessage).
 
 * **Heartbeat**: every ``heartbeat_seconds`` the message's visibility is set to the visibility timeout
   again (never past SQS's 12-hour total: ``max_total_visibility_seconds``) and the job's lease renewed,
@@ -13,7 +14,8 @@ dynamic batcher sees up to ``files_in_flight × window_group_size`` windows at o
   cancelled (its Triton call too) and its message returned, the last checkpoint kept.
 * **Priority**: its Triton requests carry ``contract.BULK_PRIORITY`` (the lower level, a queue of its own)
   and at most half of ``max_batch_size`` windows (:func:`bulk_plan`), so synchronous requests sharing
-  the Triton keep their latency and their queue.
+  the Triton keep their latency and their queue; with ``yield_to_metrics_url`` (a gateway sharing that
+  Triton) new bulk calls also wait while the gateway has requests in flight (:mod:`whisper_build.bulk.yielding`).
 * **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
   (prometheus-client) on ``http_host:http_port`` when the port is set.
 """
@@ -38,8 +40,9 @@ from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
 from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
 from whisper_build.bulk.messages import BadMessage, parse_body
 from whisper_build.bulk.settings import WorkerSettings
+from whisper_build.bulk.yielding import YieldGate, YieldingBackend
 from whisper_build.serving.contract import BULK_PRIORITY
-from whisper_build.serving.gateway.backend import BackendError, TritonBackend
+from whisper_build.serving.gateway.backend import BackendError, TranscriptionBackend, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
 
@@ -90,12 +93,16 @@ class Worker:
         self.draining = asyncio.Event()
         self.ready = False
         self.last_tick = time.monotonic()
+        self.jobs: set[asyncio.Task[None]] = set()
+        """The messages being worked on, at most ``files_in_flight``."""
+        self._slot_freed = asyncio.Event()
 
     def stop(self) -> None:
         """Begin the drain (signal handler)."""
         if not self.draining.is_set():
             log.info("draining: no new messages; jobs stop at their next window group and return their message")
             self.draining.set()
+            self._slot_freed.set()  # wakes the receiver when every slot is busy
 
     async def run(self) -> int:
         """Work until drained; 0 after a clean drain."""
@@ -108,12 +115,13 @@ class Worker:
         poller = asyncio.create_task(self._poll_queue())
         try:
             await self._wait_for_triton()
-            slots = [asyncio.create_task(self._slot()) for _ in range(self.settings.files_in_flight)]
+            receiver = asyncio.create_task(self._receive())
             await self.draining.wait()
-            _, busy = await asyncio.wait(slots, timeout=self.settings.drain_seconds)
+            tasks = {receiver, *self.jobs}
+            _, busy = await asyncio.wait(tasks, timeout=self.settings.drain_seconds)
             for task in busy:
                 task.cancel()  # past the drain time: the job's message is returned in handle()
-            await asyncio.gather(*slots, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             ticker.cancel()
             poller.cancel()
@@ -153,31 +161,52 @@ class Worker:
             self.ready = True
             return
 
-    async def _slot(self) -> None:
+    async def _receive(self) -> None:
+        """The one receiver: each ReceiveMessage asks for as many messages as slots are free (at most 10).
+
+        One long poll per worker instead of one per slot: fewer SQS requests (each is billed) and a
+        message starts as soon as a slot is free. Messages that arrive once the drain began go back at once.
+        """
         settings = self.settings
         while not self.draining.is_set():
+            while len(self.jobs) >= settings.files_in_flight and not self.draining.is_set():
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            if self.draining.is_set():
+                return
+            free = settings.files_in_flight - len(self.jobs)
             try:
-                received = await asyncio.to_thread(
-                    self.queue.receive, settings.receive_wait_seconds, settings.visibility_timeout_seconds
+                messages = await asyncio.to_thread(
+                    self.queue.receive_many, free, settings.receive_wait_seconds, settings.visibility_timeout_seconds
                 )
             except Exception as exc:  # noqa: BLE001 (the queue's errors are logged and retried, never fatal)
                 log.warning("ReceiveMessage failed: %s", exc)
                 await asyncio.sleep(settings.receive_wait_seconds or 1)
                 continue
-            if received is None:
-                if not settings.receive_wait_seconds:  # short polling: pause between empty receives
-                    await asyncio.sleep(settings.idle_poll_seconds)
-                continue
             if self.draining.is_set():
-                await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+                for received in messages:
+                    await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
                 return
-            try:
-                await self.handle(received)
-            except Exception:  # noqa: BLE001 (a bug must not stop the slot; the message comes back later)
-                log.exception("message %s: unexpected error; it is retried after its back-off", received.message_id)
-                metrics.FAILURES.labels(reason="internal_error").inc()
-                delay = backoff_seconds(settings, received.receive_count)
-                await asyncio.to_thread(self.queue.set_visibility, received.receipt, delay)
+            for received in messages:
+                job = asyncio.create_task(self._work(received))
+                self.jobs.add(job)
+                job.add_done_callback(self._job_done)
+            if not messages and not settings.receive_wait_seconds:  # short polling: pause between empty receives
+                await asyncio.sleep(settings.idle_poll_seconds)
+
+    def _job_done(self, job: asyncio.Task[None]) -> None:
+        self.jobs.discard(job)
+        self._slot_freed.set()
+
+    async def _work(self, received: Received) -> None:
+        """:meth:`handle` one message; an unexpected error is logged and the message retried after its back-off."""
+        try:
+            await self.handle(received)
+        except Exception:  # noqa: BLE001 (a bug must not stop the worker; the message comes back later)
+            log.exception("message %s: unexpected error; it is retried after its back-off", received.message_id)
+            metrics.FAILURES.labels(reason="internal_error").inc()
+            delay = backoff_seconds(self.settings, received.receive_count)
+            await asyncio.to_thread(self.queue.set_visibility, received.receipt, delay)
 
     async def handle(self, received: Received) -> Outcome | None:
         """Work one message and tell the queue what became of it; ``None`` when it held no job."""
@@ -267,7 +296,14 @@ def build_worker(settings: WorkerSettings) -> Worker:
     """
     s3, sqs = clients(settings.region, settings.endpoint_url)
     queue = JobQueue(sqs, settings.queue_url)
-    backend = TritonBackend(settings.triton_url, settings.triton_model, priority=BULK_PRIORITY)
+    backend: TranscriptionBackend = TritonBackend(settings.triton_url, settings.triton_model, priority=BULK_PRIORITY)
+    if settings.yield_to_metrics_url:
+        gate = YieldGate(
+            settings.yield_to_metrics_url,
+            hold_seconds=settings.yield_hold_seconds,
+            max_wait_seconds=settings.yield_max_wait_seconds,
+        )
+        backend = YieldingBackend(backend, gate)
     transcriber = Transcriber(backend, window_plan(settings))
     return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber), queue)
 

@@ -1,0 +1,144 @@
+"""Bulk windows step back while synchronous requests are in flight on a Triton the two share.
+
+Triton's priority levels (docs/bulk.md) order its *queue*: a synchronous request waiting there goes into
+the next batch before any bulk window. They cannot stop a batch that is executing, and the next batch
+is still filled with queued bulk windows up to ``max_batch_size``. Where the batch's time grows with its
+size (a CPU; a GPU at large batches) a synchronous request then waits for bulk work it did not ask for.
+
+:class:`YieldGate` closes the gap: it reads the gateway's pod-wide in-flight gauge
+(``whisper_gateway_inflight_requests``, docs/contracts.md §7) every ``poll_seconds`` and holds every new
+bulk Triton call while that gauge is above 0 and for ``hold_seconds`` after it fell to 0. A call waits
+at most ``max_wait_seconds``: bulk keeps a trickle of progress under constant synchronous traffic. An
+unreachable or unparsable endpoint opens the gate (bulk work must not stop because a gateway is away).
+:class:`YieldingBackend` puts the gate in front of a
+:class:`whisper_build.serving.gateway.backend.TranscriptionBackend`.
+
+The first synchronous request after a quiet spell still waits for the bulk batch in progress; from
+then on the gate keeps bulk windows out of its batches. Deployed bulk pods have a Triton of their own
+(docs/bulk.md), so no gateway shares it and the gate is off (``yield_to_metrics_url`` unset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.request
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+from prometheus_client.parser import text_string_to_metric_families
+
+from whisper_build.bulk import metrics
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import ServedModel, TranscriptionBackend
+from whisper_build.serving.results import WindowResult
+
+log = logging.getLogger("whisper.bulk")
+GATEWAY_INFLIGHT = "whisper_gateway_inflight_requests"
+"""The gateway's in-flight gauge (``whisper_build.serving.gateway.metrics``), summed over its workers."""
+
+
+def read_gauge(url: str, name: str, timeout: float) -> float | None:
+    """Sum of the gauge ``name``'s samples at the Prometheus text endpoint ``url``; ``None`` if unreadable."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (a configured http URL)
+            text = answer.read().decode()
+        return sum(s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples)
+    except (OSError, ValueError) as exc:
+        log.debug("yield gate: %s unreadable (%s); not yielding", url, exc)
+        return None
+
+
+class YieldGate:
+    """Open unless synchronous requests were in flight within the last ``hold_seconds`` (module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        hold_seconds: float = 2.0,
+        poll_seconds: float = 0.1,
+        max_wait_seconds: float = 30.0,
+        gauge: str = GATEWAY_INFLIGHT,
+    ) -> None:
+        self.url, self.gauge = url, gauge
+        self.hold_seconds, self.poll_seconds, self.max_wait_seconds = hold_seconds, poll_seconds, max_wait_seconds
+        self._last_busy = -float("inf")
+        self._poller: asyncio.Task[None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """True when a bulk call may go now."""
+        return time.monotonic() - self._last_busy >= self.hold_seconds
+
+    def observe(self, inflight: float | None) -> None:
+        """Take one reading of the gauge (``None``: unreadable, counts as 0)."""
+        if inflight is not None and inflight > 0:
+            self._last_busy = time.monotonic()
+        metrics.YIELDING.set(0 if self.is_open else 1)
+
+    async def _poll(self) -> None:
+        while True:
+            self.observe(await asyncio.to_thread(read_gauge, self.url, self.gauge, max(1.0, self.poll_seconds)))
+            await asyncio.sleep(self.poll_seconds)
+
+    def start(self) -> None:
+        """Start polling (inside the event loop that runs the worker)."""
+        if self._poller is None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def wait(self) -> float:
+        """Wait until the gate is open, at most ``max_wait_seconds``; the seconds waited."""
+        self.start()
+        if self.is_open:
+            return 0.0
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.max_wait_seconds):
+                while not self.is_open:
+                    await asyncio.sleep(self.poll_seconds)
+        except TimeoutError:
+            log.info("yield gate: synchronous traffic for %.0f s; sending one bulk call", self.max_wait_seconds)
+        waited = time.monotonic() - started
+        metrics.YIELD_SECONDS.inc(waited)
+        return waited
+
+    async def close(self) -> None:
+        """Stop polling."""
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+
+
+class YieldingBackend:
+    """A :class:`TranscriptionBackend` whose ``transcribe`` first waits for the :class:`YieldGate`."""
+
+    def __init__(self, backend: TranscriptionBackend, gate: YieldGate) -> None:
+        self.backend, self.gate = backend, gate
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        """The wrapped backend's."""
+        return await self.backend.served_model(timeout)
+
+    async def transcribe(
+        self,
+        windows: Sequence[npt.NDArray[np.float32]],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeOptions | None = None,
+    ) -> list[WindowResult]:
+        """Wait for the gate, then the wrapped backend's ``transcribe``."""
+        await self.gate.wait()
+        return await self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+
+    async def reload(self, timeout: float) -> None:
+        """The wrapped backend's."""
+        await self.backend.reload(timeout)
+
+    async def close(self) -> None:
+        """Stop the gate and close the wrapped backend."""
+        await self.gate.close()
+        await self.backend.close()
