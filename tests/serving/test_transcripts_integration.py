@@ -236,9 +236,13 @@ def _verbose(client: openai.OpenAI, name: str, x: np.ndarray) -> dict:
     ).model_dump()
 
 
-def test_tone_is_empty_or_flagged(client: openai.OpenAI) -> None:
+def test_tone_is_empty_flagged_or_a_fallback_sample(client: openai.OpenAI) -> None:
+    """A tone's beam-search decode (t = 0, deterministic) fails the thresholds, so the answer is empty,
+    flagged, or a sample of the fallback (t > 0). Which sample wins depends on where the shared Triton's
+    CTranslate2 random stream stands after the session's earlier requests (the seed is set once, at
+    load); the exact result from a freshly loaded engine is asserted in test_sampling_seed.py."""
     data = _verbose(client, "tone", samples.tone(10.0, 16000))
-    assert data["text"] == "" or all(_flagged(s) for s in data["segments"]), data
+    assert data["text"] == "" or all(_flagged(s) or s["temperature"] > 0 for s in data["segments"]), data
 
 
 def _words(text: str) -> list[str]:

@@ -260,6 +260,14 @@ class EngineParams(BaseModel):
             (openai/whisper ``(0.0, 0.2, …, 1.0)``); 0 turns the fallback off.
         best_of: hypotheses sampled per window at temperature > 0; the most likely one is kept
             (openai/whisper ``best_of`` 5; CTranslate2 ``num_hypotheses``).
+        sampling_seed: seed of the sampling at temperature > 0 (the temperature fallback), fixed by
+            default so that the same audio decodes to the same text. ``torch`` seeds every sampled
+            engine call (``torch.manual_seed``) and ``tensorrt_llm`` every request
+            (``SamplingConfig.random_seed``): the same windows in the same batch give the same
+            samples. ``ctranslate2`` has no per-call seed (4.8: ``set_random_seed`` seeds each of
+            its worker threads' generator once, at its first sample; OpenNMT/CTranslate2 issue
+            1757), so it is set when the engine loads: a freshly loaded engine given the same calls
+            in the same order samples the same, while a later call continues the stream.
         silence_dbfs: windows quieter than this RMS level are not decoded (both engines).
         default_language: language for multilingual models when the request names none and the
             engine cannot detect it (:meth:`WhisperEngine.detect_language` gave ``None``).
@@ -290,6 +298,7 @@ class EngineParams(BaseModel):
     compression_ratio_threshold: float = Field(2.4, gt=0.0)
     temperature_increment: float = Field(0.2, ge=0.0, le=1.0)
     best_of: int = Field(5, ge=1, le=16)
+    sampling_seed: int = Field(0, ge=0, le=2**32 - 2)  # CTranslate2 reads 2**32 - 1 as "unseeded"
     silence_dbfs: float = Field(SILENCE_DBFS, le=0.0)
     default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)

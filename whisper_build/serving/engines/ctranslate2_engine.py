@@ -68,6 +68,8 @@ class CTranslate2Engine(TokenizerText):
     def __init__(self, params: EngineParams) -> None:
         path = params.resolved_model_path()
         self._params = params
+        # before the model's worker threads exist: each seeds its generator once, at its first sample
+        ctranslate2.set_random_seed(params.sampling_seed)
         self._model = ctranslate2.models.Whisper(
             str(path), device=params.device, compute_type=params.compute_type,
             intra_threads=params.cpu_threads,
@@ -162,7 +164,8 @@ class CTranslate2Engine(TokenizerText):
         Temperature 0 runs the configured beam search; temperature > 0 samples ``best_of``
         hypotheses from the full distribution (``beam_size=1, sampling_topk=0,
         num_hypotheses=best_of``, as faster-whisper does; CTranslate2's default ``sampling_topk=1``
-        would be greedy at any temperature) and keeps the most likely one. ``scores`` are
+        would be greedy at any temperature) and keeps the most likely one; the samples follow
+        ``sampling_seed``, set when the engine loaded (:class:`EngineParams`). ``scores`` are
         CTranslate2's length-normalised cumulative log-probs, so ``sum = score × len(tokens)``
         (``length_penalty`` 1; faster-whisper ``generate_with_fallback``).
         """

@@ -17,7 +17,8 @@ return_dict=True, output_sequence_lengths=True)``. Differences from the example,
 :meth:`TensorRTLLMEngine.generate` (the decoding layer's entry) asks the runtime for
 ``output_cum_log_probs`` (summed log-prob per beam) and, at temperature > 0, samples with
 ``num_beams=1, top_k=0, top_p=1.0, temperature=t`` (full-distribution sampling; ``top_k=0`` with
-``top_p=0`` would be greedy in TensorRT-LLM's sampling config). The ``<|nospeech|>`` probability
+``top_p=0`` would be greedy in TensorRT-LLM's sampling config) and ``random_seed=sampling_seed``
+(``ModelRunnerCpp.generate`` passes it as the requests' ``SamplingConfig.seed``). The ``<|nospeech|>`` probability
 is read as openai/whisper does (softmax of the decoder's logits at the ``<|startoftranscript|>``
 position) from ``context_logits``, which ``ModelRunnerCpp`` returns only for a decoder engine built
 with ``--gather_context_logits`` (the engine build sets it: ``BuildSpec.gather_context_logits``, part
@@ -339,7 +340,13 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         frames = torch.full((len(audio),), N_FRAMES, dtype=torch.int32, device="cuda")
         longest = max(len(ids) for ids in prompt_ids)  # prompt + new tokens must fit n_text_ctx = 448
         sampling = (
-            {"num_beams": 1, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            {
+                "num_beams": 1,
+                "temperature": temperature,
+                "top_k": 0,
+                "top_p": 1.0,
+                "random_seed": self._params.sampling_seed,
+            }
             if temperature > 0
             else {"num_beams": self._params.beam_size}
         )

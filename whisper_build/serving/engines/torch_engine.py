@@ -221,6 +221,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
         copies = self._params.best_of if temperature > 0 else 1
+        if temperature > 0:
+            # the default CPU and CUDA generators, which the graphed and the eager decode step draw from:
+            # the same windows in the same batch sample the same (EngineParams.sampling_seed)
+            torch.manual_seed(self._params.sampling_seed)
         rows = [i for i in range(len(audio)) for _ in range(copies)]
         decoded: list[Hypothesis] = []
         for chunk in plan_chunks(len(rows), self._buckets):

@@ -8,7 +8,8 @@ no-speech probability per window) it does what openai/whisper ``transcribe()`` a
   = UTF-8 bytes ÷ zlib-compressed bytes of the text, ``no_speech_prob``;
 * **temperature fallback**: a decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0``
   is re-decoded at the next temperature (``t, t + 0.2, … ≤ 1.0``); only the failed windows are
-  re-decoded, all of them in one engine call per temperature. A window that never passes keeps
+  re-decoded, all of them in one engine call per temperature, sampling with the engine's
+  ``sampling_seed`` (:class:`~whisper_build.serving.engines.base.EngineParams`). A window that never passes keeps
   the attempt with the best ``avg_logprob`` among those under the compression threshold, else
   the best overall (faster-whisper's choice; openai/whisper keeps the last attempt);
 * **silence**: ``no_speech_prob > no_speech_threshold`` (and, with
