@@ -3,8 +3,8 @@ model with the CPU CTranslate2 engine (bundled tiny.en) on free 127.0.0.1 ports.
 
 Use it from any test module by requesting ``triton_server`` (registered in ``tests/conftest.py``);
 it yields a started :class:`whisper_build.workstation.local_triton.LocalTriton` — read the endpoints from
-``triton_server.settings.grpc_url`` / ``.http_url`` / ``.metrics_url``. One server per test
-session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
+``triton_server.settings.grpc_url`` / ``.http_url`` / ``.metrics_url`` (its ports are picked at start,
+again on fresh ones if another process takes one first). One server per test session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton, free_
 
 
 def cpu_triton_settings() -> TritonSettings:
-    """Settings for a test server: free ports, CPU tiny.en, 2 decoder threads (CI has 2 cores),
-    a 50 ms batching window so that concurrent requests share batches."""
-    http_port, grpc_port, metrics_port = free_ports(3)
+    """Settings for a test server: ports picked free at start (0; read them from the started server's
+    ``settings``), CPU tiny.en, 2 decoder threads (CI has 2 cores), a 50 ms batching window so that
+    concurrent requests share batches."""
     return TritonSettings(
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
+        http_port=0,
+        grpc_port=0,
+        metrics_port=0,
         engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=2),
         batching=BatchingConfig(max_batch_size=16, max_queue_delay_us=50_000, max_queue_size=64),
         exit_timeout_s=10,

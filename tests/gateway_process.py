@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from whisper_build.workstation.local_triton import REPO_ROOT, free_ports
+from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.workstation.ports import PortTaken, port_taken_in, start_on_free_ports
 
 
 class GatewayProcess:
@@ -34,40 +35,14 @@ def gateway_process(
 ) -> Iterator[GatewayProcess]:
     """The gateway with ``workers`` processes against ``triton_url``; ``env`` adds ``WHISPER_GATEWAY_<KEY>``.
 
-    Waits until ``/ping`` is 200; at the end sends SIGTERM and asserts that every process of the
-    tree has exited (nothing left behind).
+    Its two ports are picked free, again on fresh ones when another process takes one first
+    (:func:`whisper_build.workstation.ports.start_on_free_ports`). Waits until ``/ping`` is 200; at
+    the end sends SIGTERM and asserts that every process of the tree has exited (nothing left behind).
     """
-    port, metrics_port = free_ports(2)
-    environment = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "WHISPER_GATEWAY_WORKERS": str(workers),
-        "WHISPER_GATEWAY_PORT": str(port),
-        "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
-        "WHISPER_GATEWAY_TRITON_URL": triton_url,
-        "WHISPER_GATEWAY_LOG_LEVEL": "warning",
-        **{f"WHISPER_GATEWAY_{key.upper()}": value for key, value in env.items()},
-    }
-    log = workdir / f"gateway-{port}.log"
-    with open(log, "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "whisper_build.serving.gateway"],
-            env=environment, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics", log)
+    extra = {f"WHISPER_GATEWAY_{key.upper()}": value for key, value in env.items()}
+    gateway = start_on_free_ports(lambda ports: _start(ports, triton_url, workdir, workers, ready_timeout, extra), 2)
+    process = gateway.process
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            assert process.poll() is None, gateway.log_text()[-3000:]
-            try:
-                if httpx.get(f"{gateway.url}/ping", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (
-                f"/ping not 200 after {ready_timeout:.0f} s\n{gateway.log_text()[-3000:]}"
-            )
-            time.sleep(0.3)
         children = psutil.Process(process.pid).children(recursive=True)
         yield gateway
         process.send_signal(signal.SIGTERM)
@@ -85,6 +60,50 @@ def gateway_process(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _start(
+    ports: list[int], triton_url: str, workdir: Path, workers: int, ready_timeout: float, extra: dict[str, str]
+) -> GatewayProcess:
+    """Start the gateway on ``ports`` (traffic, metrics) and wait for ``/ping`` 200.
+
+    Raises:
+        PortTaken: it exited saying a port is in use (it binds both at start).
+    """
+    port, metrics_port = ports
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_GATEWAY_WORKERS": str(workers),
+        "WHISPER_GATEWAY_PORT": str(port),
+        "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
+        "WHISPER_GATEWAY_TRITON_URL": triton_url,
+        "WHISPER_GATEWAY_LOG_LEVEL": "warning",
+        **extra,
+    }
+    log = workdir / f"gateway-{port}.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "whisper_build.serving.gateway"],
+            env=environment, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics", log)
+    deadline = time.monotonic() + ready_timeout
+    while True:
+        if process.poll() is not None:
+            if port_taken_in(gateway.log_text()):
+                raise PortTaken(f"the gateway could not bind port {port} or {metrics_port}")
+            raise AssertionError(gateway.log_text()[-3000:])
+        try:
+            if httpx.get(f"{gateway.url}/ping", timeout=5).status_code == 200:
+                return gateway
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() >= deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"/ping not 200 after {ready_timeout:.0f} s\n{gateway.log_text()[-3000:]}")
+        time.sleep(0.3)
 
 
 def _cmdline(process: psutil.Process) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-from whisper_build.workstation.local_triton import free_ports
+from whisper_build.workstation.ports import PortTaken, port_taken_in, start_on_free_ports
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -38,34 +38,9 @@ def running_prometheus(config: dict[str, Any], workdir: Path, startup_timeout: f
         raise PrometheusStartError("prometheus is not installed (apt-get install prometheus; make system-deps)")
     config_path = workdir / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    (port,) = free_ports(1)
     log_path = workdir / "prometheus.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config_path}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
+    process, url = start_on_free_ports(lambda ports: _start(ports[0], config_path, log_path, startup_timeout), 1)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if process.poll() is not None:
-                raise PrometheusStartError(f"prometheus exited with {process.returncode}:\n{_tail(log_path)}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise PrometheusStartError(f"prometheus not ready after {startup_timeout} s:\n{_tail(log_path)}")
-            time.sleep(0.2)
         yield url
     finally:
         process.terminate()
@@ -74,6 +49,43 @@ def running_prometheus(config: dict[str, Any], workdir: Path, startup_timeout: f
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+def _start(port: int, config_path: Path, log_path: Path, startup_timeout: float) -> tuple[subprocess.Popen[bytes], str]:
+    """``prometheus`` on 127.0.0.1:``port``, ready; its process and URL.
+
+    Raises:
+        PortTaken: it exited saying the port is in use.
+        PrometheusStartError: it exited otherwise or was not ready in time (it is stopped).
+    """
+    assert PROMETHEUS is not None
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={config_path.parent / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + startup_timeout
+    while process.poll() is None:
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait(timeout=10)
+            raise PrometheusStartError(f"prometheus not ready after {startup_timeout} s:\n{_tail(log_path)}")
+        time.sleep(0.2)
+    error = PortTaken if port_taken_in(_tail(log_path)) else PrometheusStartError
+    raise error(f"prometheus exited with {process.returncode}:\n{_tail(log_path)}")
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -37,7 +37,7 @@ from whisper_build.bulk.messages import JobOptions
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton, free_ports
+from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton
 
 POLL_SECONDS = 1.0
 WORKER_STOP_SECONDS = 60.0
@@ -99,12 +99,11 @@ def wait_final(target: Target, expected: int, timeout: float, workers: list[subp
 
 
 def cpu_triton_settings() -> TritonSettings:
-    """Triton on free 127.0.0.1 ports with the CPU model (CTranslate2 tiny.en, 2 threads), a 50 ms batching window."""
-    http_port, grpc_port, metrics_port = free_ports(3)
+    """Triton on 127.0.0.1 ports picked at start (0), CPU tiny.en (CTranslate2, 2 threads), 50 ms batching window."""
     return TritonSettings(
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
+        http_port=0,
+        grpc_port=0,
+        metrics_port=0,
         engine=EngineParams(engine="ctranslate2", device="cpu", cpu_threads=2),
         batching=BatchingConfig(max_batch_size=16, max_queue_delay_us=50_000, max_queue_size=64),
         exit_timeout_s=10,

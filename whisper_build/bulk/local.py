@@ -1,7 +1,7 @@
 """A real S3 + SQS HTTP endpoint on 127.0.0.1 (moto's server mode), wired like the bulk stack.
 
 :class:`LocalAws` starts ``moto.server.ThreadedMotoServer`` bound to 127.0.0.1 (moto's default is
-0.0.0.0) on a free port; :func:`provision` creates what the bulk stack creates — the dead-letter queue,
+0.0.0.0) on a port the OS picks; :func:`provision` creates what the bulk stack creates — the dead-letter queue,
 the job queue with its ``RedrivePolicy`` and visibility timeout, a versioned job bucket and its
 object-created notification on the input prefix — so that an upload reaches the queue through an S3
 event, as in AWS. boto3 talks to it with ``endpoint_url`` and dummy credentials.
@@ -44,22 +44,34 @@ class JobPath:
 
 
 class LocalAws:
-    """moto's threaded server on ``127.0.0.1:<free port>`` (a context manager); ``endpoint_url`` once started."""
+    """moto's threaded server on ``127.0.0.1`` (a context manager); ``port`` and ``endpoint_url`` once started.
+
+    Port 0 (the default) lets the OS pick the port as the server binds it, so no other process can
+    take it in between: a taken port would leave ``ThreadedMotoServer.start()`` waiting forever
+    (:mod:`whisper_build.workstation.ports`).
+
+    Raises:
+        PortTaken: (on start) a set ``port`` is in use.
+    """
 
     def __init__(self, port: int = 0) -> None:
         from moto.server import ThreadedMotoServer
 
-        from whisper_build.workstation.local_triton import free_ports
-
         for name, value in DUMMY_CREDENTIALS.items():
             os.environ.setdefault(name, value)
-        self.port = port or free_ports(1)[0]
+        self.port = port
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self.endpoint_url = ""
 
     def __enter__(self) -> LocalAws:
+        from whisper_build.workstation.ports import PortTaken, ports_in_use
+
+        if self.port and ports_in_use("127.0.0.1", {"port": self.port}):
+            raise PortTaken(f"127.0.0.1:{self.port} is already in use")
         self._server.start()
+        self.port = self._server.get_host_and_port()[1]
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
         return self
 
     def __exit__(

@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -46,13 +45,16 @@ from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
+from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
 
 __all__ = [
     "LocalTriton",
+    "TritonPortTaken",
     "TritonStartError",
     "TritonWheel",
     "assemble_backends",
     "free_ports",
+    "ports_in_use",
     "main",
     "server_environment",
 ]
@@ -75,6 +77,17 @@ def _terminate_with_parent() -> None:
 
 class TritonStartError(RuntimeError):
     """tritonserver exited or did not become ready; the message carries the end of its log."""
+
+
+class TritonPortTaken(TritonStartError, PortTaken):
+    """One of tritonserver's ports is held by another process (before the start, or when it binds)."""
+
+
+PORTS = {"http_port": "WHISPER_TRITON_HTTP_PORT", "grpc_port": "WHISPER_TRITON_GRPC_PORT",
+         "metrics_port": "WHISPER_TRITON_METRICS_PORT"}  # fmt: skip
+"""The settings' port fields and their variables."""
+METRICS_STARTED = "Started Metrics Service"
+"""Triton's log line once its metrics port is bound (it keeps running when that bind fails)."""
 
 
 @dataclass(frozen=True)
@@ -150,38 +163,6 @@ def server_environment(wheel: TritonWheel, base: dict[str, str] | None = None) -
     return env
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 right now (the OS picks them)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def ports_in_use(host: str, ports: dict[str, int]) -> list[str]:
-    """Names (``"WHISPER_TRITON_GRPC_PORT=8001"``) of the ``ports`` that cannot be bound on ``host`` now.
-
-    Triton only logs a busy port and keeps running, and a readiness check on a busy port would
-    reach whatever server already listens there, so the launcher refuses busy ports up front. The
-    test bind sets ``SO_REUSEADDR`` as the servers' own binds do (Triton's gRPC and HTTP servers,
-    uvicorn), so connections of a just-stopped server lingering in ``TIME_WAIT`` do not count as
-    busy, while a listening socket still does (Linux refuses that bind either way).
-    """
-    busy = []
-    for setting, port in ports.items():
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError:
-                busy.append(f"{setting}={port}")
-    return busy
-
-
 class LocalTriton:
     """A tritonserver process serving the ``whisper`` model; a context manager.
 
@@ -235,21 +216,30 @@ class LocalTriton:
     def start(self, timeout_s: float = 180.0) -> LocalTriton:
         """Start tritonserver and wait until the server and the ``whisper`` model are ready.
 
+        Ports set to 0 are picked free here; when another process takes one before tritonserver
+        binds it, the start is repeated on fresh ones (:func:`whisper_build.workstation.ports.start_on_free_ports`);
+        :attr:`settings` then holds the ports in use.
+
         Raises:
-            TritonStartError: one of its ports is already in use (nothing is started); or the
-                process exited or was not ready within ``timeout_s``: it is stopped and the message
-                ends with the last lines of its log.
+            TritonPortTaken: a set port is in use (nothing is started), or tritonserver could not
+                bind one (it is stopped; for picked ports after the last attempt).
+            TritonStartError: the process exited or was not ready within ``timeout_s``: it is
+                stopped and the message ends with the last lines of its log.
         """
-        busy = ports_in_use(
-            self.settings.host,
-            {
-                "WHISPER_TRITON_HTTP_PORT": self.settings.http_port,
-                "WHISPER_TRITON_GRPC_PORT": self.settings.grpc_port,
-                "WHISPER_TRITON_METRICS_PORT": self.settings.metrics_port,
-            },
-        )
+        picked = [name for name in PORTS if getattr(self.settings, name) == 0]
+        if not picked:
+            return self._start_once(timeout_s)
+
+        def on(ports: list[int]) -> LocalTriton:
+            self.settings = self.settings.model_copy(update=dict(zip(picked, ports, strict=True)))
+            return self._start_once(timeout_s)
+
+        return start_on_free_ports(on, len(picked))
+
+    def _start_once(self, timeout_s: float) -> LocalTriton:
+        busy = ports_in_use(self.settings.host, {var: getattr(self.settings, name) for name, var in PORTS.items()})
         if busy:
-            raise TritonStartError(
+            raise TritonPortTaken(
                 f"port(s) already in use on {self.settings.host}: {', '.join(busy)} "
                 "(another tritonserver or `make serve`?): stop it, or set those variables to free ports"
             )
@@ -271,10 +261,22 @@ class LocalTriton:
         self.spawn()
         try:
             self._wait_ready(timeout_s)
+            self._wait_metrics_bound()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_metrics_bound(self, timeout_s: float = 5.0) -> None:
+        """With a log file: wait for the metrics port's bind (it follows HTTP's); raise if it was taken."""
+        deadline = time.monotonic() + timeout_s
+        while self.log_path and time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            if port_taken_in(text):
+                raise TritonPortTaken(f"tritonserver could not bind a port\n{self.log_tail()}")
+            if METRICS_STARTED in text:
+                return
+            time.sleep(0.05)
 
     def _wait_ready(self, timeout_s: float) -> None:
         url = f"{self.settings.http_url}/v2/models/{MODEL_NAME}/ready"
@@ -282,7 +284,8 @@ class LocalTriton:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise TritonStartError(f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}")
+                error = TritonPortTaken if port_taken_in(self.log_tail(200)) else TritonStartError
+                raise error(f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local http URL
                     if response.status == 200:
