@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import signal
@@ -54,6 +55,13 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: f
     if process.poll() is None:
         process.send_signal(sig)
     return process.wait(timeout)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait in the event loop until ``condition()`` holds (a busy machine gets ``timeout`` seconds)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.5) -> object:

@@ -1,6 +1,6 @@
-"""The worker's one receiver and the yield gate (whisper_build.bulk.worker, whisper_build.bulk.yielding).
+"""The worker's one receiver and its drain (whisper_build.bulk.worker).
 
-Real moto server (127.0.0.1) for ReceiveMessage; a real prometheus-client HTTP endpoint for the gauge.
+Real moto server (127.0.0.1) for ReceiveMessage; queues over lists for the receiver's and the drain's logic.
 """
 
 from __future__ import annotations
@@ -9,17 +9,18 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from bulk_support import until
 
 from whisper_build.bulk.aws import JobQueue, Received, clients
-from whisper_build.bulk.job import Outcome
+from whisper_build.bulk.job import Lifeline, Outcome
 from whisper_build.bulk.local import LocalAws, provision
+from whisper_build.bulk.messages import JobMessage
 from whisper_build.bulk.settings import WorkerSettings
-from whisper_build.bulk.worker import Worker
-from whisper_build.bulk.yielding import GATEWAY_INFLIGHT, YieldGate, YieldingBackend, read_gauge
-from whisper_build.workstation.local_triton import free_ports
+from whisper_build.bulk.worker import Worker, window_plan
+from whisper_build.serving.gateway.backend import ServedModel
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,9 @@ class ListQueue:
     def set_visibility(self, receipt: str, seconds: int) -> None:
         self.returned.append(receipt)
 
+    def counts(self) -> dict[str, int]:
+        return {"visible": len(self.waiting), "in_flight": 0, "delayed": 0}
+
 
 class HeldWorker(Worker):
     """A worker whose jobs run until ``release`` is set; records the most jobs at once."""
@@ -85,14 +89,12 @@ def test_one_receiver_asks_for_the_free_slots_only() -> None:
     async def scenario() -> HeldWorker:
         worker = HeldWorker(settings, queue)
         receiver = asyncio.create_task(worker._receive())
+        await until(lambda: len(worker.jobs) == 3)
+        assert queue.limits == [3]  # one call filled every slot
         await asyncio.sleep(0.3)
-        assert len(worker.jobs) == 3 and queue.limits[0] == 3  # one call filled every slot
-        calls = len(queue.limits)
-        await asyncio.sleep(0.3)
-        assert len(queue.limits) == calls  # all slots busy: no receive at all
+        assert queue.limits == [3]  # all slots busy: no receive at all
         worker.release.set()
-        while len(worker.done) < 7:
-            await asyncio.sleep(0.05)
+        await until(lambda: len(worker.done) == 7)
         worker.stop()
         await asyncio.wait_for(receiver, 5)
         return worker
@@ -124,83 +126,119 @@ def test_messages_received_after_the_drain_began_go_back_at_once() -> None:
     assert queue.returned == ["r0", "r1"] and not worker.jobs
 
 
-@pytest.fixture
-def gateway_gauge() -> Iterator[tuple[Gauge, str]]:
-    registry = CollectorRegistry()
-    gauge = Gauge(GATEWAY_INFLIGHT, "in flight", registry=registry)
-    port = free_ports(1)[0]
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
-    yield gauge, f"http://127.0.0.1:{port}/metrics"
-    server.shutdown()
-    thread.join(5)
+class PollingQueue(ListQueue):
+    """A ListQueue whose receives are long polls of ``poll_seconds`` (taking the messages at the end)."""
+
+    def __init__(self, count: int, poll_seconds: float) -> None:
+        super().__init__(count)
+        self.poll_seconds = poll_seconds
+
+    def receive_many(self, limit: int, wait_seconds: int, visibility_seconds: int) -> list[Received]:
+        self.limits.append(limit)
+        time.sleep(self.poll_seconds)
+        taken, self.waiting = self.waiting[:limit], self.waiting[limit:]
+        return taken
 
 
-@pytest.mark.integration
-def test_read_gauge_sums_the_samples_and_is_none_when_unreachable(gateway_gauge) -> None:
-    gauge, url = gateway_gauge
-    gauge.set(3)
-    assert read_gauge(url, GATEWAY_INFLIGHT, 5.0) == 3
-    assert read_gauge(f"http://127.0.0.1:{free_ports(1)[0]}/metrics", GATEWAY_INFLIGHT, 1.0) is None
+class StuckRunner:
+    """The JobRunner side of Worker.run and handle: Triton answers, every job runs until cancelled."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.transcriber = SimpleNamespace(backend=self, plan=window_plan(settings))
+        self.started: list[str] = []
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        return ServedModel(name="whisper", max_batch_size=8)
+
+    async def run(self, job: JobMessage, life: Lifeline) -> Outcome:
+        self.started.append(life.received.message_id)
+        await asyncio.Event().wait()
+        raise AssertionError("not cancelled")
 
 
-class RecordingBackend:
-    """The backend side of YieldingBackend: records when each call arrived."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):  # noqa: ANN001, ANN201
-        self.calls.append(time.monotonic())
-        return []
-
-    async def close(self) -> None:
-        return None
+def drain_settings(**values: object) -> WorkerSettings:
+    return WorkerSettings(queue_url="q", bucket="b", receive_wait_seconds=1, **values)  # type: ignore[arg-type]
 
 
-@pytest.mark.integration
-def test_bulk_calls_wait_while_the_gateway_has_requests_then_for_the_hold(gateway_gauge) -> None:
-    gauge, url = gateway_gauge
+def test_a_poll_out_when_the_drain_time_ends_still_returns_its_messages() -> None:
+    settings = drain_settings(files_in_flight=2, drain_seconds=0.1)
+    queue = PollingQueue(0, poll_seconds=1.0)
 
-    async def scenario() -> tuple[float, float, float]:
-        gate = YieldGate(url, hold_seconds=0.5, poll_seconds=0.05, max_wait_seconds=60)
-        backend = RecordingBackend()
-        yielding = YieldingBackend(backend, gate)  # type: ignore[arg-type]
-        gauge.set(1)
-        gate.start()
-        while gate.is_open:  # the first reading
-            await asyncio.sleep(0.02)
-        call = asyncio.create_task(yielding.transcribe([], "", 1.0, 10.0))
-        await asyncio.sleep(1.0)
-        assert not backend.calls  # held while the gateway has a request
-        dropped = time.monotonic()
-        gauge.set(0)
-        await asyncio.wait_for(call, 10)
-        await yielding.close()
-        return dropped, backend.calls[0], gate.hold_seconds
+    async def scenario() -> int:
+        worker = Worker(settings, StuckRunner(settings), queue)  # type: ignore[arg-type]
+        run = asyncio.create_task(worker.run())
+        await until(lambda: len(queue.limits) == 1)  # the poll is out
+        queue.waiting.append(Received("m", "r-late", "id-late", 1))  # arrives during the poll
+        worker.stop()
+        return await asyncio.wait_for(run, 30)
 
-    dropped, called, hold = asyncio.run(scenario())
-    assert called - dropped >= hold - 0.06  # the hold after the last request (one poll of slack)
+    assert asyncio.run(scenario()) == 0
+    assert queue.returned == ["r-late"]  # visible again at once, not after the visibility timeout
 
 
-@pytest.mark.integration
-def test_the_gate_lets_one_call_through_after_the_longest_wait_and_opens_without_a_gateway(gateway_gauge) -> None:
-    gauge, url = gateway_gauge
+def test_a_job_busy_past_the_drain_time_is_cancelled_and_its_message_returned() -> None:
+    settings = drain_settings(files_in_flight=2, drain_seconds=0.3)
+    body = JobMessage(bucket="bkt", key="in/a.wav").to_body()
+    queue = PollingQueue(0, poll_seconds=0.05)
+    queue.waiting = [Received(body, "r-busy", "id-busy", 1)]
+    runner = StuckRunner(settings)
 
-    async def scenario() -> tuple[float, float]:
-        gauge.set(2)
-        busy = YieldGate(url, hold_seconds=0.1, poll_seconds=0.05, max_wait_seconds=0.5)
-        busy.start()
-        while busy.is_open:
-            await asyncio.sleep(0.02)
-        waited = await busy.wait()
-        await busy.close()
-        away = YieldGate(f"http://127.0.0.1:{free_ports(1)[0]}/metrics", poll_seconds=0.05)
-        away.start()
-        await asyncio.sleep(0.3)
-        nothing = await away.wait()
-        await away.close()
-        return waited, nothing
+    async def scenario() -> tuple[int, float]:
+        worker = Worker(settings, runner, queue)  # type: ignore[arg-type]
+        run = asyncio.create_task(worker.run())
+        await until(lambda: runner.started == ["id-busy"])
+        worker.stop()
+        stopped = time.monotonic()
+        code = await asyncio.wait_for(run, 30)
+        return code, time.monotonic() - stopped
 
-    waited, nothing = asyncio.run(scenario())
-    assert 0.5 <= waited < 5.0
-    assert nothing == 0.0
+    code, drain = asyncio.run(scenario())
+    assert code == 0 and drain >= settings.drain_seconds  # it waited the drain time for the job first
+    assert queue.returned == ["r-busy"]
+
+
+def test_a_message_that_cannot_be_returned_does_not_keep_the_others_back() -> None:
+    settings = WorkerSettings(queue_url="q", bucket="b", files_in_flight=3, receive_wait_seconds=0)
+    queue = ListQueue(3)
+    returned, received = queue.set_visibility, queue.receive_many
+
+    def failing_first(receipt: str, seconds: int) -> None:
+        if receipt == "r0":
+            raise OSError("SQS unreachable")
+        returned(receipt, seconds)
+
+    async def scenario() -> None:
+        worker = HeldWorker(settings, queue)
+
+        def receive_then_drain(limit: int, wait: int, visibility: int) -> list[Received]:
+            worker.draining.set()  # SIGTERM while the poll was out
+            return received(limit, wait, visibility)
+
+        queue.receive_many = receive_then_drain  # type: ignore[method-assign]
+        queue.set_visibility = failing_first  # type: ignore[method-assign]
+        await asyncio.wait_for(worker._receive(), 5)
+
+    asyncio.run(scenario())
+    assert queue.returned == ["r1", "r2"]  # r0 comes back after its visibility timeout
+
+
+def test_the_drain_ends_the_pause_after_a_failed_receive() -> None:
+    settings = WorkerSettings(queue_url="q", bucket="b", receive_wait_seconds=20)
+    queue = ListQueue(0)
+
+    def unreachable(limit: int, wait: int, visibility: int) -> list[Received]:
+        queue.limits.append(limit)
+        raise OSError("SQS unreachable")
+
+    queue.receive_many = unreachable  # type: ignore[method-assign]
+
+    async def scenario() -> float:
+        worker = HeldWorker(settings, queue)
+        receiver = asyncio.create_task(worker._receive())
+        await until(lambda: len(queue.limits) == 1)
+        worker.stop()
+        stopped = time.monotonic()
+        await asyncio.wait_for(receiver, 15)  # not the 20 s pause
+        return time.monotonic() - stopped
+
+    assert asyncio.run(scenario()) < 15

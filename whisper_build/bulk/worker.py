@@ -23,6 +23,7 @@ slots are free (up to 10 per ReceiveMessage).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import signal
@@ -117,11 +118,13 @@ class Worker:
             await self._wait_for_triton()
             receiver = asyncio.create_task(self._receive())
             await self.draining.wait()
-            tasks = {receiver, *self.jobs}
-            _, busy = await asyncio.wait(tasks, timeout=self.settings.drain_seconds)
-            for task in busy:
+            jobs = set(self.jobs)
+            _, busy = await asyncio.wait({receiver, *jobs}, timeout=self.settings.drain_seconds)
+            for task in busy & jobs:
                 task.cancel()  # past the drain time: the job's message is returned in handle()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # not the receiver: its poll cannot be interrupted (the thread runs on, and the process waits
+            # for it anyway); it ends within receive_wait_seconds and returns what the poll brought
+            await asyncio.gather(receiver, *jobs, return_exceptions=True)
         finally:
             ticker.cancel()
             poller.cancel()
@@ -181,11 +184,11 @@ class Worker:
                 )
             except Exception as exc:  # noqa: BLE001 (the queue's errors are logged and retried, never fatal)
                 log.warning("ReceiveMessage failed: %s", exc)
-                await asyncio.sleep(settings.receive_wait_seconds or 1)
+                with contextlib.suppress(TimeoutError):  # a pause before the next try; the drain ends it
+                    await asyncio.wait_for(self.draining.wait(), settings.receive_wait_seconds or 1)
                 continue
             if self.draining.is_set():
-                for received in messages:
-                    await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+                await self._give_back(messages)
                 return
             for received in messages:
                 job = asyncio.create_task(self._work(received))
@@ -193,6 +196,14 @@ class Worker:
                 job.add_done_callback(self._job_done)
             if not messages and not settings.receive_wait_seconds:  # short polling: pause between empty receives
                 await asyncio.sleep(settings.idle_poll_seconds)
+
+    async def _give_back(self, messages: list[Received]) -> None:
+        """Make ``messages`` visible again at once (visibility 0); one that fails is logged and comes back later."""
+        for received in messages:
+            try:
+                await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
+            except Exception as exc:  # noqa: BLE001 (the next ones still go back; this one after its visibility timeout)
+                log.warning("could not return message %s: %s", received.message_id, exc)
 
     def _job_done(self, job: asyncio.Task[None]) -> None:
         self.jobs.discard(job)
