@@ -21,6 +21,7 @@ then on the gate keeps bulk windows out of its batches. Deployed bulk pods have 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import logging
 import time
 import urllib.request
@@ -46,13 +47,16 @@ def read_gauge(url: str, name: str, timeout: float) -> float | None:
         with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (a configured http URL)
             text = answer.read().decode()
         return sum(s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timeout, not HTTP, cut short, not text
         log.debug("yield gate: %s unreadable (%s); not yielding", url, exc)
         return None
 
 
 class YieldGate:
-    """Open unless synchronous requests were in flight within the last ``hold_seconds`` (module docstring)."""
+    """Open unless synchronous requests were in flight within the last ``hold_seconds`` (module docstring).
+
+    Raises: ``ValueError`` when ``url`` is not an ``http(s)://`` URL (a typo would open the gate for good).
+    """
 
     def __init__(
         self,
@@ -63,7 +67,10 @@ class YieldGate:
         max_wait_seconds: float = 30.0,
         gauge: str = GATEWAY_INFLIGHT,
     ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"yield_to_metrics_url must be a gateway's http(s)://host:port/metrics, got {url!r}")
         self.url, self.gauge = url, gauge
+        self._readable: bool | None = None
         self.hold_seconds, self.poll_seconds, self.max_wait_seconds = hold_seconds, poll_seconds, max_wait_seconds
         self._last_busy = -float("inf")
         self._poller: asyncio.Task[None] | None = None
@@ -74,7 +81,13 @@ class YieldGate:
         return time.monotonic() - self._last_busy >= self.hold_seconds
 
     def observe(self, inflight: float | None) -> None:
-        """Take one reading of the gauge (``None``: unreadable, counts as 0)."""
+        """Take one reading of the gauge (``None``: unreadable, counts as 0; logged when that starts and ends)."""
+        if (inflight is not None) != self._readable:
+            self._readable = inflight is not None
+            if self._readable:
+                log.info("yield gate: reading %s; bulk calls wait while its requests are in flight", self.url)
+            else:
+                log.warning("yield gate: %s unreadable; bulk calls do not wait for its requests", self.url)
         if inflight is not None and inflight > 0:
             self._last_busy = time.monotonic()
         metrics.YIELDING.set(0 if self.is_open else 1)

@@ -1,0 +1,178 @@
+"""The yield gate (whisper_build.bulk.yielding): bulk Triton calls wait while a sharing gateway has requests.
+
+Real prometheus-client HTTP endpoints for the gateway's gauge (one process, and the gateway's own
+multiprocess exposition over two worker processes' files); a TCP port that does not speak HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from bulk_support import REPO_ROOT, until
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+from whisper_build.bulk.yielding import GATEWAY_INFLIGHT, YieldGate, YieldingBackend, read_gauge
+from whisper_build.serving.gateway.metrics import start_metrics_server
+from whisper_build.workstation.local_triton import free_ports
+
+
+@pytest.fixture
+def gateway_gauge() -> Iterator[tuple[Gauge, str]]:
+    registry = CollectorRegistry()
+    gauge = Gauge(GATEWAY_INFLIGHT, "in flight", registry=registry)
+    port = free_ports(1)[0]
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    yield gauge, f"http://127.0.0.1:{port}/metrics"
+    server.shutdown()
+    thread.join(5)
+
+
+GAUGE_WRITER = """
+import sys
+from whisper_build.serving.gateway.metrics import GatewayMetrics
+GatewayMetrics(capacity=1).inflight.inc(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.integration
+def test_read_gauge_sums_a_multiprocess_gateways_workers(tmp_path, monkeypatch) -> None:
+    """The gateway parent's /metrics over two worker processes' files (prometheus-client livesum)."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+    for inflight in (1, 2):
+        subprocess.run([sys.executable, "-c", GAUGE_WRITER, str(inflight)], env=env, check=True, timeout=120)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    server, thread = start_metrics_server(None, "127.0.0.1", 0)
+    try:
+        assert read_gauge(f"http://127.0.0.1:{server.server_port}/metrics", GATEWAY_INFLIGHT, 10.0) == 3
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+@pytest.fixture
+def not_http() -> Iterator[str]:
+    """A TCP port that answers every connection with a line that is not HTTP (say, a gRPC port)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(4096)
+                connection.sendall(b"garbage\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
+    listener.close()
+
+
+@pytest.mark.integration
+def test_read_gauge_is_none_when_unreachable_or_not_http(not_http) -> None:
+    assert read_gauge(f"http://127.0.0.1:{free_ports(1)[0]}/metrics", GATEWAY_INFLIGHT, 1.0) is None
+    assert read_gauge(not_http, GATEWAY_INFLIGHT, 5.0) is None
+
+
+def test_a_gate_url_that_is_not_http_fails_at_start() -> None:
+    with pytest.raises(ValueError, match="http"):
+        YieldGate("127.0.0.1:8081/metrics")
+
+
+@pytest.mark.integration
+def test_an_unreadable_gateway_is_logged_once_and_polled_on(not_http, caplog) -> None:
+    async def scenario() -> YieldGate:
+        gate = YieldGate(not_http, poll_seconds=0.05)
+        gate.start()
+        await asyncio.sleep(0.5)
+        await gate.close()
+        return gate
+
+    with caplog.at_level(logging.DEBUG, logger="whisper.bulk"):
+        asyncio.run(scenario())
+    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert [r.levelno for r in unreadable].count(logging.WARNING) == 1
+    assert len(unreadable) >= 3  # the poller kept reading (one debug line per reading)
+
+
+class RecordingBackend:
+    """The backend side of YieldingBackend: records when each call arrived."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):  # noqa: ANN001, ANN201
+        self.calls.append(time.monotonic())
+        return []
+
+    async def close(self) -> None:
+        return None
+
+
+class RecordingGate(YieldGate):
+    """A YieldGate that records each reading (monotonic time, value)."""
+
+    readings: list[tuple[float, float | None]]
+
+    def observe(self, inflight: float | None) -> None:
+        self.readings = [*getattr(self, "readings", []), (time.monotonic(), inflight)]
+        super().observe(inflight)
+
+
+@pytest.mark.integration
+def test_bulk_calls_wait_while_the_gateway_has_requests_then_for_the_hold(gateway_gauge) -> None:
+    gauge, url = gateway_gauge
+
+    async def scenario() -> tuple[float, float, RecordingGate]:
+        gate = RecordingGate(url, hold_seconds=1.5, poll_seconds=0.05, max_wait_seconds=60)
+        backend = RecordingBackend()
+        yielding = YieldingBackend(backend, gate)  # type: ignore[arg-type]
+        gauge.set(1)
+        gate.start()
+        await until(lambda: not gate.is_open)  # the first reading
+        call = asyncio.create_task(yielding.transcribe([], "", 1.0, 10.0))
+        await asyncio.sleep(1.0)
+        assert not backend.calls  # held while the gateway has a request
+        dropped = time.monotonic()
+        gauge.set(0)
+        await asyncio.wait_for(call, 30)
+        await yielding.close()
+        return dropped, backend.calls[0], gate
+
+    dropped, called, gate = asyncio.run(scenario())
+    last_busy = max(at for at, value in gate.readings if value)
+    assert called >= last_busy + gate.hold_seconds  # the hold after the last reading with a request
+    assert called - dropped >= 0.5  # and it was not a stale reading: 1 s of slack for a slow read
+
+
+@pytest.mark.integration
+def test_the_gate_lets_one_call_through_after_the_longest_wait_and_opens_without_a_gateway(gateway_gauge) -> None:
+    gauge, url = gateway_gauge
+
+    async def scenario() -> tuple[float, float]:
+        gauge.set(2)
+        busy = YieldGate(url, hold_seconds=0.1, poll_seconds=0.05, max_wait_seconds=0.5)
+        busy.start()
+        await until(lambda: not busy.is_open)
+        waited = await busy.wait()
+        await busy.close()
+        away = YieldGate(f"http://127.0.0.1:{free_ports(1)[0]}/metrics", poll_seconds=0.05)
+        away.start()
+        await asyncio.sleep(0.3)
+        nothing = await away.wait()
+        await away.close()
+        return waited, nothing
+
+    waited, nothing = asyncio.run(scenario())
+    assert 0.5 <= waited < 5.0
+    assert nothing == 0.0
