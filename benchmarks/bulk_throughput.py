@@ -165,7 +165,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
     with (
         local_stack(work, workers=1, files_in_flight=args.files_in_flight, yield_to=yield_to) as stack,
         GatewayProcess(
-            stack.triton.settings.grpc_url, settings={"WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics)}
+            stack.triton.settings.grpc_url,
+            settings={
+                "WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics),
+                # the canary waiting behind bulk batches is busy, not dead (docs/gateway.md, GET /ping)
+                "WHISPER_GATEWAY_TRITON_METRICS_URL": stack.triton.settings.metrics_url,
+            },
         ) as gateway,
     ):
         gateway_spec = TargetSpec("gateway", "invocations", gateway.url)

@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from whisper_build.bulk import metrics
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel, TranscriptionBackend
+from whisper_build.serving.gateway.backend import DelegatingBackend, TranscriptionBackend
 from whisper_build.serving.results import WindowResult
 
 log = logging.getLogger("whisper.bulk")
@@ -125,15 +125,12 @@ class YieldGate:
             self._poller = None
 
 
-class YieldingBackend:
+class YieldingBackend(DelegatingBackend):
     """A :class:`TranscriptionBackend` whose ``transcribe`` first waits for the :class:`YieldGate`."""
 
     def __init__(self, backend: TranscriptionBackend, gate: YieldGate) -> None:
-        self.backend, self.gate = backend, gate
-
-    async def served_model(self, timeout: float) -> ServedModel:
-        """The wrapped backend's."""
-        return await self.backend.served_model(timeout)
+        super().__init__(backend)
+        self.gate = gate
 
     async def transcribe(
         self,
@@ -145,13 +142,9 @@ class YieldingBackend:
     ) -> list[WindowResult]:
         """Wait for the gate, then the wrapped backend's ``transcribe``."""
         await self.gate.wait()
-        return await self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
-
-    async def reload(self, timeout: float) -> None:
-        """The wrapped backend's."""
-        await self.backend.reload(timeout)
+        return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
 
     async def close(self) -> None:
         """Stop the gate and close the wrapped backend."""
         await self.gate.close()
-        await self.backend.close()
+        await super().close()

@@ -119,6 +119,36 @@ class TranscriptionBackend(Protocol):
         ...
 
 
+class DelegatingBackend:
+    """A :class:`TranscriptionBackend` that forwards every call to ``backend``; wrappers override what they add to."""
+
+    def __init__(self, backend: TranscriptionBackend) -> None:
+        self.backend = backend
+
+    async def served_model(self, timeout: float) -> ServedModel:
+        """The wrapped backend's."""
+        return await self.backend.served_model(timeout)
+
+    async def transcribe(
+        self,
+        windows: Sequence[npt.NDArray[np.float32]],
+        text_prefix: str,
+        repetition_penalty: float,
+        timeout: float,
+        options: DecodeOptions | None = None,
+    ) -> list[WindowResult]:
+        """The wrapped backend's."""
+        return await self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+
+    async def reload(self, timeout: float) -> None:
+        """The wrapped backend's."""
+        await self.backend.reload(timeout)
+
+    async def close(self) -> None:
+        """The wrapped backend's."""
+        await self.backend.close()
+
+
 def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32]]:
     """Zero-pad windows into ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]``.
 

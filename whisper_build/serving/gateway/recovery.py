@@ -25,8 +25,8 @@ import numpy.typing as npt
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.backend import (
     BackendError,
+    DelegatingBackend,
     ModelRestarting,
-    ServedModel,
     TranscriptionBackend,
 )
 from whisper_build.serving.gateway.health import RELOAD_TIMEOUT_SECONDS
@@ -87,7 +87,7 @@ class ModelRecovery:
         return True
 
 
-class RecoveringBackend:
+class RecoveringBackend(DelegatingBackend):
     """A :class:`TranscriptionBackend` whose ``transcribe`` retries once after :class:`ModelRestarting`.
 
     Args:
@@ -99,13 +99,9 @@ class RecoveringBackend:
     def __init__(
         self, backend: TranscriptionBackend, recovery: ModelRecovery, on_retry: Callable[[str], None] = lambda _: None
     ) -> None:
-        self.backend = backend
+        super().__init__(backend)
         self.recovery = recovery
         self._on_retry = on_retry
-
-    async def served_model(self, timeout: float) -> ServedModel:
-        """The wrapped backend's."""
-        return await self.backend.served_model(timeout)
 
     async def transcribe(
         self,
@@ -155,11 +151,3 @@ class RecoveringBackend:
             for task in (call, reloaded):
                 if not task.done():
                     task.cancel()
-
-    async def reload(self, timeout: float) -> None:
-        """The wrapped backend's."""
-        await self.backend.reload(timeout)
-
-    async def close(self) -> None:
-        """The wrapped backend's."""
-        await self.backend.close()
