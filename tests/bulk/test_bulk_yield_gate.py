@@ -176,3 +176,26 @@ def test_the_gate_lets_one_call_through_after_the_longest_wait_and_opens_without
     waited, nothing = asyncio.run(scenario())
     assert 0.5 <= waited < 5.0
     assert nothing == 0.0
+
+
+@pytest.mark.integration
+def test_the_first_call_yields_and_an_idle_gate_stops_polling(gateway_gauge, monkeypatch) -> None:
+    import whisper_build.bulk.yielding as yielding_module
+
+    monkeypatch.setattr(yielding_module, "IDLE_STOP_SECONDS", 0.5)
+    gauge, url = gateway_gauge
+
+    async def scenario() -> tuple[float, bool, int]:
+        gauge.set(1)
+        gate = RecordingGate(url, hold_seconds=0.1, poll_seconds=0.05, max_wait_seconds=0.5)
+        waited = await gate.wait()  # no poller yet: the call reads the gauge itself first
+        gauge.set(0)
+        await until(lambda: gate._poller is None, 10)  # nobody asked for 0.5 s: the poller ended
+        polling_after_idle = gate._poller is not None
+        readings = len(gate.readings)
+        await asyncio.sleep(0.5)
+        return waited, polling_after_idle, len(gate.readings) - readings
+
+    waited, polling_after_idle, later_readings = asyncio.run(scenario())
+    assert waited >= 0.5  # the first call waited (up to the longest wait) for the request in flight
+    assert not polling_after_idle and later_readings == 0

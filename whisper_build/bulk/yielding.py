@@ -21,10 +21,8 @@ then on the gate keeps bulk windows out of its batches. Deployed bulk pods have 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import logging
 import time
-import urllib.request
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,22 +32,27 @@ from prometheus_client.parser import text_string_to_metric_families
 from whisper_build.bulk import metrics
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.backend import DelegatingBackend, TranscriptionBackend
+from whisper_build.serving.gateway.pod_view import INFLIGHT
+from whisper_build.serving.prometheus_text import fetch_text, require_http_url
 from whisper_build.serving.results import WindowResult
 
 log = logging.getLogger("whisper.bulk")
-GATEWAY_INFLIGHT = "whisper_gateway_inflight_requests"
+GATEWAY_INFLIGHT = INFLIGHT
 """The gateway's in-flight gauge (``whisper_build.serving.gateway.metrics``), summed over its workers."""
+IDLE_STOP_SECONDS = 10.0
+"""The poller stops this long after the last bulk call asked (an idle worker reads nothing)."""
 
 
 def read_gauge(url: str, name: str, timeout: float) -> float | None:
     """Sum of the gauge ``name``'s samples at the Prometheus text endpoint ``url``; ``None`` if unreadable."""
+    text = fetch_text(url, timeout)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (a configured http URL)
-            text = answer.read().decode()
-        return sum(s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples)
-    except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timeout, not HTTP, cut short, not text
-        log.debug("yield gate: %s unreadable (%s); not yielding", url, exc)
-        return None
+        if text is not None:
+            return sum(s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples)
+    except ValueError:  # not Prometheus text
+        pass
+    log.debug("yield gate: %s unreadable; not yielding", url)
+    return None
 
 
 class YieldGate:
@@ -67,12 +70,11 @@ class YieldGate:
         max_wait_seconds: float = 30.0,
         gauge: str = GATEWAY_INFLIGHT,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"yield_to_metrics_url must be a gateway's http(s)://host:port/metrics, got {url!r}")
-        self.url, self.gauge = url, gauge
+        self.url, self.gauge = require_http_url(url, "yield_to_metrics_url"), gauge
         self._readable: bool | None = None
         self.hold_seconds, self.poll_seconds, self.max_wait_seconds = hold_seconds, poll_seconds, max_wait_seconds
         self._last_busy = -float("inf")
+        self._last_asked = -float("inf")
         self._poller: asyncio.Task[None] | None = None
 
     @property
@@ -92,18 +94,30 @@ class YieldGate:
             self._last_busy = time.monotonic()
         metrics.YIELDING.set(0 if self.is_open else 1)
 
+    async def read(self) -> None:
+        """One reading of the gauge, now."""
+        self.observe(await asyncio.to_thread(read_gauge, self.url, self.gauge, max(1.0, self.poll_seconds)))
+
     async def _poll(self) -> None:
-        while True:
-            self.observe(await asyncio.to_thread(read_gauge, self.url, self.gauge, max(1.0, self.poll_seconds)))
+        while time.monotonic() - self._last_asked < IDLE_STOP_SECONDS:
             await asyncio.sleep(self.poll_seconds)
+            await self.read()
+        self._poller = None
 
     def start(self) -> None:
-        """Start polling (inside the event loop that runs the worker)."""
+        """Start polling (inside the event loop that runs the worker); it stops when no call asked for a while."""
+        self._last_asked = time.monotonic()
         if self._poller is None:
             self._poller = asyncio.get_running_loop().create_task(self._poll())
 
     async def wait(self) -> float:
-        """Wait until the gate is open, at most ``max_wait_seconds``; the seconds waited."""
+        """Wait until the gate is open, at most ``max_wait_seconds``; the seconds waited.
+
+        Without a poller running (the first call, or the first after an idle spell) it reads the gauge
+        first, so that call yields too.
+        """
+        if self._poller is None:
+            await self.read()
         self.start()
         if self.is_open:
             return 0.0

@@ -32,11 +32,12 @@ may be 503 until that batch ends.
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from whisper_build.serving.prometheus_text import fetch_text, require_http_url
 
 __all__ = ["PENDING", "EXECUTIONS", "SharedLoad", "TritonLoad", "TritonMetricsReader", "parse_load"]
 
@@ -82,21 +83,13 @@ class TritonMetricsReader:
     """
 
     def __init__(self, url: str, model: str, timeout: float = 2.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"Triton metrics URL must be http(s)://…/metrics, got {url!r}")
-        self.url, self.model, self.timeout = url, model, timeout
+        self.url = require_http_url(url, "WHISPER_GATEWAY_TRITON_METRICS_URL")
+        self.model, self.timeout = model, timeout
 
     async def read(self) -> TritonLoad | None:
         """The model's load now; ``None`` when Triton's metrics cannot be read or lack the model."""
-        try:
-            text = await asyncio.to_thread(self._get)
-        except (OSError, ValueError):  # URLError, refused, timeout, bad encoding
-            return None
-        return parse_load(text, self.model)
-
-    def _get(self) -> str:
-        with urllib.request.urlopen(self.url, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked above
-            return str(response.read().decode())
+        text = await asyncio.to_thread(fetch_text, self.url, self.timeout)
+        return None if text is None else parse_load(text, self.model)
 
 
 class SharedLoad:

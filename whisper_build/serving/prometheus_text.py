@@ -1,0 +1,33 @@
+"""Reading a Prometheus text endpoint (``/metrics``) from this process: the URL check and one fetch.
+
+Used where one component reads another's metrics at run time: the gateway reads Triton's
+(``gateway/triton_load.py``), a bulk worker a sharing gateway's (``bulk/yielding.py``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.request
+
+
+def require_http_url(url: str, field: str) -> str:
+    """``url`` when it is ``http(s)://…``; a typo would otherwise read nothing, silently.
+
+    Raises: ``ValueError`` naming ``field``.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{field} must be an http(s)://host:port/metrics URL, got {url!r}")
+    return url
+
+
+def fetch_text(url: str, timeout: float) -> str | None:
+    """The endpoint's text (blocking; run it in a thread); ``None`` when it cannot be read.
+
+    Unreadable: refused, timed out, not HTTP (e.g. a gRPC port: ``http.client.HTTPException``), an answer
+    cut short, not UTF-8.
+    """
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) checked by the caller
+            return str(response.read().decode())
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
