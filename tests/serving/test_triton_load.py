@@ -85,6 +85,7 @@ def busy_gauge(metrics: GatewayMetrics) -> float:
 def test_parse_load_reads_the_models_pending_and_executions() -> None:
     assert parse_load(TRITON_METRICS, "whisper") == TritonLoad(pending=1, executions=3)
     assert parse_load("nv_cpu_utilization 0.5\n", "whisper") is None
+    assert parse_load("<html><body>not Triton</body></html>\n", "whisper") is None  # a wrong port's page
 
 
 def test_the_reader_needs_an_http_url_and_answers_none_when_triton_is_unreachable() -> None:

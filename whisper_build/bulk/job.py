@@ -163,9 +163,9 @@ class JobRunner:
         status = await self._io(self.store.read_model, prefix + STATUS_FILE, JobStatus)
         if status is not None and status.final:
             return Outcome.DUPLICATE  # finished before: acknowledged, not recomputed
-        if not await self.claim(prefix, life, fresh=status is None):
-            return Outcome.DUPLICATE  # another message of the same job is being worked on
         fresh = status is None
+        if not await self.claim(prefix, life, fresh=fresh):
+            return Outcome.DUPLICATE  # another message of the same job is being worked on
         status = status or JobStatus(
             state="running", bucket=self.store.bucket, key=job.key, job_id=jid, model=settings.model
         )

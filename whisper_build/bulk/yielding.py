@@ -27,13 +27,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from prometheus_client.parser import text_string_to_metric_families
 
 from whisper_build.bulk import metrics
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.backend import DelegatingBackend, TranscriptionBackend
 from whisper_build.serving.gateway.pod_view import INFLIGHT
-from whisper_build.serving.prometheus_text import fetch_text, require_http_url
+from whisper_build.serving.prometheus_text import fetch_text, require_http_url, sample_sums
 from whisper_build.serving.results import WindowResult
 
 log = logging.getLogger("whisper.bulk")
@@ -46,13 +45,11 @@ IDLE_STOP_SECONDS = 10.0
 def read_gauge(url: str, name: str, timeout: float) -> float | None:
     """Sum of the gauge ``name``'s samples at the Prometheus text endpoint ``url``; ``None`` if unreadable."""
     text = fetch_text(url, timeout)
-    try:
-        if text is not None:
-            return sum(s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples)
-    except ValueError:  # not Prometheus text
-        pass
-    log.debug("yield gate: %s unreadable; not yielding", url)
-    return None
+    sums = None if text is None else sample_sums(text, (name,))
+    if sums is None:
+        log.debug("yield gate: %s unreadable; not yielding", url)
+        return None
+    return sums.get(name, 0.0)
 
 
 class YieldGate:

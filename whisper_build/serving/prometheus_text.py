@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import http.client
 import urllib.request
+from collections.abc import Callable, Collection, Mapping
+
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def require_http_url(url: str, field: str) -> str:
@@ -31,3 +34,23 @@ def fetch_text(url: str, timeout: float) -> str | None:
             return str(response.read().decode())
     except (OSError, ValueError, http.client.HTTPException):
         return None
+
+
+def sample_sums(
+    text: str, names: Collection[str], where: Callable[[Mapping[str, str]], bool] = lambda labels: True
+) -> dict[str, float] | None:
+    """Per metric family in ``names``, the sum of its samples whose labels pass ``where``.
+
+    A family absent from ``text`` is absent from the answer; ``None`` when ``text`` is not Prometheus
+    text (an HTML page at a wrong port, say).
+    """
+    sums: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            if family.name in names:
+                for sample in family.samples:
+                    if where(sample.labels):
+                        sums[family.name] = sums.get(family.name, 0.0) + sample.value
+    except ValueError:
+        return None
+    return sums

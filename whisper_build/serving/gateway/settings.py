@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from settings import endpoint_auth, throughput
+from whisper_build.serving.prometheus_text import require_http_url
 from whisper_build.serving.silence import GATEWAY_SILENCE_RMS
 
 
@@ -190,9 +191,7 @@ class GatewaySettings(BaseSettings):
     @field_validator("triton_metrics_url")
     @classmethod
     def _http_metrics_url(cls, url: str) -> str:
-        if url and not url.startswith(("http://", "https://")):
-            raise ValueError(f"must be an http(s)://host:port/metrics URL or empty, got {url!r}")
-        return url
+        return require_http_url(url, "triton_metrics_url (or empty)") if url else url
 
     @model_validator(mode="after")
     def _hang_bound_covers_staleness(self) -> GatewaySettings:

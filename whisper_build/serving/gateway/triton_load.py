@@ -35,9 +35,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from whisper_build.serving.prometheus_text import fetch_text, require_http_url
+from whisper_build.serving.prometheus_text import fetch_text, require_http_url, sample_sums
 
 __all__ = ["PENDING", "EXECUTIONS", "SharedLoad", "TritonLoad", "TritonMetricsReader", "parse_load"]
 
@@ -61,14 +59,9 @@ class TritonLoad:
 
 
 def parse_load(text: str, model: str) -> TritonLoad | None:
-    """The model's :class:`TritonLoad` from Triton's Prometheus text; ``None`` when it lacks either metric."""
-    values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name in (PENDING, EXECUTIONS):
-            for sample in family.samples:
-                if sample.labels.get("model") == model:
-                    values[family.name] = values.get(family.name, 0.0) + sample.value
-    if PENDING not in values or EXECUTIONS not in values:
+    """The model's :class:`TritonLoad` from Triton's Prometheus text; ``None`` when it lacks either metric or is not such text."""
+    values = sample_sums(text, (PENDING, EXECUTIONS), lambda labels: labels.get("model") == model)
+    if values is None or PENDING not in values or EXECUTIONS not in values:
         return None
     return TritonLoad(pending=int(values[PENDING]), executions=int(values[EXECUTIONS]))
 
