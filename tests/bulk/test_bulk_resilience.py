@@ -199,10 +199,10 @@ def test_transient_failures_are_retried_then_dead_lettered(local_aws, speech, tm
         worker = Worker(settings, runner, queue)
         retried = 0
         for _ in range(6):  # the notification's s3:TestEvent, then the job's receives
-            received = await asyncio.to_thread(queue.receive, 1, 30)
-            if received is None:
+            messages = await asyncio.to_thread(queue.receive_many, 1, 1, 30)
+            if not messages:
                 break
-            retried += await worker.handle(received) is Outcome.RETRIED
+            retried += await worker.handle(messages[0]) is Outcome.RETRIED
         return retried
 
     assert asyncio.run(work_until_dead_lettered()) == 2  # maxReceiveCount receives, then SQS moves it

@@ -187,11 +187,6 @@ class JobQueue:
         self.sqs = sqs
         self.url = url
 
-    def receive(self, wait_seconds: int, visibility_seconds: int) -> Received | None:
-        """One message (long poll up to ``wait_seconds``), invisible for ``visibility_seconds``; ``None`` if none."""
-        messages = self.receive_many(1, wait_seconds, visibility_seconds)
-        return messages[0] if messages else None
-
     def receive_many(self, limit: int, wait_seconds: int, visibility_seconds: int) -> list[Received]:
         """Up to ``limit`` (1–10) messages in one ReceiveMessage call; empty when none came within ``wait_seconds``.
 
