@@ -54,7 +54,7 @@ from k8s_charts.workload import (
     serving_env,
 )
 from settings import labels, throughput
-from settings.bulk import WORKER_SERVICE_ACCOUNT, files_in_flight, worker_groups, worker_name
+from settings.bulk import SQS_MAX_WAIT_SECONDS, WORKER_SERVICE_ACCOUNT, files_in_flight, worker_groups, worker_name
 from settings.schema import DeploymentConfig, GpuGroup
 
 APP = labels.BULK_APP_NAME
@@ -98,8 +98,12 @@ def trigger_metadata(config: DeploymentConfig, group: GpuGroup, queue_url: str) 
 
 
 def worker_stop_seconds(config: DeploymentConfig) -> int:
-    """How long the supervisor waits for the worker after SIGTERM: ``bulk.drain_seconds`` + margin."""
-    return config.bulk.drain_seconds + STOP_MARGIN_SECONDS
+    """How long the supervisor waits for the worker after SIGTERM: the drain + margin.
+
+    The drain lasts ``bulk.drain_seconds`` or, if longer, the long poll out at SIGTERM (the worker returns
+    what it brings at once); a kill before that would hide those messages for a visibility timeout.
+    """
+    return max(config.bulk.drain_seconds, SQS_MAX_WAIT_SECONDS) + STOP_MARGIN_SECONDS
 
 
 def worker_grace_seconds(config: DeploymentConfig) -> int:

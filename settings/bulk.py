@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SQS_MAX_VISIBILITY_SECONDS = 12 * 3600
 """A received message's visibility may be extended to at most 12 h after its receipt (SQS quotas)."""
 SQS_MAX_RETENTION_DAYS = 14
+SQS_MAX_WAIT_SECONDS = 20
+"""The longest ReceiveMessage long poll, the workers' ``receive_wait_seconds`` (SQS API Reference, ReceiveMessage
+``WaitTimeSeconds``); a draining worker waits for the poll it has out."""
 SQS_MAX_RECEIVE_COUNT = 1000
 S3_EVENT_MAX_BYTES = 64 * 1024
 """An S3 event notification is at most 64 KB (S3 user guide, "Event message structure")."""

@@ -97,3 +97,14 @@ def test_queue_length_follows_the_throughput_table() -> None:
     bigger = config_with(BULK, model={"max_batch_size": 32})
     (scaled,) = [m for n, m in of_kind(synth(bigger), "ScaledObject").items() if n.startswith("whisper-bulk")]
     assert scaled["spec"]["triggers"][0]["metadata"]["queueLength"] == "4"
+
+
+def test_a_short_drain_still_outlasts_the_long_poll_out_at_sigterm() -> None:
+    """The worker returns what its last long poll brings; killed before that, those messages stay hidden."""
+    from k8s_charts.bulk import worker_stop_seconds
+    from settings.bulk import SQS_MAX_WAIT_SECONDS
+
+    short = config_with(BULK, bulk={"drain_seconds": 10})
+    assert worker_stop_seconds(short) > SQS_MAX_WAIT_SECONDS > short.bulk.drain_seconds
+    assert worker_stop_seconds(short) < worker_grace_seconds(short)
+    assert worker_stop_seconds(load_config(BULK)) > load_config(BULK).bulk.drain_seconds == 120

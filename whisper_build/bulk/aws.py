@@ -6,6 +6,7 @@ both at a local S3 + SQS endpoint (:mod:`whisper_build.bulk.local`) instead of A
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -94,7 +95,7 @@ class JobStore:
             self.s3.download_file(self.bucket, key, str(path), ExtraArgs=extra or None)
             return
         body = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)["Body"]  # type: ignore[arg-type]
-        with open(path, "wb") as out:
+        with closing(body), open(path, "wb") as out:  # closed on a failed write too: the connection goes back
             for chunk in body.iter_chunks(CHUNK_BYTES):
                 out.write(chunk)
 

@@ -146,14 +146,21 @@ class JobRunner:
         return life.elapsed() >= settings.max_total_visibility_seconds - settings.continuation_margin_seconds
 
     async def run(self, job: JobMessage, life: Lifeline) -> Outcome:
-        """Work one job of a received message (module docstring); never raises for a job's own failure."""
-        settings = self.settings
+        """Work one job of a received message (module docstring); never raises for a job's own failure.
+
+        An S3 error outside the transcription (HeadObject, the status record, the lease, writing a
+        failure) is a ``storage_error``: the message is retried after its back-off, like a failed download.
+        """
         try:
-            info = await self._io(self.store.head, job.key, job.version_id)
+            return await self._run(job, life)
         except (ClientError, BotoCoreError) as exc:
-            log.warning("HeadObject of %s failed (%s); retrying later", job.key, exc)
+            log.warning("the job store failed for %s (%s); retrying later", job.key, exc)
             metrics.FAILURES.labels(reason="storage_error").inc()
             return Outcome.RETRIED
+
+    async def _run(self, job: JobMessage, life: Lifeline) -> Outcome:
+        settings = self.settings
+        info = await self._io(self.store.head, job.key, job.version_id)
         if info is None:
             log.warning("%s (version %s) does not exist; message dropped", job.key, job.version_id)
             metrics.FAILURES.labels(reason="not_found").inc()

@@ -236,15 +236,17 @@ class Worker:
         if received.sent_at:
             metrics.QUEUE_WAIT.observe(max(0.0, time.time() - received.sent_at))
         life = Lifeline(received, draining=self.draining)
-        heartbeat = asyncio.create_task(self._heartbeat(life))
+        stopped = asyncio.Event()
+        heartbeat = asyncio.create_task(self._heartbeat(life, stopped))
         metrics.IN_PROGRESS.inc()
         try:
             outcome = await self.runner.run(jobs[0], life)
         except asyncio.CancelledError:
+            await self._stop_heartbeat(heartbeat, stopped)
             await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
             raise
         finally:
-            heartbeat.cancel()
+            await self._stop_heartbeat(heartbeat, stopped)
             metrics.IN_PROGRESS.dec()
         metrics.JOBS.labels(outcome=outcome.value).inc()
         if outcome in DELETE_OUTCOMES:
@@ -257,10 +259,25 @@ class Worker:
         log.info("message %s: %s", received.message_id, outcome.value)
         return outcome
 
-    async def _heartbeat(self, life: Lifeline) -> None:
+    @staticmethod
+    async def _stop_heartbeat(heartbeat: asyncio.Task[None], stopped: asyncio.Event) -> None:
+        """End the heartbeat and wait for a ChangeMessageVisibility it has in flight.
+
+        A heartbeat landing after the message was returned (visibility 0) or given its back-off would hide
+        it again for a whole visibility timeout; one landing after DeleteMessage fails harmlessly.
+        ``asyncio.wait`` does not cancel the heartbeat if this task is cancelled while waiting.
+        """
+        stopped.set()
+        await asyncio.wait({heartbeat})
+
+    async def _heartbeat(self, life: Lifeline, stopped: asyncio.Event) -> None:
+        """Every ``heartbeat_seconds`` until ``stopped``: extend the message's visibility and the job's lease."""
         settings = self.settings
-        while True:
-            await asyncio.sleep(settings.heartbeat_seconds)
+        while not stopped.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopped.wait(), settings.heartbeat_seconds)
+            if stopped.is_set():
+                return
             remaining = settings.max_total_visibility_seconds - life.elapsed()
             timeout = int(max(1, min(settings.visibility_timeout_seconds, remaining)))
             try:
