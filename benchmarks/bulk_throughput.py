@@ -6,15 +6,17 @@ as a job archive is); ``--corpus utterances``: 6–10 s files, one short window 
 cost shows.
 Each of ``--pairs`` interleaved rounds measures, in this order:
 
-1. **bulk**: every file uploaded (8 at a time) to the local job bucket (moto's S3 + SQS server, uploads reaching the
-   queue through S3 events), one worker process with ``--files-in-flight`` slots; throughput = audio
-   seconds ÷ (last status record's time − first upload's time);
+1. **bulk**: every file staged beforehand in the local job bucket (moto's S3 + SQS server; :func:`stage`: an
+   archive already in S3), then submitted as ``make submit SRC=s3://…`` does (one job message per object),
+   one worker process with ``--files-in-flight`` slots, of the Triton's own as on the cluster (no gateway to
+   yield to); throughput = audio seconds ÷ (last status record's time − the first message's time);
 2. **in-process best batch**: the same files, all at once, through the engine and the Triton model's
    decoding layer in this process (``benchmarks.bench.targets.InProcessTarget``, an ideal batcher with
    no queue delay, at most ``max_batch_size`` windows per call, the bulk jobs' options: segment timestamps);
 3. **synchronous c=16**: the same files sent 16 at a time to the gateway's ``/invocations``;
 4. **latency**: p50 of ``--probes`` short synchronous requests one after another, alone, and then while
-   a bulk batch of the corpus runs (priority levels: docs/bulk.md).
+   a bulk batch of the corpus runs on a worker sharing the Triton with the gateway (priority levels, the
+   yield gate and half a batch at Triton at most: docs/bulk.md).
 
 Reports the medians over the rounds: bulk ÷ in-process throughput (target ≥ 0.95), synchronous c=16
 throughput beside it, and p50 with bulk ÷ p50 alone (target ≤ 1.5).
@@ -29,8 +31,12 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -40,60 +46,80 @@ from benchmarks.bench.runner import timed_request  # noqa: E402
 from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target  # noqa: E402
 from benchmarks.reference import IN_PROCESS_QUERY, GatewayProcess, machine_info  # noqa: E402
 from benchmarks.speech import recordings, require_tools, utterances  # noqa: E402
-from whisper_build.bulk.cli import Target  # noqa: E402
-from whisper_build.bulk.demo import local_stack  # noqa: E402
+from whisper_build.bulk.cli import Target, submit  # noqa: E402
+from whisper_build.bulk.demo import (  # noqa: E402
+    LocalStack,
+    local_stack,
+    local_target,
+    start_worker,
+    stop_worker,
+    worker_environment,
+)
 from whisper_build.bulk.job import decode_options  # noqa: E402
+from whisper_build.bulk.local import JobPath, provision  # noqa: E402
 from whisper_build.bulk.messages import JobOptions  # noqa: E402
-from whisper_build.bulk.records import OUTPUT_FILES, STATUS_FILE, JobStatus  # noqa: E402
+from whisper_build.bulk.records import STATUS_FILE, JobStatus  # noqa: E402
 from whisper_build.serving.contract import DecodeOptions  # noqa: E402
 from whisper_build.workstation.local_triton import free_ports  # noqa: E402
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.type_defs import NotificationConfigurationTypeDef
 
 SYNC_CONCURRENCY = 16
 BULK_OPTIONS = decode_options(JobOptions())
 """The in-process engine decodes what bulk jobs ask for (segment timestamps), so both do the same work."""
 MAX_BATCH = 16
 POLL_SECONDS = 0.5
-FAILURE_CHECK_SECONDS = 10.0
+READY_SECONDS = 60.0
 
 
-def round_statuses(target: Target, prefix: str, expected: int, read_anyway: bool = False) -> list[JobStatus]:
-    """This round's status records (under ``output/<prefix>/``) once ``expected`` jobs have their outputs.
-
-    One ListObjectsV2 per call: the records are read only when every job has written its transcript
-    (or with ``read_anyway``, to see failures, which write none); moto runs in this process, and
-    reading every record at every poll took CPU from Triton.
-    """
+def round_statuses(target: Target, prefix: str) -> list[JobStatus]:
+    """This round's status records (under ``output/<prefix>/``)."""
     keys = target.store.keys(f"{target.output_prefix}{prefix}/")
-    done = sum(k.endswith("/" + OUTPUT_FILES["txt"]) for k in keys)
-    if done < expected and not read_anyway:
-        return []
     statuses = [k for k in keys if k.endswith("/" + STATUS_FILE)]
     return [record for key in statuses if (record := target.store.read_model(key, JobStatus)) is not None]
 
 
-def bulk_round(target: Target, files: list[Path], prefix: str, timeout: float = 900.0) -> float:
-    """Upload ``files`` under ``input/<prefix>/`` (8 at a time); seconds from the first upload to the last final status.
+def stage(target: Target, files: list[Path], prefixes: list[str]) -> None:
+    """Store ``files`` under ``input/<prefix>/`` for every prefix, with the bucket's notification off, so they are an archive.
 
-    The end is the newest record's ``updated_at``, so the poll's period does not change the figure; the poll
-    lists this round's prefix every ``POLL_SECONDS`` (:func:`round_statuses`), and reads the records every
-    ``FAILURE_CHECK_SECONDS`` in case a job failed.
+    A job archive is already in its bucket when its jobs are submitted (``make submit SRC=s3://…``, no S3
+    events for objects that exist); staging it before the rounds keeps the uploads' CPU — moto runs in this
+    process — out of the throughput figure, as S3 takes none of a GPU node's CPU. The notification is put back
+    as it was.
     """
+    s3 = target.store.s3
+    answer = s3.get_bucket_notification_configuration(Bucket=target.store.bucket)
+    notification: NotificationConfigurationTypeDef = {"QueueConfigurations": answer.get("QueueConfigurations", [])}
+    s3.put_bucket_notification_configuration(Bucket=target.store.bucket, NotificationConfiguration={})
+    try:
+        uploads = [(path, f"{target.input_prefix}{prefix}/{path.name}") for prefix in prefixes for path in files]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda job: s3.upload_file(str(job[0]), target.store.bucket, job[1]), uploads))
+    finally:
+        s3.put_bucket_notification_configuration(Bucket=target.store.bucket, NotificationConfiguration=notification)
 
-    def upload(path: Path) -> None:
-        target.store.s3.upload_file(str(path), target.store.bucket, f"input/{prefix}/{path.name}")
 
+def bulk_round(target: Target, expected: int, prefix: str, timeout: float = 900.0) -> float:
+    """Submit the staged ``input/<prefix>/`` (:func:`stage`); seconds from the first job message to the last final status.
+
+    Jobs go in as ``make submit SRC=s3://…`` sends them (:func:`whisper_build.bulk.cli.submit`, one message per
+    object). The end is the newest record's ``updated_at``, so the poll's period does not change the figure.
+    The poll asks the queue every ``POLL_SECONDS`` whether any message is left (GetQueueAttributes; a job's
+    message is deleted after its final status is written) and reads the records only then: moto runs in this
+    process, and listing the bucket at every poll took 2–3 of the 4.4–5.6 CPU seconds moto spent in a round.
+    """
     started = time.time()
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(upload, files))
+    submitted = submit(target, f"s3://{target.store.bucket}/{target.input_prefix}{prefix}/", JobOptions())
+    assert submitted == expected, f"{prefix}: {submitted} objects staged, {expected} expected"
     deadline = time.monotonic() + timeout
-    next_check = time.monotonic() + FAILURE_CHECK_SECONDS
     while time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-        check = time.monotonic() >= next_check
-        next_check += FAILURE_CHECK_SECONDS if check else 0
-        mine = round_statuses(target, prefix, len(files), read_anyway=check)
+        if any(target.queue.counts().values()):
+            continue
+        mine = round_statuses(target, prefix)
         assert not [r for r in mine if r.state == "failed"], [r.error for r in mine if r.error]
-        if len(mine) == len(files) and all(r.final for r in mine):
+        if len(mine) == expected and all(r.final for r in mine):
             return max(r.updated_at for r in mine) - started
     raise TimeoutError(f"bulk round {prefix} did not finish in {timeout:g} s")
 
@@ -136,19 +162,52 @@ async def probe_p50(gateway_url: str, sample: AudioSample, probes: int) -> float
 
 
 async def latency_with_bulk(
-    target: Target, files: list[Path], prefix: str, gateway_url: str, sample: AudioSample, probes: int
+    target: Target, expected: int, prefix: str, gateway_url: str, sample: AudioSample, probes: int
 ) -> tuple[float, bool]:
-    """:func:`probe_p50` while a bulk round of ``files`` runs (started first, in a thread).
+    """:func:`probe_p50` while a bulk round of the staged ``prefix`` runs (started first, in a thread).
 
     Returns the p50 and whether the bulk round was still running when the last probe ended (else the
     probes did not all meet bulk work, and the figure says less).
     """
-    bulk = asyncio.create_task(asyncio.to_thread(bulk_round, target, files, prefix))
+    bulk = asyncio.create_task(asyncio.to_thread(bulk_round, target, expected, prefix))
     await asyncio.sleep(1.0)  # the worker has taken its first messages
     p50 = await probe_p50(gateway_url, sample, probes)
     overlapped = not bulk.done()
     await bulk
     return p50, overlapped
+
+
+@contextmanager
+def worker(stack: LocalStack, path: JobPath, work: Path, files_in_flight: int, yield_to: str | None) -> Iterator[None]:
+    """A bulk worker process on the job path ``path``, ready (``/ready``: Triton answered) before anything is sent.
+
+    ``yield_to`` unset: a worker of the Triton's own, as bulk pods run on the cluster (throughput rounds);
+    set: a worker sharing the Triton with that gateway (latency rounds: it yields, and keeps at most half a
+    batch at Triton, ``whisper_build.bulk.admission``). Each has its own queue, so each takes only its rounds.
+    """
+    port = free_ports(1)[0]
+    env = worker_environment(path, stack.triton.settings.grpc_url, work, files_in_flight, yield_to)
+    env["WHISPER_BULK_HTTP_PORT"] = str(port)
+    log = work / f"worker-{path.bucket}.log"
+    process = start_worker(env, log)
+    try:
+        deadline = time.monotonic() + READY_SECONDS
+        while not ready(f"http://127.0.0.1:{port}/ready"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the bulk worker did not become ready; its log: {log}")
+            time.sleep(0.2)
+        yield
+    finally:
+        stop_worker(process)
+
+
+def ready(url: str) -> bool:
+    """True when ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
@@ -162,8 +221,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
     rounds: list[dict[str, float | bool]] = []
     gateway_metrics = free_ports(1)[0]  # the worker yields to this gateway's requests (bulk.yielding)
     yield_to = f"http://127.0.0.1:{gateway_metrics}/metrics" if args.yield_gate else None
+    slots = args.files_in_flight
     with (
-        local_stack(work, workers=1, files_in_flight=args.files_in_flight, yield_to=yield_to) as stack,
+        local_stack(work, workers=0, files_in_flight=slots) as stack,
         GatewayProcess(
             stack.triton.settings.grpc_url,
             settings={
@@ -174,21 +234,29 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
         ) as gateway,
     ):
         gateway_spec = TargetSpec("gateway", "invocations", gateway.url)
-        bulk_round(stack.target, files[:2], "warm-up")
-        asyncio.run(concurrent_wall(engine, samples[:2], 2, BULK_OPTIONS))
-        for i in range(args.pairs):
-            bulk_s = bulk_round(stack.target, files, f"round{i}")
-            engine_s = asyncio.run(concurrent_wall(engine, samples, len(samples), BULK_OPTIONS))
-            sync_s = asyncio.run(concurrent_wall(gateway_spec, samples, SYNC_CONCURRENCY))
-            alone = asyncio.run(probe_p50(gateway.url, probe, args.probes))
-            beside, overlapped = asyncio.run(
-                latency_with_bulk(stack.target, files, f"busy{i}", gateway.url, probe, args.probes)
-            )
-            rounds.append(
-                {"bulk_audio_s_per_s": audio_s / bulk_s, "engine_audio_s_per_s": audio_s / engine_s,
-                 "sync_c16_audio_s_per_s": audio_s / sync_s, "probe_p50_alone_s": alone, "probe_p50_with_bulk_s": beside, "bulk_ran_through_probes": overlapped}
-            )  # fmt: skip
-            print(json.dumps(rounds[-1]), flush=True)
+        shared_path = provision(stack.path.endpoint_url, bucket="whisper-bulk-shared")
+        shared = local_target(shared_path)
+        stage(stack.target, files[:2], ["warm-up"])
+        stage(stack.target, files, [f"round{i}" for i in range(args.pairs)])
+        stage(shared, files, [f"busy{i}" for i in range(args.pairs)])
+        own_worker = worker(stack, stack.path, work, slots, None)
+        shared_worker = worker(stack, shared_path, work, slots, yield_to)
+        with own_worker, shared_worker:
+            bulk_round(stack.target, 2, "warm-up")
+            asyncio.run(concurrent_wall(engine, samples[:2], 2, BULK_OPTIONS))
+            for i in range(args.pairs):
+                bulk_s = bulk_round(stack.target, len(files), f"round{i}")
+                engine_s = asyncio.run(concurrent_wall(engine, samples, len(samples), BULK_OPTIONS))
+                sync_s = asyncio.run(concurrent_wall(gateway_spec, samples, SYNC_CONCURRENCY))
+                alone = asyncio.run(probe_p50(gateway.url, probe, args.probes))
+                beside, overlapped = asyncio.run(
+                    latency_with_bulk(shared, len(files), f"busy{i}", gateway.url, probe, args.probes)
+                )
+                rounds.append(
+                    {"bulk_audio_s_per_s": audio_s / bulk_s, "engine_audio_s_per_s": audio_s / engine_s,
+                     "sync_c16_audio_s_per_s": audio_s / sync_s, "probe_p50_alone_s": alone, "probe_p50_with_bulk_s": beside, "bulk_ran_through_probes": overlapped}
+                )  # fmt: skip
+                print(json.dumps(rounds[-1]), flush=True)
 
     def median(key: str) -> float:
         return statistics.median(r[key] for r in rounds)
@@ -216,7 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         help="recordings: mixed 19-84 s files, a job archive's mix; utterances: 6-10 s files (one short window each)",
     )
     parser.add_argument("--files", type=int, default=24, help="files in the corpus (more than the slots: a backlog)")
-    parser.add_argument("--files-in-flight", type=int, default=16, help="the worker's slots")
+    parser.add_argument(
+        "--files-in-flight",
+        type=int,
+        default=24,
+        help="the worker's slots (24: with 1-3 windows a file, two batches at Triton and the next one ready)",
+    )
     parser.add_argument(
         "--no-yield-gate", dest="yield_gate", action="store_false", help="bulk does not wait for the gateway's requests"
     )

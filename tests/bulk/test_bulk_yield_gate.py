@@ -165,7 +165,17 @@ def test_the_gate_lets_one_call_through_after_the_longest_wait_and_opens_without
         busy.start()
         await until(lambda: not busy.is_open)
         waited = await busy.wait()
+        # calls that began waiting together go one per max_wait_seconds while the gateway stays busy
+        started = time.monotonic()
+        gone: list[float] = []
+
+        async def one() -> None:
+            await busy.wait()
+            gone.append(time.monotonic() - started)
+
+        await asyncio.wait_for(asyncio.gather(one(), one(), one()), 20)
         await busy.close()
+        assert gone[1] - gone[0] >= 0.45 and gone[2] - gone[1] >= 0.45, gone
         away = YieldGate(f"http://127.0.0.1:{free_ports(1)[0]}/metrics", poll_seconds=0.05)
         away.start()
         await asyncio.sleep(0.3)
@@ -199,3 +209,26 @@ def test_the_first_call_yields_and_an_idle_gate_stops_polling(gateway_gauge, mon
     waited, polling_after_idle, later_readings = asyncio.run(scenario())
     assert waited >= 0.5  # the first call waited (up to the longest wait) for the request in flight
     assert not polling_after_idle and later_readings == 0
+
+
+@pytest.mark.integration
+def test_a_call_waiting_longer_than_the_idle_stop_keeps_the_gate_reading(gateway_gauge, monkeypatch) -> None:
+    """The poller stops when no call asks; a call still waiting is asking (else the stale gate opened)."""
+    import whisper_build.bulk.yielding as yielding_module
+
+    monkeypatch.setattr(yielding_module, "IDLE_STOP_SECONDS", 0.3)
+    gauge, url = gateway_gauge
+
+    async def scenario() -> tuple[bool, float]:
+        gauge.set(1)
+        gate = YieldGate(url, hold_seconds=0.2, poll_seconds=0.05, max_wait_seconds=60)
+        call = asyncio.create_task(gate.wait())
+        await asyncio.sleep(1.5)  # five idle stops, seven holds: still held while the gateway is busy
+        held = not call.done()
+        gauge.set(0)
+        waited = await asyncio.wait_for(call, 10)
+        await gate.close()
+        return held, waited
+
+    held, waited = asyncio.run(scenario())
+    assert held and waited >= 1.5

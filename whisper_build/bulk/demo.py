@@ -120,6 +120,18 @@ class LocalStack:
     workers: list[subprocess.Popen[bytes]]
 
 
+def local_target(path: JobPath) -> Target:
+    """The commands' :class:`Target` on a provisioned local job path (prefixes ``input/`` and ``output/``)."""
+    s3, sqs = clients(path.region, path.endpoint_url)
+    return Target(
+        JobStore(s3, path.bucket),
+        JobQueue(sqs, path.queue_url),
+        JobQueue(sqs, path.dead_letter_url),
+        "input/",
+        "output/",
+    )
+
+
 @contextmanager
 def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | None = None) -> Iterator[LocalStack]:
     """Local S3 + SQS (provisioned), Triton (CPU) and ``workers`` worker processes; all stopped on exit.
@@ -128,14 +140,7 @@ def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | 
     """
     with LocalAws() as aws:
         path = provision(aws.endpoint_url)
-        s3, sqs = clients(path.region, path.endpoint_url)
-        target = Target(
-            JobStore(s3, path.bucket),
-            JobQueue(sqs, path.queue_url),
-            JobQueue(sqs, path.dead_letter_url),
-            "input/",
-            "output/",
-        )
+        target = local_target(path)
         print(f"local S3 + SQS at {aws.endpoint_url}; starting Triton (CPU, whisper tiny.en)", flush=True)
         with LocalTriton(cpu_triton_settings(), workdir=work / "triton") as triton:
             env = worker_environment(path, triton.settings.grpc_url, work, files_in_flight, yield_to)

@@ -30,6 +30,7 @@ from typing import ParamSpec, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from whisper_build.bulk import metrics
+from whisper_build.bulk.admission import ActiveJobs
 from whisper_build.bulk.aws import JobQueue, JobStore, ObjectInfo, Received
 from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.outputs import render_outputs
@@ -130,11 +131,20 @@ def decode_options(options: JobOptions) -> DecodeOptions:
 class JobRunner:
     """Runs jobs against one store, queue and transcriber (one per worker process)."""
 
-    def __init__(self, settings: WorkerSettings, store: JobStore, queue: JobQueue, transcriber: Transcriber) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        store: JobStore,
+        queue: JobQueue,
+        transcriber: Transcriber,
+        active: ActiveJobs | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.queue = queue
         self.transcriber = transcriber
+        self.active = active or ActiveJobs()
+        """The jobs in :meth:`run` now (the worker's :class:`~whisper_build.bulk.admission.BulkAdmission` reads it)."""
 
     async def _io(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A blocking boto3 call in a thread."""
@@ -151,12 +161,15 @@ class JobRunner:
         An S3 error outside the transcription (HeadObject, the status record, the lease, writing a
         failure) is a ``storage_error``: the message is retried after its back-off, like a failed download.
         """
+        self.active.count += 1
         try:
             return await self._run(job, life)
         except (ClientError, BotoCoreError) as exc:
             log.warning("the job store failed for %s (%s); retrying later", job.key, exc)
             metrics.FAILURES.labels(reason="storage_error").inc()
             return Outcome.RETRIED
+        finally:
+            self.active.count -= 1
 
     async def _run(self, job: JobMessage, life: Lifeline) -> Outcome:
         settings = self.settings

@@ -60,6 +60,12 @@ class WorkerSettings(BaseSettings):
     )
     yield_hold_seconds: float = Field(2.0, ge=0, description="keep yielding this long after the last request")
     yield_max_wait_seconds: float = Field(30.0, gt=0, description="longest wait of one bulk call for the gate")
+    gather_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="after an idle spell, the longest a bulk call waits for others to fill the model's batch "
+        "(whisper_build.bulk.admission; 0: never gathers)",
+    )
     http_host: str = Field("127.0.0.1", description="address of /live, /ready, /metrics")
     http_port: int = Field(0, ge=0, le=65535, description="port of /live, /ready, /metrics (0: none)")
     worker_id: str = Field(default_factory=socket.gethostname, description="names this worker in leases and logs")

@@ -16,6 +16,10 @@ slots are free (up to 10 per ReceiveMessage).
   and at most half of ``max_batch_size`` windows (:func:`bulk_plan`), so synchronous requests sharing
   the Triton keep their latency and their queue; with ``yield_to_metrics_url`` (a gateway sharing that
   Triton) new bulk calls also wait while the gateway has requests in flight (:mod:`whisper_build.bulk.yielding`).
+* **Admission** (:mod:`whisper_build.bulk.admission`): after an idle spell (no call of this worker at
+  Triton) calls wait, at most ``gather_seconds``, until they fill the model's batch or every job has one
+  waiting, and go together, so a round's first batch is a full one; and at most two batches' worth of
+  windows are at Triton at once (one executing, one queued), half a batch where a gateway shares it.
 * **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
   (prometheus-client) on ``http_host:http_port`` when the port is set.
 """
@@ -37,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from whisper_build.bulk import metrics
+from whisper_build.bulk.admission import ActiveJobs, AdmissionBackend, BulkAdmission
 from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
 from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
 from whisper_build.bulk.messages import BadMessage, parse_body
@@ -324,16 +329,19 @@ def build_worker(settings: WorkerSettings) -> Worker:
     """
     s3, sqs = clients(settings.region, settings.endpoint_url)
     queue = JobQueue(sqs, settings.queue_url)
+    active = ActiveJobs()
     backend: TranscriptionBackend = TritonBackend(settings.triton_url, settings.triton_model, priority=BULK_PRIORITY)
-    if settings.yield_to_metrics_url:
+    if settings.yield_to_metrics_url:  # the gate right before Triton: it holds calls already admitted too
         gate = YieldGate(
             settings.yield_to_metrics_url,
             hold_seconds=settings.yield_hold_seconds,
             max_wait_seconds=settings.yield_max_wait_seconds,
         )
         backend = YieldingBackend(backend, gate)
+    shared = settings.yield_to_metrics_url is not None
+    backend = AdmissionBackend(backend, BulkAdmission(active, settings.gather_seconds, shared=shared))
     transcriber = Transcriber(backend, window_plan(settings))
-    return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber), queue)
+    return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber, active), queue)
 
 
 def main() -> int:

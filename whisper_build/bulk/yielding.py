@@ -8,7 +8,8 @@ size (a CPU; a GPU at large batches) a synchronous request then waits for bulk w
 :class:`YieldGate` closes the gap: it reads the gateway's pod-wide in-flight gauge
 (``whisper_gateway_inflight_requests``, docs/contracts.md §7) every ``poll_seconds`` and holds every new
 bulk Triton call while that gauge is above 0 and for ``hold_seconds`` after it fell to 0. A call waits
-at most ``max_wait_seconds``: bulk keeps a trickle of progress under constant synchronous traffic. An
+at most ``max_wait_seconds``, and only one call goes that way per ``max_wait_seconds`` (calls that began
+waiting together do not all go together): bulk keeps a trickle of progress under constant synchronous traffic. An
 unreachable or unparsable endpoint opens the gate (bulk work must not stop because a gateway is away).
 :class:`YieldingBackend` puts the gate in front of a
 :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`.
@@ -72,6 +73,7 @@ class YieldGate:
         self.hold_seconds, self.poll_seconds, self.max_wait_seconds = hold_seconds, poll_seconds, max_wait_seconds
         self._last_busy = -float("inf")
         self._last_asked = -float("inf")
+        self._last_forced = -float("inf")
         self._poller: asyncio.Task[None] | None = None
 
     @property
@@ -108,7 +110,7 @@ class YieldGate:
             self._poller = asyncio.get_running_loop().create_task(self._poll())
 
     async def wait(self) -> float:
-        """Wait until the gate is open, at most ``max_wait_seconds``; the seconds waited.
+        """Wait until the gate is open, or ``max_wait_seconds`` and no other call was let through in the last ``max_wait_seconds``; the seconds waited.
 
         Without a poller running (the first call, or the first after an idle spell) it reads the gauge
         first, so that call yields too.
@@ -119,12 +121,14 @@ class YieldGate:
         if self.is_open:
             return 0.0
         started = time.monotonic()
-        try:
-            async with asyncio.timeout(self.max_wait_seconds):
-                while not self.is_open:
-                    await asyncio.sleep(self.poll_seconds)
-        except TimeoutError:
-            log.info("yield gate: synchronous traffic for %.0f s; sending one bulk call", self.max_wait_seconds)
+        while not self.is_open:
+            now = time.monotonic()
+            self._last_asked = now  # a waiting call keeps the poller reading (else the gate would open stale)
+            if now - started >= self.max_wait_seconds and now - self._last_forced >= self.max_wait_seconds:
+                self._last_forced = now  # one call per max_wait_seconds, not every call that began waiting then
+                log.info("yield gate: synchronous traffic for %.0f s; sending one bulk call", self.max_wait_seconds)
+                break
+            await asyncio.sleep(self.poll_seconds)
         waited = time.monotonic() - started
         metrics.YIELD_SECONDS.inc(waited)
         return waited
