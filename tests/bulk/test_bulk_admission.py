@@ -138,9 +138,9 @@ def test_a_cancelled_waiting_call_is_no_part_of_the_batch_and_zero_seconds_never
     asyncio.run(asyncio.wait_for(call(never, 1), 5))
 
 
-def test_no_more_than_two_batches_of_windows_are_at_triton() -> None:
+def most_at_triton(admission: BulkAdmission, calls: int, windows: int) -> tuple[int, RecordingBackend]:
+    """Send ``calls`` calls of ``windows`` windows at once; the most windows at Triton at any time, and the backend."""
     inner = RecordingBackend(answer_seconds=0.3)
-    admission = BulkAdmission(ActiveJobs(count=16), gather_seconds=0, batch_windows=8)
     backend = AdmissionBackend(inner, admission)
     most = 0
 
@@ -152,10 +152,16 @@ def test_no_more_than_two_batches_of_windows_are_at_triton() -> None:
 
     async def scenario() -> None:
         watcher = asyncio.create_task(watch())
-        await asyncio.wait_for(asyncio.gather(*(call(backend, 3) for _ in range(16))), 20)  # 48 windows
+        await asyncio.wait_for(asyncio.gather(*(call(backend, windows) for _ in range(calls))), 20)
         watcher.cancel()
 
     asyncio.run(scenario())
+    return most, inner
+
+
+def test_no_more_than_two_batches_of_windows_are_at_triton() -> None:
+    admission = BulkAdmission(ActiveJobs(count=16), gather_seconds=0, batch_windows=8)
+    most, inner = most_at_triton(admission, calls=16, windows=3)  # 48 windows
     assert len(inner.arrivals) == 16
     assert most <= 2 * 8 and most >= 15  # five calls of 3 (15) fit under 16; the rest waited for answers
     alone = AdmissionBackend(RecordingBackend(), BulkAdmission(ActiveJobs(count=1), gather_seconds=0, batch_windows=2))
@@ -163,22 +169,7 @@ def test_no_more_than_two_batches_of_windows_are_at_triton() -> None:
 
 
 def test_beside_a_gateway_half_a_batch_at_most_is_at_triton() -> None:
-    inner = RecordingBackend(answer_seconds=0.3)
     admission = BulkAdmission(ActiveJobs(count=6), gather_seconds=0, batch_windows=16, shared=True)
-    backend = AdmissionBackend(inner, admission)
-    most = 0
-
-    async def watch() -> None:
-        nonlocal most
-        while True:
-            most = max(most, admission.windows_at_triton)
-            await asyncio.sleep(0.01)
-
-    async def scenario() -> None:
-        watcher = asyncio.create_task(watch())
-        await asyncio.wait_for(asyncio.gather(*(call(backend, 3) for _ in range(6))), 20)
-        watcher.cancel()
-
-    asyncio.run(scenario())
-    assert admission.max_windows_at_triton == 8
+    most, inner = most_at_triton(admission, calls=6, windows=3)
+    assert admission.max_windows_at_triton == 8 and len(inner.arrivals) == 6
     assert most == 6  # two calls of 3; a third would pass 8
