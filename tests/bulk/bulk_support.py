@@ -7,13 +7,12 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from whisper_build.bulk.aws import JobQueue, JobStore, clients
 from whisper_build.bulk.cli import Target, latest_per_input, statuses
+from whisper_build.bulk.demo import local_target
 from whisper_build.bulk.local import JobPath, provision
 from whisper_build.bulk.records import CHECKPOINT_FILE, Checkpoint, JobStatus
 from whisper_build.workstation.local_triton import REPO_ROOT
@@ -24,15 +23,7 @@ _BUCKETS = itertools.count()
 def new_job_path(endpoint_url: str, **options: int) -> tuple[JobPath, Target]:
     """A fresh bucket + queue + DLQ (unique names) on the local endpoint, and a :class:`Target` on them."""
     path = provision(endpoint_url, bucket=f"jobs-{os.getpid()}-{next(_BUCKETS)}", **options)
-    s3, sqs = clients(path.region, path.endpoint_url)
-    target = Target(
-        JobStore(s3, path.bucket),
-        JobQueue(sqs, path.queue_url),
-        JobQueue(sqs, path.dead_letter_url),
-        "input/",
-        "output/",
-    )
-    return path, target
+    return path, local_target(path)
 
 
 def worker_env(path: JobPath, triton_grpc: str, scratch: Path, **settings: object) -> dict[str, str]:
@@ -42,12 +33,6 @@ def worker_env(path: JobPath, triton_grpc: str, scratch: Path, **settings: objec
     env |= {"WHISPER_BULK_RECEIVE_WAIT_SECONDS": "1", "WHISPER_BULK_RETRY_BASE_SECONDS": "1"}
     env |= {f"WHISPER_BULK_{name.upper()}": str(value) for name, value in settings.items()}
     return env
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """``python -m whisper_build.bulk.worker``, output appended to ``log``."""
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "whisper_build.bulk.worker"], env=env, stdout=out, stderr=out)
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import soundfile
 import speech_samples as samples
-from bulk_support import final_statuses, new_job_path, start_worker, stop, triton_windows, wait_until, worker_env
+from bulk_support import final_statuses, new_job_path, stop, triton_windows, wait_until, worker_env
 from gateway_server import running_gateway
 from long_audio import sparse_speech_flac
 from prometheus_client.parser import text_string_to_metric_families
 
 from whisper_build.bulk.cli import Target, jobs, latest_per_input, statuses, submit
+from whisper_build.bulk.demo import start_worker
 from whisper_build.bulk.local import JobPath, LocalAws
 from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.records import OUTPUT_FILES, JobStatus

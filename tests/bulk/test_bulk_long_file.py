@@ -13,8 +13,9 @@ import time
 import psutil
 import pytest
 import speech_samples as samples
-from bulk_support import final_statuses, new_job_path, silent_hours_flac, start_worker, stop, worker_env
+from bulk_support import final_statuses, new_job_path, silent_hours_flac, stop, worker_env
 
+from whisper_build.bulk.demo import start_worker
 from whisper_build.bulk.local import LocalAws
 
 pytestmark = [

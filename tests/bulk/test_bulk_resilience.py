@@ -22,7 +22,6 @@ from bulk_support import (
     checkpoint_of,
     final_statuses,
     new_job_path,
-    start_worker,
     stop,
     triton_windows,
     wait_until,
@@ -30,6 +29,7 @@ from bulk_support import (
 )
 from long_audio import sparse_speech_flac
 
+from whisper_build.bulk.demo import start_worker
 from whisper_build.bulk.local import LocalAws
 from whisper_build.bulk.records import JobStatus
 from whisper_build.bulk.settings import WorkerSettings
