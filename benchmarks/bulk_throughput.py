@@ -31,7 +31,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -44,7 +43,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
 from benchmarks.bench.runner import timed_request  # noqa: E402
 from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target  # noqa: E402
-from benchmarks.reference import IN_PROCESS_QUERY, GatewayProcess, machine_info  # noqa: E402
+from benchmarks.reference import IN_PROCESS_QUERY, GatewayProcess, machine_info, wait_until_ok  # noqa: E402
 from benchmarks.speech import recordings, require_tools, utterances  # noqa: E402
 from whisper_build.bulk.cli import Target, submit  # noqa: E402
 from whisper_build.bulk.demo import (  # noqa: E402
@@ -191,23 +190,10 @@ def worker(stack: LocalStack, path: JobPath, work: Path, files_in_flight: int, y
     log = work / f"worker-{path.bucket}.log"
     process = start_worker(env, log)
     try:
-        deadline = time.monotonic() + READY_SECONDS
-        while not ready(f"http://127.0.0.1:{port}/ready"):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the bulk worker did not become ready; its log: {log}")
-            time.sleep(0.2)
+        wait_until_ok(f"http://127.0.0.1:{port}/ready", process, READY_SECONDS, f"the bulk worker (log: {log})")
         yield
     finally:
         stop_worker(process)
-
-
-def ready(url: str) -> bool:
-    """True when ``url`` answers 200."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, object]:

@@ -79,6 +79,25 @@ def machine_info() -> dict[str, object]:
 
 
 # ------------------------------------------------------------------ gateway subprocess
+def wait_until_ok(url: str, process: subprocess.Popen[bytes], timeout_s: float, what: str) -> None:
+    """Poll the local ``url`` until it answers 200.
+
+    Raises: ``RuntimeError`` naming ``what`` when ``process`` exits first or ``timeout_s`` seconds pass.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{what} did not answer {url} within {timeout_s:g} s")
+
+
 class GatewayProcess:
     """Run ``python -m whisper_build.serving.gateway`` on free ports (traffic, metrics), pointed at ``triton_url``.
 
@@ -115,19 +134,12 @@ class GatewayProcess:
 
     def __enter__(self) -> GatewayProcess:
         self._process = subprocess.Popen([sys.executable, "-m", self._module], env=self._env, cwd=self._root)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {self._process.returncode}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/ping", timeout=2) as response:  # noqa: S310 - local
-                    if response.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.3)
-        self.__exit__()
-        raise RuntimeError("the gateway did not answer /ping within 60 s")
+        try:
+            wait_until_ok(f"{self.url}/ping", self._process, 60.0, "the gateway")
+        except RuntimeError:
+            self.__exit__()
+            raise
+        return self
 
     @property
     def pid(self) -> int:
