@@ -144,7 +144,8 @@ class JobRunner:
         self.queue = queue
         self.transcriber = transcriber
         self.active = active or ActiveJobs()
-        """The jobs in :meth:`run` now (the worker's :class:`~whisper_build.bulk.admission.BulkAdmission` reads it)."""
+        """The jobs in :meth:`run` now (the worker's :class:`~whisper_build.bulk.admission.BulkAdmission` reads it;
+        ``whisper_bulk_files_in_progress`` follows it)."""
 
     async def _io(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A blocking boto3 call in a thread."""
@@ -162,6 +163,7 @@ class JobRunner:
         failure) is a ``storage_error``: the message is retried after its back-off, like a failed download.
         """
         self.active.count += 1
+        metrics.IN_PROGRESS.inc()
         try:
             return await self._run(job, life)
         except (ClientError, BotoCoreError) as exc:
@@ -170,6 +172,7 @@ class JobRunner:
             return Outcome.RETRIED
         finally:
             self.active.count -= 1
+            metrics.IN_PROGRESS.dec()
 
     async def _run(self, job: JobMessage, life: Lifeline) -> Outcome:
         settings = self.settings

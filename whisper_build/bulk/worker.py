@@ -243,7 +243,6 @@ class Worker:
         life = Lifeline(received, draining=self.draining)
         stopped = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(life, stopped))
-        metrics.IN_PROGRESS.inc()
         try:
             outcome = await self.runner.run(jobs[0], life)
         except asyncio.CancelledError:
@@ -251,8 +250,7 @@ class Worker:
             await asyncio.to_thread(self.queue.set_visibility, received.receipt, 0)
             raise
         finally:
-            await self._stop_heartbeat(heartbeat, stopped)
-            metrics.IN_PROGRESS.dec()
+            await self._stop_heartbeat(heartbeat, stopped)  # a no-op after the cancelled branch stopped it
         metrics.JOBS.labels(outcome=outcome.value).inc()
         if outcome in DELETE_OUTCOMES:
             await asyncio.to_thread(self.queue.delete, received.receipt)
@@ -278,7 +276,7 @@ class Worker:
     async def _heartbeat(self, life: Lifeline, stopped: asyncio.Event) -> None:
         """Every ``heartbeat_seconds`` until ``stopped``: extend the message's visibility and the job's lease."""
         settings = self.settings
-        while not stopped.is_set():
+        while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopped.wait(), settings.heartbeat_seconds)
             if stopped.is_set():
