@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slow_engine import SlowEngineControl, slow_triton
 
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.triton_model.repository import BatchingConfig
@@ -36,11 +37,25 @@ def cpu_triton_settings() -> TritonSettings:
     )
 
 
+def no_fallback(settings: TritonSettings) -> TritonSettings:
+    """``settings`` with the temperature fallback off (``temperature_increment`` 0): one decode per window."""
+    return settings.model_copy(update={"engine": settings.engine.model_copy(update={"temperature_increment": 0.0})})
+
+
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[LocalTriton]:
     """A running tritonserver with the ``whisper`` model (CPU), shared by the whole session."""
     with LocalTriton(cpu_triton_settings()) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def slow_triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTriton, SlowEngineControl]]:
+    """A second tritonserver (CPU tiny.en, fallback off: one decode per window) whose engine a test slows
+    with ``control.delay(seconds_per_window)`` (tests/slow_engine.py); shared by the session, delay 0
+    between tests."""
+    with slow_triton(no_fallback(cpu_triton_settings()), tmp_path_factory.mktemp("slow-triton")) as (server, control):
+        yield server, control
 
 
 def make_serve_command(workdir: Path, cpu_threads: int = 1) -> tuple[list[str], dict[str, str], int]:

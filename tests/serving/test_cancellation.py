@@ -1,7 +1,11 @@
 """Work nobody waits for stops: a client disconnect and a request timeout stop the model within one window group.
 
-Real Triton (CPU tiny.en) and the gateway with 2 workers; the measure is the model's own counter
-``whisper_model_engine_windows_total`` (windows handed to the engine) on Triton's metrics port.
+Real Triton (CPU tiny.en, fallback off) and the gateway with 2 workers; the measure is the model's own
+counter ``whisper_model_engine_windows_total`` (windows handed to the engine) on Triton's metrics port.
+The engine is slowed to :data:`SECONDS_PER_WINDOW` (tests/slow_engine.py), so the file takes at least
+``FILE_WINDOWS`` × that, far past the client's 3 s and the 8 s timeout on any CPU; "settled" means the
+gateway has no request in progress and the engine no call (not a quiet spell, which a slow engine
+call could outlast).
 """
 
 from __future__ import annotations
@@ -15,15 +19,19 @@ import httpx
 import pytest
 from gateway_process import gateway_process
 from long_audio import tone_flac
+from slow_engine import SlowEngineControl, wait_until_idle
 
 from whisper_build.serving.triton_model.cancellation import WINDOWS_METRIC
+from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = pytest.mark.integration
 
 GROUP = 2
 """Windows per Triton call in these tests (WHISPER_GATEWAY_WINDOW_GROUP_SIZE): many groups per file."""
 FILE_WINDOWS = 20
-"""The 10-minute tone: 20 windows of 30 s, every one non-silent."""
+"""The 10-minute tone: 20 windows of 30 s, every one non-silent (decoded once each: fallback off)."""
+SECONDS_PER_WINDOW = 1.5
+"""The engine's added time per window: a group of 2 takes ≥ 3 s, the file ≥ 30 s."""
 
 
 def _metric(metrics_url: str, pattern: str) -> float:
@@ -42,17 +50,10 @@ def _cancelled(metrics_url: str) -> float:
     return _metric(metrics_url, r'nv_inference_request_failure\{model="whisper",reason="CANCELED",version="1"\}')
 
 
-def _settled(metrics_url: str, quiet_s: float = 4.0, limit_s: float = 120.0) -> float:
-    """The counter once it has not moved for ``quiet_s`` (the model is idle)."""
-    deadline = time.monotonic() + limit_s
-    last, since = _windows(metrics_url), time.monotonic()
-    while time.monotonic() - since < quiet_s:
-        assert time.monotonic() < deadline, "the model never went idle"
-        time.sleep(0.5)
-        now = _windows(metrics_url)
-        if now != last:
-            last, since = now, time.monotonic()
-    return last
+def _settled(metrics_url: str, control: SlowEngineControl, gateway_metrics: str) -> float:
+    """The counter once the gateway has no request in progress and the engine no call."""
+    wait_until_idle(control, gateway_metrics)
+    return _windows(metrics_url)
 
 
 def _post_then_close(url: str, body: bytes, after_s: float) -> None:
@@ -74,20 +75,25 @@ def _multipart(audio: bytes) -> bytes:
 
 
 def test_a_disconnect_and_a_request_timeout_stop_the_model_within_one_window_group(
-    triton_server, tmp_path: Path
+    slow_triton_server: tuple[LocalTriton, SlowEngineControl], tmp_path: Path
 ) -> None:
-    metrics = triton_server.settings.metrics_url
+    server, control = slow_triton_server
+    metrics = server.settings.metrics_url
     audio = tone_flac(10).read_bytes()
-    with gateway_process(
-        triton_server.settings.grpc_url,
-        tmp_path,
-        window_group_size=str(GROUP),
-        request_timeout_seconds="8",
-        predicted_rtf="0.0001",
-    ) as gw:
+    with (
+        control.delay(SECONDS_PER_WINDOW),
+        gateway_process(
+            server.settings.grpc_url,
+            tmp_path,
+            window_group_size=str(GROUP),
+            request_timeout_seconds="8",
+            predicted_rtf="0.0001",
+        ) as gw,
+    ):
         cancels = 0.0
         for case in ("disconnect", "timeout"):
-            before, cancelled = _settled(metrics), _cancelled(metrics)
+            before, cancelled = _settled(metrics, control, gw.metrics), _cancelled(metrics)
+            engine_before = control.windows_started()
             # WHEN the client leaves 3 s in / the request hits its 8 s timeout
             if case == "disconnect":
                 _post_then_close(gw.url, _multipart(audio), after_s=3.0)
@@ -97,7 +103,9 @@ def test_a_disconnect_and_a_request_timeout_stop_the_model_within_one_window_gro
                 assert r.status_code == 504 and r.headers["x-should-retry"] == "false", r.text
             at_end = _windows(metrics)
             # THEN the model computes at most the group in flight then, and never the whole file
-            after = _settled(metrics)
+            after = _settled(metrics, control, gw.metrics)
+            # (the condition held: the engine was still decoding this file when the client's end came)
+            assert 0 < control.windows_started() - engine_before == after - before < FILE_WINDOWS
             print(f"\n{case}: windows before the end {at_end - before:g}, after it {after - at_end:g}")
             assert after - at_end <= GROUP, (case, before, at_end, after, gw.log_text()[-3000:])
             assert after - before < FILE_WINDOWS, (case, before, after)

@@ -2,8 +2,9 @@
 
 A second client — as bulk workers do, at ``contract.BULK_PRIORITY``, half a batch per call
 (``whisper_build.bulk.worker.bulk_plan``) — keeps two calls of 8 speech windows in flight, while
-the gateway has no request of its own. Triton batches them (16 windows, ~10 s per execution on this
-CPU, longer than the canary timeout); the gateway's canary waits behind those batches, Triton's
+the gateway has no request of its own. Triton batches them (16 windows; the engine is slowed to
+:data:`SECONDS_PER_WINDOW` from outside, tests/slow_engine.py, so an execution takes ≥ 8 s on any CPU,
+far longer than the canary timeout); the gateway's canary waits behind those batches, Triton's
 metrics (queued requests, completed executions) say the model is busy, so /ping, polled every
 0.5 s, never turns 503 and the busy state is visible in ``whisper_gateway_model_busy_with_others``
 and the gateway's log. (Two calls that fill a batch also keep a canary out of the first one: a
@@ -25,6 +26,7 @@ import pytest
 import soundfile
 import speech_samples as samples
 from gateway_process import gateway_process
+from slow_engine import SlowEngineControl
 
 from benchmarks.speech import SENTENCES
 from whisper_build.serving import contract
@@ -41,7 +43,9 @@ BUSY_SECONDS = 30.0
 TEXT = SENTENCES[0]
 """About 5 s of speech at espeak-ng's pace."""
 CANARY = {"canary_interval_seconds": "1", "canary_timeout_seconds": "2", "stale_after_seconds": "4"}
-"""A canary timeout well below one batch (7-15 s measured here), so a faster machine still makes the canary wait past it."""
+"""A canary timeout well below one batch (≥ 8 s: 16 windows × :data:`SECONDS_PER_WINDOW`)."""
+SECONDS_PER_WINDOW = 0.5
+"""The engine's added time per window."""
 WINDOWS_PER_CALL = 8
 """Half the test model's ``max_batch_size`` (16), as bulk workers send."""
 
@@ -74,10 +78,14 @@ def _busy_gauge(metrics_url: str) -> float:
 
 @pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)")
 def test_ping_stays_200_while_another_client_keeps_the_shared_triton_busy(
-    triton_server: LocalTriton, tmp_path: Path
+    slow_triton_server: tuple[LocalTriton, SlowEngineControl], tmp_path: Path
 ) -> None:
+    triton_server, control = slow_triton_server
     metrics = triton_server.settings.metrics_url
-    with gateway_process(triton_server.settings.grpc_url, tmp_path, triton_metrics_url=metrics, **CANARY) as gateway:
+    with (
+        control.delay(SECONDS_PER_WINDOW),
+        gateway_process(triton_server.settings.grpc_url, tmp_path, triton_metrics_url=metrics, **CANARY) as gateway,
+    ):
         # GIVEN another client keeping the model busy with long bulk-priority batches
         speech, _ = soundfile.read(samples.speak(TEXT, tmp_path / "speech.wav"), dtype="float32")
         window = speech[: 30 * 16_000]  # one window

@@ -2,12 +2,13 @@
 
 The file is 150 s: five windows, each one espeak-ng sentence and then silence (each window is
 decoded: none is all silence). Progress and the disconnect are read from Triton's own counter of
-inferences (``nv_inference_count``: one per window, whatever the batching).
+inferences (``nv_inference_count``: one per window, whatever the batching). The engine is slowed to
+:data:`SECONDS_PER_WINDOW` (tests/slow_engine.py), so windows finish one by one on any CPU, and
+"after the disconnect" ends when the gateway and the engine are idle, not after a fixed sleep.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,11 +21,13 @@ import speech_samples as samples
 from gateway_server import running_gateway
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 from prometheus_client.parser import text_string_to_metric_families
+from slow_engine import SlowEngineControl, wait_until_idle
 
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.backend import BackendError, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.results import WindowResult
+from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,6 +43,8 @@ SENTENCES = [
 ]
 WINDOW_S = 30
 RATE = 16000
+SECONDS_PER_WINDOW = 1.0
+"""The engine's added time per window: the file takes ≥ 5 s, a window ≥ 1 s."""
 
 
 class FaultyBackend(TritonBackend):
@@ -82,7 +87,15 @@ def long_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gateway(triton_server) -> Iterator[tuple[str, FaultyBackend]]:
+def triton_server(slow_triton_server: tuple[LocalTriton, SlowEngineControl]) -> Iterator[LocalTriton]:
+    """The slowed tritonserver, at :data:`SECONDS_PER_WINDOW` for this module's tests."""
+    server, control = slow_triton_server
+    with control.delay(SECONDS_PER_WINDOW):
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(triton_server: LocalTriton) -> Iterator[tuple[str, FaultyBackend]]:
     made: list[FaultyBackend] = []
 
     def factory(settings: GatewaySettings) -> FaultyBackend:  # called on the gateway's loop (grpc.aio)
@@ -143,8 +156,11 @@ def test_an_error_mid_stream_raises_api_error_in_the_official_client(gateway, lo
     assert len(received) == 2 and all(isinstance(e, TranscriptionTextDeltaEvent) for e in received)
 
 
-def test_a_disconnect_mid_stream_computes_no_later_group(gateway, long_file: Path, triton_server) -> None:
+def test_a_disconnect_mid_stream_computes_no_later_group(
+    gateway, long_file: Path, triton_server, slow_triton_server
+) -> None:
     url, backend = gateway
+    _, control = slow_triton_server
     metrics = triton_server.settings.metrics_url
     before, canaries = _windows_computed(metrics), backend.canaries
     http = httpx.Client(timeout=300)
@@ -158,7 +174,9 @@ def test_a_disconnect_mid_stream_computes_no_later_group(gateway, long_file: Pat
     at_disconnect = _windows_computed(metrics) - before - (backend.canaries - canaries)
     response.close()
     http.close()
-    time.sleep(8)  # longer than a few windows' decode on a busy 2-core box
+    # the gateway's stream ends and the engine goes idle: a gateway that kept sending groups after
+    # the disconnect stays in progress until the file's end, so this wait is never too short
+    wait_until_idle(control, url.metrics)
     computed = _windows_computed(metrics) - before - (backend.canaries - canaries)
     # at most the group that was with the model when the client left; never the 3 after it
     assert computed <= at_disconnect + 1 < len(SENTENCES)
