@@ -96,7 +96,7 @@ prices: ## CONFIG's price per instance type (source, date, unsourced flagged) an
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)"
 
-sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 2", "--bulk-audio-hours 5000 --deadline-hours 24")
+sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 5", "--bulk-audio-hours 5000 --deadline-hours 24")
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.sizing_cli "$(CONFIG)" $(SIZING)
 
