@@ -155,3 +155,17 @@ def test_yaml_syntax_error_names_the_file(synth_script, tmp_path: Path, last_goo
     assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:3:1:" in err and "<unicode string>" not in err
+
+
+def test_a_dedented_line_gets_its_line_and_an_indentation_hint(
+    synth_script, tmp_path: Path, last_good: Path, capsys
+) -> None:
+    lines = CONFIGS["default"].read_text(encoding="utf-8").splitlines()
+    n = next(i for i, line in enumerate(lines) if line.startswith("  max_azs:"))
+    lines[n] = lines[n].lstrip()
+    path = tmp_path / "dedented.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{n + 2}:" in err and f"{n + 1} | max_azs:" in err and "hint: usually indentation" in err
+    assert "Traceback" not in err
