@@ -123,3 +123,16 @@ def test_make_help_lists_every_target_the_readme_and_deploy_docs_name() -> None:
                                text=True, timeout=60, check=True)  # fmt: skip
     listed = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
     assert named - listed == set()
+
+
+def test_every_config_header_names_make_synth_with_its_own_path() -> None:
+    """The configs' headers send a reader to the gated ``make synth CONFIG=…``, never bare ``cdk synth``."""
+    configs = sorted(path.relative_to(REPO_ROOT) for path in (REPO_ROOT / "config").rglob("*.yaml"))
+    assert len(configs) >= 7
+    for path in configs:
+        header = "".join(
+            line for line in (REPO_ROOT / path).read_text(encoding="utf-8").splitlines(keepends=True)[:6] if line.startswith("#")
+        )
+        assert "cdk synth -c" not in header.replace("bare cdk synth skips", ""), path
+        own = "config/my.yaml" if path.name == "default.yaml" else str(path)
+        assert f"make synth CONFIG={own}" in header, path
