@@ -9,6 +9,8 @@ DRY_RUN ?=
 PURGE ?=
 APPROVE ?=
 FILE ?=
+STREAM ?=
+TRANSLATE ?=
 AUDIO ?=
 TARGETS ?=
 CONCURRENCY ?= 1,2,4,8,16,32
@@ -71,9 +73,9 @@ test: install system-deps lint ## lint (above), then the whole test suite (unit 
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual)
 	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
-transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav")
-	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }
-	$(PY) -m whisper_build.workstation.cli "$(FILE)"
+transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav"; STREAM=1: text as it is made, for long files; TRANSLATE=1: to English, needs make serve MODEL=base)
+	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav" [STREAM=1 | TRANSLATE=1]'; exit 2; }
+	$(PY) -m whisper_build.workstation.cli "$(FILE)" $(if $(STREAM),--stream) $(if $(TRANSLATE),--translate)
 
 publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh "$(CONFIG)"
