@@ -11,6 +11,7 @@ APPROVE ?=
 FILE ?=
 STREAM ?=
 TRANSLATE ?=
+ALL ?=
 AUDIO ?=
 TARGETS ?=
 CONCURRENCY ?= 1,2,4,8,16,32
@@ -94,9 +95,9 @@ capacity: ## check CONFIG's instance offerings and quotas only (deploy step capa
 	$(NEED_VENV)
 	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
 
-prices: ## CONFIG's price per instance type (source, date, unsourced flagged) and, with credentials, the AWS Price List's ml.* prices where they differ
+prices: ## CONFIG's fleet's price per instance type (source, date, unsourced flagged; ALL=1: every catalog type) and, with credentials, the AWS Price List's ml.* prices where they differ
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)"
+	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)" $(if $(ALL),--all)
 
 sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 5", "--bulk-audio-hours 5000 --deadline-hours 24")
 	$(NEED_VENV)
