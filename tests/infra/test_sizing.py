@@ -126,7 +126,9 @@ def test_a_mig_slice_is_credited_with_its_share_of_the_gpu_not_a_whole_gpu(capsy
 
 def test_every_example_of_make_help_sizes_the_default_config(capsys: pytest.CaptureFixture[str]) -> None:
     """``make help``'s sizing examples each give a real answer on the default config, not "cheapest mix: none"."""
-    line = next(line for line in Path("Makefile").read_text(encoding="utf-8").splitlines() if line.startswith("sizing:"))
+    line = next(
+        line for line in Path("Makefile").read_text(encoding="utf-8").splitlines() if line.startswith("sizing:")
+    )
     examples = re.findall(r'"(--[^"]+)"', line)
     assert len(examples) == 3, line
     for example in examples:

@@ -140,14 +140,19 @@ def openai_text(
     import openai
 
     client = openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key or "unused", max_retries=0)
-    extra = {"prompt": prompt} if prompt else {}
     with path.open("rb") as audio:
         if translate:
-            out.write(client.audio.translations.create(model="whisper-1", file=audio, **extra).text)
+            out.write(
+                client.audio.translations.create(model="whisper-1", file=audio, prompt=prompt or openai.omit).text
+            )
         else:
-            if language:
-                extra["language"] = language
-            events = client.audio.transcriptions.create(model="whisper-1", file=audio, stream=True, **extra)
+            events = client.audio.transcriptions.create(
+                model="whisper-1",
+                file=audio,
+                stream=True,
+                prompt=prompt or openai.omit,
+                language=language or openai.omit,
+            )
             for event in events:
                 if event.type == "transcript.text.delta":
                     out.write(event.delta)
