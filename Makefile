@@ -9,6 +9,9 @@ DRY_RUN ?=
 PURGE ?=
 APPROVE ?=
 FILE ?=
+STREAM ?=
+TRANSLATE ?=
+ALL ?=
 AUDIO ?=
 TARGETS ?=
 CONCURRENCY ?= 1,2,4,8,16,32
@@ -71,9 +74,9 @@ test: install system-deps lint ## lint (above), then the whole test suite (unit 
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual)
 	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
-transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav")
-	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav"'; exit 2; }
-	$(PY) -m whisper_build.workstation.cli "$(FILE)"
+transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav"; STREAM=1: text as it is made, for long files; TRANSLATE=1: to English, needs make serve MODEL=base)
+	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav" [STREAM=1 | TRANSLATE=1]'; exit 2; }
+	$(PY) -m whisper_build.workstation.cli "$(FILE)" $(if $(STREAM),--stream) $(if $(TRANSLATE),--translate)
 
 publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh "$(CONFIG)"
@@ -92,11 +95,11 @@ capacity: ## check CONFIG's instance offerings and quotas only (deploy step capa
 	$(NEED_VENV)
 	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" --only capacity $(if $(DRY_RUN),--dry-run)
 
-prices: ## CONFIG's price per instance type (source, date, unsourced flagged) and, with credentials, the AWS Price List's ml.* prices where they differ
+prices: ## CONFIG's fleet's price per instance type (source, date, unsourced flagged; ALL=1: every catalog type) and, with credentials, the AWS Price List's ml.* prices where they differ
 	$(NEED_VENV)
-	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)"
+	$(PY) -m whisper_build.workstation.price_lookup "$(CONFIG)" $(if $(ALL),--all)
 
-sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 2", "--bulk-audio-hours 5000 --deadline-hours 24")
+sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make sizing SIZING="--audio-hours-per-day 2000" (or "--sync-rps 20 --p95-s 5", "--bulk-audio-hours 5000 --deadline-hours 24")
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.sizing_cli "$(CONFIG)" $(SIZING)
 

@@ -12,7 +12,8 @@ windows as 30 s of audio each (windows/s × 30), what long recordings would get.
 
 The configured GPU groups' types (A10G, L40S, …) are not measured: their rows are the throughput
 table's estimates (``settings.throughput``), labelled so. The CPU reference run (``sweep.json``) is
-measured but has no instance price.
+measured but has no instance price, and its levels are not capacity figures (a busy shared machine,
+docs/benchmarks.md "Reference run"): its rows say so.
 
 Break-even volume per month = monthly cost (billed around the clock, idle included) ÷ a hosted price
 per audio hour: above it, the GPU is cheaper, if it can transcribe that much (its capacity at the
@@ -148,11 +149,15 @@ def estimated_points(config: DeploymentConfig) -> list[CostPoint]:
     return points
 
 
+CPU_BASIS = "measured on a busy shared machine: NOT a capacity figure (docs/benchmarks.md, Reference run)"
+"""The basis of the CPU sweep's rows: the run's levels were slowed by other work on its 2 cores."""
+
+
 def cpu_points(sweep: dict) -> list[CostPoint]:
-    """The CPU reference run's gateway levels (measured, no instance price)."""
+    """The CPU reference run's gateway levels (measured, no instance price, not capacity figures)."""
     return [
         CostPoint(
-            "CPU development machine (2 cores), tiny.en", "measured", level["concurrency"], level["audio_s_per_s"], None
+            "CPU development machine (2 cores), tiny.en", CPU_BASIS, level["concurrency"], level["audio_s_per_s"], None
         )
         for level in sweep["levels"]
         if level["target"] == "gateway" and level["audio_s_per_s"] > 0

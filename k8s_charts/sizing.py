@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cdk8s_plus_33 import k8s
 
-from settings import gpu_catalog, throughput
+from settings import throughput
 from settings.gpu_catalog import InstanceSpec
 from settings.schema import DeploymentConfig, GpuGroup
 
@@ -115,7 +115,7 @@ def predicted_rtf(config: DeploymentConfig, group: GpuGroup, group_size: int = 1
     ``window_group_size``, 16 by default), so its figure is the table's at the largest batch not
     above that, for the group's GPU, serving engine and the configured model — measured, or a
     conservative estimate (``settings.throughput``); on a MIG slice scaled by the share of the GPU's
-    compute the slice has (7 ÷ its compute slices).
+    compute the slice has (``settings.throughput.mig_share``).
 
     Raises:
         UnknownThroughput: no figure for this GPU, engine and model.
@@ -123,5 +123,5 @@ def predicted_rtf(config: DeploymentConfig, group: GpuGroup, group_size: int = 1
     device = throughput.device_for_instance_type(group.instance_type)
     rtf = throughput.throughput_at(device, group.serving_engine, config.model.name, group_size).rtf
     if group.mig is not None:
-        rtf *= gpu_catalog.MIG_COMPUTE_SLICES / group.mig.compute_slices
+        rtf /= throughput.mig_share(group.mig)
     return rtf

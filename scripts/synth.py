@@ -66,6 +66,32 @@ def instance_groups(template: dict) -> list[dict]:
     ]
 
 
+def instance_group_lines(config: DeploymentConfig, groups: list[dict]) -> list[str]:
+    """The instance-group table of the summary (``groups``: ``InstanceGroups`` of the templates), with notes.
+
+    Columns: name, instance type, GPU, arch, count, threads/core, MIG profile (``-``: whole GPUs) and
+    serving engine; under it, why Karpenter-managed groups show count 0.
+    """
+    by_name = {group.name: group for group in config.gpu_groups}
+    lines = [
+        f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}  "
+        f"{'MIG':<10} serving engine"
+    ]
+    for group in groups:
+        spec = by_name[group["InstanceGroupName"]]
+        lines.append(
+            f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
+            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}  {spec.mig_profile or '-':<10} "
+            f"{spec.serving_engine}"
+        )
+    if config.cluster.node_autoscaling and any(group["InstanceCount"] == 0 for group in groups):
+        lines.append(
+            "  count 0: cluster.node_autoscaling is on, so HyperPod's Karpenter owns these groups; they start at 0 "
+            "nodes (HyperPod's rule) and Karpenter adds nodes as serving and bulk pods need them"
+        )
+    return lines
+
+
 def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: list[Path]) -> None:
     """One-screen summary: templates, resources per stack, HyperPod instance groups."""
     print("Templates:")
@@ -79,17 +105,8 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         listing = ", ".join(f"{family.removeprefix('AWS::')} {count}" for family, count in sorted(families.items()))
         print(f"  {name} ({sum(families.values())}): {listing}")
         groups.extend(instance_groups(template))
-    by_name = {group.name: group for group in config.gpu_groups}
     print(f"\nHyperPod instance groups ({len(groups)}):")
-    print(
-        f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}  serving engine"
-    )
-    for group in groups:
-        spec = by_name[group["InstanceGroupName"]]
-        print(
-            f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
-            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}  {spec.serving_engine}"
-        )
+    print("\n".join(instance_group_lines(config, groups)))
     if extra:
         print(f"\nOther outputs ({len(extra)}):")
     for path in extra:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from settings.errors import ConfigError
 from settings.schema import PATTERN_RULES, DeploymentConfig
+from settings.yaml_errors import section_message, syntax_message
 from settings.yaml_source import CoercedScalar, quoting_hint, read_yaml
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
@@ -40,12 +41,32 @@ def _model_at(location: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model in ``annotation`` (``NetworkSettings``, ``list[GpuGroup]``, ``X | None``), else ``None``."""
+    candidates = [annotation, *typing.get_args(annotation)]
+    candidates += [inner for c in candidates for inner in typing.get_args(c)]
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+
+
+def _sections_of(name: str) -> list[str]:
+    """The top-level sections that have a field ``name`` (``vpc_cidr`` → ``["network"]``)."""
+    return [
+        section
+        for section, field in DeploymentConfig.model_fields.items()
+        if (model := _nested_model(field.annotation)) is not None and name in model.model_fields
+    ]
+
+
 def _unknown_field_message(location: tuple[Any, ...]) -> str:
     """``unknown field; did you mean instance_type?`` with the fields of the enclosing section."""
     model = _model_at(location)
     name = str(location[-1]) if location else ""
     if model is None:
         return "unknown field (check the spelling against config/default.yaml)"
+    sections = _sections_of(name) if model is DeploymentConfig else []
+    if sections:
+        under = " or ".join(f"`{section}:`" for section in sections)
+        return f"unknown field at the top level; it belongs under {under}: indent it like the keys there"
     fields = sorted(model.model_fields)
     close = difflib.get_close_matches(name, fields, n=3, cutoff=0.6)
     if close:
@@ -68,8 +89,22 @@ def _quoting_message(location: tuple[Any, ...], value: Any, coerced: dict[tuple[
     return f"must be a string; {quoting_hint(scalar, location[-1])}"
 
 
+def _shape_message(location: tuple[Any, ...], value: Any, kind: str) -> str:
+    """``model_type`` / ``dict_type`` / ``list_type`` in layout words (:func:`settings.yaml_errors.section_message`)."""
+    key = location[-1] if location else "(top level)"
+    if kind != "list_type":
+        return section_message(key, value)
+    model = _model_at(location)
+    field = model.model_fields.get(str(key)) if model is not None else None
+    entries = field is not None and _nested_model(field.annotation) is not None
+    return section_message(key, value, "entries" if entries else "list")
+
+
 def parse_config(
-    data: Any, source: str = "<config>", coerced: dict[tuple[str | int, ...], CoercedScalar] | None = None
+    data: Any,
+    source: str = "<config>",
+    coerced: dict[tuple[str | int, ...], CoercedScalar] | None = None,
+    lines: dict[tuple[str | int, ...], int] | None = None,
 ) -> DeploymentConfig:
     """Validate already-parsed YAML data.
 
@@ -78,6 +113,7 @@ def parse_config(
         source: Where it came from, used in error messages.
         coerced: Unquoted scalars YAML read as numbers/booleans, by location
             (:func:`settings.yaml_source.read_yaml`): a "valid string" error there says what to quote.
+        lines: 1-based line of each key, by location: layout errors and unknown fields name it.
 
     Raises:
         ConfigError: one line per problem, each ``<field path>: <reason>``.
@@ -87,7 +123,7 @@ def parse_config(
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as err:
-        lines = []
+        out = []
         for problem in err.errors():
             message = problem["msg"].removeprefix("Value error, ")
             if problem["type"] == "missing":
@@ -98,22 +134,28 @@ def parse_config(
                 message = _pattern_message(problem["input"], problem["ctx"]["pattern"])
             elif problem["type"] == "string_type" and problem["loc"] and not isinstance(problem["input"], str):
                 message = _quoting_message(problem["loc"], problem["input"], coerced or {})
+            elif problem["type"] in {"model_type", "dict_type", "list_type"}:
+                message = _shape_message(problem["loc"], problem["input"], problem["type"])
+            line = (lines or {}).get(tuple(problem["loc"]))
+            if line is not None and problem["type"] in {"model_type", "dict_type", "list_type", "extra_forbidden"}:
+                message += f" (line {line})"
             path = _field_path(problem["loc"])
             named, _, reason = message.partition(": ")
             if reason and (not problem["loc"] or named.startswith(f"{path}.")):
                 # cross-field rules name their own field: "gpu_groups.0.max_replicas: <reason>"
                 path, message = named, reason
-            lines.append(f"  {path}: {message}")
-        raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(lines)) from None
+            out.append(f"  {path}: {message}")
+        raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(out)) from None
 
 
-def _yaml_problem(err: yaml.YAMLError, path: Path) -> str:
-    """``path:line:column: problem`` (1-based) instead of PyYAML's ``in "<unicode string>"`` text."""
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err)
-    context = getattr(err, "context", None)
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    return f"{where}: {problem}" + (f" ({context})" if context else "")
+def _missing_file_hint(path: Path) -> str:
+    """``; did you mean config/examples/bulk.yaml?`` for a near name beside it, else how to start a config."""
+    siblings = sorted(p.name for p in path.parent.glob("*.y*ml")) if path.parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, siblings, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {path.parent / close[0]}?"
+    default = DEFAULT_CONFIG_PATH.relative_to(DEFAULT_CONFIG_PATH.parents[1])
+    return f"; start from a copy: cp {default} {path} (docs/deploy.md, Prerequisites, 'The config')"
 
 
 def load_config(path: str | Path | None = None) -> DeploymentConfig:
@@ -131,10 +173,10 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
     except OSError as err:
         hint = ""
         if isinstance(err, FileNotFoundError):
-            hint = f"; start from a copy: cp {DEFAULT_CONFIG_PATH.relative_to(DEFAULT_CONFIG_PATH.parents[1])} {config_path} (docs/deploy.md, Prerequisites, 'The config')"
+            hint = _missing_file_hint(config_path)
         raise ConfigError(f"cannot read deployment config {config_path}: {err.strerror}{hint}") from None
     try:
         document = read_yaml(text, str(config_path))
     except yaml.YAMLError as err:
-        raise ConfigError(f"deployment config is not valid YAML: {_yaml_problem(err, config_path)}") from None
-    return parse_config(document.data, str(config_path), document.coerced)
+        raise ConfigError(syntax_message(err, config_path, text)) from None
+    return parse_config(document.data, str(config_path), document.coerced, document.lines)

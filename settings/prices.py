@@ -267,7 +267,7 @@ def price_warnings(pricing: PricingSettings, instance_types: Mapping[str, str]) 
     if stand_ins:
         warnings.append(
             f"pricing.instances: {', '.join(dict.fromkeys(stand_ins))} priced at the EC2 on-demand default (the HyperPod "
-            "ml.* price is not sourced); the cost row and make sizing use it: make prices compares it with the AWS "
+            "ml.* price is not sourced); the Grafana dashboard's cost row and make sizing use it: make prices compares it with the AWS "
             "Price List, then set pricing.instances with the ml.* price"
         )
     return warnings

@@ -44,6 +44,8 @@ __all__ = [
     "conservative_rtf",
     "device_for_instance_type",
     "figures_for",
+    "mig_share",
+    "slice_figures",
     "throughput_at",
 ]
 
@@ -264,6 +266,25 @@ def figures_for(device: str, engine: Engine, model: str) -> list[ThroughputFigur
     else:
         rows = []
     return sorted(rows, key=lambda f: f.batch)
+
+
+def mig_share(profile: gpu_catalog.MigProfile) -> float:
+    """Share of a whole GPU's throughput credited to one MIG slice: its compute slices ÷ 7, e.g. 1/7 for ``1g.10gb``.
+
+    The profile's share of the GPU's SMs (NVIDIA MIG user guide, "Supported MIG Profiles"); no MIG
+    slice has been measured here.
+    """
+    return profile.compute_slices / gpu_catalog.MIG_COMPUTE_SLICES
+
+
+def slice_figures(figures: Iterable[ThroughputFigure], profile: gpu_catalog.MigProfile) -> list[ThroughputFigure]:
+    """``figures`` of a whole GPU as one ``profile`` slice's: windows/s × :func:`mig_share` at the same batch."""
+    share = mig_share(profile)
+    basis = (
+        f"one {profile.name} MIG slice = the whole GPU's figure × {profile.compute_slices}/"
+        f"{gpu_catalog.MIG_COMPUTE_SLICES} (its share of the SMs, NVIDIA MIG user guide; not measured on MIG)"
+    )
+    return [_scaled(figure, share, basis) for figure in figures]
 
 
 def _known() -> str:

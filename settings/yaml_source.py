@@ -34,10 +34,11 @@ class CoercedScalar:
 
 @dataclass(frozen=True)
 class YamlDocument:
-    """The parsed data and, by location, the scalars YAML coerced away from strings."""
+    """The parsed data; by location, the scalars YAML coerced away from strings and each key's 1-based line."""
 
     data: Any
     coerced: dict[Path, CoercedScalar] = field(default_factory=dict)
+    lines: dict[Path, int] = field(default_factory=dict)
 
 
 def dotted(path: Path) -> str:
@@ -45,13 +46,16 @@ def dotted(path: Path) -> str:
     return ".".join(str(part) for part in path) or "(top level)"
 
 
-def _walk(node: yaml.Node, path: Path, duplicates: list[str], coerced: dict[Path, CoercedScalar]) -> None:
+def _walk(
+    node: yaml.Node, path: Path, duplicates: list[str], coerced: dict[Path, CoercedScalar], lines: dict[Path, int]
+) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.ScalarNode):
         if node.tag in _NON_STRING_TAGS and node.style is None:
             coerced[path] = CoercedScalar(node.value, node.start_mark.line + 1)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(item, (*path, index), duplicates, coerced)
+            _walk(item, (*path, index), duplicates, coerced, lines)
     elif isinstance(node, yaml.MappingNode):
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -65,7 +69,8 @@ def _walk(node: yaml.Node, path: Path, duplicates: list[str], coerced: dict[Path
                 )
             else:
                 first_line[key] = line
-            _walk(value_node, (*path, key), duplicates, coerced)
+            lines.setdefault((*path, key), line)
+            _walk(value_node, (*path, key), duplicates, coerced, lines)
 
 
 def read_yaml(text: str, source: str) -> YamlDocument:
@@ -76,7 +81,7 @@ def read_yaml(text: str, source: str) -> YamlDocument:
         source: The file name, for messages.
 
     Returns:
-        The data (what ``yaml.safe_load`` returns) and the coerced scalars by location.
+        The data (what ``yaml.safe_load`` returns), the coerced scalars and the key lines by location.
 
     Raises:
         ConfigError: a key appears twice in one mapping, at any depth: one line per duplicate with
@@ -90,10 +95,11 @@ def read_yaml(text: str, source: str) -> YamlDocument:
             return YamlDocument(None)
         duplicates: list[str] = []
         coerced: dict[Path, CoercedScalar] = {}
-        _walk(node, (), duplicates, coerced)
+        lines: dict[Path, int] = {}
+        _walk(node, (), duplicates, coerced, lines)
         if duplicates:
             raise ConfigError(f"invalid deployment config {source}:\n" + "\n".join(f"  {line}" for line in duplicates))
-        return YamlDocument(loader.construct_document(node), coerced)
+        return YamlDocument(loader.construct_document(node), coerced, lines)
     finally:
         loader.dispose()
 

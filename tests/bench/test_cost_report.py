@@ -50,6 +50,13 @@ def test_estimates_are_labelled_and_the_cpu_has_no_price() -> None:
     assert estimates and all(p.basis.startswith("ESTIMATE") for p in estimates)
     cpu = cost_report.cpu_points({"levels": [{"target": "gateway", "concurrency": 1, "audio_s_per_s": 10.5}]})
     assert [(p.audio_s_per_s, p.usd_per_audio_hour) for p in cpu] == [(10.5, None)]
+    assert "NOT a capacity figure" in cpu[0].basis  # docs/benchmarks.md says the sweep levels are not
+
+
+def test_the_printed_report_marks_the_cpu_rows_as_not_capacity_figures(tmp_path, capsys) -> None:
+    assert cost_report.main(["--out", str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| CPU development machine")]
+    assert rows and all("NOT a capacity figure" in row for row in rows)
 
 
 def test_the_report_from_the_stored_h200_run_writes_json_markdown_and_png(tmp_path) -> None:

@@ -119,3 +119,12 @@ def test_the_drain_comes_before_stacks_and_the_resume_after(mig_config) -> None:
     names = [step.name for step in deploy_steps(mig_config, "c.yaml", "1")]
     assert names.index("mig-drain") < names.index("stacks") < names.index("kubectl") < names.index("mig-resume")
     assert names.index("mig-resume") < names.index("serving")
+
+
+def test_a_fleet_without_mig_is_told_when_the_drain_step_applies_to_it(mig_config) -> None:
+    """The default config lists mig-drain only as the way out of a deployed MIG layout, never as always on."""
+    default = next(s for s in deploy_steps(load_config(), "config/default.yaml", "<account>") if s.name == "mig-drain")
+    assert default.title.startswith("only when a deployed group still has a MIG layout this config removes")
+    assert "always on a first deploy" not in (default.skip or ("",))[0]
+    mig = next(s for s in deploy_steps(mig_config, MIG_EXAMPLE, "<account>") if s.name == "mig-drain")
+    assert mig.title.startswith("before a GPU group's MIG layout")

@@ -123,3 +123,51 @@ def test_make_help_lists_every_target_the_readme_and_deploy_docs_name() -> None:
                                text=True, timeout=60, check=True)  # fmt: skip
     listed = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
     assert named - listed == set()
+
+
+def test_every_config_header_names_make_synth_with_its_own_path() -> None:
+    """The configs' headers send a reader to the gated ``make synth CONFIG=…``, never bare ``cdk synth``."""
+    configs = sorted(path.relative_to(REPO_ROOT) for path in (REPO_ROOT / "config").rglob("*.yaml"))
+    assert len(configs) >= 7
+    for path in configs:
+        header = "".join(
+            line
+            for line in (REPO_ROOT / path).read_text(encoding="utf-8").splitlines(keepends=True)[:6]
+            if line.startswith("#")
+        )
+        assert "cdk synth -c" not in header.replace("bare cdk synth skips", ""), path
+        own = "config/my.yaml" if path.name == "default.yaml" else str(path)
+        assert f"make synth CONFIG={own}" in header, path
+
+
+@pytest.mark.integration
+def test_make_transcribe_streams_and_translates(tmp_path: Path) -> None:
+    """STREAM=1 sends stream=true and prints the deltas; TRANSLATE=1 asks for a translation (multilingual model)."""
+    from whisper_build.serving.gateway.backend import ServedModel
+
+    wav = tmp_path / "long.wav"
+    wav.write_bytes(samples.encode(samples.tone(65.0, 16000), 16000, "wav_s16"))
+    backend = FakeBackend()
+    backend.served = ServedModel("whisper", 16, multilingual=True, engine="fake")
+    with running_gateway(GatewaySettings(), lambda _: backend) as url:
+        env = {"WHISPER_GATEWAY_PORT": url.rsplit(":", 1)[1]}
+        streamed = _make("transcribe", f"FILE={wav}", "STREAM=1", env=env)
+        assert streamed.returncode == 0, streamed.stderr
+        translated = _make("transcribe", f"FILE={wav}", "TRANSLATE=1", env=env)
+        assert translated.returncode == 0, translated.stderr
+    text = streamed.stdout.strip().splitlines()[-1]
+    assert text.startswith("w0:") and text.count("w0:") == 3  # three windows, each its own delta
+    assert "<|translate|>" in backend.calls[-1][2] and translated.stdout.strip().splitlines()[-1].startswith("w0:")
+
+
+@pytest.mark.integration
+def test_a_file_too_long_to_answer_in_time_is_told_to_use_stream(tmp_path: Path, capsys) -> None:
+    from whisper_build.workstation import cli
+
+    wav = tmp_path / "long.wav"
+    wav.write_bytes(samples.encode(samples.tone(65.0, 16000), 16000, "wav_s16"))
+    settings = GatewaySettings(predicted_rtf=10.0, request_timeout_seconds=60)
+    with running_gateway(settings, lambda _: FakeBackend()) as url:
+        assert cli.main([str(wav), "--url", url]) == 1
+    err = capsys.readouterr().err
+    assert "gateway error 413" in err and 'make transcribe FILE="…" STREAM=1' in err

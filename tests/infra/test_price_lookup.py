@@ -124,8 +124,19 @@ def test_the_price_list_endpoint_is_in_a_fixed_region_whatever_the_configured_on
     assert price_lookup.price_list_region(region) == endpoint
 
 
-def test_the_table_flags_unsourced_types_and_marks_the_fleet() -> None:
+def test_the_table_shows_the_fleet_and_counts_the_rest() -> None:
     lines = price_lookup.table_lines(load_config())
+    assert [line.split()[1] for line in lines[:-1]] == ["ml.g5.2xlarge", "ml.g6e.2xlarge"]
+    everything = price_lookup.table_lines(load_config(), all_types=True)
+    unsourced = sum("UNSOURCED" in line for line in everything)
+    assert (
+        lines[-1]
+        == f"  ({len(everything) - 2} other instance types, {unsourced} unsourced: make prices ALL=1 lists them)"
+    )
+
+
+def test_the_table_flags_unsourced_types_and_marks_the_fleet() -> None:
+    lines = price_lookup.table_lines(load_config(), all_types=True)
     g5 = next(line for line in lines if "ml.g5.2xlarge" in line)
     assert g5.startswith("* ") and "1.2120" in g5 and "EC2 price, ml.* unverified" in g5
     assert any("ml.g6.2xlarge" in line and "UNSOURCED" in line for line in lines)

@@ -91,7 +91,7 @@ def test_synth_warns_about_unpriced_types_and_ec2_stand_ins() -> None:
         "is left out of the dashboard's cost row, make sizing's mix and make bench-cost; set "
         "pricing.instances.ml.g6.2xlarge (make prices)",
         "pricing.instances: ml.g5.2xlarge priced at the EC2 on-demand default (the HyperPod ml.* price is not "
-        "sourced); the cost row and make sizing use it: make prices compares it with the AWS Price List, then set "
+        "sourced); the Grafana dashboard's cost row and make sizing use it: make prices compares it with the AWS Price List, then set "
         "pricing.instances with the ml.* price",
     ]
     data["pricing"] = {"instances": {"ml.g5.2xlarge": _price(), "ml.g6.2xlarge": _price()}}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import re
+from pathlib import Path
+
 import pytest
 
 from settings import load_config
@@ -95,3 +99,39 @@ def test_the_command_needs_one_complete_target() -> None:
     with pytest.raises(SystemExit) as exit_info:
         sizing_cli.main(["--sync-rps", "3"])
     assert exit_info.value.code == 2
+
+
+def test_a_mig_slice_is_credited_with_its_share_of_the_gpu_not_a_whole_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """config/examples/mig.yaml at 200 000 audio hours a day, computed by hand from the table's inputs."""
+    assert sizing_cli.main(["config/examples/mig.yaml", "--audio-hours-per-day", "200000"]) == 0
+    out = capsys.readouterr().out
+    demand = 200_000 * 3600 / 86_400  # 8333.3 audio s/s
+    # p5: H100 = the H200 × min(3350/4800 bandwidth, 989/989 FP16); a 1g.10gb slice has 1 of 7 compute slices
+    # and capacity 32 × 1 // 7 = 4, so it runs at the measured H200 batch 2.1 (6.1 windows/s of 30 s), × 0.7.
+    slice_rate = 6.1 * 30 * (3350 / 4800) * (1 / 7) * 0.7  # 12.77 audio s/s, not 7 × that
+    replicas = math.ceil(demand / slice_rate)  # 653
+    instances = math.ceil(replicas / (8 * 7))  # 56 slices per p5 → 12
+    assert (replicas, instances) == (653, 12)
+    assert f"p5 (ml.p5.48xlarge): {replicas} replicas on {instances} instances" in out
+    assert f"a pod (one 1g.10gb MIG slice) at batch 2.1 does {slice_rate:.3g} audio s/s" in out
+    assert "1g.10gb MIG slice = the whole GPU's figure × 1/7" in out  # the basis is printed
+    # g5 (A10G: × 600/4800) and g6e (L40S: × 864/4800) at batch 7.9 (20.7 windows/s): 54.34 and 78.25 audio s/s.
+    # 154 g5 cost 154 × 1.212 = 186.65 USD/h; 152 g5 + 1 g6e cover 8337.5 for 184.22 + 2.242 = 186.47;
+    # the 12 p5 the slices need cost 12 × 55.04 = 660.48 (a whole GPU per slice would have made it 2 p5).
+    g5, g6e = 20.7 * 30 * (600 / 4800) * 0.7, 20.7 * 30 * (864 / 4800) * 0.7
+    assert 152 * g5 + g6e >= demand > 153 * g5
+    mix_cost = (152 * 1.212 + 2.24208) * 730
+    assert f"cheapest mix: 152 × g5 + 1 × g6e = {mix_cost:,.0f} USD a month" in out
+
+
+def test_every_example_of_make_help_sizes_the_default_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """``make help``'s sizing examples each give a real answer on the default config, not "cheapest mix: none"."""
+    line = next(
+        line for line in Path("Makefile").read_text(encoding="utf-8").splitlines() if line.startswith("sizing:")
+    )
+    examples = re.findall(r'"(--[^"]+)"', line)
+    assert len(examples) == 3, line
+    for example in examples:
+        assert sizing_cli.main(example.split()) == 0
+        out = capsys.readouterr().out
+        assert "cheapest mix: none" not in out and "cheapest mix:" in out, (example, out)

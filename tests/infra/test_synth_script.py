@@ -155,3 +155,41 @@ def test_yaml_syntax_error_names_the_file(synth_script, tmp_path: Path, last_goo
     assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:3:1:" in err and "<unicode string>" not in err
+
+
+def test_a_dedented_line_gets_its_line_and_an_indentation_hint(
+    synth_script, tmp_path: Path, last_good: Path, capsys
+) -> None:
+    lines = CONFIGS["default"].read_text(encoding="utf-8").splitlines()
+    n = next(i for i, line in enumerate(lines) if line.startswith("  max_azs:"))
+    lines[n] = lines[n].lstrip()
+    path = tmp_path / "dedented.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert synth_script.main(["--config", str(path), "--outdir", str(last_good)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{n + 2}:" in err and f"{n + 1} | max_azs:" in err and "hint: usually indentation" in err
+    assert "Traceback" not in err
+
+
+def _template_groups(config, count) -> list[dict]:
+    """``InstanceGroups`` as the HyperPod template holds them (``count(group)`` nodes each)."""
+    return [
+        {"InstanceGroupName": g.name, "InstanceType": g.instance_type, "InstanceCount": count(g), "ThreadsPerCore": 2}
+        for g in config.gpu_groups
+    ]
+
+
+def test_the_summary_explains_count_0_of_karpenter_groups_and_shows_mig(synth_script) -> None:
+    from settings import load_config
+
+    bulk = load_config(CONFIGS["bulk"])
+    assert bulk.cluster.node_autoscaling
+    lines = synth_script.instance_group_lines(bulk, _template_groups(bulk, lambda g: 0))
+    assert lines[-1].startswith("  count 0: cluster.node_autoscaling is on, so HyperPod's Karpenter owns these groups")
+    mig = load_config(CONFIGS["mig"])
+    lines = synth_script.instance_group_lines(mig, _template_groups(mig, lambda g: g.instance_count))
+    assert lines[0].split()[-3:] == ["MIG", "serving", "engine"]
+    p5 = next(line for line in lines if line.startswith("  p5 "))
+    assert p5.split()[-2:] == ["1g.10gb", "tensorrt_llm"]
+    assert all(" - " in line for line in lines[1:] if not line.startswith("  p5 "))
+    assert not any(line.startswith("  count 0") for line in lines)

@@ -175,6 +175,16 @@ def test_model_path_defaults_to_the_bundled_tiny_en(tmp_path, caplog):
         EngineParams(model_path=str(tmp_path / "missing")).resolved_model_path()
 
 
+def test_the_bundled_model_warning_is_logged_once_per_serve(tmp_path, caplog):
+    """``make serve`` writes the model repository (reads the tokenizer) and loads the engine: one warning."""
+    from whisper_build.serving.triton_model.repository import render_model_repository
+
+    render_model_repository(tmp_path / "repo", EngineParams())  # the repository step only reads the folder
+    assert "BUNDLED" not in caplog.text
+    EngineParams().resolved_model_path()  # the engine's load
+    assert caplog.text.count("serving the BUNDLED whisper tiny.en") == 1
+
+
 # --- TensorRT-LLM engine directory ----------------------------------------------------------
 
 

@@ -127,3 +127,11 @@ def test_tensorrt_llm_language_from_context_logits_else_the_generated_token():
     assert read_language_outputs(with_logits, LANGUAGE_IDS) == ["fr", "ja"]  # the logits decide
     without = {"output_ids": np.array([[[sot, 50262, 50257]], [[sot, 400, 50257]]]), "sequence_lengths": [[2], [2]]}
     assert read_language_outputs(without, LANGUAGE_IDS) == ["es", None]  # a text token: cannot tell
+
+
+def test_an_english_only_model_refusing_a_translation_names_how_to_serve_a_multilingual_one():
+    english = _engine(lambda _w: "es", multilingual=False)
+    [result] = run_batch(english, [_request(LOUD, prefix=b"<|startoftranscript|><|translate|>")])
+    assert "it cannot translate" in str(result) and "make serve MODEL=base" in str(result)
+    [result] = run_batch(english, [_request(LOUD, prefix=b"<|startoftranscript|><|de|>")])
+    assert "language 'de' is not supported" in str(result) and "make serve MODEL=base" in str(result)

@@ -212,10 +212,17 @@ def mig_drain_step(config: DeploymentConfig, account: str) -> Step:
     drain = " && ".join(
         shlex.join(argv) for argv in mig_drain.drain_argvs(config, account, example, "<deployed>-><new>")
     )
+    uses_mig = any(group.mig is not None for group in config.gpu_groups)
+    when = (
+        "before a GPU group's MIG layout (nvidia.com/mig.config) changes"
+        if uses_mig
+        else "only when a deployed group still has a MIG layout this config removes (no group here has "
+        "mig_profile, so on a first deploy or a fleet that never used MIG it is skipped)"
+    )
     return Step(
         "mig-drain",
-        "before a GPU group's MIG layout (nvidia.com/mig.config) changes: pause its autoscaling, scale it to 0 and "
-        "wait until its pods are gone, so the MIG manager never waits on GPU clients (NVIDIA/mig-parted#485)",
+        f"{when}: pause its autoscaling, scale it to 0 and wait until its pods are gone, so the MIG manager never "
+        "waits on GPU clients (NVIDIA/mig-parted#485)",
         "under 1 min; up to the pods' shutdown grace period",
         "",
         (
@@ -228,7 +235,8 @@ def mig_drain_step(config: DeploymentConfig, account: str) -> Step:
         "drains again only what still changes; a drained group stays at 0 until step mig-resume",
         (
             f"no GPU group's MIG layout changes (aws sagemaker describe-cluster --cluster-name {cluster} "
-            f"--region {region}: InstanceGroups[].KubernetesConfig.CurrentLabels; always on a first deploy)",
+            f"--region {region}: InstanceGroups[].KubernetesConfig.CurrentLabels; so on every first deploy, "
+            "when nothing is deployed yet)",
             lambda session: not session.mig_layout_changes(),
         ),
     )

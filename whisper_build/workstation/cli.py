@@ -9,7 +9,9 @@ answered an error, 2 bad arguments or the file cannot be read, 3 the gateway or 
 reached (or no AWS credentials). For the gateway the API key is ``--api-key``, else
 ``WHISPER_API_KEY``, else the first key of ``WHISPER_GATEWAY_API_KEYS`` (so
 ``WHISPER_GATEWAY_API_KEYS=k make serve`` and ``WHISPER_GATEWAY_API_KEYS=k make transcribe`` work
-together); none is sent when all are unset.
+together); none is sent when all are unset. ``--stream`` (a long file: text as it is made, exempt
+from the request timeout) and ``--translate`` (to English, multilingual models) go through the
+official ``openai`` client to ``/v1/audio/*`` (docs/gateway.md, "Streaming").
 """
 
 from __future__ import annotations
@@ -114,6 +116,69 @@ def transcribe_with_sagemaker(
     return json.loads(response["Body"].read())
 
 
+def openai_text(
+    path: Path,
+    url: str,
+    api_key: str | None,
+    *,
+    translate: bool,
+    out: Any,
+    prompt: str = "",
+    language: str | None = None,
+) -> None:
+    """Write ``path``'s text to ``out`` through ``/v1/audio/*`` with the ``openai`` client.
+
+    ``translate`` False: ``/v1/audio/transcriptions`` with ``stream=true``, each
+    ``transcript.text.delta`` written as it arrives; True: ``/v1/audio/translations`` (English text,
+    ``language`` not sent: OpenAI's translations take none). A newline ends it.
+
+    Raises:
+        openai.APIStatusError: the gateway answered 4xx/5xx.
+        openai.APIConnectionError: the gateway cannot be reached.
+        OSError: the file cannot be read.
+    """
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key or "unused", max_retries=0)
+    with path.open("rb") as audio:
+        if translate:
+            out.write(
+                client.audio.translations.create(model="whisper-1", file=audio, prompt=prompt or openai.omit).text
+            )
+        else:
+            events = client.audio.transcriptions.create(
+                model="whisper-1",
+                file=audio,
+                stream=True,
+                prompt=prompt or openai.omit,
+                language=language or openai.omit,
+            )
+            for event in events:
+                if event.type == "transcript.text.delta":
+                    out.write(event.delta)
+                    out.flush()
+    out.write("\n")
+
+
+def _openai_mode(args: argparse.Namespace, url: str) -> int:
+    """Run ``--stream`` / ``--translate``; the exit status."""
+    import openai
+
+    try:
+        openai_text(args.file, url, args.api_key or default_api_key(), translate=args.translate, out=sys.stdout,
+                    prompt=args.prompt, language=args.language)  # fmt: skip
+    except openai.APIStatusError as exc:
+        print(f"gateway error {exc.status_code}: {exc.message}", file=sys.stderr)
+        return 1
+    except openai.APIConnectionError:
+        print(f"cannot reach the gateway at {url} (is `make serve` running?)", file=sys.stderr)
+        return 3
+    except OSError as exc:
+        print(f"cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _sagemaker(args: argparse.Namespace, client: Any) -> tuple[int, dict | None]:
     """Run the ``--sagemaker-endpoint`` mode; (exit status, answer or None)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -155,6 +220,13 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
     parser.add_argument("--language", default=None, help="Whisper language code, e.g. en")
     parser.add_argument("--json", action="store_true", help="print the whole JSON answer")
     parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="stream the text as it is made (stream=true on /v1/audio/transcriptions; for files that outlast "
+        "the request timeout)",
+    )
+    parser.add_argument("--translate", action="store_true", help="translate to English (/v1/audio/translations)")
+    parser.add_argument(
         "--sagemaker-endpoint",
         metavar="NAME",
         default=None,
@@ -168,10 +240,19 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
     args = parser.parse_args(argv)
     if args.sagemaker_endpoint and args.url:
         parser.error("give --url or --sagemaker-endpoint, not both")
+    openai_mode = args.stream or args.translate
+    if openai_mode and (args.sagemaker_endpoint or args.json):
+        parser.error("--stream and --translate print text from the gateway: leave out --sagemaker-endpoint and --json")
+    if args.translate and args.language:
+        parser.error("--translate takes no --language (the source language is detected; the text is English)")
+    if args.stream and args.translate:
+        parser.error("give --stream or --translate, not both (translations are not streamed)")
     url = args.url or _default_url()
     if args.file.is_file() and args.file.stat().st_size == 0:
         print(f"{args.file} is empty: nothing to transcribe", file=sys.stderr)
         return 2
+    if openai_mode:
+        return _openai_mode(args, url)
     if args.sagemaker_endpoint:
         if not args.file.is_file():
             print(f"cannot read {args.file}: no such file", file=sys.stderr)
@@ -183,7 +264,10 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
     try:
         answer = transcribe_file(args.file, url, args.prompt, args.language, api_key=args.api_key or default_api_key())
     except urllib.error.HTTPError as exc:
-        print(f"gateway error {exc.code}: {exc.read().decode('utf-8', 'replace')}", file=sys.stderr)
+        body = exc.read().decode("utf-8", "replace")
+        print(f"gateway error {exc.code}: {body}", file=sys.stderr)
+        if exc.code == 413 and "stream=true" in body:  # audio_too_long: the CLI streams with --stream
+            print('stream it instead: make transcribe FILE="…" STREAM=1 (or --stream)', file=sys.stderr)
         return 1
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         reason = getattr(exc, "reason", exc)

@@ -1,7 +1,7 @@
 """``make prices``: the price list of a config, and the AWS Price List API's ``ml.*`` prices beside it.
 
-Prints every catalog instance type with its configured or default price, its source and date, and
-flags rows without a source (``settings.prices``). With AWS credentials it then asks the Price List
+Prints the fleet's instance types (``--all``: every catalog instance type) with the configured or
+default price, its source and date, and flags rows without a source (``settings.prices``). With AWS credentials it then asks the Price List
 Query API (``pricing`` client, ``GetProducts`` on service code ``AmazonSageMaker``) for the on-demand
 hourly prices of the fleet's instance types in the configured region and prints where the config's
 figure differs.
@@ -17,7 +17,7 @@ clusters, …), told apart by product attributes. Which attribute marks HyperPod
 whose ``usagetype``, ``operation``, ``component`` or ``productFamily`` mentions a cluster or HyperPod
 (:data:`HYPERPOD_MARKERS`), and the printout shows those attributes so that a reader can check.
 
-Usage: ``python -m whisper_build.workstation.price_lookup [CONFIG] [--no-lookup]``.
+Usage: ``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``. docs/cost.md.
 """
 
 from __future__ import annotations
@@ -167,11 +167,21 @@ def differences(config: DeploymentConfig, listed: Iterable[ListedPrice]) -> list
     return lines
 
 
-def table_lines(config: DeploymentConfig) -> list[str]:
-    """The price table of ``config``: type, hourly, flag, origin, date, source."""
+def table_lines(config: DeploymentConfig, all_types: bool = False) -> list[str]:
+    """The price table of ``config``: type, hourly, flag, origin, date, source.
+
+    The fleet's types only, and a line counting the rest; ``all_types``: every catalog instance type,
+    the fleet's marked ``*``.
+    """
     fleet = tuple(g.instance_type for g in config.gpu_groups)
     lines = []
-    for row in price_table(config.pricing, fleet):
+    rows = list(price_table(config.pricing, fleet))
+    if not all_types:
+        others = [row for row in rows if row.instance_type not in fleet]
+        rows = [row for row in rows if row.instance_type in fleet]
+        unsourced = sum(row.price is None for row in others)
+        lines.append(f"  ({len(others)} other instance types, {unsourced} unsourced: make prices ALL=1 lists them)")
+    for row in rows:
         mark = "*" if row.instance_type in fleet else " "
         if row.price is None:
             lines.append(
@@ -182,18 +192,19 @@ def table_lines(config: DeploymentConfig) -> list[str]:
         lines.append(
             f"{mark} {row.instance_type:<18} {price.hourly:>9.4f}  {row.flag} ({row.origin}, {price.as_of}): {price.source}"
         )
-    return lines
+    return lines if all_types else [*lines[1:], lines[0]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m whisper_build.workstation.price_lookup [CONFIG] [--no-lookup]``; exit status 0."""
+    """``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``; exit status 0."""
     parser = argparse.ArgumentParser(prog="make prices", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--no-lookup", action="store_true", help="do not call the AWS Price List API")
+    parser.add_argument("--all", action="store_true", help="every catalog instance type, not only the fleet's")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     print(f"instance prices ({CURRENCY} per instance-hour; * = in the fleet of {args.config}):")
-    print("\n".join(table_lines(config)))
+    print("\n".join(table_lines(config, args.all)))
     if args.no_lookup:
         return 0
     import boto3

@@ -74,9 +74,11 @@ class Offer:
         group: GPU group name.
         instance_type: ``ml.*`` instance type.
         usd_per_hour: price of one instance-hour, ``None`` when the price list has none.
-        pods_per_instance: serving pods one instance holds (GPUs × MIG slices).
+        pods_per_instance: serving pods one instance holds (GPUs × MIG slices per GPU).
         capacity: concurrent requests one pod is sized for (``GpuGroup.effective_capacity``).
-        figures: the throughput table's figures for the group's GPU, engine and model.
+        figures: the throughput table's figures for one pod: the group's GPU, engine and model, on
+            MIG one slice's (``settings.throughput.slice_figures``).
+        mig_profile: the MIG profile a pod serves on (e.g. ``1g.10gb``), ``None`` for a whole GPU.
     """
 
     group: str
@@ -85,6 +87,7 @@ class Offer:
     pods_per_instance: int
     capacity: int
     figures: tuple[ThroughputFigure, ...]
+    mig_profile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 Reads the config's GPU groups, the price list (``settings.prices``) and the throughput table
 (``settings.throughput``: measured on the CPU and one H200, every other GPU an estimate scaled from the
-H200; each operating point printed says which), then sizes with :mod:`whisper_build.workstation.sizing`.
+H200, a MIG slice the whole GPU's figure × its share of the SMs; each operating point printed says
+which), then sizes with :mod:`whisper_build.workstation.sizing`. docs/cost.md, "Sizing".
 
 Usage (one target)::
 
     python -m whisper_build.workstation.sizing_cli [CONFIG] --audio-hours-per-day 2000
-    python -m whisper_build.workstation.sizing_cli [CONFIG] --sync-rps 20 --p95-s 2 [--audio-s 30]
+    python -m whisper_build.workstation.sizing_cli [CONFIG] --sync-rps 20 --p95-s 5 [--audio-s 30]
     python -m whisper_build.workstation.sizing_cli [CONFIG] --bulk-audio-hours 5000 --deadline-hours 24
 """
 
@@ -18,16 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
-from settings.throughput import Estimated, Measured, figures_for
+from settings.throughput import Estimated, Measured, figures_for, slice_figures
 from whisper_build.workstation import sizing
 
 
 def offers(config: DeploymentConfig) -> list[sizing.Offer]:
-    """One :class:`~whisper_build.workstation.sizing.Offer` per GPU group of ``config``."""
+    """One :class:`~whisper_build.workstation.sizing.Offer` per GPU group of ``config``.
+
+    A MIG group's figures are one slice's (:func:`settings.throughput.slice_figures`), never a whole GPU's.
+    """
     result = []
     for group in config.gpu_groups:
         price = config.pricing.price_of(group.instance_type)
         figures = figures_for(group.gpu.name, group.serving_engine, config.model.name)
+        if group.mig is not None:
+            figures = slice_figures(figures, group.mig)
         result.append(
             sizing.Offer(
                 group=group.name,
@@ -36,15 +42,18 @@ def offers(config: DeploymentConfig) -> list[sizing.Offer]:
                 pods_per_instance=group.pods_per_node,
                 capacity=group.effective_capacity,
                 figures=tuple(figures),
+                mig_profile=group.mig_profile,
             )
         )
     return result
 
 
 def _source(source: Measured | Estimated) -> str:
+    """``measured: …``, or ``ESTIMATE:`` and each scaling step down to the measured figure (at most two)."""
     if isinstance(source, Measured):
         return f"measured: {source.where}, {source.when}"
-    return "ESTIMATE: " + source.basis.split(";", 1)[0]
+    steps = [step for step in source.basis.split("; from: ") if not step.startswith("measured on ")]
+    return "ESTIMATE: " + "; from ".join(steps[:2])
 
 
 def report(config: DeploymentConfig, target: sizing.Target) -> list[str]:
@@ -56,12 +65,13 @@ def report(config: DeploymentConfig, target: sizing.Target) -> list[str]:
     ]
     for p in plans:
         head = f"{p.offer.group} ({p.offer.instance_type})"
+        pod = f"a pod (one {p.offer.mig_profile} MIG slice)" if p.offer.mig_profile else "a pod"
         if p.figure is None:
             lines.append(f"  {head}: cannot meet the target: {p.note}")
             continue
         cost = "no price (make prices)" if p.cost_usd is None else f"{p.cost_usd:,.0f} USD {per}"
         lines.append(
-            f"  {head}: {p.replicas} replicas on {p.instances} instances, {cost}; a pod at batch "
+            f"  {head}: {p.replicas} replicas on {p.instances} instances, {cost}; {pod} at batch "
             f"{p.figure.batch:g} does {p.per_pod:.3g} {sizing.unit(target)} ({_source(p.figure.source)})"
         )
     mix = sizing.cheapest_mix(plans, target)

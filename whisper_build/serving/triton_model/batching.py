@@ -163,16 +163,23 @@ def _prompt(raw: object, row: int) -> DecodePrompt:
         raise RequestError(f"TEXT_PREFIX[{row}]: {error}") from error
 
 
+MULTILINGUAL_HINT = "model.name without .en in the config; on a workstation: make serve MODEL=base"
+"""Where a multilingual model comes from, for the English-only refusals."""
+
+
 def _check_model(engine: WhisperEngine, request: RequestWindows) -> RequestWindows | RequestError:
     """The request, or a :class:`RequestError` when it asks what this engine/model cannot do."""
     if not engine.multilingual:
         for prompt in request.prompts:
             if prompt.task == "translate":
-                return RequestError("this model is English-only (.en): it cannot translate; serve a multilingual model")
+                return RequestError(
+                    "this model is English-only (.en): it cannot translate; serve a multilingual model "
+                    f"({MULTILINGUAL_HINT})"
+                )
             if prompt.language not in (None, "en"):
                 return RequestError(
                     f"this model is English-only (.en): language {prompt.language!r} is not supported; "
-                    "send 'en' or no language"
+                    f"send 'en' or no language, or serve a multilingual model ({MULTILINGUAL_HINT})"
                 )
     try:
         check_supported(engine, request.options)

@@ -89,7 +89,7 @@ def model_multilingual(engine: EngineParams) -> bool | None:
     that only exists on the serving pod).
     """
     try:
-        return tokenizer_multilingual(engine.resolved_model_path() / "tokenizer.json")
+        return tokenizer_multilingual(engine.model_folder() / "tokenizer.json")
     except Exception as exc:  # noqa: BLE001 - EngineParamsError, OSError, or tokenizers' plain Exception
         log.warning(
             "cannot tell whether %r is multilingual (%s); the model config will not say", engine.model_path, exc
