@@ -178,4 +178,6 @@ def test_jobs_shows_length_percent_elapsed_and_time_left(
     )
     assert line is not None, listed
     assert line.group(1) in ("3", "4")
-    assert "total: 0 of 1 files final, 1200 s of audio known (1 files), 20% done" in listed
+    total = "total: 0 of 1 files final (1 in progress), 1200 s of audio known (1 files), 20% done, elapsed 1 min 4"
+    assert total in listed
+    assert re.search(r"20% done, elapsed 1 min 4\d s, about [34] min \d\d s left\n", listed), listed

@@ -3,9 +3,10 @@
 Starts a local S3 + SQS endpoint (:class:`whisper_build.bulk.local.LocalAws`, provisioned like the
 bulk stack, so uploads reach the queue through S3 events), a real ``tritonserver`` with the CPU model
 (whisper tiny.en, CTranslate2) and ``--workers`` bulk worker processes; uploads every file of
-AUDIO_DIR, waits until every job is final (a progress line every 5 s), downloads the results into OUT_DIR as
-``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and ``<name>.error.json``
-for inputs that failed, prints a summary naming each failed file and why, and stops what it started (workers by SIGTERM: they drain).
+AUDIO_DIR, waits until every job is final (a progress line every 5 s), downloads the results into
+OUT_DIR as ``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and
+``<name>.error.json`` for inputs that failed, prints a summary naming each failed file and why, and
+stops what it started (workers by SIGTERM: they drain).
 Exit status 0 when every job reached a final state, 1 otherwise (timeout, or every worker exited).
 
 Without ``--audio-dir`` (``make bulk-local``) it starts the same and runs until Ctrl-C, printing the
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whisper_build.bulk.aws import JobQueue, JobStore, clients
-from whisper_build.bulk.cli import ERROR_SUFFIX, Target, current, fetch, submit
+from whisper_build.bulk.cli import ERROR_SUFFIX, Target, current, fetch, local_files, submit
 from whisper_build.bulk.listing import progress_line, total_line
 from whisper_build.bulk.local import JobPath, LocalAws, provision
 from whisper_build.bulk.messages import JobOptions
@@ -172,7 +173,7 @@ def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | 
 
 def run_demo(args: Namespace, work: Path) -> int:
     """Everything in the module docstring; the exit status."""
-    files = sorted(p for p in args.audio_dir.rglob("*") if p.is_file())
+    _, files = local_files(str(args.audio_dir))  # refused before anything starts: no recording there
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with local_stack(work, args.workers, args.files_in_flight) as stack:
         submit(stack.target, str(args.audio_dir), JobOptions())

@@ -133,6 +133,13 @@ def seconds_left(status: JobStatus, now: float) -> float | None:
     return max(0.0, (status.audio_seconds - status.progress_seconds) / rate - (now - status.updated_at))
 
 
+def unfinished_audio(status: JobStatus, now: float) -> float:
+    """Audio seconds still to transcribe ``now``: the last report's, less what the job's rate did since."""
+    rate = audio_rate(status) or 0.0
+    left = (status.audio_seconds or 0.0) - status.progress_seconds - rate * (now - status.updated_at)
+    return max(0.0, left)
+
+
 def elapsed(status: JobStatus, now: float) -> float:
     """Seconds since the job's first attempt began (to its end when final)."""
     start = status.started_at or status.updated_at
@@ -166,7 +173,8 @@ def total_line(jobs: list[CurrentJob], now: float | None = None) -> str:
     known = [s for s in started if s.audio_seconds]
     audio = sum(s.audio_seconds or 0.0 for s in known)
     done = sum(min(s.progress_seconds, s.audio_seconds or 0.0) for s in known)
-    parts = [f"total: {final} of {len(jobs)} files final"]
+    running = len(started) - final
+    parts = [f"total: {final} of {len(jobs)} files final" + (f" ({running} in progress)" if running else "")]
     if audio:
         parts.append(f"{audio:.0f} s of audio known ({len(known)} files), {100 * done / audio:.0f}% done")
     if started:
@@ -174,8 +182,8 @@ def total_line(jobs: list[CurrentJob], now: float | None = None) -> str:
         last = now if final < len(started) else max(s.updated_at for s in started)
         parts.append(f"elapsed {clock(last - first)}")
     rates = [r for s in started if not s.final and (r := audio_rate(s)) is not None]
-    remaining = sum((s.audio_seconds or 0.0) - s.progress_seconds for s in known if not s.final)
-    if rates and remaining:
+    remaining = sum(unfinished_audio(s, now) for s in known if not s.final)
+    if rates:
         parts.append(f"about {clock(remaining / sum(rates))} left")
     elif started and final == len(started):
         parts.append("0 s left")
