@@ -117,6 +117,12 @@ def bulk_dead_letter_queue_name(config: DeploymentConfig) -> str:
     return f"{config.project_name}-bulk-dead-letter"
 
 
+BULK_STACK_OUTPUTS = {"bucket": "BulkBucketName", "queue": "BulkQueueUrl", "dead_letter": "BulkDeadLetterQueueUrl"}
+"""The bulk stack's (``stack_name(config, "Bulk")``) output keys: the job bucket's name, the job queue's
+and the dead-letter queue's URLs. The stack writes them; ``make submit`` / ``jobs`` / ``fetch`` read them
+with one ``DescribeStacks`` (no CDK)."""
+
+
 def workload_name(group: GpuGroup) -> str:
     """Deployment / PDB / ScaledObject name of a group, e.g. ``whisper-g5``."""
     return f"{labels.APP_NAME}-{group.name}"

@@ -58,8 +58,6 @@ WORKER_QUEUE_ACTIONS = (
 KEDA_QUEUE_ACTIONS = ("sqs:GetQueueAttributes",)
 """What KEDA's ``aws-sqs-queue`` scaler calls (keda ``pkg/scalers/aws_sqs_queue_scaler.go``: one
 ``GetQueueAttributes`` per poll)."""
-OUTPUTS = {"bucket": "BulkBucketName", "queue": "BulkQueueUrl", "dead_letter": "BulkDeadLetterQueueUrl"}
-"""Stack outputs ``make submit`` / ``make jobs`` read."""
 NONCURRENT_VERSION_DAYS = 30
 ABORT_MULTIPART_DAYS = 7
 
@@ -148,7 +146,7 @@ class BulkStack(Stack):
         self.bucket = self._bucket(bucket_name, bulk.input_prefix)
         self._alarms(config)
         self.worker_role = self._worker_role(config, bucket_arn, cluster_name)
-        for key, output in OUTPUTS.items():
+        for key, output in names.BULK_STACK_OUTPUTS.items():
             value = {
                 "bucket": bucket_name,
                 "queue": self.queue.queue_url,

@@ -32,6 +32,11 @@ def test_make_bulk_demo_transcribes_a_folder(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert "3 files: 2 transcribed, 1 failed" in completed.stdout
+    summary = completed.stdout.split("3 files: ", 1)[1]
+    assert "  failed: notes.png: not_audio: " in summary  # which file failed, and why
+    assert "fox" not in summary and "lights" not in summary
+    progress = [line for line in completed.stdout.splitlines() if line.startswith("progress: ")]
+    assert progress and progress[-1].startswith("progress: total: 3 of 3 files final"), completed.stdout
     assert sorted(p.name for p in out.iterdir()) == [
         "fox.json", "fox.srt", "fox.txt", "fox.vtt",
         "lights.json", "lights.srt", "lights.txt", "lights.vtt",

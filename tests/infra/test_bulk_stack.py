@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Match
 from cdk_assembly import CONFIGS, synthesized
 
-from settings import ConfigError, load_config, parse_config
+from settings import ConfigError, load_config, names, parse_config
 from stacks.bulk_stack import KEDA_QUEUE_ACTIONS, WORKER_QUEUE_ACTIONS
 
 BULK = "WhisperHyperpodBulk"
@@ -177,3 +177,8 @@ def test_invalid_bulk_config_names_the_field(bulk: dict[str, Any], message: str)
 def test_bulk_with_node_autoscaling_fits() -> None:
     data = {**_config(), "cluster": {"node_autoscaling": True}}
     assert parse_config(data).bulk.enabled
+
+
+def test_stack_outputs_are_the_names_the_bulk_commands_read(bulk_template: dict[str, Any]) -> None:
+    # make submit / jobs / fetch read these keys from settings.names, never from this stack's module
+    assert set(bulk_template["Outputs"]) >= set(names.BULK_STACK_OUTPUTS.values())

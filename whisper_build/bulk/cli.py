@@ -2,15 +2,18 @@
 
 Where the jobs live: with ``--endpoint-url`` (or ``WHISPER_BULK_ENDPOINT_URL``) a local S3 + SQS endpoint
 and the ``--bucket`` / ``--queue-url`` given; otherwise the bulk stack of ``--config`` in AWS, whose
-outputs name the bucket and the queues (``stacks.bulk_stack.OUTPUTS``; needs AWS credentials).
+outputs (named in ``settings.names.BULK_STACK_OUTPUTS``) name the bucket and the queues. No CDK is loaded;
+AWS errors, credentials first, end in one line with what to run (exit 1).
 
-* ``submit --src DIR`` uploads every file under DIR to the input prefix (each upload's S3 event is one
-  job); ``submit --src s3://<job bucket>/<key prefix>`` enqueues one job message per object that already
-  exists there (existing objects produce no event). Prints how many jobs.
-* ``jobs`` prints counts per state, the queue (waiting, in flight, dead-lettered), the oldest waiting
-  input, failures with their reasons and the progress of running files.
-* ``fetch --out DIR`` downloads every final job's results as ``<name>.json`` (verbose_json), ``.srt``,
-  ``.vtt``, ``.txt``, or ``<name>.error.json`` (the status, with the reason) for a failed one.
+* ``submit --src DIR|FILE`` uploads every file under DIR (or FILE) to the input prefix (each upload's S3
+  event is one job; a path that does not exist or has no recording is refused); ``submit --src
+  s3://<job bucket>/<key prefix>`` enqueues one job message per object that already exists there.
+* ``jobs`` prints counts per state, the queue, the oldest waiting input, progress in total and per job
+  in progress (audio length, percent done, elapsed, time left), failures with their reasons.
+* ``fetch --out DIR`` downloads each input's newest final result as ``<name>.json`` (verbose_json),
+  ``.srt``, ``.vtt``, ``.txt``, or ``<name>.error.json`` (the status, with the reason) for a failed one.
+
+docs/bulk.md, "Submitting, watching, fetching".
 """
 
 from __future__ import annotations
@@ -23,15 +26,27 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.progress import track
 
 from whisper_build.bulk.aws import JobQueue, JobStore, clients
+from whisper_build.bulk.listing import CurrentJob, current_jobs, progress_line, status_records, total_line
 from whisper_build.bulk.messages import JobMessage, JobOptions
-from whisper_build.bulk.records import OUTPUT_FILES, STATUS_FILE, JobStatus
+from whisper_build.bulk.records import OUTPUT_FILES, JobStatus
+from whisper_build.deploy.credentials import credential_problem, is_credential_error
 
+AUDIO_SUFFIXES = frozenset(
+    {".aac", ".aif", ".aiff", ".amr", ".flac", ".m4a", ".mka", ".mp3", ".mp4", ".mpeg", ".mpga", ".oga", ".ogg"}
+    | {".opus", ".wav", ".webm", ".wma"}
+)
+"""File extensions ``make submit`` counts as recordings: a local SRC with none of them is refused. Every file
+of a folder that has one is uploaded (a worker fails the ones that do not decode, naming why)."""
 FETCH_SUFFIXES = {"verbose_json": ".json", "srt": ".srt", "vtt": ".vtt", "txt": ".txt"}
 ERROR_SUFFIX = ".error.json"
+STATES = ("waiting", "running", "retrying", "completed", "failed")
+"""The states ``make jobs`` counts, in its order (``waiting``: the input's newest version has no status yet)."""
 console = Console(stderr=True)
 
 
@@ -50,7 +65,9 @@ def resolve(args: argparse.Namespace) -> Target:
     """The local endpoint's bucket and queues, or the bulk stack's in AWS (module docstring).
 
     Raises:
-        SystemExit: bulk is off in the config, or the stack has not been deployed.
+        SystemExit: the config is invalid, bulk is off in it, or the stack has not been deployed.
+        botocore.exceptions.BotoCoreError / ClientError: AWS refused or could not be reached
+            (:func:`main` words credential failures in one line).
     """
     endpoint = args.endpoint_url or os.environ.get("WHISPER_BULK_ENDPOINT_URL")
     if endpoint:
@@ -59,30 +76,65 @@ def resolve(args: argparse.Namespace) -> Target:
         return Target(
             JobStore(s3, args.bucket), JobQueue(sqs, args.queue_url), dead, args.input_prefix, args.output_prefix
         )
-    from settings import load_config
-    from settings.names import stack_name
-    from stacks.bulk_stack import OUTPUTS
+    from settings import ConfigError, load_config
+    from settings.names import BULK_STACK_OUTPUTS, stack_name
 
-    config = load_config(args.config)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if not config.bulk.enabled:
         raise SystemExit(f"{args.config}: bulk.enabled is false; turn it on (config/examples/bulk.yaml) and deploy")
-    import boto3
-
     stack = stack_name(config, "Bulk")
-    outputs = boto3.client("cloudformation", region_name=config.region).describe_stacks(StackName=stack)["Stacks"][0]
-    values = {o["OutputKey"]: o["OutputValue"] for o in outputs.get("Outputs", [])}
+    try:
+        described = boto3.client("cloudformation", region_name=config.region).describe_stacks(StackName=stack)
+    except ClientError as exc:
+        if is_credential_error(exc) or "does not exist" not in str(exc):
+            raise
+        raise SystemExit(
+            f"error: the bulk stack {stack} does not exist in {config.region}: `make deploy CONFIG={args.config}` first"
+        ) from None
+    values = {o["OutputKey"]: o["OutputValue"] for o in described["Stacks"][0].get("Outputs", [])}
     s3, sqs = clients(config.region)
     return Target(
-        JobStore(s3, values[OUTPUTS["bucket"]]),
-        JobQueue(sqs, values[OUTPUTS["queue"]]),
-        JobQueue(sqs, values[OUTPUTS["dead_letter"]]),
+        JobStore(s3, values[BULK_STACK_OUTPUTS["bucket"]]),
+        JobQueue(sqs, values[BULK_STACK_OUTPUTS["queue"]]),
+        JobQueue(sqs, values[BULK_STACK_OUTPUTS["dead_letter"]]),
         config.bulk.input_prefix,
         config.bulk.output_prefix,
     )
 
 
+def local_files(src: str) -> tuple[Path, list[Path]]:
+    """The files of a local ``SRC`` (a folder: every file under it; or one file) and the folder their keys start at.
+
+    Returns: ``(folder the input keys are relative to, files to upload)``.
+
+    Raises:
+        SystemExit: ``src`` does not exist, or no file of it has an audio extension (:data:`AUDIO_SUFFIXES`).
+    """
+    root = Path(src)
+    if not root.exists():
+        raise SystemExit(
+            f"error: {src}: no such file or folder; SRC takes a folder of recordings, one recording, "
+            "or s3://<job bucket>/<input prefix>…"
+        )
+    root, files = (root.parent, [root]) if root.is_file() else (root, sorted(p for p in root.rglob("*") if p.is_file()))
+    if not any(p.suffix.lower() in AUDIO_SUFFIXES for p in files):
+        found = f"{len(files)} files, none named as audio" if files else "no files"
+        raise SystemExit(
+            f"error: {src} holds no audio ({found}); point SRC at recordings named {'/'.join(sorted(AUDIO_SUFFIXES))}"
+        )
+    return root, files
+
+
 def submit(target: Target, src: str, options: JobOptions) -> int:
-    """Upload a local folder or enqueue an S3 prefix (module docstring); returns the number of jobs."""
+    """Upload a local folder or file, or enqueue an S3 prefix (module docstring); returns the number of jobs.
+
+    Raises:
+        SystemExit: nothing to submit (:func:`local_files`; no object under an ``s3://`` prefix), an
+            ``s3://`` source outside the job bucket's input prefix, or options with a local source.
+    """
     if src.startswith("s3://"):
         bucket, _, prefix = src[len("s3://") :].partition("/")
         if bucket != target.store.bucket or not prefix.startswith(target.input_prefix):
@@ -90,15 +142,16 @@ def submit(target: Target, src: str, options: JobOptions) -> int:
                 f"{src}: jobs must be under s3://{target.store.bucket}/{target.input_prefix} (the workers read only there)"
             )
         keys = target.store.keys(prefix)
-        for key in track(keys, description="enqueueing", console=console, disable=not keys):
+        if not keys:
+            raise SystemExit(f"error: no object under {src}; upload recordings there first, or give a local folder")
+        for key in track(keys, description="enqueueing", console=console):
             target.queue.send(JobMessage(bucket=bucket, key=key, options=options).to_body())
         print(f"{len(keys)} jobs enqueued from {src}")
         return len(keys)
     if options != JobOptions():
         raise SystemExit("options apply to s3:// sources; uploaded files are transcribed with the defaults (S3 events)")
-    root = Path(src)
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    for path in track(files, description="uploading", console=console, disable=not files):
+    root, files = local_files(src)
+    for path in track(files, description="uploading", console=console):
         key = target.input_prefix + path.relative_to(root).as_posix()
         target.store.s3.upload_file(str(path), target.store.bucket, key)
     print(
@@ -108,10 +161,8 @@ def submit(target: Target, src: str, options: JobOptions) -> int:
 
 
 def statuses(target: Target) -> list[JobStatus]:
-    """Every job's status record, newest last."""
-    keys = [k for k in target.store.keys(target.output_prefix) if k.endswith("/" + STATUS_FILE)]
-    records = [target.store.read_model(key, JobStatus) for key in keys]
-    return sorted((r for r in records if r is not None), key=lambda r: r.updated_at)
+    """Every job's status record, newest last (every version of every input: :func:`current` picks)."""
+    return status_records(target.store, target.output_prefix)
 
 
 def latest_per_input(records: list[JobStatus]) -> dict[str, JobStatus]:
@@ -119,39 +170,49 @@ def latest_per_input(records: list[JobStatus]) -> dict[str, JobStatus]:
     return {record.key: record for record in records}
 
 
+def current(target: Target) -> dict[str, CurrentJob]:
+    """Input key → the job of its newest version (:func:`whisper_build.bulk.listing.current_jobs`)."""
+    return current_jobs(target.store, target.input_prefix, target.output_prefix)
+
+
 def jobs(target: Target) -> dict[str, int]:
-    """Print the state of the jobs (module docstring); returns counts per state (``waiting`` included)."""
-    records = latest_per_input(statuses(target))
-    counts = Counter[str](record.state for record in records.values())
-    pages = target.store.s3.get_paginator("list_objects_v2").paginate(
-        Bucket=target.store.bucket, Prefix=target.input_prefix
-    )
-    inputs = [item for page in pages for item in page.get("Contents", [])]
-    waiting = [item for item in inputs if item["Key"] not in records]
-    counts["waiting"] = len(waiting)
+    """Print the state of the jobs (module docstring); returns the count of each of :data:`STATES`."""
+    now = time.time()
+    found = current(target)
+    counts = Counter[str](job.status.state if job.status else "waiting" for job in found.values())
     queue = target.queue.counts()
     dead = target.dead_letter.counts()["visible"] if target.dead_letter else 0
-    print(
-        "jobs: "
-        + ", ".join(f"{state} {counts[state]}" for state in ("waiting", "running", "retrying", "completed", "failed"))
-    )
+    print("jobs: " + ", ".join(f"{state} {counts[state]}" for state in STATES))
     print(f"queue: {queue['visible']} waiting, {queue['in_flight']} in flight, {dead} dead-lettered")
+    waiting = [job for job in found.values() if job.status is None]
     if waiting:
-        oldest = min(item["LastModified"] for item in waiting)
-        print(f"oldest waiting input: {time.time() - oldest.timestamp():.0f} s")
-    for record in records.values():
-        if record.state in ("failed", "retrying") and record.error is not None:
-            print(f"  {record.state}: {record.key}: {record.error.reason}: {record.error.message}")
-        elif record.state == "running":
-            total = f" of {record.audio_seconds:.0f} s" if record.audio_seconds else ""
-            print(f"  running: {record.key}: {record.progress_seconds:.0f} s{total} done, {record.windows} windows")
-    return dict(counts)
+        print(f"oldest waiting input: {now - min(job.submitted_at for job in waiting):.0f} s")
+    if found:
+        print(total_line(list(found.values()), now))
+    for job in found.values():
+        record = job.status
+        if record is None:
+            if job.versions > 1:
+                print(f"  waiting: {job.key}: not started{job.resubmitted}")
+        elif record.state == "failed" and record.error is not None:
+            print(f"  failed: {job.key}: {record.error.reason}: {record.error.message}{job.resubmitted}")
+        elif record.state in ("running", "retrying"):
+            error = f"; last error {record.error.reason}: {record.error.message}" if record.error else ""
+            print(f"  {record.state}: {job.key}: {progress_line(record, now)}{job.resubmitted}{error}")
+    return {state: counts[state] for state in STATES}
 
 
 def fetch(target: Target, out: Path) -> dict[str, int]:
-    """Download final results into ``out`` (module docstring); returns ``{"completed": n, "failed": m}``."""
+    """Download the final results of every input's newest version into ``out`` (module docstring).
+
+    Returns: ``{"completed": n, "failed": m, "not_final": k}`` (``not_final``: waiting or in progress).
+    """
     fetched = Counter[str]()
-    for record in latest_per_input(statuses(target)).values():
+    for job in current(target).values():
+        record = job.status
+        if record is None or not record.final:
+            fetched["not_final"] += 1
+            continue
         relative = record.key[len(target.input_prefix) :] if record.key.startswith(target.input_prefix) else record.key
         base = out / Path(relative).with_suffix("")
         base.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +222,7 @@ def fetch(target: Target, out: Path) -> dict[str, int]:
                 body = target.store.s3.get_object(Bucket=target.store.bucket, Key=prefix + file)["Body"].read()
                 Path(f"{base}{FETCH_SUFFIXES[name]}").write_bytes(body)
             fetched["completed"] += 1
-        elif record.state == "failed":
+        else:
             Path(f"{base}{ERROR_SUFFIX}").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
             fetched["failed"] += 1
     return dict(fetched)
@@ -191,9 +252,8 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point."""
-    args = parser().parse_args(argv)
+def run(args: argparse.Namespace) -> None:
+    """One command against :func:`resolve`'s target."""
     target = resolve(args)
     if args.command == "submit":
         options = JobOptions(
@@ -204,7 +264,21 @@ def main(argv: list[str] | None = None) -> int:
         jobs(target)
     else:
         counts = fetch(target, args.out)
-        print(f"fetched {counts.get('completed', 0)} results and {counts.get('failed', 0)} failures into {args.out}")
+        waiting = f"; {counts['not_final']} inputs not final yet" if counts.get("not_final") else ""
+        print(
+            f"fetched {counts.get('completed', 0)} results and {counts.get('failed', 0)} failures into {args.out}{waiting}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: 0, or 1 with one line on stderr (a mistake to fix, or AWS refusing or unreachable)."""
+    args = parser().parse_args(argv)
+    try:
+        run(args)
+    except (BotoCoreError, ClientError) as exc:
+        line = credential_problem(exc) if is_credential_error(exc) else f"AWS refused or could not be reached: {exc}"
+        print(f"error: {line}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,9 +3,10 @@
 Starts a local S3 + SQS endpoint (:class:`whisper_build.bulk.local.LocalAws`, provisioned like the
 bulk stack, so uploads reach the queue through S3 events), a real ``tritonserver`` with the CPU model
 (whisper tiny.en, CTranslate2) and ``--workers`` bulk worker processes; uploads every file of
-AUDIO_DIR, waits until every job is final (a progress bar), downloads the results into OUT_DIR as
-``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and ``<name>.error.json``
-for inputs that failed, prints a summary, and stops what it started (workers by SIGTERM: they drain).
+AUDIO_DIR, waits until every job is final (a progress line every 5 s), downloads the results into
+OUT_DIR as ``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and
+``<name>.error.json`` for inputs that failed, prints a summary naming each failed file and why, and
+stops what it started (workers by SIGTERM: they drain).
 Exit status 0 when every job reached a final state, 1 otherwise (timeout, or every worker exited).
 
 Without ``--audio-dir`` (``make bulk-local``) it starts the same and runs until Ctrl-C, printing the
@@ -28,10 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.progress import Progress
-
 from whisper_build.bulk.aws import JobQueue, JobStore, clients
-from whisper_build.bulk.cli import ERROR_SUFFIX, Target, fetch, latest_per_input, statuses, submit
+from whisper_build.bulk.cli import ERROR_SUFFIX, Target, current, fetch, local_files, submit
+from whisper_build.bulk.listing import progress_line, total_line
 from whisper_build.bulk.local import JobPath, LocalAws, provision
 from whisper_build.bulk.messages import JobOptions
 from whisper_build.serving.engines import EngineParams
@@ -40,6 +40,8 @@ from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton
 
 POLL_SECONDS = 1.0
+PROGRESS_SECONDS = 5.0
+"""How often ``make bulk-demo`` prints a progress line while it waits."""
 WORKER_STOP_SECONDS = 60.0
 
 
@@ -83,19 +85,36 @@ def stop_worker(process: subprocess.Popen[bytes]) -> None:
 def wait_final(target: Target, expected: int, timeout: float, workers: list[subprocess.Popen[bytes]]) -> int:
     """Poll the status records until ``expected`` inputs are final, ``timeout`` passes or every worker exited.
 
-    Returns: how many inputs are final.
+    Prints ``progress: <total_line>`` every :data:`PROGRESS_SECONDS` (a plain line: also when the output
+    is not a terminal). Returns: how many inputs are final.
     """
     deadline = time.monotonic() + timeout
-    final = 0
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("transcribing", total=expected)
-        while time.monotonic() < deadline:
-            final = sum(1 for record in latest_per_input(statuses(target)).values() if record.final)
-            progress.update(bar, completed=final)
-            if final >= expected or all(worker.poll() is not None for worker in workers):
-                break
-            time.sleep(POLL_SECONDS)
+    final, printed = 0, -PROGRESS_SECONDS
+    while time.monotonic() < deadline:
+        found = list(current(target).values())
+        final = sum(1 for job in found if job.status is not None and job.status.final)
+        done = final >= expected or all(worker.poll() is not None for worker in workers)
+        if done or time.monotonic() - printed >= PROGRESS_SECONDS:
+            print(f"progress: {total_line(found) if found else 'uploading'}", flush=True)
+            printed = time.monotonic()
+        if done:
+            break
+        time.sleep(POLL_SECONDS)
     return final
+
+
+def unfinished_lines(target: Target) -> list[str]:
+    """One line per input that failed (reason and message) or is not final (state and progress)."""
+    lines = []
+    for job in current(target).values():
+        name = job.key.removeprefix(target.input_prefix)
+        if job.status is None:
+            lines.append(f"  not started: {name}")
+        elif job.status.state == "failed" and job.status.error is not None:
+            lines.append(f"  failed: {name}: {job.status.error.reason}: {job.status.error.message}")
+        elif not job.status.final:
+            lines.append(f"  not final: {name}: {job.status.state}, {progress_line(job.status)}")
+    return lines
 
 
 def cpu_triton_settings() -> TritonSettings:
@@ -154,16 +173,19 @@ def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | 
 
 def run_demo(args: Namespace, work: Path) -> int:
     """Everything in the module docstring; the exit status."""
-    files = sorted(p for p in args.audio_dir.rglob("*") if p.is_file())
+    _, files = local_files(str(args.audio_dir))  # refused before anything starts: no recording there
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with local_stack(work, args.workers, args.files_in_flight) as stack:
         submit(stack.target, str(args.audio_dir), JobOptions())
         final = wait_final(stack.target, len(files), args.timeout, stack.workers)
         counts = fetch(stack.target, args.out_dir)
+        problems = unfinished_lines(stack.target)
     done, failed = counts.get("completed", 0), counts.get("failed", 0)
     print(
         f"{len(files)} files: {done} transcribed, {failed} failed (see *{ERROR_SUFFIX}), {len(files) - final} not final"
     )
+    for line in problems:
+        print(line)
     print(f"results in {args.out_dir}")
     return 0 if final >= len(files) else 1
 

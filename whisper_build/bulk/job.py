@@ -193,6 +193,7 @@ class JobRunner:
             state="running", bucket=self.store.bucket, key=job.key, job_id=jid, model=settings.model
         )
         status.state, status.attempts, status.error = "running", status.attempts + 1, None
+        status.started_at = status.started_at or time.time()
         status.version_id, status.etag, status.engine, status.options = (
             info.version_id, info.etag, settings.engine, job.options,
         )  # fmt: skip
@@ -274,6 +275,7 @@ class JobRunner:
         try:
             await self._io(self.store.download, job.key, info, path)
             stream: AudioStream = await self._io(open_audio_file, path)
+            status.audio_seconds = stream.declared_seconds  # make jobs' percent and estimate
             try:
                 stopped = await self._groups(stream, job, checkpoint, prefix, status, life, started)
             except BackendError as exc:
@@ -319,6 +321,8 @@ class JobRunner:
                 if stop is not None or since_checkpoint >= self.settings.checkpoint_every_groups:
                     await self._save_progress(prefix, status, checkpoint)
                     since_checkpoint = 0
+                else:
+                    await self._report_progress(prefix, status, checkpoint)
                 if stop is not None:
                     # released: the returned message, or the continuation (a new message), is taken at once
                     await self.renew(life, 0)
@@ -329,11 +333,27 @@ class JobRunner:
         return None
 
     async def _save_progress(self, prefix: str, status: JobStatus, checkpoint: Checkpoint) -> None:
+        """Write the checkpoint, then the status record with its progress."""
         await self._io(self.store.write_model, prefix + CHECKPOINT_FILE, checkpoint)
+        self._progress(status, checkpoint)
+        await self._io(self.store.write_model, prefix + STATUS_FILE, status)
+
+    @staticmethod
+    def _progress(status: JobStatus, checkpoint: Checkpoint) -> None:
         status.progress_seconds = checkpoint.start_sample / 16_000
         status.windows, status.wall_seconds = checkpoint.windows, checkpoint.wall_seconds
         status.updated_at = time.time()
-        await self._io(self.store.write_model, prefix + STATUS_FILE, status)
+
+    async def _report_progress(self, prefix: str, status: JobStatus, checkpoint: Checkpoint) -> None:
+        """The status record's progress after a window group between checkpoints: one small PUT.
+
+        A failed write is logged, not retried: the next group (or checkpoint) writes it again.
+        """
+        self._progress(status, checkpoint)
+        try:
+            await self._io(self.store.write_model, prefix + STATUS_FILE, status)
+        except (ClientError, BotoCoreError) as exc:
+            log.warning("could not write the progress of %s: %s", status.job_id, exc)
 
     async def _continue(self, job: JobMessage, checkpoint: Checkpoint, status: JobStatus) -> None:
         """Send the job again (next continuation, resume point) before the receipt's 12 hours run out."""

@@ -76,9 +76,11 @@ class JobStatus(BaseModel):
         bucket / key / version_id / etag: the input and the identity the result belongs to.
         job_id: the folder's id (:func:`job_id`).
         model / engine: what transcribed it.
-        audio_seconds: the audio's duration (known once decoded to the end); ``progress_seconds``
-            how far the transcription is.
+        audio_seconds: the audio's duration in seconds: while running the length the file's header
+            declares (``None`` when the format does not state it), once completed the decoded length;
+            ``progress_seconds`` how far the transcription is (written after every window group).
         wall_seconds: time spent transcribing, summed over attempts and continuations.
+        started_at: Unix time the job's first attempt began (``make jobs``' elapsed time).
         windows: windows sent to the model (silent ones are skipped).
         attempts: receives of the job's messages that started work.
         continuations: continuation messages sent before SQS's 12-hour visibility limit.
@@ -103,6 +105,7 @@ class JobStatus(BaseModel):
     windows: int = 0
     attempts: int = 0
     continuations: int = 0
+    started_at: float | None = None
     error: JobError | None = None
     outputs: dict[str, str] = Field(default_factory=dict)
     updated_at: float = Field(default_factory=time.time)
