@@ -111,8 +111,22 @@ def gateway_inflight(metrics_url: str) -> float:
     return float(match.group(1))
 
 
-def wait_until_idle(control: SlowEngineControl, gateway_metrics: str, limit_s: float = 300.0) -> None:
-    """Wait until the gateway has no request in progress and the engine no call, two polls in a row.
+def triton_pending(metrics_url: str) -> float:
+    """Requests queued at Triton for the ``whisper`` model (``nv_inference_pending_request_count``)."""
+    text = httpx.get(metrics_url, timeout=10).text
+    match = re.search(r'^nv_inference_pending_request_count\{model="whisper",version="1"\} (\S+)$', text, re.M)
+    assert match, "nv_inference_pending_request_count not on Triton's metrics"
+    return float(match.group(1))
+
+
+def wait_until_idle(
+    control: SlowEngineControl,
+    gateway_metrics: str | None = None,
+    triton_metrics: str | None = None,
+    limit_s: float = 300.0,
+) -> None:
+    """Wait until the engine has no call in progress — and, where given, the gateway no request and
+    Triton no queued request — two polls 0.5 s apart in a row.
 
     A gateway that kept sending window groups after its client left would stay in progress until
     the file's end, so this never ends early on a slow machine (no quiet-period guess).
@@ -122,6 +136,9 @@ def wait_until_idle(control: SlowEngineControl, gateway_metrics: str, limit_s: f
     """
     deadline, quiet = time.monotonic() + limit_s, 0
     while quiet < 2:
-        assert time.monotonic() < deadline, f"the gateway or the engine still busy after {limit_s:.0f} s"
+        assert time.monotonic() < deadline, f"the gateway, Triton or the engine still busy after {limit_s:.0f} s"
         time.sleep(0.5)
-        quiet = quiet + 1 if gateway_inflight(gateway_metrics) == 0 and not control.busy() else 0
+        idle = not control.busy()
+        idle = idle and (gateway_metrics is None or gateway_inflight(gateway_metrics) == 0)
+        idle = idle and (triton_metrics is None or triton_pending(triton_metrics) == 0)
+        quiet = quiet + 1 if idle else 0

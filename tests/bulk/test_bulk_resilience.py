@@ -28,6 +28,7 @@ from bulk_support import (
     worker_env,
 )
 from long_audio import sparse_speech_flac
+from slow_engine import wait_until_idle
 
 from whisper_build.bulk.demo import start_worker
 from whisper_build.bulk.local import LocalAws
@@ -89,8 +90,9 @@ def queue_visible(target) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_returns_the_message_and_sigkill_resumes_from_the_checkpoint(
-    local_aws, triton_server, speech, tmp_path
+    local_aws, slow_triton_server, speech, tmp_path
 ) -> None:
+    triton_server, control = slow_triton_server  # delay 0: its call log tells when the engine is idle
     path, target = new_job_path(local_aws.endpoint_url, visibility_timeout_seconds=30)
     audio = sparse_speech_flac(speech, minutes=8, every_minutes=1)  # 8 windows with speech, 8 of noise floor
     env = worker_env(
@@ -114,7 +116,8 @@ def test_sigterm_returns_the_message_and_sigkill_resumes_from_the_checkpoint(
     second = start_worker(env, tmp_path / "second.log")
     wait_until(lambda: (c := checkpoint_of(target, key)) and c.groups >= 4, 180, "a later checkpoint")
     stop(second, signal.SIGKILL)
-    time.sleep(3)  # the killed worker's Triton call in flight finishes on the server
+    # the killed worker's Triton call in flight finishes on the server (engine idle, nothing queued)
+    wait_until_idle(control, triton_metrics=metrics)
     resume_at = checkpoint_of(target, key)
     assert resume_at is not None and 0 < resume_at.windows < 8
     windows_before = triton_windows(metrics)

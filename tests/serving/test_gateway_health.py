@@ -49,6 +49,19 @@ def test_unready_until_a_success_then_two_failures_or_staleness_make_it_unready(
     assert "no inference succeeded for 8 s" in health.problem()
 
 
+def test_a_worker_starting_while_the_pod_is_busy_is_not_loading_until_a_canary_fails() -> None:
+    # GIVEN a worker with no canary back yet (its first waits behind another worker's requests)
+    health, backend, _, state = make(busy=True)
+    assert health.problem() is None and health.pod_problem() is None  # busy, not loading
+    state["busy"] = False
+    assert "loading" in health.problem()  # an idle pod with no success is loading
+    # WHEN its first canary fails (a dead model fails at once) THEN it is not excused, busy or not
+    state["busy"] = True
+    backend.error = BackendError("Stub process 'whisper_0_0' is not healthy.")
+    asyncio.run(health.canary(backend))
+    assert "not healthy" in health.problem()
+
+
 def test_a_busy_model_is_slow_not_dead() -> None:
     health, backend, clock, state = make(busy=True)
     asyncio.run(health.canary(backend))

@@ -46,8 +46,11 @@ def _quietest_cut(samples: npt.NDArray[np.float32], lo: int, hi: int) -> int:
     rms = frame_rms(samples[lo:hi])
     k = min(_SMOOTH_FRAMES, len(rms))
     smooth = np.convolve(rms, np.ones(k) / k, mode="valid")
-    # Ties (e.g. digital silence) go to the latest candidate: longer windows, fewer cuts.
-    best = len(smooth) - 1 - int(np.argmin(smooth[::-1]))
+    # Ties (e.g. digital silence, a steady tone) go to the latest candidate: longer windows, fewer cuts.
+    # Levels within 1e-6 of the quietest count as ties: they differ only by float rounding, which
+    # differs between CPUs' SIMD paths, so every machine cuts a steady tone at the same sample.
+    quietest = float(smooth.min())
+    best = int(np.flatnonzero(smooth <= quietest + 1e-6 * quietest)[-1])
     return lo + best * CUT_HOP + (k - 1) * CUT_HOP // 2 + CUT_FRAME // 2
 
 

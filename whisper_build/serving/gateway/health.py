@@ -150,6 +150,10 @@ class ModelHealth:
         """Why the model cannot serve now, or ``None`` when it can (``/ping`` answers 200)."""
         settings = self.settings
         if self.last_success is None:
+            if self.consecutive_failures == 0 and self._busy():
+                # a worker that started while the pod's other requests hold the model: its first canary
+                # waits behind them; busy, not loading (a dead model fails that canary at once)
+                return None
             return self.last_error
         if self.last_failure_restarting and self.consecutive_failures:  # unambiguous: no second failure needed
             return f"the model's runtime died and is being loaded again; last error: {self.last_error}"
