@@ -18,7 +18,7 @@ from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
-from whisper_build.serving.gateway.routes.form_fields import single_fields
+from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.gateway.transcriber import WindowRequest
@@ -121,7 +121,7 @@ async def _audio(
     )
 
 
-@router.post(TRANSCRIPTIONS, dependencies=[Depends(single_fields)])
+@router.post(TRANSCRIPTIONS, dependencies=[Depends(transcription_fields)])
 async def transcriptions(
     pipeline: PipelineDep,
     file: FileField,
@@ -148,7 +148,7 @@ async def transcriptions(
     )  # fmt: skip
 
 
-@router.post(TRANSLATIONS, dependencies=[Depends(single_fields)])
+@router.post(TRANSLATIONS, dependencies=[Depends(translation_fields)])
 async def translations(
     pipeline: PipelineDep,
     file: FileField,
