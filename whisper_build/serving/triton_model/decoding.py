@@ -30,14 +30,16 @@ Not reproduced from openai/whisper ``transcribe()``, on purpose: ``condition_on_
 (each window is decoded independently, so that all windows of all requests decode in ONE batch;
 conditioning would serialise a file's windows) and seek-based re-decoding (a window whose last
 segment has no closing timestamp is not re-decoded from that timestamp with more audio: the
-gateway cuts windows at silences, so the cut-off segment is closed at the window's end).
+gateway cuts windows at silences, so the cut-off segment is closed at the window's end). Speech
+after a decode's last timestamp is decoded once more, alone (:func:`_tails`), where openai/whisper
+would seek to that timestamp.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -63,6 +65,8 @@ __all__ = [
 SECONDS_PER_TIMESTAMP = 0.02
 """Time step of Whisper's timestamp tokens (``<|0.00|>`` … ``<|30.00|>``), openai/whisper ``tokenizer.py``."""
 _EPS = 1e-6
+MIN_TAIL_SECONDS = 0.5
+"""Shortest voiced audio after a window's last timestamp that is decoded again (:func:`_tails`)."""
 
 
 class UnsupportedOption(ValueError):
@@ -302,6 +306,67 @@ def _best(attempts: list[_Attempt], policy: DecodingPolicy) -> _Attempt:
     return max(readable or attempts, key=lambda a: a.avg_logprob)
 
 
+def _segments(
+    engine: WhisperEngine, hypothesis: Hypothesis, audio: np.ndarray, policy: DecodingPolicy
+) -> list[SegmentResult]:
+    """The segments of one decode of ``audio`` (:func:`parse_segments`, then :func:`trim_leading_silence`)."""
+    duration = len(audio) / SAMPLE_RATE
+    segments = parse_segments(hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text)
+    return trim_leading_silence(segments, audio, policy.silence_dbfs)
+
+
+def _tails(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    prompts: Sequence[DecodePrompt],
+    repetition_penalty: Sequence[float],
+    options: Sequence[DecodeOptions],
+    policy: DecodingPolicy,
+    best_of: dict[int, _Attempt],
+    found: dict[int, list[SegmentResult]],
+) -> dict[int, list[SegmentResult]]:
+    """Segments extended by a decode of the speech after the last timestamp, for the rows that have it.
+
+    With timestamps, Whisper may close its last segment early and end (``<|23.00|><|endoftext|>``:
+    "the rest belongs to the next window"); openai/whisper then seeks to that timestamp, but a window
+    here has no next decode, so that speech was lost (a whole sentence at a window's end; measured by
+    benchmarks/timestamp_mode.py). A tail of at least :data:`MIN_TAIL_SECONDS` after the last segment
+    that is not silent (``silence_dbfs``) is decoded once more, alone, at the kept decode's temperature;
+    its segments, offset by the tail's start, are appended unless that decode is silence or fails the
+    fallback thresholds.
+
+    Returns: the rows whose segments grew, with all their segments.
+    """
+    starts: dict[int, float] = {}
+    for i, segments in found.items():
+        if segments and (options[i].timestamps or options[i].word_timestamps):
+            start = segments[-1].end
+            tail = audio[i][round(start * SAMPLE_RATE) :]
+            if len(tail) >= MIN_TAIL_SECONDS * SAMPLE_RATE and not is_silent(tail, policy.silence_dbfs):
+                starts[i] = start
+    rows = list(starts)
+    grown: dict[int, list[SegmentResult]] = {}
+    for temperature, members in group_indices([best_of[i].temperature for i in rows]).items():
+        idx = [rows[m] for m in members]
+        tails = [audio[i][round(starts[i] * SAMPLE_RATE) :] for i in idx]
+        penalties = [repetition_penalty[i] for i in idx]
+        hypotheses = engine.generate(
+            tails, [prompts[i] for i in idx], penalties, timestamps=True, temperature=temperature
+        )
+        for i, tail, hypothesis in zip(idx, tails, hypotheses, strict=True):
+            attempt = _attempt(engine, hypothesis, temperature)
+            if _is_silence(attempt, policy) or _failed(attempt, policy):
+                continue
+            offset = starts[i]
+            more = [
+                replace(s, start=s.start + offset, end=s.end + offset)
+                for s in _segments(engine, hypothesis, tail, policy)
+            ]
+            if more:
+                grown[i] = found[i] + more
+    return grown
+
+
 def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> None:
     """Raise :class:`UnsupportedOption` when ``options`` ask what ``engine`` cannot do."""
     caps = engine.capabilities
@@ -377,25 +442,19 @@ def decode_windows(
         ]
     results: list[WindowResult | None] = [None] * len(audio)
     word_rows: list[int] = []
+    best_of = {i: _best(tried, policy) for i, tried in attempts.items()}
+    found = {
+        i: [] if _is_silence(best, policy) else _segments(engine, best.hypothesis, audio[i], policy)
+        for i, best in best_of.items()
+    }
+    found |= _tails(engine, audio, prompts, repetition_penalty, options, policy, best_of, found)
     for i in range(len(audio)):
         tried = attempts.get(i)
         if not tried:
             results[i] = WindowResult("", [], None, None, None, options[i].temperature, [])
             continue
-        best = _best(tried, policy)
-        duration = len(audio[i]) / SAMPLE_RATE
-        silent = _is_silence(best, policy)
-        segments = (
-            []
-            if silent
-            else trim_leading_silence(
-                parse_segments(
-                    best.hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text
-                ),
-                audio[i],
-                policy.silence_dbfs,
-            )
-        )
+        best = best_of[i]
+        segments = found[i]
         if ends_in_speech(audio[i], policy.silence_dbfs, policy.cut_speech_db):
             segments = drop_last_word(segments, engine.decode_text)
         text = " ".join(s.text for s in segments)

@@ -34,7 +34,7 @@ class InvocationRequest(BaseModel):
     whisper_prompt: StrictStr | None = Field("", description="context text or special-token prompt")
     repetition_penalty: float = Field(1.0, gt=0, le=10, allow_inf_nan=False)
     language: StrictStr | None = None
-    timestamps: StrictBool = Field(False, description="add segments with times from Whisper's timestamp tokens")
+    timestamps: StrictBool = Field(False, description="answer the segments (from Whisper's timestamp tokens) too")
 
 
 def unknown_field(name: str) -> ApiError:
@@ -91,7 +91,7 @@ async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
     async def audio_bytes() -> bytes:
         return await asyncio.to_thread(decode_base64, req.audio_data)
 
-    window_request = WindowRequest(prompt, req.repetition_penalty, DecodeOptions(timestamps=req.timestamps))
+    window_request = WindowRequest(prompt, req.repetition_penalty, DecodeOptions.transcript())
     result = await pipeline.run(INVOCATIONS, audio_bytes, window_request)
     body: dict[str, object] = {
         "code": 0,
