@@ -149,8 +149,8 @@ class _Engine:
         self.capabilities = EngineCapabilities(timestamps=True, word_timestamps=words, sampling=True)
 
 
-def _refusal(prompt: DecodePrompt, options: DecodeOptions = DecodeOptions()) -> str:
-    request = RequestWindows([np.zeros(16000, np.float32)], [prompt], [1.0], [options])
+def _refusal(prompt: DecodePrompt, options: DecodeOptions | None = None) -> str:
+    request = RequestWindows([np.zeros(16000, np.float32)], [prompt], [1.0], [options or DecodeOptions()])
     engine = _Engine(multilingual=False, words=False)
     refused = _check_model(engine, request)  # type: ignore[arg-type]
     assert isinstance(refused, Exception)
