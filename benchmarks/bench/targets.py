@@ -237,8 +237,8 @@ class InProcessTarget:
         self.engine = load_engine(params)
         self.policy = DecodingPolicy.from_params(params)
         """Fallback and silence thresholds, as the Triton model reads them from the same parameters."""
-        self.options = DecodeOptions()
-        """Per-window options of :meth:`send` (what ``/invocations`` sends by default)."""
+        self.options = DecodeOptions.transcript()
+        """Per-window options of :meth:`send` (what every gateway route sends: timestamp tokens on)."""
         self._prompt = parse_prompt("")
         self._pending: list[tuple[Sequence[np.ndarray], asyncio.Future[list[WindowResult]]]] = []
         self._wakeup: asyncio.Event | None = None

@@ -116,7 +116,10 @@ def test_no_timestamps_is_one_segment_over_the_window():
 
 
 def test_words_lie_inside_their_segments_in_order():
-    engine = ScriptedEngine(lambda *_: Decoded([0.0, " a", " b", 1.0, 3.0, " c", " d", 3.6]))
+    def script(window: np.ndarray, *_: object) -> Decoded:  # the tail after 3.6 s decodes to nothing
+        return Decoded([0.0, " a", " b", 1.0, 3.0, " c", " d", 3.6] if len(window) == len(SPEECH) else [])
+
+    engine = ScriptedEngine(script)
     [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True, word_timestamps=True))
     assert [s.text for s in result.segments] == ["a b", "c d"]
     words = [(w.word, w.start, w.end) for s in result.segments for w in s.words]
@@ -125,6 +128,29 @@ def test_words_lie_inside_their_segments_in_order():
         assert all(segment.start <= w.start <= w.end <= segment.end for w in segment.words)
     starts = [s for _, s, _ in words]
     assert starts == sorted(starts)
+
+
+def test_speech_after_the_last_timestamp_is_decoded_again_and_appended():
+    # GIVEN a decode that closes its last segment at 4 s and ends, with 5 s of speech after it
+    def script(window: np.ndarray, *_: object) -> Decoded:
+        if len(window) == len(SPEECH):
+            return Decoded([0.0, " One.", 2.0, 2.0, " Two.", 4.0])
+        return Decoded([0.0, " Three.", 3.5])  # the tail, from 4 s
+
+    engine = ScriptedEngine(script)
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
+    # THEN the tail's segments follow, offset by its start; the text holds all three
+    assert [(s.text, s.start, s.end) for s in result.segments] == [
+        ("One.", 0.0, 2.0), ("Two.", 2.0, 4.0), ("Three.", 4.0, 7.5)
+    ]  # fmt: skip
+    assert result.text == "One. Two. Three." and len(engine.calls) == 2
+    # AND a window whose last segment ends where the speech ends is decoded once
+    engine = ScriptedEngine(lambda *_: Decoded([0.0, " All of it.", 9.0]))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))
+    assert result.text == "All of it." and len(engine.calls) == 1
+    # AND without timestamps nothing is decoded again
+    engine = ScriptedEngine(lambda *_: Decoded([" Plain."]))
+    assert _decode(engine, [SPEECH])[0].text == "Plain." and len(engine.calls) == 1
 
 
 def test_result_json_has_the_signals():

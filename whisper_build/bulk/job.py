@@ -124,8 +124,8 @@ def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
 
 
 def decode_options(options: JobOptions) -> DecodeOptions:
-    """What every window of a job asks the model for: segment timestamps always (SRT/VTT need them)."""
-    return DecodeOptions(timestamps=True, word_timestamps=options.word_timestamps, temperature=options.temperature)
+    """What every window of a job asks the model for: the gateway's options (:meth:`DecodeOptions.transcript`)."""
+    return DecodeOptions.transcript(word_timestamps=options.word_timestamps, temperature=options.temperature)
 
 
 class JobRunner:

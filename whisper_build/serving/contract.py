@@ -162,6 +162,17 @@ class DecodeOptions:
     word_timestamps: bool = False
     temperature: float = 0.0
 
+    @classmethod
+    def transcript(cls, word_timestamps: bool = False, temperature: float = 0.0) -> DecodeOptions:
+        """What every transcript the gateway or a bulk worker makes is decoded with, whatever its output format.
+
+        Timestamp tokens always on, so json, text, srt, vtt, verbose_json, ``stream=true``,
+        ``/invocations`` and bulk outputs of one audio carry the same words (the mode that decodes
+        them changes the words). Chosen by measurement: docs/serving.md ("One transcript per audio").
+        The fields' defaults above stay the model's defaults for an absent input.
+        """
+        return cls(timestamps=True, word_timestamps=word_timestamps, temperature=temperature)
+
 
 def _config_entry(tensor: Tensor, last: bool) -> list[str]:
     lines = [

@@ -1,8 +1,9 @@
 """OpenAI ``/v1/audio/transcriptions`` and ``/translations`` response formats.
 
 Formats follow the OpenAI API reference (``response_format``: json, text, srt, verbose_json,
-vtt). Segments come from Whisper's timestamp tokens (decoded in the Triton model, offset by each
-window's true start); without timestamps, one segment per audio window.
+vtt). Every format renders the same decode (timestamp tokens on, docs/serving.md "One transcript per
+audio"): segments come from Whisper's timestamp tokens (decoded in the Triton model, offset by each
+window's true start), and ``text`` is their text joined.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from whisper_build.serving.results import Segment
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
 RESPONSE_FORMATS: tuple[str, ...] = ("json", "text", "srt", "verbose_json", "vtt")
-TIMESTAMPED_FORMATS: frozenset[str] = frozenset({"srt", "verbose_json", "vtt"})
-"""Formats that need segment timestamps from the model."""
 
 
 def _timestamp(seconds: float, separator: str) -> str:

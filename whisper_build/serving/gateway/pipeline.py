@@ -29,7 +29,7 @@ from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.transcriber import Transcriber, Transcription, WindowRequest
-from whisper_build.serving.prompt import DecodePrompt, parse_prompt
+from whisper_build.serving.prompt import DecodePrompt, normalize_language, parse_prompt
 
 NO_RETRY = {"x-should-retry": "false"}
 """On a 504: the official OpenAI SDKs retry 5xx twice unless told not to (their ``x-should-retry``
@@ -73,6 +73,7 @@ class Pipeline:
                 413,
                 ErrorCode.AUDIO_TOO_LONG,
                 f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
+                param="file",
             )
         if isinstance(exc, AudioTooShortError):
             return ApiError(
@@ -82,13 +83,13 @@ class Pipeline:
                 param="file",
             )
         if isinstance(exc, AudioError):
-            return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc))
+            return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc), param="file")
         if isinstance(exc, Rejected):
             status = 429 if exc.reason == "queue_full" else 503
             code = ErrorCode.OVERLOADED if status == 429 else ErrorCode.UNAVAILABLE
             return ApiError(status, code, str(exc), self.retry_headers())
         if isinstance(exc, BackendRejected):
-            return ApiError(400, ErrorCode.INVALID_FIELD, str(exc))
+            return ApiError(400, ErrorCode.INVALID_FIELD, str(exc), param=rejected_param(str(exc)))
         if isinstance(exc, BackendTimeout | TimeoutError):
             return ApiError(
                 504,
@@ -197,6 +198,28 @@ class Pipeline:
             self.metrics.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
 
 
+REJECTED_PARAMS = (
+    ("word timestamps", "timestamp_granularities"),
+    ("temperature", "temperature"),
+    ("timestamps", "response_format"),
+    ("cannot translate", "model"),
+    ("language", "language"),
+)
+"""(phrase, field), first match wins, for the model's refusals (``triton_model.batching._check_model``,
+``decoding.check_supported``; their messages name engine ``ctranslate2`` as the fix, hence no bare "translat")."""
+
+
+def rejected_param(message: str) -> str | None:
+    """The request field a model refusal (Triton INVALID_ARG) is about, from its message; None if none fits.
+
+    ``"this model is English-only (.en): language 'de' is not supported; …"`` → ``language``;
+    translation on an English-only model → ``model``; word timestamps on an engine without
+    alignment → ``timestamp_granularities``.
+    """
+    lowered = message.lower()
+    return next((field for phrase, field in REJECTED_PARAMS if phrase in lowered), None)
+
+
 def get_pipeline(request: Request) -> Pipeline:
     """FastAPI dependency: the app's :class:`Pipeline`."""
     pipeline: Pipeline = request.app.state.pipeline
@@ -207,14 +230,22 @@ PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 """Route parameter type that injects the app's :class:`Pipeline`."""
 
 
-def bad_request(message: str, code: ErrorCode = ErrorCode.INVALID_FIELD) -> ApiError:
-    """400 :class:`ApiError` with ``message``."""
-    return ApiError(400, code, message)
+def bad_request(message: str, code: ErrorCode = ErrorCode.INVALID_FIELD, param: str | None = None) -> ApiError:
+    """400 :class:`ApiError` with ``message`` (``param``: the request field at fault, if one is)."""
+    return ApiError(400, code, message, param=param)
 
 
-def parse_prompt_or_400(prompt: str | None, language: str | None) -> DecodePrompt:
-    """:func:`whisper_build.serving.prompt.parse_prompt`, its ValueError as a 400 ApiError."""
+def parse_prompt_or_400(prompt: str | None, language: str | None, prompt_field: str = "prompt") -> DecodePrompt:
+    """:func:`whisper_build.serving.prompt.parse_prompt`, its ValueError as a 400 ApiError.
+
+    ``param`` is ``language`` for an unknown language code, else ``prompt_field`` (the prompt's name
+    on the route: ``prompt``, or ``whisper_prompt`` on ``/invocations``).
+    """
+    try:
+        normalize_language(language)
+    except ValueError as exc:
+        raise bad_request(str(exc), param="language") from exc
     try:
         return parse_prompt(prompt or "", language)
     except ValueError as exc:
-        raise bad_request(str(exc)) from exc
+        raise bad_request(str(exc), param=prompt_field) from exc

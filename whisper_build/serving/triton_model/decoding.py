@@ -30,24 +30,34 @@ Not reproduced from openai/whisper ``transcribe()``, on purpose: ``condition_on_
 (each window is decoded independently, so that all windows of all requests decode in ONE batch;
 conditioning would serialise a file's windows) and seek-based re-decoding (a window whose last
 segment has no closing timestamp is not re-decoded from that timestamp with more audio: the
-gateway cuts windows at silences, so the cut-off segment is closed at the window's end).
+gateway cuts windows at silences, so the cut-off segment is closed at the window's end). Speech
+after a decode's last timestamp is decoded once more, alone (:func:`_tails`), where openai/whisper
+would seek to that timestamp.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.engines.base import EngineParams, Hypothesis, WhisperEngine, WordTiming
+from whisper_build.serving.engines.base import EngineParams, Hypothesis, WhisperEngine
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
-from whisper_build.serving.results import SegmentResult, WindowResult, WordResult
-from whisper_build.serving.silence import SILENCE_DBFS, TIMESTAMP_FRAME, frame_dbfs
+from whisper_build.serving.results import SegmentResult, WindowResult
+from whisper_build.serving.silence import SILENCE_DBFS
+from whisper_build.serving.triton_model.segments import (
+    SECONDS_PER_TIMESTAMP,
+    drop_last_word,
+    ends_in_speech,
+    parse_segments,
+    place_words,
+    trim_leading_silence,
+)
 
 __all__ = [
     "SECONDS_PER_TIMESTAMP",
@@ -60,9 +70,9 @@ __all__ = [
     "parse_segments",
 ]
 
-SECONDS_PER_TIMESTAMP = 0.02
-"""Time step of Whisper's timestamp tokens (``<|0.00|>`` … ``<|30.00|>``), openai/whisper ``tokenizer.py``."""
 _EPS = 1e-6
+MIN_TAIL_SECONDS = 0.5
+"""Shortest voiced audio after a window's last timestamp that is decoded again (:func:`_tails`)."""
 
 
 class UnsupportedOption(ValueError):
@@ -123,144 +133,6 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def parse_segments(
-    tokens: Sequence[int],
-    timestamp_begin: int,
-    eot: int,
-    duration: float,
-    decode: object,
-) -> list[SegmentResult]:
-    """Segments of one window from its generated tokens.
-
-    A timestamp token closes the open segment (if it has text) at its time and opens the next
-    one; a pair ``<|a|><|b|>`` thus ends one segment at ``a`` and starts the next at ``b``
-    (openai/whisper ``transcribe()``: consecutive timestamps). Text after the last timestamp
-    (a segment cut off by the window's end or by the token limit) is closed at ``duration``.
-    Without any timestamp token the window is one segment ``[0, duration]``.
-
-    Times are clamped to ``[0, duration]`` and made monotonic (a segment never starts before the
-    previous one ends, never ends before it starts); segments whose text is empty after
-    stripping are dropped.
-
-    Args:
-        tokens: generated ids without the prompt and without ``<|endoftext|>``.
-        timestamp_begin: id of ``<|0.00|>``.
-        eot: id of ``<|endoftext|>``; other special ids (``eot`` ≤ id < ``timestamp_begin``) are ignored.
-        duration: the window's audio length in seconds.
-        decode: ``callable(list[int]) -> str`` turning text ids into text.
-    """
-    raw: list[tuple[float, float, list[int]]] = []
-    start: float | None = None
-    text: list[int] = []
-    for token in tokens:
-        if token >= timestamp_begin:
-            time = (token - timestamp_begin) * SECONDS_PER_TIMESTAMP
-            if text:
-                raw.append((start if start is not None else 0.0, time, text))
-                text = []
-            start = time
-        elif token < eot:
-            text.append(token)
-    if text:
-        raw.append((start if start is not None else 0.0, duration, text))
-    segments: list[SegmentResult] = []
-    previous_end = 0.0
-    for begin, end, ids in raw:
-        content = decode(ids).strip()  # type: ignore[operator]
-        if not content:
-            continue
-        begin = min(max(begin, previous_end), duration)
-        end = min(max(end, begin), duration)
-        segments.append(SegmentResult(begin, end, content, ids))
-        previous_end = end
-    return segments
-
-
-def ends_in_speech(audio: np.ndarray, silence_dbfs: float, cut_speech_db: float) -> bool:
-    """True when ``audio`` (16 kHz) is cut while someone speaks.
-
-    That is: its last 20 ms frame is louder than ``silence_dbfs`` and at most ``cut_speech_db``
-    below its loudest 20 ms frame. A window that ends in a pause, or in a noise floor well under
-    the speech (a real recording's room noise is typically 30 dB or more under speech), is not
-    cut. ``cut_speech_db <= 0`` always gives False.
-    """
-    level = frame_dbfs(audio)
-    if cut_speech_db <= 0 or level.size == 0:
-        return False
-    return bool(level[-1] > silence_dbfs and level[-1] >= level.max() - cut_speech_db)
-
-
-def drop_last_word(segments: list[SegmentResult], decode: object) -> list[SegmentResult]:
-    """``segments`` without the last word of the last segment (the segment goes if nothing is left).
-
-    The last word starts at the last text token whose text begins with a space (Whisper's BPE
-    marks word starts so), taking any punctuation after it; in a segment with no later word
-    start (one word, or a script written without spaces) the last token goes.
-
-    Args:
-        segments: a window's segments, in order.
-        decode: ``callable(list[int]) -> str`` turning text ids into text.
-    """
-    if not segments:
-        return segments
-    last = segments[-1]
-    starts = [k for k, t in enumerate(last.tokens) if k > 0 and decode([t]).startswith(" ")]  # type: ignore[operator]
-    keep = last.tokens[: starts[-1] if starts else len(last.tokens) - 1]
-    text = decode(keep).strip() if keep else ""  # type: ignore[operator]
-    if not text:
-        return segments[:-1]
-    return [*segments[:-1], SegmentResult(last.start, last.end, text, keep, last.words)]
-
-
-def trim_leading_silence(segments: list[SegmentResult], audio: np.ndarray, silence_dbfs: float) -> list[SegmentResult]:
-    """Move each segment's start forward past 20 ms frames quieter than ``silence_dbfs``.
-
-    Whisper places a window's first timestamp at most 1 s in (openai/whisper
-    ``max_initial_timestamp`` = 1.0, CTranslate2 ``max_initial_timestamp_index`` = 50), so a
-    window that opens with 10 s of silence would start its first segment at 0 s. Starts never
-    move past the segment's end or backwards.
-    """
-    if not segments or audio.size == 0:
-        return segments
-    level = frame_dbfs(audio)
-    if level.size == 0:
-        return segments
-    voiced = level > silence_dbfs
-    out = []
-    for segment in segments:
-        first, last = (
-            int(segment.start * SAMPLE_RATE) // TIMESTAMP_FRAME,
-            int(segment.end * SAMPLE_RATE) // TIMESTAMP_FRAME,
-        )
-        hits = np.flatnonzero(voiced[first:last])
-        start = (
-            segment.start
-            if hits.size == 0
-            else max(segment.start, (first + int(hits[0])) * TIMESTAMP_FRAME / SAMPLE_RATE)
-        )
-        out.append(SegmentResult(min(start, segment.end), segment.end, segment.text, segment.tokens, segment.words))
-    return out
-
-
-def _place_words(segments: list[SegmentResult], words: list[WordTiming]) -> list[SegmentResult]:
-    """Give each segment the words of its tokens (in order), clamped inside it and monotonic."""
-    placed: list[SegmentResult] = []
-    queue = list(words)
-    last_end = 0.0
-    for segment in segments:
-        budget = len(segment.tokens)
-        mine: list[WordResult] = []
-        while queue and budget > 0:
-            word = queue.pop(0)
-            budget -= max(1, word.tokens)
-            start = min(max(word.start, segment.start, last_end), segment.end)
-            end = min(max(word.end, start), segment.end)
-            mine.append(WordResult(word.word, start, end, word.probability))
-            last_end = end
-        placed.append(SegmentResult(segment.start, segment.end, segment.text, segment.tokens, mine))
-    return placed
-
-
 @dataclass
 class _Attempt:
     hypothesis: Hypothesis
@@ -300,6 +172,67 @@ def _best(attempts: list[_Attempt], policy: DecodingPolicy) -> _Attempt:
         return attempts[-1]
     readable = [a for a in attempts if a.compression_ratio <= policy.compression_ratio_threshold]
     return max(readable or attempts, key=lambda a: a.avg_logprob)
+
+
+def _segments(
+    engine: WhisperEngine, hypothesis: Hypothesis, audio: np.ndarray, policy: DecodingPolicy
+) -> list[SegmentResult]:
+    """The segments of one decode of ``audio`` (:func:`parse_segments`, then :func:`trim_leading_silence`)."""
+    duration = len(audio) / SAMPLE_RATE
+    segments = parse_segments(hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text)
+    return trim_leading_silence(segments, audio, policy.silence_dbfs)
+
+
+def _tails(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    prompts: Sequence[DecodePrompt],
+    repetition_penalty: Sequence[float],
+    options: Sequence[DecodeOptions],
+    policy: DecodingPolicy,
+    best_of: dict[int, _Attempt],
+    found: dict[int, list[SegmentResult]],
+) -> dict[int, list[SegmentResult]]:
+    """Segments extended by a decode of the speech after the last timestamp, for the rows that have it.
+
+    With timestamps, Whisper may close its last segment early and end (``<|23.00|><|endoftext|>``:
+    "the rest belongs to the next window"); openai/whisper then seeks to that timestamp, but a window
+    here has no next decode, so that speech was lost (a whole sentence at a window's end; measured by
+    benchmarks/timestamp_mode.py). A tail of at least :data:`MIN_TAIL_SECONDS` after the last segment
+    that is not silent (``silence_dbfs``) is decoded once more, alone, at the kept decode's temperature;
+    its segments, offset by the tail's start, are appended unless that decode is silence or fails the
+    fallback thresholds.
+
+    Returns: the rows whose segments grew, with all their segments.
+    """
+    starts: dict[int, float] = {}
+    for i, segments in found.items():
+        if segments and (options[i].timestamps or options[i].word_timestamps):
+            start = segments[-1].end
+            tail = audio[i][round(start * SAMPLE_RATE) :]
+            if len(tail) >= MIN_TAIL_SECONDS * SAMPLE_RATE and not is_silent(tail, policy.silence_dbfs):
+                starts[i] = start
+    rows = list(starts)
+    grown: dict[int, list[SegmentResult]] = {}
+    for temperature, members in group_indices([best_of[i].temperature for i in rows]).items():
+        idx = [rows[m] for m in members]
+        tails = [audio[i][round(starts[i] * SAMPLE_RATE) :] for i in idx]
+        penalties = [repetition_penalty[i] for i in idx]
+        hypotheses = engine.generate(
+            tails, [prompts[i] for i in idx], penalties, timestamps=True, temperature=temperature
+        )
+        for i, tail, hypothesis in zip(idx, tails, hypotheses, strict=True):
+            attempt = _attempt(engine, hypothesis, temperature)
+            if _is_silence(attempt, policy) or _failed(attempt, policy):
+                continue
+            offset = starts[i]
+            more = [
+                replace(s, start=s.start + offset, end=s.end + offset)
+                for s in _segments(engine, hypothesis, tail, policy)
+            ]
+            if more:
+                grown[i] = found[i] + more
+    return grown
 
 
 def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> None:
@@ -377,25 +310,19 @@ def decode_windows(
         ]
     results: list[WindowResult | None] = [None] * len(audio)
     word_rows: list[int] = []
+    best_of = {i: _best(tried, policy) for i, tried in attempts.items()}
+    found = {
+        i: [] if _is_silence(best, policy) else _segments(engine, best.hypothesis, audio[i], policy)
+        for i, best in best_of.items()
+    }
+    found |= _tails(engine, audio, prompts, repetition_penalty, options, policy, best_of, found)
     for i in range(len(audio)):
         tried = attempts.get(i)
         if not tried:
             results[i] = WindowResult("", [], None, None, None, options[i].temperature, [])
             continue
-        best = _best(tried, policy)
-        duration = len(audio[i]) / SAMPLE_RATE
-        silent = _is_silence(best, policy)
-        segments = (
-            []
-            if silent
-            else trim_leading_silence(
-                parse_segments(
-                    best.hypothesis.tokens, engine.timestamp_begin, engine.eot, duration, engine.decode_text
-                ),
-                audio[i],
-                policy.silence_dbfs,
-            )
-        )
+        best = best_of[i]
+        segments = found[i]
         if ends_in_speech(audio[i], policy.silence_dbfs, policy.cut_speech_db):
             segments = drop_last_word(segments, engine.decode_text)
         text = " ".join(s.text for s in segments)
@@ -422,7 +349,7 @@ def decode_windows(
             assert result is not None
             results[i] = WindowResult(
                 result.text,
-                _place_words(result.segments, window_words),
+                place_words(result.segments, window_words),
                 result.avg_logprob,
                 result.compression_ratio,
                 result.no_speech_prob,

@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse, Response
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
-from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, TIMESTAMPED_FORMATS, render
+from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
-from whisper_build.serving.gateway.routes.form_fields import single_fields
+from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.gateway.transcriber import WindowRequest
@@ -59,7 +59,10 @@ def _check_model(pipeline: Pipeline, model: str | None) -> None:
 
 
 def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeOptions:
-    """Decoding options for a request; 400 for an unknown format or granularity, or one without verbose_json."""
+    """Decoding options for a request, the same for every format (:meth:`DecodeOptions.transcript`).
+
+    Raises: ApiError 400 for an unknown format or granularity, or granularities without verbose_json.
+    """
     if response_format not in RESPONSE_FORMATS:
         raise ApiError(
             400,
@@ -82,10 +85,7 @@ def _options(response_format: str, granularities: list[str], temperature: float)
             f"timestamp_granularities needs response_format verbose_json (got {response_format!r})",
             param="timestamp_granularities",
         )
-    words = "word" in granularities
-    return DecodeOptions(
-        timestamps=response_format in TIMESTAMPED_FORMATS or words, word_timestamps=words, temperature=temperature
-    )
+    return DecodeOptions.transcript(word_timestamps="word" in granularities, temperature=temperature)
 
 
 async def _audio(
@@ -121,7 +121,7 @@ async def _audio(
     )
 
 
-@router.post(TRANSCRIPTIONS, dependencies=[Depends(single_fields)])
+@router.post(TRANSCRIPTIONS, dependencies=[Depends(transcription_fields)])
 async def transcriptions(
     pipeline: PipelineDep,
     file: FileField,
@@ -148,7 +148,7 @@ async def transcriptions(
     )  # fmt: skip
 
 
-@router.post(TRANSLATIONS, dependencies=[Depends(single_fields)])
+@router.post(TRANSLATIONS, dependencies=[Depends(translation_fields)])
 async def translations(
     pipeline: PipelineDep,
     file: FileField,

@@ -6,6 +6,7 @@ Request/response contract: docs/gateway.md; errors keep the ``{"code", "message"
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 
 from fastapi import APIRouter, Request
@@ -25,15 +26,26 @@ router = APIRouter()
 
 
 class InvocationRequest(BaseModel):
-    """``POST /invocations`` body. Unknown fields are ignored (older clients send extras)."""
+    """``POST /invocations`` body. An unknown field is a 400 naming the closest known one (:func:`unknown_field`)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     audio_data: StrictStr = Field(description="audio file bytes, base64 (data URI prefix allowed)")
     whisper_prompt: StrictStr | None = Field("", description="context text or special-token prompt")
     repetition_penalty: float = Field(1.0, gt=0, le=10, allow_inf_nan=False)
     language: StrictStr | None = None
-    timestamps: StrictBool = Field(False, description="add segments with times from Whisper's timestamp tokens")
+    timestamps: StrictBool = Field(False, description="answer the segments (from Whisper's timestamp tokens) too")
+
+
+def unknown_field(name: str) -> ApiError:
+    """400 ``invalid_field`` for a body key :class:`InvocationRequest` lacks, with the closest known one if any.
+
+    ``prompt`` → "unknown field 'prompt': did you mean whisper_prompt? known fields: audio_data, …".
+    """
+    known = list(InvocationRequest.model_fields)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return bad_request(f"unknown field {name!r}: {hint}known fields: {', '.join(known)}", param=name)
 
 
 def _field_errors(exc: ValidationError) -> str:
@@ -60,22 +72,26 @@ async def _parse_body(request: Request) -> InvocationRequest:
             '{"audio_data": "<base64 audio>"}',
             ErrorCode.INVALID_REQUEST,
         )
+    for name in payload:
+        if name not in InvocationRequest.model_fields:
+            raise unknown_field(str(name))
     try:
         return InvocationRequest.model_validate(payload)
     except ValidationError as exc:
-        raise bad_request(f"invalid request: {_field_errors(exc)}") from None
+        locs = [str(e["loc"][0]) for e in exc.errors() if e["loc"]]
+        raise bad_request(f"invalid request: {_field_errors(exc)}", param=locs[0] if locs else None) from None
 
 
 @router.post(INVOCATIONS)
 async def invocations(request: Request, pipeline: PipelineDep) -> JSONResponse:
     """SageMaker-style JSON transcription (see docs/gateway.md)."""
     req = await _parse_body(request)
-    prompt = parse_prompt_or_400(req.whisper_prompt, req.language)
+    prompt = parse_prompt_or_400(req.whisper_prompt, req.language, prompt_field="whisper_prompt")
 
     async def audio_bytes() -> bytes:
         return await asyncio.to_thread(decode_base64, req.audio_data)
 
-    window_request = WindowRequest(prompt, req.repetition_penalty, DecodeOptions(timestamps=req.timestamps))
+    window_request = WindowRequest(prompt, req.repetition_penalty, DecodeOptions.transcript())
     result = await pipeline.run(INVOCATIONS, audio_bytes, window_request)
     body: dict[str, object] = {
         "code": 0,
