@@ -87,8 +87,7 @@ def check_transcripts(gateway_url: str, audio: list[Path], references: dict, par
     engine = load_engine(params)
     samples = load_samples(audio)
     in_process = {
-        s.name: " ".join(window_texts(engine, list(s.windows), DecodingPolicy.from_params(params)))
-        for s in samples
+        s.name: " ".join(window_texts(engine, list(s.windows), DecodingPolicy.from_params(params))) for s in samples
     }
     ct2 = references.get("ctranslate2_greedy", {})
     same = sum(in_process[n] == ct2.get(n) for n in in_process)

@@ -7,8 +7,8 @@ import pytest
 import soundfile as sf
 import speech_samples
 
-from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.triton_model.decoding import DecodingPolicy, decode_windows, window_texts
 
