@@ -41,6 +41,7 @@ class EngineProfile:
         operator_target: served by ``serving.target: inference_operator`` (one config, engines per GPU).
         mig: may serve MIG slices.
         min_compute_capability: oldest GPU (``(major, minor)``) it runs on; ``None``: any catalog GPU.
+        min_compute_capability_reason: why, in the synthesis refusal's words.
         chart_engine_params: the chart sets the engine's ``WHISPER_TRITON_ENGINE__*`` (model path,
             CUDA device, compute type); ``False``: the published model repository carries them.
         compute_type: the compute type the chart sets; ``None``: the config's ``model.dtype``.
@@ -60,6 +61,7 @@ class EngineProfile:
     operator_target: bool = False
     mig: bool = True
     min_compute_capability: tuple[int, int] | None = None
+    min_compute_capability_reason: str = ""
     chart_engine_params: bool = True
     compute_type: str | None = None
     chart_sizes_batches: bool = False
@@ -119,6 +121,7 @@ ENGINE_PROFILES: dict[EngineKind, EngineProfile] = {
         beam_search=False,
         mig=False,
         min_compute_capability=TORCH_MIN_COMPUTE_CAPABILITY,
+        min_compute_capability_reason="fp16/bf16 SDPA attention",
         chart_sizes_batches=True,
     ),
 }

@@ -225,15 +225,15 @@ class GpuGroup(_Strict):
             others = " or ".join(k for k, p in ENGINE_PROFILES.items() if p.min_compute_capability is None)
             raise ValueError(
                 f"serving_engine {engine.kind} needs a GPU of compute capability {'.'.join(map(str, oldest))} or "
-                f"newer (fp16/bf16 SDPA attention), but the {gpu.name} of {self.instance_type} is "
+                f"newer ({engine.min_compute_capability_reason}), but the {gpu.name} of {self.instance_type} is "
                 f"{gpu.compute_capability}; use serving_engine {others} on it"
             )
         if self.mig_profile is not None and not engine.mig:
             raise ValueError(
-                f"mig_profile '{self.mig_profile}' with serving_engine {engine.kind}: the {engine.kind} engine is not sized to "
-                "a slice's memory (PyTorch allocates as it goes, its batch memory is unmeasured on MIG); serve "
-                "MIG slices with serving_engine tensorrt_llm (its engine is built for the slice), or remove "
-                "mig_profile to serve whole GPUs with torch"
+                f"mig_profile '{self.mig_profile}' with serving_engine {engine.kind}: the {engine.kind} engine is "
+                f"not sized to a slice's memory ({engine.title} allocates as it goes, its batch memory is unmeasured "
+                "on MIG); serve MIG slices with serving_engine tensorrt_llm (its engine is built for the slice), or "
+                f"remove mig_profile to serve whole GPUs with {engine.kind}"
             )
 
     def _check_mig(self, gpu: GpuSpec) -> None:
@@ -706,8 +706,8 @@ class DeploymentConfig(_Strict):
         for index, group in enumerate(self.gpu_groups):
             if not group.engine.beam_search:
                 raise ValueError(
-                    f"gpu_groups.{index}.serving_engine: {group.serving_engine} decodes greedily but model.beam_width is "
-                    f"{self.model.beam_width}; set model.beam_width: 1, or serve group '{group.name}' with "
+                    f"gpu_groups.{index}.serving_engine: {group.serving_engine} decodes greedily but model.beam_width "
+                    f"is {self.model.beam_width}; set model.beam_width: 1, or serve group '{group.name}' with "
                     "tensorrt_llm (beam search)"
                 )
         return self
