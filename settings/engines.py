@@ -3,7 +3,8 @@
 The charts, the preflight, the storage layout, the throughput table, the deploy plans and the
 synthesis refusals look an engine up in :data:`ENGINE_PROFILES` instead of comparing engine names;
 the engine factory imports :attr:`EngineProfile.runtime`. It imports only the dependency-free
-:data:`~whisper_build.serving.contract.EngineKind`, so ``settings`` and everything above it can read it. Adding a kind: docs/engines.md "Adding an engine".
+:data:`~whisper_build.serving.contract.EngineKind` and storage names, so ``settings`` and everything
+above it can read it. Adding a kind: docs/engines.md "Adding an engine".
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Literal, get_args
 from settings.storage import CTRANSLATE2_DIR
 from whisper_build.serving.contract import EngineKind
 
-__all__ = ["ENGINE_PROFILES", "EngineKind", "EngineProfile", "ModelLayout", "kinds", "profile"]
+__all__ = ["ENGINE_PROFILES", "EngineKind", "EngineProfile", "ModelLayout", "profile"]
 
 ModelLayout = Literal["engine_versions", "conversion", "checkpoint"]
 """Where a pod finds the model in the bucket (settings/storage.py):
@@ -136,12 +137,7 @@ def profile(kind: str) -> EngineProfile:
     Raises:
         ValueError: ``kind`` is not an :data:`EngineKind` (the message lists them).
     """
-    found = ENGINE_PROFILES.get(kind)  # type: ignore[call-overload]
-    if found is None:
-        raise ValueError(f"engine must be one of {', '.join(ENGINE_PROFILES)}, got '{kind}'")
-    return found  # type: ignore[no-any-return]
-
-
-def kinds(layout: ModelLayout) -> list[EngineKind]:
-    """The kinds whose model lives in ``layout``."""
-    return [kind for kind, each in ENGINE_PROFILES.items() if each.layout == layout]
+    for each in ENGINE_PROFILES.values():
+        if each.kind == kind:
+            return each
+    raise ValueError(f"engine must be one of {', '.join(ENGINE_PROFILES)}, got '{kind}'")
