@@ -254,6 +254,8 @@ class DecodingThresholds(BaseModel):
 class EngineParams(DecodingThresholds):
     """Engine settings, read from the ``parameters`` of the ``whisper`` model's ``config.pbtxt``.
 
+    The fallback and silence thresholds are the inherited fields of :class:`DecodingThresholds`.
+
     Attributes:
         engine: ``ctranslate2`` (CPU or GPU), ``tensorrt_llm`` (GPU, per-architecture engines) or
             ``torch`` (a Hugging Face ``transformers`` checkpoint on PyTorch, GPU or CPU; greedy).
@@ -272,7 +274,6 @@ class EngineParams(DecodingThresholds):
             ``n_text_ctx // 2 = 224`` (openai/whisper ``decoding.py`` ``sample_len``).
         max_engine_batch: most windows per runtime call; larger batches are split (TensorRT-LLM
             engines are built with a fixed ``--max_batch_size``).
-        no_speech_threshold … default_language: the :class:`DecodingThresholds`.
         best_of: hypotheses sampled per window at temperature > 0; the most likely one is kept
             (openai/whisper ``best_of`` 5; CTranslate2 ``num_hypotheses``).
         sampling_seed: seed of the sampling at temperature > 0 (the temperature fallback), fixed by
