@@ -51,7 +51,7 @@ from benchmarks.bench.cli import main as bench_main  # noqa: E402
 from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
 from benchmarks.reference import GatewayProcess  # noqa: E402
 from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts  # noqa: E402
 from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
 from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
 from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
@@ -87,10 +87,7 @@ def check_transcripts(gateway_url: str, audio: list[Path], references: dict, par
     engine = load_engine(params)
     samples = load_samples(audio)
     in_process = {
-        s.name: " ".join(
-            engine.transcribe_batch(list(s.windows), [parse_prompt("")] * len(s.windows), [1.0] * len(s.windows))
-        )
-        for s in samples
+        s.name: " ".join(window_texts(engine, list(s.windows), DecodingPolicy.from_params(params))) for s in samples
     }
     ct2 = references.get("ctranslate2_greedy", {})
     same = sum(in_process[n] == ct2.get(n) for n in in_process)
@@ -259,9 +256,7 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
         spoken[path.name] = " ".join(sentences)
     ct2 = load_engine(EngineParams(engine="ctranslate2", beam_size=1))
     greedy = {
-        s.name: " ".join(
-            ct2.transcribe_batch(list(s.windows), [parse_prompt("")] * len(s.windows), [1.0] * len(s.windows))
-        )
+        s.name: " ".join(window_texts(ct2, list(s.windows), DecodingPolicy()))
         for s in load_samples(sorted((folder / "audio").glob("*.wav")))
     }
     (folder / "references.json").write_text(json.dumps({"spoken": spoken, "ctranslate2_greedy": greedy}, indent=2))

@@ -277,18 +277,16 @@ def _in_process_variants(policy: object) -> dict[str, tuple[object, object]]:
     that is exactly one re-decode at t = 1.0 (sampling, ``best_of`` 5); with the default step 0.2
     all six temperatures, the worst case a window can cost.
     """
-    from dataclasses import replace
-
     from whisper_build.serving.contract import DecodeOptions
 
     plain = DecodeOptions()
     return {
-        "no fallback (temperature_increment 0)": (plain, replace(policy, temperature_increment=0.0)),  # type: ignore[type-var]
+        "no fallback (temperature_increment 0)": (plain, policy.model_copy(update={"temperature_increment": 0.0})),  # type: ignore[attr-defined]
         "default policy (fallback only on failure)": (plain, policy),
         "segment timestamps": (DecodeOptions(timestamps=True), policy),
         "segment + word timestamps": (DecodeOptions(timestamps=True, word_timestamps=True), policy),
-        "forced fallback, 1 re-decode (t=0 → 1.0)": (plain, replace(policy, logprob_threshold=0.0, temperature_increment=1.0)),  # type: ignore[type-var]
-        "forced fallback, all 6 temperatures": (plain, replace(policy, logprob_threshold=0.0)),  # type: ignore[type-var]
+        "forced fallback, 1 re-decode (t=0 → 1.0)": (plain, policy.model_copy(update={"logprob_threshold": 0.0, "temperature_increment": 1.0})),  # type: ignore[attr-defined]
+        "forced fallback, all 6 temperatures": (plain, policy.model_copy(update={"logprob_threshold": 0.0})),  # type: ignore[attr-defined]
     }  # fmt: skip
 
 

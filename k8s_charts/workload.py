@@ -26,20 +26,11 @@ from k8s_charts.pod_spec import (
     serving_volumes,
 )
 from k8s_charts.sizing import gateway_workers, pod_resources, predicted_rtf, quantities
-from settings import storage
 from settings.schema import DeploymentConfig, GpuGroup
 from whisper_build.release.invocations import engine_build_command
 
 MODEL_REPOSITORY_FILE = f"{RUN_DIR}/model_repository"
 """The preflight writes the resolved Triton model repository path here; the supervisor reads it."""
-CTRANSLATE2_MODEL_PATH = f"{MODEL_MOUNT_PATH}/{storage.CTRANSLATE2_DIR}"
-"""Where a ``serving_engine: ctranslate2`` pod reads ``models/<model>/<gpu_arch>/ctranslate2/``
-(the preflight checks the same folder, ``whisper_build.podstart.preflight.ctranslate2_model_dir``)."""
-CTRANSLATE2_COMPUTE_TYPE = "float16"
-"""Matches the ``--quantization float16`` conversion the preflight's message prescribes."""
-TORCH_MODEL_PATH = MODEL_MOUNT_PATH
-"""Where a ``serving_engine: torch`` pod reads the Hugging Face checkpoint: its volume mounts
-``models/<model>/hf/`` itself (:func:`k8s_charts.storage.hf_checkpoint_volume`), which the preflight checks."""
 MIN_TRITON_BATCH = 2
 """``BatchingConfig.max_batch_size`` lower bound (dynamic batching needs > 1)."""
 
@@ -100,42 +91,49 @@ def _env(values: dict[str, object]) -> list[k8s.EnvVar]:
     return [k8s.EnvVar(name=key, value=str(value)) for key, value in values.items()]
 
 
-def ctranslate2_env(group: GpuGroup) -> dict[str, object]:
-    """``WHISPER_TRITON_ENGINE__*`` that point a ctranslate2 group at the configured model on its GPU.
+def engine_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
+    """``WHISPER_TRITON_ENGINE__*`` / ``BATCHING__*`` the group's engine profile asks the chart to set.
 
-    Empty for ``tensorrt_llm`` groups (their published model repository carries the engine
-    parameters). Without these the engine would load its local-dev default, the bundled tiny.en.
+    Empty when the published model repository carries the engine parameters (``tensorrt_llm``).
+    Else the model folder on the mount (:func:`engine_model_path`), CUDA and the profile's compute
+    type (``model.dtype`` when it names none; without these a ``ctranslate2`` engine would load its
+    local-dev default, the bundled tiny.en). An engine without beam search gets beam size 1 (the
+    fleet's beam width 1 is checked at synthesis). One whose limits no build fixed
+    (``chart_sizes_batches``, ``torch``) gets ``model.max_output_len`` tokens per window,
+    ``model.max_batch_size`` windows per call and per Triton batch (the largest batch bucket) and
+    ``model.torch_cuda_graphs`` (false = the eager fall-back).
     """
-    if group.serving_engine != "ctranslate2":
-        return {}
-    return {
-        "WHISPER_TRITON_ENGINE__MODEL_PATH": CTRANSLATE2_MODEL_PATH,
-        "WHISPER_TRITON_ENGINE__DEVICE": "cuda",
-        "WHISPER_TRITON_ENGINE__COMPUTE_TYPE": CTRANSLATE2_COMPUTE_TYPE,
-    }
-
-
-def torch_env(config: DeploymentConfig, group: GpuGroup) -> dict[str, object]:
-    """``WHISPER_TRITON_ENGINE__*`` / ``BATCHING__*`` of a ``torch`` group: the mounted checkpoint on its GPU.
-
-    ``model.dtype`` on CUDA, no beam search (beam width 1 is checked at synthesis),
-    ``model.max_output_len`` tokens per window and ``model.max_batch_size`` windows per call and per
-    Triton batch (the largest batch bucket): the limits a ``tensorrt_llm`` group's engine is built
-    with; ``model.torch_cuda_graphs`` (false = the eager fall-back). Empty for other groups.
-    """
-    if group.serving_engine != "torch":
+    engine = group.engine
+    if not engine.chart_engine_params:
         return {}
     model = config.model
-    return {
-        "WHISPER_TRITON_ENGINE__MODEL_PATH": TORCH_MODEL_PATH,
+    env: dict[str, object] = {
+        "WHISPER_TRITON_ENGINE__MODEL_PATH": engine_model_path(group),
         "WHISPER_TRITON_ENGINE__DEVICE": "cuda",
-        "WHISPER_TRITON_ENGINE__COMPUTE_TYPE": model.dtype,
-        "WHISPER_TRITON_ENGINE__BEAM_SIZE": 1,
-        "WHISPER_TRITON_ENGINE__MAX_NEW_TOKENS": model.max_output_len,
-        "WHISPER_TRITON_ENGINE__MAX_ENGINE_BATCH": model.max_batch_size,
-        "WHISPER_TRITON_ENGINE__CUDA_GRAPHS": str(model.torch_cuda_graphs).lower(),
-        "WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE": max(MIN_TRITON_BATCH, model.max_batch_size),
+        "WHISPER_TRITON_ENGINE__COMPUTE_TYPE": engine.compute_type or model.dtype,
     }
+    if not engine.beam_search:
+        env["WHISPER_TRITON_ENGINE__BEAM_SIZE"] = 1
+    if engine.chart_sizes_batches:
+        env |= {
+            "WHISPER_TRITON_ENGINE__MAX_NEW_TOKENS": model.max_output_len,
+            "WHISPER_TRITON_ENGINE__MAX_ENGINE_BATCH": model.max_batch_size,
+            "WHISPER_TRITON_ENGINE__CUDA_GRAPHS": str(model.torch_cuda_graphs).lower(),
+            "WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE": max(MIN_TRITON_BATCH, model.max_batch_size),
+        }
+    return env
+
+
+def engine_model_path(group: GpuGroup) -> str:
+    """Where the group's engine reads its model in the pod: the mount, or the profile's folder in it.
+
+    A ``checkpoint`` group's volume mounts ``models/<model>/hf/`` itself
+    (:func:`k8s_charts.storage.hf_checkpoint_volume`); a ``conversion`` reads
+    ``models/<model>/<target>/<folder>/`` (the preflight checks the same folder,
+    ``whisper_build.podstart.preflight.ctranslate2_model_dir``).
+    """
+    folder = group.engine.folder
+    return f"{MODEL_MOUNT_PATH}/{folder}" if folder else MODEL_MOUNT_PATH
 
 
 def auth_env(config: DeploymentConfig, api_keys_secret_arn: str | None) -> dict[str, object]:
@@ -169,8 +167,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
     """Environment of the serving container (the image's settings classes read it).
 
     ``WHISPER_GATEWAY_*`` (``whisper_build.serving.gateway.settings``), ``WHISPER_TRITON_*`` with the group's
-    engine (``whisper_build.serving.triton_model.settings``; :func:`ctranslate2_env` for the fallback,
-    :func:`torch_env` for the Hugging Face checkpoint),
+    engine (``whisper_build.serving.triton_model.settings``; :func:`engine_env` from its engine profile),
     ``WHISPER_SUPERVISOR_*`` stop timeouts and the file the preflight writes
     (``whisper_build.serving.supervisor``). With ``endpoint.auth: api_key`` the gateway reads its
     keys from the secret :func:`auth_env` names.
@@ -198,8 +195,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         "WHISPER_GATEWAY_KEEP_ALIVE_SECONDS": gateway_keep_alive_seconds(config),
         "WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,
-        **ctranslate2_env(group),
-        **torch_env(config, group),
+        **engine_env(config, group),
         # Triton's HTTP and gRPC on the pod's loopback only (the gateway is their one client; no
         # probe uses them), its metrics on the pod IP for the scraper (NetworkPolicy metrics-ingress)
         "WHISPER_TRITON_HOST": "127.0.0.1",

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, storage, system_nodes
 from settings.bulk import BulkSettings, check_groups
+from settings.engines import ENGINE_PROFILES, EngineKind, EngineProfile
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 from settings.prices import PricingSettings
-from whisper_build.serving.contract import EngineKind
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 """``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
@@ -72,12 +72,6 @@ PATTERN_RULES = {
 }
 """Every ``Field(pattern=...)`` of the schema → the rule in words, which a config error prints instead of
 the regular expression (``settings.loader``). A test checks that every pattern has an entry."""
-
-TORCH_MIN_COMPUTE_CAPABILITY = (8, 0)
-"""Oldest GPU the ``torch`` engine is offered on: Ampere (sm80). Its attention is PyTorch SDPA in
-fp16/bf16, whose FlashAttention kernels need sm80 or newer, and bfloat16 needs sm80 (PyTorch docs,
-``torch.nn.functional.scaled_dot_product_attention``; NVIDIA Ampere architecture whitepaper). Every
-GPU in ``settings/gpu_catalog.py`` today is sm80 or newer; the check guards the ones added later."""
 
 
 class _Strict(BaseModel):
@@ -220,25 +214,26 @@ class GpuGroup(_Strict):
             raise ValueError(f"max_replicas ({self.max_replicas}) must be >= min_replicas ({self.min_replicas})")
         if self.mig_profile is not None:
             self._check_mig(gpu)
-        if self.serving_engine == "torch":
-            self._check_torch(gpu)
+        self._check_engine(gpu)
         return self
 
-    def _check_torch(self, gpu: GpuSpec) -> None:
+    def _check_engine(self, gpu: GpuSpec) -> None:
+        """The refusals of :attr:`engine` (:class:`settings.engines.EngineProfile`) for this GPU."""
+        engine, oldest = self.engine, self.engine.min_compute_capability
         major, minor = (int(part) for part in gpu.compute_capability.split("."))
-        if (major, minor) < TORCH_MIN_COMPUTE_CAPABILITY:
-            oldest = ".".join(map(str, TORCH_MIN_COMPUTE_CAPABILITY))
+        if oldest is not None and (major, minor) < oldest:
+            others = " or ".join(k for k, p in ENGINE_PROFILES.items() if p.min_compute_capability is None)
             raise ValueError(
-                f"serving_engine torch needs a GPU of compute capability {oldest} or newer (fp16/bf16 SDPA "
-                f"attention), but the {gpu.name} of {self.instance_type} is {gpu.compute_capability}; use "
-                "serving_engine tensorrt_llm or ctranslate2 on it"
+                f"serving_engine {engine.kind} needs a GPU of compute capability {'.'.join(map(str, oldest))} or "
+                f"newer ({engine.min_compute_capability_reason}), but the {gpu.name} of {self.instance_type} is "
+                f"{gpu.compute_capability}; use serving_engine {others} on it"
             )
-        if self.mig_profile is not None:
+        if self.mig_profile is not None and not engine.mig:
             raise ValueError(
-                f"mig_profile '{self.mig_profile}' with serving_engine torch: the torch engine is not sized to "
-                "a slice's memory (PyTorch allocates as it goes, its batch memory is unmeasured on MIG); serve "
-                "MIG slices with serving_engine tensorrt_llm (its engine is built for the slice), or remove "
-                "mig_profile to serve whole GPUs with torch"
+                f"mig_profile '{self.mig_profile}' with serving_engine {engine.kind}: the {engine.kind} engine is "
+                f"not sized to a slice's memory ({engine.title} allocates as it goes, its batch memory is unmeasured "
+                "on MIG); serve MIG slices with serving_engine tensorrt_llm (its engine is built for the slice), or "
+                f"remove mig_profile to serve whole GPUs with {engine.kind}"
             )
 
     def _check_mig(self, gpu: GpuSpec) -> None:
@@ -325,7 +320,12 @@ class GpuGroup(_Strict):
 
         A ``ctranslate2`` group counts: it serves a conversion only until its TensorRT-LLM engine is built.
         """
-        return self.serving_engine != "torch"
+        return self.engine.builds_engine
+
+    @property
+    def engine(self) -> EngineProfile:
+        """The :class:`~settings.engines.EngineProfile` of :attr:`serving_engine`."""
+        return ENGINE_PROFILES[self.serving_engine]
 
     @property
     def baseline_replicas(self) -> int:
@@ -691,7 +691,7 @@ class DeploymentConfig(_Strict):
         if self.serving.target != "inference_operator":
             return self
         for index, group in enumerate(self.gpu_groups):
-            if group.serving_engine != "tensorrt_llm":
+            if not group.engine.operator_target:
                 raise ValueError(
                     f"gpu_groups.{index}.serving_engine: {group.serving_engine} is served by serving.target "
                     "deployments only; build the group's TensorRT-LLM engine or use the deployments target"
@@ -699,15 +699,15 @@ class DeploymentConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _torch_decodes_greedily(self) -> DeploymentConfig:
-        """The torch engine decodes greedily; a beam width for the fleet would not hold on its groups."""
+    def _greedy_engines_have_beam_width_1(self) -> DeploymentConfig:
+        """An engine without beam search (torch) decodes greedily; a fleet beam width would not hold on it."""
         if self.model.beam_width == 1:
             return self
         for index, group in enumerate(self.gpu_groups):
-            if group.serving_engine == "torch":
+            if not group.engine.beam_search:
                 raise ValueError(
-                    f"gpu_groups.{index}.serving_engine: torch decodes greedily but model.beam_width is "
-                    f"{self.model.beam_width}; set model.beam_width: 1, or serve group '{group.name}' with "
+                    f"gpu_groups.{index}.serving_engine: {group.serving_engine} decodes greedily but model.beam_width "
+                    f"is {self.model.beam_width}; set model.beam_width: 1, or serve group '{group.name}' with "
                     "tensorrt_llm (beam search)"
                 )
         return self
@@ -802,4 +802,4 @@ class DeploymentConfig(_Strict):
     @property
     def serves_hf_checkpoint(self) -> bool:
         """True when a group serves the Hugging Face checkpoint (``serving_engine: torch``)."""
-        return any(group.serving_engine == "torch" for group in self.gpu_groups)
+        return any(group.engine.layout == "checkpoint" for group in self.gpu_groups)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from settings import gpu_catalog
+from settings.engines import ENGINE_PROFILES, EngineKind, profile
 
 __all__ = [
     "CPU_DEVICE",
@@ -52,7 +53,7 @@ __all__ = [
 CPU_DEVICE = "cpu-2core"
 """The CPU development machine: AMD EPYC, 2 usable cores, 23.5 GiB (docs/benchmarks.md "Reference run")."""
 
-Engine = Literal["tensorrt_llm", "ctranslate2", "torch"]
+Engine = EngineKind
 Path = Literal["gateway", "triton", "engine"]
 """What the figure timed: the whole served path, Triton called directly, or the engine in-process."""
 
@@ -224,7 +225,8 @@ def _describe(source: Measured | Estimated) -> str:
 def _h200(engine: Engine, model: str) -> list[ThroughputFigure]:
     """The H200's figures for ``engine`` and ``model``: measured, or estimated from turbo / torch."""
     h200 = gpu_catalog.H200.name
-    measured_engine: Engine = "torch" if engine == "tensorrt_llm" else engine
+    proxy = profile(engine).throughput_proxy
+    measured_engine = proxy or engine
     rows = [f for f in _MEASURED if f.device == h200 and f.engine == measured_engine]
     exact = [f for f in rows if f.model == model]
     if not exact:
@@ -237,12 +239,11 @@ def _h200(engine: Engine, model: str) -> list[ThroughputFigure]:
             for f in rows
             if f.model == _REFERENCE_MODEL
         ]  # fmt: skip
-    if engine == "tensorrt_llm":
+    if proxy is not None:
         exact = [
-            _scaled(f, 1.0, "the torch engine's figure, a lower bound for tensorrt_llm (not measured)",
-                    engine="tensorrt_llm")
+            _scaled(f, 1.0, f"the {proxy} engine's figure, a lower bound for {engine} (not measured)", engine=engine)
             for f in exact
-        ]  # fmt: skip
+        ]
     return exact
 
 
@@ -330,7 +331,7 @@ def device_for_instance_type(instance_type: str) -> str:
     return gpu.name
 
 
-def all_figures(engines: Iterable[Engine] = ("tensorrt_llm", "ctranslate2", "torch")) -> list[ThroughputFigure]:
+def all_figures(engines: Iterable[Engine] = tuple(ENGINE_PROFILES)) -> list[ThroughputFigure]:
     """The whole table (every device, the given engines, every model with figures), for reports."""
     return [
         figure

@@ -126,16 +126,16 @@ def test_torch_engine_on_mapped_weights_matches_ctranslate2_transcripts(tmp_path
     from benchmarks.bench.audio import load_samples
     from benchmarks.speech import utterances
     from whisper_build.serving.engines import EngineParams, load_engine
-    from whisper_build.serving.prompt import parse_prompt
+    from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts
 
     write_hf_checkpoint(CT2_DIR, tmp_path / "hf")
     windows = [w for s in load_samples(utterances(tmp_path / "speech", count=2)) for w in s.windows]
-    prompts, penalties = [parse_prompt("")] * len(windows), [1.0] * len(windows)
     ct2 = load_engine(EngineParams(engine="ctranslate2", beam_size=1, cpu_threads=2))
     torch_engine = load_engine(EngineParams(engine="torch", model_path=str(tmp_path / "hf"), beam_size=1, device="cpu"))
-    expected = ct2.transcribe_batch(windows, prompts, penalties)
+    greedy = DecodingPolicy(temperature_increment=0.0)  # no sampled fallback: both decode greedily only
+    expected = window_texts(ct2, windows, greedy)
     assert all(expected)
-    assert torch_engine.transcribe_batch(windows, prompts, penalties) == expected
+    assert window_texts(torch_engine, windows, greedy) == expected
 
 
 def test_multilingual_generation_config_carries_languages_tasks_and_alignment_heads():

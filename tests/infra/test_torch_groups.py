@@ -133,11 +133,11 @@ def test_a_torch_group_serves_the_mounted_checkpoint_with_the_model_limits(mixed
         "WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE": str(config.model.max_batch_size),
     }
     bf16 = config_with(gpu_groups=MIXED, model={"dtype": "bfloat16", "max_batch_size": 1, "torch_cuda_graphs": False})
-    torch_env = workload.torch_env(bf16, bf16.gpu_groups[1])
+    torch_env = workload.engine_env(bf16, bf16.gpu_groups[1])
     assert torch_env["WHISPER_TRITON_ENGINE__COMPUTE_TYPE"] == "bfloat16"
     assert torch_env["WHISPER_TRITON_ENGINE__CUDA_GRAPHS"] == "false"  # the eager fall-back switch
     assert torch_env["WHISPER_TRITON_BATCHING__MAX_BATCH_SIZE"] == workload.MIN_TRITON_BATCH
-    assert workload.torch_env(bf16, bf16.gpu_groups[0]) == {}
+    assert workload.engine_env(bf16, bf16.gpu_groups[0]) == {}
 
 
 def test_the_image_renders_a_torch_model_from_the_pod_env(mixed, monkeypatch, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The CTranslate2 engine on the CPU with the bundled tiny.en, called directly (no Triton)."""
+"""The CTranslate2 engine on the CPU with the bundled tiny.en, through the decoding layer (no Triton)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import pytest
 import soundfile as sf
 import speech_samples
 
+from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model.decoding import DecodingPolicy, decode_windows, window_texts
 
 pytestmark = [
     pytest.mark.slow,
@@ -27,11 +29,15 @@ def test_mixed_prompts_penalties_and_silence_in_one_batch(tmp_path):
     speech, rate = sf.read(path, dtype="float32")
     assert rate == 16000
     engine = load_engine(EngineParams(cpu_threads=2))
-    texts = engine.transcribe_batch(
+    results = decode_windows(
+        engine,
         [speech, speech, np.zeros(32000, np.float32), speech],
         [DecodePrompt(), DecodePrompt("Graphics cards and speech models."), DecodePrompt(), DecodePrompt()],
         [1.0, 1.0, 1.0, 1.3],
+        [DecodeOptions()] * 4,
+        DecodingPolicy(),
     )
+    texts = [r.text for r in results]
     # THEN every speech window is transcribed in place, the prompt is not echoed, silence is ""
     assert len(texts) == 4 and texts[2] == ""
     for i in (0, 1, 3):
@@ -42,7 +48,7 @@ def test_mixed_prompts_penalties_and_silence_in_one_batch(tmp_path):
 def test_length_mismatch_is_rejected():
     engine = load_engine(EngineParams(cpu_threads=1))
     with pytest.raises(ValueError, match="same length"):
-        engine.transcribe_batch([np.zeros(10, np.float32)], [], [1.0])
+        decode_windows(engine, [np.zeros(10, np.float32)], [], [1.0], [DecodeOptions()], DecodingPolicy())
 
 
 DENSE_TEXT = (
@@ -60,7 +66,8 @@ def test_dense_window_is_not_cut_short(tmp_path):
     speech, _ = sf.read(path, dtype="float32")
     assert len(speech) <= 30 * 16000
     # WHEN it is decoded with the default 224 new tokens per window
-    text = load_engine(EngineParams(beam_size=1, cpu_threads=2)).transcribe_batch([speech], [DecodePrompt()], [1.0])[0]
+    params = EngineParams(beam_size=1, cpu_threads=2)
+    text = window_texts(load_engine(params), [speech], DecodingPolicy.from_params(params))[0]
     # THEN the transcript reaches the end of the speech (CTranslate2 decodes at most max_length / 2
     # new tokens: with max_length = prompt + 224 it stopped after about 46 of the 88 words)
     assert "cheese" in text.lower(), text

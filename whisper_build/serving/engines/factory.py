@@ -1,4 +1,4 @@
-"""The engine factory: picks the implementation ``EngineParams.engine`` names.
+"""The engine factory: loads the implementation ``EngineParams.engine`` names (its ``EngineProfile.runtime``).
 
 Kept apart from :mod:`whisper_build.serving.engines.base` (the interface) so that the engine
 modules import the interface without the interface importing them. ``WHISPER_ENGINE_WRAPPER``
@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from settings.engines import profile
 from whisper_build.serving.engines.base import EngineParams, EngineParamsError, WhisperEngine
 
 log = logging.getLogger(__name__)
@@ -76,14 +77,7 @@ def _create(params: EngineParams) -> WhisperEngine:
         "loading whisper engine %s from %s (device=%s, compute_type=%s)",
         params.engine, params.model_path or "<bundled tiny.en>", params.device, params.compute_type,
     )  # fmt: skip
-    if params.engine == "ctranslate2":
-        from whisper_build.serving.engines.ctranslate2_engine import CTranslate2Engine
-
-        return CTranslate2Engine(params)
-    if params.engine == "torch":
-        from whisper_build.serving.engines.torch_engine import TorchEngine
-
-        return TorchEngine(params)
-    from whisper_build.serving.engines.tensorrt_llm_engine import TensorRTLLMEngine
-
-    return TensorRTLLMEngine(params)
+    engine = profile(params.engine)
+    runtime = getattr(importlib.import_module(engine.module), engine.class_name)
+    created: WhisperEngine = runtime(params)
+    return created

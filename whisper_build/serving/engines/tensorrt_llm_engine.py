@@ -55,7 +55,7 @@ from whisper_build.serving.engines.base import (
     NoWordAlignment,
     TokenizerText,
 )
-from whisper_build.serving.engines.features import N_FRAMES, is_silent, log_mel_batch
+from whisper_build.serving.engines.features import N_FRAMES, log_mel_batch
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     best_language,
@@ -240,39 +240,6 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
             cross_kv_cache_fraction=0.5,
         )
         log.info("tensorrt_llm whisper loaded: %s batch=%d n_mels=%d", engine_dir, self._batch, self._layout.n_mels)
-
-    def transcribe_batch(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        repetition_penalty: Sequence[float],
-    ) -> list[str]:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.transcribe_batch`.
-
-        Multilingual models without a requested language use ``default_language`` (this plain
-        text path, for benchmarks and the engine-build smoke test, has no detection step;
-        :meth:`generate` gets its languages from the decoding layer).
-        """
-        if not len(audio) == len(prompts) == len(repetition_penalty):
-            raise ValueError("audio, prompts and repetition_penalty must have the same length")
-        texts = [""] * len(audio)
-        voiced = [i for i, window in enumerate(audio) if not is_silent(window, self._params.silence_dbfs)]
-        prompt_ids = {
-            i: build_prompt_ids(
-                prompts[i], self._specials, self._encode, self._tokenizer.token_to_id,
-                prompts[i].language or self._params.default_language,
-            )
-            for i in voiced
-        }  # fmt: skip
-        for penalty, indices in group_indices([repetition_penalty[i] for i in voiced]).items():
-            group = [voiced[j] for j in indices]
-            for start in range(0, len(group), self._batch):
-                chunk = group[start : start + self._batch]
-                outputs = self._run([audio[i] for i in chunk], [prompt_ids[i] for i in chunk], penalty)
-                rows = read_generate_outputs(outputs, [prompt_ids[i] for i in chunk], self._specials, None)
-                for i, (tokens, _, _) in zip(chunk, rows, strict=True):
-                    texts[i] = self.decode_text(tokens).strip()
-        return texts
 
     def generate(
         self,

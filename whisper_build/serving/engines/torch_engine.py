@@ -50,7 +50,7 @@ from whisper_build.serving.engines.base import (
     TokenizerText,
 )
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
-from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, is_silent, pad_or_trim_audio
+from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, pad_or_trim_audio
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
@@ -179,28 +179,6 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         with self._device:
             model = WhisperForConditionalGeneration(config)
         return model.to(dtype)
-
-    def transcribe_batch(
-        self,
-        audio: Sequence[npt.NDArray[np.float32]],
-        prompts: Sequence[DecodePrompt],
-        repetition_penalty: Sequence[float],
-    ) -> list[str]:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.transcribe_batch`."""
-        if not len(audio) == len(prompts) == len(repetition_penalty):
-            raise ValueError("audio, prompts and repetition_penalty must have the same length")
-        texts = [""] * len(audio)
-        fixed = self._params.random_weights_fixed_tokens
-        voiced = [i for i, w in enumerate(audio) if fixed or not is_silent(w, self._params.silence_dbfs)]
-        hypotheses = self.generate(
-            [audio[i] for i in voiced], [prompts[i] for i in voiced], [repetition_penalty[i] for i in voiced],
-            timestamps=False, temperature=0.0,
-        )  # fmt: skip
-        for i, hypothesis in zip(voiced, hypotheses, strict=True):
-            if not fixed and (hypothesis.no_speech_prob or 0.0) > self._params.no_speech_threshold:
-                continue  # silence or noise, as the ctranslate2 engine decides
-            texts[i] = self.decode_text(hypothesis.tokens).strip()
-        return texts
 
     def generate(
         self,

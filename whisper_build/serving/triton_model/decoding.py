@@ -44,12 +44,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.engines.base import EngineParams, Hypothesis, WhisperEngine
+from whisper_build.serving.engines.base import DecodingThresholds, EngineParams, Hypothesis, WhisperEngine
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import SegmentResult, WindowResult
-from whisper_build.serving.silence import SILENCE_DBFS
 from whisper_build.serving.triton_model.segments import (
     SECONDS_PER_TIMESTAMP,
     drop_last_word,
@@ -65,6 +64,7 @@ __all__ = [
     "UnsupportedOption",
     "compression_ratio",
     "decode_windows",
+    "window_texts",
     "drop_last_word",
     "ends_in_speech",
     "parse_segments",
@@ -79,45 +79,21 @@ class UnsupportedOption(ValueError):
     """The engine cannot do what a request asks (e.g. word timestamps on ``tensorrt_llm``)."""
 
 
-@dataclass(frozen=True)
-class DecodingPolicy:
-    """Thresholds of the fallback and silence rules (openai/whisper ``transcribe()`` defaults).
+class DecodingPolicy(DecodingThresholds):
+    """What :func:`decode_windows` follows: the engine's :class:`DecodingThresholds` and the cut-word rule.
 
     Attributes:
-        temperature_increment: fallback step; 0 = no fallback.
-        compression_ratio_threshold: re-decode above this (2.4).
-        logprob_threshold: re-decode below this average log-prob (-1.0).
-        no_speech_threshold: silent above this no-speech probability (0.6).
-        no_speech_needs_low_logprob: silent only if also below ``logprob_threshold``.
-        silence_dbfs: windows quieter than this are not decoded.
         cut_speech_db: a window whose last 20 ms frame is above ``silence_dbfs`` and within this
             many dB of its loudest 20 ms frame ends mid-speech: its last word is dropped
             (:func:`ends_in_speech`); 0 turns the rule off.
-        default_language: a multilingual model's language where the request names none and the
-            engine cannot detect it.
     """
 
-    temperature_increment: float = 0.2
-    compression_ratio_threshold: float = 2.4
-    logprob_threshold: float = -1.0
-    no_speech_threshold: float = 0.6
-    no_speech_needs_low_logprob: bool = False
-    silence_dbfs: float = SILENCE_DBFS
     cut_speech_db: float = 20.0
-    default_language: str = "en"
 
     @classmethod
     def from_params(cls, params: EngineParams) -> DecodingPolicy:
-        """The policy the model config's engine parameters set."""
-        return cls(
-            temperature_increment=params.temperature_increment,
-            compression_ratio_threshold=params.compression_ratio_threshold,
-            logprob_threshold=params.logprob_threshold,
-            no_speech_threshold=params.no_speech_threshold,
-            no_speech_needs_low_logprob=params.no_speech_needs_low_logprob,
-            silence_dbfs=params.silence_dbfs,
-            default_language=params.default_language,
-        )
+        """The policy the model config's engine parameters set (their thresholds, taken as they are)."""
+        return cls(**params.model_dump(include=set(DecodingThresholds.model_fields)))
 
     def temperatures(self, start: float) -> list[float]:
         """``start, start + step, … ≤ 1.0`` (just ``[start]`` when the step is 0)."""
@@ -358,3 +334,29 @@ def decode_windows(
                 result.language,
             )
     return [r for r in results if r is not None]
+
+
+def window_texts(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    policy: DecodingPolicy,
+    prompts: Sequence[DecodePrompt] | None = None,
+) -> list[str]:
+    """The text of each window, decoded as the served model decodes a plain request.
+
+    :func:`decode_windows` with default :class:`DecodeOptions`, repetition penalty 1.0 and (by
+    default) empty prompts: what the benchmarks and the engine-build smoke test check, so an engine
+    that fails the served path (scores, no-speech probability, fallback) fails them too.
+
+    Args:
+        engine: the loaded engine.
+        audio: 1-D float32 windows, 16 kHz, ≤ 30 s.
+        policy: thresholds (:meth:`DecodingPolicy.from_params` of the engine's parameters).
+        prompts: one prompt per window; ``None``: :class:`DecodePrompt` defaults.
+
+    Returns:
+        One text per window, in order; ``""`` for a silent window.
+    """
+    prompts = list(prompts) if prompts is not None else [DecodePrompt()] * len(audio)
+    n = len(audio)
+    return [r.text for r in decode_windows(engine, audio, prompts, [1.0] * n, [DecodeOptions()] * n, policy)]
