@@ -17,7 +17,7 @@ from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, stor
 from settings.bulk import BulkSettings, check_groups
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 from settings.prices import PricingSettings
-from whisper_build.serving.contract import EngineKind
+from whisper_build.contracts.engines import EngineKind
 
 HYPERPOD_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 """``InstanceGroupName`` / ``ClusterName`` pattern of ``AWS::SageMaker::Cluster`` (1–63 chars)."""
