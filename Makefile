@@ -55,11 +55,12 @@ checkov: .venv-checkov/.installed ## install checkov (make synth's security gate
 synth: install ## synthesize CONFIG (default: the embedded default) + run the gates into SYNTH_OUTDIR (cdk.out); prints where everything went
 	$(PY) scripts/synth.py --config $(CONFIG) --outdir "$(SYNTH_OUTDIR)"
 
-lint: install ## ruff (lint), ruff format --check, mypy and the import-cycle check (grimp); fails on any finding
+lint: install ## ruff (lint), ruff format --check, mypy, the import-cycle check (grimp) and the import layers (import-linter); fails on any finding
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python scripts/import_cycles.py
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
 golden: install ## rewrite tests/data/golden/default.json, the normalised templates + manifests of the default config (commit it with a meant change)
 	$(PY) scripts/golden.py

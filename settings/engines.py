@@ -3,7 +3,7 @@
 The charts, the preflight, the storage layout, the throughput table, the deploy plans and the
 synthesis refusals look an engine up in :data:`ENGINE_PROFILES` instead of comparing engine names;
 the engine factory imports :attr:`EngineProfile.runtime`. It imports only the dependency-free
-:data:`~whisper_build.serving.contract.EngineKind` and storage names, so ``settings`` and everything
+:data:`~whisper_build.contracts.engines.EngineKind` and storage names, so ``settings`` and everything
 above it can read it. Adding a kind: docs/engines.md "Adding an engine".
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from settings.storage import CTRANSLATE2_DIR
-from whisper_build.serving.contract import EngineKind
+from whisper_build.contracts.engines import EngineKind
 
 __all__ = ["ENGINE_PROFILES", "EngineKind", "EngineProfile", "ModelLayout", "profile"]
 

@@ -173,3 +173,15 @@ def sagemaker_endpoint_names(config: DeploymentConfig) -> list[str]:
     """Every SageMaker endpoint the inference operator target registers: one per resource shape, in config order."""
     profiles = dict.fromkeys(group.mig_profile for group in config.gpu_groups)
     return [sagemaker_endpoint_name(config, profile) for profile in profiles]
+
+
+def operator_endpoint_names(config: DeploymentConfig) -> list[str]:
+    """The SageMaker endpoints ``config`` deploys (what ``make destroy`` checks and the closing lines name).
+
+    :func:`sagemaker_endpoint_names` for ``serving.target: inference_operator``; none for ``deployments``.
+    """
+    return sagemaker_endpoint_names(config) if config.serving.target == "inference_operator" else []
+
+
+INFERENCE_ENDPOINT_CONFIGS = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
+"""The HyperPod inference operator's CRD as ``<plural>.<group>`` (its schema is vendored in ``tests/data/crds/``)."""

@@ -1,7 +1,10 @@
 """Wiring of all whisper-hyperpod stacks into an ``App`` or a ``Stage``.
 
-``app.py`` (``cdk synth``), the CDK Pipelines stage and the tests all call :func:`add_whisper_stacks`;
-a new stack is one constructor call here plus one attribute on :class:`WhisperStacks`.
+``app.py`` (``cdk synth``), the CDK Pipelines stage and the tests all call :func:`add_whisper_stacks`.
+Which stacks a config gets, and their ids, come from :mod:`settings.names` (``names.stacks``), which
+``make deploy`` and ``make destroy`` wait on too: a new stack is its suffix in ``names.STACKS``, one
+constructor call here and one attribute on :class:`WhisperStacks` (tests/infra/test_stack_names.py
+checks the assembly against ``names.stacks`` for every shipped config).
 """
 
 from __future__ import annotations
@@ -9,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Environment, Tags
+from aws_cdk import Environment, Stack, Tags
 from constructs import Construct
 
+from settings import names
 from settings.names import PROJECT_TAG, serving_repository_name
-from settings.names import stack_prefix as _stack_prefix
 from settings.schema import DeploymentConfig
 from stacks.bulk_stack import BulkStack
 from stacks.cluster_stack import ClusterStack
@@ -35,6 +38,11 @@ class WhisperStacks:
     workloads: WorkloadsStack | None = None
     engine_build: EngineBuildStack | None = None
     bulk: BulkStack | None = None
+
+    def built(self) -> tuple[Stack, ...]:
+        """The stacks that exist, in creation order (the order of ``settings.names.STACKS``)."""
+        made = (self.network, self.storage, self.cluster, self.observability, self.bulk, self.workloads)
+        return tuple(stack for stack in (*made, self.engine_build) if stack is not None)
 
 
 def stack_environment(config: DeploymentConfig) -> Environment:
@@ -60,22 +68,26 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
         ValueError: a setting the stacks cannot honour (e.g. a Kubernetes version outside the kubectl
             layer's skew); the message names the setting.
     """
-    prefix = _stack_prefix(config.project_name)
+    wanted = names.stacks(config)
+
+    def stack_id(stack: str) -> str:
+        return names.stack_name(config, stack)
+
     # Stack tags are set on each stack (cdk.json sets @aws-cdk/core:explicitStackTags, under which
     # Tags.of() no longer tags stacks); CloudFormation copies them to every resource, including
     # types CDK's Tags.of() cannot tag. Tags.of() below still tags the resources in the templates.
     common: dict[str, Any] = {"env": stack_environment(config), "tags": {PROJECT_TAG: config.project_name}}
-    network = NetworkStack(scope, f"{prefix}Network", settings=config.network, **common)
+    network = NetworkStack(scope, stack_id("Network"), settings=config.network, **common)
     storage = StorageStack(
         scope,
-        f"{prefix}Storage",
+        stack_id("Storage"),
         project_name=config.project_name,
         tls_certificates=config.serving.target == "inference_operator",
         **common,
     )
     cluster = ClusterStack(
         scope,
-        f"{prefix}Cluster",
+        stack_id("Cluster"),
         config=config,
         vpc=network.vpc,
         node_security_group=network.node_security_group,
@@ -87,10 +99,10 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
     )
     cluster.add_stack_dependency(storage, "buckets are referenced by name, not by export")
     observability = None
-    if config.observability.enabled:
+    if "Observability" in wanted:
         observability = ObservabilityStack(
             scope,
-            f"{prefix}Observability",
+            stack_id("Observability"),
             config=config,
             cluster_arn=cluster.cluster.cluster_arn,
             subnet_ids=[subnet.subnet_id for subnet in network.vpc.private_subnets],
@@ -98,11 +110,11 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
             **common,
         )
     bulk = None
-    if config.bulk.enabled:
-        bulk = BulkStack(scope, f"{prefix}Bulk", config=config, cluster_name=cluster.cluster.cluster_name, **common)
+    if "Bulk" in wanted:
+        bulk = BulkStack(scope, stack_id("Bulk"), config=config, cluster_name=cluster.cluster.cluster_name, **common)
     workloads = WorkloadsStack(
         scope,
-        f"{prefix}Workloads",
+        stack_id("Workloads"),
         config=config,
         cluster_stack=cluster,
         serving_repository_name=serving_repository_name(config),
@@ -115,7 +127,7 @@ def add_whisper_stacks(scope: Construct, config: DeploymentConfig) -> WhisperSta
     workloads.add_stack_dependency(storage, "serving repository referenced by name")
     engine_build = EngineBuildStack(
         scope,
-        f"{prefix}EngineBuild",
+        stack_id("EngineBuild"),
         config=config,
         cluster_name=cluster.cluster.cluster_name,
         kubectl_provider=cluster.cluster.kubectl_provider,

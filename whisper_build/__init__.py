@@ -7,4 +7,5 @@
 - ``podstart/``    — at pod start, in the init container: the preflight check.
 - ``workstation/`` — on a developer's machine: the local Triton launcher and the CLI client.
 - ``image/``       — the serving image's Dockerfile (built from the repository root).
+- ``contracts/``   — the floor of the import layers: plain definitions ``settings`` reads too.
 """

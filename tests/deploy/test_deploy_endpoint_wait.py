@@ -69,7 +69,9 @@ def test_make_pods_and_endpoint_of_the_operator_target(capsys: pytest.CaptureFix
     build = {"metadata": {"name": "engine-sm86-x", "ownerReferences": [{"kind": "Job", "name": "engine-sm86"}]},
              "status": {"phase": "Running"}}  # fmt: skip
     ready = _pod("whisper-abc", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
-    assert pods.diagnose(json.dumps({"items": [build, ready]})) == ["whisper-abc: ready: serving", "every pod is ready"]
+    states = pods.pod_states(json.dumps({"items": [build, ready]}))
+    assert states == [pods.PodState("whisper-abc", "ready", "serving")]
+    assert pods.lines(states, "whisper") == ["whisper-abc: ready: serving", "every pod is ready"]
 
     def never(argv: Sequence[str]) -> str:
         raise AssertionError("the operator target has no Service of ours to read")

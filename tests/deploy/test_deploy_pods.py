@@ -53,7 +53,9 @@ def test_pods_tell_the_expected_wait_from_a_real_preflight_failure(
             {"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}]}),
         _pod("whisper-g5-e", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
     ]}  # fmt: skip
-    lines = pods.diagnose(json.dumps(listing))
+    states = pods.pod_states(json.dumps(listing))
+    assert [state.verdict for state in states] == ["waiting", "failed", "waiting", "waiting", "ready"]
+    lines = pods.lines(states, "whisper")
     assert lines[0].startswith("whisper-g5-a: waiting: Init:Error, expected on a first deploy")
     assert "Preflight said: preflight FAILED: the model repository mounted at" in lines[0]
     assert lines[1].startswith("whisper-g6e-b: failed: preflight FAILED (a real mismatch")
@@ -71,10 +73,9 @@ def test_pods_tell_the_expected_wait_from_a_real_preflight_failure(
     assert code == 1
 
 
-def test_every_not_yet_published_phrase_is_a_real_preflight_message(
+def test_every_not_yet_published_case_of_the_real_preflight_ends_with_the_waiting_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Guards the classifier against the preflight's wording drifting: each phrase comes from a real run."""
     seen = []
     empty = tmp_path / "e"
     empty.mkdir()
@@ -87,9 +88,25 @@ def test_every_not_yet_published_phrase_is_a_real_preflight_message(
         assert preflight.main(["--model-dir", str(empty), "--model", "large-v3-turbo", "--bucket", "b",
                                "--engine", engine, "--gpu-arch", "sm86"]) == 1  # fmt: skip
         seen.append(capsys.readouterr().err)
-    for phrase in preflight.NOT_YET_PUBLISHED:
-        assert any(phrase in message for message in seen), phrase
-    assert all(pods.is_not_yet_published(message) for message in seen)
+    for message in seen:
+        assert message.rstrip().endswith(preflight.VERDICT_PREFIX + preflight.VERDICT_WAITING), message
+        assert pods.is_not_yet_published(message)
+        # the verdict line alone decides: the same words without it are a real failure
+        without = "\n".join(line for line in message.splitlines() if not line.startswith(preflight.VERDICT_PREFIX))
+        assert not pods.is_not_yet_published(without)
+        assert pods.pod_state(_pod("whisper-g5-a", _init_failed(without)))[0] == "failed"
+
+
+def test_make_pods_exits_on_the_typed_verdicts_not_on_words_in_a_message() -> None:
+    # GIVEN a pod waiting for its image, whose kubelet message happens to read ": failed: "
+    pulling = {"phase": "Pending", "initContainerStatuses": [{"name": "preflight", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": 'pulling "whisper-serving:v1": failed: not found'}}}]}  # fmt: skip
+    listing = json.dumps({"items": [_pod("whisper-g5-a", pulling)]})
+    out: list[str] = []
+    code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append, kubectl=lambda argv: listing)
+    # THEN it is a wait, exit status 0, and the line still says what the kubelet said
+    assert out[0].startswith("whisper-g5-a: waiting: ErrImagePull") and ": failed: not found" in out[0]
+    assert code == 0
 
 
 def test_pods_reads_only_the_serving_pods() -> None:

@@ -14,7 +14,6 @@ from botocore.exceptions import ClientError
 
 from settings import DeploymentConfig, names
 from whisper_build.deploy import aws, capacity, mig_drain, pods, retained, teardown
-from whisper_build.deploy.destroy_plan import operator_endpoints
 from whisper_build.deploy.kube import kubectl_output
 from whisper_build.deploy.retained import ACCESS_LOG_WHY
 
@@ -259,7 +258,7 @@ class AwsSession:
         config = self.config
         found = teardown.billing_leftovers(
             self.client, (names.PROJECT_TAG, config.project_name), names.cluster_name(config),
-            names.hyperpod_cluster_name(config), config.region, operator_endpoints(config),
+            names.hyperpod_cluster_name(config), config.region, names.operator_endpoint_names(config),
         )  # fmt: skip
         if found:
             raise aws.DeployError(

@@ -322,10 +322,10 @@ def _pods(
         out("$ " + shlex.join(pods.pods_command(config, account)))
         return 0
     try:
-        lines = pods.read_pods(config, account, kubectl)
+        states = pods.read_pods(config, account, kubectl)
     except pods.PodsUnreadable as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    for line in lines:
+    for line in pods.lines(states, config.serving.namespace):
         out(line)
-    return 1 if any(": failed: " in line for line in lines) else 0
+    return 1 if pods.has_failure(states) else 0

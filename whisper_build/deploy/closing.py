@@ -14,7 +14,6 @@ import shlex
 
 from settings import DeploymentConfig, names
 from whisper_build.deploy import kube
-from whisper_build.deploy.destroy_plan import INFERENCE_ENDPOINT_CONFIGS, operator_endpoints
 from whisper_build.workstation import api_keys
 
 LOCAL_PORT = 8443
@@ -206,13 +205,13 @@ def operator_endpoint_message(config: DeploymentConfig, account: str) -> str:
         "serving.target inference_operator: the HyperPod inference operator registers these SageMaker endpoints "
         "(make endpoint does not wait for them: waiting on the operator is not built or verified here):",
     ]
-    for name in operator_endpoints(config):
+    for name in names.operator_endpoint_names(config):
         lines += [
             f"  aws sagemaker describe-endpoint --endpoint-name {name} --region {region} --query EndpointStatus"
             "    # InService once ready",
             f"  .venv/bin/python -m whisper_build.workstation.cli recording.wav --sagemaker-endpoint {name} "
             f"--region {region}",
         ]
-    describe = shlex.join(kube.kubectl_argv(config, account, "describe", INFERENCE_ENDPOINT_CONFIGS))
+    describe = shlex.join(kube.kubectl_argv(config, account, "describe", names.INFERENCE_ENDPOINT_CONFIGS))
     lines.append(f"The operator's objects and their status: {describe} (docs/serving-targets.md, Invoking)")
     return "\n".join(lines)

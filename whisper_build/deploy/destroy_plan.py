@@ -25,18 +25,9 @@ def endpoint_objects(config: DeploymentConfig) -> tuple[str, ...]:
     for them (pods, load balancer, the SageMaker endpoint; the billing step checks the endpoint).
     """
     if config.serving.target == "inference_operator":
-        return (INFERENCE_ENDPOINT_CONFIGS, "-l", f"{labels.APP_NAME_LABEL}={labels.APP_NAME}")
+        return (names.INFERENCE_ENDPOINT_CONFIGS, "-l", f"{labels.APP_NAME_LABEL}={labels.APP_NAME}")
     service = names.ENDPOINT_SERVICE_NAME
     return (f"service/{service}", *((f"ingress/{service}",) if config.endpoint.kind == "alb" else ()))
-
-
-def operator_endpoints(config: DeploymentConfig) -> list[str]:
-    """The SageMaker endpoints of ``serving.target: inference_operator`` (none for ``deployments``)."""
-    return names.sagemaker_endpoint_names(config) if config.serving.target == "inference_operator" else []
-
-
-INFERENCE_ENDPOINT_CONFIGS = "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
-"""The HyperPod inference operator's CRD as ``<plural>.<group>`` (its schema is vendored in ``tests/data/crds/``)."""
 
 
 def endpoint_step(config: DeploymentConfig, account: str) -> Step:
@@ -140,7 +131,7 @@ def billing_step(config: DeploymentConfig) -> Step:
                         cluster,
                         names.hyperpod_cluster_name(config),
                         region,
-                        operator_endpoints(config),
+                        names.operator_endpoint_names(config),
                     )
                 ),  # fmt: skip
                 lambda session: session.check_billing(),

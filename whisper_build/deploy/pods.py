@@ -7,20 +7,22 @@ in, telling the expected ones of a first deploy from real failures:
   (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`; read from the termination message, which
   the preflight writes itself and which ``terminationMessagePolicy: FallbackToLogsOnError`` otherwise
   fills from the log's tail): **waiting** for the engine build (step ``engines``) or for you to
-  publish a checkpoint/conversion. A message without a verdict line (an image older than the line)
-  is matched against :data:`~whisper_build.podstart.preflight.NOT_YET_PUBLISHED` instead;
-* any other preflight failure: a **real failure** (architecture, TensorRT-LLM version, model or MIG
+  publish a checkpoint/conversion;
+* any other preflight failure, one without a verdict line included: a **real failure** (architecture, TensorRT-LLM version, model or MIG
   mismatch, unreadable manifest): printed with its message and the fix lines;
 * an image pull error: the serving image is not in ECR yet (before step ``serving-image``) or the
   tag is wrong;
 * ``Pending`` with an unschedulable condition: no GPU node of the group has joined (yet).
+
+Each pod gets a typed :class:`PodState`; :func:`lines` turns them into text, at the edge.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from settings import labels
 from settings.schema import DeploymentConfig
@@ -29,6 +31,19 @@ from whisper_build.podstart import preflight
 
 PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+
+PodVerdict = Literal["ready", "waiting", "failed", "starting"]
+"""``ready``: serving; ``waiting``: an expected state of a first deploy; ``failed``: a real failure to fix;
+``starting``: none of these yet."""
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One serving pod's verdict and, in words, why."""
+
+    pod: str
+    verdict: PodVerdict
+    explanation: str
 
 
 def _failure_message(state: dict[str, Any]) -> str | None:
@@ -74,11 +89,9 @@ def is_not_yet_published(message: str) -> bool:
     """Whether a preflight failure only means nothing is published yet (a normal first-deploy state).
 
     Its verdict line (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`) decides; a message
-    without one (written by an image older than that line) is matched against
-    :data:`~whisper_build.podstart.preflight.NOT_YET_PUBLISHED`.
+    without one is a real failure.
     """
-    said = preflight.read_verdict(message)
-    return (said if said is not None else preflight.verdict(message)) == preflight.VERDICT_WAITING
+    return preflight.read_verdict(message) == preflight.VERDICT_WAITING
 
 
 def _failure_line(message: str) -> str:
@@ -87,7 +100,7 @@ def _failure_line(message: str) -> str:
     return (failed or lines or [""])[-1 if failed else 0]
 
 
-def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
+def pod_state(pod: dict[str, Any]) -> tuple[PodVerdict, str]:
     """``(verdict, explanation)`` of one pod; verdict is ``ready``, ``waiting``, ``failed`` or ``starting``."""
     status = pod.get("status", {})
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
@@ -128,27 +141,35 @@ def _owned_by_job(pod: dict[str, Any]) -> bool:
     return any(owner.get("kind") == "Job" for owner in pod.get("metadata", {}).get("ownerReferences") or [])
 
 
-def diagnose(pods_json: str) -> list[str]:
-    """One line per pod (``<pod>: <verdict>: <explanation>``) and a summary line; ``[]`` when there are no pods.
+def pod_states(pods_json: str) -> list[PodState]:
+    """The state of each serving pod of ``kubectl get pods -o json``; pods of Jobs (the engine builds) are left out.
 
-    Pods of Jobs (the engine builds) are left out: they are not serving pods.
+    Raises:
+        json.JSONDecodeError: ``pods_json`` is no JSON.
     """
     pods = [pod for pod in json.loads(pods_json).get("items", []) if not _owned_by_job(pod)]
-    lines = []
-    verdicts = []
-    for pod in pods:
-        verdict, explanation = pod_state(pod)
-        verdicts.append(verdict)
-        lines.append(f"{pod['metadata']['name']}: {verdict}: {explanation}")
-    if "failed" in verdicts:
-        lines.append(
+    return [PodState(pod["metadata"]["name"], *pod_state(pod)) for pod in pods]
+
+
+def has_failure(states: Sequence[PodState]) -> bool:
+    """Whether a pod has a real failure (``make pods`` then exits 1)."""
+    return any(state.verdict == "failed" for state in states)
+
+
+def lines(states: Sequence[PodState], namespace: str) -> list[str]:
+    """One line per pod (``<pod>: <verdict>: <explanation>``) and a summary; one line when there are none."""
+    if not states:
+        return [f"no pods in namespace {namespace} yet"]
+    text = [f"{state.pod}: {state.verdict}: {state.explanation}" for state in states]
+    if has_failure(states):
+        text.append(
             "at least one pod has a real failure: fix it as its message says (docs/kubernetes.md, Fail-fast preflight)"
         )
-    elif verdicts and all(v == "ready" for v in verdicts):
-        lines.append("every pod is ready")
-    elif verdicts:
-        lines.append("nothing has failed: the pods are waiting for the steps above (or for you) to publish")
-    return lines
+    elif all(state.verdict == "ready" for state in states):
+        text.append("every pod is ready")
+    else:
+        text.append("nothing has failed: the pods are waiting for the steps above (or for you) to publish")
+    return text
 
 
 def pods_command(config: DeploymentConfig, account: str) -> list[str]:
@@ -170,16 +191,14 @@ class PodsUnreadable(Exception):
     """kubectl could not list the pods; the message says why and what to do."""
 
 
-def read_pods(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
-    """:func:`diagnose` of the live namespace (a line saying there are none when empty).
+def read_pods(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> list[PodState]:
+    """:func:`pod_states` of the live namespace.
 
     Raises:
         PodsUnreadable: kubectl failed, timed out, could not be run, or printed no JSON.
     """
-    namespace = config.serving.namespace
     try:
-        listing = kubectl(pods_command(config, account))
-        return diagnose(listing) or [f"no pods in namespace {namespace} yet"]
+        return pod_states(kubectl(pods_command(config, account)))
     except kube.KUBECTL_ERRORS as err:
         raise PodsUnreadable(f"could not read the pods: {kube.describe_error(err)}") from err
     except json.JSONDecodeError as err:
@@ -187,8 +206,8 @@ def read_pods(config: DeploymentConfig, account: str, kubectl: Callable[[Sequenc
 
 
 def report(config: DeploymentConfig, account: str, kubectl: Callable[[Sequence[str]], str]) -> list[str]:
-    """:func:`read_pods`, or one line saying why the pods could not be read (a diagnosis never raises)."""
+    """:func:`lines` of :func:`read_pods`, or one line saying why the pods could not be read (never raises)."""
     try:
-        return read_pods(config, account, kubectl)
+        return lines(read_pods(config, account, kubectl), config.serving.namespace)
     except PodsUnreadable as err:
         return [str(err)]

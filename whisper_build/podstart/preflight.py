@@ -70,19 +70,6 @@ ENGINES: tuple[str, ...] = tuple(ENGINE_PROFILES)
 """``tensorrt_llm``, ``ctranslate2``, ``torch``: the ``serving_engine`` choices of a GPU group."""
 
 
-NOT_YET_PUBLISHED = (
-    "is empty: nothing is published for",
-    "has files but no published version",
-    "is not published",
-    "the folder is empty",
-)
-"""Phrases of the failures that only mean "nothing is published here yet" (an empty engine prefix, a
-prefix without ``current.json``, a missing CTranslate2 conversion or Hugging Face checkpoint): the
-normal state of a first deploy until the engine builds (or you) publish. Every other ``preflight
-FAILED`` is a real mismatch. The preflight raises :class:`NotYetPublished` for those cases and says
-which in its last line (:data:`VERDICT_PREFIX`); the phrases let ``make pods`` classify the output of
-an image older than that line (:func:`verdict`); the tests run the real checks against both."""
-
 VERDICT_PREFIX = "preflight-verdict: "
 """Start of the fixed last line of a failed preflight's output: ``preflight-verdict: <verdict>``.
 
@@ -93,7 +80,9 @@ container log output ... limited to 2048 bytes or 80 lines, whichever is smaller
 the verdict is the last line, not the first; the preflight also writes the message itself
 (:data:`TERMINATION_LOG`) for containers without that policy."""
 VERDICT_WAITING = "waiting-for-publish"
-"""Verdict of a failure that only means nothing is published yet (:data:`NOT_YET_PUBLISHED`)."""
+"""Verdict of a failure that only means nothing is published here yet (:class:`NotYetPublished`: an empty
+engine prefix, a prefix without ``current.json``, a missing CTranslate2 conversion or Hugging Face
+checkpoint), the normal state of a first deploy until the engine builds (or you) publish."""
 VERDICT_FAILED = "failed"
 """Verdict of every other failure: a real mismatch to fix."""
 TERMINATION_LOG = Path("/dev/termination-log")
@@ -101,15 +90,6 @@ TERMINATION_LOG = Path("/dev/termination-log")
 message. Written only when it exists (the kubelet provides it in a container)."""
 TERMINATION_MESSAGE_BYTES = 4096
 """The kubelet truncates termination messages longer than 4096 bytes (same Kubernetes page)."""
-
-
-def verdict(message: str) -> str:
-    """:data:`VERDICT_WAITING` when ``message`` has a :data:`NOT_YET_PUBLISHED` phrase, else :data:`VERDICT_FAILED`.
-
-    For a message without a verdict line (an older image); the preflight itself decides by the
-    exception it raised (:class:`NotYetPublished`).
-    """
-    return VERDICT_WAITING if any(phrase in message for phrase in NOT_YET_PUBLISHED) else VERDICT_FAILED
 
 
 def read_verdict(output: str) -> str | None:

@@ -1,8 +1,8 @@
 """The serving wire contract between the gateway and the Triton ``whisper`` model (docs/contracts.md §5).
 
-Dependency-free (standard library only), so both sides of the gRPC hop — the gateway
-(:mod:`whisper_build.serving.gateway.backend`), the Triton model (``1/model.py`` and
-:mod:`whisper_build.serving.triton_model.batching`) — and ``settings`` import the same definitions.
+Standard library and the floor :mod:`whisper_build.contracts` only, so both sides of the gRPC hop — the
+gateway (:mod:`whisper_build.serving.gateway.backend`) and the Triton model (``1/model.py`` and
+:mod:`whisper_build.serving.triton_model.batching`) — import the same definitions.
 
 * :data:`INPUTS` / :data:`OUTPUTS`: the table of the model's tensors. ``config.pbtxt``'s
   ``input``/``output`` sections are rendered from it (:func:`render_config_tensors`; ``make
@@ -11,7 +11,8 @@ Dependency-free (standard library only), so both sides of the gRPC hop — the g
   the tables in docs/contracts.md §5 and docs/serving.md are :func:`markdown_table`.
 * :class:`DecodeOptions`: the per-window decoding options that ``TIMESTAMPS``,
   ``WORD_TIMESTAMPS`` and ``TEMPERATURE`` carry.
-* :data:`EngineKind`: the model-config parameter ``engine`` (``settings.schema`` imports it).
+* :data:`EngineKind`: the model-config parameter ``engine``, defined on the floor below ``settings``
+  (:mod:`whisper_build.contracts.engines`) and re-exported here.
 
 Tensor names occur as string constants only here (a test checks ``whisper_build/``); elsewhere
 they are ``contract.WAV.name`` and so on.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from whisper_build.contracts.engines import EngineKind
 
 __all__ = [
     "BULK_PRIORITY",
@@ -56,12 +59,6 @@ gets it), its queue bounded by ``default_queue_policy.max_queue_size``."""
 BULK_PRIORITY = 2
 """The bulk workers' level (``priority`` of their infer requests): taken only when no synchronous request
 waits, in a queue of its own (``priority_queue_policy[2]``), so bulk work never fills the synchronous queue."""
-
-EngineKind = Literal["tensorrt_llm", "ctranslate2", "torch"]
-"""Which engine serves the model: the model-config parameter ``engine`` and a GPU group's
-``serving_engine``: ``tensorrt_llm`` (an engine built per GPU architecture), ``ctranslate2`` (a
-CTranslate2 conversion, until the engine is built) or ``torch`` (the Hugging Face checkpoint under
-``models/<model>/hf/`` on PyTorch, e.g. a fine-tune, with no conversion or build; docs/engines.md)."""
 
 TritonType = Literal["TYPE_FP32", "TYPE_INT32", "TYPE_BOOL", "TYPE_STRING"]
 

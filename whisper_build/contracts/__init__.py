@@ -1,0 +1,7 @@
+"""The floor of the import layers: plain definitions that ``settings`` and ``whisper_build`` both read.
+
+Standard library only, importing nothing of the tree, so every layer above may import it (the
+``layers`` contract in ``pyproject.toml``; docs/development.md, "Layers").
+
+- ``engines`` — :data:`~whisper_build.contracts.engines.EngineKind`, the engines a GPU group can serve.
+"""
