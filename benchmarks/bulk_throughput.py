@@ -37,16 +37,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
-from benchmarks.bench.runner import timed_request  # noqa: E402
-from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target  # noqa: E402
-from benchmarks.reference import IN_PROCESS_QUERY, GatewayProcess, machine_info, wait_until_ok  # noqa: E402
-from benchmarks.speech import recordings, require_tools, utterances  # noqa: E402
-from whisper_build.bulk.cli import Target, submit  # noqa: E402
-from whisper_build.bulk.demo import (  # noqa: E402
+from benchmarks.bench.audio import AudioSample, load_sample
+from benchmarks.bench.runner import timed_request
+from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target
+from benchmarks.reference import IN_PROCESS_QUERY, machine_info
+from benchmarks.speech import recordings, require_tools, utterances
+from whisper_build.bulk.cli import Target, submit
+from whisper_build.bulk.demo import (
     LocalStack,
     local_stack,
     local_target,
@@ -54,12 +51,15 @@ from whisper_build.bulk.demo import (  # noqa: E402
     stop_worker,
     worker_environment,
 )
-from whisper_build.bulk.job import decode_options  # noqa: E402
-from whisper_build.bulk.local import JobPath, provision  # noqa: E402
-from whisper_build.bulk.messages import JobOptions  # noqa: E402
-from whisper_build.bulk.records import STATUS_FILE, JobStatus  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.workstation.local_triton import free_ports  # noqa: E402
+from whisper_build.bulk.job import decode_options
+from whisper_build.bulk.local import JobPath, provision
+from whisper_build.bulk.messages import JobOptions
+from whisper_build.bulk.records import STATUS_FILE, JobStatus
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.workstation.local_triton import free_ports
+from whisper_build.workstation.process import GatewayProcess
+from whisper_build.workstation.process import wait_until_ready as wait_until_ok
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import NotificationConfigurationTypeDef
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module docstring)."""
-    parser = argparse.ArgumentParser(prog="python benchmarks/bulk_throughput.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bulk_throughput", description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument(
         "--corpus",

@@ -21,26 +21,23 @@ measured throughput is printed beside it).
 
 Writes ``<out>/cost_per_audio_hour.{json,md,png}``. Usage::
 
-    python benchmarks/cost_report.py [--config config/default.yaml] [--out docs/benchmarks]
+    python -m benchmarks.cost_report [--config config/default.yaml] [--out docs/benchmarks]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config  # noqa: E402
-from settings.gpu_catalog import instance_spec_for  # noqa: E402
-from settings.prices import HOURS_PER_MONTH  # noqa: E402
-from settings.throughput import Estimated, figures_for  # noqa: E402
-from whisper_build.serving.audio.windows import WINDOW_SECONDS  # noqa: E402
+from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
+from settings.gpu_catalog import instance_spec_for
+from settings.prices import HOURS_PER_MONTH
+from settings.throughput import Estimated, figures_for
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.audio.windows import WINDOW_SECONDS
 
 SERVED_RUN = REPO / "docs" / "benchmarks" / "gpu_served_h200.json"
 H200_INSTANCE = "ml.p5en.48xlarge"

@@ -24,8 +24,8 @@ design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton dir
 gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
 CPU (workers included) is divided by its requests.
 
-usage: ``python benchmarks/gateway_profile.py [--audio FILE] [--repeat 30] [--json OUT]``
-       ``python benchmarks/gateway_profile.py --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
+usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]``
+       ``python -m benchmarks.gateway_profile --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -34,26 +34,23 @@ import argparse
 import base64
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import numpy as np
+import numpy.typing as npt
 
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-
-from whisper_build.serving import contract  # noqa: E402
-from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.gateway.backend import ServedModel, infer_inputs  # noqa: E402
-from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
-from whisper_build.serving.results import WindowResult  # noqa: E402
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving import contract
+from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import ServedModel, infer_inputs
+from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest
+from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.results import WindowResult
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 
@@ -200,12 +197,12 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
 def served(seconds: float, concurrency: int, workers: int, gateway_root: Path, out: Path) -> dict[str, Any]:
     """Requests/s and gateway CPU ms per request: ours, the reference design and Triton direct, one Triton."""
     from benchmarks.bench.cli import main as bench_main
-    from benchmarks.reference import GatewayProcess
     from benchmarks.speech import utterances
     from whisper_build.serving.engines import EngineParams
     from whisper_build.serving.triton_model.repository import BatchingConfig
     from whisper_build.serving.triton_model.settings import TritonSettings
     from whisper_build.workstation.local_triton import LocalTriton, free_ports
+    from whisper_build.workstation.process import GatewayProcess
 
     audio = utterances(out / "audio", count=4)
     http, grpc, metrics = free_ports(3)

@@ -1,6 +1,6 @@
 """Real weights through the ``torch`` engine: graphed = eager token ids per bucket, WER, languages, translate.
 
-For each model folder (Hugging Face layout, e.g. :mod:`benchmarks.ct2_whisper_to_hf` output of
+For each model folder (Hugging Face layout, e.g. :mod:`whisper_build.workstation.ct2_whisper_to_hf` output of
 tiny.en and of Systran faster-whisper-base): the engine is loaded once with ``cuda_graphs=true``;
 for every bucket the same padded batch (the speech windows cycled to the bucket's size) is
 decoded with the captured graphs and then eagerly — the same decoder, buffers, encoder output and
@@ -16,8 +16,8 @@ nor an audio reader.
 
 Usage::
 
-    python benchmarks/gpu_engine_check.py --prepare DIR            # here: speech.npz, references.json
-    python3 benchmarks/gpu_engine_check.py --speech DIR --model tiny.en=HF_DIR --model base=HF_DIR --out check.json
+    python -m benchmarks.gpu_engine_check --prepare DIR            # here: speech.npz, references.json
+    python3 -m benchmarks.gpu_engine_check --speech DIR --model tiny.en=HF_DIR --model base=HF_DIR --out check.json
 """
 
 from __future__ import annotations
@@ -31,9 +31,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 MULTILINGUAL = (
     ("de", "de", "Guten Morgen. Heute ist das Wetter sehr schön, und wir gehen in den Park."),

@@ -21,7 +21,7 @@ tokens, no language detection).
 
 Usage (GPU)::
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_engine_random.py --tokenizer-dir DIR --out gpu_engine_random.json
+    PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_engine_random --tokenizer-dir DIR --out gpu_engine_random.json
 """
 
 from __future__ import annotations
@@ -39,12 +39,9 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
-from whisper_build.serving.engines.tokens import build_prompt_ids  # noqa: E402
-from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
+from benchmarks.gpu_whisper_random import random_model_dir
+from whisper_build.serving.engines.tokens import build_prompt_ids
+from whisper_build.serving.prompt import DecodePrompt
 
 WINDOW_SECONDS = 30.0
 

@@ -7,7 +7,7 @@ runtime and the weights first); runs anywhere PyTorch, transformers and the serv
 packages are installed (``--device cpu`` for a smoke run). Two models:
 
 - ``tiny.en``: real weights (the CTranslate2 tiny.en mapped into the transformers layout by
-  :mod:`benchmarks.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
+  :mod:`whisper_build.workstation.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
   and its transcript is scored against the text espeak-ng spoke (WER), and the in-process
   transcripts are compared with greedy ``ctranslate2`` ones computed where the files were made.
 - ``large-v3-turbo-random``: large-v3-turbo's shapes (:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`)
@@ -37,24 +37,20 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.bench.audio import load_samples  # noqa: E402
-from benchmarks.bench.cli import main as bench_main  # noqa: E402
-from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
-from benchmarks.reference import GatewayProcess  # noqa: E402
-from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
-from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
-from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
-from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
+from benchmarks.bench.audio import load_samples
+from benchmarks.bench.cli import main as bench_main
+from benchmarks.gpu_whisper_random import random_model_dir
+from whisper_build.serving.engines import EngineParams, load_engine
+from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.settings import TritonSettings
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
+from whisper_build.workstation.process import GatewayProcess
 
 TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 
@@ -248,8 +244,8 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
     spoken text and greedy ``ctranslate2`` transcripts per file) and ``folder/hf-tiny-en/`` (the
     mapped tiny.en in ``shards`` safetensors files).
     """
-    from benchmarks.ct2_whisper_to_hf import write_hf_checkpoint
     from benchmarks.speech import SENTENCES, say
+    from whisper_build.workstation.ct2_whisper_to_hf import write_hf_checkpoint
 
     (folder / "audio").mkdir(parents=True, exist_ok=True)
     spoken = {}

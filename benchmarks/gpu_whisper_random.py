@@ -18,9 +18,9 @@ RTFx = (batch × 30 s of audio) ÷ wall time of the batch; throughput = windows 
 
 Usage::
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --out results.json
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --runtime ctranslate2 --out ct2.json
-    python3 benchmarks/gpu_whisper_random.py --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
+    PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_whisper_random --out results.json
+    PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_whisper_random --runtime ctranslate2 --out ct2.json
+    python3 -m benchmarks.gpu_whisper_random --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
 
 The PyPI ``ctranslate2`` 4.8.5 wheel dlopens ``libcublas.so.12`` (CUDA 12); on a CUDA 13-only
 machine it fails with "Library libcublas.so.12 is not found or cannot be loaded" unless a

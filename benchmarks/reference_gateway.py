@@ -12,7 +12,7 @@ Triton model inputs (:func:`whisper_build.serving.gateway.backend.infer_inputs`:
 reference design on the same Triton" compares the gateways alone. It has none of the product's
 guarantees (no admission, no limits, no streaming decode, no windowing, errors as 500s).
 
-Run: ``python benchmarks/reference_gateway.py --triton-url 127.0.0.1:8001 --port 8090`` (one uvicorn
+Run: ``python -m benchmarks.reference_gateway --triton-url 127.0.0.1:8001 --port 8090`` (one uvicorn
 process, as the samples run it); ``WHISPER_GATEWAY_PORT`` / ``WHISPER_GATEWAY_TRITON_URL`` are read
 too, so :class:`benchmarks.reference.GatewayProcess` can start it (``module=...``). The bench tool
 measures it with an ``http://host:port/invocations`` target (same contract as our gateway).
@@ -25,22 +25,17 @@ import base64
 import io
 import json
 import os
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import numpy as np
+import soundfile
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-import numpy as np  # noqa: E402
-import soundfile  # noqa: E402
-import uvicorn  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-
-from whisper_build.serving import contract  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.gateway.backend import infer_inputs  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+from whisper_build.serving import contract
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import infer_inputs
+from whisper_build.serving.prompt import parse_prompt
 
 
 def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The behaviour freeze: the default config's templates and manifests, normalised, against a committed golden.
 
-``make golden`` (``python scripts/golden.py``) synthesizes ``config/default.yaml`` (CloudFormation
+``make golden`` (``python -m scripts.golden``) synthesizes ``config/default.yaml`` (CloudFormation
 templates of every stack + the cdk8s manifests of ``dist/k8s``) and writes
 ``tests/data/golden/default.json``: ``{"templates": {stack id: template}, "manifests": {file name:
 [documents]}}`` as sorted, indented JSON. ``--check`` compares instead and prints the first differing
@@ -31,16 +31,16 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from whisper_build.paths import REPO_ROOT
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import cx_api  # noqa: E402
+from aws_cdk import cx_api
 
-from k8s_charts.synth import synth_yaml  # noqa: E402
-from settings import load_config  # noqa: E402
-from stacks.assembly import synthesize  # noqa: E402
-from stacks.gates import stack_templates  # noqa: E402
+from k8s_charts.synth import synth_yaml
+from settings import load_config
+from stacks.assembly import synthesize
+from stacks.gates import stack_templates
 
 CONFIG = REPO_ROOT / "config" / "default.yaml"
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden" / "default.json"

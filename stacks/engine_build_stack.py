@@ -24,7 +24,6 @@ Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can s
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import Arn, ArnComponents, ArnFormat, CfnOutput, Duration, IgnoreMode, Size, Stack
@@ -49,9 +48,9 @@ from stacks.nag import (
     acknowledge_policy_wildcards,
     acknowledge_resource,
 )
+from whisper_build.paths import REPO_ROOT
 from whisper_build.release import invocations
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = "whisper_build/image/Dockerfile"
 IMAGE_CONTEXT = ["requirements.txt", "settings", "whisper_build"]
 """What ``whisper_build/image/Dockerfile`` copies from the repository root (its ``COPY`` lines);

@@ -28,7 +28,6 @@ Amazon Managed Service for Prometheus user guide, its section on AWS managed col
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, CustomResource, Duration, RemovalPolicy, Stack
@@ -45,8 +44,9 @@ from observability import cost_queries, dashboard, rules, scrape_config
 from settings import DeploymentConfig
 from stacks.checkov_skips import skip_check
 from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards, acknowledge_resource
+from whisper_build.paths import REPO_ROOT
 
-PROVISIONER_DIR = Path(__file__).resolve().parent.parent / "observability" / "grafana_provisioner"
+PROVISIONER_DIR = REPO_ROOT / "observability" / "grafana_provisioner"
 GRAFANA_VERSION = "10.4"
 """Amazon Managed Grafana version (service accounts need Grafana ≥ 9.4; AMG user guide)."""
 

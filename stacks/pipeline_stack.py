@@ -42,8 +42,8 @@ from stacks.engine_build_stack import (
 )
 from stacks.nag import acknowledge, acknowledge_policy_wildcards
 from stacks.whisper_app import WhisperStacks, add_whisper_stacks, stack_environment
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 STAGE_ID = "Deploy"
 TRIGGER_MARGIN = Duration.minutes(30)

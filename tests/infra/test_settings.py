@@ -14,8 +14,8 @@ import yaml
 
 from settings import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config
 from settings.schema import HYPERPOD_KUBERNETES_VERSIONS
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 THREE_GROUPS = REPO_ROOT / "config" / "examples" / "three-groups.yaml"
 
 

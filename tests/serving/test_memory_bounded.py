@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from long_audio import tone_flac
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.gateway.settings import GatewaySettings
 
-REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 BOUND_BYTES = 64 * MIB
 """Issue 12's bound on RSS growth per request, besides one window group."""
@@ -49,7 +49,7 @@ print(json.dumps({"before": before, "after": peak(), "seconds": stream.seconds, 
 
 
 def _measure(path: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(path)], env=env, capture_output=True, text=True, timeout=600, check=False
     )

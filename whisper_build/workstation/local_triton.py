@@ -32,20 +32,19 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import get_args
 
-import whisper_build
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
+from whisper_build.workstation.process import NotReady, wait_until_ready
 
 __all__ = [
     "LocalTriton",
@@ -58,8 +57,6 @@ __all__ = [
     "main",
     "server_environment",
 ]
-
-REPO_ROOT = Path(whisper_build.__file__).resolve().parent.parent
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
@@ -280,20 +277,12 @@ class LocalTriton:
 
     def _wait_ready(self, timeout_s: float) -> None:
         url = f"{self.settings.http_url}/v2/models/{MODEL_NAME}/ready"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                error = TritonPortTaken if port_taken_in(self.log_tail(200)) else TritonStartError
-                raise error(f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local http URL
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.5)
-        raise TritonStartError(f"tritonserver not ready after {timeout_s:.0f} s ({url})\n{self.log_tail()}")
+        assert self._process is not None
+        try:
+            wait_until_ready(url, self._process, timeout_s, "tritonserver", self.log_tail, interval_s=0.5)
+        except NotReady as failed:
+            taken = failed.exited and port_taken_in(self.log_tail(200))
+            raise (TritonPortTaken if taken else TritonStartError)(str(failed)) from None
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of Triton's log ("" when it logs to the console)."""

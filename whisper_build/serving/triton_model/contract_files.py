@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving import contract
 
 __all__ = ["CONFIG_PATH", "DOC_PATHS", "config_template", "rendered_files", "stale_files"]
 
 CONFIG_PATH = Path(__file__).parent / "model_repository" / "whisper" / "config.pbtxt"
 """The committed model config (defaults)."""
-DOC_PATHS = tuple(Path(__file__).resolve().parents[3] / "docs" / name for name in ("contracts.md", "serving.md"))
+DOC_PATHS = tuple(REPO_ROOT / "docs" / name for name in ("contracts.md", "serving.md"))
 """Docs that carry the tensor table (absent in the serving image, which has no docs/)."""
 
 CONFIG_BEGIN = (

@@ -19,7 +19,7 @@ Only numpy and ``safetensors.numpy`` are needed (CI has no torch).
 
 CLI::
 
-    python -m benchmarks.ct2_whisper_to_hf OUT_DIR [--ct2-dir DIR] [--shards 2]
+    python -m whisper_build.workstation.ct2_whisper_to_hf OUT_DIR [--ct2-dir DIR] [--shards 2]
 """
 
 from __future__ import annotations
@@ -299,7 +299,9 @@ def write_hf_checkpoint(ct2_dir: Path, out_dir: Path, shards: int = 1) -> list[P
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: write the Hugging Face folder; prints the files."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ct2_whisper_to_hf", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m whisper_build.workstation.ct2_whisper_to_hf", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--ct2-dir", type=Path, help="CTranslate2 Whisper folder (default: bundled tiny.en)")
     parser.add_argument("--shards", type=int, default=1)
