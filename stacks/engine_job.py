@@ -2,7 +2,7 @@
 
 Pure functions of the :class:`settings.DeploymentConfig`; the CodeBuild projects of
 :mod:`stacks.engine_build_stack` embed their output. One engine per GPU architecture: an engine
-compiled on one architecture does not load on another (TensorRT-LLM issue #222), so the Job is
+compiled on one architecture does not load on another (NVIDIA/TensorRT-LLM#222 on GitHub), so the Job is
 pinned to the nodes of a group of that architecture and the tool itself re-checks the GPU
 (``--expect-arch``). A group served on MIG slices has an engine of its own, built on one slice
 (``nvidia.com/mig-<profile>: 1``) and sized to its memory: every ``arch`` argument below is an

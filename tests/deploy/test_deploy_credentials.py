@@ -1,4 +1,4 @@
-"""Credential problems become one line saying what to run; offline commands need no profile (issue 25)."""
+"""Credential problems become one line saying what to run; offline commands need no profile."""
 
 from __future__ import annotations
 

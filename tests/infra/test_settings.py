@@ -1,5 +1,5 @@
-"""Deployment config: the embedded default, the three-group example, and every invalid case of
-issue 2 failing with the field path and the reason."""
+"""Deployment config: the embedded default, the three-group example, and every invalid case
+failing with the field path and the reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Load test (issue 12, "Done means"): 8 concurrent one-hour speech uploads to the real gateway
+"""Load test: 8 concurrent one-hour speech uploads to the real gateway
 (a ``python -m whisper_build.serving.gateway`` process) in front of real Triton (tiny.en, CPU).
 
 At least 2 complete, the rest complete or are refused with 429/503 (``Retry-After``), none is lost

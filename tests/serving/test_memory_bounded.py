@@ -1,4 +1,4 @@
-"""Memory of the decode + window path does not grow with the audio's length (issue 12, item 3).
+"""Memory of the decode + window path does not grow with the audio's length.
 
 Each file goes through the gateway's real pipeline (``Transcriber.open`` → ``window_groups``) in a
 fresh Python process, which reports its peak RSS (``ru_maxrss``, the kernel's high-water mark, so
@@ -22,7 +22,7 @@ from whisper_build.serving.gateway.settings import GatewaySettings
 
 MIB = 1024 * 1024
 BOUND_BYTES = 64 * MIB
-"""Issue 12's bound on RSS growth per request, besides one window group."""
+"""The bound on RSS growth per request, besides one window group."""
 
 _MEASURE = r"""
 import json, resource, sys

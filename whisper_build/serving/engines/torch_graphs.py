@@ -1,7 +1,7 @@
 """The ``torch`` engine's decoder: a static KV cache and one CUDA graph per batch bucket.
 
 Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
-``generate(cache_implementation="static")``: issue 27's measurements on an H200 (transformers 5.17,
+``generate(cache_implementation="static")``: measurements on an H200 (transformers 5.17,
 torch 2.11) found generate's own compile 2.3× short of the target at batch 1 and no better with an
 explicit ``CompileConfig(mode="reduce-overhead")``; compiling by hand beside generate behaves
 differently across versions; and an encoder-decoder static cache under cudagraph trees can hand back
