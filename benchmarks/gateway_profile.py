@@ -1,31 +1,11 @@
 """The gateway's CPU cost per request, stage by stage, in this process (no server, no model).
 
-One single-window request (a ~9 s 16 kHz WAV of espeak-ng speech unless ``--audio`` names a
-file) goes through the same functions the gateway runs, each stage timed on its own
-(``time.perf_counter``, the median of ``--repeat`` runs):
-
-``/invocations`` (JSON): ``json_parse`` (``json.loads`` of the body), ``validate`` (the pydantic
-request model), ``base64`` (:func:`~whisper_build.serving.audio.decode_base64`), ``header``
-(:func:`~whisper_build.serving.audio.open_audio`: the container's header and declared
-duration), ``decode_resample`` (the stream's 16 kHz chunks), ``windowing`` (cut + silence
-test), ``grpc_build`` (``WAV`` & co. packed into the Triton request and serialized to protobuf
-bytes, as ``tritonclient.grpc.aio`` sends it), ``response`` (the model's ``RESULT`` parsed and
-the JSON answer rendered). ``/v1/audio/transcriptions`` (multipart): ``multipart_parse``
-(python-multipart, as Starlette parses the form) replaces the first three.
-
-Also times the whole app per request through Starlette's ``TestClient`` with a backend that
-answers at once (the gateway's CPU with no model; the test client's own cost included), as
-process CPU milliseconds per request.
-
-``--served SECONDS`` measures the served path on this machine instead: real tritonserver with the
-CPU tiny.en (as ``make serve``), our gateway (``--workers`` processes; ``--gateway-root`` runs
-another source tree's gateway, e.g. an exported older commit) and the seeds' reference gateway
-design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton directly; each target
-gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
-CPU (workers included) is divided by its requests.
-
-usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]``
-       ``python -m benchmarks.gateway_profile --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
+One single-window request goes through the same functions the gateway runs, each stage timed on its
+own (:func:`stages`); :func:`whole_app` times the whole app through Starlette's ``TestClient``;
+``--served SECONDS`` (:func:`served`) measures the served path against a real tritonserver instead.
+usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]`` or
+``… --served 20 [--concurrency 16] [--workers 2] [--json OUT]``.
+Docs: docs/benchmarks.md, "Gateway cost, after".
 """
 
 from __future__ import annotations
@@ -260,7 +240,35 @@ def speech_wav() -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI (``--help``)."""
+    """CLI (``--help``).
+
+    One single-window request (a ~9 s 16 kHz WAV of espeak-ng speech unless ``--audio`` names a
+    file) goes through the same functions the gateway runs, each stage timed on its own
+    (``time.perf_counter``, the median of ``--repeat`` runs):
+
+    ``/invocations`` (JSON): ``json_parse`` (``json.loads`` of the body), ``validate`` (the pydantic
+    request model), ``base64`` (:func:`~whisper_build.serving.audio.decode_base64`), ``header``
+    (:func:`~whisper_build.serving.audio.open_audio`: the container's header and declared
+    duration), ``decode_resample`` (the stream's 16 kHz chunks), ``windowing`` (cut + silence
+    test), ``grpc_build`` (``WAV`` & co. packed into the Triton request and serialized to protobuf
+    bytes, as ``tritonclient.grpc.aio`` sends it), ``response`` (the model's ``RESULT`` parsed and
+    the JSON answer rendered). ``/v1/audio/transcriptions`` (multipart): ``multipart_parse``
+    (python-multipart, as Starlette parses the form) replaces the first three.
+
+    Also times the whole app per request through Starlette's ``TestClient`` with a backend that
+    answers at once (the gateway's CPU with no model; the test client's own cost included), as
+    process CPU milliseconds per request.
+
+    ``--served SECONDS`` measures the served path on this machine instead: real tritonserver with the
+    CPU tiny.en (as ``make serve``), our gateway (``--workers`` processes; ``--gateway-root`` runs
+    another source tree's gateway, e.g. an exported older commit) and the seeds' reference gateway
+    design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton directly; each target
+    gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
+    CPU (workers included) is divided by its requests.
+
+    usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]``
+           ``python -m benchmarks.gateway_profile --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--audio", type=Path, help="audio file (default: ~9 s of espeak-ng speech, 16 kHz WAV)")
     p.add_argument("--repeat", type=int, default=30, help="runs per stage (median reported)")

@@ -1,32 +1,10 @@
 """GPU figures through the served path (gateway → Triton → ``torch`` engine) beside Triton and in-process.
 
-Triton is called directly and the same engine runs in-process, on the same single-window requests.
-
-Run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (it stages the wheels, the tritonserver
-runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
-packages are installed (``--device cpu`` for a smoke run). Two models:
-
-- ``tiny.en``: real weights (the CTranslate2 tiny.en mapped into the transformers layout by
-  :mod:`whisper_build.workstation.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
-  and its transcript is scored against the text espeak-ng spoke (WER), and the in-process
-  transcripts are compared with greedy ``ctranslate2`` ones computed where the files were made.
-- ``large-v3-turbo-random``: large-v3-turbo's shapes (:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`)
-  with seeded RANDOM weights and a FIXED decode length per window: production-sized compute,
-  meaningless text.
-
-For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`),
-our gateway with ``--gateway-workers`` worker processes and the seeds' reference gateway design
-(:mod:`benchmarks.reference_gateway`: one process, synchronous gRPC inside the async handler), both
-as :class:`benchmarks.reference.GatewayProcess` on the same Triton, start; ``nvidia-smi dmon``
-samples the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
-``in_process`` interleaved at each concurrency, then ``reference_gateway`` at
-``--reference-concurrency``. Each level's record carries the time spent inside Triton
-(``triton_ms``: per request queue / compute / whole request from Triton's counters, per execution
-the model's parse / engine / decoding / response stages, :mod:`whisper_build.serving.triton_model.stages`),
-and each model the gateway's CPU per request over its levels. Writes ``<out>/<model>/bench.json``
-(the bench tool's files; ``<out>/<model>/reference/`` for the reference), ``<out>/dmon_<model>.txt``,
-``<out>/checks_<model>.json`` and the summary ``<out>/gpu_served.json`` (one record per target ×
-model × concurrency; docs/benchmarks.md).
+Triton is called directly and the same engine runs in-process, on the same single-window requests,
+for two models (``tiny.en`` with real weights, ``large-v3-turbo-random`` with production shapes and
+random weights). Run by ``benchmarks/gpu_served_run.sh`` on the GPU machine; ``--device cpu`` for
+a smoke run. Entry point: :func:`main` (what it starts, measures and writes: its docstring).
+Docs: docs/benchmarks.md, "GPU, served path".
 """
 
 from __future__ import annotations
@@ -301,7 +279,34 @@ def plot(result_json: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI (``--help``)."""
+    """CLI (``--help``).
+
+    Run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (it stages the wheels, the tritonserver
+    runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
+    packages are installed (``--device cpu`` for a smoke run). Two models:
+
+    - ``tiny.en``: real weights (the CTranslate2 tiny.en mapped into the transformers layout by
+      :mod:`whisper_build.workstation.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
+      and its transcript is scored against the text espeak-ng spoke (WER), and the in-process
+      transcripts are compared with greedy ``ctranslate2`` ones computed where the files were made.
+    - ``large-v3-turbo-random``: large-v3-turbo's shapes (:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`)
+      with seeded RANDOM weights and a FIXED decode length per window: production-sized compute,
+      meaningless text.
+
+    For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`),
+    our gateway with ``--gateway-workers`` worker processes and the seeds' reference gateway design
+    (:mod:`benchmarks.reference_gateway`: one process, synchronous gRPC inside the async handler), both
+    as :class:`whisper_build.workstation.process.GatewayProcess` on the same Triton, start; ``nvidia-smi dmon``
+    samples the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
+    ``in_process`` interleaved at each concurrency, then ``reference_gateway`` at
+    ``--reference-concurrency``. Each level's record carries the time spent inside Triton
+    (``triton_ms``: per request queue / compute / whole request from Triton's counters, per execution
+    the model's parse / engine / decoding / response stages, :mod:`whisper_build.serving.triton_model.stages`),
+    and each model the gateway's CPU per request over its levels. Writes ``<out>/<model>/bench.json``
+    (the bench tool's files; ``<out>/<model>/reference/`` for the reference), ``<out>/dmon_<model>.txt``,
+    ``<out>/checks_<model>.json`` and the summary ``<out>/gpu_served.json`` (one record per target ×
+    model × concurrency; docs/benchmarks.md).
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--stage", type=Path, default=Path("/tmp/gpustage/run"), help="folder with hf-tiny-en/, audio/, references.json"
