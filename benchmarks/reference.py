@@ -1,21 +1,6 @@
 """Reference measurements, side by side in ONE run (``make bench-report``).
 
-Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
-subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
-
-1. gateway end-to-end latency ÷ in-process latency (the same engine and the Triton model's
-   decoding layer called directly, same files, same windows, one request at a time), and the
-   cost of timestamps and of fallback (latency with vs without, same files);
-2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
-   with Triton's average batch size per level;
-3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
-4. gateway RSS at rest and under load;
-5. ``make synth`` wall time for the default and the three-group config.
-
-Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
-``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
-
-    python -m benchmarks.reference [--out docs/benchmarks] [--duration 20] [--skip-synth]
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -413,7 +398,25 @@ def render_markdown(figures: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run everything once; write the artefacts; print the figures."""
+    """Run everything once; write the artefacts; print the figures.
+
+    Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
+    subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
+
+    1. gateway end-to-end latency ÷ in-process latency (the same engine and the Triton model's
+       decoding layer called directly, same files, same windows, one request at a time), and the
+       cost of timestamps and of fallback (latency with vs without, same files);
+    2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
+       with Triton's average batch size per level;
+    3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
+    4. gateway RSS at rest and under load;
+    5. ``make synth`` wall time for the default and the three-group config.
+
+    Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
+    ``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
+
+        python -m benchmarks.reference [--out docs/benchmarks] [--duration 20] [--skip-synth]
+    """
     p = argparse.ArgumentParser(description="Reference measurements (see module docstring).")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per concurrency level")

@@ -5,15 +5,7 @@ The import graph is grimp's (https://grimp.readthedocs.io, "Building the graph")
 ``if TYPE_CHECKING:``, all counted. A cycle is a direct import ``a → b`` for which a chain ``b → … → a``
 exists; each is printed once, shortest chain first, with the file and line of every hop.
 
-The tree is the packages below plus ``tests/`` (a folder without ``__init__.py``, which grimp reads as
-a namespace package); run it from the root as ``python -m scripts.import_cycles``. Test modules import their shared helpers by bare name
-(``pytest.ini``: ``pythonpath = . tests``; a folder's ``conftest.py`` puts that folder on the path),
-so a bare import that names a module of ``tests/`` is added to the graph as the import of that module.
-``app.py`` and the Triton model file (``…/model_repository/whisper/1/model.py``, in a folder that is no
-package) are entry points that grimp cannot name; nothing imports them (checked here), so they cannot
-close a cycle.
-
-Exit status: 0 without a cycle, 1 with one (each printed), 2 if an entry point is imported.
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -84,7 +76,18 @@ def describe(graph: grimp.ImportGraph, chain: Sequence[str]) -> str:
 
 
 def main() -> int:
-    """Check the tree (``PACKAGES``); print each cycle. Exit status: module docstring."""
+    """Check the tree (``PACKAGES``); print each cycle. Exit status: module docstring.
+
+    The tree is the packages below plus ``tests/`` (a folder without ``__init__.py``, which grimp reads as
+    a namespace package); run it from the root as ``python -m scripts.import_cycles``. Test modules import their shared helpers by bare name
+    (``pytest.ini``: ``pythonpath = . tests``; a folder's ``conftest.py`` puts that folder on the path),
+    so a bare import that names a module of ``tests/`` is added to the graph as the import of that module.
+    ``app.py`` and the Triton model file (``…/model_repository/whisper/1/model.py``, in a folder that is no
+    package) are entry points that grimp cannot name; nothing imports them (checked here), so they cannot
+    close a cycle.
+
+    Exit status: 0 without a cycle, 1 with one (each printed), 2 if an entry point is imported.
+    """
     graph = build(PACKAGES)
     imported_entry_points = [m for m in ENTRY_POINTS if m in graph.modules]
     if imported_entry_points:

@@ -12,7 +12,9 @@ from pathlib import Path
 from whisper_build.paths import REPO_ROOT
 
 PRODUCT = ("settings", "stacks", "k8s_charts", "observability", "whisper_build", "benchmarks", "scripts")
-ROOT_BY_HAND = re.compile(r"Path\((?:whisper_build\.)?__file__\)(?:\.resolve\(\))?\.(?:parent\.parent|parents\[[1-9]\])")
+ROOT_BY_HAND = re.compile(
+    r"Path\((?:whisper_build\.)?__file__\)(?:\.resolve\(\))?\.(?:parent\.parent|parents\[[1-9]\])"
+)
 PATH_EDIT = re.compile(r"\bsys\.path(?:\.insert|\.append|\.extend|\[[^\]]*\]\s*=|\s*=)")
 
 

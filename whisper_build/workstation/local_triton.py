@@ -1,22 +1,6 @@
 """Run the real ``tritonserver`` binary from the ``nvidia-pytriton`` wheel, without Docker.
 
-The wheel ships Triton 2.51 (``pytriton/tritonserver/bin/tritonserver``), its python backend and
-one ``triton_python_backend_stub`` per Python version. As PyTriton itself does
-(``pytriton/triton.py`` ``_prepare_triton_inference_server``), :func:`assemble_backends` copies the
-python backend plus the stub of the running Python into a backend directory, and
-:func:`server_environment` puts the wheel's ``nvidia_pytriton.libs`` and the interpreter's
-``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
-environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
-``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
-References: PyTriton's source (https://github.com/triton-inference-server/pytriton, ``pytriton/triton.py``),
-Triton's "Run on CPU-Only System" (server ``docs/getting_started/quickstart.md``) and the python
-backend README, "Model Instance Kind" (https://github.com/triton-inference-server/python_backend).
-
-CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
-against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,
-``kill -9``) is started again with back-off 1 s → 60 s, as in the serving image
-(:mod:`whisper_build.serving.supervisor`). Tests: :class:`LocalTriton` as a context
-manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -429,7 +413,26 @@ def _refuse_busy_gateway_port() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
+    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code.
+
+    The wheel ships Triton 2.51 (``pytriton/tritonserver/bin/tritonserver``), its python backend and
+    one ``triton_python_backend_stub`` per Python version. As PyTriton itself does
+    (``pytriton/triton.py`` ``_prepare_triton_inference_server``), :func:`assemble_backends` copies the
+    python backend plus the stub of the running Python into a backend directory, and
+    :func:`server_environment` puts the wheel's ``nvidia_pytriton.libs`` and the interpreter's
+    ``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
+    environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
+    ``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
+    References: PyTriton's source (https://github.com/triton-inference-server/pytriton, ``pytriton/triton.py``),
+    Triton's "Run on CPU-Only System" (server ``docs/getting_started/quickstart.md``) and the python
+    backend README, "Model Instance Kind" (https://github.com/triton-inference-server/python_backend).
+
+    CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
+    against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,
+    ``kill -9``) is started again with back-off 1 s → 60 s, as in the serving image
+    (:mod:`whisper_build.serving.supervisor`). Tests: :class:`LocalTriton` as a context
+    manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s launcher %(levelname)s %(message)s")
     args = _parse_args(argv)
     settings = settings_from_args(args)
