@@ -24,10 +24,11 @@ GATEWAY_WORKERS ?= 2
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 .venv-checkov/.installed: requirements-checkov.txt
@@ -53,17 +54,17 @@ install: $(VENV)/.installed .venv-checkov/.installed node_modules/.installed ## 
 checkov: .venv-checkov/.installed ## install checkov (make synth's security gate) into its own .venv-checkov
 
 synth: install ## synthesize CONFIG (default: the embedded default) + run the gates into SYNTH_OUTDIR (cdk.out); prints where everything went
-	$(PY) scripts/synth.py --config $(CONFIG) --outdir "$(SYNTH_OUTDIR)"
+	$(PY) -m scripts.synth --config $(CONFIG) --outdir "$(SYNTH_OUTDIR)"
 
 lint: install ## ruff (lint), ruff format --check, mypy, the import-cycle check (grimp) and the import layers (import-linter); fails on any finding
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/python scripts/import_cycles.py
+	$(VENV)/bin/python -m scripts.import_cycles
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
 golden: install ## rewrite tests/data/golden/default.json, the normalised templates + manifests of the default config (commit it with a meant change)
-	$(PY) scripts/golden.py
+	$(PY) -m scripts.golden
 
 fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
 	$(VENV)/bin/ruff format .
@@ -141,14 +142,14 @@ bench-audio: install ## write sample speech files (espeak-ng + sox) into BENCH_A
 	$(PY) -m benchmarks.speech --out "$(BENCH_AUDIO)"
 
 bench-report: install system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
-	$(PY) benchmarks/reference.py --out docs/benchmarks
+	$(PY) -m benchmarks.reference --out docs/benchmarks
 
 bench-cost: ## cost per audio hour from the stored H200 served run and the CPU sweep at CONFIG's prices, beside hosted prices: docs/benchmarks/cost_per_audio_hour.{json,md,png}
 	$(NEED_VENV)
-	$(PY) benchmarks/cost_report.py --config "$(CONFIG)" --out docs/benchmarks
+	$(PY) -m benchmarks.cost_report --config "$(CONFIG)" --out docs/benchmarks
 
 bench-synth: install ## time synthesis of the default and the three-group config
-	$(PY) scripts/bench_synth.py
+	$(PY) -m scripts.bench_synth
 
 .PHONY: help system-deps install checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk
 
@@ -167,7 +168,7 @@ bulk-local: install ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (m
 	$(PY) -m whisper_build.bulk.demo
 
 bench-bulk: install system-deps ## bulk throughput vs the in-process engine and synchronous p50 beside bulk work, interleaved rounds (benchmarks/bulk_throughput.py; docs/benchmarks.md)
-	$(PY) benchmarks/bulk_throughput.py
+	$(PY) -m benchmarks.bulk_throughput
 
 bulk-demo: install ## transcribe every file of AUDIO_DIR through the local bulk path, results into OUT_DIR (make bulk-demo AUDIO_DIR=… OUT_DIR=…; docs/bulk.md)
 	@test -n "$(AUDIO_DIR)" -a -n "$(OUT_DIR)" || { echo 'usage: make bulk-demo AUDIO_DIR=<dir of audio files> OUT_DIR=<dir>'; exit 2; }

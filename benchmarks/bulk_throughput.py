@@ -1,25 +1,6 @@
 """Bulk jobs against the engine's floor and beside synchronous traffic: ``make bench-bulk`` (docs/benchmarks.md).
 
-One machine, one Triton (CPU model, whisper tiny.en on CTranslate2), one corpus: by default 24 recordings of
-19–84 s (``benchmarks.speech.recordings``: more files than the worker's slots, most longer than a window,
-as a job archive is); ``--corpus utterances``: 6–10 s files, one short window each, where every per-file
-cost shows.
-Each of ``--pairs`` interleaved rounds measures, in this order:
-
-1. **bulk**: every file staged beforehand in the local job bucket (moto's S3 + SQS server; :func:`stage`: an
-   archive already in S3), then submitted as ``make submit SRC=s3://…`` does (one job message per object),
-   one worker process with ``--files-in-flight`` slots, of the Triton's own as on the cluster (no gateway to
-   yield to); throughput = audio seconds ÷ (last status record's time − the first message's time);
-2. **in-process best batch**: the same files, all at once, through the engine and the Triton model's
-   decoding layer in this process (``benchmarks.bench.targets.InProcessTarget``, an ideal batcher with
-   no queue delay, at most ``max_batch_size`` windows per call, the bulk jobs' options: segment timestamps);
-3. **synchronous c=16**: the same files sent 16 at a time to the gateway's ``/invocations``;
-4. **latency**: p50 of ``--probes`` short synchronous requests one after another, alone, and then while
-   a bulk batch of the corpus runs on a worker sharing the Triton with the gateway (priority levels, the
-   yield gate and half a batch at Triton at most: docs/bulk.md).
-
-Reports the medians over the rounds: bulk ÷ in-process throughput (target ≥ 0.95), synchronous c=16
-throughput beside it, and p50 with bulk ÷ p50 alone (target ≤ 1.5).
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -37,16 +18,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
-from benchmarks.bench.runner import timed_request  # noqa: E402
-from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target  # noqa: E402
-from benchmarks.reference import IN_PROCESS_QUERY, GatewayProcess, machine_info, wait_until_ok  # noqa: E402
-from benchmarks.speech import recordings, require_tools, utterances  # noqa: E402
-from whisper_build.bulk.cli import Target, submit  # noqa: E402
-from whisper_build.bulk.demo import (  # noqa: E402
+from benchmarks.bench.audio import AudioSample, load_sample
+from benchmarks.bench.runner import timed_request
+from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target
+from benchmarks.reference import IN_PROCESS_QUERY, machine_info
+from benchmarks.speech import recordings, require_tools, utterances
+from whisper_build.bulk.cli import Target, submit
+from whisper_build.bulk.demo import (
     LocalStack,
     local_stack,
     local_target,
@@ -54,12 +32,15 @@ from whisper_build.bulk.demo import (  # noqa: E402
     stop_worker,
     worker_environment,
 )
-from whisper_build.bulk.job import decode_options  # noqa: E402
-from whisper_build.bulk.local import JobPath, provision  # noqa: E402
-from whisper_build.bulk.messages import JobOptions  # noqa: E402
-from whisper_build.bulk.records import STATUS_FILE, JobStatus  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.workstation.local_triton import free_ports  # noqa: E402
+from whisper_build.bulk.job import decode_options
+from whisper_build.bulk.local import JobPath, provision
+from whisper_build.bulk.messages import JobOptions
+from whisper_build.bulk.records import STATUS_FILE, JobStatus
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.workstation.local_triton import free_ports
+from whisper_build.workstation.process import GatewayProcess
+from whisper_build.workstation.process import wait_until_ready as wait_until_ok
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import NotificationConfigurationTypeDef
@@ -260,8 +241,30 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point (module docstring)."""
-    parser = argparse.ArgumentParser(prog="python benchmarks/bulk_throughput.py", description=__doc__.split("\n")[0])
+    """Entry point (module docstring).
+
+    One machine, one Triton (CPU model, whisper tiny.en on CTranslate2), one corpus: by default 24 recordings of
+    19–84 s (``benchmarks.speech.recordings``: more files than the worker's slots, most longer than a window,
+    as a job archive is); ``--corpus utterances``: 6–10 s files, one short window each, where every per-file
+    cost shows.
+    Each of ``--pairs`` interleaved rounds measures, in this order:
+
+    1. **bulk**: every file staged beforehand in the local job bucket (moto's S3 + SQS server; :func:`stage`: an
+       archive already in S3), then submitted as ``make submit SRC=s3://…`` does (one job message per object),
+       one worker process with ``--files-in-flight`` slots, of the Triton's own as on the cluster (no gateway to
+       yield to); throughput = audio seconds ÷ (last status record's time − the first message's time);
+    2. **in-process best batch**: the same files, all at once, through the engine and the Triton model's
+       decoding layer in this process (``benchmarks.bench.targets.InProcessTarget``, an ideal batcher with
+       no queue delay, at most ``max_batch_size`` windows per call, the bulk jobs' options: segment timestamps);
+    3. **synchronous c=16**: the same files sent 16 at a time to the gateway's ``/invocations``;
+    4. **latency**: p50 of ``--probes`` short synchronous requests one after another, alone, and then while
+       a bulk batch of the corpus runs on a worker sharing the Triton with the gateway (priority levels, the
+       yield gate and half a batch at Triton at most: docs/bulk.md).
+
+    Reports the medians over the rounds: bulk ÷ in-process throughput (target ≥ 0.95), synchronous c=16
+    throughput beside it, and p50 with bulk ÷ p50 alone (target ≤ 1.5).
+    """
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bulk_throughput", description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument(
         "--corpus",

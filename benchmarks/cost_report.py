@@ -1,46 +1,27 @@
 """Cost per audio hour from a measured run, beside hosted list prices (``make bench-cost``).
 
-Reads the served-path run on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``: gateway →
-Triton → the ``torch`` engine, one record per model × target × concurrency) and prices it with the
-config's price list (``settings.prices``): the H200 at the ``ml.p5en.48xlarge`` price ÷ its 8 GPUs
-(an EC2 on-demand figure by default). Audio seconds per second at a level = RTFx × concurrency (the
-bench tool's RTFx is Σ audio ÷ Σ latency and a closed loop keeps ``concurrency`` requests in flight,
-so Σ latency ≈ concurrency × wall time); audio s/s = audio hours per hour, so USD per audio hour =
-USD per hour ÷ audio s/s. The large-v3-turbo run has random weights and decodes exactly 100 tokens per
-window (the load of a dense 30 s window) on 8–10 s files; its "full-window" column prices the same
-windows as 30 s of audio each (windows/s × 30), what long recordings would get.
-
-The configured GPU groups' types (A10G, L40S, …) are not measured: their rows are the throughput
-table's estimates (``settings.throughput``), labelled so. The CPU reference run (``sweep.json``) is
-measured but has no instance price, and its levels are not capacity figures (a busy shared machine,
-docs/benchmarks.md "Reference run"): its rows say so.
-
-Break-even volume per month = monthly cost (billed around the clock, idle included) ÷ a hosted price
-per audio hour: above it, the GPU is cheaper, if it can transcribe that much (its capacity at the
-measured throughput is printed beside it).
-
-Writes ``<out>/cost_per_audio_hour.{json,md,png}``. Usage::
-
-    python benchmarks/cost_report.py [--config config/default.yaml] [--out docs/benchmarks]
+Prices the served-path run on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``) with the
+config's price list (``settings.prices``), adds the throughput table's estimates for the configured
+GPU types (labelled so) and the break-even volume per month against hosted prices. Writes
+``<out>/cost_per_audio_hour.{json,md,png}``. Usage: ``python -m benchmarks.cost_report [--config
+config/default.yaml] [--out docs/benchmarks]``; the arithmetic, in :func:`main`'s docstring.
+Docs: docs/benchmarks.md, "Cost per audio hour".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config  # noqa: E402
-from settings.gpu_catalog import instance_spec_for  # noqa: E402
-from settings.prices import HOURS_PER_MONTH  # noqa: E402
-from settings.throughput import Estimated, figures_for  # noqa: E402
-from whisper_build.serving.audio.windows import WINDOW_SECONDS  # noqa: E402
+from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
+from settings.gpu_catalog import instance_spec_for
+from settings.prices import HOURS_PER_MONTH
+from settings.throughput import Estimated, figures_for
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.audio.windows import WINDOW_SECONDS
 
 SERVED_RUN = REPO / "docs" / "benchmarks" / "gpu_served_h200.json"
 H200_INSTANCE = "ml.p5en.48xlarge"
@@ -254,7 +235,31 @@ def plot(points: Sequence[CostPoint], out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write ``cost_per_audio_hour.{json,md,png}`` under ``--out``; print the markdown; exit status 0."""
+    """Write ``cost_per_audio_hour.{json,md,png}`` under ``--out``; print the markdown; exit status 0.
+
+    Reads the served-path run on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``: gateway →
+    Triton → the ``torch`` engine, one record per model × target × concurrency) and prices it with the
+    config's price list (``settings.prices``): the H200 at the ``ml.p5en.48xlarge`` price ÷ its 8 GPUs
+    (an EC2 on-demand figure by default). Audio seconds per second at a level = RTFx × concurrency (the
+    bench tool's RTFx is Σ audio ÷ Σ latency and a closed loop keeps ``concurrency`` requests in flight,
+    so Σ latency ≈ concurrency × wall time); audio s/s = audio hours per hour, so USD per audio hour =
+    USD per hour ÷ audio s/s. The large-v3-turbo run has random weights and decodes exactly 100 tokens per
+    window (the load of a dense 30 s window) on 8–10 s files; its "full-window" column prices the same
+    windows as 30 s of audio each (windows/s × 30), what long recordings would get.
+
+    The configured GPU groups' types (A10G, L40S, …) are not measured: their rows are the throughput
+    table's estimates (``settings.throughput``), labelled so. The CPU reference run (``sweep.json``) is
+    measured but has no instance price, and its levels are not capacity figures (a busy shared machine,
+    docs/benchmarks.md "Reference run"): its rows say so.
+
+    Break-even volume per month = monthly cost (billed around the clock, idle included) ÷ a hosted price
+    per audio hour: above it, the GPU is cheaper, if it can transcribe that much (its capacity at the
+    measured throughput is printed beside it).
+
+    Writes ``<out>/cost_per_audio_hour.{json,md,png}``. Usage::
+
+        python -m benchmarks.cost_report [--config config/default.yaml] [--out docs/benchmarks]
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--served", type=Path, default=SERVED_RUN, help="served-path run (gpu_served.py output)")

@@ -1,31 +1,11 @@
 """The gateway's CPU cost per request, stage by stage, in this process (no server, no model).
 
-One single-window request (a ~9 s 16 kHz WAV of espeak-ng speech unless ``--audio`` names a
-file) goes through the same functions the gateway runs, each stage timed on its own
-(``time.perf_counter``, the median of ``--repeat`` runs):
-
-``/invocations`` (JSON): ``json_parse`` (``json.loads`` of the body), ``validate`` (the pydantic
-request model), ``base64`` (:func:`~whisper_build.serving.audio.decode_base64`), ``header``
-(:func:`~whisper_build.serving.audio.open_audio`: the container's header and declared
-duration), ``decode_resample`` (the stream's 16 kHz chunks), ``windowing`` (cut + silence
-test), ``grpc_build`` (``WAV`` & co. packed into the Triton request and serialized to protobuf
-bytes, as ``tritonclient.grpc.aio`` sends it), ``response`` (the model's ``RESULT`` parsed and
-the JSON answer rendered). ``/v1/audio/transcriptions`` (multipart): ``multipart_parse``
-(python-multipart, as Starlette parses the form) replaces the first three.
-
-Also times the whole app per request through Starlette's ``TestClient`` with a backend that
-answers at once (the gateway's CPU with no model; the test client's own cost included), as
-process CPU milliseconds per request.
-
-``--served SECONDS`` measures the served path on this machine instead: real tritonserver with the
-CPU tiny.en (as ``make serve``), our gateway (``--workers`` processes; ``--gateway-root`` runs
-another source tree's gateway, e.g. an exported older commit) and the seeds' reference gateway
-design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton directly; each target
-gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
-CPU (workers included) is divided by its requests.
-
-usage: ``python benchmarks/gateway_profile.py [--audio FILE] [--repeat 30] [--json OUT]``
-       ``python benchmarks/gateway_profile.py --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
+One single-window request goes through the same functions the gateway runs, each stage timed on its
+own (:func:`stages`); :func:`whole_app` times the whole app through Starlette's ``TestClient``;
+``--served SECONDS`` (:func:`served`) measures the served path against a real tritonserver instead.
+usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]`` or
+``… --served 20 [--concurrency 16] [--workers 2] [--json OUT]``.
+Docs: docs/benchmarks.md, "Gateway cost, after".
 """
 
 from __future__ import annotations
@@ -34,26 +14,23 @@ import argparse
 import base64
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import numpy as np
+import numpy.typing as npt
 
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-
-from whisper_build.serving import contract  # noqa: E402
-from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.gateway.backend import ServedModel, infer_inputs  # noqa: E402
-from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
-from whisper_build.serving.results import WindowResult  # noqa: E402
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving import contract
+from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import ServedModel, infer_inputs
+from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest
+from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.results import WindowResult
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 
@@ -200,12 +177,12 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
 def served(seconds: float, concurrency: int, workers: int, gateway_root: Path, out: Path) -> dict[str, Any]:
     """Requests/s and gateway CPU ms per request: ours, the reference design and Triton direct, one Triton."""
     from benchmarks.bench.cli import main as bench_main
-    from benchmarks.reference import GatewayProcess
     from benchmarks.speech import utterances
     from whisper_build.serving.engines import EngineParams
     from whisper_build.serving.triton_model.repository import BatchingConfig
     from whisper_build.serving.triton_model.settings import TritonSettings
     from whisper_build.workstation.local_triton import LocalTriton, free_ports
+    from whisper_build.workstation.process import GatewayProcess
 
     audio = utterances(out / "audio", count=4)
     http, grpc, metrics = free_ports(3)
@@ -263,7 +240,35 @@ def speech_wav() -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI (``--help``)."""
+    """CLI (``--help``).
+
+    One single-window request (a ~9 s 16 kHz WAV of espeak-ng speech unless ``--audio`` names a
+    file) goes through the same functions the gateway runs, each stage timed on its own
+    (``time.perf_counter``, the median of ``--repeat`` runs):
+
+    ``/invocations`` (JSON): ``json_parse`` (``json.loads`` of the body), ``validate`` (the pydantic
+    request model), ``base64`` (:func:`~whisper_build.serving.audio.decode_base64`), ``header``
+    (:func:`~whisper_build.serving.audio.open_audio`: the container's header and declared
+    duration), ``decode_resample`` (the stream's 16 kHz chunks), ``windowing`` (cut + silence
+    test), ``grpc_build`` (``WAV`` & co. packed into the Triton request and serialized to protobuf
+    bytes, as ``tritonclient.grpc.aio`` sends it), ``response`` (the model's ``RESULT`` parsed and
+    the JSON answer rendered). ``/v1/audio/transcriptions`` (multipart): ``multipart_parse``
+    (python-multipart, as Starlette parses the form) replaces the first three.
+
+    Also times the whole app per request through Starlette's ``TestClient`` with a backend that
+    answers at once (the gateway's CPU with no model; the test client's own cost included), as
+    process CPU milliseconds per request.
+
+    ``--served SECONDS`` measures the served path on this machine instead: real tritonserver with the
+    CPU tiny.en (as ``make serve``), our gateway (``--workers`` processes; ``--gateway-root`` runs
+    another source tree's gateway, e.g. an exported older commit) and the seeds' reference gateway
+    design (:mod:`benchmarks.reference_gateway`) on that same Triton, and Triton directly; each target
+    gets one ``--concurrency`` level of SECONDS (bench tool, speech files), and each gateway's process
+    CPU (workers included) is divided by its requests.
+
+    usage: ``python -m benchmarks.gateway_profile [--audio FILE] [--repeat 30] [--json OUT]``
+           ``python -m benchmarks.gateway_profile --served 20 [--concurrency 16] [--workers 2] [--json OUT]``
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--audio", type=Path, help="audio file (default: ~9 s of espeak-ng speech, 16 kHz WAV)")
     p.add_argument("--repeat", type=int, default=30, help="runs per stage (median reported)")

@@ -17,15 +17,15 @@ echo "== cuBLAS on the machine"; ldconfig -p | grep -i 'libcublas'
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpucarry/ctranslate2-*.whl || exit 1
 
 echo "== (1) ctranslate2 4.8.5 as shipped (expects libcublas.so.12)"
-PYTHONPATH=/tmp/site timeout 120 python3 benchmarks/gpu_whisper_random.py --runtime ctranslate2 --model tiny \
+PYTHONPATH=/tmp/site timeout 120 python3 -m benchmarks.gpu_whisper_random --runtime ctranslate2 --model tiny \
   --batch-sizes 1 --new-tokens 4 --repeats 1 --workdir /tmp/wr-tiny 2>&1 | grep -E "batch|Error|libcublas" | tail -3
 
 echo "== (2) transformers, random-weights large-v3-turbo shapes, fp16"
-timeout 330 python3 benchmarks/gpu_whisper_random.py --budget-s 240 --out "$OUT/gpu_whisper_random.json" 2>&1 \
+timeout 330 python3 -m benchmarks.gpu_whisper_random --budget-s 240 --out "$OUT/gpu_whisper_random.json" 2>&1 \
   | grep -v "attention mask"
 
 echo "== (3) ctranslate2 with libcublas.so.12 -> CUDA 13 cuBLAS symlinks (ABI not promised by NVIDIA)"
 lib=$(dirname "$(ldconfig -p | awk '/libcublas.so.13 /{print $NF; exit}')")
 mkdir -p /tmp/cu12; ln -sf "$lib/libcublas.so.13" /tmp/cu12/libcublas.so.12; ln -sf "$lib/libcublasLt.so.13" /tmp/cu12/libcublasLt.so.12
-LD_LIBRARY_PATH=/tmp/cu12:$lib PYTHONPATH=/tmp/site timeout 420 python3 benchmarks/gpu_whisper_random.py \
+LD_LIBRARY_PATH=/tmp/cu12:$lib PYTHONPATH=/tmp/site timeout 420 python3 -m benchmarks.gpu_whisper_random \
   --runtime ctranslate2 --budget-s 360 --out "$OUT/gpu_ct2_random.json" 2>&1 | grep -v "Writing model\|Loading weights"

@@ -1,23 +1,6 @@
 """Real weights through the ``torch`` engine: graphed = eager token ids per bucket, WER, languages, translate.
 
-For each model folder (Hugging Face layout, e.g. :mod:`benchmarks.ct2_whisper_to_hf` output of
-tiny.en and of Systran faster-whisper-base): the engine is loaded once with ``cuda_graphs=true``;
-for every bucket the same padded batch (the speech windows cycled to the bucket's size) is
-decoded with the captured graphs and then eagerly — the same decoder, buffers, encoder output and
-kernels, ``StaticDecoder.mode`` switched — greedy without timestamps, greedy with timestamps,
-and sampled at temperature 0.5 (sampling is reported, not compared: graph replays draw other
-random numbers than eager calls). Token ids must be identical for the greedy runs. Transcripts
-are scored against the spoken text (WER, jiwer-free: word-level edit distance here); multilingual
-models also detect each window's language and translate the non-English ones.
-
-Speech: espeak-ng made here (``--prepare``), 16 kHz int16 in ``speech.npz`` with
-``references.json`` (text and language per window), since the GPU machine has neither espeak-ng
-nor an audio reader.
-
-Usage::
-
-    python benchmarks/gpu_engine_check.py --prepare DIR            # here: speech.npz, references.json
-    python3 benchmarks/gpu_engine_check.py --speech DIR --model tiny.en=HF_DIR --model base=HF_DIR --out check.json
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -31,9 +14,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 MULTILINGUAL = (
     ("de", "de", "Guten Morgen. Heute ist das Wetter sehr schön, und wir gehen in den Park."),
@@ -144,7 +124,27 @@ def check_model(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--prepare`` the speech here, or run the checks on the GPU and write ``--out``."""
+    """``--prepare`` the speech here, or run the checks on the GPU and write ``--out``.
+
+    For each model folder (Hugging Face layout, e.g. :mod:`whisper_build.workstation.ct2_whisper_to_hf` output of
+    tiny.en and of Systran faster-whisper-base): the engine is loaded once with ``cuda_graphs=true``;
+    for every bucket the same padded batch (the speech windows cycled to the bucket's size) is
+    decoded with the captured graphs and then eagerly — the same decoder, buffers, encoder output and
+    kernels, ``StaticDecoder.mode`` switched — greedy without timestamps, greedy with timestamps,
+    and sampled at temperature 0.5 (sampling is reported, not compared: graph replays draw other
+    random numbers than eager calls). Token ids must be identical for the greedy runs. Transcripts
+    are scored against the spoken text (WER, jiwer-free: word-level edit distance here); multilingual
+    models also detect each window's language and translate the non-English ones.
+
+    Speech: espeak-ng made here (``--prepare``), 16 kHz int16 in ``speech.npz`` with
+    ``references.json`` (text and language per window), since the GPU machine has neither espeak-ng
+    nor an audio reader.
+
+    Usage::
+
+        python -m benchmarks.gpu_engine_check --prepare DIR            # here: speech.npz, references.json
+        python3 -m benchmarks.gpu_engine_check --speech DIR --model tiny.en=HF_DIR --model base=HF_DIR --out check.json
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prepare", type=Path, help="write speech.npz and references.json here, then exit")
     p.add_argument("--speech", type=Path)

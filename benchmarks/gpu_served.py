@@ -1,32 +1,10 @@
 """GPU figures through the served path (gateway → Triton → ``torch`` engine) beside Triton and in-process.
 
-Triton is called directly and the same engine runs in-process, on the same single-window requests.
-
-Run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (it stages the wheels, the tritonserver
-runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
-packages are installed (``--device cpu`` for a smoke run). Two models:
-
-- ``tiny.en``: real weights (the CTranslate2 tiny.en mapped into the transformers layout by
-  :mod:`benchmarks.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
-  and its transcript is scored against the text espeak-ng spoke (WER), and the in-process
-  transcripts are compared with greedy ``ctranslate2`` ones computed where the files were made.
-- ``large-v3-turbo-random``: large-v3-turbo's shapes (:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`)
-  with seeded RANDOM weights and a FIXED decode length per window: production-sized compute,
-  meaningless text.
-
-For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`),
-our gateway with ``--gateway-workers`` worker processes and the seeds' reference gateway design
-(:mod:`benchmarks.reference_gateway`: one process, synchronous gRPC inside the async handler), both
-as :class:`benchmarks.reference.GatewayProcess` on the same Triton, start; ``nvidia-smi dmon``
-samples the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
-``in_process`` interleaved at each concurrency, then ``reference_gateway`` at
-``--reference-concurrency``. Each level's record carries the time spent inside Triton
-(``triton_ms``: per request queue / compute / whole request from Triton's counters, per execution
-the model's parse / engine / decoding / response stages, :mod:`whisper_build.serving.triton_model.stages`),
-and each model the gateway's CPU per request over its levels. Writes ``<out>/<model>/bench.json``
-(the bench tool's files; ``<out>/<model>/reference/`` for the reference), ``<out>/dmon_<model>.txt``,
-``<out>/checks_<model>.json`` and the summary ``<out>/gpu_served.json`` (one record per target ×
-model × concurrency; docs/benchmarks.md).
+Triton is called directly and the same engine runs in-process, on the same single-window requests,
+for two models (``tiny.en`` with real weights, ``large-v3-turbo-random`` with production shapes and
+random weights). Run by ``benchmarks/gpu_served_run.sh`` on the GPU machine; ``--device cpu`` for
+a smoke run. Entry point: :func:`main` (what it starts, measures and writes: its docstring).
+Docs: docs/benchmarks.md, "GPU, served path".
 """
 
 from __future__ import annotations
@@ -37,24 +15,20 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.bench.audio import load_samples  # noqa: E402
-from benchmarks.bench.cli import main as bench_main  # noqa: E402
-from benchmarks.gpu_whisper_random import random_model_dir  # noqa: E402
-from benchmarks.reference import GatewayProcess  # noqa: E402
-from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts  # noqa: E402
-from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
-from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
-from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
+from benchmarks.bench.audio import load_samples
+from benchmarks.bench.cli import main as bench_main
+from benchmarks.gpu_whisper_random import random_model_dir
+from whisper_build.serving.engines import EngineParams, load_engine
+from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts
+from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.settings import TritonSettings
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
+from whisper_build.workstation.process import GatewayProcess
 
 TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 
@@ -245,8 +219,8 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
     spoken text and greedy ``ctranslate2`` transcripts per file) and ``folder/hf-tiny-en/`` (the
     mapped tiny.en in ``shards`` safetensors files).
     """
-    from benchmarks.ct2_whisper_to_hf import write_hf_checkpoint
     from benchmarks.speech import SENTENCES, say
+    from whisper_build.workstation.ct2_whisper_to_hf import write_hf_checkpoint
 
     (folder / "audio").mkdir(parents=True, exist_ok=True)
     spoken = {}
@@ -300,7 +274,34 @@ def plot(result_json: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI (``--help``)."""
+    """CLI (``--help``).
+
+    Run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (it stages the wheels, the tritonserver
+    runtime and the weights first); runs anywhere PyTorch, transformers and the serving path's
+    packages are installed (``--device cpu`` for a smoke run). Two models:
+
+    - ``tiny.en``: real weights (the CTranslate2 tiny.en mapped into the transformers layout by
+      :mod:`whisper_build.workstation.ct2_whisper_to_hf`); before timing, every file goes once through the gateway
+      and its transcript is scored against the text espeak-ng spoke (WER), and the in-process
+      transcripts are compared with greedy ``ctranslate2`` ones computed where the files were made.
+    - ``large-v3-turbo-random``: large-v3-turbo's shapes (:data:`benchmarks.gpu_whisper_random.MODEL_SHAPES`)
+      with seeded RANDOM weights and a FIXED decode length per window: production-sized compute,
+      meaningless text.
+
+    For each model: tritonserver (the pytriton build, :class:`~whisper_build.workstation.local_triton.LocalTriton`),
+    our gateway with ``--gateway-workers`` worker processes and the seeds' reference gateway design
+    (:mod:`benchmarks.reference_gateway`: one process, synchronous gRPC inside the async handler), both
+    as :class:`whisper_build.workstation.process.GatewayProcess` on the same Triton, start; ``nvidia-smi dmon``
+    samples the GPU, and :func:`benchmarks.bench.cli.main` runs targets ``gateway``, ``triton`` and
+    ``in_process`` interleaved at each concurrency, then ``reference_gateway`` at
+    ``--reference-concurrency``. Each level's record carries the time spent inside Triton
+    (``triton_ms``: per request queue / compute / whole request from Triton's counters, per execution
+    the model's parse / engine / decoding / response stages, :mod:`whisper_build.serving.triton_model.stages`),
+    and each model the gateway's CPU per request over its levels. Writes ``<out>/<model>/bench.json``
+    (the bench tool's files; ``<out>/<model>/reference/`` for the reference), ``<out>/dmon_<model>.txt``,
+    ``<out>/checks_<model>.json`` and the summary ``<out>/gpu_served.json`` (one record per target ×
+    model × concurrency; docs/benchmarks.md).
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--stage", type=Path, default=Path("/tmp/gpustage/run"), help="folder with hf-tiny-en/, audio/, references.json"

@@ -59,7 +59,7 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 set -o pipefail
 # shellcheck disable=SC2086
-timeout 560 python3 benchmarks/gpu_served.py --stage "$run" --out /tmp/gpu-served \
+timeout 560 python3 -m benchmarks.gpu_served --stage "$run" --out /tmp/gpu-served \
   --triton-env GPU_SERVED_STUB_NUMPY1=1 ${GPU_SERVED_ARGS:-} 2>&1 \
   | grep -v "Loading weights\|attention mask" | tee "$OUT/log.txt"
 status=$?

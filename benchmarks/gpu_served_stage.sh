@@ -67,7 +67,7 @@ tar -C "$site" -cf - --exclude='libpython3*' --exclude='__pycache__' \
   pytriton/tritonserver/python_backend_stubs/3.12 nvidia_pytriton.libs | xz -T0 -6 > .gpucarry/1/tritonserver.tar.xz
 
 echo "== speech, reference transcripts, tiny.en in the transformers layout"
-"$py" benchmarks/gpu_served.py --prepare --stage "$work/stage"
+"$py" -m benchmarks.gpu_served --prepare --stage "$work/stage"
 mv "$work"/stage/hf-tiny-en/model-00002-of-00003.safetensors .gpucarry/1/
 mv "$work"/stage/hf-tiny-en/model-00003-of-00003.safetensors .gpucarry/2/
 mkdir -p .gpucarry/2/hf-tiny-en .gpucarry/3/hf-tiny-en

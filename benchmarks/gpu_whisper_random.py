@@ -1,30 +1,11 @@
 """GPU throughput of a Whisper large-v3-turbo-SIZED model with RANDOM weights vs batch size.
 
-What this measures, honestly labelled: the compute cost of Whisper large-v3-turbo's shapes on
-one GPU with Hugging Face transformers (eager PyTorch, SDPA attention, fp16) — encoder over
-30 s windows plus a FIXED number of greedily decoded tokens per window (``min_new_tokens =
-max_new_tokens``, so random weights cannot stop early at end-of-text). It is NOT a transcription
-benchmark (the weights are random, the text meaningless), NOT the TensorRT-LLM engine, and NOT
-through Triton. ``--runtime ctranslate2`` converts the same random model with CTranslate2's own
-converter and times ``ctranslate2.models.Whisper`` ``encode`` + greedy ``generate`` (what
-``whisper_build.serving.engines.ctranslate2_engine`` calls), with end-of-text suppressed. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
-30 s window), so 100 tokens per window is a slightly pessimistic decode load.
-
-Shapes: openai/whisper-large-v3-turbo ``config.json`` on the Hugging Face Hub (d_model 1280,
-32 encoder layers, 4 decoder layers, 20 heads, FFN 5120, 128 mel bins, vocabulary 51866,
-1500 encoder positions = 30 s, 448 decoder positions).
-
-RTFx = (batch × 30 s of audio) ÷ wall time of the batch; throughput = windows per second.
-
-Usage::
-
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --out results.json
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_whisper_random.py --runtime ctranslate2 --out ct2.json
-    python3 benchmarks/gpu_whisper_random.py --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
-
-The PyPI ``ctranslate2`` 4.8.5 wheel dlopens ``libcublas.so.12`` (CUDA 12); on a CUDA 13-only
-machine it fails with "Library libcublas.so.12 is not found or cannot be loaded" unless a
-CUDA 12 cuBLAS is on ``LD_LIBRARY_PATH``.
+The compute cost of large-v3-turbo's shapes on one GPU with transformers (or ``--runtime
+ctranslate2``): encoder over 30 s windows plus a FIXED number of greedy tokens per window. NOT a
+transcription benchmark (random weights), NOT the TensorRT-LLM engine, NOT through Triton.
+RTFx = (batch × 30 s) ÷ wall time of the batch. Entry points: :func:`main` (usage, shapes and the
+CTranslate2 wheel's cuBLAS note in its docstring), :func:`random_model_dir`.
+Docs: docs/benchmarks.md, "GPU figures (NVIDIA H200)".
 """
 
 from __future__ import annotations
@@ -270,7 +251,34 @@ def plot_results(paths: list[Path], out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the sweep, print one line per batch size, write ``--out`` JSON (or only plot)."""
+    """Run the sweep, print one line per batch size, write ``--out`` JSON (or only plot).
+
+    What this measures, honestly labelled: the compute cost of Whisper large-v3-turbo's shapes on
+    one GPU with Hugging Face transformers (eager PyTorch, SDPA attention, fp16) — encoder over
+    30 s windows plus a FIXED number of greedily decoded tokens per window (``min_new_tokens =
+    max_new_tokens``, so random weights cannot stop early at end-of-text). It is NOT a transcription
+    benchmark (the weights are random, the text meaningless), NOT the TensorRT-LLM engine, and NOT
+    through Triton. ``--runtime ctranslate2`` converts the same random model with CTranslate2's own
+    converter and times ``ctranslate2.models.Whisper`` ``encode`` + greedy ``generate`` (what
+    ``whisper_build.serving.engines.ctranslate2_engine`` calls), with end-of-text suppressed. Real speech yields ~2-3 tokens/s of audio (≈ 60-90 tokens per
+    30 s window), so 100 tokens per window is a slightly pessimistic decode load.
+
+    Shapes: openai/whisper-large-v3-turbo ``config.json`` on the Hugging Face Hub (d_model 1280,
+    32 encoder layers, 4 decoder layers, 20 heads, FFN 5120, 128 mel bins, vocabulary 51866,
+    1500 encoder positions = 30 s, 448 decoder positions).
+
+    RTFx = (batch × 30 s of audio) ÷ wall time of the batch; throughput = windows per second.
+
+    Usage::
+
+        PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_whisper_random --out results.json
+        PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_whisper_random --runtime ctranslate2 --out ct2.json
+        python3 -m benchmarks.gpu_whisper_random --model tiny --device cpu --batch-sizes 1,2 --new-tokens 4
+
+    The PyPI ``ctranslate2`` 4.8.5 wheel dlopens ``libcublas.so.12`` (CUDA 12); on a CUDA 13-only
+    machine it fails with "Library libcublas.so.12 is not found or cannot be loaded" unless a
+    CUDA 12 cuBLAS is on ``LD_LIBRARY_PATH``.
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODEL_SHAPES), default="large-v3-turbo")
     p.add_argument("--runtime", choices=["transformers", "ctranslate2"], default="transformers")

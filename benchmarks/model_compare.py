@@ -1,6 +1,6 @@
 """Whisper base vs tiny.en on this CPU: the Triton model's decoding layer over the bundled models, in process.
 
-``.venv/bin/python benchmarks/model_compare.py [--rounds 3]`` says every sentence of
+``.venv/bin/python -m benchmarks.model_compare [--rounds 3]`` says every sentence of
 ``benchmarks/speech.py`` once with espeak-ng (about 2 minutes of English with pauses), cuts it
 into plain 30 s windows (a cut may fall inside a word, for both models alike), and for each bundled
 model (:mod:`whisper_build.serving.engines.bundled`) decodes all windows in ONE
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,16 +24,13 @@ import jiwer
 import numpy as np
 import soundfile
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
-
-
-from benchmarks import speech  # noqa: E402
-from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.engines.bundled import bundled_model_path  # noqa: E402
-from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
-from whisper_build.serving.triton_model.batching import RequestWindows, run_batch  # noqa: E402
-from whisper_build.serving.triton_model.decoding import DecodingPolicy  # noqa: E402
+from benchmarks import speech
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.engines import EngineParams, load_engine
+from whisper_build.serving.engines.bundled import bundled_model_path
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model.batching import RequestWindows, run_batch
+from whisper_build.serving.triton_model.decoding import DecodingPolicy
 
 RATE = 16000
 WINDOW = 30 * RATE

@@ -1,21 +1,6 @@
 """Reference measurements, side by side in ONE run (``make bench-report``).
 
-Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
-subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
-
-1. gateway end-to-end latency ÷ in-process latency (the same engine and the Triton model's
-   decoding layer called directly, same files, same windows, one request at a time), and the
-   cost of timestamps and of fallback (latency with vs without, same files);
-2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
-   with Triton's average batch size per level;
-3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
-4. gateway RSS at rest and under load;
-5. ``make synth`` wall time for the default and the three-group config.
-
-Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
-``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
-
-    python benchmarks/reference.py [--out docs/benchmarks] [--duration 20] [--skip-synth]
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -26,36 +11,32 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from benchmarks.bench.audio import AudioSample, load_sample  # noqa: E402
-from benchmarks.bench.report import write_all  # noqa: E402
-from benchmarks.bench.runner import LevelPlan, sweep, timed_request  # noqa: E402
-from benchmarks.bench.stats import LevelResult  # noqa: E402
-from benchmarks.bench.targets import TargetSpec, open_target  # noqa: E402
-from benchmarks.speech import long_recording, utterances  # noqa: E402
-from whisper_build.serving.engines import EngineParams  # noqa: E402
-from whisper_build.serving.triton_model.repository import BatchingConfig  # noqa: E402
-from whisper_build.serving.triton_model.settings import TritonSettings  # noqa: E402
-from whisper_build.workstation.local_triton import LocalTriton, free_ports  # noqa: E402
+from benchmarks.bench.audio import AudioSample, load_sample
+from benchmarks.bench.report import write_all
+from benchmarks.bench.runner import LevelPlan, sweep, timed_request
+from benchmarks.bench.stats import LevelResult
+from benchmarks.bench.targets import TargetSpec, open_target
+from benchmarks.speech import long_recording, utterances
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.engines import EngineParams
+from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.settings import TritonSettings
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
+from whisper_build.workstation.process import GatewayProcess
 
 CPU_THREADS = 2  # CTranslate2 intra-op threads, in Triton and in-process alike
-GATEWAY_CAPACITY = 32  # so that 16 concurrent requests reach Triton's batcher
 
 
 # ------------------------------------------------------------------ machine and versions
@@ -79,107 +60,6 @@ def machine_info() -> dict[str, object]:
 
 
 # ------------------------------------------------------------------ gateway subprocess
-def wait_until_ok(url: str, process: subprocess.Popen[bytes], timeout_s: float, what: str) -> None:
-    """Poll the local ``url`` until it answers 200.
-
-    Raises: ``RuntimeError`` naming ``what`` when ``process`` exits first or ``timeout_s`` seconds pass.
-    """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{what} did not answer {url} within {timeout_s:g} s")
-
-
-class GatewayProcess:
-    """Run ``python -m whisper_build.serving.gateway`` on free ports (traffic, metrics), pointed at ``triton_url``.
-
-    A context manager that waits for ``/ping`` and stops the gateway on exit (SIGTERM, then SIGKILL).
-    ``settings`` adds ``WHISPER_GATEWAY_*`` variables (e.g. ``{"WHISPER_GATEWAY_QUEUE_SIZE": "4"}``);
-    ``module`` runs another server reading ``WHISPER_GATEWAY_PORT`` / ``_TRITON_URL`` instead
-    (``benchmarks.reference_gateway``, the seeds' design); ``root`` runs another source tree's
-    gateway (e.g. an exported older commit, for before/after figures).
-    """
-
-    def __init__(
-        self,
-        triton_url: str,
-        capacity: int = GATEWAY_CAPACITY,
-        settings: dict[str, str] | None = None,
-        module: str = "whisper_build.serving.gateway",
-        root: Path = REPO,
-    ) -> None:
-        self._module = module
-        self._root = root
-        self.port, metrics_port = free_ports(2)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        env = dict(os.environ)
-        env.update(
-            WHISPER_GATEWAY_PORT=str(self.port), WHISPER_GATEWAY_METRICS_PORT=str(metrics_port),
-            WHISPER_GATEWAY_TRITON_URL=triton_url,
-            WHISPER_GATEWAY_CAPACITY=str(capacity), WHISPER_GATEWAY_LOG_LEVEL="warning",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])),
-        )  # fmt: skip
-        env.update(settings or {})
-        self._env = env
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> GatewayProcess:
-        self._process = subprocess.Popen([sys.executable, "-m", self._module], env=self._env, cwd=self._root)
-        try:
-            wait_until_ok(f"{self.url}/ping", self._process, 60.0, "the gateway")
-        except RuntimeError:
-            self.__exit__()
-            raise
-        return self
-
-    @property
-    def pid(self) -> int:
-        """Process id of the running gateway."""
-        assert self._process is not None
-        return self._process.pid
-
-    def alive(self) -> bool:
-        """True while the gateway process runs."""
-        return self._process is not None and self._process.poll() is None
-
-    def cpu_seconds(self) -> float:
-        """CPU seconds (user + system) used so far by the gateway and its live worker processes."""
-        assert self._process is not None
-        total = 0.0
-        parent = psutil.Process(self._process.pid)
-        for process in (parent, *parent.children(recursive=True)):
-            try:
-                times = process.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += times.user + times.system
-        return total
-
-    def rss_bytes(self) -> int:
-        """Resident set size of the gateway process now."""
-        assert self._process is not None
-        return psutil.Process(self._process.pid).memory_info().rss
-
-    def __exit__(self, *_: object) -> None:
-        process, self._process = self._process, None
-        if process and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 class PeakSampler:
     """Sample ``read()`` every ``interval_s`` in a thread while the ``with`` block runs.
 
@@ -421,7 +301,7 @@ def synth_times() -> dict[str, object]:
         if (REPO / "node_modules").is_dir():
             (copy / "node_modules").symlink_to(REPO / "node_modules")
         for name, config in configs:
-            command = [python, "scripts/synth.py", "--config", config]
+            command = [python, "-m", "scripts.synth", "--config", config]
             start = time.perf_counter()
             done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=900)
             results[name] = {
@@ -516,7 +396,25 @@ def render_markdown(figures: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run everything once; write the artefacts; print the figures."""
+    """Run everything once; write the artefacts; print the figures.
+
+    Starts a real tritonserver (nvidia-pytriton wheel, CPU CTranslate2 tiny.en) and the gateway as a
+    subprocess on free 127.0.0.1 ports, makes speech with espeak-ng + sox, and measures:
+
+    1. gateway end-to-end latency ÷ in-process latency (the same engine and the Triton model's
+       decoding layer called directly, same files, same windows, one request at a time), and the
+       cost of timestamps and of fallback (latency with vs without, same files);
+    2. throughput at concurrency 16 ÷ concurrency 1 through the gateway and straight to Triton,
+       with Triton's average batch size per level;
+    3. a 10-minute recording: all windows in one Triton request vs the windows one after another;
+    4. gateway RSS at rest and under load;
+    5. ``make synth`` wall time for the default and the three-group config.
+
+    Writes ``<out>/reference.json``, ``<out>/reference.md`` (the figures) and the sweep's
+    ``<out>/sweep.{json,csv,png}``; prints the figures. Usage::
+
+        python -m benchmarks.reference [--out docs/benchmarks] [--duration 20] [--skip-synth]
+    """
     p = argparse.ArgumentParser(description="Reference measurements (see module docstring).")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per concurrency level")

@@ -1,21 +1,6 @@
 """BENCHMARK BASELINE, NOT PRODUCT CODE: the seeds' reference gateway design, reproduced minimally.
 
-The common sample design this project replaces: a FastAPI ``async def invocations`` that
-base64-decodes ``audio_data``, reads it with ``soundfile`` (no resampling: 16 kHz input
-assumed; channels averaged), and calls the SYNCHRONOUS ``tritonclient.grpc.InferenceServerClient.infer``
-inside the async handler, so the event loop is blocked for the whole inference and requests in
-one process reach Triton one at a time. Same JSON contract as our gateway's ``/invocations``
-(``{"audio_data", "whisper_prompt"}`` → ``{"code", "message", "transcribe_text"}``) and the same
-Triton model inputs (:func:`whisper_build.serving.gateway.backend.infer_inputs`: ``WAV``,
-``WAV_LENS``, ``TEXT_PREFIX``, ``REPETITION_PENALTY``, ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
-``TEMPERATURE``; one row for the whole clip, which must be ≤ 30 s), so that "our gateway ÷ the
-reference design on the same Triton" compares the gateways alone. It has none of the product's
-guarantees (no admission, no limits, no streaming decode, no windowing, errors as 500s).
-
-Run: ``python benchmarks/reference_gateway.py --triton-url 127.0.0.1:8001 --port 8090`` (one uvicorn
-process, as the samples run it); ``WHISPER_GATEWAY_PORT`` / ``WHISPER_GATEWAY_TRITON_URL`` are read
-too, so :class:`benchmarks.reference.GatewayProcess` can start it (``module=...``). The bench tool
-measures it with an ``http://host:port/invocations`` target (same contract as our gateway).
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -25,22 +10,17 @@ import base64
 import io
 import json
 import os
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import numpy as np
+import soundfile
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-import numpy as np  # noqa: E402
-import soundfile  # noqa: E402
-import uvicorn  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-
-from whisper_build.serving import contract  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.gateway.backend import infer_inputs  # noqa: E402
-from whisper_build.serving.prompt import parse_prompt  # noqa: E402
+from whisper_build.serving import contract
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.backend import infer_inputs
+from whisper_build.serving.prompt import parse_prompt
 
 
 def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
@@ -74,7 +54,25 @@ def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI (``--help``)."""
+    """CLI (``--help``).
+
+    The common sample design this project replaces: a FastAPI ``async def invocations`` that
+    base64-decodes ``audio_data``, reads it with ``soundfile`` (no resampling: 16 kHz input
+    assumed; channels averaged), and calls the SYNCHRONOUS ``tritonclient.grpc.InferenceServerClient.infer``
+    inside the async handler, so the event loop is blocked for the whole inference and requests in
+    one process reach Triton one at a time. Same JSON contract as our gateway's ``/invocations``
+    (``{"audio_data", "whisper_prompt"}`` → ``{"code", "message", "transcribe_text"}``) and the same
+    Triton model inputs (:func:`whisper_build.serving.gateway.backend.infer_inputs`: ``WAV``,
+    ``WAV_LENS``, ``TEXT_PREFIX``, ``REPETITION_PENALTY``, ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
+    ``TEMPERATURE``; one row for the whole clip, which must be ≤ 30 s), so that "our gateway ÷ the
+    reference design on the same Triton" compares the gateways alone. It has none of the product's
+    guarantees (no admission, no limits, no streaming decode, no windowing, errors as 500s).
+
+    Run: ``python -m benchmarks.reference_gateway --triton-url 127.0.0.1:8001 --port 8090`` (one uvicorn
+    process, as the samples run it); ``WHISPER_GATEWAY_PORT`` / ``WHISPER_GATEWAY_TRITON_URL`` are read
+    too, so :class:`benchmarks.reference.GatewayProcess` can start it (``module=...``). The bench tool
+    measures it with an ``http://host:port/invocations`` target (same contract as our gateway).
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--triton-url", default=os.environ.get("WHISPER_GATEWAY_TRITON_URL", "127.0.0.1:8001"))
     p.add_argument("--port", type=int, default=int(os.environ.get("WHISPER_GATEWAY_PORT", "8090")))

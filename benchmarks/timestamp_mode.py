@@ -1,6 +1,6 @@
 """Word error rate with and without Whisper's timestamp tokens, on the bundled models, in process.
 
-``.venv/bin/python benchmarks/timestamp_mode.py`` decodes the committed speech corpora twice per
+``.venv/bin/python -m benchmarks.timestamp_mode`` decodes the committed speech corpora twice per
 bundled model (:mod:`whisper_build.serving.engines.bundled`: tiny.en and base) through
 :func:`whisper_build.serving.triton_model.batching.run_batch` (what the Triton model's
 ``execute()`` runs; CTranslate2 on the CPU): once with ``DecodeOptions(timestamps=False)`` (plain
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,18 +26,16 @@ import jiwer
 import numpy as np
 import soundfile
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
-
-from benchmarks import speech  # noqa: E402
-from whisper_build.serving.audio.windows import is_silent, iter_windows  # noqa: E402
-from whisper_build.serving.contract import DecodeOptions  # noqa: E402
-from whisper_build.serving.engines import EngineParams, load_engine  # noqa: E402
-from whisper_build.serving.engines.bundled import bundled_model_path  # noqa: E402
-from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
-from whisper_build.serving.results import WindowResult  # noqa: E402
-from whisper_build.serving.triton_model.batching import RequestWindows, run_batch  # noqa: E402
-from whisper_build.serving.triton_model.decoding import DecodingPolicy  # noqa: E402
+from benchmarks import speech
+from whisper_build.paths import REPO_ROOT as REPO
+from whisper_build.serving.audio.windows import is_silent, iter_windows
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.engines import EngineParams, load_engine
+from whisper_build.serving.engines.bundled import bundled_model_path
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.results import WindowResult
+from whisper_build.serving.triton_model.batching import RequestWindows, run_batch
+from whisper_build.serving.triton_model.decoding import DecodingPolicy
 
 MODES = {"plain": DecodeOptions(timestamps=False), "timestamps": DecodeOptions(timestamps=True)}
 """The two decoding modes compared (the gateway's ``TIMESTAMPS`` input off / on)."""

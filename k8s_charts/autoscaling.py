@@ -7,17 +7,7 @@ utilization (in-flight requests ÷ the capacity of its Ready pods,
 ``replicas = ceil(current × utilization / target)``, so the signal means the same on an A10G as on an
 L40S, whose pods declare different capacities.
 
-AMP is queried with SigV4: ``awsRegion`` in the trigger metadata plus a TriggerAuthentication with
-``podIdentity.provider: aws``, i.e. the KEDA operator's own role, given to it through EKS Pod
-Identity by the cluster stack (keda-docs 2.18 ``scalers/prometheus.md``, AMP example;
-``authentication-providers/aws.md``). ``serverAddress`` is the workspace URL without ``/api/v1``.
-
-An empty result (no Ready pod scraped, scraper broken) must not read as 0 and scale a busy group
-down: ``ignoreNullValues: "false"`` turns it into a scaler error, and after
-:data:`FALLBACK_FAILURE_THRESHOLD` errors ``fallback`` holds at least ``fallback.replicas`` and keeps
-the current count when higher (``behavior: currentReplicasIfHigher``). KEDA supports fallback on
-``Value`` triggers from 2.18 (earlier only ``AverageValue``; keda-docs 2.17 vs 2.18
-``reference/scaledobject-spec.md``), hence the pinned chart version in the cluster stack.
+Entry point: :class:`KedaScaling` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -56,6 +46,18 @@ class KedaScaling(Construct):
     Args:
         config: The deployment config (groups, replica bounds, target utilization, region).
         amp_workspace_id: AMP workspace id (``ws-...``); a CDK token is fine.
+
+    AMP is queried with SigV4: ``awsRegion`` in the trigger metadata plus a TriggerAuthentication with
+    ``podIdentity.provider: aws``, i.e. the KEDA operator's own role, given to it through EKS Pod
+    Identity by the cluster stack (keda-docs 2.18 ``scalers/prometheus.md``, AMP example;
+    ``authentication-providers/aws.md``). ``serverAddress`` is the workspace URL without ``/api/v1``.
+
+    An empty result (no Ready pod scraped, scraper broken) must not read as 0 and scale a busy group
+    down: ``ignoreNullValues: "false"`` turns it into a scaler error, and after
+    :data:`FALLBACK_FAILURE_THRESHOLD` errors ``fallback`` holds at least ``fallback.replicas`` and keeps
+    the current count when higher (``behavior: currentReplicasIfHigher``). KEDA supports fallback on
+    ``Value`` triggers from 2.18 (earlier only ``AverageValue``; keda-docs 2.17 vs 2.18
+    ``reference/scaledobject-spec.md``), hence the pinned chart version in the cluster stack.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, amp_workspace_id: str) -> None:

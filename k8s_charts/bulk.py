@@ -1,26 +1,6 @@
 """The ``whisper-bulk`` chart: bulk workers per GPU group, scaled from zero by KEDA on the job queue's length.
 
-Only with ``bulk.enabled`` (docs/bulk.md). Per GPU group of ``bulk.gpu_groups``:
-
-* a **Deployment** ``whisper-bulk-<group>``: the serving image's supervisor runs Triton and, in place of
-  the gateway, the bulk worker (``python3 -m whisper_build.bulk.worker``), which reads the queue and
-  sends windows to that pod's own Triton. A Deployment of its own (not a sidecar of the serving pods)
-  so it can go to zero pods, and its nodes to zero, while serving keeps its floor. No ``replicas``:
-  KEDA's HPA owns the count. ``terminationGracePeriodSeconds`` covers the drain (``bulk.drain_seconds``:
-  finish the window group in flight, checkpoint, return the message with visibility 0) plus Triton's
-  stop; Karpenter is told not to consolidate a node under a working pod (``karpenter.sh/do-not-disrupt``,
-  Karpenter docs "Disruption", pod-level controls).
-* a **ScaledObject** with one ``aws-sqs-queue`` trigger: ``queueLength`` = files one worker keeps in flight
-  (:func:`settings.bulk.files_in_flight`), ``activationQueueLength: 0`` (the first message brings one pod
-  up), ``scaleOnInFlight: true`` (messages being worked on count, so KEDA does not scale a busy group to
-  zero: kedacore/keda#1663), ``minReplicaCount: 0``. Authentication: the KEDA operator's own identity
-  (``podIdentity.provider: aws`` with ``identityOwner: keda``) — with EKS Pod Identity the operator's
-  credentials are the path that works (kedacore/keda#6418); the workloads stack lets its role call
-  ``sqs:GetQueueAttributes`` on the queue. Keys per keda-docs 2.18 ``scalers/aws-sqs.md``.
-
-Also the ServiceAccount ``whisper-bulk`` (the bulk stack's Pod Identity role) and the workers'
-NetworkPolicies (metrics and probes from the VPC; egress: DNS, the Pod Identity agent, HTTPS to S3 and
-SQS, which leave the VPC through the S3 gateway endpoint's public ranges and the NAT gateway).
+Entry point: :class:`BulkWorkers` (the details, in its docstring). Docs: docs/bulk.md.
 """
 
 from __future__ import annotations
@@ -154,7 +134,30 @@ def _probe(path: str, period: int, failures: int) -> k8s.Probe:
 
 
 class BulkWorkers(Construct):
-    """Deployment + ScaledObject of one GPU group's bulk workers (module docstring)."""
+    """Deployment + ScaledObject of one GPU group's bulk workers (module docstring).
+
+    Only with ``bulk.enabled`` (docs/bulk.md). Per GPU group of ``bulk.gpu_groups``:
+
+    * a **Deployment** ``whisper-bulk-<group>``: the serving image's supervisor runs Triton and, in place of
+      the gateway, the bulk worker (``python3 -m whisper_build.bulk.worker``), which reads the queue and
+      sends windows to that pod's own Triton. A Deployment of its own (not a sidecar of the serving pods)
+      so it can go to zero pods, and its nodes to zero, while serving keeps its floor. No ``replicas``:
+      KEDA's HPA owns the count. ``terminationGracePeriodSeconds`` covers the drain (``bulk.drain_seconds``:
+      finish the window group in flight, checkpoint, return the message with visibility 0) plus Triton's
+      stop; Karpenter is told not to consolidate a node under a working pod (``karpenter.sh/do-not-disrupt``,
+      Karpenter docs "Disruption", pod-level controls).
+    * a **ScaledObject** with one ``aws-sqs-queue`` trigger: ``queueLength`` = files one worker keeps in flight
+      (:func:`settings.bulk.files_in_flight`), ``activationQueueLength: 0`` (the first message brings one pod
+      up), ``scaleOnInFlight: true`` (messages being worked on count, so KEDA does not scale a busy group to
+      zero: kedacore/keda#1663), ``minReplicaCount: 0``. Authentication: the KEDA operator's own identity
+      (``podIdentity.provider: aws`` with ``identityOwner: keda``) — with EKS Pod Identity the operator's
+      credentials are the path that works (kedacore/keda#6418); the workloads stack lets its role call
+      ``sqs:GetQueueAttributes`` on the queue. Keys per keda-docs 2.18 ``scalers/aws-sqs.md``.
+
+    Also the ServiceAccount ``whisper-bulk`` (the bulk stack's Pod Identity role) and the workers'
+    NetworkPolicies (metrics and probes from the VPC; egress: DNS, the Pod Identity agent, HTTPS to S3 and
+    SQS, which leave the VPC through the S3 gateway endpoint's public ranges and the NAT gateway).
+    """
 
     def __init__(
         self,

@@ -1,25 +1,14 @@
 """The cdk8s charts of the deployment, built from the typed config.
 
-Five charts, because the cluster stack must order them after different things:
-
-* ``whisper-serving`` — namespace, its NetworkPolicies (default deny + explicit allows), the serving
-  ServiceAccount, model volumes (one per GPU architecture), one Deployment + PDB per GPU group.
-  Needs the Mountpoint for S3 CSI driver.
-* ``whisper-endpoint`` — the Service (NLB) or Service + Ingress (ALB). Needs the AWS Load
-  Balancer Controller running (its webhook mutates Services).
-* ``whisper-autoscaling`` — KEDA TriggerAuthentication + one ScaledObject per group. Needs KEDA's CRDs.
-* ``whisper-node-autoscaling`` — only with ``cluster.node_autoscaling``: HyperpodNodeClass +
-  NodePool per group. Needs the HyperPod cluster with autoscaling enabled.
-* ``whisper-gpu-metrics`` — only with ``observability.enabled`` (nothing scrapes it otherwise): a
-  ``privileged`` namespace and one NVIDIA DCGM exporter DaemonSet per group. Needs nothing else.
-
-With ``serving.target: inference_operator`` the ``whisper-serving`` chart instead holds the namespace
-and one HyperPod ``InferenceEndpointConfig`` per resource shape (:mod:`k8s_charts.inference_endpoint`);
-there is no ``whisper-endpoint`` or ``whisper-autoscaling`` chart (the operator makes the load balancer,
-the SageMaker endpoint and the autoscaler). Needs the inference operator add-on (its CRD).
-
-The same charts are written as plain YAML by :mod:`k8s_charts.synth` and deployed by
-``cluster.add_cdk8s_chart`` in the cluster stack.
+Five charts, because the cluster stack must order them after different things: ``whisper-serving``
+(namespace, NetworkPolicies, ServiceAccount, model volumes, a Deployment + PDB per group; needs the
+Mountpoint CSI driver), ``whisper-endpoint`` (Service or Service + Ingress; needs the Load Balancer
+Controller), ``whisper-autoscaling`` (KEDA; needs its CRDs), ``whisper-node-autoscaling`` (with
+``cluster.node_autoscaling``: Karpenter NodeClass + NodePool) and ``whisper-gpu-metrics`` (with
+observability: DCGM exporters). With ``serving.target: inference_operator`` ``whisper-serving`` holds
+one ``InferenceEndpointConfig`` per resource shape instead and there is no endpoint or autoscaling
+chart. Entry point: :func:`build_charts`; :mod:`k8s_charts.synth` writes them as YAML.
+Docs: docs/kubernetes.md.
 """
 
 from __future__ import annotations

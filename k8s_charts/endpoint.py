@@ -1,32 +1,10 @@
 """The one endpoint in front of every GPU group, provisioned by the AWS Load Balancer Controller.
 
 ``endpoint.kind: nlb`` (default): a Service of type LoadBalancer with the controller's NLB
-annotations (``external`` type, ``ip`` targets, HTTP health check on the gateway's ``/ping``).
-``endpoint.kind: alb``: a ClusterIP Service plus an Ingress (``ingressClassName: alb``) whose target
-group uses ``least_outstanding_requests``, so a slower GPU type with more requests in flight gets
-fewer new ones. Both select the app label only, so every group's pods are targets.
-
-Idle timeout: a transcription request can keep its connection silent while it waits for a slot
-(``serving.queue_timeout_seconds``) and then for up to ``serving.request_timeout_seconds`` while the
-GPU works, so the load balancer's idle timeout must be longer (:mod:`k8s_charts.timeouts`). NLB: the listener attribute ``tcp.idle_timeout.seconds`` (default 350 s, 60–6000 s; AWS
-ELB "Network Load Balancer listeners" docs), set with the controller's
-``aws-load-balancer-listener-attributes.TCP-<port>`` annotation. ALB: the load balancer attribute
-``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
-``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
-``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
-
-Every AWS resource the controller creates for it carries the ``project`` tag (:func:`project_tags`).
-
-TLS and exposure (docs/deploy.md, Security): with ``endpoint.certificate_arn`` the load balancer
-listens on 443 only (NLB: a TLS listener, ``ssl-cert``/``ssl-ports``; ALB: an HTTPS listener) with
-:data:`TLS_POLICY`; without it, on 80 (refused for ``internet-facing`` by the config schema). An NLB
-TLS listener's idle timeout is fixed at 350 s and cannot be changed (AWS ELB "Update the TCP idle
-timeout" docs), so ``endpoint.idle_timeout_seconds`` must stay 350 there. The load balancer only
-accepts ``DeploymentConfig.endpoint_source_cidrs`` (``load-balancer-source-ranges`` / ALB
-``inbound-cidrs``). NLB client-IP preservation is off explicitly
-(``preserve_client_ip.enabled=false``, the default for ``ip`` targets): pods see the load
-balancer's private VPC addresses, which is what the serving NetworkPolicy admits
-(:mod:`k8s_charts.network_policy`).
+annotations (:func:`nlb_annotations`); ``alb``: a ClusterIP Service plus an Ingress whose target
+group uses ``least_outstanding_requests`` (:func:`alb_annotations`). Both select the app label only,
+so every group's pods are targets. Entry point: :class:`ServingEndpoint` (idle timeout, TLS, source
+ranges and tags in its docstring). Docs: docs/deploy.md, "Security"; docs/kubernetes.md.
 """
 
 from __future__ import annotations
@@ -142,6 +120,28 @@ class ServingEndpoint(Construct):
     """Service (and, for ``alb``, Ingress) selecting the serving pods of all GPU groups.
 
     The timeouts it sets are checked against the gateway's by :mod:`k8s_charts.timeouts`.
+
+    Idle timeout: a transcription request can keep its connection silent while it waits for a slot
+    (``serving.queue_timeout_seconds``) and then for up to ``serving.request_timeout_seconds`` while the
+    GPU works, so the load balancer's idle timeout must be longer (:mod:`k8s_charts.timeouts`). NLB: the listener attribute ``tcp.idle_timeout.seconds`` (default 350 s, 60–6000 s; AWS
+    ELB "Network Load Balancer listeners" docs), set with the controller's
+    ``aws-load-balancer-listener-attributes.TCP-<port>`` annotation. ALB: the load balancer attribute
+    ``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
+    ``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
+    ``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
+
+    Every AWS resource the controller creates for it carries the ``project`` tag (:func:`project_tags`).
+
+    TLS and exposure (docs/deploy.md, Security): with ``endpoint.certificate_arn`` the load balancer
+    listens on 443 only (NLB: a TLS listener, ``ssl-cert``/``ssl-ports``; ALB: an HTTPS listener) with
+    :data:`TLS_POLICY`; without it, on 80 (refused for ``internet-facing`` by the config schema). An NLB
+    TLS listener's idle timeout is fixed at 350 s and cannot be changed (AWS ELB "Update the TCP idle
+    timeout" docs), so ``endpoint.idle_timeout_seconds`` must stay 350 there. The load balancer only
+    accepts ``DeploymentConfig.endpoint_source_cidrs`` (``load-balancer-source-ranges`` / ALB
+    ``inbound-cidrs``). NLB client-IP preservation is off explicitly
+    (``preserve_client_ip.enabled=false``, the default for ``ip`` targets): pods see the load
+    balancer's private VPC addresses, which is what the serving NetworkPolicy admits
+    (:mod:`k8s_charts.network_policy`).
     """
 
     def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig) -> None:

@@ -7,17 +7,7 @@ container port :data:`~observability.scrape_config.DCGM_EXPORTER_PORT`, and turn
 DaemonSet per group, pinned to that group's nodes, is what gives every GPU series its group: the
 exporter itself only knows the node's GPUs.
 
-The exporter sees every GPU of its node without requesting ``nvidia.com/gpu`` (which would take a
-GPU away from serving): the NVIDIA container runtime, the default runtime of the HyperPod / EKS GPU
-AMIs, exposes the devices named by ``NVIDIA_VISIBLE_DEVICES=all`` (NVIDIA/dcgm-exporter
-``deployment/examples/dcgm-exporter.yaml`` runs the same way). It collects
-:data:`COUNTERS_FILE`, upstream's list without profiling (``DCGM_FI_PROF_*``) fields, which includes
-every DCGM gauge :mod:`observability.queries` reads (GPU utilization, framebuffer used/free, power).
-
-Not enabled, on purpose: per-pod GPU attribution (``DCGM_EXPORTER_KUBERNETES``), which needs a
-``hostPath`` mount of the kubelet's pod-resources socket; the dashboards aggregate by GPU group, and
-the scrape relabelling already sets ``pod`` to the exporter pod. The pods get no service-account
-token (the exporter does not call the Kubernetes API), so no ServiceAccount or RBAC is created.
+Entry point: :class:`GpuMetricsExporter` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -79,6 +69,18 @@ class GpuMetricsExporter(Construct):
     Attributes:
         name: DaemonSet name (``dcgm-exporter-<group>``).
         pod_labels: Labels of its pods (also its selector): the scrape job's app name + group + arch.
+
+    The exporter sees every GPU of its node without requesting ``nvidia.com/gpu`` (which would take a
+    GPU away from serving): the NVIDIA container runtime, the default runtime of the HyperPod / EKS GPU
+    AMIs, exposes the devices named by ``NVIDIA_VISIBLE_DEVICES=all`` (NVIDIA/dcgm-exporter
+    ``deployment/examples/dcgm-exporter.yaml`` runs the same way). It collects
+    :data:`COUNTERS_FILE`, upstream's list without profiling (``DCGM_FI_PROF_*``) fields, which includes
+    every DCGM gauge :mod:`observability.queries` reads (GPU utilization, framebuffer used/free, power).
+
+    Not enabled, on purpose: per-pod GPU attribution (``DCGM_EXPORTER_KUBERNETES``), which needs a
+    ``hostPath`` mount of the kubelet's pod-resources socket; the dashboards aggregate by GPU group, and
+    the scrape relabelling already sets ``pod`` to the exporter pod. The pods get no service-account
+    token (the exporter does not call the Kubernetes API), so no ServiceAccount or RBAC is created.
     """
 
     def __init__(self, scope: Construct, id: str, *, namespace: str, group: GpuGroup) -> None:

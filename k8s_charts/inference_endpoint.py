@@ -2,28 +2,10 @@
 
 With ``serving.target: inference_operator`` the HyperPod inference operator (EKS add-on
 ``amazon-sagemaker-hyperpod-inference``, :mod:`stacks.inference_operator`) runs the serving pods
-instead of this project's Deployments, Service and KEDA objects. Each ``InferenceEndpointConfig``
-(CRD ``inference.sagemaker.aws.amazon.com/v1``, schema vendored in ``tests/data/crds/``) gets:
-
-* ``endpointName``: the operator registers a SageMaker endpoint of that name, so callers use
-  ``sagemaker-runtime invoke-endpoint`` with IAM (SigV4) authentication;
-* ``instanceTypes``: the instance types of its GPU groups in ``gpu_groups`` order (the operator
-  places pods on the first type that has room: CRD ``instanceTypes`` description);
-* ``modelSourceConfig``: S3, the model's root prefix ``models/<model>/`` (every architecture), mounted
-  at :data:`MODEL_MOUNT_PATH`; the container's preflight selects the ``<gpu_arch>/`` (or
-  ``<gpu_arch>-<mig profile>/``) engine of the GPU it landed on and then starts the supervisor
-  (``whisper_build.podstart.preflight --select-engine --exec …``);
-* ``/ping`` health checks and ``/invocations`` on the gateway port (``loadBalancer.healthCheckPath``,
-  ``invocationEndpoint``, ``worker.modelInvocationPort``);
-* TLS: ``customCertificateConfig`` when ``endpoint.certificate_arn`` and ``endpoint.domain_name`` are
-  set, else the operator's self-signed certificate written to ``tlsCertificateOutputS3Uri``;
-* autoscaling: the CRD's Prometheus trigger on AMP (``serverAddress`` in the pattern the CRD requires,
-  ``https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…``) with the same capacity-weighted
-  in-flight signal KEDA uses for Deployments (:func:`observability.queries.endpoint_utilization_query`).
-
-Resource shapes: whole-GPU groups share one config, sized to the smallest of them (CPU, memory and
-capacity, so a pod fits whichever instance type it lands on); each MIG profile gets its own (a pod
-requests ``nvidia.com/mig-<profile>: 1``, which only nodes of that profile advertise).
+instead of this project's Deployments, Service and KEDA objects. Entry points:
+:class:`WhisperInferenceEndpoint` (what each config gets, in its docstring), :func:`resource_shapes`
+(whole-GPU groups share one shape, sized to the smallest; each MIG profile gets its own).
+Docs: docs/serving-targets.md.
 """
 
 from __future__ import annotations
@@ -242,6 +224,31 @@ class WhisperInferenceEndpoint(Construct):
     Attributes:
         name: The object's name (:func:`endpoint_config_name`).
         endpoint_name: The SageMaker endpoint it registers (:func:`sagemaker_endpoint_name`).
+
+    With ``serving.target: inference_operator`` the HyperPod inference operator (EKS add-on
+    ``amazon-sagemaker-hyperpod-inference``, :mod:`stacks.inference_operator`) runs the serving pods
+    instead of this project's Deployments, Service and KEDA objects. Each ``InferenceEndpointConfig``
+    (CRD ``inference.sagemaker.aws.amazon.com/v1``, schema vendored in ``tests/data/crds/``) gets:
+
+    * ``endpointName``: the operator registers a SageMaker endpoint of that name, so callers use
+      ``sagemaker-runtime invoke-endpoint`` with IAM (SigV4) authentication;
+    * ``instanceTypes``: the instance types of its GPU groups in ``gpu_groups`` order (the operator
+      places pods on the first type that has room: CRD ``instanceTypes`` description);
+    * ``modelSourceConfig``: S3, the model's root prefix ``models/<model>/`` (every architecture), mounted
+      at :data:`MODEL_MOUNT_PATH`; the container's preflight selects the ``<gpu_arch>/`` (or
+      ``<gpu_arch>-<mig profile>/``) engine of the GPU it landed on and then starts the supervisor
+      (``whisper_build.podstart.preflight --select-engine --exec …``);
+    * ``/ping`` health checks and ``/invocations`` on the gateway port (``loadBalancer.healthCheckPath``,
+      ``invocationEndpoint``, ``worker.modelInvocationPort``);
+    * TLS: ``customCertificateConfig`` when ``endpoint.certificate_arn`` and ``endpoint.domain_name`` are
+      set, else the operator's self-signed certificate written to ``tlsCertificateOutputS3Uri``;
+    * autoscaling: the CRD's Prometheus trigger on AMP (``serverAddress`` in the pattern the CRD requires,
+      ``https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…``) with the same capacity-weighted
+      in-flight signal KEDA uses for Deployments (:func:`observability.queries.endpoint_utilization_query`).
+
+    Resource shapes: whole-GPU groups share one config, sized to the smallest of them (CPU, memory and
+    capacity, so a pod fits whichever instance type it lands on); each MIG profile gets its own (a pod
+    requests ``nvidia.com/mig-<profile>: 1``, which only nodes of that profile advertise).
     """
 
     def __init__(

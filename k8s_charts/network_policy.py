@@ -4,21 +4,7 @@ Enforced by the Amazon VPC CNI's network policy agent, which the cluster stack t
 (``enableNetworkPolicy`` in the ``vpc-cni`` add-on configuration, EKS user guide "Restrict pod
 traffic with Kubernetes network policies"); without an enforcing agent NetworkPolicies are inert.
 
-* ``default-deny``: every pod of the namespace, ingress and egress.
-* ``gateway-ingress``: the gateway port of the serving pods from the load balancer's source
-  addresses. NLB client-IP preservation is off (:mod:`k8s_charts.endpoint`) and an ALB always
-  proxies, so requests arrive from the load balancer's private addresses inside the VPC: the
-  VPC CIDR is admitted, never the clients' CIDRs (those are enforced by the load balancer's
-  security group from ``endpoint.allowed_cidrs``). The kubelet's probes come from the node, also
-  inside the VPC. Turning client-IP preservation on would require the client CIDRs here.
-* ``metrics-ingress``: the gateway metrics port and Triton's metrics port from the scraper's
-  subnets (the AMP managed scraper's network interfaces sit in the cluster's private subnets).
-  Triton's HTTP and gRPC ports get no rule: they listen on the pod's loopback only.
-* ``serving-egress``: DNS to CoreDNS (``kube-system``, ``k8s-app: kube-dns``, UDP/TCP 53); the EKS
-  Pod Identity agent (``169.254.170.23:80``, EKS user guide "Pod Identity agent"); HTTPS to
-  addresses in the VPC (interface VPC endpoints such as Secrets Manager's, which the network stack
-  creates with private DNS). Nothing else leaves the pod: model files are read by the Mountpoint
-  for S3 driver on the node, not by the pod.
+Entry point: :class:`ServingNetworkPolicies` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -61,6 +47,22 @@ class ServingNetworkPolicies(Construct):
 
     Attributes:
         names: Names of the NetworkPolicies, in creation order.
+
+    * ``default-deny``: every pod of the namespace, ingress and egress.
+    * ``gateway-ingress``: the gateway port of the serving pods from the load balancer's source
+      addresses. NLB client-IP preservation is off (:mod:`k8s_charts.endpoint`) and an ALB always
+      proxies, so requests arrive from the load balancer's private addresses inside the VPC: the
+      VPC CIDR is admitted, never the clients' CIDRs (those are enforced by the load balancer's
+      security group from ``endpoint.allowed_cidrs``). The kubelet's probes come from the node, also
+      inside the VPC. Turning client-IP preservation on would require the client CIDRs here.
+    * ``metrics-ingress``: the gateway metrics port and Triton's metrics port from the scraper's
+      subnets (the AMP managed scraper's network interfaces sit in the cluster's private subnets).
+      Triton's HTTP and gRPC ports get no rule: they listen on the pod's loopback only.
+    * ``serving-egress``: DNS to CoreDNS (``kube-system``, ``k8s-app: kube-dns``, UDP/TCP 53); the EKS
+      Pod Identity agent (``169.254.170.23:80``, EKS user guide "Pod Identity agent"); HTTPS to
+      addresses in the VPC (interface VPC endpoints such as Secrets Manager's, which the network stack
+      creates with private DNS). Nothing else leaves the pod: model files are read by the Mountpoint
+      for S3 driver on the node, not by the pod.
     """
 
     def __init__(

@@ -1,21 +1,13 @@
 """Probes of the serving container; all of them target the gateway, none a Triton port.
 
-Triton's own health endpoints cannot see a dead model: with the python backend's stub process
-killed, ``/v2/health/live``, ``/v2/health/ready`` and the model's ready endpoint all stay 200 while
-every inference fails. So the gateway judges the model by running a canary inference every few
-seconds (``whisper_build/serving/gateway/health.py``), and the probes split the two questions:
-
-* readiness: the gateway's ``/ping`` — 200 only while the canary (and client requests) succeed;
-  503 while the model loads, after it stopped answering, or while draining. The load balancer's
-  health check uses the same path, so an unready pod gets neither Service nor LB traffic.
-* liveness: the gateway's ``/live`` — answers from the event loop without calling Triton, and fails
-  when the in-pod supervisor's heartbeat goes stale. A dead or hung Triton is *not* a liveness
-  failure: the supervisor restarts tritonserver with back-off and the gateway reloads a model whose
-  stub died, inside the running container (no CrashLoopBackOff, no new engine read per try).
-* startup: ``/live`` too, with a short budget: it only covers the gateway's own start; the model
-  load is covered by readiness (and the Deployment's progress deadline), not by restarts.
-
-Triton's ports are probed by nothing, so they can be bound to the pod's loopback.
+Triton's health endpoints stay 200 when the python stub is dead, so the gateway judges the model by
+a canary inference, and the probes split the two questions: readiness is the gateway's ``/ping``
+(200 only while the model serves; the load balancer checks the same path); liveness is ``/live``
+(the event loop and the supervisor's heartbeat — a dead or hung Triton is repaired inside the
+running container, not by a restart); startup is ``/live`` with a short budget (the model load is
+readiness' business). Triton's ports are probed by nothing, so they bind the pod's loopback.
+Entry points: :func:`startup_probe`, :func:`readiness_probe`, :func:`liveness_probe`.
+Docs: docs/gateway.md, "`GET /ping` (readiness): the health rules".
 """
 
 from __future__ import annotations

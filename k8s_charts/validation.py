@@ -18,7 +18,9 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-CRD_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "crds"
+from whisper_build.paths import REPO_ROOT
+
+CRD_DIR = REPO_ROOT / "tests" / "data" / "crds"
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:

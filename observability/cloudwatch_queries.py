@@ -1,24 +1,13 @@
 """CloudWatch metric queries of the dashboard: the bulk job queue as SQS itself reports it (``AWS/SQS``).
 
-The workers' own gauges (:mod:`observability.bulk_queries`) vanish when they scale to zero, exactly when
-the age of the oldest waiting job matters, and SQS gives that age only as a CloudWatch metric
-(``GetQueueAttributes`` has no such attribute). These queries read it, and the queue's counts, from
-CloudWatch through the Grafana CloudWatch data source (``dashboard.CLOUDWATCH_DATASOURCE_UID``).
-
-SQS facts (Amazon SQS Developer Guide, "Available CloudWatch metrics for Amazon SQS",
-https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html):
-
-* namespace ``AWS/SQS``, one dimension ``QueueName``; values are emitted only while the queue is active,
-  so on an idle, empty queue "no data" reads as 0;
-* ``ApproximateAgeOfOldestMessage`` (seconds), reported while the queue holds a message: a message
-  received three times or more without being deleted is moved to the back, and the metric then shows the
-  next oldest; in the dead-letter queue the age counts from the move there;
-* ``ApproximateNumberOfMessagesVisible`` (waiting), ``ApproximateNumberOfMessagesNotVisible`` (received,
-  in flight, not yet deleted).
-
-Statistic ``Maximum``, as the bulk stack's alarms use; the period is left to Grafana (``auto``: from the
-time range, never below the metric's one-minute resolution), the region to the data source's default
-(the stack's region).
+The workers' own gauges (:mod:`observability.bulk_queries`) vanish when they scale to zero, exactly
+when the age of the oldest waiting job matters, and SQS gives that age only as a CloudWatch metric.
+These queries read it and the queue's counts through the Grafana CloudWatch data source: namespace
+``AWS/SQS``, dimension ``QueueName``; ``ApproximateAgeOfOldestMessage`` (s; a message received three
+times is moved to the back and the next oldest shows), ``ApproximateNumberOfMessagesVisible`` /
+``…NotVisible``; values only while the queue is active, so "no data" reads as 0 (SQS Developer
+Guide, "Available CloudWatch metrics for Amazon SQS"). Statistic ``Maximum`` as the bulk alarms;
+period ``auto``. Entry points: :func:`bulk_queue`, :class:`BulkQueue`. Docs: docs/observability.md.
 """
 
 from __future__ import annotations

@@ -4,20 +4,7 @@ USD per audio hour of a GPU group = Σ(USD per instance-hour × billed instances
 audio seconds transcribed per second by that group over the last hour (audio seconds per second =
 audio hours per hour, so the quotient is USD per audio hour). The fleet figure divides the sums.
 
-* **Billed instances** come from a node-level series: the ``up`` series of the ``dcgm-exporter``
-  scrape job, one target per node of the group (``k8s_charts/gpu_metrics.py`` runs the exporter as a
-  DaemonSet per group, pinned to the group's nodes whatever their health, tolerating HyperPod's
-  unhealthy-node taint). ``up`` exists while the exporter pod runs, also when its scrape fails
-  (``up == 0``), and whether or not a serving pod runs on the node — HyperPod bills instances that
-  serve nothing. Never from Triton or gateway pods. Not counted: a node whose exporter pod is not
-  Running (just joined, image pull failing); see docs/observability.md, "Cost".
-* **Audio seconds** are the gateway's ``whisper_gateway_audio_seconds_total`` (docs/contracts.md §7,
-  successful transcriptions only), relabelled with the pod's GPU group.
-* **Prices** are constants rendered at synthesis from ``settings.prices`` (``pricing.instances`` over
-  the sourced defaults); a group without a price is left out of every cost expression.
-* **Utilisation** = in-flight requests ÷ the capacity of every billed slot (instances × pods per node ×
-  ``GpuGroup.effective_capacity``), capped at 1, 0 on billed instances without a serving pod; **idle
-  cost** = hourly cost × (1 − utilisation).
+Entry point: :func:`cost_queries` (the details, in its docstring). Docs: docs/observability.md, "Cost".
 """
 
 from __future__ import annotations
@@ -144,6 +131,21 @@ def cost_queries(groups: Sequence[CostGroup]) -> CostQueries:
 
     Raises:
         ValueError: ``groups`` is empty, or a group name is not a lowercase DNS label.
+
+    * **Billed instances** come from a node-level series: the ``up`` series of the ``dcgm-exporter``
+      scrape job, one target per node of the group (``k8s_charts/gpu_metrics.py`` runs the exporter as a
+      DaemonSet per group, pinned to the group's nodes whatever their health, tolerating HyperPod's
+      unhealthy-node taint). ``up`` exists while the exporter pod runs, also when its scrape fails
+      (``up == 0``), and whether or not a serving pod runs on the node — HyperPod bills instances that
+      serve nothing. Never from Triton or gateway pods. Not counted: a node whose exporter pod is not
+      Running (just joined, image pull failing); see docs/observability.md, "Cost".
+    * **Audio seconds** are the gateway's ``whisper_gateway_audio_seconds_total`` (docs/contracts.md §7,
+      successful transcriptions only), relabelled with the pod's GPU group.
+    * **Prices** are constants rendered at synthesis from ``settings.prices`` (``pricing.instances`` over
+      the sourced defaults); a group without a price is left out of every cost expression.
+    * **Utilisation** = in-flight requests ÷ the capacity of every billed slot (instances × pods per node ×
+      ``GpuGroup.effective_capacity``), capped at 1, 0 on billed instances without a serving pod; **idle
+      cost** = hourly cost × (1 − utilisation).
     """
     hourly = hourly_cost_expr(groups)
     audio = AUDIO_HOURS_PER_HOUR.expr

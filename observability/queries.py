@@ -2,32 +2,12 @@
 
 Dashboard panels (``observability/dashboard.py``), AMP recording and alert rules
 (``observability/rules.py``), the KEDA scaling query (``k8s_charts``) and the live check
-(``tests/observability/test_observability_live.py``) all import from here and never retype an expression.
-
-Metric facts (sources: Triton's metrics guide,
-https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md, and Triton core
-``src/metrics.cc`` / ``src/infer_stats.cc``; names as Triton 2.51 serves them on ``/metrics``):
-
-* Triton's latency counters (``nv_inference_*_duration_us``) grow only on **successful**
-  requests, so averages divide by the success rate, never by success + failure.
-* ``nv_inference_load_ratio`` no longer exists (removed from Triton in 2020); the load ratio here
-  is end-to-end time ÷ compute-infer time, both from the cumulative µs counters.
-* DCGM exporter gauges: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` /
-  ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W) (NVIDIA dcgm-exporter
-  ``etc/default-counters.csv``). On MIG slices ``DCGM_FI_DEV_GPU_UTIL`` is not reported per slice;
-  the per-slice signal is the profiling gauge ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0–1, in
-  ``etc/dcp-metrics-included.csv``), labelled with the GPU instance ``GPU_I_ID`` and ``GPU_I_PROFILE``
-  (NVIDIA dcgm-exporter README, "MIG"; DCGM user guide, profiling metrics).
-* Gateway metrics: docs/contracts.md §7.
-
-Labels ``gpu_group``, ``gpu_arch``, ``instance_type`` and ``pod`` are added by the scrape
-relabelling (``observability/scrape_config.py``), never by the exporters themselves.
-
-Usage::
-
-    from observability import queries
-    queries.Triton.SUCCESS_RATE.expr          # panel expression
-    queries.scaling_utilization_query("g5")   # KEDA trigger query for one GPU group
+(``tests/observability/test_observability_live.py``) all import from here and never retype an
+expression. Entry points: :class:`Triton`, :class:`Gpu`, :class:`Gateway` (the panels' queries),
+:func:`scaling_utilization_query` (KEDA), :func:`alert_rules`; e.g.
+``queries.Triton.SUCCESS_RATE.expr``. Labels ``gpu_group``, ``gpu_arch``, ``instance_type`` and
+``pod`` come from the scrape relabelling (``observability/scrape_config.py``). Metric facts and
+their sources: the docstrings of :class:`Triton` and :class:`Gpu`; docs/observability.md.
 """
 
 from __future__ import annotations
@@ -172,7 +152,16 @@ def _all_outcomes(template: str, window: str = RATE_WINDOW) -> str:
 
 
 class Triton:
-    """Triton server statistics of model ``whisper``, per GPU group / instance type."""
+    """Triton server statistics of model ``whisper``, per GPU group / instance type.
+
+    Metric facts (Triton's metrics guide,
+    https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md, and Triton
+    core ``src/metrics.cc`` / ``src/infer_stats.cc``; names as Triton 2.51 serves them): the latency
+    counters (``nv_inference_*_duration_us``) grow only on **successful** requests, so averages divide
+    by the success rate, never by success + failure. ``nv_inference_load_ratio`` no longer exists
+    (removed in 2020); the load ratio here is end-to-end time ÷ compute-infer time, both from the
+    cumulative µs counters.
+    """
 
     SUCCESS_RATE = Query(
         "triton_success_rate",
@@ -296,7 +285,15 @@ class Triton:
 
 
 class Gpu:
-    """GPU gauges from the NVIDIA DCGM exporter, per GPU group / instance type."""
+    """GPU gauges from the NVIDIA DCGM exporter, per GPU group / instance type.
+
+    DCGM exporter gauges: ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` /
+    ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W) (NVIDIA dcgm-exporter
+    ``etc/default-counters.csv``). On MIG slices ``DCGM_FI_DEV_GPU_UTIL`` is not reported per slice;
+    the per-slice signal is the profiling gauge ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0–1, in
+    ``etc/dcp-metrics-included.csv``), labelled ``GPU_I_ID`` and ``GPU_I_PROFILE`` (dcgm-exporter
+    README, "MIG"; DCGM user guide, profiling metrics).
+    """
 
     UTILIZATION = Query(
         "gpu_utilization",

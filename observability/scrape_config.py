@@ -1,33 +1,13 @@
 """Prometheus scrape configuration: the AMP managed scraper's and the live check's.
 
-The AMP managed scraper's uses Kubernetes discovery; the live check's uses static local targets
-carrying the Kubernetes discovery labels. Both are built from the same job list and the same
-relabel rules.
-
-Jobs (names from :mod:`observability.queries`):
-
-* ``whisper-triton``: Triton's metrics port (settings ``serving.triton_metrics_port``, 8002) of
-  every pod labelled ``app.kubernetes.io/name=whisper`` in the serving namespace;
-* ``whisper-gateway``: the gateway's ``/metrics`` on its own port (``serving.gateway_metrics_port``,
-  8081; the traffic port 8080 serves no metrics) of the same pods, **Ready pods only**, so ``up`` counts ready pods and a pod still loading its engine
-  adds no capacity to the autoscaling query;
-* ``whisper-bulk`` (``bulk.enabled``): the bulk workers' ``/metrics`` (``app.kubernetes.io/name=whisper-bulk``,
-  port ``serving.gateway_metrics_port``), any pod that runs;
-* ``whisper-bulk-triton`` (``bulk.enabled``): the Triton of the same bulk pods (port
-  ``serving.triton_metrics_port``); its ``job`` label keeps these ``nv_*`` series out of the serving
-  panels, which select ``job="whisper-triton"``;
-* ``dcgm-exporter``: NVIDIA DCGM exporter pods (``app.kubernetes.io/name=dcgm-exporter``, port
-  9400, upstream chart defaults) in any namespace.
-
-Relabelling turns the pod labels of docs/contracts.md §2 into the metric labels ``gpu_group``,
-``gpu_arch``, ``pod``, ``namespace``; ``instance_type`` is set from the GPU group with one rule per
-configured group (the group → instance type map of the deployment config), because pods carry no
-instance-type label and the managed scraper documents only pod/node metadata of the discovered
-object itself. Kubernetes discovery exposes pod label ``a.b/c-d`` as
-``__meta_kubernetes_pod_label_a_b_c_d`` (Prometheus ``kubernetes_sd_config`` docs).
-
-AMP managed scraper limits honoured (AMP user guide, "Using an AWS managed collector"): only
-``kubernetes_sd_configs`` discovery, scrape interval ≥ 30 s (``ObservabilitySettings``).
+The managed scraper's uses Kubernetes discovery; the live check's uses static local targets carrying
+the Kubernetes discovery labels. Both come from one job list (:func:`scrape_jobs`: Triton, the
+gateway — Ready pods only, so ``up`` counts ready pods —, the bulk workers and their Triton, the
+DCGM exporter) and the same relabel rules (:func:`relabel_configs`: pod labels of docs/contracts.md
+§2 → ``gpu_group``, ``gpu_arch``, ``pod``, ``namespace``, ``instance_type``). Entry points:
+:func:`scrape_config`, :func:`scrape_config_yaml`. AMP managed scraper limits honoured (AMP user
+guide, "Using an AWS managed collector"): only ``kubernetes_sd_configs``, interval ≥ 30 s.
+Docs: docs/observability.md.
 """
 
 from __future__ import annotations
@@ -89,6 +69,17 @@ def scrape_jobs(config: DeploymentConfig) -> tuple[ScrapeJob, ...]:
     With ``serving.target: inference_operator`` the serving jobs keep every pod of the serving
     namespace that declares the port (the operator's pods do not carry ``app.kubernetes.io/name=whisper``;
     the namespace holds nothing else).
+
+    Jobs (names from :mod:`observability.queries`): ``whisper-triton``: Triton's metrics port
+    (``serving.triton_metrics_port``, 8002) of every pod labelled ``app.kubernetes.io/name=whisper`` in
+    the serving namespace; ``whisper-gateway``: the gateway's ``/metrics`` on its own port
+    (``serving.gateway_metrics_port``, 8081; the traffic port serves no metrics) of the same pods,
+    **Ready pods only**, so a pod still loading its engine adds no capacity to the autoscaling query;
+    ``whisper-bulk`` (``bulk.enabled``): the bulk workers' ``/metrics``
+    (``app.kubernetes.io/name=whisper-bulk``), any pod that runs; ``whisper-bulk-triton``: the Triton of
+    the same bulk pods, its ``job`` label keeping these ``nv_*`` series out of the serving panels
+    (``job="whisper-triton"``); ``dcgm-exporter``: NVIDIA DCGM exporter pods
+    (``app.kubernetes.io/name=dcgm-exporter``, port 9400, upstream chart defaults) in any namespace.
     """
     serving = config.serving
     app = APP_NAME if serving.target == "deployments" else None
@@ -152,6 +143,11 @@ def relabel_configs(job: ScrapeJob, config: DeploymentConfig) -> list[dict[str, 
     Reads only ``__meta_kubernetes_*`` labels of Kubernetes pod discovery (Prometheus
     ``kubernetes_sd_config`` docs); no address rewriting (discovery's ``__address__`` is already
     ``podIP:containerPort``). Used verbatim by the AMP scraper config and the local config.
+
+    ``instance_type`` is set from the GPU group with one rule per configured group, because pods
+    carry no instance-type label and the managed scraper documents only pod/node metadata of the
+    discovered object itself. Kubernetes discovery exposes pod label ``a.b/c-d`` as
+    ``__meta_kubernetes_pod_label_a_b_c_d`` (Prometheus ``kubernetes_sd_config`` docs).
     """
     relabel = [_keep(_META_APP, re.escape(job.app))] if job.app is not None else []
     relabel += [

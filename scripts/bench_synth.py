@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``make bench-synth``: time synthesis of the default and the three-group config.
 
-Usage: ``python scripts/bench_synth.py [--repeat N]``
+Usage: ``python -m scripts.bench_synth [--repeat N]``
 
 Prints the one-off start-up cost (Python imports + the jsii Node.js runtime) and the first (cold)
 synthesis, then per config the warm wall time of building the stacks and writing the cloud assembly
@@ -16,10 +16,9 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from whisper_build.paths import REPO_ROOT
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 CONFIGS = {

@@ -1,20 +1,13 @@
 #!/usr/bin/env python3
 """The behaviour freeze: the default config's templates and manifests, normalised, against a committed golden.
 
-``make golden`` (``python scripts/golden.py``) synthesizes ``config/default.yaml`` (CloudFormation
+``make golden`` (``python -m scripts.golden``) synthesizes ``config/default.yaml`` (CloudFormation
 templates of every stack + the cdk8s manifests of ``dist/k8s``) and writes
 ``tests/data/golden/default.json``: ``{"templates": {stack id: template}, "manifests": {file name:
 [documents]}}`` as sorted, indented JSON. ``--check`` compares instead and prints the first differing
 paths (exit status 1). ``tests/infra/test_behaviour_freeze.py`` runs the same comparison.
 
-Normalised: every asset hash and asset key. The cloud assembly's ``*.assets.json`` list each asset
-(its 64-hex source hash, the S3 object key or image tag derived from it); every occurrence of such a
-hash, e.g. ``"S3Key": "<hash>.zip"``, becomes ``<asset:display name>``, so an edit under
-``whisper_build/`` (the serving image's source asset) leaves the golden unchanged while a changed
-property, resource or manifest does not. Other hashes (pinned image digests) are kept.
-
-A change to synthesis that is meant: run ``make golden`` and commit the new golden with it (its diff
-shows what changed).
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -31,16 +24,16 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from whisper_build.paths import REPO_ROOT
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import cx_api  # noqa: E402
+from aws_cdk import cx_api
 
-from k8s_charts.synth import synth_yaml  # noqa: E402
-from settings import load_config  # noqa: E402
-from stacks.assembly import synthesize  # noqa: E402
-from stacks.gates import stack_templates  # noqa: E402
+from k8s_charts.synth import synth_yaml
+from settings import load_config
+from stacks.assembly import synthesize
+from stacks.gates import stack_templates
 
 CONFIG = REPO_ROOT / "config" / "default.yaml"
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden" / "default.json"
@@ -125,7 +118,17 @@ def report(expected: Any, actual: Any, first: int = 20) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the golden (default) or compare with it (``--check``); exit status 1 on a difference."""
+    """Write the golden (default) or compare with it (``--check``); exit status 1 on a difference.
+
+    Normalised: every asset hash and asset key. The cloud assembly's ``*.assets.json`` list each asset
+    (its 64-hex source hash, the S3 object key or image tag derived from it); every occurrence of such a
+    hash, e.g. ``"S3Key": "<hash>.zip"``, becomes ``<asset:display name>``, so an edit under
+    ``whisper_build/`` (the serving image's source asset) leaves the golden unchanged while a changed
+    property, resource or manifest does not. Other hashes (pinned image digests) are kept.
+
+    A change to synthesis that is meant: run ``make golden`` and commit the new golden with it (its diff
+    shows what changed).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the golden instead of writing it")
     args = parser.parse_args(argv)

@@ -5,26 +5,16 @@ The import graph is grimp's (https://grimp.readthedocs.io, "Building the graph")
 ``if TYPE_CHECKING:``, all counted. A cycle is a direct import ``a → b`` for which a chain ``b → … → a``
 exists; each is printed once, shortest chain first, with the file and line of every hop.
 
-The tree is the packages below plus ``tests/`` and ``scripts/`` (folders without ``__init__.py``, which
-grimp reads as namespace packages). Test modules import their shared helpers by bare name
-(``pytest.ini``: ``pythonpath = . tests``; a folder's ``conftest.py`` puts that folder on the path),
-so a bare import that names a module of ``tests/`` is added to the graph as the import of that module.
-``app.py`` and the Triton model file (``…/model_repository/whisper/1/model.py``, in a folder that is no
-package) are entry points that grimp cannot name; nothing imports them (checked here), so they cannot
-close a cycle.
-
-Exit status: 0 without a cycle, 1 with one (each printed), 2 if an entry point is imported.
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import grimp
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("settings", "stacks", "k8s_charts", "whisper_build", "observability", "benchmarks", "tests", "scripts")
 ENTRY_POINTS = ("app", "model")
 """Top-level modules grimp cannot build (``app.py``; the Triton model file, loaded by Triton as ``model``)."""
@@ -86,8 +76,18 @@ def describe(graph: grimp.ImportGraph, chain: Sequence[str]) -> str:
 
 
 def main() -> int:
-    """Check the tree (``PACKAGES``); print each cycle. Exit status: module docstring."""
-    sys.path[:0] = [str(REPO), str(REPO / "tests")]
+    """Check the tree (``PACKAGES``); print each cycle. Exit status: module docstring.
+
+    The tree is the packages below plus ``tests/`` (a folder without ``__init__.py``, which grimp reads as
+    a namespace package); run it from the root as ``python -m scripts.import_cycles``. Test modules import their shared helpers by bare name
+    (``pytest.ini``: ``pythonpath = . tests``; a folder's ``conftest.py`` puts that folder on the path),
+    so a bare import that names a module of ``tests/`` is added to the graph as the import of that module.
+    ``app.py`` and the Triton model file (``…/model_repository/whisper/1/model.py``, in a folder that is no
+    package) are entry points that grimp cannot name; nothing imports them (checked here), so they cannot
+    close a cycle.
+
+    Exit status: 0 without a cycle, 1 with one (each printed), 2 if an entry point is imported.
+    """
     graph = build(PACKAGES)
     imported_entry_points = [m for m in ENTRY_POINTS if m in graph.modules]
     if imported_entry_points:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``make synth``: synthesize a deployment config into ``cdk.out/``, run the gates, print a summary.
 
-Usage: ``python scripts/synth.py [--config path.yaml] [--outdir cdk.out]``
+Usage: ``python -m scripts.synth [--config path.yaml] [--outdir cdk.out]``
 
 Gates: cfn-lint and cdk-nag over every template, then checkov over the templates and the
 Kubernetes manifests (``dist/k8s``). Exit status: 0 when no gate has an unexplained finding (every
@@ -23,19 +23,19 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from whisper_build.paths import REPO_ROOT
+
 # jsii prints a multi-line banner when Node.js 20 is used; the README asks for Node.js >= 22.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import cx_api  # noqa: E402
+from aws_cdk import cx_api
 
-from k8s_charts.synth import write_dist  # noqa: E402
-from observability.dashboard import write_dashboard  # noqa: E402
-from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config  # noqa: E402
-from settings.advisories import config_warnings  # noqa: E402
-from stacks.assembly import synthesize  # noqa: E402
-from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates  # noqa: E402
+from k8s_charts.synth import write_dist
+from observability.dashboard import write_dashboard
+from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config
+from settings.advisories import config_warnings
+from stacks.assembly import synthesize
+from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates
 
 
 def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:

@@ -1,23 +1,14 @@
 """What the project knows about SageMaker HyperPod GPU instance types.
 
-Two sources:
-
-* The list of instance types HyperPod accepts is botocore's ``ClusterInstanceType`` enum from
-  the SageMaker service model shipped with ``boto3`` (:func:`hyperpod_instance_types`), so a typo
-  such as ``ml.g5.2xlarg`` is caught at synthesis.
-* GPU and size facts per instance family/size are the table below, from the Amazon EC2
-  accelerated computing instance specifications
-  (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and NVIDIA's CUDA GPU
-  compute-capability list (https://developer.nvidia.com/cuda-gpus).
-* MIG (Multi-Instance GPU) profiles per GPU are NVIDIA's MIG user guide, "Supported MIG Profiles"
-  (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/, A100 40GB / A100 80GB / H100 80GB /
-  H200 141GB tables); the instance types on which HyperPod partitions GPUs with MIG are
-  :data:`MIG_INSTANCE_TYPES` (SageMaker HyperPod "Using GPU partitions in Amazon SageMaker
-  HyperPod", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-gpu-partitioning.html).
-
-To add a GPU type: add its family to ``GPU_FAMILIES`` and its sizes to ``INSTANCE_SIZES``
-(README, "Adding a GPU type"), and its datasheet peaks to ``settings.throughput.GPU_PEAKS`` (its
-estimated throughput).
+The instance types HyperPod accepts are botocore's ``ClusterInstanceType`` enum
+(:func:`hyperpod_instance_types`), so a typo is caught at synthesis. GPU and size facts per family
+and size are the tables below, from the EC2 accelerated computing instance specifications
+(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and NVIDIA's compute-capability
+list (https://developer.nvidia.com/cuda-gpus); MIG profiles per GPU from NVIDIA's MIG user guide,
+"Supported MIG Profiles", and the instance types HyperPod partitions with MIG,
+:data:`MIG_INSTANCE_TYPES`, from "Using GPU partitions in Amazon SageMaker HyperPod". Entry points:
+:func:`instance_spec_for`, :func:`gpu_for`, :func:`arch_for_compute_capability`. To add a GPU type:
+``GPU_FAMILIES``, ``INSTANCE_SIZES`` and ``settings.throughput.GPU_PEAKS`` (README, "Adding a GPU type").
 """
 
 from __future__ import annotations

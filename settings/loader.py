@@ -14,8 +14,9 @@ from settings.errors import ConfigError
 from settings.schema import PATTERN_RULES, DeploymentConfig
 from settings.yaml_errors import section_message, syntax_message
 from settings.yaml_source import CoercedScalar, quoting_hint, read_yaml
+from whisper_build.paths import REPO_ROOT
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
+DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "default.yaml"
 """The embedded default: the real two-group (g5 + g6e) scenario users start from."""
 
 

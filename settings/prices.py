@@ -1,24 +1,15 @@
 """The price list: what one instance-hour of each instance type costs, with its source and date.
 
-One source for every consumer: the live cost rules and dashboard row (``observability.cost_queries``),
-the sizing command (``whisper_build.workstation.sizing``), the bench report's cost section
-(``benchmarks/cost_report.py``), the price check against the AWS Price List API
-(``whisper_build.workstation.price_lookup``) and the deploy tool's cost items (``whisper_build.deploy.prices``,
-which also reads the fixed service prices of :data:`SERVICE_PRICES`).
-
-Config (``pricing.instances`` in the deployment YAML) overrides or extends :data:`DEFAULT_PRICES`::
-
-    pricing:
-      instances:
-        ml.g5.2xlarge: {hourly: 1.515, source: "aws pricing get-products … (HyperPod)", as_of: 2026-12-01,
-                        basis: sagemaker_hyperpod}
-
-Every default row is an **EC2 on-demand** price (us-east-1, Linux) from a secondary source, not the
-SageMaker HyperPod ``ml.*`` price: AWS publishes those only on https://aws.amazon.com/sagemaker/pricing/
-(HyperPod tab) and in the Price List API; SageMaker's ``ml.*`` prices are expected at or above the EC2
-price of the same hardware (an assumption, unverified here). ``make prices`` looks the ``ml.*`` prices up when AWS credentials exist and prints
-where they differ. Catalog instance types without a sourced price have no default (``None``,
-flagged by :func:`price_table`); a group on one gets no cost series until the config prices it.
+One source for the cost rules and dashboard row (``observability.cost_queries``), the sizing command,
+the bench cost report, the price check against the AWS Price List API
+(``whisper_build.workstation.price_lookup``) and the deploy tool's cost items (which also read
+:data:`SERVICE_PRICES`). ``pricing.instances`` in the config overrides or extends
+:data:`DEFAULT_PRICES` (``ml.g5.2xlarge: {hourly: 1.515, source: "…", as_of: 2026-12-01, basis:
+sagemaker_hyperpod}``). Every default row is an **EC2 on-demand** price (us-east-1, Linux) from a
+secondary source, not the HyperPod ``ml.*`` price (published only on the SageMaker pricing page and
+in the Price List API; expected at or above EC2's, unverified); ``make prices`` looks those up with
+credentials. A catalog type without a sourced price has no default (flagged by :func:`price_table`).
+Entry points: :class:`PricingSettings`, :func:`price_table`, :func:`price_warnings`. Docs: docs/cost.md.
 """
 
 from __future__ import annotations

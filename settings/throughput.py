@@ -1,28 +1,11 @@
 """Throughput per GPU type, engine, model and batch: windows per second and RTF, each figure sourced.
 
 One table for every consumer that needs to know how fast a pod transcribes: the gateway's up-front
-``audio_too_long`` refusal (predicted time = audio seconds × :func:`conservative_rtf`), the bulk
-workers' KEDA ``queueLength`` and the cost sizing. Every :class:`ThroughputFigure` says where it
-comes from:
-
-* :class:`Measured` — a run recorded in docs/benchmarks.md: where (machine), when (UTC), which run
-  (section and artefact);
-* :class:`Estimated` — derived from a measured figure, with the basis in words.
-
-Measured here: the 2-core CPU development machine (``ctranslate2``, tiny.en) and one NVIDIA H200
-(``torch`` served through gateway + Triton, tiny.en and large-v3-turbo shapes; ``ctranslate2``
-engine-only). Every other GPU is an estimate: the H200 figure scaled by the smaller of the two
-ratios memory bandwidth ÷ H200's and dense FP16 tensor throughput ÷ H200's (NVIDIA's datasheets,
-:data:`GPU_PEAKS`) — decoding at small batches is bandwidth- and launch-bound, the encoder at large
-batches compute-bound, so the smaller ratio is the conservative one. ``tensorrt_llm`` has no
-measurement: it takes the ``torch`` figures, a lower bound (docs/benchmarks.md expects it faster).
-Models without a measurement take large-v3-turbo's figures scaled by decoder cost (decoder layers
-× d_model², :data:`DECODER_SHAPES`), never faster than large-v3-turbo.
-
-Units: ``windows_per_second`` is 30-s-or-shorter Whisper windows finished per second by one pod (one
-GPU or MIG-less GPU share; the CPU row: the whole 2-core machine); ``window_audio_seconds`` the mean
-audio per window in that run; RTF = compute seconds per audio second = 1 ÷ (windows/s × audio s per
-window); RTFx = 1 ÷ RTF. A figure at ``batch`` b is the mean batch Triton (or the engine) ran.
+``audio_too_long`` refusal (:func:`conservative_rtf`), the bulk workers' KEDA ``queueLength`` and
+the cost sizing. Every :class:`ThroughputFigure` is :class:`Measured` (a run of docs/benchmarks.md:
+machine, UTC time, section) or :class:`Estimated` (derived, with its basis in words). Entry points:
+:func:`figures_for`, :func:`conservative_rtf`, :func:`slice_figures`; how estimates scale and the
+units: the docstring of :class:`ThroughputFigure`. Docs: docs/benchmarks.md, "The throughput table".
 """
 
 from __future__ import annotations
@@ -88,6 +71,21 @@ class ThroughputFigure:
             fixed-100-token random-weight runs, whose decode load is a dense 30 s window's).
         path: what was timed (:data:`Path`).
         source: :class:`Measured` or :class:`Estimated`.
+
+    Measured here: the 2-core CPU development machine (``ctranslate2``, tiny.en) and one NVIDIA H200
+    (``torch`` served through gateway + Triton, tiny.en and large-v3-turbo shapes; ``ctranslate2``
+    engine-only). Every other GPU is an estimate: the H200 figure scaled by the smaller of the two
+    ratios memory bandwidth ÷ H200's and dense FP16 tensor throughput ÷ H200's (NVIDIA's datasheets,
+    :data:`GPU_PEAKS`) — decoding at small batches is bandwidth- and launch-bound, the encoder at large
+    batches compute-bound, so the smaller ratio is the conservative one. ``tensorrt_llm`` has no
+    measurement: it takes the ``torch`` figures, a lower bound (docs/benchmarks.md expects it faster).
+    Models without a measurement take large-v3-turbo's figures scaled by decoder cost (decoder layers
+    × d_model², :data:`DECODER_SHAPES`), never faster than large-v3-turbo.
+
+    Units: ``windows_per_second`` is 30-s-or-shorter Whisper windows finished per second by one pod (one
+    GPU or MIG-less GPU share; the CPU row: the whole 2-core machine); ``window_audio_seconds`` the mean
+    audio per window in that run; RTF = compute seconds per audio second = 1 ÷ (windows/s × audio s per
+    window); RTFx = 1 ÷ RTF. A figure at ``batch`` b is the mean batch Triton (or the engine) ran.
     """
 
     device: str

@@ -8,12 +8,7 @@ listed key is accepted, so a key is rotated without downtime: add the new one, m
 the old one. The stack generates ``{"primary": <48 random letters and digits>}``. The gateway reads
 the secret every ``WHISPER_GATEWAY_API_KEYS_REFRESH_SECONDS`` (:mod:`whisper_build.serving.gateway.auth`).
 
-Lifecycle: CloudFormation names the secret (``GatewayApiKeysSecret…-<random>``; the pods get its ARN,
-people the stack output ``ApiKeysSecretArn``), and the secret and its KMS key are deleted with the stack.
-A fixed name would collide on the next deploy: with a retained secret, and even with a deleted one,
-because Secrets Manager keeps a deleted secret's name for its recovery window (7–30 days, DeleteSecret
-API reference). ``make destroy`` therefore revokes every key; a redeploy generates new ones
-(docs/deploy.md, Teardown).
+Entry point: :class:`GatewayApiKeys` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -46,6 +41,13 @@ class GatewayApiKeys(Construct):
         secret: The secret; ``secret.secret_arn`` goes into ``WHISPER_GATEWAY_API_KEYS_SECRET``.
         role: The role the serving ServiceAccount assumes (read the secret, decrypt through Secrets Manager).
         association: The ``CfnPodIdentityAssociation`` of role and ServiceAccount.
+
+    Lifecycle: CloudFormation names the secret (``GatewayApiKeysSecret…-<random>``; the pods get its ARN,
+    people the stack output ``ApiKeysSecretArn``), and the secret and its KMS key are deleted with the stack.
+    A fixed name would collide on the next deploy: with a retained secret, and even with a deleted one,
+    because Secrets Manager keeps a deleted secret's name for its recovery window (7–30 days, DeleteSecret
+    API reference). ``make destroy`` therefore revokes every key; a redeploy generates new ones
+    (docs/deploy.md, Teardown).
     """
 
     def __init__(

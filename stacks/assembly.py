@@ -17,8 +17,9 @@ from settings.schema import DeploymentConfig
 from stacks.nag import enable_nag
 from stacks.pipeline_stack import add_app
 from stacks.whisper_app import WhisperStacks
+from whisper_build.paths import REPO_ROOT
 
-CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
+CDK_JSON = REPO_ROOT / "cdk.json"
 
 
 def cdk_json_context() -> dict[str, Any]:

@@ -1,30 +1,10 @@
 """The bulk job path in AWS: job bucket, SQS queue + dead-letter queue, KMS key, worker role, alarms.
 
-Only with ``bulk.enabled`` (``settings/bulk.py``; docs/bulk.md). A stack of its own with a bucket of
-its own: an S3 notification from the storage stack's bucket to a queue in another stack makes the two
-stacks reference each other (the queue policy names the bucket, the bucket's notification the queue).
-Here the bucket's ARN is built from its deterministic name, so the queue policy needs no reference to
-the bucket and the bucket can depend on the policy (S3 checks that it may send to the queue when the
-notification is created: S3 user guide, "Walkthrough: Configuring a bucket for notifications").
-
-* **Key**: customer-managed, rotated; its policy lets ``s3.amazonaws.com`` (from this bucket, this
-  account) generate data keys, which S3 needs to send to an encrypted queue: the AWS-managed
-  ``aws/sqs`` key cannot be used (S3 user guide, "Enabling notifications ... encrypted queue").
-* **Queue**: visibility ``bulk.visibility_timeout_seconds`` (the workers' heartbeat extends it),
-  ``RedrivePolicy`` to the dead-letter queue after ``bulk.max_receive_count`` receives, TLS-only
-  (``aws:SecureTransport``), at least 64 KB messages (S3 events are up to 64 KB). Both queues are named
-  (``settings.names.bulk_queue_name`` / ``bulk_dead_letter_queue_name``) so the dashboard's CloudWatch
-  panels can name their ``QueueName`` dimension without a reference to this stack; a named queue cannot
-  be replaced in place, and no property set here needs replacement (only ``FifoQueue`` and the name do).
-* **Bucket**: versioned, TLS-only, SSE-KMS with the key, public access blocked, access-logged to a
-  log bucket of this stack; objects created under ``bulk.input_prefix`` are sent to the queue.
-* **Worker role** (EKS Pod Identity, ServiceAccount ``whisper-bulk``): read the input prefix, read and
-  write the output prefix (results, status, checkpoints), list only the output prefix (so a missing
-  status object reads as 404, not 403), receive/delete/change-visibility on the queue, send to it
-  (a continuation message before the 12-hour visibility limit) and read its counts (metrics), use the
-  key. Nothing else.
-* **Alarms**: a message in the dead-letter queue; the oldest waiting message older than
-  ``bulk.oldest_message_alarm_seconds``.
+Only with ``bulk.enabled`` (``settings/bulk.py``). A stack of its own with a bucket of its own: an
+S3 notification from the storage stack's bucket to a queue in another stack makes the two stacks
+reference each other. Here the bucket's ARN is built from its deterministic name, so the queue
+policy needs no reference to the bucket. Entry point: :class:`BulkStack` (each resource and why, in
+its docstring). Docs: docs/bulk.md.
 """
 
 from __future__ import annotations
@@ -74,6 +54,32 @@ class BulkStack(Stack):
         bucket: The job bucket ``<project>-bulk-<account>-<region>``.
         queue / dead_letter_queue: The job queue and its dead-letter queue.
         worker_role: The role the ``whisper-bulk`` ServiceAccount assumes.
+
+    Only with ``bulk.enabled`` (``settings/bulk.py``; docs/bulk.md). A stack of its own with a bucket of
+    its own: an S3 notification from the storage stack's bucket to a queue in another stack makes the two
+    stacks reference each other (the queue policy names the bucket, the bucket's notification the queue).
+    Here the bucket's ARN is built from its deterministic name, so the queue policy needs no reference to
+    the bucket and the bucket can depend on the policy (S3 checks that it may send to the queue when the
+    notification is created: S3 user guide, "Walkthrough: Configuring a bucket for notifications").
+
+    * **Key**: customer-managed, rotated; its policy lets ``s3.amazonaws.com`` (from this bucket, this
+      account) generate data keys, which S3 needs to send to an encrypted queue: the AWS-managed
+      ``aws/sqs`` key cannot be used (S3 user guide, "Enabling notifications ... encrypted queue").
+    * **Queue**: visibility ``bulk.visibility_timeout_seconds`` (the workers' heartbeat extends it),
+      ``RedrivePolicy`` to the dead-letter queue after ``bulk.max_receive_count`` receives, TLS-only
+      (``aws:SecureTransport``), at least 64 KB messages (S3 events are up to 64 KB). Both queues are named
+      (``settings.names.bulk_queue_name`` / ``bulk_dead_letter_queue_name``) so the dashboard's CloudWatch
+      panels can name their ``QueueName`` dimension without a reference to this stack; a named queue cannot
+      be replaced in place, and no property set here needs replacement (only ``FifoQueue`` and the name do).
+    * **Bucket**: versioned, TLS-only, SSE-KMS with the key, public access blocked, access-logged to a
+      log bucket of this stack; objects created under ``bulk.input_prefix`` are sent to the queue.
+    * **Worker role** (EKS Pod Identity, ServiceAccount ``whisper-bulk``): read the input prefix, read and
+      write the output prefix (results, status, checkpoints), list only the output prefix (so a missing
+      status object reads as 404, not 403), receive/delete/change-visibility on the queue, send to it
+      (a continuation message before the 12-hour visibility limit) and read its counts (metrics), use the
+      key. Nothing else.
+    * **Alarms**: a message in the dead-letter queue; the oldest waiting message older than
+      ``bulk.oldest_message_alarm_seconds``.
     """
 
     def __init__(

@@ -1,30 +1,11 @@
 """CodeBuild projects that build the serving image, the per-architecture engines, and roll the pods.
 
-* one **engine project per engine target** (``config.engine_targets``: a GPU architecture, or
-  architecture + MIG profile for a group served on MIG slices, e.g. ``sm90-1g.10gb``). Default runner
-  (``engine_builder: hyperpod_job``): the project pauses the serving Deployment of that
-  architecture's build group (its GPUs are needed), applies a Kubernetes Job pinned to that group,
-  waits for it and resumes serving (:func:`stacks.buildspecs.hyperpod_job_buildspec`). Each
-  architecture's Job runs in a namespace of its own (:func:`stacks.engine_job.build_namespace`);
-  the project's role reaches the cluster through an EKS access entry with ``AmazonEKSEditPolicy``
-  on that namespace only, plus a Kubernetes group bound to a Role in the serving namespace that may
-  only pause and scale the build group's Deployment (:func:`stacks.engine_job.serving_access_manifests`).
-  The Job's pods write only their architecture's S3 prefix (EKS Pod Identity role), and no other
-  project can start pods under that service account.
-  With ``engine_builder: codebuild_fleet`` the project instead runs the build itself on a reserved
-  CodeBuild GPU fleet of the group's EC2 instance type, inside the serving image;
-* a **serving image project** (Docker build of ``whisper_build/image/Dockerfile`` → ECR);
-* a **rollout project** (``kubectl rollout restart`` of the serving Deployments).
-
-Builds are per architecture, settings per group: the first configured group of an architecture
-(:func:`stacks.engine_job.build_group`) hosts its Job and decides its ``engine_builder``.
-Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can start them.
+Entry point: :class:`EngineBuildStack` (the details, in its docstring).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import Arn, ArnComponents, ArnFormat, CfnOutput, Duration, IgnoreMode, Size, Stack
@@ -49,9 +30,9 @@ from stacks.nag import (
     acknowledge_policy_wildcards,
     acknowledge_resource,
 )
+from whisper_build.paths import REPO_ROOT
 from whisper_build.release import invocations
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = "whisper_build/image/Dockerfile"
 IMAGE_CONTEXT = ["requirements.txt", "settings", "whisper_build"]
 """What ``whisper_build/image/Dockerfile`` copies from the repository root (its ``COPY`` lines);
@@ -93,6 +74,26 @@ class EngineBuildStack(Stack):
         builder_roles: Pod Identity roles of the Job pods, keyed by arch (hyperpod_job archs only).
         image_project: builds and pushes the serving image.
         rollout_project: restarts the serving Deployments.
+
+    * one **engine project per engine target** (``config.engine_targets``: a GPU architecture, or
+      architecture + MIG profile for a group served on MIG slices, e.g. ``sm90-1g.10gb``). Default runner
+      (``engine_builder: hyperpod_job``): the project pauses the serving Deployment of that
+      architecture's build group (its GPUs are needed), applies a Kubernetes Job pinned to that group,
+      waits for it and resumes serving (:func:`stacks.buildspecs.hyperpod_job_buildspec`). Each
+      architecture's Job runs in a namespace of its own (:func:`stacks.engine_job.build_namespace`);
+      the project's role reaches the cluster through an EKS access entry with ``AmazonEKSEditPolicy``
+      on that namespace only, plus a Kubernetes group bound to a Role in the serving namespace that may
+      only pause and scale the build group's Deployment (:func:`stacks.engine_job.serving_access_manifests`).
+      The Job's pods write only their architecture's S3 prefix (EKS Pod Identity role), and no other
+      project can start pods under that service account.
+      With ``engine_builder: codebuild_fleet`` the project instead runs the build itself on a reserved
+      CodeBuild GPU fleet of the group's EC2 instance type, inside the serving image;
+    * a **serving image project** (Docker build of ``whisper_build/image/Dockerfile`` → ECR);
+    * a **rollout project** (``kubectl rollout restart`` of the serving Deployments).
+
+    Builds are per architecture, settings per group: the first configured group of an architecture
+    (:func:`stacks.engine_job.build_group`) hosts its Job and decides its ``engine_builder``.
+    Project names are fixed (:func:`engine_project_name` etc.) so the pipeline can start them.
     """
 
     def __init__(

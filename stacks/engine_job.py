@@ -2,18 +2,14 @@
 
 Pure functions of the :class:`settings.DeploymentConfig`; the CodeBuild projects of
 :mod:`stacks.engine_build_stack` embed their output. One engine per GPU architecture: an engine
-compiled on one architecture does not load on another (TensorRT-LLM issue #222), so the Job is
+compiled on one architecture does not load on another (NVIDIA/TensorRT-LLM#222 on GitHub), so the Job is
 pinned to the nodes of a group of that architecture and the tool itself re-checks the GPU
 (``--expect-arch``). A group served on MIG slices has an engine of its own, built on one slice
 (``nvidia.com/mig-<profile>: 1``) and sized to its memory: every ``arch`` argument below is an
 *engine target* (``GpuGroup.engine_target``: ``sm86`` or ``sm90-1g.10gb``); Kubernetes names use its
 dot-free form (:func:`settings.storage.kubernetes_name`, ``sm90-1g-10gb``).
 
-Isolation: each architecture's Job runs in a namespace of its own (:func:`build_namespace`), where
-only that architecture's CodeBuild role may create objects, so no project can run a pod as another
-architecture's build service account (whose Pod Identity role writes that architecture's S3
-prefix). In the serving namespace a project may only pause and scale its build group's serving
-Deployment (:func:`serving_access_manifests`), to free the GPU the Job needs.
+Entry point: :func:`engine_build_manifests` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -145,6 +141,12 @@ def engine_build_manifests(
         ``[ServiceAccount, Job]`` in :func:`build_namespace`; the Job's name is
         :data:`JOB_NAME_PLACEHOLDER`. The pod meets the "restricted" Pod Security Standard
         (the serving image's uid/gid, :mod:`k8s_charts.security`).
+
+    Isolation: each architecture's Job runs in a namespace of its own (:func:`build_namespace`), where
+    only that architecture's CodeBuild role may create objects, so no project can run a pod as another
+    architecture's build service account (whose Pod Identity role writes that architecture's S3
+    prefix). In the serving namespace a project may only pause and scale its build group's serving
+    Deployment (:func:`serving_access_manifests`), to free the GPU the Job needs.
     """
     group = build_group(config, arch)
     namespace = build_namespace(config, arch)

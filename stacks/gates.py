@@ -15,7 +15,8 @@ from pathlib import Path
 
 from aws_cdk import cx_api
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from whisper_build.paths import REPO_ROOT
+
 CFN_LINT_CONFIG = REPO_ROOT / ".cfnlintrc"
 """cfn-lint settings; the only place a rule may be ignored, each with its reason."""
 NAG_REPORT = "policy-validation-report.json"

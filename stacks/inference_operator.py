@@ -1,22 +1,6 @@
 """The HyperPod inference operator as an EKS add-on, with its IAM execution role.
 
-Installed with ``serving.target: inference_operator``. Why the add-on and not the dependency chart's ``inferenceOperators.enabled``: the chart's operator
-sub-chart brings its own AWS Load Balancer Controller, KEDA 2.17.1, Mountpoint for S3 CSI driver,
-cert-manager, metrics-server and FSx CSI driver (``charts/inference-operator/Chart.yaml``), which
-would duplicate the Mountpoint add-on this project installs and would each have to be switched off
-and kept compatible by hand; the EKS add-on ``amazon-sagemaker-hyperpod-inference`` (inference
-operator v3.0, "EKS add-on integration"; AWS's ``migration/helm_to_addon.sh`` moves Helm installs to
-it) is versioned, upgraded and rolled back by EKS, installs its dependencies as add-ons, and takes
-its execution role and TLS bucket as configuration values. So with this target the workloads stack
-installs neither its own Load Balancer Controller nor KEDA (the operator's dependencies provide both).
-
-Configuration values (``executionRoleArn``, ``tlsCertificateS3Bucket``) as AWS's HyperPod samples
-pass them to ``AWS::EKS::Addon``. The execution role is assumed through the cluster's OIDC provider
-(IRSA) by the operator's service accounts in :data:`OPERATOR_NAMESPACE` (HyperPod troubleshooting,
-"IAM trust relationship issue": ``sts:AssumeRoleWithWebIdentity`` for
-``system:serviceaccount:<namespace>:<service-account-name>``), with the AWS managed policy
-:data:`MANAGED_POLICY`, read access to the engines (``models/`` of the model bucket) and read/write of
-the TLS certificate bucket. Not deployed here (no AWS account): the add-on's behaviour is as documented.
+Entry point: :class:`InferenceOperatorAddon` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -50,6 +34,24 @@ class InferenceOperatorAddon(Construct):
     Attributes:
         role: The execution role.
         addon: The add-on (apply ``InferenceEndpointConfig`` objects after it: it installs the CRD).
+
+    Installed with ``serving.target: inference_operator``. Why the add-on and not the dependency chart's ``inferenceOperators.enabled``: the chart's operator
+    sub-chart brings its own AWS Load Balancer Controller, KEDA 2.17.1, Mountpoint for S3 CSI driver,
+    cert-manager, metrics-server and FSx CSI driver (``charts/inference-operator/Chart.yaml``), which
+    would duplicate the Mountpoint add-on this project installs and would each have to be switched off
+    and kept compatible by hand; the EKS add-on ``amazon-sagemaker-hyperpod-inference`` (inference
+    operator v3.0, "EKS add-on integration"; AWS's ``migration/helm_to_addon.sh`` moves Helm installs to
+    it) is versioned, upgraded and rolled back by EKS, installs its dependencies as add-ons, and takes
+    its execution role and TLS bucket as configuration values. So with this target the workloads stack
+    installs neither its own Load Balancer Controller nor KEDA (the operator's dependencies provide both).
+
+    Configuration values (``executionRoleArn``, ``tlsCertificateS3Bucket``) as AWS's HyperPod samples
+    pass them to ``AWS::EKS::Addon``. The execution role is assumed through the cluster's OIDC provider
+    (IRSA) by the operator's service accounts in :data:`OPERATOR_NAMESPACE` (HyperPod troubleshooting,
+    "IAM trust relationship issue": ``sts:AssumeRoleWithWebIdentity`` for
+    ``system:serviceaccount:<namespace>:<service-account-name>``), with the AWS managed policy
+    :data:`MANAGED_POLICY`, read access to the engines (``models/`` of the model bucket) and read/write of
+    the TLS certificate bucket. Not deployed here (no AWS account): the add-on's behaviour is as documented.
     """
 
     def __init__(

@@ -1,34 +1,16 @@
 """Observability: AMP workspace and managed scraper, rules, and optionally Amazon Managed Grafana.
 
 The AMP managed scraper runs on the EKS cluster; recording/alert rules go into the workspace; the
-optional Amazon Managed Grafana workspace gets the AMP data source and the dashboard, and with
-``bulk.enabled`` a CloudWatch data source for the bulk queue's ``AWS/SQS`` metrics.
-
-The scrape configuration, the rules and the dashboard are generated from
-:mod:`observability.queries` (``observability/scrape_config.py``, ``rules.py``, ``dashboard.py``);
-nothing here writes PromQL.
-
-Facts used (CloudFormation ``AWS::APS::Scraper`` and ``AWS::APS::Workspace`` reference pages,
-https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-aps-scraper.html, and the
-Amazon Managed Service for Prometheus user guide, its section on AWS managed collectors):
-
-* ``AWS::APS::Scraper`` needs ≥ 2 subnets in ≥ 2 AZs of the cluster's VPC, the EKS endpoint
-  with private access, and creates its EKS access entry itself (authentication mode ``API`` or
-  ``API_AND_CONFIG_MAP``). ``ConfigurationBlob`` is passed as plain YAML, as in the
-  CloudFormation example of ``AWS::APS::Scraper`` and AWS's sample template
-  (aws-samples/containers-blog-maelstrom ``amp-scraper-automation-blog/cloudformation/scraper.yaml``);
-  the CreateScraper API itself takes base64 (verify on the first deploy).
-* ``attr_prometheus_endpoint`` ends in ``/api/v1/``; KEDA and Grafana need the workspace URL
-  without it, built here as :attr:`ObservabilityStack.prometheus_query_url`.
-* CloudFormation has no Grafana data-source or dashboard resource: a custom resource
-  (``observability/grafana_provisioner``) calls the Grafana API with a short-lived
-  service-account token.
+optional Grafana workspace gets the AMP data source and the dashboard (with ``bulk.enabled`` also a
+CloudWatch data source for the queue's ``AWS/SQS`` metrics) through a custom resource
+(``observability/grafana_provisioner``). Everything is generated from :mod:`observability.queries`;
+nothing here writes PromQL. Entry point: :class:`ObservabilityStack` (the CloudFormation facts it
+relies on, in its docstring). Docs: docs/observability.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, CustomResource, Duration, RemovalPolicy, Stack
@@ -45,8 +27,9 @@ from observability import cost_queries, dashboard, rules, scrape_config
 from settings import DeploymentConfig
 from stacks.checkov_skips import skip_check
 from stacks.nag import acknowledge_managed_policies, acknowledge_policy_wildcards, acknowledge_resource
+from whisper_build.paths import REPO_ROOT
 
-PROVISIONER_DIR = Path(__file__).resolve().parent.parent / "observability" / "grafana_provisioner"
+PROVISIONER_DIR = REPO_ROOT / "observability" / "grafana_provisioner"
 GRAFANA_VERSION = "10.4"
 """Amazon Managed Grafana version (service accounts need Grafana ≥ 9.4; AMG user guide)."""
 
@@ -121,6 +104,22 @@ class ObservabilityStack(Stack):
 
     Raises:
         ValueError: fewer than two subnets.
+
+    Facts used (CloudFormation ``AWS::APS::Scraper`` and ``AWS::APS::Workspace`` reference pages,
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-aps-scraper.html, and the
+    Amazon Managed Service for Prometheus user guide, its section on AWS managed collectors):
+
+    * ``AWS::APS::Scraper`` needs ≥ 2 subnets in ≥ 2 AZs of the cluster's VPC, the EKS endpoint
+      with private access, and creates its EKS access entry itself (authentication mode ``API`` or
+      ``API_AND_CONFIG_MAP``). ``ConfigurationBlob`` is passed as plain YAML, as in the
+      CloudFormation example of ``AWS::APS::Scraper`` and AWS's sample template
+      (aws-samples/containers-blog-maelstrom ``amp-scraper-automation-blog/cloudformation/scraper.yaml``);
+      the CreateScraper API itself takes base64 (verify on the first deploy).
+    * ``attr_prometheus_endpoint`` ends in ``/api/v1/``; KEDA and Grafana need the workspace URL
+      without it, built here as :attr:`ObservabilityStack.prometheus_query_url`.
+    * CloudFormation has no Grafana data-source or dashboard resource: a custom resource
+      (``observability/grafana_provisioner``) calls the Grafana API with a short-lived
+      service-account token.
     """
 
     def __init__(

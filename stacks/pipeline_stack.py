@@ -9,11 +9,7 @@ triggers (:func:`stacks.buildspecs.start_build_commands`) of the CodeBuild proje
 deployed :class:`stacks.engine_build_stack.EngineBuildStack` defines, so the same projects also run
 by hand (``aws codebuild start-build --project-name ...``).
 
-Stages of the synthesized pipeline::
-
-    Source → Build (Synth) → UpdatePipeline (self-mutation) → Assets → Deploy (optional manual
-    approval first, then the app stacks) → ServingImage → Engines (one action per GPU
-    architecture, same run order = parallel) → Rollout
+Entry point: :class:`PipelineStack` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -42,8 +38,8 @@ from stacks.engine_build_stack import (
 )
 from stacks.nag import acknowledge, acknowledge_policy_wildcards
 from stacks.whisper_app import WhisperStacks, add_whisper_stacks, stack_environment
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = "config/default.yaml"
 STAGE_ID = "Deploy"
 TRIGGER_MARGIN = Duration.minutes(30)
@@ -88,6 +84,12 @@ class PipelineStack(Stack):
         stage: the deployed :class:`WhisperStage`.
         pipeline: the CDK Pipelines ``CodePipeline`` (built; ``pipeline.pipeline`` is the CodePipeline).
         engine_steps: the per-architecture trigger steps (one wave), keyed by arch.
+
+    Stages of the synthesized pipeline::
+
+        Source → Build (Synth) → UpdatePipeline (self-mutation) → Assets → Deploy (optional manual
+        approval first, then the app stacks) → ServingImage → Engines (one action per GPU
+        architecture, same run order = parallel) → Rollout
     """
 
     def __init__(

@@ -1,33 +1,11 @@
 """Workloads on the cluster: the AWS Load Balancer Controller, KEDA, and the cdk8s charts.
 
 A stack of its own (after the cluster and observability stacks) because the KEDA objects need the
-AMP workspace id and the observability stack already depends on the cluster stack (its scraper
-targets the cluster): putting them in the cluster stack would make a cycle. The charts are therefore
-applied with ``eks.KubernetesManifest(cluster=…, manifest=chart.to_json())`` in this stack, which is
-what ``cluster.add_cdk8s_chart`` does in the cluster's own stack.
-
-Order (each an explicit dependency, with the reason next to it):
-
-1. AWS Load Balancer Controller (``aws_eks_v2.AlbController``, pinned) and KEDA (Helm chart from
-   ``https://kedacore.github.io/charts``, pinned), after the system node group they run on. The KEDA
-   operator's service account gets an EKS Pod Identity role allowed to query the AMP workspace
-   (``aps:QueryMetrics``, ``GetSeries``, ``GetLabels``, ``GetMetricMetadata``; keda-docs 2.18 AMP example).
-2. ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod cluster, the
-   Mountpoint CSI driver and the Load Balancer Controller, whose webhook gives its pods their
-   readiness gates) → ``whisper-endpoint`` (after the controller, whose webhook mutates
-   Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity).
-With ``serving.target: inference_operator`` (:mod:`stacks.inference_operator`): no Load Balancer
-Controller and no KEDA of this stack (the operator add-on brings its own); the EKS add-on
-``amazon-sagemaker-hyperpod-inference`` with its execution role instead, after the system node group
-and the Mountpoint add-on; ``whisper-serving`` (the ``InferenceEndpointConfig`` objects) after it.
-
-3. ``whisper-gpu-metrics`` (with observability): its own namespace and the DCGM exporter DaemonSets;
-   no explicit dependency (a DaemonSet waits for matching nodes by itself).
-
-With ``endpoint.auth: api_key`` the stack also owns the gateway's API keys
-(:class:`stacks.api_keys.GatewayApiKeys`: KMS key, secret, Pod Identity role of the serving
-ServiceAccount); the serving chart is applied after the Pod Identity association, so pods start
-with credentials, and the secret's ARN is the stack output ``ApiKeysSecretArn``.
+AMP workspace id and the observability stack already depends on the cluster stack: putting them in
+the cluster stack would make a cycle. The charts are applied with
+``eks.KubernetesManifest(cluster=…, manifest=chart.to_json())``, what ``cluster.add_cdk8s_chart``
+does in the cluster's own stack. Entry point: :class:`WorkloadsStack` (its docstring gives the
+order of what it applies). Docs: docs/deploy.md, "Stacks"; docs/kubernetes.md.
 """
 
 from __future__ import annotations
@@ -90,6 +68,25 @@ class WorkloadsStack(Stack):
         keda: The KEDA Helm release, or ``None``.
         api_keys: The gateway's API keys (secret, key, Pod Identity), or ``None`` with ``endpoint.auth: none``.
         manifests: Chart id → the ``KubernetesManifest`` that applies it.
+
+    Order (each an explicit dependency, with the reason next to it): (1) the AWS Load Balancer
+    Controller (``aws_eks_v2.AlbController``, pinned) and KEDA (Helm chart from
+    ``https://kedacore.github.io/charts``, pinned), after the system node group they run on; the KEDA
+    operator's service account gets an EKS Pod Identity role allowed to query the AMP workspace
+    (``aps:QueryMetrics``, ``GetSeries``, ``GetLabels``, ``GetMetricMetadata``; keda-docs 2.18 AMP
+    example). (2) ``whisper-node-autoscaling`` (when enabled) → ``whisper-serving`` (after the HyperPod
+    cluster, the Mountpoint CSI driver and the Load Balancer Controller, whose webhook gives its pods
+    their readiness gates) → ``whisper-endpoint`` (after the controller, whose webhook mutates
+    Services) and ``whisper-autoscaling`` (after KEDA's CRDs and the operator's identity). With
+    ``serving.target: inference_operator`` (:mod:`stacks.inference_operator`): no Load Balancer
+    Controller and no KEDA here (the operator add-on brings its own); the EKS add-on
+    ``amazon-sagemaker-hyperpod-inference`` with its execution role instead, after the system node
+    group and the Mountpoint add-on, and ``whisper-serving`` (the ``InferenceEndpointConfig`` objects)
+    after it. (3) ``whisper-gpu-metrics`` (with observability): its own namespace and the DCGM exporter
+    DaemonSets, no explicit dependency (a DaemonSet waits for matching nodes by itself). With
+    ``endpoint.auth: api_key`` the stack also owns the gateway's API keys
+    (:class:`stacks.api_keys.GatewayApiKeys`); the serving chart is applied after the Pod Identity
+    association, so pods start with credentials, and the secret's ARN is the output ``ApiKeysSecretArn``.
     """
 
     def __init__(

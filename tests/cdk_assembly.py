@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from whisper_build.paths import REPO_ROOT
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import cx_api  # noqa: E402
@@ -26,7 +28,6 @@ from stacks.assembly import synthesize  # noqa: E402
 from stacks.gates import stack_templates  # noqa: E402
 from stacks.whisper_app import WhisperStacks  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PIPELINE_CONFIG = REPO_ROOT / "config" / "examples" / "pipeline.yaml"
 """Three groups + a pipeline source: the app synthesizes the pipeline stack with the stacks inside a
 stage (gated in tests/infra/test_pipeline_stack.py; stage stack ids differ from the plain ones)."""

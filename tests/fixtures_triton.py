@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from slow_engine import SlowEngineControl, slow_triton
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton, free_ports
+from whisper_build.workstation.local_triton import LocalTriton, free_ports
 
 
 def cpu_triton_settings() -> TritonSettings:

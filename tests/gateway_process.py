@@ -6,16 +6,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import psutil
 
-from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.paths import REPO_ROOT
 from whisper_build.workstation.ports import PortTaken, port_taken_in, start_on_free_ports
+from whisper_build.workstation.process import NotReady, stop, wait_until_ready
 
 
 class GatewayProcess:
@@ -88,22 +87,16 @@ def _start(
             env=environment, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT,
         )  # fmt: skip
     gateway = GatewayProcess(process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics", log)
-    deadline = time.monotonic() + ready_timeout
-    while True:
-        if process.poll() is not None:
-            if port_taken_in(gateway.log_text()):
-                raise PortTaken(f"the gateway could not bind port {port} or {metrics_port}")
-            raise AssertionError(gateway.log_text()[-3000:])
-        try:
-            if httpx.get(f"{gateway.url}/ping", timeout=5).status_code == 200:
-                return gateway
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() >= deadline:
-            process.kill()
-            process.wait()
-            raise AssertionError(f"/ping not 200 after {ready_timeout:.0f} s\n{gateway.log_text()[-3000:]}")
-        time.sleep(0.3)
+    try:
+        wait_until_ready(
+            f"{gateway.url}/ping", process, ready_timeout, "the gateway", lambda: gateway.log_text()[-3000:]
+        )
+    except NotReady as failed:
+        if failed.exited and port_taken_in(gateway.log_text()):
+            raise PortTaken(f"the gateway could not bind port {port} or {metrics_port}") from None
+        stop(process, timeout_s=0)
+        raise AssertionError(str(failed)) from None
+    return gateway
 
 
 def _cmdline(process: psutil.Process) -> list[str]:

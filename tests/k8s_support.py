@@ -14,9 +14,9 @@ from k8s_charts import validation
 from k8s_charts.charts import build_charts
 from k8s_charts.inputs import PLACEHOLDER_INPUTS, ChartInputs
 from settings import DeploymentConfig, load_config, parse_config
+from whisper_build.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-THREE_GROUPS = REPO / "config" / "examples" / "three-groups.yaml"
+THREE_GROUPS = REPO_ROOT / "config" / "examples" / "three-groups.yaml"
 CERTIFICATE_ARN = "arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 PUBLIC_TLS_ENDPOINT = {
     "scheme": "internet-facing",
@@ -28,7 +28,7 @@ PUBLIC_TLS_ENDPOINT = {
 
 def config_with(path: Path | None = None, **overrides: Any) -> DeploymentConfig:
     """Load a config file and override top-level sections, e.g. ``endpoint={"kind": "alb"}``."""
-    data = yaml.safe_load((path or REPO / "config" / "default.yaml").read_text())
+    data = yaml.safe_load((path or REPO_ROOT / "config" / "default.yaml").read_text())
     for section, value in overrides.items():
         if isinstance(value, dict):
             data.setdefault(section, {}).update(value)

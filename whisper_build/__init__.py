@@ -1,11 +1,12 @@
-"""Everything that is not infrastructure: grouped by where and when it runs.
+"""Everything that is not infrastructure, grouped by where and when it runs (README "Layout").
 
-- ``serving/``     — in the serving pod: the Triton model (``triton_model/``), engines, audio,
-  prompt, the gateway and the entrypoint supervisor.
-- ``release/``     — at build and release time: engine build (TensorRT-LLM convert + build),
-  the engine manifest, publishing to S3.
+- ``serving/``     — in the serving pod: the Triton model, engines, audio, prompt, gateway, supervisor.
+- ``bulk/``        — bulk jobs: S3 in, S3 out, an SQS queue between (docs/bulk.md).
+- ``release/``     — at build and release time: engine build, engine manifest, publishing to S3.
 - ``podstart/``    — at pod start, in the init container: the preflight check.
-- ``workstation/`` — on a developer's machine: the local Triton launcher and the CLI client.
+- ``deploy/``      — the deploy tool of ``make deploy`` / ``make destroy`` (docs/deploy.md).
+- ``workstation/`` — on a developer's machine: local Triton, the CLI client, process helpers.
 - ``image/``       — the serving image's Dockerfile (built from the repository root).
 - ``contracts/``   — the floor of the import layers: plain definitions ``settings`` reads too.
+- ``paths.py``     — the repository root (:data:`whisper_build.paths.REPO_ROOT`).
 """

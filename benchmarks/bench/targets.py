@@ -1,23 +1,6 @@
 """Where the benchmark sends audio: the gateway's two routes or Triton gRPC directly.
 
-A target spec is ``NAME=URL``:
-
-- ``http://host:port`` or ``http://host:port/invocations`` — gateway, SageMaker-style JSON
-  ``{"audio_data": <base64>, "whisper_prompt": ""}``, success = HTTP 200 and ``"code": 0``.
-- ``http://host:port/v1/audio/transcriptions`` — gateway, OpenAI multipart, success = HTTP 200
-  and a JSON ``text`` field.
-- the seeds' reference gateway design (:mod:`benchmarks.reference_gateway`, a benchmark baseline)
-  speaks the same ``/invocations`` contract: ``reference_gateway=http://host:port/invocations``
-  (``benchmarks/gpu_served.py`` and ``benchmarks/gateway_profile.py --served`` start and name it so).
-- ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
-  gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
-  file in one request, as the gateway sends them.
-- ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine and the Triton model's
-  decoding layer in this process, no server (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
-  fields plus ``max_batch`` (most windows per engine call, default 64).
-
-Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
-``connection_error``, ``unavailable``, ``triton_error`` or ``bad_response``.
+Entry point: :func:`open_target` (the details, in its docstring). Docs: docs/contracts.md §5.
 """
 
 from __future__ import annotations
@@ -324,7 +307,27 @@ class InProcessTarget:
 
 
 def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") -> Target:
-    """Create the client for ``spec``; HTTP targets get ``max_concurrency`` connections."""
+    """Create the client for ``spec``; HTTP targets get ``max_concurrency`` connections.
+
+    A target spec is ``NAME=URL``:
+
+    - ``http://host:port`` or ``http://host:port/invocations`` — gateway, SageMaker-style JSON
+      ``{"audio_data": <base64>, "whisper_prompt": ""}``, success = HTTP 200 and ``"code": 0``.
+    - ``http://host:port/v1/audio/transcriptions`` — gateway, OpenAI multipart, success = HTTP 200
+      and a JSON ``text`` field.
+    - the seeds' reference gateway design (:mod:`benchmarks.reference_gateway`, a benchmark baseline)
+      speaks the same ``/invocations`` contract: ``reference_gateway=http://host:port/invocations``
+      (``benchmarks/gpu_served.py`` and ``benchmarks/gateway_profile.py --served`` start and name it so).
+    - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
+      gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
+      file in one request, as the gateway sends them.
+    - ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine and the Triton model's
+      decoding layer in this process, no server (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
+      fields plus ``max_batch`` (most windows per engine call, default 64).
+
+    Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
+    ``connection_error``, ``unavailable``, ``triton_error`` or ``bad_response``.
+    """
     if spec.kind == "in_process":
         return InProcessTarget(spec)
     if spec.kind == "triton":

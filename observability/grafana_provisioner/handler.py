@@ -1,27 +1,10 @@
 """CloudFormation custom resource: the AMP and CloudWatch data sources and the dashboard in Amazon Managed Grafana.
 
-Provisions them into an Amazon Managed Grafana workspace.
-
-CloudFormation has no resource for Grafana data sources or dashboards (CDK ``aws_grafana`` has
-only ``CfnWorkspace``), so this Lambda (behind the CDK ``custom_resources.Provider`` framework):
-
-1. creates a temporary ADMIN service account and a token living :data:`TOKEN_SECONDS_TO_LIVE`
-   seconds (``grafana:CreateWorkspaceServiceAccount`` / ``CreateWorkspaceServiceAccountToken``,
-   Amazon Managed Grafana API reference);
-2. creates or updates the Prometheus data source (SigV4 with the workspace's IAM role, AMP query
-   URL without ``/api/v1``) through the Grafana HTTP API (``/api/datasources``; Grafana docs, "Data source
-   HTTP API", https://grafana.com/docs/grafana/latest/developers/http_api/data_source/);
-3. with ``CloudWatchDatasourceUid`` (the bulk row's ``AWS/SQS`` panels), creates or updates the CloudWatch
-   data source (the workspace's IAM role, default region ``Region``); an Update whose old properties had
-   one and whose new ones have none (bulk turned off) deletes it, so no data source outlives its grant;
-4. POSTs the dashboard JSON to ``/api/dashboards/db`` with ``overwrite: true``;
-5. always deletes the token and the service account again.
-
-Only the standard library and boto3 (both in the Lambda Python runtime) are used.
-
-Resource properties (all strings): ``WorkspaceId``, ``WorkspaceEndpoint`` (host name, no scheme),
-``PrometheusUrl``, ``Region``, ``DatasourceUid``, ``DatasourceName``, ``DashboardJson``; optional
-``CloudWatchDatasourceUid`` with ``CloudWatchDatasourceName``.
+CloudFormation has no resource for Grafana data sources or dashboards (CDK ``aws_grafana`` has only
+``CfnWorkspace``), so this Lambda (behind CDK's ``custom_resources.Provider``) calls the Grafana HTTP
+API with a temporary service-account token, deleted again at the end. Standard library and boto3
+only. Entry points: :func:`on_event` (the resource properties), :func:`provision` (the steps, in its
+docstring). Docs: docs/observability.md.
 """
 
 from __future__ import annotations
@@ -222,6 +205,24 @@ def provision(
     Raises:
         ProvisioningError: a property is missing or a Grafana call failed (the token and the
             service account are deleted in every case).
+
+    1. creates a temporary ADMIN service account and a token living :data:`TOKEN_SECONDS_TO_LIVE`
+       seconds (``grafana:CreateWorkspaceServiceAccount`` / ``CreateWorkspaceServiceAccountToken``,
+       Amazon Managed Grafana API reference);
+    2. creates or updates the Prometheus data source (SigV4 with the workspace's IAM role, AMP query
+       URL without ``/api/v1``) through the Grafana HTTP API (``/api/datasources``; Grafana docs, "Data source
+       HTTP API", https://grafana.com/docs/grafana/latest/developers/http_api/data_source/);
+    3. with ``CloudWatchDatasourceUid`` (the bulk row's ``AWS/SQS`` panels), creates or updates the CloudWatch
+       data source (the workspace's IAM role, default region ``Region``); an Update whose old properties had
+       one and whose new ones have none (bulk turned off) deletes it, so no data source outlives its grant;
+    4. POSTs the dashboard JSON to ``/api/dashboards/db`` with ``overwrite: true``;
+    5. always deletes the token and the service account again.
+
+    Only the standard library and boto3 (both in the Lambda Python runtime) are used.
+
+    Resource properties (all strings): ``WorkspaceId``, ``WorkspaceEndpoint`` (host name, no scheme),
+    ``PrometheusUrl``, ``Region``, ``DatasourceUid``, ``DatasourceName``, ``DashboardJson``; optional
+    ``CloudWatchDatasourceUid`` with ``CloudWatchDatasourceName``.
     """
     missing = [key for key in REQUIRED_PROPERTIES if not props.get(key)]
     if missing:

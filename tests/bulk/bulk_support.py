@@ -15,7 +15,7 @@ from whisper_build.bulk.cli import Target, latest_per_input, statuses
 from whisper_build.bulk.demo import local_target
 from whisper_build.bulk.local import JobPath, provision
 from whisper_build.bulk.records import CHECKPOINT_FILE, Checkpoint, JobStatus
-from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.paths import REPO_ROOT
 
 _BUCKETS = itertools.count()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.paths import REPO_ROOT
 
 RUN_AND_REPORT = """
 import json, sys

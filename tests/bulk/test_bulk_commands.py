@@ -17,7 +17,7 @@ from whisper_build.bulk.cli import Target, fetch, jobs, main, submit
 from whisper_build.bulk.local import DUMMY_CREDENTIALS, JobPath, LocalAws
 from whisper_build.bulk.messages import JobOptions
 from whisper_build.bulk.records import OUTPUT_FILES, JobError, JobStatus
-from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.paths import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import speech_samples as samples
 
-from whisper_build.workstation.local_triton import REPO_ROOT
+from whisper_build.paths import REPO_ROOT
 
 pytestmark = [
     pytest.mark.integration,

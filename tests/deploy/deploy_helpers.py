@@ -15,8 +15,8 @@ from botocore.stub import Stubber
 
 from settings import DEFAULT_CONFIG_PATH, load_config
 from whisper_build.deploy import aws_session, cli, teardown
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DOC = REPO_ROOT / "docs" / "deploy.md"
 REGION = "us-east-1"
 DRY_CONTEXT = "arn:aws:eks:us-east-1:<account>:cluster/whisper-hyperpod"

@@ -1,4 +1,4 @@
-"""Credential problems become one line saying what to run; offline commands need no profile (issue 25)."""
+"""Credential problems become one line saying what to run; offline commands need no profile."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from botocore.exceptions import (
 )
 
 from whisper_build.deploy import credentials
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MISSING_PROFILE = "no-such-profile-for-whisper-tests"
 
 

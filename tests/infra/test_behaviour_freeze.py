@@ -5,15 +5,12 @@ and keys normalised, equal the committed tests/data/golden/default.json; a meant
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from cdk_assembly import CONFIGS, synthesized
 
 from k8s_charts.synth import synth_yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import golden  # noqa: E402
+from scripts import golden
 
 ASSET = "ab" * 32
 PINNED_DIGEST = "cd" * 32

@@ -1,4 +1,4 @@
-"""Issue 25, first list: config mistakes that used to pass silently are refused naming the field and the fix."""
+"""Config mistakes that used to pass silently are refused naming the field and the fix."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def _synth_script(tmp_path: Path, endpoint: dict[str, Any]) -> subprocess.Comple
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return subprocess.run(
-        [sys.executable, "scripts/synth.py", "--config", str(path), "--outdir", str(tmp_path / "out")],
+        [sys.executable, "-m", "scripts.synth", "--config", str(path), "--outdir", str(tmp_path / "out")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Every config a user is pointed at passes ``make synth`` with the three gates green (issue 25).
+"""Every config a user is pointed at passes ``make synth`` with the three gates green.
 
 One ``scripts/synth.py`` run per config (synthesis + cfn-lint + cdk-nag + checkov, about a minute each
 on 2 cores), including the default with ``account`` pinned as docs/deploy.md recommends: offline, its

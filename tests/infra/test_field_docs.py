@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from settings.field_docs import markdown_table
 from settings.schema import GpuGroup
+from whisper_build.paths import REPO_ROOT
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+DOCS = REPO_ROOT / "docs" / "deploy.md"
 
 
 def test_docs_table_lists_every_gpu_group_field_as_the_schema_defines_it() -> None:

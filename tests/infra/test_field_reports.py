@@ -1,4 +1,4 @@
-"""Settings that avoid cluster-side faults other users of the same components reported (issue 25, item 3).
+"""Settings that avoid cluster-side faults other users of the same components reported.
 
 Each test names its report; docs/deploy.md ("Field reports") lists them with their answers.
 """

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import import_cycles  # noqa: E402
+from scripts import import_cycles
+from whisper_build.paths import REPO_ROOT
 
 
 def _package(root: Path, name: str, modules: dict[str, str]) -> None:
@@ -73,8 +73,8 @@ def test_an_acyclic_package_reports_nothing(tmp_path: Path, monkeypatch: pytest.
 def test_the_tree_has_no_import_cycle() -> None:
     # the same command make lint runs
     result = subprocess.run(
-        [sys.executable, "scripts/import_cycles.py"],
-        cwd=Path(__file__).resolve().parents[2],
+        [sys.executable, "-m", "scripts.import_cycles"],
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         check=False,

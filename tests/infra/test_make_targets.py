@@ -20,10 +20,9 @@ from bench_fakes import closed_port
 from fake_backend import FakeBackend
 from gateway_server import running_gateway
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.workstation.local_triton import free_ports
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _make(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""The reserved-namespace constant and the synthesized templates agree (issue 25: system namespaces)."""
+"""The reserved-namespace constant and the synthesized templates agree (system namespaces)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from whisper_build.paths import REPO_ROOT
+
 NOTES = "shared" + "/reference"
 MACHINE_ROOT = "/" + "work/"
 MACHINE_PATH = re.compile(r"(?<![\w.~/-])" + MACHINE_ROOT)
@@ -26,11 +26,13 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 def _tracked_text_files() -> list[tuple[str, str]]:
     names = (
-        subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+        subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
     )
     files = []
     for name in filter(None, names):
-        path = REPO / name
+        path = REPO_ROOT / name
         if not path.is_file():
             continue  # deleted in the work tree, not yet committed
         try:

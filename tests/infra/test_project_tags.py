@@ -1,4 +1,4 @@
-"""The ``project`` tag reaches what the controller and EKS create outside CloudFormation (issue 25)."""
+"""The ``project`` tag reaches what the controller and EKS create outside CloudFormation."""
 
 from __future__ import annotations
 

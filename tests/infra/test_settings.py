@@ -1,5 +1,5 @@
-"""Deployment config: the embedded default, the three-group example, and every invalid case of
-issue 2 failing with the field path and the reason."""
+"""Deployment config: the embedded default, the three-group example, and every invalid case
+failing with the field path and the reason."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import yaml
 
 from settings import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config
 from settings.schema import HYPERPOD_KUBERNETES_VERSIONS
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 THREE_GROUPS = REPO_ROOT / "config" / "examples" / "three-groups.yaml"
 
 

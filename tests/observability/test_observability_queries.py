@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from observability import queries, rules, scrape_config
 from settings import DEFAULT_CONFIG_PATH, load_config
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.gateway import app as gateway_app
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "config" / "examples" / "three-groups.yaml"
+EXAMPLE_CONFIG = REPO_ROOT / "config" / "examples" / "three-groups.yaml"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (make system-deps)")
 
 

@@ -13,6 +13,7 @@ import tritonclient.grpc.model_config_pb2 as model_config_pb2
 from google.protobuf import text_format
 from tritonclient.utils import deserialize_bytes_tensor
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.gateway.backend import infer_inputs
@@ -20,7 +21,6 @@ from whisper_build.serving.triton_model.batching import parse_request
 from whisper_build.serving.triton_model.contract_files import stale_files
 from whisper_build.serving.triton_model.repository import BatchingConfig, render_config
 
-REPO = Path(__file__).resolve().parents[2]
 NAMES = {t.name for t in (*contract.INPUTS, *contract.OUTPUTS)}
 SPELL_NAMES = {
     "tests/serving/test_triton_model.py": "checks the committed config against the names written out, independently of the table",
@@ -42,14 +42,14 @@ def _names_spelled(path: Path) -> set[str]:
 
 def test_no_module_but_the_contract_spells_a_tensor_name() -> None:
     files = [
-        *(REPO / "whisper_build").rglob("*.py"),
-        *(REPO / "benchmarks").rglob("*.py"),
-        *(REPO / "tests").rglob("*.py"),
+        *(REPO_ROOT / "whisper_build").rglob("*.py"),
+        *(REPO_ROOT / "benchmarks").rglob("*.py"),
+        *(REPO_ROOT / "tests").rglob("*.py"),
     ]
     found = {
-        str(p.relative_to(REPO)): names
+        str(p.relative_to(REPO_ROOT)): names
         for p in files
-        if p != REPO / "whisper_build/serving/contract.py" and (names := _names_spelled(p))
+        if p != REPO_ROOT / "whisper_build/serving/contract.py" and (names := _names_spelled(p))
     }
     assert {path: names for path, names in found.items() if path not in SPELL_NAMES} == {}
     assert set(SPELL_NAMES) <= set(found), "a file on the named list no longer needs to be there"

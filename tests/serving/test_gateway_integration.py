@@ -24,6 +24,7 @@ import speech_samples as samples
 from gateway_cases import BAD_REQUESTS, BadRequest, error_message, send_bad_request
 from gateway_server import running_gateway
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -275,9 +276,7 @@ def test_sigterm_drains_in_flight_request(triton, short_wav, long_wav) -> None:
     port, metrics_port = free_ports(2)
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])
-        ),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         "WHISPER_GATEWAY_PORT": str(port),
         "WHISPER_GATEWAY_METRICS_PORT": str(metrics_port),
         "WHISPER_GATEWAY_TRITON_URL": triton.settings.grpc_url,

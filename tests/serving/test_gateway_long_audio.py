@@ -1,5 +1,5 @@
 """Gateway + long audio with a fake backend: header refusal, bounded window groups in order with
-true offsets, and admission by seconds of audio (issue 12, item 3)."""
+true offsets, and admission by seconds of audio."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import psutil
@@ -16,11 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.workers import worker_settings
 from whisper_build.workstation.local_triton import free_ports
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_capacity_queue_and_audio_budget_are_split_and_add_up_to_the_pod_totals() -> None:
@@ -70,11 +68,11 @@ def two_workers() -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
     """``python -m whisper_build.serving.gateway`` with two workers and no Triton (port 1 refuses)."""
     port, metrics_port = free_ports(2)
     env = dict(
-        os.environ, PYTHONPATH=str(REPO), WHISPER_GATEWAY_WORKERS="2", WHISPER_GATEWAY_CAPACITY="5",
+        os.environ, PYTHONPATH=str(REPO_ROOT), WHISPER_GATEWAY_WORKERS="2", WHISPER_GATEWAY_CAPACITY="5",
         WHISPER_GATEWAY_PORT=str(port), WHISPER_GATEWAY_METRICS_PORT=str(metrics_port),
         WHISPER_GATEWAY_TRITON_URL="127.0.0.1:1", WHISPER_GATEWAY_LOG_LEVEL="warning",
     )  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=env, cwd=REPO)
+    process = subprocess.Popen([sys.executable, "-m", "whisper_build.serving.gateway"], env=env, cwd=REPO_ROOT)
     url, metrics = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics"
     try:
         _wait(lambda: httpx.get(f"{url}/live", timeout=2).status_code == 200, 60, "the workers to serve /live")

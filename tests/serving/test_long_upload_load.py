@@ -1,4 +1,4 @@
-"""Load test (issue 12, "Done means"): 8 concurrent one-hour speech uploads to the real gateway
+"""Load test: 8 concurrent one-hour speech uploads to the real gateway
 (a ``python -m whisper_build.serving.gateway`` process) in front of real Triton (tiny.en, CPU).
 
 At least 2 complete, the rest complete or are refused with 429/503 (``Retry-After``), none is lost
@@ -29,11 +29,11 @@ import pytest
 import speech_samples as samples
 from long_audio import sparse_speech_flac
 
-from benchmarks.reference import GatewayProcess
 from k8s_charts.sizing import pod_resources
 from settings.gpu_catalog import INSTANCE_SIZES
 from whisper_build.serving.audio import open_audio
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.workstation.process import GatewayProcess
 
 pytestmark = [
     pytest.mark.integration,

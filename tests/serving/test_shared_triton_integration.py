@@ -28,7 +28,6 @@ import speech_samples as samples
 from gateway_process import gateway_process
 from slow_engine import SlowEngineControl
 
-from benchmarks.speech import SENTENCES
 from whisper_build.serving import contract
 from whisper_build.serving.gateway.backend import TritonBackend
 from whisper_build.serving.prompt import parse_prompt
@@ -40,7 +39,7 @@ BUSY_SECONDS = 30.0
 """How long the other client keeps Triton busy."""
 
 
-TEXT = SENTENCES[0]
+TEXT = "Good morning everyone, let's start with a quick review of last week's numbers."
 """About 5 s of speech at espeak-ng's pace."""
 CANARY = {"canary_interval_seconds": "1", "canary_timeout_seconds": "2", "stale_after_seconds": "4"}
 """A canary timeout well below one batch (≥ 8 s: 16 windows × :data:`SECONDS_PER_WINDOW`)."""

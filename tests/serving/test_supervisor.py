@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.supervisor import (
     ChildSpec,
     ModelPathMissing,
@@ -27,7 +28,6 @@ from whisper_build.serving.supervisor import (
     resolve_model_repository,
 )
 from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import REPO_ROOT
 
 # A child that appends "<name> started|term|exit" lines to a shared journal. On SIGTERM it waits
 # `drain` seconds (in-flight work) before exiting 0; with `ignore_term` it never exits by itself;

@@ -2,7 +2,7 @@
 CTranslate2) + the gateway, speech made with espeak-ng from separate utterances joined by pauses,
 so every sentence's true start time is known.
 
-Covers issue 10's "done means": segment timestamps from Whisper's timestamp tokens across window
+Covers segment timestamps from Whisper's timestamp tokens across window
 boundaries, word timings, SRT/VTT past one hour, quality signals on tone/clip/noise/silence,
 every OpenAI route and format through the official client, and OpenAI's error shape.
 """

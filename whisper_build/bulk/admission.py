@@ -1,32 +1,12 @@
 """When a bulk call may go to Triton: full first batches, and no deeper queue than the batcher needs.
 
-Triton's dynamic batcher forms a batch from the requests queued when a model instance is free (Triton
-user guide, "Dynamic Batcher": https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/user_guide/batcher.html).
-Two rules, on the worker's side, because Triton's own knobs (``max_queue_delay_microseconds``, the queue
-policy) belong to the model and would act on synchronous requests sharing it too:
-
-* **Gather after an idle spell.** When a worker starts on an idle model, its jobs reach Triton one by one
-  as each finishes its downloads and decoding: the first file's windows would be a batch of their own,
-  and the model would work on one or two windows for as long as a full batch takes (measured on the CPU
-  model: a first batch of 2 windows took 4.7 s, a batch of 14 took 13 s; docs/benchmarks.md, "Bulk jobs").
-  So while none of this worker's calls is at Triton, a call waits until the waiting calls hold as many
-  windows as may be at Triton (below: the batch executing and the next one ready), or every job in
-  progress has a call waiting (no one else is coming), or ``gather_seconds`` have passed since the first
-  of them began to wait; then they go together. While a call is at Triton, new calls go at once (room
-  permitting): the next batch forms in Triton's queue during the current one.
-* **At most** :data:`BATCHES_AT_TRITON` **batches at Triton**, or **half a batch when a gateway shares
-  the model.** One batch executing and one ready keep a model of bulk's own busy; more only lengthen
-  Triton's queue. Where a gateway shares the model (``shared``: the worker yields to it,
-  :mod:`whisper_build.bulk.yielding`), every bulk window at Triton is work that the first synchronous
-  request after a quiet spell may wait for: priority orders the queue, not a batch, and the yield gate
-  holds only calls not yet sent. So a shared worker keeps at most ``max_batch_size // 2`` windows there
-  (the per-call limit of :func:`whisper_build.bulk.worker.bulk_plan`, now for all its calls together),
-  and that request waits for at most one half batch of bulk work. A call that would pass the limit
-  waits for answers (a call alone always goes).
-
-:class:`AdmissionBackend` puts a :class:`BulkAdmission` in front of a
+Triton's dynamic batcher forms a batch from the requests queued when a model instance is free
+(Triton user guide, "Dynamic Batcher"). Two rules on the worker's side (Triton's own knobs act on
+synchronous requests sharing the model too): gather calls after an idle spell, and keep at most
+:data:`BATCHES_AT_TRITON` batches at Triton — half a batch when a gateway shares the model.
+Entry points: :class:`AdmissionBackend` (a :class:`BulkAdmission` in front of a
 :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`; its ``served_model`` sets the
-batch size.
+batch size). Docs: docs/bulk.md.
 """
 
 from __future__ import annotations
@@ -73,6 +53,29 @@ class BulkAdmission:
         gather_seconds: the longest a call waits for others after an idle spell (0: never gathers).
         batch_windows: the windows of a full batch (the model's ``max_batch_size``; until known, 1).
         shared: a gateway shares the model: half a batch at Triton at most, not two batches.
+
+    * **Gather after an idle spell.** When a worker starts on an idle model, its jobs reach Triton one by one
+      as each finishes its downloads and decoding: the first file's windows would be a batch of their own,
+      and the model would work on one or two windows for as long as a full batch takes (measured on the CPU
+      model: a first batch of 2 windows took 4.7 s, a batch of 14 took 13 s; docs/benchmarks.md, "Bulk jobs").
+      So while none of this worker's calls is at Triton, a call waits until the waiting calls hold as many
+      windows as may be at Triton (below: the batch executing and the next one ready), or every job in
+      progress has a call waiting (no one else is coming), or ``gather_seconds`` have passed since the first
+      of them began to wait; then they go together. While a call is at Triton, new calls go at once (room
+      permitting): the next batch forms in Triton's queue during the current one.
+    * **At most** :data:`BATCHES_AT_TRITON` **batches at Triton**, or **half a batch when a gateway shares
+      the model.** One batch executing and one ready keep a model of bulk's own busy; more only lengthen
+      Triton's queue. Where a gateway shares the model (``shared``: the worker yields to it,
+      :mod:`whisper_build.bulk.yielding`), every bulk window at Triton is work that the first synchronous
+      request after a quiet spell may wait for: priority orders the queue, not a batch, and the yield gate
+      holds only calls not yet sent. So a shared worker keeps at most ``max_batch_size // 2`` windows there
+      (the per-call limit of :func:`whisper_build.bulk.worker.bulk_plan`, now for all its calls together),
+      and that request waits for at most one half batch of bulk work. A call that would pass the limit
+      waits for answers (a call alone always goes).
+
+    :class:`AdmissionBackend` puts a :class:`BulkAdmission` in front of a
+    :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`; its ``served_model`` sets the
+    batch size.
     """
 
     def __init__(self, active: ActiveJobs, gather_seconds: float, batch_windows: int = 1, shared: bool = False) -> None:

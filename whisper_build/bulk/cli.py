@@ -5,15 +5,7 @@ and the ``--bucket`` / ``--queue-url`` given; otherwise the bulk stack of ``--co
 outputs (named in ``settings.names.BULK_STACK_OUTPUTS``) name the bucket and the queues. No CDK is loaded;
 AWS errors, credentials first, end in one line with what to run (exit 1).
 
-* ``submit --src DIR|FILE`` uploads every file under DIR (or FILE) to the input prefix (each upload's S3
-  event is one job; a path that does not exist or has no recording is refused); ``submit --src
-  s3://<job bucket>/<key prefix>`` enqueues one job message per object that already exists there.
-* ``jobs`` prints counts per state, the queue, the oldest waiting input, progress in total and per job
-  in progress (audio length, percent done, elapsed, time left), failures with their reasons.
-* ``fetch --out DIR`` downloads each input's newest final result as ``<name>.json`` (verbose_json),
-  ``.srt``, ``.vtt``, ``.txt``, or ``<name>.error.json`` (the status, with the reason) for a failed one.
-
-docs/bulk.md, "Submitting, watching, fetching".
+Entry point: :func:`main` (the details, in its docstring). Docs: docs/bulk.md, "Submitting, watching, fetching".
 """
 
 from __future__ import annotations
@@ -271,7 +263,18 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: 0, or 1 with one line on stderr (a mistake to fix, or AWS refusing or unreachable)."""
+    """Entry point: 0, or 1 with one line on stderr (a mistake to fix, or AWS refusing or unreachable).
+
+    * ``submit --src DIR|FILE`` uploads every file under DIR (or FILE) to the input prefix (each upload's S3
+      event is one job; a path that does not exist or has no recording is refused); ``submit --src
+      s3://<job bucket>/<key prefix>`` enqueues one job message per object that already exists there.
+    * ``jobs`` prints counts per state, the queue, the oldest waiting input, progress in total and per job
+      in progress (audio length, percent done, elapsed, time left), failures with their reasons.
+    * ``fetch --out DIR`` downloads each input's newest final result as ``<name>.json`` (verbose_json),
+      ``.srt``, ``.vtt``, ``.txt``, or ``<name>.error.json`` (the status, with the reason) for a failed one.
+
+    docs/bulk.md, "Submitting, watching, fetching".
+    """
     args = parser().parse_args(argv)
     try:
         run(args)

@@ -34,10 +34,11 @@ from whisper_build.bulk.cli import ERROR_SUFFIX, Target, current, fetch, local_f
 from whisper_build.bulk.listing import progress_line, total_line
 from whisper_build.bulk.local import JobPath, LocalAws, provision
 from whisper_build.bulk.messages import JobOptions
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import REPO_ROOT, LocalTriton
+from whisper_build.workstation.local_triton import LocalTriton
 
 POLL_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0

@@ -2,26 +2,9 @@
 
 In a bulk pod the serving image's supervisor starts it in place of the gateway, beside the pod's own
 Triton; locally ``make bulk-demo`` starts it. It works up to ``files_in_flight`` messages at once,
-each with :class:`whisper_build.bulk.job.JobRunner`, so the Triton dynamic batcher sees up to
-``files_in_flight × window_group_size`` windows at once; one receiver asks SQS for as many messages as
-slots are free (up to 10 per ReceiveMessage).
-
-* **Heartbeat**: every ``heartbeat_seconds`` the message's visibility is set to the visibility timeout
-  again (never past SQS's 12-hour total: ``max_total_visibility_seconds``) and the job's lease renewed,
-  so no second worker starts the same file.
-* **Drain**: SIGTERM (or SIGINT) stops receiving; each job stops at its next window-group boundary,
-  checkpoints and returns its message (visibility 0); a job still busy after ``drain_seconds`` is
-  cancelled (its Triton call too) and its message returned, the last checkpoint kept.
-* **Priority**: its Triton requests carry ``contract.BULK_PRIORITY`` (the lower level, a queue of its own)
-  and at most half of ``max_batch_size`` windows (:func:`bulk_plan`), so synchronous requests sharing
-  the Triton keep their latency and their queue; with ``yield_to_metrics_url`` (a gateway sharing that
-  Triton) new bulk calls also wait while the gateway has requests in flight (:mod:`whisper_build.bulk.yielding`).
-* **Admission** (:mod:`whisper_build.bulk.admission`): after an idle spell (no call of this worker at
-  Triton) calls wait, at most ``gather_seconds``, until they fill the model's batch or every job has one
-  waiting, and go together, so a round's first batch is a full one; and at most two batches' worth of
-  windows are at Triton at once (one executing, one queued), half a batch where a gateway shares it.
-* **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
-  (prometheus-client) on ``http_host:http_port`` when the port is set.
+each with :class:`whisper_build.bulk.job.JobRunner`; one receiver asks SQS for as many messages as
+slots are free. Entry points: :func:`main`, :class:`Worker` (heartbeat, drain, priority, admission
+and health, in its docstring), :func:`bulk_plan`. Docs: docs/bulk.md.
 """
 
 from __future__ import annotations
@@ -90,7 +73,25 @@ def bulk_plan(plan: WindowPlan, max_batch_size: int) -> WindowPlan:
 
 
 class Worker:
-    """Slots, heartbeat, drain and health around one :class:`JobRunner` (module docstring)."""
+    """Slots, heartbeat, drain and health around one :class:`JobRunner` (module docstring).
+
+    * **Heartbeat**: every ``heartbeat_seconds`` the message's visibility is set to the visibility timeout
+      again (never past SQS's 12-hour total: ``max_total_visibility_seconds``) and the job's lease renewed,
+      so no second worker starts the same file.
+    * **Drain**: SIGTERM (or SIGINT) stops receiving; each job stops at its next window-group boundary,
+      checkpoints and returns its message (visibility 0); a job still busy after ``drain_seconds`` is
+      cancelled (its Triton call too) and its message returned, the last checkpoint kept.
+    * **Priority**: its Triton requests carry ``contract.BULK_PRIORITY`` (the lower level, a queue of its own)
+      and at most half of ``max_batch_size`` windows (:func:`bulk_plan`), so synchronous requests sharing
+      the Triton keep their latency and their queue; with ``yield_to_metrics_url`` (a gateway sharing that
+      Triton) new bulk calls also wait while the gateway has requests in flight (:mod:`whisper_build.bulk.yielding`).
+    * **Admission** (:mod:`whisper_build.bulk.admission`): after an idle spell (no call of this worker at
+      Triton) calls wait, at most ``gather_seconds``, until they fill the model's batch or every job has one
+      waiting, and go together, so a round's first batch is a full one; and at most two batches' worth of
+      windows are at Triton at once (one executing, one queued), half a batch where a gateway shares it.
+    * **Health**: ``/live`` (the event loop turns), ``/ready`` (Triton answered), ``/metrics``
+      (prometheus-client) on ``http_host:http_port`` when the port is set.
+    """
 
     def __init__(self, settings: WorkerSettings, runner: JobRunner, queue: JobQueue) -> None:
         self.settings = settings

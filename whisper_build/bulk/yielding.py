@@ -5,18 +5,7 @@ the next batch before any bulk window. They cannot stop a batch that is executin
 is still filled with queued bulk windows up to ``max_batch_size``. Where the batch's time grows with its
 size (a CPU; a GPU at large batches) a synchronous request then waits for bulk work it did not ask for.
 
-:class:`YieldGate` closes the gap: it reads the gateway's pod-wide in-flight gauge
-(``whisper_gateway_inflight_requests``, docs/contracts.md §7) every ``poll_seconds`` and holds every new
-bulk Triton call while that gauge is above 0 and for ``hold_seconds`` after it fell to 0. A call waits
-at most ``max_wait_seconds``, and only one call goes that way per ``max_wait_seconds`` (calls that began
-waiting together do not all go together): bulk keeps a trickle of progress under constant synchronous traffic. An
-unreachable or unparsable endpoint opens the gate (bulk work must not stop because a gateway is away).
-:class:`YieldingBackend` puts the gate in front of a
-:class:`whisper_build.serving.gateway.backend.TranscriptionBackend`.
-
-The first synchronous request after a quiet spell still waits for the bulk batch in progress; from
-then on the gate keeps bulk windows out of its batches. Deployed bulk pods have a Triton of their own
-(docs/bulk.md), so no gateway shares it and the gate is off (``yield_to_metrics_url`` unset).
+Entry point: :class:`YieldGate` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -57,6 +46,19 @@ class YieldGate:
     """Open unless synchronous requests were in flight within the last ``hold_seconds`` (module docstring).
 
     Raises: ``ValueError`` when ``url`` is not an ``http(s)://`` URL (a typo would open the gate for good).
+
+    :class:`YieldGate` closes the gap: it reads the gateway's pod-wide in-flight gauge
+    (``whisper_gateway_inflight_requests``, docs/contracts.md §7) every ``poll_seconds`` and holds every new
+    bulk Triton call while that gauge is above 0 and for ``hold_seconds`` after it fell to 0. A call waits
+    at most ``max_wait_seconds``, and only one call goes that way per ``max_wait_seconds`` (calls that began
+    waiting together do not all go together): bulk keeps a trickle of progress under constant synchronous traffic. An
+    unreachable or unparsable endpoint opens the gate (bulk work must not stop because a gateway is away).
+    :class:`YieldingBackend` puts the gate in front of a
+    :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`.
+
+    The first synchronous request after a quiet spell still waits for the bulk batch in progress; from
+    then on the gate keeps bulk windows out of its batches. Deployed bulk pods have a Triton of their own
+    (docs/bulk.md), so no gateway shares it and the gate is off (``yield_to_metrics_url`` unset).
     """
 
     def __init__(

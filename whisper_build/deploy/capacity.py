@@ -1,31 +1,10 @@
 """Step ``capacity`` of ``make deploy``: can this account run the config's instances in its region?
 
 Checked before anything is created, so a missing quota fails in seconds instead of rolling back the
-cluster stack an hour later:
-
-* **Regional offering** of every EC2 type behind the config (``ec2:DescribeInstanceTypeOfferings``,
-  location type ``region``): the system node group's type, and the EC2 type of each HyperPod
-  ``ml.<type>`` (``ml.g5.2xlarge`` runs on ``g5.2xlarge`` hardware). EC2 offering a type is necessary,
-  not sufficient, for HyperPod to offer it; the SageMaker quota below is the HyperPod-specific check.
-* **SageMaker quotas** ``<ml type> for cluster usage`` ≥ the instances the config asks for, summed
-  over the groups of each type. HyperPod's instance limits are the Amazon SageMaker quotas "for
-  cluster usage" (SageMaker Developer Guide, "SageMaker HyperPod prerequisites", SageMaker HyperPod
-  quotas: "In the search bar, type cluster usage. This shows quotas for cluster usage",
-  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html); the
-  ``<ml type> for cluster usage`` form of each name is how this repository matches them, not
-  confirmed against a live account. A quota that does not exist in the region means HyperPod does
-  not offer the type there. The quota is **account-wide** (per region): instances other HyperPod
-  clusters of the account already use are not subtracted, so a check that passes can still fail
-  at cluster creation when other clusters hold part of the quota.
-* **CodeBuild**: the serving-image project builds on ``BUILD_GENERAL1_LARGE`` (Linux), so a
-  concurrency quota whose name contains ``Linux/Large`` must be ≥ 1. Matched by substring because
-  the exact quota name could not be confirmed here; when none matches, it is reported as unchecked,
-  not as a failure. Reserved GPU fleets (``engine_builder: codebuild_fleet``) are checked by their
-  EC2 type's regional offering only.
-
-Quota values: ``servicequotas:ListServiceQuotas`` returns applied values and omits quotas that were
-never changed ("If the applied value is not available for a quota, the quota is not retrieved",
-Service Quotas API reference), so the defaults from ``ListAWSDefaultServiceQuotas`` fill the gaps.
+cluster stack an hour later: the regional offering of every EC2 type behind the config, the
+SageMaker ``<ml type> for cluster usage`` quotas, and CodeBuild's ``Linux/Large`` concurrency.
+Entry points: :func:`capacity_problems` (the checks and their sources, in its docstring),
+:func:`capacity_commands` (what the dry run prints). Docs: docs/deploy.md, "Prerequisites", item 3.
 """
 
 from __future__ import annotations
@@ -197,6 +176,30 @@ def capacity_problems(ec2: Any, quotas_client: Any, config: DeploymentConfig) ->
     Raises:
         botocore.exceptions.ClientError: an EC2 or Service Quotas call failed (e.g. access denied).
         botocore.exceptions.BotoCoreError: no credentials or no connection.
+
+    * **Regional offering** of every EC2 type behind the config (``ec2:DescribeInstanceTypeOfferings``,
+      location type ``region``): the system node group's type, and the EC2 type of each HyperPod
+      ``ml.<type>`` (``ml.g5.2xlarge`` runs on ``g5.2xlarge`` hardware). EC2 offering a type is necessary,
+      not sufficient, for HyperPod to offer it; the SageMaker quota below is the HyperPod-specific check.
+    * **SageMaker quotas** ``<ml type> for cluster usage`` ≥ the instances the config asks for, summed
+      over the groups of each type. HyperPod's instance limits are the Amazon SageMaker quotas "for
+      cluster usage" (SageMaker Developer Guide, "SageMaker HyperPod prerequisites", SageMaker HyperPod
+      quotas: "In the search bar, type cluster usage. This shows quotas for cluster usage",
+      https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html); the
+      ``<ml type> for cluster usage`` form of each name is how this repository matches them, not
+      confirmed against a live account. A quota that does not exist in the region means HyperPod does
+      not offer the type there. The quota is **account-wide** (per region): instances other HyperPod
+      clusters of the account already use are not subtracted, so a check that passes can still fail
+      at cluster creation when other clusters hold part of the quota.
+    * **CodeBuild**: the serving-image project builds on ``BUILD_GENERAL1_LARGE`` (Linux), so a
+      concurrency quota whose name contains ``Linux/Large`` must be ≥ 1. Matched by substring because
+      the exact quota name could not be confirmed here; when none matches, it is reported as unchecked,
+      not as a failure. Reserved GPU fleets (``engine_builder: codebuild_fleet``) are checked by their
+      EC2 type's regional offering only.
+
+    Quota values: ``servicequotas:ListServiceQuotas`` returns applied values and omits quotas that were
+    never changed ("If the applied value is not available for a quota, the quota is not retrieved",
+    Service Quotas API reference), so the defaults from ``ListAWSDefaultServiceQuotas`` fill the gaps.
     """
     region = config.region
     wanted = ec2_types(config)

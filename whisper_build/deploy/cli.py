@@ -31,8 +31,9 @@ from whisper_build.deploy.deploy_plan import deploy_steps
 from whisper_build.deploy.destroy_plan import destroy_steps
 from whisper_build.deploy.endpoint_wait import ENDPOINT_WAIT_SECONDS, endpoint
 from whisper_build.deploy.kube import kubectl_output
-from whisper_build.deploy.runner import REPO_ROOT, Runner, elapsed, run_in_repo
+from whisper_build.deploy.runner import Runner, elapsed, run_in_repo
 from whisper_build.deploy.steps import Step, diff_command
+from whisper_build.paths import REPO_ROOT
 
 Out = Callable[[str], None]
 Kubectl = Callable[[Sequence[str]], str]

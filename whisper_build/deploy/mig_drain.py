@@ -1,19 +1,14 @@
 """Drain a GPU group before its MIG layout changes, resume it after (NVIDIA/mig-parted#485).
 
-A group's ``mig_profile`` becomes the ``nvidia.com/mig.config`` label of its HyperPod instance
-group (``stacks/hyperpod.py``). When step ``stacks`` changes that label, the MIG manager stops the
-node's GPU clients and repartitions; if a client does not stop in time it aborts and leaves the node
-at ``nvidia.com/mig.config.state=pending`` with no GPUs (NVIDIA/mig-parted#485). So before step
-``stacks``, every group whose deployed label (``sagemaker:DescribeCluster``,
-``InstanceGroups[].KubernetesConfig.CurrentLabels``) differs from the config's is drained: its KEDA
-ScaledObject paused at 0 (``autoscaling.keda.sh/paused-replicas``, as the engine build pauses it),
-its Deployment scaled to 0 and marked with :data:`DRAINED_ANNOTATION`, and the run waits until its
-pods are gone. After step ``stacks`` every marked Deployment is resumed (pause removed, scaled back
-to ``max(min_replicas, 1)``), whatever run drained it: the marker is the state, so an interrupted
-run resumes correctly.
-
-The functions here build kubectl argvs and read DescribeCluster output; the session
-(:class:`whisper_build.deploy.aws_session.AwsSession`) runs them.
+A group's ``mig_profile`` becomes the ``nvidia.com/mig.config`` label of its instance group; when
+step ``stacks`` changes it, the MIG manager stops the node's GPU clients and repartitions, and a
+client that does not stop in time leaves the node ``pending`` with no GPUs. So before step
+``stacks`` every group whose deployed label (``sagemaker:DescribeCluster``) differs from the
+config's is drained (KEDA paused at 0, Deployment scaled to 0 and marked with
+:data:`DRAINED_ANNOTATION`, pods waited out); after it every marked Deployment is resumed — the
+marker is the state, so an interrupted run resumes correctly. Entry points: :func:`layout_changes`,
+:func:`drain_argvs`, :func:`resume_argvs` (kubectl argvs; :class:`~whisper_build.deploy.aws_session.AwsSession`
+runs them). Docs: docs/mig.md.
 """
 
 from __future__ import annotations

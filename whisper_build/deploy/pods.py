@@ -1,20 +1,13 @@
 """Why the serving pods are not ready: ``make pods CONFIG=…`` and the failure report of ``make deploy``'s waits.
 
-Reads ``kubectl -n <namespace> get pods -o json`` and says, per pod, which of the known states it is
-in, telling the expected ones of a first deploy from real failures:
-
-* the preflight failed with the verdict line ``preflight-verdict: waiting-for-publish``
-  (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`; read from the termination message, which
-  the preflight writes itself and which ``terminationMessagePolicy: FallbackToLogsOnError`` otherwise
-  fills from the log's tail): **waiting** for the engine build (step ``engines``) or for you to
-  publish a checkpoint/conversion;
-* any other preflight failure, one without a verdict line included: a **real failure** (architecture, TensorRT-LLM version, model or MIG
-  mismatch, unreadable manifest): printed with its message and the fix lines;
-* an image pull error: the serving image is not in ECR yet (before step ``serving-image``) or the
-  tag is wrong;
-* ``Pending`` with an unschedulable condition: no GPU node of the group has joined (yet).
-
+Reads ``kubectl -n <namespace> get pods -o json`` and tells, per pod, the expected states of a first
+deploy from real failures: a preflight verdict ``waiting-for-publish``
+(:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`, read from the termination message) is
+**waiting** for step ``engines`` or a publish; any other preflight failure, one without a verdict
+line included, is **real** (printed with its fix); an image pull error means the image is not in ECR
+yet or the tag is wrong; ``Pending`` and unschedulable means no GPU node of the group has joined yet.
 Each pod gets a typed :class:`PodState`; :func:`lines` turns them into text, at the edge.
+Docs: docs/deploy.md, "Deploy".
 """
 
 from __future__ import annotations

@@ -11,15 +11,14 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from whisper_build.deploy import aws, credentials
 from whisper_build.deploy.session import DeploySession
 from whisper_build.deploy.steps import Command, Step, WaitAll
+from whisper_build.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 """Where every command runs (CDK reads ``cdk.json`` there)."""
 
 

@@ -1,21 +1,14 @@
 """The AWS calls of ``make destroy`` beyond ``cdk destroy``: stack states, load balancers, what still bills.
 
-* **Stack states** make a re-run safe: stacks already gone are skipped, stacks in
-  ``DELETE_IN_PROGRESS`` (a run interrupted by expired credentials or Ctrl-C; CloudFormation carries
-  on) are waited for, and a ``DELETE_FAILED`` stack is reported with the resources that blocked it
-  (``ListStackResources``: status ``DELETE_FAILED`` and its reason).
-* **Load balancers of the AWS Load Balancer Controller** are not CloudFormation resources: the
-  controller creates them, their target groups and security groups for the ``whisper`` Service (or
-  Ingress) and tags each with ``elbv2.k8s.aws/cluster=<EKS cluster>`` (the controller's IAM policy
-  conditions its EC2/ELB writes on that tag: kubernetes-sigs/aws-load-balancer-controller,
-  ``docs/install/iam_policy.json``). ``make destroy`` deletes the Service first and waits for them to
-  go; any left over would keep the VPC's subnets and security groups in use.
-* **What still bills by the hour** after the stacks are gone: a HyperPod or EKS cluster of the
-  project, NAT gateways, Elastic IPs, load balancers, unattached EBS volumes tagged for the project
-  and network interfaces tagged for the project or the cluster (the VPC CNI's tag), and the SageMaker
-  endpoints of the inference operator target. Expected empty; listed with the command that deletes each.
-
-Every function takes its boto3 clients as arguments (tests: moto and botocore's Stubber).
+Stack states make a re-run safe (gone: skipped; ``DELETE_IN_PROGRESS``: waited for; ``DELETE_FAILED``:
+reported with the resources that blocked it). The AWS Load Balancer Controller's load balancers are
+no CloudFormation resources (tagged ``elbv2.k8s.aws/cluster=<cluster>``): deleted with the Service
+and waited out, since leftovers keep the VPC in use. What still bills by the hour after the stacks
+are gone (clusters, NAT gateways, Elastic IPs, load balancers, tagged volumes and interfaces, the
+operator's SageMaker endpoints) is listed with the command that deletes each. Every function takes
+its boto3 clients as arguments (tests: moto and botocore's Stubber). Entry points:
+:func:`stack_status`, :func:`wait_for_deletes`, :func:`delete_failures`, :func:`billing_leftovers`.
+Docs: docs/deploy.md, "Tear down".
 """
 
 from __future__ import annotations

@@ -1,46 +1,13 @@
 """Fail-fast check of the mounted model repository, run as the serving pod's init container.
 
 ``python -m whisper_build.podstart.preflight --model-dir /models --model large-v3-turbo --bucket B
---gpu-arch sm86 --build-command "<engine build argv>"`` (the charts pass all of these).
-
-Every serving pod mounts ``s3://<bucket>/models/<model>/<gpu_arch>/`` (``docs/contracts.md`` §3)
-read-only through Mountpoint for S3. Before Triton starts, this script checks that:
-
-1. the mount is not empty and ``current.json`` names a version folder that exists;
-2. that version's ``manifest.json`` (§4) is a TensorRT-LLM build of the configured model;
-3. the manifest's ``gpu_arch`` equals this node's GPU (``nvidia-smi --query-gpu=name,compute_cap``):
-   TensorRT engines only run on the compute capability they were built for;
-4. the manifest's ``tensorrt_llm_version`` equals the image's: TensorRT-LLM engines are not
-   portable across TensorRT-LLM releases ("engines are not portable across TensorRT-LLM
-   versions", TensorRT-LLM docs, ``trtllm-build``).
-
-Before all of these, an image whose TensorRT-LLM is newer than the last release with the
-TensorRT-engine backend (1.3.0rc20, :mod:`whisper_build.release.engine_build.trtllm_support`) is
-refused, naming that version and ``serving_engine: torch`` as the way out.
-
-With ``--mig-profile`` (a group served on MIG slices) the engine target is ``<gpu_arch>-<profile>``
-(``settings.storage.engine_target``) and the manifest must name the same profile.
-
-With ``--select-engine`` the mount is the model's root prefix ``models/<model>/`` (one volume for every
-GPU type, as the HyperPod inference operator mounts it) and the check *selects* the folder of this
-node's GPU, ``<node_arch>[-<profile>]/``, before checking it as above; the path written with
-``--write-model-repository`` is inside that folder. ``--exec CMD…`` then replaces the process with
-``CMD`` (the worker of the inference operator, which has no init containers sharing a volume with it,
-runs ``preflight … --select-engine --exec python3 -m whisper_build.serving.supervisor``).
-
-On a mismatch it exits 1 with a message naming the S3 prefix it expected and the command that
-builds the missing engine, ending with the line ``preflight-verdict: waiting-for-publish`` (nothing
-published yet) or ``preflight-verdict: failed`` (:data:`VERDICT_PREFIX`), and writes the same to
-``/dev/termination-log`` when the container has one. With ``--engine ctranslate2`` (the group's ``serving_engine``
-switch) no TensorRT-LLM engine is needed, but the CTranslate2 conversion of the configured model
-must be published under ``models/<model>/<gpu_arch>/ctranslate2/`` (:data:`settings.storage.
-CTRANSLATE2_REQUIRED_FILES`); when it is missing the message gives the converter and upload
-commands. With ``--engine torch`` the mount is the Hugging Face checkpoint prefix
-``models/<model>/hf/`` (:func:`settings.storage.hf_checkpoint_prefix`), checked by
-:func:`check_hf_checkpoint`: a Whisper ``config.json`` of the configured model's shape, the
-tokenizer, and safetensors weights (single file or every shard of the index); pickled
-``pytorch_model.bin`` weights are refused (loading a pickle runs code). Exit status: 0 ok, 1 check
-failed, 2 bad arguments.
+--gpu-arch sm86 --build-command "<engine build argv>"`` (the charts pass all of these). Before Triton
+starts it checks that the mount (``s3://<bucket>/models/<model>/<gpu_arch>/``, docs/contracts.md §3)
+holds a published version whose ``manifest.json`` (§4) fits this model, this node's GPU and this
+image's TensorRT-LLM — or, with ``--engine ctranslate2`` / ``torch``, the CTranslate2 conversion or
+the Hugging Face checkpoint. Entry points: :func:`main` (exit status 0 ok, 1 check failed, 2 bad
+arguments), :func:`run_preflight`, :func:`check_hf_checkpoint`.
+Docs: docs/kubernetes.md, "Fail-fast preflight (init container)".
 """
 
 from __future__ import annotations
@@ -511,6 +478,23 @@ def run_preflight(
             for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing;
             for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
+
+    Checks, in order: an image whose TensorRT-LLM is newer than the last release with the
+    TensorRT-engine backend (1.3.0rc20, :mod:`whisper_build.release.engine_build.trtllm_support`) is
+    refused first, naming that version and ``serving_engine: torch`` as the way out; then (1) the mount
+    is not empty and ``current.json`` names a version folder that exists; (2) that version's
+    ``manifest.json`` is a TensorRT-LLM build of the configured model; (3) its ``gpu_arch`` equals this
+    node's GPU (``nvidia-smi --query-gpu=name,compute_cap``): TensorRT engines only run on the compute
+    capability they were built for; (4) its ``tensorrt_llm_version`` equals the image's ("engines are
+    not portable across TensorRT-LLM versions", TensorRT-LLM docs, ``trtllm-build``). With a MIG
+    profile the engine target is ``<gpu_arch>-<profile>`` (``settings.storage.engine_target``) and the
+    manifest must name the same profile. With ``select_engine`` the mount is ``models/<model>/`` (one
+    volume for every GPU type, as the HyperPod inference operator mounts it) and the folder of this
+    node's GPU, ``<node_arch>[-<profile>]/``, is selected first. ``ctranslate2``: no TensorRT-LLM
+    engine, but the conversion under ``models/<model>/<gpu_arch>/ctranslate2/``
+    (:data:`settings.storage.CTRANSLATE2_REQUIRED_FILES`); ``torch``: the checkpoint under
+    ``models/<model>/hf/``, checked by :func:`check_hf_checkpoint` (pickled ``pytorch_model.bin`` is
+    refused: loading a pickle runs code).
     """
     layout = profile(target.engine).layout
     if layout == "conversion":
@@ -552,7 +536,17 @@ def run_preflight(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status (0 ok, 1 check failed, 2 bad arguments)."""
+    """Command-line entry point; returns the exit status (0 ok, 1 check failed, 2 bad arguments).
+
+    A mismatch prints a message naming the S3 prefix it expected and the command that builds the
+    missing engine (or the converter and upload commands), ending with ``preflight-verdict:
+    waiting-for-publish`` (nothing published yet) or ``preflight-verdict: failed``
+    (:data:`VERDICT_PREFIX`), and writes the same to ``/dev/termination-log`` when the container has
+    one. ``--write-model-repository`` writes the repository path (inside the selected folder with
+    ``--select-engine``); ``--exec CMD…`` then replaces the process with ``CMD`` (the inference
+    operator's worker, which has no init containers, runs ``preflight … --select-engine --exec python3
+    -m whisper_build.serving.supervisor``).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.podstart.preflight", description=__doc__.split("\n")[0]
     )

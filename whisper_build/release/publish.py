@@ -1,23 +1,6 @@
 """Publish a built engine version to the model bucket, safely (``docs/contracts.md`` §3).
 
-Order, each step only after the previous one succeeded:
-
-1. check the local files against ``manifest.json``;
-2. refuse if ``models/<model>/<arch>/<version>/`` already holds objects (versions are immutable);
-3. upload every file, then ``manifest.json`` last, with S3 SHA-256 checksums
-   (``ChecksumAlgorithm=SHA256``), showing progress for large files;
-4. verify every object against the manifest: a full-object ``ChecksumSHA256`` from
-   ``HeadObject(ChecksumMode=ENABLED)`` when S3 has one, otherwise (multipart uploads carry a
-   checksum of part checksums) by downloading and hashing;
-5. switch ``models/<model>/<arch>/current.json`` to ``{"version": ...}`` in one ``PutObject``.
-
-A failure anywhere before step 5 leaves the pointer, and so what every pod mounts, unchanged; the
-half-uploaded version is inert garbage under its own prefix. A single ``PutObject`` replaces an
-object atomically: readers see the old or the new pointer, never a mix (S3 User Guide, "Amazon S3
-data consistency model").
-
-Model and architecture come from the manifest, so an engine can never be published under another
-GPU architecture's prefix. ``python -m whisper_build.release.publish --help`` for the CLI.
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -338,7 +321,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, s3: Any = None) -> int:
-    """CLI entry point; returns the exit status (1 with a message on :class:`PublishError`)."""
+    """CLI entry point; returns the exit status (1 with a message on :class:`PublishError`).
+
+    Order, each step only after the previous one succeeded:
+
+    1. check the local files against ``manifest.json``;
+    2. refuse if ``models/<model>/<arch>/<version>/`` already holds objects (versions are immutable);
+    3. upload every file, then ``manifest.json`` last, with S3 SHA-256 checksums
+       (``ChecksumAlgorithm=SHA256``), showing progress for large files;
+    4. verify every object against the manifest: a full-object ``ChecksumSHA256`` from
+       ``HeadObject(ChecksumMode=ENABLED)`` when S3 has one, otherwise (multipart uploads carry a
+       checksum of part checksums) by downloading and hashing;
+    5. switch ``models/<model>/<arch>/current.json`` to ``{"version": ...}`` in one ``PutObject``.
+
+    A failure anywhere before step 5 leaves the pointer, and so what every pod mounts, unchanged; the
+    half-uploaded version is inert garbage under its own prefix. A single ``PutObject`` replaces an
+    object atomically: readers see the old or the new pointer, never a mix (S3 User Guide, "Amazon S3
+    data consistency model").
+
+    Model and architecture come from the manifest, so an engine can never be published under another
+    GPU architecture's prefix. ``python -m whisper_build.release.publish --help`` for the CLI.
+    """
     args = _parser().parse_args(argv)
     if s3 is None:
         import boto3

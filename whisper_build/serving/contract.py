@@ -1,21 +1,13 @@
 """The serving wire contract between the gateway and the Triton ``whisper`` model (docs/contracts.md §5).
 
-Standard library and the floor :mod:`whisper_build.contracts` only, so both sides of the gRPC hop — the
-gateway (:mod:`whisper_build.serving.gateway.backend`) and the Triton model (``1/model.py`` and
-:mod:`whisper_build.serving.triton_model.batching`) — import the same definitions.
-
-* :data:`INPUTS` / :data:`OUTPUTS`: the table of the model's tensors. ``config.pbtxt``'s
-  ``input``/``output`` sections are rendered from it (:func:`render_config_tensors`; ``make
-  model-contract`` rewrites the committed file, a test checks it is current), the model reads
-  :data:`INPUTS` by name, ``parse_request`` and the gateway's ``infer_inputs`` iterate it, and
-  the tables in docs/contracts.md §5 and docs/serving.md are :func:`markdown_table`.
-* :class:`DecodeOptions`: the per-window decoding options that ``TIMESTAMPS``,
-  ``WORD_TIMESTAMPS`` and ``TEMPERATURE`` carry.
-* :data:`EngineKind`: the model-config parameter ``engine``, defined on the floor below ``settings``
-  (:mod:`whisper_build.contracts.engines`) and re-exported here.
-
-Tensor names occur as string constants only here (a test checks ``whisper_build/``); elsewhere
-they are ``contract.WAV.name`` and so on.
+Dependency-free (standard library and the floor :mod:`whisper_build.contracts` only), so the gateway,
+the Triton model and ``settings`` import the same definitions: :data:`INPUTS` / :data:`OUTPUTS` (the
+tensor table; ``config.pbtxt``'s sections are :func:`render_config_tensors`, the docs table is
+:func:`markdown_table`, ``make model-contract`` rewrites both and a test checks they are current),
+:class:`DecodeOptions` (what ``TIMESTAMPS``, ``WORD_TIMESTAMPS`` and ``TEMPERATURE`` carry) and
+:data:`EngineKind` (the model-config parameter ``engine``, defined in :mod:`whisper_build.contracts.engines`
+and re-exported here). Tensor names occur as string constants only here (a test checks
+``whisper_build/``); elsewhere they are ``contract.WAV.name`` and so on.
 """
 
 from __future__ import annotations

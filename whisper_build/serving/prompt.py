@@ -1,22 +1,6 @@
 """Whisper decoder prompts: parse what users send, render the canonical ``TEXT_PREFIX`` for Triton.
 
-Users send a prompt in one of two forms, and both are accepted:
-
-* plain context text (``"Kubernetes, HyperPod and Triton."``), which becomes the previous-text
-  prompt that conditions the decoder (OpenAI's ``initial_prompt``);
-* the raw special-token form existing clients of the TensorRT-LLM Whisper examples send, e.g.
-  ``<|startofprev|>previous text<|startoftranscript|><|en|><|transcribe|><|notimestamps|>``.
-
-:meth:`DecodePrompt.to_text_prefix` renders the canonical special-token string the gateway sends
-to Triton as ``TEXT_PREFIX``; the Triton model parses it back with :func:`parse_prompt`, so
-``parse_prompt(p.to_text_prefix(), None) == p`` for every valid prompt.
-
-Length: Whisper keeps at most ``n_text_ctx // 2 - 1 = 223`` previous-text tokens and drops the
-oldest ones (openai/whisper ``decoding.py``: ``prompt_tokens[-(self.n_ctx // 2 - 1):]``;
-faster-whisper ``get_prompt`` does the same). The exact cut is made on tokens by the engine that
-tokenizes (:func:`truncate_prompt_tokens`); :func:`parse_prompt` only pre-cuts the text from the
-left to :data:`MAX_PREVIOUS_TEXT_CHARS` characters so that requests stay small. A long prompt is
-never an error.
+Entry point: :class:`DecodePrompt` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -122,6 +106,24 @@ class DecodePrompt:
 
     Raises:
         ValueError: unknown language or task, or ``previous_text`` containing a special token.
+
+    Users send a prompt in one of two forms, and both are accepted:
+
+    * plain context text (``"Kubernetes, HyperPod and Triton."``), which becomes the previous-text
+      prompt that conditions the decoder (OpenAI's ``initial_prompt``);
+    * the raw special-token form existing clients of the TensorRT-LLM Whisper examples send, e.g.
+      ``<|startofprev|>previous text<|startoftranscript|><|en|><|transcribe|><|notimestamps|>``.
+
+    :meth:`DecodePrompt.to_text_prefix` renders the canonical special-token string the gateway sends
+    to Triton as ``TEXT_PREFIX``; the Triton model parses it back with :func:`parse_prompt`, so
+    ``parse_prompt(p.to_text_prefix(), None) == p`` for every valid prompt.
+
+    Length: Whisper keeps at most ``n_text_ctx // 2 - 1 = 223`` previous-text tokens and drops the
+    oldest ones (openai/whisper ``decoding.py``: ``prompt_tokens[-(self.n_ctx // 2 - 1):]``;
+    faster-whisper ``get_prompt`` does the same). The exact cut is made on tokens by the engine that
+    tokenizes (:func:`truncate_prompt_tokens`); :func:`parse_prompt` only pre-cuts the text from the
+    left to :data:`MAX_PREVIOUS_TEXT_CHARS` characters so that requests stay small. A long prompt is
+    never an error.
     """
 
     previous_text: str = ""

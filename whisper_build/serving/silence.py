@@ -1,22 +1,14 @@
 """Silence, in one place: frame RMS levels in dBFS and the thresholds of the three rules that use them.
 
-Levels are dB relative to full scale (a sample value of 1.0): ``20 · log10(rms)``; ``1e-3`` RMS is
--60 dBFS. Conversational speech sits around -30 to -15 dBFS, quiet speech down to -40, dither and
-room noise below -60. Each rule keeps its own frame and meaning:
-
-1. **The gateway drops a window** (:func:`whisper_build.serving.audio.is_silent`) when none of
-   its 25 ms frames (10 ms hop, :data:`CUT_FRAME` / :data:`CUT_HOP`; the same frames place each
-   cut at the quietest point, :mod:`whisper_build.serving.audio.windows`) is louder than
-   :data:`GATEWAY_SILENCE_RMS` (``WHISPER_GATEWAY_SILENCE_RMS``): the window is never sent.
-2. **An engine skips a window** (:func:`whisper_build.serving.engines.features.is_silent`) whose
-   whole-window level is below :data:`SILENCE_DBFS` (the model-config parameter
-   ``silence_dbfs``): it yields ``""`` without running the model.
-3. **The decoding rules** (:mod:`whisper_build.serving.triton_model.decoding`) read 20 ms frames
-   (:data:`TIMESTAMP_FRAME`, one timestamp step) against the same ``silence_dbfs``: a segment's
-   start moves past leading frames quieter than it, and a window whose last frame is louder ends
-   mid-speech.
-
-Whisper tends to invent text ("Thank you.") for silence, which is why rules 1 and 2 exist.
+Levels are ``20 · log10(rms)`` relative to full scale (``1e-3`` RMS is -60 dBFS; speech sits around
+-30 to -15, quiet speech down to -40, room noise below -60). Whisper invents text ("Thank you.") for
+silence, hence: (1) the gateway drops a window none of whose 25 ms frames (:data:`CUT_FRAME` /
+:data:`CUT_HOP`, the frames that also place cuts) is louder than :data:`GATEWAY_SILENCE_RMS`
+(:func:`whisper_build.serving.audio.is_silent`); (2) an engine skips a window whose whole level is
+below :data:`SILENCE_DBFS` (``silence_dbfs``; :func:`whisper_build.serving.engines.features.is_silent`);
+(3) the decoding rules read 20 ms frames (:data:`TIMESTAMP_FRAME`) against the same ``silence_dbfs``
+to move a segment's start past leading silence and to tell a window that ends mid-speech.
+Entry points: :func:`frame_dbfs`, :func:`window_dbfs`, :func:`gateway_is_silent`.
 """
 
 from __future__ import annotations

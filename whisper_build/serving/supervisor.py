@@ -1,28 +1,10 @@
 """Entrypoint of the serving image: runs tritonserver and the gateway, restarts Triton, stops both in order.
 
-* Start: tritonserver first, then the gateway (its ``/ping`` answers 503 until the model answers
-  its canary inference, so Kubernetes sends no traffic before that).
-* tritonserver exiting on its own (crash, ``kill -9``, a model repository that fails to load) is
-  restarted with exponential back-off, 1 s doubling to 60 s (:class:`whisper_build.serving.backoff.Backoff`;
-  back to 1 s after 60 s of uptime). Each exit is one log line, also written to the container's
-  termination-message file. The container keeps running, so the pod stays *running but unready*
-  (the gateway's ``/ping`` is 503) instead of crash-looping, and the init container (preflight) and
-  the model repository it resolved are reused: nothing is fetched again per try.
-* The gateway exiting on its own is a failure: Triton is stopped and the supervisor exits non-zero
-  (the child's code, or 1), so Kubernetes restarts the container.
-* SIGTERM/SIGINT: the gateway is stopped FIRST and waited for — uvicorn's graceful shutdown lets
-  in-flight requests finish, and those still need Triton — then Triton gets SIGTERM (it finishes
-  its own in-flight work, ``--exit-timeout-secs``). A child that outlives its stop timeout is
-  killed. Exit code 0 when everything stopped by itself, 1 otherwise.
-* Heartbeat: every poll the supervisor touches ``heartbeat_file``; the gateway's liveness
-  endpoint (``/live``) fails when it goes stale, so a hung supervisor restarts the container.
-
-Settings (``SupervisorSettings``): ``WHISPER_SUPERVISOR_TRITONSERVER`` (binary),
-``WHISPER_SUPERVISOR_GATEWAY_COMMAND`` (JSON list), stop timeouts, back-off bounds, heartbeat and
-termination-message files, and ``WHISPER_MODEL_REPOSITORY_FILE`` — the file where the preflight
-init container wrote the model repository to serve (``k8s_charts/workload.py``). Triton ports,
-engine and batching come from ``WHISPER_TRITON_*``
-(:class:`whisper_build.serving.triton_model.settings.TritonSettings`).
+Triton first, then the gateway; a crashed Triton is restarted with back-off (the pod stays running
+but unready), a gateway that exits ends the container, SIGTERM stops the gateway first, then Triton;
+a heartbeat file feeds the gateway's ``/live``. Entry points: :func:`main`, :class:`Supervisor` (the
+rules, in its docstring), :class:`SupervisorSettings` (``WHISPER_SUPERVISOR_*``,
+``WHISPER_MODEL_REPOSITORY_FILE``). Docs: docs/serving.md; docs/gateway.md, "Shutdown".
 """
 
 from __future__ import annotations
@@ -256,6 +238,30 @@ class Supervisor:
         children: in start order.
         poll_interval_s: how often exits are checked and the heartbeat is touched.
         heartbeat_file: touched every poll when given.
+
+    * Start: tritonserver first, then the gateway (its ``/ping`` answers 503 until the model answers
+      its canary inference, so Kubernetes sends no traffic before that).
+    * tritonserver exiting on its own (crash, ``kill -9``, a model repository that fails to load) is
+      restarted with exponential back-off, 1 s doubling to 60 s (:class:`whisper_build.serving.backoff.Backoff`;
+      back to 1 s after 60 s of uptime). Each exit is one log line, also written to the container's
+      termination-message file. The container keeps running, so the pod stays *running but unready*
+      (the gateway's ``/ping`` is 503) instead of crash-looping, and the init container (preflight) and
+      the model repository it resolved are reused: nothing is fetched again per try.
+    * The gateway exiting on its own is a failure: Triton is stopped and the supervisor exits non-zero
+      (the child's code, or 1), so Kubernetes restarts the container.
+    * SIGTERM/SIGINT: the gateway is stopped FIRST and waited for — uvicorn's graceful shutdown lets
+      in-flight requests finish, and those still need Triton — then Triton gets SIGTERM (it finishes
+      its own in-flight work, ``--exit-timeout-secs``). A child that outlives its stop timeout is
+      killed. Exit code 0 when everything stopped by itself, 1 otherwise.
+    * Heartbeat: every poll the supervisor touches ``heartbeat_file``; the gateway's liveness
+      endpoint (``/live``) fails when it goes stale, so a hung supervisor restarts the container.
+
+    Settings (``SupervisorSettings``): ``WHISPER_SUPERVISOR_TRITONSERVER`` (binary),
+    ``WHISPER_SUPERVISOR_GATEWAY_COMMAND`` (JSON list), stop timeouts, back-off bounds, heartbeat and
+    termination-message files, and ``WHISPER_MODEL_REPOSITORY_FILE`` — the file where the preflight
+    init container wrote the model repository to serve (``k8s_charts/workload.py``). Triton ports,
+    engine and batching come from ``WHISPER_TRITON_*``
+    (:class:`whisper_build.serving.triton_model.settings.TritonSettings`).
     """
 
     def __init__(

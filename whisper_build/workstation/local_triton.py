@@ -1,22 +1,6 @@
 """Run the real ``tritonserver`` binary from the ``nvidia-pytriton`` wheel, without Docker.
 
-The wheel ships Triton 2.51 (``pytriton/tritonserver/bin/tritonserver``), its python backend and
-one ``triton_python_backend_stub`` per Python version. As PyTriton itself does
-(``pytriton/triton.py`` ``_prepare_triton_inference_server``), :func:`assemble_backends` copies the
-python backend plus the stub of the running Python into a backend directory, and
-:func:`server_environment` puts the wheel's ``nvidia_pytriton.libs`` and the interpreter's
-``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
-environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
-``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
-References: PyTriton's source (https://github.com/triton-inference-server/pytriton, ``pytriton/triton.py``),
-Triton's "Run on CPU-Only System" (server ``docs/getting_started/quickstart.md``) and the python
-backend README, "Model Instance Kind" (https://github.com/triton-inference-server/python_backend).
-
-CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
-against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,
-``kill -9``) is started again with back-off 1 s → 60 s, as in the serving image
-(:mod:`whisper_build.serving.supervisor`). Tests: :class:`LocalTriton` as a context
-manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -32,20 +16,19 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import get_args
 
-import whisper_build
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
+from whisper_build.workstation.process import NotReady, wait_until_ready
 
 __all__ = [
     "LocalTriton",
@@ -58,8 +41,6 @@ __all__ = [
     "main",
     "server_environment",
 ]
-
-REPO_ROOT = Path(whisper_build.__file__).resolve().parent.parent
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
@@ -280,20 +261,12 @@ class LocalTriton:
 
     def _wait_ready(self, timeout_s: float) -> None:
         url = f"{self.settings.http_url}/v2/models/{MODEL_NAME}/ready"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                error = TritonPortTaken if port_taken_in(self.log_tail(200)) else TritonStartError
-                raise error(f"tritonserver exited with {self._process.returncode}\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local http URL
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.5)
-        raise TritonStartError(f"tritonserver not ready after {timeout_s:.0f} s ({url})\n{self.log_tail()}")
+        assert self._process is not None
+        try:
+            wait_until_ready(url, self._process, timeout_s, "tritonserver", self.log_tail, interval_s=0.5)
+        except NotReady as failed:
+            taken = failed.exited and port_taken_in(self.log_tail(200))
+            raise (TritonPortTaken if taken else TritonStartError)(str(failed)) from None
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of Triton's log ("" when it logs to the console)."""
@@ -440,7 +413,26 @@ def _refuse_busy_gateway_port() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code."""
+    """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code.
+
+    The wheel ships Triton 2.51 (``pytriton/tritonserver/bin/tritonserver``), its python backend and
+    one ``triton_python_backend_stub`` per Python version. As PyTriton itself does
+    (``pytriton/triton.py`` ``_prepare_triton_inference_server``), :func:`assemble_backends` copies the
+    python backend plus the stub of the running Python into a backend directory, and
+    :func:`server_environment` puts the wheel's ``nvidia_pytriton.libs`` and the interpreter's
+    ``LIBDIR`` on ``LD_LIBRARY_PATH`` (the copied files' RPATHs no longer reach them), the virtual
+    environment's ``bin`` first on ``PATH`` (the stub finds its interpreter prefix through
+    ``python3``), and the repository root on ``PYTHONPATH`` (``model.py`` imports ``whisper_build``).
+    References: PyTriton's source (https://github.com/triton-inference-server/pytriton, ``pytriton/triton.py``),
+    Triton's "Run on CPU-Only System" (server ``docs/getting_started/quickstart.md``) and the python
+    backend README, "Model Instance Kind" (https://github.com/triton-inference-server/python_backend).
+
+    CLI: ``python -m whisper_build.workstation.local_triton [--gateway] --help`` (``--gateway`` also runs the gateway
+    against this server and stops it first on Ctrl-C). Once ready, a tritonserver that exits (crash,
+    ``kill -9``) is started again with back-off 1 s → 60 s, as in the serving image
+    (:mod:`whisper_build.serving.supervisor`). Tests: :class:`LocalTriton` as a context
+    manager, e.g. ``with LocalTriton(TritonSettings(...)) as server: ...``.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s launcher %(levelname)s %(message)s")
     args = _parse_args(argv)
     settings = settings_from_args(args)

@@ -6,18 +6,7 @@ Query API (``pricing`` client, ``GetProducts`` on service code ``AmazonSageMaker
 hourly prices of the fleet's instance types in the configured region and prints where the config's
 figure differs.
 
-The Price List Query API has endpoints in a few regions only, whatever region the prices are for:
-us-east-1, eu-central-1 and ap-south-1 in the ``aws`` partition (botocore ``endpoints.json``, service
-``api.pricing``; AWS Price List user guide, "Using the AWS Price List Query API"). The lookup uses the
-first of those the configured region's partition has.
-
-SageMaker lists one product per use of an instance type (training, hosting, notebooks, HyperPod
-clusters, …), told apart by product attributes. Which attribute marks HyperPod cluster usage is
-**unverified** (not checked against a live ``GetProducts`` answer): :func:`hyperpod_products` keeps products
-whose ``usagetype``, ``operation``, ``component`` or ``productFamily`` mentions a cluster or HyperPod
-(:data:`HYPERPOD_MARKERS`), and the printout shows those attributes so that a reader can check.
-
-Usage: ``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``. docs/cost.md.
+Entry point: :func:`main` (the details, in its docstring). Docs: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -196,7 +185,21 @@ def table_lines(config: DeploymentConfig, all_types: bool = False) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``; exit status 0."""
+    """``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``; exit status 0.
+
+    The Price List Query API has endpoints in a few regions only, whatever region the prices are for:
+    us-east-1, eu-central-1 and ap-south-1 in the ``aws`` partition (botocore ``endpoints.json``, service
+    ``api.pricing``; AWS Price List user guide, "Using the AWS Price List Query API"). The lookup uses the
+    first of those the configured region's partition has.
+
+    SageMaker lists one product per use of an instance type (training, hosting, notebooks, HyperPod
+    clusters, …), told apart by product attributes. Which attribute marks HyperPod cluster usage is
+    **unverified** (not checked against a live ``GetProducts`` answer): :func:`hyperpod_products` keeps products
+    whose ``usagetype``, ``operation``, ``component`` or ``productFamily`` mentions a cluster or HyperPod
+    (:data:`HYPERPOD_MARKERS`), and the printout shows those attributes so that a reader can check.
+
+    Usage: ``python -m whisper_build.workstation.price_lookup [CONFIG] [--all] [--no-lookup]``. docs/cost.md.
+    """
     parser = argparse.ArgumentParser(prog="make prices", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--no-lookup", action="store_true", help="do not call the AWS Price List API")

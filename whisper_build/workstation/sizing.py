@@ -4,21 +4,7 @@ Inputs: a :data:`Target` and, per GPU group, an :class:`Offer` (price per instan
 ``settings.prices``, pods per instance, capacity per pod, and the group's figures of the throughput
 table ``settings.throughput``, measured or estimated). Arithmetic, per target:
 
-* :class:`DailyVolume` (audio hours a day, around the clock): demand = audio hours ÷ 24 in audio
-  seconds per second; a pod delivers the table's audio s/s (RTFx) at the largest batch ≤ its capacity,
-  × ``autoscaling.target_utilization`` (KEDA keeps pods at that share of capacity). Cost per month.
-* :class:`SyncLatency` (requests per second at a p95 latency): demand = requests/s × 30 s windows per
-  request, in windows/s; a pod runs at the largest batch b ≤ its capacity whose window latency
-  ``b ÷ windows/s(b)`` (Little's law: the mean time in flight) × :data:`TAIL_FACTOR` ≤ the p95 target,
-  and delivers windows/s(b). A type with no such batch cannot meet the target. Cost per month.
-* :class:`BulkDeadline` (audio hours finished within a deadline): demand = audio hours ÷ deadline
-  hours in audio s/s; pods run at their best batch ≤ capacity with no headroom (a queue keeps them
-  full). Cost of the job (instances × price × deadline hours).
-
-Replicas = ⌈demand ÷ per-pod rate⌉, instances = ⌈replicas ÷ pods per instance⌉. The cheapest mix
-minimises Σ instances × price over whole instances of every priced, feasible type such that their
-rates add up to the demand (an exhaustive search; a mix can beat every single type because
-instances come whole).
+Entry point: :func:`plan` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -177,7 +163,24 @@ def _ceil(value: float) -> int:
 
 
 def plan(offer: Offer, target: Target, target_utilization: float) -> Plan:
-    """``offer`` sized alone for ``target`` (module docstring)."""
+    """``offer`` sized alone for ``target`` (module docstring).
+
+    * :class:`DailyVolume` (audio hours a day, around the clock): demand = audio hours ÷ 24 in audio
+      seconds per second; a pod delivers the table's audio s/s (RTFx) at the largest batch ≤ its capacity,
+      × ``autoscaling.target_utilization`` (KEDA keeps pods at that share of capacity). Cost per month.
+    * :class:`SyncLatency` (requests per second at a p95 latency): demand = requests/s × 30 s windows per
+      request, in windows/s; a pod runs at the largest batch b ≤ its capacity whose window latency
+      ``b ÷ windows/s(b)`` (Little's law: the mean time in flight) × :data:`TAIL_FACTOR` ≤ the p95 target,
+      and delivers windows/s(b). A type with no such batch cannot meet the target. Cost per month.
+    * :class:`BulkDeadline` (audio hours finished within a deadline): demand = audio hours ÷ deadline
+      hours in audio s/s; pods run at their best batch ≤ capacity with no headroom (a queue keeps them
+      full). Cost of the job (instances × price × deadline hours).
+
+    Replicas = ⌈demand ÷ per-pod rate⌉, instances = ⌈replicas ÷ pods per instance⌉. The cheapest mix
+    minimises Σ instances × price over whole instances of every priced, feasible type such that their
+    rates add up to the demand (an exhaustive search; a mix can beat every single type because
+    instances come whole).
+    """
     point = operating_point(offer, target, target_utilization)
     if isinstance(point, str):
         return Plan(offer, None, 0.0, 0, 0, None, point)

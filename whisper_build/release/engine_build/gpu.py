@@ -1,7 +1,7 @@
 """The GPU the engines are built on, and the TensorRT-LLM / CUDA versions they are tied to.
 
 Engines only load on the compute capability and TensorRT version they were built with
-(TensorRT-LLM issue #222; TensorRT support matrix: "serialized engines are not portable across
+(NVIDIA/TensorRT-LLM#222 on GitHub; TensorRT support matrix: "serialized engines are not portable across
 devices"), so both go into ``manifest.json``.
 """
 

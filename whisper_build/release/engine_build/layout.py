@@ -1,20 +1,6 @@
 """Lay out the Triton model repository of one built version.
 
-Result (``docs/contracts.md`` §3, §5)::
-
-    <version_dir>/
-      manifest.json                       (written last, by the CLI)
-      model_repository/
-        whisper/                          (whisper_build.serving.triton_model.repository.render_model_repository)
-          config.pbtxt                    (parameters engine=tensorrt_llm, model_path=engine, ...)
-          1/model.py
-          engine/                         (ENGINE_DIR_NAME)
-            encoder/  decoder/            (trtllm-build output: rank0.engine, config.json)
-            tokenizer.json
-
-``model_path`` is relative to the model folder so that the repository can be mounted anywhere
-(Mountpoint for S3 in the pods); ``1/model.py`` resolves it against the model directory Triton
-passes in ``args["model_repository"]``.
+Entry point: :func:`layout_repository` (the details, in its docstring). Docs: docs/contracts.md.
 """
 
 from __future__ import annotations
@@ -70,6 +56,22 @@ def layout_repository(version_dir: Path, *, engine_dir: Path, tokenizer_json: Pa
     Raises:
         LayoutError: engines without ``encoder/`` or ``decoder/``, missing tokenizer, or a
             non-empty ``version_dir``.
+
+    Result (``docs/contracts.md`` §3, §5)::
+
+        <version_dir>/
+          manifest.json                       (written last, by the CLI)
+          model_repository/
+            whisper/                          (whisper_build.serving.triton_model.repository.render_model_repository)
+              config.pbtxt                    (parameters engine=tensorrt_llm, model_path=engine, ...)
+              1/model.py
+              engine/                         (ENGINE_DIR_NAME)
+                encoder/  decoder/            (trtllm-build output: rank0.engine, config.json)
+                tokenizer.json
+
+    ``model_path`` is relative to the model folder so that the repository can be mounted anywhere
+    (Mountpoint for S3 in the pods); ``1/model.py`` resolves it against the model directory Triton
+    passes in ``args["model_repository"]``.
     """
     for part in ("encoder", "decoder"):
         if not (engine_dir / part).is_dir():

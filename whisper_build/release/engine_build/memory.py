@@ -7,18 +7,7 @@ load or on its first full batch. The build for a slice therefore caps ``--max-ba
 
 The estimate: ``memory − runtime reserve − weights``, divided by a per-window budget.
 
-* Weights: parameter count (model cards, :data:`WHISPER_PARAMETERS_M`) × bytes per weight (2 for
-  float16/bfloat16, 1 for int8 and 0.5 for int4 weight-only quantization).
-* Runtime reserve :data:`RUNTIME_RESERVE_GIB`: CUDA context, TensorRT/TensorRT-LLM runtime and
-  workspace, the Triton python backend's CUDA use.
-* Per window :data:`WINDOW_GIB`: encoder activations of 1500 frames plus the decoder's cross-attention
-  and self-attention KV cache of one window, per beam. For large-v3 (d_model 1280, 20 heads, 32
-  decoder layers) the cross KV alone is 1500 × 2 × 32 × 1280 × 2 B ≈ 0.23 GiB; turbo and distil
-  models (2–4 decoder layers) need far less. 0.35 GiB covers large-v3 with room for the encoder.
-
-These are estimates written from the model shapes, not measurements on a slice (no GPU here):
-``docs/engines.md`` says so, and the engine build's smoke test loads the engine on the slice it
-was sized for before publishing.
+Entry point: :func:`max_batch_size_for_memory` (the details, in its docstring). Docs: docs/engines.md.
 """
 
 from __future__ import annotations
@@ -74,6 +63,19 @@ def max_batch_size_for_memory(
     Raises:
         BuildSpecError: unknown model, or not even one window fits (the message names the memory
             needed and suggests a larger profile or weight-only quantization).
+
+    * Weights: parameter count (model cards, :data:`WHISPER_PARAMETERS_M`) × bytes per weight (2 for
+      float16/bfloat16, 1 for int8 and 0.5 for int4 weight-only quantization).
+    * Runtime reserve :data:`RUNTIME_RESERVE_GIB`: CUDA context, TensorRT/TensorRT-LLM runtime and
+      workspace, the Triton python backend's CUDA use.
+    * Per window :data:`WINDOW_GIB`: encoder activations of 1500 frames plus the decoder's cross-attention
+      and self-attention KV cache of one window, per beam. For large-v3 (d_model 1280, 20 heads, 32
+      decoder layers) the cross KV alone is 1500 × 2 × 32 × 1280 × 2 B ≈ 0.23 GiB; turbo and distil
+      models (2–4 decoder layers) need far less. 0.35 GiB covers large-v3 with room for the encoder.
+
+    These are estimates written from the model shapes, not measurements on a slice (no GPU here):
+    ``docs/engines.md`` says so, and the engine build's smoke test loads the engine on the slice it
+    was sized for before publishing.
     """
     if model_name not in WHISPER_PARAMETERS_M:
         raise BuildSpecError(f"unknown Whisper model '{model_name}'; accepted: {', '.join(WHISPER_PARAMETERS_M)}")

@@ -9,11 +9,7 @@ migration guide "TensorRT Backend Removed"
 backend as the only one, loading Hugging Face checkpoints with no engine build, and the per-model
 ``convert_checkpoint.py`` / ``trtllm-build`` examples as removed.
 
-So a serving image whose TensorRT-LLM is newer than :data:`LAST_ENGINE_BUILDER_VERSION` can neither
-build nor load this project's engines; the build tool and the pod preflight refuse it with
-:func:`engine_builder_refusal`'s message instead of failing later in a missing command or module.
-Versions compare by PEP 440 (``packaging.version``): ``1.3.0rc20`` is the last accepted;
-``1.3.0rc21``, ``1.3.0`` and every later release are refused.
+Entry point: :func:`engine_builder_refusal` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -39,6 +35,12 @@ def engine_builder_refusal(version: str | None) -> str | None:
 
     Returns:
         A message naming the version, the last supported one with its source, and both ways out.
+
+    So a serving image whose TensorRT-LLM is newer than :data:`LAST_ENGINE_BUILDER_VERSION` can neither
+    build nor load this project's engines; the build tool and the pod preflight refuse it with
+    :func:`engine_builder_refusal`'s message instead of failing later in a missing command or module.
+    Versions compare by PEP 440 (``packaging.version``): ``1.3.0rc20`` is the last accepted;
+    ``1.3.0rc21``, ``1.3.0`` and every later release are refused.
     """
     if version is None:
         return None

@@ -1,27 +1,12 @@
 """Decode any audio container FFmpeg knows into 16 kHz mono float32, as a stream of chunks.
 
-Two readers behind one API: WAV and FLAC (the common uploads) are read by libsndfile
-(``soundfile``) — a few large blocks converted to float32 in C, 10-50x less CPU than frame by
-frame — and everything else, or any WAV/FLAC libsndfile refuses or whose length its header does
-not state, by PyAV (FFmpeg): WAV (8/16/24/32-bit int, 32/64-bit float), FLAC, OGG/Vorbis,
-OGG/Opus, MP3, M4A/AAC, WebM... Channels are averaged to mono and the rate is converted with
-soxr (a real band-limited resampler, "HQ" quality); 16 kHz input is not resampled.
-
-Memory does not grow with the audio's length: :func:`open_audio` reads only the container's
-header (and refuses audio whose declared duration is over the limit before decoding anything),
-then :meth:`AudioStream.chunks` decodes block by block (FFmpeg frames, or libsndfile blocks of
-at most :data:`SNDFILE_BLOCK_SECONDS`), downmixing and resampling each as it arrives
-(``soxr.ResampleStream``), and yields 16 kHz chunks. Callers
-cut the chunks into windows as they come (:func:`whisper_build.serving.audio.iter_windows`), so
-a one-hour upload never exists as one decoded array. :func:`decode_audio` concatenates the stream
-for short clips and tools.
-
-Where the duration comes from: FFmpeg's demuxers fill the stream's (or container's) duration
-from the format's own header — the WAV ``data`` chunk size, FLAC ``STREAMINFO`` total samples,
-the last Ogg page's granule position, the MP4 ``mvhd``/``mdhd`` boxes, an MP3 Xing/Info frame
-(else an estimate from the bitrate). Formats without one (raw ADTS AAC, live WebM) are stopped
-while decoding, as soon as the limit is passed. libsndfile reads the WAV ``data`` size and the
-FLAC ``STREAMINFO`` total too; a FLAC without a total goes to PyAV.
+Two readers behind one API: WAV and FLAC by libsndfile (``soundfile``; 10-50x less CPU than frame
+by frame), everything else — or what libsndfile refuses — by PyAV (FFmpeg). Channels are averaged,
+the rate converted with soxr ("HQ"). Memory does not grow with the audio's length: the header is
+read first (over-long audio refused before decoding), then chunks are decoded as they are asked
+for. Entry points: :func:`open_audio` / :func:`open_audio_file` → :class:`AudioStream` (where the
+duration comes from, in its docstring), :func:`decode_audio` for short clips and tools.
+Docs: docs/gateway.md, "What happens to a request".
 """
 
 from __future__ import annotations
@@ -188,6 +173,22 @@ class AudioStream:
             (``None`` = no limit).
         min_seconds: decoding ends with :class:`AudioTooShortError` when the whole stream is
             shorter than this, in source samples ÷ source rate (``None`` = no minimum).
+
+    Memory does not grow with the audio's length: :func:`open_audio` reads only the container's
+    header (and refuses audio whose declared duration is over the limit before decoding anything),
+    then :meth:`AudioStream.chunks` decodes block by block (FFmpeg frames, or libsndfile blocks of
+    at most :data:`SNDFILE_BLOCK_SECONDS`), downmixing and resampling each as it arrives
+    (``soxr.ResampleStream``), and yields 16 kHz chunks. Callers
+    cut the chunks into windows as they come (:func:`whisper_build.serving.audio.iter_windows`), so
+    a one-hour upload never exists as one decoded array. :func:`decode_audio` concatenates the stream
+    for short clips and tools.
+
+    Where the duration comes from: FFmpeg's demuxers fill the stream's (or container's) duration
+    from the format's own header — the WAV ``data`` chunk size, FLAC ``STREAMINFO`` total samples,
+    the last Ogg page's granule position, the MP4 ``mvhd``/``mdhd`` boxes, an MP3 Xing/Info frame
+    (else an estimate from the bitrate). Formats without one (raw ADTS AAC, live WebM) are stopped
+    while decoding, as soon as the limit is passed. libsndfile reads the WAV ``data`` size and the
+    FLAC ``STREAMINFO`` total too; a FLAC without a total goes to PyAV.
     """
 
     def __init__(self, reader: _Reader, max_seconds: float | None, min_seconds: float | None = None) -> None:

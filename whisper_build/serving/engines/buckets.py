@@ -1,7 +1,7 @@
 """Batch buckets of the ``torch`` engine's static decoder: which batch sizes get a cache and a CUDA graph.
 
-A static KV cache and a captured CUDA graph serve exactly one batch size (transformers PR #32657,
-issue #42454: a smaller batch on the same static cache fails; every distinct input shape records
+A static KV cache and a captured CUDA graph serve exactly one batch size (huggingface/transformers#32657
+and #42454 on GitHub: a smaller batch on the same static cache fails; every distinct input shape records
 its own graph). So the engine captures a fixed, small set of batch sizes at start-up — powers of
 two up to the engine batch (``max_engine_batch``, itself bounded by Triton's ``max_batch_size``)
 — and runs every batch padded to the smallest bucket that holds it; a batch larger than the

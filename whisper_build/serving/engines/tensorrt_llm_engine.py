@@ -1,37 +1,12 @@
 """TensorRT-LLM Whisper engine: the production GPU path (cannot run on this CPU-only machine).
 
-Written from the TensorRT-LLM Whisper example (``examples/models/core/whisper/run.py``, C++
-runtime branch): ``ModelRunnerCpp.from_dir(engine_dir, is_enc_dec=True, max_input_len=3000, ...)``
-then ``generate(batch_input_ids=..., encoder_input_features=mel[B, 3000, n_mels] fp16,
-encoder_output_lengths=frames // 2, max_new_tokens, end_id=eot, pad_id=eot, num_beams,
-return_dict=True, output_sequence_lengths=True)``. Differences from the example, on purpose:
-
-* decoder prompts are passed as a *list* of 1-D tensors, one per window, so windows with
-  different previous text keep their own lengths (the C++ runtime enqueues one request per item;
-  no padding token is ever fed to the decoder);
-* ``max_new_tokens`` comes from the model config (default 224 = Whisper's ``n_text_ctx // 2``),
-  not 96/50 as in the examples; the engine must be built with ``--max_seq_len`` ≥ prompt +
-  ``max_new_tokens`` (e.g. 448) and ``--max_input_len`` ≥ the longest prompt (e.g. 230);
-* output ids echo the prompt and are padded with ``end_id``: :func:`generated_ids` removes both.
-
-:meth:`TensorRTLLMEngine.generate` (the decoding layer's entry) asks the runtime for
-``output_cum_log_probs`` (summed log-prob per beam) and, at temperature > 0, samples with
-``num_beams=1, top_k=0, top_p=1.0, temperature=t`` (full-distribution sampling; ``top_k=0`` with
-``top_p=0`` would be greedy in TensorRT-LLM's sampling config) and ``random_seed=sampling_seed``
-(``ModelRunnerCpp.generate`` passes it as the requests' ``SamplingConfig.seed``). The ``<|nospeech|>`` probability
-is read as openai/whisper does (softmax of the decoder's logits at the ``<|startoftranscript|>``
-position) from ``context_logits``, which ``ModelRunnerCpp`` returns only for a decoder engine built
-with ``--gather_context_logits`` (the engine build sets it: ``BuildSpec.gather_context_logits``, part
-of the build key); without them it is ``None`` and the silence rule on this engine rests on the
-energy gate and the log-prob thresholds. :func:`read_generate_outputs` turns the runtime's return
-dict into hypotheses and is unit-tested against a fake runner; the call itself is UNVERIFIED on a
-GPU (no GPU here): written from ``tensorrt_llm/runtime/model_runner_cpp.py`` (``generate`` /
-``_fill_output``). Word timings: not available (no cross-attention output), so the decoding layer
-answers 400.
-
-Engine directory layout (made by ``whisper_build`` engine build): ``encoder/config.json`` +
-``rank0.engine``, ``decoder/config.json`` + ``rank0.engine``, and the model's Hugging Face
-``tokenizer.json`` (openai/whisper-* repository) at the top level.
+Written from the TensorRT-LLM Whisper example (``examples/models/core/whisper/run.py``, C++ runtime
+branch: ``ModelRunnerCpp.from_dir(..., is_enc_dec=True)`` then ``generate(...)``). Entry points:
+:class:`TensorRTLLMEngine`, :func:`read_generate_outputs` (the runtime's return dict → hypotheses;
+unit-tested against a fake runner), :func:`generated_ids`. The call itself is UNVERIFIED on a GPU.
+Engine directory (made by the engine build): ``encoder/`` and ``decoder/`` (``config.json`` +
+``rank0.engine``) and the model's Hugging Face ``tokenizer.json`` at the top level.
+Docs: docs/engines.md, "TensorRT-LLM runtime outputs the decoding layer reads".
 """
 
 from __future__ import annotations
@@ -204,6 +179,21 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
     Raises:
         EngineParamsError: bad engine directory or beam size.
         ImportError: ``tensorrt_llm``/``torch`` not installed (only in the GPU image).
+
+    Differences from the example, on purpose: decoder prompts are passed as a *list* of 1-D
+    tensors, one per window, so windows with different previous text keep their own lengths (the C++
+    runtime enqueues one request per item; no padding token is fed to the decoder);
+    ``max_new_tokens`` comes from the model config (default 224 = Whisper's ``n_text_ctx // 2``), so
+    the engine must be built with ``--max_seq_len`` ≥ prompt + ``max_new_tokens`` (e.g. 448) and
+    ``--max_input_len`` ≥ the longest prompt (e.g. 230); output ids echo the prompt and are padded
+    with ``end_id`` (:func:`generated_ids` removes both). :meth:`generate` asks for
+    ``output_cum_log_probs`` and, at temperature > 0, samples with ``num_beams=1, top_k=0, top_p=1.0,
+    temperature=t`` (full-distribution sampling; ``top_k=0`` with ``top_p=0`` would be greedy) and
+    ``random_seed=sampling_seed`` (the requests' ``SamplingConfig.seed``). The ``<|nospeech|>``
+    probability is read as openai/whisper does (softmax at the ``<|startoftranscript|>`` position)
+    from ``context_logits``, returned only for a decoder built with ``--gather_context_logits``
+    (``BuildSpec.gather_context_logits``); without them it is ``None``. Word timings: not available
+    (no cross-attention output), so the decoding layer answers 400.
     """
 
     def __init__(self, params: EngineParams) -> None:
@@ -250,7 +240,7 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         timestamps: bool,
         temperature: float,
     ) -> list[Hypothesis]:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (module docstring: UNVERIFIED)."""
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (UNVERIFIED on a GPU)."""
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
         languages = [p.language for p in prompts]  # set by the decoding layer (detected, else default_language)

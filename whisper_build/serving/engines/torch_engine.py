@@ -1,28 +1,11 @@
 """PyTorch Whisper engine: a Hugging Face ``transformers`` checkpoint, static KV cache, CUDA graphs per batch bucket.
 
-Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``,
-optional ``generation_config.json``) as it is, e.g. what a fine-tuning run saves, with no
-conversion. A batch is split into batch buckets (:mod:`.buckets`: powers of two up to
-``max_engine_batch``) and each chunk is padded to its bucket; per chunk, log-Mel features are
-computed on the device (``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), the
-encoder runs once (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values are
-computed once per window, and the decoder (:mod:`.torch_graphs`) runs the prompt eagerly and
-every later token as one replay of the bucket's CUDA graph (``cuda_graphs``; eager fall-back and on
-the CPU: the same step op by op). Every bucket is captured and the encoder compiled in
-``__init__``, i.e. before Triton reports the model ready.
-
-Decoding follows openai/whisper ``decoding.py`` (:mod:`.torch_logits`): suppressed and begin-suppressed
-tokens, timestamp rules when timestamps are asked, repetition penalty, greedy at temperature 0 and
-sampling above it (``best_of`` samples, the most likely kept), the ``<|nospeech|>`` probability at
-the ``<|startoftranscript|>`` position, summed log-probs, language detection for multilingual
-models when the request names no language, and the ``translate`` task. No beam search
-(``beam_size`` > 1 is refused) and no word timings (no cross-attention weights out of SDPA:
-``capabilities.word_timestamps`` is false).
-
-Benchmark mode (``random_weights_fixed_tokens`` > 0): the model is built from ``config.json``
-with seeded random weights and every window decodes exactly that many tokens (end-of-text
-suppressed), so production-sized compute can be timed without the weights. The serving image
-refuses it (:mod:`whisper_build.serving.supervisor`).
+Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``) as it
+is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device, a
+compiled encoder (:mod:`.torch_encoder`), graphed decode steps (:mod:`.torch_graphs`) and openai/whisper's
+logit rules (:mod:`.torch_logits`). No beam search, no word timings. Entry point: :class:`TorchEngine`
+(the decode path and benchmark mode, in its docstring).
+Docs: docs/engines.md, "The `torch` engine's decode path".
 """
 
 from __future__ import annotations
@@ -105,6 +88,30 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     Raises:
         EngineParamsError: empty or missing model path, ``beam_size`` > 1, device ``cuda`` without
             a GPU, or an unknown ``compute_type``.
+
+    Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``,
+    optional ``generation_config.json``) as it is, e.g. what a fine-tuning run saves, with no
+    conversion. A batch is split into batch buckets (:mod:`.buckets`: powers of two up to
+    ``max_engine_batch``) and each chunk is padded to its bucket; per chunk, log-Mel features are
+    computed on the device (``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), the
+    encoder runs once (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values are
+    computed once per window, and the decoder (:mod:`.torch_graphs`) runs the prompt eagerly and
+    every later token as one replay of the bucket's CUDA graph (``cuda_graphs``; eager fall-back and on
+    the CPU: the same step op by op). Every bucket is captured and the encoder compiled in
+    ``__init__``, i.e. before Triton reports the model ready.
+
+    Decoding follows openai/whisper ``decoding.py`` (:mod:`.torch_logits`): suppressed and begin-suppressed
+    tokens, timestamp rules when timestamps are asked, repetition penalty, greedy at temperature 0 and
+    sampling above it (``best_of`` samples, the most likely kept), the ``<|nospeech|>`` probability at
+    the ``<|startoftranscript|>`` position, summed log-probs, language detection for multilingual
+    models when the request names no language, and the ``translate`` task. No beam search
+    (``beam_size`` > 1 is refused) and no word timings (no cross-attention weights out of SDPA:
+    ``capabilities.word_timestamps`` is false).
+
+    Benchmark mode (``random_weights_fixed_tokens`` > 0): the model is built from ``config.json``
+    with seeded random weights and every window decodes exactly that many tokens (end-of-text
+    suppressed), so production-sized compute can be timed without the weights. The serving image
+    refuses it (:mod:`whisper_build.serving.supervisor`).
     """
 
     def __init__(self, params: EngineParams) -> None:

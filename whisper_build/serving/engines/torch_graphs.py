@@ -1,26 +1,6 @@
 """The ``torch`` engine's decoder: a static KV cache and one CUDA graph per batch bucket.
 
-Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
-``generate(cache_implementation="static")``: issue 27's measurements on an H200 (transformers 5.17,
-torch 2.11) found generate's own compile 2.3× short of the target at batch 1 and no better with an
-explicit ``CompileConfig(mode="reduce-overhead")``; compiling by hand beside generate behaves
-differently across versions; and an encoder-decoder static cache under cudagraph trees can hand back
-"tensor output of CUDAGraphs … overwritten" unless the cross-attention cache is filled outside
-capture (transformers PR #48199). A hand-captured step over buffers this module owns has none of
-those traps: the graph is recorded once per bucket at start-up, reads and writes only the
-buffers below, and depends on no transformers cache class or compile heuristics — only on the
-``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``), which it reuses.
-
-Per layer the buffers are: self-attention keys/values ``[B, H, 448, d/H]`` (448 = Whisper's
-``max_target_positions``) and cross-attention keys/values ``[B, H, 1500, d/H]``, ``B`` = the
-largest bucket; a bucket of ``b`` rows uses their first ``b`` rows (contiguous views), so all
-buckets share one allocation. Cross-attention keys/values are computed once per window, eagerly,
-outside any graph (:meth:`StaticDecoder.set_cross`); the prompt (prefill) runs eagerly too; each
-later token is one replay. One step: embed token + position, per layer self-attention over the
-whole static cache masked to positions ≤ the row's own (rows of different prompt lengths share a
-step), cross-attention, MLP; then :class:`~whisper_build.serving.engines.torch_logits.LogitRules`
-chooses the token in the same graph. In ``eager`` mode the very same step runs op by op, so on one
-bucket and one padded batch graphed and eager decodes compute the same kernels on the same data.
+Entry point: :class:`StaticDecoder` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -79,6 +59,28 @@ class StaticDecoder:
         attention: how a step (one query per row) attends: ``sdpa`` =
             ``scaled_dot_product_attention`` (default), ``matmul`` = two batched matrix products
             around a float32 softmax (measured slower on an H200: docs/benchmarks.md "GPU, engine").
+
+    Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
+    ``generate(cache_implementation="static")``: measurements on an H200 (transformers 5.17,
+    torch 2.11) found generate's own compile 2.3× short of the target at batch 1 and no better with an
+    explicit ``CompileConfig(mode="reduce-overhead")``; compiling by hand beside generate behaves
+    differently across versions; and an encoder-decoder static cache under cudagraph trees can hand back
+    "tensor output of CUDAGraphs … overwritten" unless the cross-attention cache is filled outside
+    capture (transformers PR #48199). A hand-captured step over buffers this module owns has none of
+    those traps: the graph is recorded once per bucket at start-up, reads and writes only the
+    buffers below, and depends on no transformers cache class or compile heuristics — only on the
+    ``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``), which it reuses.
+
+    Per layer the buffers are: self-attention keys/values ``[B, H, 448, d/H]`` (448 = Whisper's
+    ``max_target_positions``) and cross-attention keys/values ``[B, H, 1500, d/H]``, ``B`` = the
+    largest bucket; a bucket of ``b`` rows uses their first ``b`` rows (contiguous views), so all
+    buckets share one allocation. Cross-attention keys/values are computed once per window, eagerly,
+    outside any graph (:meth:`StaticDecoder.set_cross`); the prompt (prefill) runs eagerly too; each
+    later token is one replay. One step: embed token + position, per layer self-attention over the
+    whole static cache masked to positions ≤ the row's own (rows of different prompt lengths share a
+    step), cross-attention, MLP; then :class:`~whisper_build.serving.engines.torch_logits.LogitRules`
+    chooses the token in the same graph. In ``eager`` mode the very same step runs op by op, so on one
+    bucket and one padded batch graphed and eager decodes compute the same kernels on the same data.
     """
 
     def __init__(

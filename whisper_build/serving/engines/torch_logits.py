@@ -1,21 +1,6 @@
 """Whisper's logit rules and token choice as fixed-shape tensor code, so a CUDA graph can hold them.
 
-Every rule is branch-free over per-row state tensors (no host reads), so the same function runs
-inside a captured decoder step and eagerly for the first token. Rules and their order follow
-openai/whisper ``decoding.py``:
-
-- ``SuppressBlank``: ``begin_suppress_tokens`` (blank, end-of-text) at the first new token;
-- ``SuppressTokens``: the checkpoint's ``suppress_tokens``, plus every special token above
-  ``<|endoftext|>`` (rows without timestamps: timestamp tokens too);
-- ``ApplyTimestampRules`` (rows with timestamps): ``<|notimestamps|>`` never; timestamps come in
-  pairs (after a lone timestamp no text, after a pair no timestamp); they never decrease and a
-  segment is never empty; the first token is a timestamp ≤ ``max_initial_timestamp`` (1.0 s);
-  when the timestamp tokens' total probability beats every text token, a timestamp is forced;
-- repetition penalty (``RepetitionPenaltyLogitsProcessor`` in transformers): a seen token's
-  logit is divided by the penalty when positive, multiplied when negative;
-- choice: argmax at temperature 0, else a sample of ``softmax(logits / T)`` drawn as Gumbel-max
-  (``argmax(logits / T − log(−log U))``, U uniform), which needs no host sync; the log-prob
-  summed per row is that of the rule-filtered, unscaled distribution, as openai/whisper sums.
+Entry point: :class:`LogitRules` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -100,6 +85,23 @@ class LogitRules:
         begin_suppress: its ``begin_suppress_tokens``.
         forbid_eot: benchmark mode: never end (a fixed number of tokens per window).
         device: where the masks live.
+
+    Every rule is branch-free over per-row state tensors (no host reads), so the same function runs
+    inside a captured decoder step and eagerly for the first token. Rules and their order follow
+    openai/whisper ``decoding.py``:
+
+    - ``SuppressBlank``: ``begin_suppress_tokens`` (blank, end-of-text) at the first new token;
+    - ``SuppressTokens``: the checkpoint's ``suppress_tokens``, plus every special token above
+      ``<|endoftext|>`` (rows without timestamps: timestamp tokens too);
+    - ``ApplyTimestampRules`` (rows with timestamps): ``<|notimestamps|>`` never; timestamps come in
+      pairs (after a lone timestamp no text, after a pair no timestamp); they never decrease and a
+      segment is never empty; the first token is a timestamp ≤ ``max_initial_timestamp`` (1.0 s);
+      when the timestamp tokens' total probability beats every text token, a timestamp is forced;
+    - repetition penalty (``RepetitionPenaltyLogitsProcessor`` in transformers): a seen token's
+      logit is divided by the penalty when positive, multiplied when negative;
+    - choice: argmax at temperature 0, else a sample of ``softmax(logits / T)`` drawn as Gumbel-max
+      (``argmax(logits / T − log(−log U))``, U uniform), which needs no host sync; the log-prob
+      summed per row is that of the rule-filtered, unscaled distribution, as openai/whisper sums.
     """
 
     def __init__(

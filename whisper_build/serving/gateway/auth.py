@@ -1,21 +1,6 @@
 """API-key authentication of the gateway's transcription routes.
 
-Keys come from one of two sources (:class:`whisper_build.serving.gateway.settings.GatewaySettings`):
-
-* ``WHISPER_GATEWAY_API_KEYS=key1,key2`` — comma-separated keys, for local runs (``make serve``);
-* ``WHISPER_GATEWAY_API_KEYS_SECRET=<secret ARN or name>`` — the deployed form: an AWS Secrets Manager
-  secret (created by the workloads stack, ``stacks/api_keys.py``) read with the pod's EKS Pod
-  Identity credentials and re-read every ``WHISPER_GATEWAY_API_KEYS_REFRESH_SECONDS``, so an added or
-  removed key takes effect without a restart. Its value is JSON: an object whose string values are
-  the active keys (``{"primary": "...", "next": "..."}``) or a list of keys (``["...", "..."]``).
-
-Neither set: authentication is off. A request to ``/v1/*`` or ``/invocations`` must carry one active
-key as ``Authorization: Bearer <key>`` (what OpenAI clients send) or ``X-Api-Key: <key>``; otherwise
-it gets 401 (OpenAI's error object with ``code: invalid_api_key`` on ``/v1/*``, the gateway's
-``{"code", "message"}`` on ``/invocations``). ``/ping`` stays open for load-balancer health checks.
-Keys are compared in constant time (:func:`hmac.compare_digest` against every active key) and never
-logged. If the secret cannot be read, the last keys read stay active; before a first successful read
-protected routes answer 503 (fail closed).
+Entry point: :class:`ApiKeyAuth` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -105,6 +90,23 @@ class ApiKeyAuth:
             first outbound connections can fail while the VPC CNI's network policy agent programs its
             policies (aws/aws-network-policy-agent#345), and waiting a whole refresh period would
             answer 503 for a minute.
+
+    Keys come from one of two sources (:class:`whisper_build.serving.gateway.settings.GatewaySettings`):
+
+    * ``WHISPER_GATEWAY_API_KEYS=key1,key2`` — comma-separated keys, for local runs (``make serve``);
+    * ``WHISPER_GATEWAY_API_KEYS_SECRET=<secret ARN or name>`` — the deployed form: an AWS Secrets Manager
+      secret (created by the workloads stack, ``stacks/api_keys.py``) read with the pod's EKS Pod
+      Identity credentials and re-read every ``WHISPER_GATEWAY_API_KEYS_REFRESH_SECONDS``, so an added or
+      removed key takes effect without a restart. Its value is JSON: an object whose string values are
+      the active keys (``{"primary": "...", "next": "..."}``) or a list of keys (``["...", "..."]``).
+
+    Neither set: authentication is off. A request to ``/v1/*`` or ``/invocations`` must carry one active
+    key as ``Authorization: Bearer <key>`` (what OpenAI clients send) or ``X-Api-Key: <key>``; otherwise
+    it gets 401 (OpenAI's error object with ``code: invalid_api_key`` on ``/v1/*``, the gateway's
+    ``{"code", "message"}`` on ``/invocations``). ``/ping`` stays open for load-balancer health checks.
+    Keys are compared in constant time (:func:`hmac.compare_digest` against every active key) and never
+    logged. If the secret cannot be read, the last keys read stay active; before a first successful read
+    protected routes answer 503 (fail closed).
     """
 
     def __init__(

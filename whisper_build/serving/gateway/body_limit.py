@@ -4,17 +4,7 @@ The size limit is checked twice: from ``Content-Length`` before anything is read
 body streams in (chunked uploads, or a lying ``Content-Length``). The body is read in full before
 the app runs (then replayed to it chunk by chunk), so the app never sees a partial body.
 
-Three budgets, so that slow uploads cannot starve fast ones and an upload flood cannot exhaust
-the pod's memory (which Triton shares):
-
-* ``max_uploads``: bodies being received at once (a larger budget: a slow upload waits for the
-  network, not for the model; the protocol layer bounds how slow, :mod:`.client_timeouts`);
-* ``max_buffered_bytes``: bytes held by all bodies, while they arrive and while they are served —
-  the memory bound (by default what ``max_concurrent`` full-size bodies hold);
-* ``max_concurrent``: requests whose body has arrived, handed to the app (capacity + queue size):
-  a request is counted here only once its body is complete.
-
-Beyond any of them: 429 with ``Retry-After``, before the body is buffered where it is not read yet.
+Entry point: :class:`BodyLimitMiddleware` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -51,6 +41,18 @@ class BodyLimitMiddleware:
             (:data:`LINGER_SECONDS`).
         max_uploads: most bodies being received at once; ``None`` for no limit.
         max_buffered_bytes: most bytes held by all bodies together; ``None`` for no limit.
+
+    Three budgets, so that slow uploads cannot starve fast ones and an upload flood cannot exhaust
+    the pod's memory (which Triton shares):
+
+    * ``max_uploads``: bodies being received at once (a larger budget: a slow upload waits for the
+      network, not for the model; the protocol layer bounds how slow, :mod:`.client_timeouts`);
+    * ``max_buffered_bytes``: bytes held by all bodies, while they arrive and while they are served —
+      the memory bound (by default what ``max_concurrent`` full-size bodies hold);
+    * ``max_concurrent``: requests whose body has arrived, handed to the app (capacity + queue size):
+      a request is counted here only once its body is complete.
+
+    Beyond any of them: 429 with ``Retry-After``, before the body is buffered where it is not read yet.
     """
 
     def __init__(

@@ -1,23 +1,6 @@
 """Slow clients bounded where uvicorn reads the socket: a header deadline and a minimum upload rate.
 
-uvicorn has neither: its only timer is the keep-alive one, armed after a response and cancelled by
-any byte, and ASGI middleware runs only once the headers have parsed. So a client that opens a
-connection and sends nothing, or trickles its headers or body a byte at a time, holds a connection
-(and, once its headers are in, an upload slot) for as long as it likes. :func:`bounded_h11_protocol`
-returns uvicorn's h11 protocol with two deadlines, as Apache's ``mod_reqtimeout`` sets them
-(https://httpd.apache.org/docs/2.4/mod/mod_reqtimeout.html, ``header=20 body=20,MinRate=500``;
-nginx's ``client_header_timeout`` / ``client_body_timeout`` answer 408 the same way,
-https://nginx.org/en/docs/http/ngx_http_core_module.html#client_body_timeout):
-
-* **headers**: a request's headers must be complete ``header_seconds`` after the connection opened
-  or, on a kept-alive connection, after the request's first byte;
-* **body**: once the headers are in, the body must be complete by ``body_seconds`` after them plus
-  one second per ``min_bytes_per_second`` bytes received so far — a fast upload of any size is
-  never cut, a trickle is.
-
-Past a deadline the client gets **408** ``request_timeout`` (``Connection: close``) when no
-response has started, and the connection is closed; the app sees ``http.disconnect``. Requests
-whose body has arrived are not timed here (the request timeout covers their processing).
+Entry point: :class:`ClientTimeouts` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -46,6 +29,25 @@ class ClientTimeouts:
         header_seconds: longest wait for a request's complete headers.
         body_seconds: longest wait for the body's bytes beyond what the rate earns.
         min_bytes_per_second: each this many bytes received extends the body deadline by 1 s.
+
+    uvicorn has neither: its only timer is the keep-alive one, armed after a response and cancelled by
+    any byte, and ASGI middleware runs only once the headers have parsed. So a client that opens a
+    connection and sends nothing, or trickles its headers or body a byte at a time, holds a connection
+    (and, once its headers are in, an upload slot) for as long as it likes. :func:`bounded_h11_protocol`
+    returns uvicorn's h11 protocol with two deadlines, as Apache's ``mod_reqtimeout`` sets them
+    (https://httpd.apache.org/docs/2.4/mod/mod_reqtimeout.html, ``header=20 body=20,MinRate=500``;
+    nginx's ``client_header_timeout`` / ``client_body_timeout`` answer 408 the same way,
+    https://nginx.org/en/docs/http/ngx_http_core_module.html#client_body_timeout):
+
+    * **headers**: a request's headers must be complete ``header_seconds`` after the connection opened
+      or, on a kept-alive connection, after the request's first byte;
+    * **body**: once the headers are in, the body must be complete by ``body_seconds`` after them plus
+      one second per ``min_bytes_per_second`` bytes received so far — a fast upload of any size is
+      never cut, a trickle is.
+
+    Past a deadline the client gets **408** ``request_timeout`` (``Connection: close``) when no
+    response has started, and the connection is closed; the app sees ``http.disconnect``. Requests
+    whose body has arrived are not timed here (the request timeout covers their processing).
     """
 
     header_seconds: float = 20.0

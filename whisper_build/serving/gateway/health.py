@@ -1,45 +1,11 @@
 """Model health as the gateway sees it: a canary inference every few seconds, client outcomes, repair.
 
-Triton's health endpoints cannot see a dead model: with the python backend's stub process killed,
-``/v2/health/live``, ``/v2/health/ready`` and the model's ready endpoint stay 200 while every
-inference fails. So :class:`ModelHealth` judges the model by what it does:
-
-* a background task sends :data:`CANARY_SECONDS` of silence through the real inference path every
-  ``canary_interval_seconds`` (no client traffic needed), with ``canary_timeout_seconds`` — or,
-  while any worker of the pod has requests in progress (``busy``, read pod-wide through
-  :class:`whisper_build.serving.gateway.pod_view.PodView`), up to the request timeout: it may wait
-  behind them, and a dead runtime still fails it at once;
-* a canary that times out while the pod has nothing in flight asks Triton's own metrics whether
-  another client keeps the model busy (bulk workers or a second gateway on the same Triton:
-  :class:`whisper_build.serving.gateway.triton_load.SharedLoad` — executions completed during the
-  wait, or requests queued with an execution completed within ``hang_after_seconds``). Then it is
-  not a failure, staleness is not judged, the next canaries wait up to ``hang_after_seconds``,
-  ``whisper_gateway_model_busy_with_others`` is 1 and the change is logged; a model that completes
-  no execution for ``hang_after_seconds`` is hung again;
-* client requests report their outcome too (a success refreshes health; a backend error counts as
-  a failure, a timeout does not — it may be the request's own length);
-* the model is *unhealthy* — ``/ping`` 503, so the readiness probe and the load balancer take the pod
-  out — after ``unhealthy_after_failures`` consecutive failures, at once when the model's runtime
-  died (:class:`~whisper_build.serving.gateway.backend.ModelRestarting`: unambiguous), when nothing
-  succeeded for ``stale_after_seconds`` (a hung server), or before the first success (still
-  loading). A canary that only times out while the pod is busy is not a failure, and staleness is
-  not judged then: a saturated model is slow, not dead (Kubernetes: unready = cannot serve, not busy);
-* ``/ping`` answers :meth:`ModelHealth.pod_problem`: this worker's problem, or "another worker's"
-  when the lowest ``whisper_gateway_model_healthy`` over the pod's live workers is 0 — the same
-  answer from every worker;
-* a dead runtime is reloaded at once; otherwise after ``reload_after_failures`` consecutive failures ending in an error (not a timeout: reloading
-  a slow but working model would be an outage) the gateway asks the model server to load the
-  model again (Triton's repository API; a fresh python stub), with back-off 1 s → 60 s between
-  attempts (:class:`whisper_build.serving.backoff.Backoff`). If tritonserver itself died, the
-  supervisor restarts it and the model loads on its own; the reload attempts then just fail
-  until it is back.
-
-Timing with the defaults (2 s interval, 5 s timeout, 2 failures, 8 s staleness, 60 s hang bound):
-a dead stub fails each canary in about a second, so ``/ping`` turns 503 within ~6 s; a hung server
-within 8 s when idle — with client requests in flight, once they end (their request timeout at the
-latest); with another client's requests queued in Triton, 60 s after its last completed execution.
-Metrics: ``whisper_gateway_backend_failures_total{source}``, ``whisper_gateway_model_healthy`` and
-``whisper_gateway_model_busy_with_others`` (docs/contracts.md §7).
+Triton's health endpoints stay 200 when the python stub is dead, so :class:`ModelHealth` judges the
+model by what it does: canaries of :data:`CANARY_SECONDS` of silence, client outcomes, the pod-wide
+view (:class:`~whisper_build.serving.gateway.pod_view.PodView`) and Triton's own metrics
+(:class:`~whisper_build.serving.gateway.triton_load.SharedLoad`); it reloads a failed model with
+back-off. Entry points: :class:`ModelHealth` (``/ping`` answers :meth:`ModelHealth.pod_problem`).
+The rules, as one state table: docs/gateway.md, "`GET /ping` (readiness): the health rules".
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """``stream=true`` on ``POST /v1/audio/transcriptions``: OpenAI's transcript events as server-sent events.
 
-The events are those of openai-python's ``TranscriptionStreamEvent`` (``openai/types/audio/``),
-framed by ``sse-starlette`` as ``data: <json>`` lines:
-
-* ``{"type": "transcript.text.delta", "delta": "..."}`` per window group whose text is not empty,
-  in audio order, as soon as the model answered it; a delta after the first starts with one
-  space, so the deltas joined are exactly the text of the same request without ``stream``;
-* then ``{"type": "transcript.text.done", "text": "...", "usage": {...}}`` with ``usage`` in the
-  shape of that type's ``Usage`` (``type: "tokens"``): ``output_tokens`` = text tokens the model
-  generated, ``input_tokens`` = ``input_token_details.audio_tokens`` = Whisper encoder positions
-  of the windows decoded (1500 per 30 s, 50 per second of audio sent; the prompt's tokens are not
-  counted: the gateway does not tokenize), ``total_tokens`` their sum;
-* a failure after the stream started: one ``{"error": {"message", "type", "param", "code"}}``
-  event (the object the HTTP errors carry) and the end of the stream: openai-python's ``Stream``
-  raises ``openai.APIError`` on an event whose data has ``error`` (``openai/_streaming.py``).
-
-Failures before the first byte (bad audio, too long, overload) are ordinary HTTP errors. Window
-groups are :attr:`GatewaySettings.stream_window_group_size` windows (default 1: a delta per 30 s of
-audio), each bounded by :attr:`GatewaySettings.stream_group_timeout_seconds`; a stream has no
-whole-request limit, so it takes no part in any up-front "too long for a synchronous request"
-refusal. A client that disconnects cancels the generator (sse-starlette watches the connection):
-the pipeline cancels the model call in flight and sends no further group
-(:meth:`whisper_build.serving.gateway.transcriber.Transcriber.results`).
+The events are those of openai-python's ``TranscriptionStreamEvent``, framed by ``sse-starlette``:
+a ``transcript.text.delta`` per window group with text, then ``transcript.text.done`` with
+``usage``, or one ``error`` event on a failure after the stream started. Failures before the first
+byte are ordinary HTTP errors. Entry points: :func:`transcript_stream`, :func:`parse_stream_flag`;
+the event shapes and limits: :func:`transcript_stream`'s docstring.
+Docs: docs/gateway.md, "OpenAI audio API".
 """
 
 from __future__ import annotations
@@ -194,6 +178,29 @@ async def transcript_stream(
 
     Raises:
         ApiError: what fails before the stream starts (bad or too long audio, overload).
+
+    The events are those of openai-python's ``TranscriptionStreamEvent`` (``openai/types/audio/``),
+    framed by ``sse-starlette`` as ``data: <json>`` lines:
+
+    * ``{"type": "transcript.text.delta", "delta": "..."}`` per window group whose text is not empty,
+      in audio order, as soon as the model answered it; a delta after the first starts with one
+      space, so the deltas joined are exactly the text of the same request without ``stream``;
+    * then ``{"type": "transcript.text.done", "text": "...", "usage": {...}}`` with ``usage`` in the
+      shape of that type's ``Usage`` (``type: "tokens"``): ``output_tokens`` = text tokens the model
+      generated, ``input_tokens`` = ``input_token_details.audio_tokens`` = Whisper encoder positions
+      of the windows decoded (1500 per 30 s, 50 per second of audio sent; the prompt's tokens are not
+      counted: the gateway does not tokenize), ``total_tokens`` their sum;
+    * a failure after the stream started: one ``{"error": {"message", "type", "param", "code"}}``
+      event (the object the HTTP errors carry) and the end of the stream: openai-python's ``Stream``
+      raises ``openai.APIError`` on an event whose data has ``error`` (``openai/_streaming.py``).
+
+    Failures before the first byte (bad audio, too long, overload) are ordinary HTTP errors. Window
+    groups are :attr:`GatewaySettings.stream_window_group_size` windows (default 1: a delta per 30 s of
+    audio), each bounded by :attr:`GatewaySettings.stream_group_timeout_seconds`; a stream has no
+    whole-request limit, so it takes no part in any up-front "too long for a synchronous request"
+    refusal. A client that disconnects cancels the generator (sse-starlette watches the connection):
+    the pipeline cancels the model call in flight and sends no further group
+    (:meth:`whisper_build.serving.gateway.transcriber.Transcriber.results`).
     """
     opened = await _open(pipeline, read_audio)
     settings = pipeline.settings

@@ -1,40 +1,13 @@
 """The window pipeline: audio bytes → streamed windows → the model in groups → file-relative results.
 
-One pipeline for every consumer: the synchronous HTTP routes (through
-:class:`whisper_build.serving.gateway.pipeline.Pipeline`), and any consumer that wants results as
-they come (a streaming route, a bulk worker in its own process against Triton). It depends on
-no web framework and no request object: give it a :class:`TranscriptionBackend` (e.g.
-:class:`whisper_build.serving.gateway.backend.TritonBackend`) and a :class:`WindowPlan`.
-
-Entry points:
-
-* ``Transcriber(backend, plan)``: built once per process.
-* :meth:`Transcriber.open` ``(data) -> AudioStream``: reads the container header (blocking, run it
-  in a thread); the caller closes the stream.
-* :meth:`Transcriber.results` ``(stream, request, start_sample=0) -> AsyncGenerator[GroupResult]``:
-  one :class:`GroupResult` per group of ≤ ``plan.group_size`` non-silent windows, in audio order,
-  each as soon as the model answered it. Iterate it inside ``contextlib.aclosing`` so that
-  stopping early releases it at once. A consumer that stops iterating, or whose task is
-  cancelled, stops the request: the model call in flight is cancelled with the awaiting task
-  (gRPC aio cancels the RPC of a cancelled call), and no further group is sent.
-  ``start_sample`` resumes a transcription: windows ending at or before it are cut (so the cuts
-  are those of an uninterrupted run) but not sent; resuming at a previous
-  :attr:`GroupResult.end_sample` gives exactly the remaining results of an uninterrupted run.
-* Language: a request that names none is sent without one until a group's answer reports it
-  (the model detects it once, on that group's first non-silent window:
-  :mod:`whisper_build.serving.triton_model.language`); every later group is sent with it, so a
-  file is decoded in one language.
-* :meth:`Transcriber.transcribe` ``(stream, request) -> Transcription``: consumes
-  :meth:`~Transcriber.results` and joins the groups (what the synchronous routes answer).
-
-Memory per request does not grow with the audio's length: the upload is decoded as a stream
-(:func:`whisper_build.serving.audio.open_audio`), cut into windows as it flows
-(:func:`whisper_build.serving.audio.iter_windows`), silent windows are dropped at once, and the
-rest go to the model in groups, in order. While one group is with the model, the next one is
-decoded (so at most two groups are held).
-
-Errors: :class:`whisper_build.serving.audio.AudioError` for unusable audio,
-:class:`whisper_build.serving.gateway.backend.BackendError` for model-server failures.
+One pipeline for every consumer: the synchronous routes (through
+:class:`whisper_build.serving.gateway.pipeline.Pipeline`), the stream and the bulk workers. It
+depends on no web framework and no request object: give it a :class:`TranscriptionBackend` and a
+:class:`WindowPlan`. Entry points: :class:`Transcriber` (:meth:`~Transcriber.open`,
+:meth:`~Transcriber.results`, :meth:`~Transcriber.transcribe`). Memory per request does not grow
+with the audio's length (at most two groups are held). Errors:
+:class:`whisper_build.serving.audio.AudioError`, :class:`whisper_build.serving.gateway.backend.BackendError`.
+Docs: docs/gateway.md, "What happens to a request".
 """
 
 from __future__ import annotations
@@ -207,11 +180,28 @@ def group_result(index: int, group: WindowGroup, outputs: list[WindowResult], pr
 
 
 class Transcriber:
-    """Open audio, stream it into windows, send non-silent windows in bounded groups; see the module docstring.
+    """Open audio, stream it into windows, send non-silent windows in bounded groups.
 
     Args:
         backend: the model server.
         plan: window length, cut search, silence threshold, group size, duration limit, call deadline.
+
+    Built once per process. :meth:`open` reads the container header (blocking: run it in a thread;
+    the caller closes the stream). :meth:`results` yields one :class:`GroupResult` per group of ≤
+    ``plan.group_size`` non-silent windows, in audio order, each as soon as the model answered it;
+    iterate it inside ``contextlib.aclosing``. A consumer that stops iterating, or whose task is
+    cancelled, stops the request: the model call in flight is cancelled with the awaiting task (gRPC
+    aio cancels the RPC of a cancelled call) and no further group is sent. ``start_sample`` resumes a
+    transcription: windows ending at or before it are cut (so the cuts are those of an uninterrupted
+    run) but not sent; resuming at a previous :attr:`GroupResult.end_sample` gives exactly the
+    remaining results. Language: a request that names none is sent without one until a group's answer
+    reports it (detected once, on that group's first non-silent window:
+    :mod:`whisper_build.serving.triton_model.language`); every later group is sent with it, so a file
+    is decoded in one language. Memory: the upload is decoded as a stream
+    (:func:`whisper_build.serving.audio.open_audio`), cut as it flows
+    (:func:`whisper_build.serving.audio.iter_windows`), silent windows dropped at once; while one group
+    is with the model the next one is decoded. :meth:`transcribe` joins the groups (what the
+    synchronous routes answer).
     """
 
     def __init__(self, backend: TranscriptionBackend, plan: WindowPlan) -> None:
@@ -252,7 +242,7 @@ class Transcriber:
     async def results(
         self, stream: AudioStream, request: WindowRequest, start_sample: int = 0
     ) -> AsyncGenerator[GroupResult, None]:
-        """One :class:`GroupResult` per window group of an opened upload, in audio order (see the module docstring).
+        """One :class:`GroupResult` per window group of an opened upload, in audio order (see the class docstring).
 
         Args:
             stream: from :meth:`open` (the caller closes it).

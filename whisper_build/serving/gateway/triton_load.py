@@ -1,32 +1,11 @@
 """Triton's own view of the served model's load: "busy with another client's work" or "hung".
 
-A canary waits behind whatever occupies the model's instances. With another client on the same
-Triton — bulk workers at ``contract.BULK_PRIORITY``, a second gateway — that can be a batch of many
-seconds while this pod has no request in flight, so the pod's own counters
-(:mod:`whisper_build.serving.gateway.pod_view`) cannot tell it from a hang. Triton's Prometheus
-metrics can (Triton docs, "Metrics":
-https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/user_guide/metrics.html).
-Measured on Triton 2.51 (nvidia-pytriton 0.7.0, CPU tiny.en, one instance), polling every 0.5 s:
-
-* ``nv_inference_pending_request_count{model}`` counts requests *queued*, not executing: 0 while a
-  lone bulk batch executes, 1 while a canary waits behind it; a canary whose client deadline has
-  passed stays queued (and is executed) until the instance frees;
-* ``nv_inference_exec_count{model}`` — like every other counter, and the gRPC statistics
-  extension's execution, success, queue and compute figures — changes only when an execution
-  *ends*: nothing moves during a 14 s batch.
-
-:class:`SharedLoad` judges a canary that timed out while the pod had nothing in flight from two
-readings of them (:class:`TritonLoad`: the last one before the canary, one after its timeout). It
-is *busy* (slow, not dead) when an execution completed during the wait (the model progresses and
-the canary queued behind other work), or when requests are queued — the instance is occupied —
-and an execution completed within ``hang_after_seconds``. It is *not* busy when the metrics cannot
-be read, when nothing completed for longer than ``hang_after_seconds`` (a hung execution, whoever's),
-or when nothing is queued and nothing completed: the canary itself is executing past its timeout,
-which one 1 s clip does on a hung model — from then on queued requests (the next canaries, waiting
-behind it) excuse nothing until an execution completes. The one case this misjudges: on an idle
-model a canary that the dynamic batcher puts into the same batch as another client's long first
-call (both arriving within ``max_queue_delay_microseconds``) counts as one failure, and ``/ping``
-may be 503 until that batch ends.
+A canary waits behind whatever occupies the model's instances; with another client on the same
+Triton (bulk workers, a second gateway) that can be a long batch while this pod has nothing in
+flight, which the pod's own counters (:mod:`whisper_build.serving.gateway.pod_view`) cannot tell
+from a hang. Triton's Prometheus metrics can (Triton docs, "Metrics"). Entry points:
+:class:`SharedLoad` (the verdict), :class:`TritonMetricsReader`, :func:`parse_load`. The rules and
+what was measured on Triton 2.51: docs/gateway.md, "`GET /ping` (readiness): the health rules".
 """
 
 from __future__ import annotations
@@ -91,6 +70,17 @@ class SharedLoad:
     Args:
         hang_after_seconds: longest time without a completed execution that still counts as busy.
         clock: monotonic seconds (tests pass a fake).
+
+    Measured on Triton 2.51 (one instance, polling every 0.5 s):
+    ``nv_inference_pending_request_count{model}`` counts requests *queued*, not executing (0 while a
+    lone bulk batch executes, 1 while a canary waits behind it); ``nv_inference_exec_count{model}`` —
+    like every other counter and the gRPC statistics — changes only when an execution *ends*. From two
+    readings (:class:`TritonLoad`: the last before the canary, one after its timeout) the canary is
+    *busy* when an execution completed during the wait, or when requests are queued and an execution
+    completed within ``hang_after_seconds``; *not* busy when the metrics cannot be read, when nothing
+    completed for longer than ``hang_after_seconds``, or when nothing is queued and nothing completed
+    (the canary itself is executing past its timeout: from then on queued requests excuse nothing until
+    an execution completes).
     """
 
     def __init__(self, hang_after_seconds: float, clock: Callable[[], float]) -> None:

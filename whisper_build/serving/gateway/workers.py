@@ -7,19 +7,7 @@ decoding, gRPC serialization) under one GIL, which capped a GPU pod at ~13 reque
 a complete gateway (:func:`whisper_build.serving.gateway.serve.build_server`) accepting on the
 shared socket; the kernel hands each connection to one of them.
 
-Every worker admits its share of the pod's budget (:func:`worker_settings`): ``capacity``,
-``queue_size`` and the audio budget are divided between the workers (remainders to the first
-ones), so the totals stay as configured and nothing ever waits without a bound; a worker may
-refuse (429) while another has room, as any pod of a Service may. Metrics use prometheus-client's
-multiprocess mode (:mod:`whisper_build.serving.gateway.metrics`): this process serves ``/metrics``
-on the metrics port summed over the workers. Each worker runs its own canary, so ``/ping`` is
-each worker's own view of the model.
-
-This process forwards SIGTERM/SIGINT to every worker (each drains as a single gateway does, see
-:mod:`whisper_build.serving.gateway.serve`) and exits once all have stopped. A worker that dies is
-started again (its metrics files marked dead), unless its server failed to start
-(:data:`STARTUP_FAILURE`, e.g. a broken configuration), which stops the gateway with status 1 so
-that the pod's supervisor sees it. A worker whose parent is gone stops itself.
+Entry point: :func:`run_workers` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -115,6 +103,20 @@ def run_workers(settings: GatewaySettings) -> int:
 
     Raises:
         OSError: the traffic or metrics port cannot be bound.
+
+    Every worker admits its share of the pod's budget (:func:`worker_settings`): ``capacity``,
+    ``queue_size`` and the audio budget are divided between the workers (remainders to the first
+    ones), so the totals stay as configured and nothing ever waits without a bound; a worker may
+    refuse (429) while another has room, as any pod of a Service may. Metrics use prometheus-client's
+    multiprocess mode (:mod:`whisper_build.serving.gateway.metrics`): this process serves ``/metrics``
+    on the metrics port summed over the workers. Each worker runs its own canary, so ``/ping`` is
+    each worker's own view of the model.
+
+    This process forwards SIGTERM/SIGINT to every worker (each drains as a single gateway does, see
+    :mod:`whisper_build.serving.gateway.serve`) and exits once all have stopped. A worker that dies is
+    started again (its metrics files marked dead), unless its server failed to start
+    (:data:`STARTUP_FAILURE`, e.g. a broken configuration), which stops the gateway with status 1 so
+    that the pod's supervisor sees it. A worker whose parent is gone stops itself.
     """
     from prometheus_client import multiprocess
 

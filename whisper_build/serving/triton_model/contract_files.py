@@ -2,7 +2,7 @@
 
 ``config.pbtxt`` stays committed (the serving image and the local launcher read it); the part
 between :data:`CONFIG_BEGIN` and :data:`CONFIG_END` is :func:`whisper_build.serving.contract.render_config_tensors`,
-and the tensor tables of docs/contracts.md §5 and docs/serving.md, between :data:`DOCS_BEGIN` and
+and the tensor table of docs/contracts.md §5, between :data:`DOCS_BEGIN` and
 :data:`DOCS_END`, are :func:`whisper_build.serving.contract.markdown_table`.
 ``python -m whisper_build.serving.triton_model.contract_files`` (``make model-contract``) rewrites
 them after an edit of the table; a test fails while any of them is stale.
@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving import contract
 
 __all__ = ["CONFIG_PATH", "DOC_PATHS", "config_template", "rendered_files", "stale_files"]
 
 CONFIG_PATH = Path(__file__).parent / "model_repository" / "whisper" / "config.pbtxt"
 """The committed model config (defaults)."""
-DOC_PATHS = tuple(Path(__file__).resolve().parents[3] / "docs" / name for name in ("contracts.md", "serving.md"))
+DOC_PATHS = (REPO_ROOT / "docs" / "contracts.md",)
 """Docs that carry the tensor table (absent in the serving image, which has no docs/)."""
 
 CONFIG_BEGIN = (

@@ -1,38 +1,12 @@
 """The decoding layer of the Triton ``whisper`` model, one for every engine.
 
 Over :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (tokens, summed log-prob,
-no-speech probability per window) it does what openai/whisper ``transcribe()`` and faster-whisper
-``generate_with_fallback`` do per 30 s window:
-
-* **quality signals**: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio``
-  = UTF-8 bytes ÷ zlib-compressed bytes of the text, ``no_speech_prob``;
-* **temperature fallback**: a decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0``
-  is re-decoded at the next temperature (``t, t + 0.2, … ≤ 1.0``); only the failed windows are
-  re-decoded, all of them in one engine call per temperature, sampling with the engine's
-  ``sampling_seed`` (:class:`~whisper_build.serving.engines.base.EngineParams`). A window that never passes keeps
-  the attempt with the best ``avg_logprob`` among those under the compression threshold, else
-  the best overall (faster-whisper's choice; openai/whisper keeps the last attempt);
-* **silence**: ``no_speech_prob > no_speech_threshold`` (and, with
-  ``no_speech_needs_low_logprob``, ``avg_logprob < logprob_threshold`` as openai/whisper) makes
-  the window silent: no segments, no fallback. Windows below ``silence_dbfs`` are not decoded;
-* **segments** from Whisper's timestamp tokens (:func:`parse_segments`), times relative to the
-  window's start, clamped to the window's audio, monotonic, never with empty text; a start in
-  leading silence moves to the first voiced 20 ms frame (:func:`trim_leading_silence`);
-* **a word cut by the window's end**: when the audio still carries speech in its last 20 ms
-  (:func:`ends_in_speech`: a file cut mid-sentence, or a 30 s cut with no pause to cut at), the
-  last word of the window is dropped (:func:`drop_last_word`): Whisper completes a cut word with
-  its most likely guess (measured with tiny.en: the first 0.8 s of "Please turn off …" ends 20 ms
-  into "off" and decodes as "Please turn on."), so the text holds only words heard whole;
-* **word timings** by the engine's alignment (:meth:`WhisperEngine.align`), placed in their
-  segments.
-
-Not reproduced from openai/whisper ``transcribe()``, on purpose: ``condition_on_previous_text``
-(each window is decoded independently, so that all windows of all requests decode in ONE batch;
-conditioning would serialise a file's windows) and seek-based re-decoding (a window whose last
-segment has no closing timestamp is not re-decoded from that timestamp with more audio: the
-gateway cuts windows at silences, so the cut-off segment is closed at the window's end). Speech
-after a decode's last timestamp is decoded once more, alone (:func:`_tails`), where openai/whisper
-would seek to that timestamp.
+no-speech probability per window) it does per 30 s window what openai/whisper ``transcribe()`` and
+faster-whisper ``generate_with_fallback`` do: quality signals, temperature fallback, the silence
+rule, segments from timestamp tokens, dropping a word cut by the window's end, word timings; speech
+after a decode's last timestamp is decoded once more, alone (:func:`_tails`).
+Entry points: :func:`decode_windows` (the rules, in its docstring), :class:`DecodingPolicy` (the
+thresholds), :func:`parse_segments`. Docs: docs/serving.md, "Model repository".
 """
 
 from __future__ import annotations
@@ -251,6 +225,25 @@ def decode_windows(
     Raises:
         UnsupportedOption: an option the engine cannot do (checked before any decoding).
         ValueError: the sequences differ in length.
+
+    Rules: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio`` = UTF-8 bytes ÷
+    zlib-compressed bytes. A decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0`` is
+    re-decoded at the next temperature (``t, t + 0.2, … ≤ 1.0``); only the failed windows, all in one
+    engine call per temperature, sampling with the engine's ``sampling_seed``. A window that never
+    passes keeps the attempt with the best ``avg_logprob`` among those under the compression
+    threshold, else the best overall (faster-whisper's choice; openai/whisper keeps the last).
+    ``no_speech_prob > no_speech_threshold`` (and, with ``no_speech_needs_low_logprob``,
+    ``avg_logprob < logprob_threshold``) makes the window silent: no segments, no fallback; windows
+    below ``silence_dbfs`` are not decoded. Segments (:func:`parse_segments`) have window-relative
+    times, clamped to the window's audio, monotonic, never with empty text; a start in leading silence
+    moves to the first voiced 20 ms frame (:func:`trim_leading_silence`). When the audio still carries
+    speech in its last 20 ms (:func:`ends_in_speech`), the window's last word is dropped
+    (:func:`drop_last_word`): Whisper completes a cut word with a guess (tiny.en: "Please turn off …"
+    cut 20 ms into "off" decodes as "Please turn on."). Word timings come from
+    :meth:`WhisperEngine.align`, placed in their segments. Not reproduced on purpose:
+    ``condition_on_previous_text`` (windows decode independently, so all windows of all requests
+    decode in ONE batch) and seek-based re-decoding (the gateway cuts windows at silences, so a
+    segment without a closing timestamp is closed at the window's end).
     """
     if not len(audio) == len(prompts) == len(repetition_penalty) == len(options):
         raise ValueError("audio, prompts, repetition_penalty and options must have the same length")

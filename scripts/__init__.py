@@ -1,0 +1,1 @@
+"""Repository scripts, run from the root as ``python -m scripts.<name>`` (``make synth``, ``make golden``, ``make lint``)."""

@@ -1,0 +1,87 @@
+"""The prose holds to its limits: short module docstrings, package docstrings that list their modules
+list all of them, unique headings per docs page, docs/*.md within their line budget, and no
+citation of a tracker number that a clone of the repository cannot resolve."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from whisper_build.paths import REPO_ROOT
+
+PRODUCT = ("settings", "stacks", "k8s_charts", "observability", "whisper_build", "benchmarks", "scripts")
+MAX_MODULE_DOCSTRING_LINES = 15
+DOCS_LINE_BUDGET = 4200
+MODULE_NAME = re.compile(r":mod:`[~.]?(?:[\w.]*\.)?(\w+)`|``(\w+)(?:/|\.py)``|``(\w+)``")
+TRACKER_NUMBER = re.compile(r"(?<![\w/-])issues? ?#?\d+", re.IGNORECASE)
+
+
+def _product_modules() -> list[Path]:
+    files = [p for folder in PRODUCT for p in (REPO_ROOT / folder).rglob("*.py")]
+    return sorted(p for p in files if "k8s_charts/imports" not in p.as_posix())
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+
+
+def test_module_docstrings_are_short() -> None:
+    long = {
+        path.relative_to(REPO_ROOT).as_posix(): lines
+        for path in _product_modules()
+        if (lines := len(_docstring(path).splitlines())) > MAX_MODULE_DOCSTRING_LINES
+    }
+    assert long == {}, f"module docstrings over {MAX_MODULE_DOCSTRING_LINES} lines: move detail to docs/"
+
+
+def _members(package: Path) -> set[str]:
+    modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
+    return modules | {p.name for p in package.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+                      and (any(p.glob("*.py")) or (p / "Dockerfile").exists())}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "init", sorted(p for folder in PRODUCT for p in (REPO_ROOT / folder).rglob("__init__.py")), ids=str
+)
+def test_a_package_docstring_that_lists_modules_lists_all_of_them(init: Path) -> None:
+    named = {next(g for g in match.groups() if g) for match in MODULE_NAME.finditer(_docstring(init))}
+    members = _members(init.parent)
+    if len(named & members) < 3:
+        pytest.skip("does not list its modules")
+    assert sorted(members - named) == []
+
+
+def _pages() -> list[Path]:
+    return [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: p.name)
+def test_docs_headings_are_unique_per_page(page: Path) -> None:
+    in_code, headings = False, []
+    for line in page.read_text().splitlines():
+        in_code = in_code != line.startswith("```")
+        if not in_code and re.match(r"#{1,6} ", line):
+            headings.append(line)
+    assert sorted({h for h in headings if headings.count(h) > 1}) == []
+
+
+def test_docs_stay_within_their_line_budget() -> None:
+    lines = sum(len(page.read_text().splitlines()) for page in (REPO_ROOT / "docs").glob("*.md"))
+    assert lines <= DOCS_LINE_BUDGET, f"docs/*.md: {lines} lines; cut repetition, not facts"
+
+
+def test_no_tracker_numbers_in_code_tests_or_docs() -> None:
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    found = []
+    for name in filter(None, names.decode().split("\0")):
+        path = REPO_ROOT / name
+        if path.suffix not in {".py", ".md", ".sh", ".yaml", ".txt"} or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if TRACKER_NUMBER.search(line) and path != Path(__file__):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert found == [], "cite a public source (owner/repo#N, a URL) or a commit hash"
