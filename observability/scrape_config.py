@@ -21,9 +21,8 @@ Jobs (names from :mod:`observability.queries`):
 
 Relabelling turns the pod labels of docs/contracts.md §2 into the metric labels ``gpu_group``,
 ``gpu_arch``, ``pod``, ``namespace``; ``instance_type`` is set from the GPU group with one rule per
-configured group (the group → instance type map of the deployment config), because pods carry no
-instance-type label and the managed scraper documents only pod/node metadata of the discovered
-object itself. Kubernetes discovery exposes pod label ``a.b/c-d`` as
+single-type group (the managed scraper documents only metadata of the discovered pod itself), and for a
+group with a priority list copied from the pod label the pod ranker writes (``settings.labels``). Kubernetes discovery exposes pod label ``a.b/c-d`` as
 ``__meta_kubernetes_pod_label_a_b_c_d`` (Prometheus ``kubernetes_sd_config`` docs).
 
 AMP managed scraper limits honoured (AMP user guide, "Using an AWS managed collector"): only
@@ -42,7 +41,14 @@ import yaml
 from observability import queries
 from observability.bulk_queries import JOB_BULK, JOB_BULK_TRITON
 from settings import DeploymentConfig
-from settings.labels import APP_NAME, APP_NAME_LABEL, BULK_APP_NAME, GPU_ARCH_LABEL, GPU_GROUP_LABEL
+from settings.labels import (
+    APP_NAME,
+    APP_NAME_LABEL,
+    BULK_APP_NAME,
+    GPU_ARCH_LABEL,
+    GPU_GROUP_LABEL,
+    POD_INSTANCE_TYPE_LABEL,
+)
 
 DCGM_EXPORTER_APP = "dcgm-exporter"
 """``app.kubernetes.io/name`` of the NVIDIA dcgm-exporter Helm chart's pods."""
@@ -120,12 +126,21 @@ def _copy(source: str, target: str) -> dict[str, Any]:
 
 
 def _instance_type_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
+    """One group → type rule per single-type group; a flexible group copies its pods' instance-type label."""
     return [
         {
             "source_labels": ["gpu_group"],
             "regex": re.escape(group.name),
             "target_label": "instance_type",
             "replacement": group.instance_type,
+        }
+        if not group.flexible
+        else {
+            "source_labels": ["gpu_group", _META_POD_INSTANCE_TYPE],
+            "separator": ";",
+            "regex": re.escape(group.name) + ";(.+)",
+            "target_label": "instance_type",
+            "replacement": "$1",
         }
         for group in config.gpu_groups
     ]
@@ -134,6 +149,7 @@ def _instance_type_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
 _META_APP = _meta_pod_label(APP_NAME_LABEL)
 _META_GPU_GROUP = _meta_pod_label(GPU_GROUP_LABEL)
 _META_GPU_ARCH = _meta_pod_label(GPU_ARCH_LABEL)
+_META_POD_INSTANCE_TYPE = _meta_pod_label(POD_INSTANCE_TYPE_LABEL)
 _META_PORT = "__meta_kubernetes_pod_container_port_number"
 _META_PHASE = "__meta_kubernetes_pod_phase"
 _META_READY = "__meta_kubernetes_pod_ready"
