@@ -40,6 +40,7 @@ from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_sha
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.network_policy import ScrapeOnlyNetworkPolicies, ServingNetworkPolicies
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
+from k8s_charts.pod_ranker import PodRanker, ranked_groups
 from k8s_charts.storage import ModelVolume, hf_checkpoint_volume
 from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
@@ -106,6 +107,8 @@ class ServingChart(cdk8s.Chart):
             )
             for group in config.gpu_groups
         }
+        if ranked_groups(config):
+            PodRanker(self, "pod-ranker", config=config, image=inputs.image(config.serving.image_tag))
 
 
 def _serving_namespace(chart: cdk8s.Chart, config: DeploymentConfig, *, readiness_gate: bool) -> k8s.KubeNamespace:

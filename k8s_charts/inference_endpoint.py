@@ -7,8 +7,9 @@ instead of this project's Deployments, Service and KEDA objects. Each ``Inferenc
 
 * ``endpointName``: the operator registers a SageMaker endpoint of that name, so callers use
   ``sagemaker-runtime invoke-endpoint`` with IAM (SigV4) authentication;
-* ``instanceTypes``: the instance types of its GPU groups in ``gpu_groups`` order (the operator
-  places pods on the first type that has room: CRD ``instanceTypes`` description);
+* ``instanceTypes``: every listed type of its GPU groups, groups in ``capacity.group_priority`` order
+  (else ``gpu_groups`` order), each group's priority list in order (the operator places pods on the
+  first type that has room: CRD ``instanceTypes`` description);
 * ``modelSourceConfig``: S3, the model's root prefix ``models/<model>/`` (every architecture), mounted
   at :data:`MODEL_MOUNT_PATH`; the container's preflight selects the ``<gpu_arch>/`` (or
   ``<gpu_arch>-<mig profile>/``) engine of the GPU it landed on and then starts the supervisor
@@ -88,6 +89,17 @@ def resource_shapes(config: DeploymentConfig) -> list[ResourceShape]:
     for group in config.gpu_groups:
         shapes.setdefault(group.mig_profile, []).append(group)
     return [ResourceShape(profile, tuple(groups)) for profile, groups in shapes.items()]
+
+
+def shape_instance_types(config: DeploymentConfig, shape: ResourceShape) -> list[str]:
+    """``spec.instanceTypes`` of a shape, e.g. ``["ml.g6e.2xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge"]``.
+
+    Its groups by ``capacity.group_priority`` (unlisted groups after, in config order), each group's
+    ``instance_types`` in order, without repeats.
+    """
+    rank = {name: index for index, name in enumerate(config.capacity.group_priority or [])}
+    groups = sorted(shape.groups, key=lambda group: rank.get(group.name, len(rank)))
+    return list(dict.fromkeys(instance_type for group in groups for instance_type in group.instance_types))
 
 
 def endpoint_config_name(shape: ResourceShape) -> str:
@@ -258,7 +270,7 @@ class WhisperInferenceEndpoint(Construct):
             spec=iec.InferenceEndpointConfigSpec(
                 model_name=f"{config.project_name}{shape.suffix}",
                 endpoint_name=self.endpoint_name,
-                instance_types=[group.instance_type for group in shape.groups],
+                instance_types=shape_instance_types(config, shape),
                 replicas=sum(group.baseline_replicas for group in shape.groups),
                 model_source_config=iec.InferenceEndpointConfigSpecModelSourceConfig(
                     model_source_type=iec.InferenceEndpointConfigSpecModelSourceConfigModelSourceType.S3,
