@@ -13,7 +13,8 @@ in, telling the expected ones of a first deploy from real failures:
   mismatch, unreadable manifest): printed with its message and the fix lines;
 * an image pull error: the serving image is not in ECR yet (before step ``serving-image``) or the
   tag is wrong;
-* ``Pending`` with an unschedulable condition: no GPU node of the group has joined (yet).
+* ``Pending`` with an unschedulable condition: **Pending for capacity** when the scheduler says no GPU of the
+  group is free or no node of it exists (with what to do), else no GPU node of the group has joined (yet).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from whisper_build.podstart import preflight
 
 PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+CAPACITY_SIGNS = ("Insufficient nvidia.com/", "didn't match Pod's node affinity")
+"""kube-scheduler's ``PodScheduled`` messages for a pod whose GPU group has no free GPU or no node yet
+(``0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector``)."""
 
 
 def _failure_message(state: dict[str, Any]) -> str | None:
@@ -117,6 +121,15 @@ def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
             )
     scheduled = conditions.get("PodScheduled", {})
     if status.get("phase") == "Pending" and scheduled.get("status") == "False":
+        if any(sign in scheduled.get("message", "") for sign in CAPACITY_SIGNS):
+            group = pod.get("metadata", {}).get("labels", {}).get(labels.GPU_GROUP_LABEL, "?")
+            return "waiting", (
+                f"Pending for capacity: no node of GPU group {group} has a free GPU ({scheduled.get('message', '')}). "
+                "If it stays so after HyperPod's nodes should have joined, the group's types may be out of capacity: "
+                f"read aws sagemaker list-cluster-events --cluster-name <cluster> --event-level Error, then add "
+                "fallback types to the group's instance_types, raise another group, or wait (docs/deploy.md, "
+                '"When a GPU type runs out")'
+            )
         return "waiting", (
             "Pending, not scheduled: no GPU node of this group has room or has joined yet (HyperPod instances "
             f"join 20-60 min into step 'stacks'): {scheduled.get('message', '')}".strip()
