@@ -183,7 +183,8 @@ class GpuMetricsChart(cdk8s.Chart):
 
     Attributes:
         namespace_name: The namespace name (``cdk8s.Chart.namespace`` is taken).
-        exporters: GPU group name → its :class:`GpuMetricsExporter`.
+        exporters: GPU group name → its :class:`GpuMetricsExporter`; ``<group>/<type>`` → one per listed type of
+            a group with a priority list.
     """
 
     def __init__(
@@ -208,7 +209,18 @@ class GpuMetricsChart(cdk8s.Chart):
         self.exporters = {
             group.name: GpuMetricsExporter(self, group.name, namespace=self.namespace_name, group=group)
             for group in config.gpu_groups
+            if not group.flexible
         }
+        for group in config.gpu_groups:
+            for instance_type in group.instance_types if group.flexible else []:
+                key = f"{group.name}/{instance_type}"
+                self.exporters[key] = GpuMetricsExporter(
+                    self,
+                    f"{group.name}-{instance_type}",
+                    namespace=self.namespace_name,
+                    group=group,
+                    instance_type=instance_type,
+                )
 
 
 @dataclass(frozen=True)

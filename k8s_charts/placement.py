@@ -50,13 +50,16 @@ def _required(requirements: dict[str, list[str]]) -> k8s.NodeSelector:
     )
 
 
-def group_affinity(group: GpuGroup) -> k8s.Affinity:
-    """Required node affinity: the group's nodes, healthy or not.
+def group_affinity(group: GpuGroup, instance_types: list[str] | None = None) -> k8s.Affinity:
+    """Required node affinity: the group's nodes (of ``instance_types`` only, when given), healthy or not.
 
     For node agents such as the GPU metrics exporter, which must keep reporting on a node HyperPod marks
     unhealthy.
     """
-    required = _required(group_node_labels(group))
+    node_labels = group_node_labels(group)
+    if instance_types is not None:
+        node_labels[labels.INSTANCE_TYPE_LABEL] = instance_types
+    required = _required(node_labels)
     return k8s.Affinity(node_affinity=k8s.NodeAffinity(required_during_scheduling_ignored_during_execution=required))
 
 

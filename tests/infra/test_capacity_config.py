@@ -6,10 +6,11 @@ import re
 
 import pytest
 from capacity_support import G5_LIST, config, default_data, spot_data, with_groups
-from k8s_support import of_kind, relabel, synth
+from k8s_support import of_kind, relabel, scraped_by, synth
 
 from k8s_charts import placement
 from k8s_charts.sizing import gateway_workers, pod_resources, predicted_rtf
+from observability import cost_queries
 from observability.scrape_config import scrape_config
 from settings import ConfigError, capacity, labels
 
@@ -145,3 +146,25 @@ def test_only_bulk_workers_tolerate_spot_and_their_grace_fits_the_notice() -> No
     assert 0 < bulk_pod["terminationGracePeriodSeconds"] <= 90  # drain 45 s + stops, inside the 2-minute notice
     serving = [d for name, d in deployments.items() if not name.startswith("whisper-bulk")]
     assert serving and all(spot not in d["spec"]["template"]["spec"].get("tolerations", []) for d in serving)
+
+
+def test_cost_is_priced_per_listed_type_from_exporters_that_name_their_type() -> None:
+    data = with_groups(default_data(), instance_types=G5_LIST[:2])
+    data["pricing"] = {
+        "instances": {"ml.g5.4xlarge": {"hourly": 1.624, "source": "test figure", "as_of": "2026-12-01"}}
+    }
+    cfg = config(data)
+    groups = cost_queries.cost_groups(cfg)
+    assert [(g.name, g.instance_type, g.usd_per_hour) for g in groups] == [
+        ("g5", "ml.g5.2xlarge", 1.212),
+        ("g5", "ml.g5.4xlarge", 1.624),
+        ("g6e", None, 2.24208),
+    ]
+    hourly = cost_queries.hourly_cost_expr(groups)
+    assert 'up{job="dcgm-exporter",gpu_group="g5",instance_type="ml.g5.4xlarge"}) * 1.624' in hourly
+    manifests = synth(cfg)
+    exporters = of_kind(manifests, "DaemonSet")
+    assert {"dcgm-exporter-g5-g5-2xlarge", "dcgm-exporter-g5-g5-4xlarge", "dcgm-exporter-g6e"} <= set(exporters)
+    job = next(j for j in scrape_config(cfg)["scrape_configs"] if j["job_name"] == "dcgm-exporter")
+    scraped = {(t["gpu_group"], t.get("instance_type")) for t in scraped_by(job, manifests)}
+    assert scraped == {("g5", "ml.g5.2xlarge"), ("g5", "ml.g5.4xlarge"), ("g6e", "ml.g6e.2xlarge")}
