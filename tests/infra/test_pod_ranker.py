@@ -12,6 +12,7 @@ from cdk_assembly import REPO_ROOT
 from k8s_support import of_kind, synth
 
 from k8s_charts import validation
+from settings import load_config
 from settings.labels import POD_INSTANCE_TYPE_LABEL
 from whisper_build.pod_ranker import DELETION_COST, pod_patch, rank_once
 
@@ -104,3 +105,9 @@ def test_operator_instance_types_follow_group_priority_then_each_list_and_match_
 )
 def test_the_vendored_crds_are_the_shared_ones(name: str) -> None:
     assert (validation.CRD_DIR / name).read_bytes() == (SHARED_CRDS / name).read_bytes()
+
+
+def test_every_manifest_of_the_capacity_example_validates() -> None:
+    cfg = load_config(REPO_ROOT / "config" / "examples" / "capacity.yaml")
+    checked = {validation.validate(m, cfg.cluster.kubernetes_version) for m in synth(cfg)}
+    assert {"crd:karpenter.sh/v1/NodePool", "crd:karpenter.sagemaker.amazonaws.com/v1/HyperpodNodeClass"} <= checked
