@@ -23,7 +23,7 @@ from k8s_charts.network_policy import (
     POD_IDENTITY_AGENT_CIDR,
     POD_IDENTITY_AGENT_PORT,
 )
-from k8s_charts.placement import affinity, gpu_tolerations
+from k8s_charts.placement import affinity, gpu_tolerations, spot_toleration
 from k8s_charts.pod_spec import empty_dir, one_pod_at_a_time, serving_image_metadata, serving_mounts, serving_volumes
 from k8s_charts.sizing import pod_resources, quantities
 from k8s_charts.workload import (
@@ -89,6 +89,16 @@ def worker_stop_seconds(config: DeploymentConfig) -> int:
 def worker_grace_seconds(config: DeploymentConfig) -> int:
     """``terminationGracePeriodSeconds``: worker drain + Triton stop + margin."""
     return worker_stop_seconds(config) + TRITON_STOP_SECONDS + STOP_MARGIN_SECONDS
+
+
+def worker_tolerations(config: DeploymentConfig) -> list[k8s.Toleration]:
+    """The GPU taint; with ``capacity.bulk_spot`` also the Spot taint, which only bulk workers tolerate.
+
+    A Spot node's two-minute notice is best-effort: the grace (:func:`worker_grace_seconds`, at most 90 s with
+    Spot, ``settings.capacity.SPOT_MAX_DRAIN_SECONDS``) covers the window group in flight, its checkpoint and
+    the message's return.
+    """
+    return [*gpu_tolerations(), spot_toleration()] if config.capacity.bulk_spot else gpu_tolerations()
 
 
 def worker_env(config: DeploymentConfig, group: GpuGroup, inputs: ChartInputs) -> dict[str, object]:
@@ -216,7 +226,7 @@ class BulkWorkers(Construct):
                         containers=[worker],
                         volumes=[*serving_volumes(claim_name, size.shm), scratch_volume],
                         affinity=affinity(group),
-                        tolerations=gpu_tolerations(),
+                        tolerations=worker_tolerations(config),
                         security_context=security.pod_security_context(),
                         termination_grace_period_seconds=worker_grace_seconds(config),
                         service_account_name=WORKER_SERVICE_ACCOUNT,

@@ -29,6 +29,7 @@ from k8s_charts.inference_endpoint import WhisperInferenceEndpoint, resource_sha
 from k8s_charts.inputs import ChartInputs
 from k8s_charts.network_policy import ScrapeOnlyNetworkPolicies, ServingNetworkPolicies
 from k8s_charts.node_autoscaling import GpuNodeAutoscaling
+from k8s_charts.pod_ranker import PodRanker, ranked_groups
 from k8s_charts.storage import ModelVolume, hf_checkpoint_volume
 from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
@@ -95,6 +96,8 @@ class ServingChart(cdk8s.Chart):
             )
             for group in config.gpu_groups
         }
+        if ranked_groups(config):
+            PodRanker(self, "pod-ranker", config=config, image=inputs.image(config.serving.image_tag))
 
 
 def _serving_namespace(chart: cdk8s.Chart, config: DeploymentConfig, *, readiness_gate: bool) -> k8s.KubeNamespace:
@@ -169,7 +172,8 @@ class GpuMetricsChart(cdk8s.Chart):
 
     Attributes:
         namespace_name: The namespace name (``cdk8s.Chart.namespace`` is taken).
-        exporters: GPU group name → its :class:`GpuMetricsExporter`.
+        exporters: GPU group name → its :class:`GpuMetricsExporter`; ``<group>/<type>`` → one per listed type of
+            a group with a priority list.
     """
 
     def __init__(
@@ -194,7 +198,18 @@ class GpuMetricsChart(cdk8s.Chart):
         self.exporters = {
             group.name: GpuMetricsExporter(self, group.name, namespace=self.namespace_name, group=group)
             for group in config.gpu_groups
+            if not group.flexible
         }
+        for group in config.gpu_groups:
+            for instance_type in group.instance_types if group.flexible else []:
+                key = f"{group.name}/{instance_type}"
+                self.exporters[key] = GpuMetricsExporter(
+                    self,
+                    f"{group.name}-{instance_type}",
+                    namespace=self.namespace_name,
+                    group=group,
+                    instance_type=instance_type,
+                )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from k8s_charts import naming, probes, security
 from k8s_charts.placement import gpu_tolerations, group_affinity
 from k8s_charts.sizing import quantities
 from observability.scrape_config import DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT
+from settings import labels
 from settings.schema import GpuGroup
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"
@@ -66,9 +67,12 @@ class GpuMetricsExporter(Construct):
             must admit :func:`k8s_charts.security.gpu_metrics_security_context` (``privileged``).
         group: The GPU group whose nodes run it.
 
+        instance_type: For a group with a priority list: the one listed type whose nodes run it (its pods carry
+            the type as a label, which cost by instance type needs); ``None``: every node of the group.
+
     Attributes:
-        name: DaemonSet name (``dcgm-exporter-<group>``).
-        pod_labels: Labels of its pods (also its selector): the scrape job's app name + group + arch.
+        name: DaemonSet name (``dcgm-exporter-<group>``, ``dcgm-exporter-<group>-g5-4xlarge`` per type).
+        pod_labels: Labels of its pods (also its selector): the scrape job's app name + group + arch (+ type).
 
     The exporter sees every GPU of its node without requesting ``nvidia.com/gpu`` (which would take a
     GPU away from serving): the NVIDIA container runtime, the default runtime of the HyperPod / EKS GPU
@@ -83,10 +87,17 @@ class GpuMetricsExporter(Construct):
     token (the exporter does not call the Kubernetes API), so no ServiceAccount or RBAC is created.
     """
 
-    def __init__(self, scope: Construct, id: str, *, namespace: str, group: GpuGroup) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, namespace: str, group: GpuGroup, instance_type: str | None = None
+    ) -> None:
         super().__init__(scope, id)
         self.name = naming.gpu_metrics_name(group)
         self.pod_labels = naming.group_labels(group, app=DCGM_EXPORTER_APP)
+        affinity = group_affinity(group)
+        if instance_type is not None:  # one DaemonSet per type of a priority list: its pods name their type
+            self.name += "-" + instance_type.removeprefix("ml.").replace(".", "-")
+            self.pod_labels[labels.POD_INSTANCE_TYPE_LABEL] = instance_type
+            affinity = group_affinity(group, [instance_type])
         health = k8s.Probe(
             http_get=probes.http_get(HEALTH_PATH, PORT_NAME),
             initial_delay_seconds=HEALTH_INITIAL_DELAY_SECONDS,
@@ -126,7 +137,7 @@ class GpuMetricsExporter(Construct):
                     metadata=k8s.ObjectMeta(labels=self.pod_labels),
                     spec=k8s.PodSpec(
                         containers=[container],
-                        affinity=group_affinity(group),
+                        affinity=affinity,
                         # the GPU taint, and HyperPod's unhealthy-node taint: a failing GPU is when its
                         # metrics matter most
                         tolerations=gpu_tolerations(unhealthy_nodes=True),

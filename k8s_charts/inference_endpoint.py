@@ -5,6 +5,7 @@ With ``serving.target: inference_operator`` the HyperPod inference operator (EKS
 instead of this project's Deployments, Service and KEDA objects. Entry points:
 :class:`WhisperInferenceEndpoint` (what each config gets, in its docstring), :func:`resource_shapes`
 (whole-GPU groups share one shape, sized to the smallest; each MIG profile gets its own).
+``instanceTypes`` lists every type of its GPU groups in ``capacity.group_priority`` order.
 Docs: docs/serving-targets.md.
 """
 
@@ -70,6 +71,17 @@ def resource_shapes(config: DeploymentConfig) -> list[ResourceShape]:
     for group in config.gpu_groups:
         shapes.setdefault(group.mig_profile, []).append(group)
     return [ResourceShape(profile, tuple(groups)) for profile, groups in shapes.items()]
+
+
+def shape_instance_types(config: DeploymentConfig, shape: ResourceShape) -> list[str]:
+    """``spec.instanceTypes`` of a shape, e.g. ``["ml.g6e.2xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge"]``.
+
+    Its groups by ``capacity.group_priority`` (unlisted groups after, in config order), each group's
+    ``instance_types`` in order, without repeats.
+    """
+    rank = {name: index for index, name in enumerate(config.capacity.group_priority or [])}
+    groups = sorted(shape.groups, key=lambda group: rank.get(group.name, len(rank)))
+    return list(dict.fromkeys(instance_type for group in groups for instance_type in group.instance_types))
 
 
 def endpoint_config_name(shape: ResourceShape) -> str:
@@ -265,7 +277,7 @@ class WhisperInferenceEndpoint(Construct):
             spec=iec.InferenceEndpointConfigSpec(
                 model_name=f"{config.project_name}{shape.suffix}",
                 endpoint_name=self.endpoint_name,
-                instance_types=[group.instance_type for group in shape.groups],
+                instance_types=shape_instance_types(config, shape),
                 replicas=sum(group.baseline_replicas for group in shape.groups),
                 model_source_config=iec.InferenceEndpointConfigSpecModelSourceConfig(
                     model_source_type=iec.InferenceEndpointConfigSpecModelSourceConfigModelSourceType.S3,

@@ -21,50 +21,80 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def _in(key: str, value: str) -> k8s.NodeSelectorRequirement:
-    return k8s.NodeSelectorRequirement(key=key, operator="In", values=[value])
+PREFERRED_TYPE_WEIGHT = 50
+"""Weight of the preference for a flexible group's first listed type (the deep-health preference is 100)."""
 
 
-def group_node_labels(group: GpuGroup) -> dict[str, str]:
-    """Node labels that identify the nodes of ``group`` (label → value), whatever their health."""
-    return {labels.GPU_GROUP_LABEL: group.name, labels.INSTANCE_TYPE_LABEL: group.instance_type}
+def _in(key: str, values: list[str]) -> k8s.NodeSelectorRequirement:
+    return k8s.NodeSelectorRequirement(key=key, operator="In", values=values)
 
 
-def node_requirements(group: GpuGroup) -> dict[str, str]:
-    """Node labels a serving pod of ``group`` requires (label → value): its nodes, healthy."""
-    return {**group_node_labels(group), NODE_HEALTH_LABEL: NODE_HEALTHY}
+def group_node_labels(group: GpuGroup) -> dict[str, list[str]]:
+    """Node labels that identify the nodes of ``group`` (label → accepted values), whatever their health.
+
+    The instance type accepts every type of the group's priority list (``instance_types``).
+    """
+    return {labels.GPU_GROUP_LABEL: [group.name], labels.INSTANCE_TYPE_LABEL: list(group.instance_types)}
 
 
-def _required(requirements: dict[str, str]) -> k8s.NodeSelector:
+def node_requirements(group: GpuGroup) -> dict[str, list[str]]:
+    """Node labels a serving pod of ``group`` requires (label → accepted values): its nodes, healthy."""
+    return {**group_node_labels(group), NODE_HEALTH_LABEL: [NODE_HEALTHY]}
+
+
+def _required(requirements: dict[str, list[str]]) -> k8s.NodeSelector:
     return k8s.NodeSelector(
         node_selector_terms=[
-            k8s.NodeSelectorTerm(match_expressions=[_in(key, value) for key, value in requirements.items()])
+            k8s.NodeSelectorTerm(match_expressions=[_in(key, values) for key, values in requirements.items()])
         ]
     )
 
 
-def group_affinity(group: GpuGroup) -> k8s.Affinity:
-    """Required node affinity: the group's nodes, healthy or not.
+def group_affinity(group: GpuGroup, instance_types: list[str] | None = None) -> k8s.Affinity:
+    """Required node affinity: the group's nodes (of ``instance_types`` only, when given), healthy or not.
 
     For node agents such as the GPU metrics exporter, which must keep reporting on a node HyperPod marks
     unhealthy.
     """
-    required = _required(group_node_labels(group))
+    node_labels = group_node_labels(group)
+    if instance_types is not None:
+        node_labels[labels.INSTANCE_TYPE_LABEL] = instance_types
+    required = _required(node_labels)
     return k8s.Affinity(node_affinity=k8s.NodeAffinity(required_during_scheduling_ignored_during_execution=required))
 
 
 def affinity(group: GpuGroup) -> k8s.Affinity:
-    """Required: the group's nodes, healthy. Preferred: nodes whose deep health check passed."""
+    """Required: the group's nodes, healthy. Preferred: deep health check passed, then the first listed type.
+
+    The type preference (weight :data:`PREFERRED_TYPE_WEIGHT`) is added for a flexible group only.
+    """
+    preferred = [
+        k8s.PreferredSchedulingTerm(
+            weight=100,
+            preference=k8s.NodeSelectorTerm(match_expressions=[_in(DEEP_HEALTH_LABEL, ["Passed"])]),
+        )
+    ]
+    if group.flexible:
+        preferred.append(
+            k8s.PreferredSchedulingTerm(
+                weight=PREFERRED_TYPE_WEIGHT,
+                preference=k8s.NodeSelectorTerm(
+                    match_expressions=[_in(labels.INSTANCE_TYPE_LABEL, [group.instance_types[0]])]
+                ),
+            )
+        )
     return k8s.Affinity(
         node_affinity=k8s.NodeAffinity(
             required_during_scheduling_ignored_during_execution=_required(node_requirements(group)),
-            preferred_during_scheduling_ignored_during_execution=[
-                k8s.PreferredSchedulingTerm(
-                    weight=100,
-                    preference=k8s.NodeSelectorTerm(match_expressions=[_in(DEEP_HEALTH_LABEL, "Passed")]),
-                )
-            ],
+            preferred_during_scheduling_ignored_during_execution=preferred,
         )
+    )
+
+
+def spot_toleration() -> k8s.Toleration:
+    """Tolerate the Spot taint (``settings.labels.SPOT_TAINT_KEY``): bulk workers only."""
+    return k8s.Toleration(
+        key=labels.SPOT_TAINT_KEY, operator="Equal", value=labels.SPOT_TAINT_VALUE, effect=labels.SPOT_TAINT_EFFECT
     )
 
 

@@ -37,6 +37,9 @@ class CostGroup:
     name: str
     usd_per_hour: float
     slots_per_instance: int
+    instance_type: str | None = None
+    """Set for each listed type of a group with a priority list (priced and selected per type); ``None``: the
+    group's one type."""
 
     def __post_init__(self) -> None:
         check_group(self.name)
@@ -45,18 +48,30 @@ class CostGroup:
 
 
 def cost_groups(config: DeploymentConfig) -> tuple[CostGroup, ...]:
-    """The priced GPU groups of ``config`` (groups whose instance type has no price are left out)."""
+    """The priced GPU groups of ``config`` (groups whose instance type has no price are left out).
+
+    A group with a priority list gives one entry per priced listed type, selected by ``instance_type``
+    (its exporter pods carry it, ``k8s_charts.gpu_metrics``), so each node is billed at its own type's price.
+    """
     groups = []
     for group in config.gpu_groups:
-        price = config.pricing.price_of(group.instance_type)
-        if price is not None:
-            groups.append(CostGroup(group.name, price.hourly, group.pods_per_node * group.effective_capacity))
+        slots = group.pods_per_node * group.effective_capacity
+        for instance_type in group.instance_types:
+            price = config.pricing.price_of(instance_type)
+            if price is not None:
+                typed = instance_type if group.flexible else None
+                groups.append(CostGroup(group.name, price.hourly, slots, typed))
     return tuple(groups)
 
 
 def unpriced_groups(config: DeploymentConfig) -> list[str]:
-    """Names of the groups of ``config`` left out of the cost expressions (no price)."""
-    return [g.name for g in config.gpu_groups if config.pricing.price_of(g.instance_type) is None]
+    """The groups of ``config`` (``<group>/<type>`` for a listed type) left out of the cost expressions (no price)."""
+    return [
+        g.name if not g.flexible else f"{g.name}/{t}"
+        for g in config.gpu_groups
+        for t in g.instance_types
+        if config.pricing.price_of(t) is None
+    ]
 
 
 _NODES = selector(job=JOB_DCGM)
@@ -78,7 +93,13 @@ AUDIO_HOURS_PER_HOUR = Query(
 
 def _per_group(groups: Sequence[CostGroup], template: str) -> str:
     """``template`` formatted per group (``{sel}``: the group's node selector, ``{g}``: the group), or-joined."""
-    return " or ".join(f"({template.format(sel=selector(job=JOB_DCGM, gpu_group=g.name), g=g)})" for g in groups)
+    return " or ".join(f"({template.format(sel=_node_selector(g), g=g)})" for g in groups)
+
+
+def _node_selector(group: CostGroup) -> str:
+    if group.instance_type is None:
+        return selector(job=JOB_DCGM, gpu_group=group.name)
+    return selector(job=JOB_DCGM, gpu_group=group.name, instance_type=group.instance_type)
 
 
 def _instances(sel: str) -> str:

@@ -4,7 +4,8 @@ The managed scraper's uses Kubernetes discovery; the live check's uses static lo
 the Kubernetes discovery labels. Both come from one job list (:func:`scrape_jobs`: Triton, the
 gateway — Ready pods only, so ``up`` counts ready pods —, the bulk workers and their Triton, the
 DCGM exporter) and the same relabel rules (:func:`relabel_configs`: pod labels of docs/contracts.md
-§2 → ``gpu_group``, ``gpu_arch``, ``pod``, ``namespace``, ``instance_type``). Entry points:
+§2 → ``gpu_group``, ``gpu_arch``, ``pod``, ``namespace``, ``instance_type``: per single-type group a rule,
+for a priority list the pod label the pod ranker writes). Entry points:
 :func:`scrape_config`, :func:`scrape_config_yaml`. AMP managed scraper limits honoured (AMP user
 guide, "Using an AWS managed collector"): only ``kubernetes_sd_configs``, interval ≥ 30 s.
 Docs: docs/observability.md.
@@ -22,7 +23,14 @@ import yaml
 from observability import queries
 from observability.bulk_queries import JOB_BULK, JOB_BULK_TRITON
 from settings import DeploymentConfig
-from settings.labels import APP_NAME, APP_NAME_LABEL, BULK_APP_NAME, GPU_ARCH_LABEL, GPU_GROUP_LABEL
+from settings.labels import (
+    APP_NAME,
+    APP_NAME_LABEL,
+    BULK_APP_NAME,
+    GPU_ARCH_LABEL,
+    GPU_GROUP_LABEL,
+    POD_INSTANCE_TYPE_LABEL,
+)
 
 DCGM_EXPORTER_APP = "dcgm-exporter"
 """``app.kubernetes.io/name`` of the NVIDIA dcgm-exporter Helm chart's pods."""
@@ -111,12 +119,21 @@ def _copy(source: str, target: str) -> dict[str, Any]:
 
 
 def _instance_type_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
+    """One group → type rule per single-type group; a flexible group copies its pods' instance-type label."""
     return [
         {
             "source_labels": ["gpu_group"],
             "regex": re.escape(group.name),
             "target_label": "instance_type",
             "replacement": group.instance_type,
+        }
+        if not group.flexible
+        else {
+            "source_labels": ["gpu_group", _META_POD_INSTANCE_TYPE],
+            "separator": ";",
+            "regex": re.escape(group.name) + ";(.+)",
+            "target_label": "instance_type",
+            "replacement": "$1",
         }
         for group in config.gpu_groups
     ]
@@ -125,6 +142,7 @@ def _instance_type_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
 _META_APP = _meta_pod_label(APP_NAME_LABEL)
 _META_GPU_GROUP = _meta_pod_label(GPU_GROUP_LABEL)
 _META_GPU_ARCH = _meta_pod_label(GPU_ARCH_LABEL)
+_META_POD_INSTANCE_TYPE = _meta_pod_label(POD_INSTANCE_TYPE_LABEL)
 _META_PORT = "__meta_kubernetes_pod_container_port_number"
 _META_PHASE = "__meta_kubernetes_pod_phase"
 _META_READY = "__meta_kubernetes_pod_ready"

@@ -34,7 +34,9 @@ from k8s_charts.synth import write_dist
 from observability.dashboard import write_dashboard
 from settings import DEFAULT_CONFIG_PATH, ConfigError, DeploymentConfig, load_config
 from settings.advisories import config_warnings
+from settings.fleet import spot_group_name, spot_groups
 from stacks.assembly import synthesize
+from stacks.cluster_request import template_problems
 from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates
 
 
@@ -73,14 +75,18 @@ def instance_group_lines(config: DeploymentConfig, groups: list[dict]) -> list[s
     serving engine; under it, why Karpenter-managed groups show count 0.
     """
     by_name = {group.name: group for group in config.gpu_groups}
+    by_name.update({spot_group_name(group): group for group in spot_groups(config)})
     lines = [
         f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}  "
         f"{'MIG':<10} serving engine"
     ]
     for group in groups:
         spec = by_name[group["InstanceGroupName"]]
+        types = group.get("InstanceType") or " > ".join(group["InstanceRequirements"]["InstanceTypes"])
+        if "Spot" in group.get("CapacityRequirements", {}):
+            types += " (Spot)"
         lines.append(
-            f"  {group['InstanceGroupName']:<12} {group['InstanceType']:<18} {spec.gpu.name:<24} {spec.arch:<6} "
+            f"  {group['InstanceGroupName']:<12} {types:<18} {spec.gpu.name:<24} {spec.arch:<6} "
             f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}  {spec.mig_profile or '-':<10} "
             f"{spec.serving_engine}"
         )
@@ -119,6 +125,15 @@ def print_warnings(warnings: list[str]) -> None:
         print(f"\nWarnings ({len(warnings)}):")
     for warning in warnings:
         print(f"  warning: {warning}")
+
+
+def cluster_request_findings(templates: dict[str, Path]) -> list[Finding]:
+    """Every HyperPod cluster of ``templates`` as a ``CreateCluster`` request (``stacks.cluster_request``)."""
+    return [
+        Finding("create-cluster", "botocore", name, problem, "error")
+        for name, path in templates.items()
+        for problem in template_problems(json.loads(path.read_text(encoding="utf-8")))
+    ]
 
 
 def _replace_dir(source: Path, target: Path) -> None:
@@ -167,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     staged_templates = stack_templates(cx_api.CloudAssembly(str(staging)))
     findings: list[Finding] = read_nag_findings(staging) + run_cfn_lint(list(staged_templates.values()))
+    findings += cluster_request_findings(staged_templates)
     ok = not findings and synth_error is None
 
     extra = [p for hook in EXTRA_OUTPUTS for p in hook(config, REPO_ROOT)] if ok else []
@@ -186,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         print(finding)
     if synth_error and not findings:
         print(f"synthesis failed: {synth_error}")
+    print(
+        "CreateCluster request check (botocore model): "
+        + ("FAIL" if any(f.gate == "create-cluster" for f in findings) else "PASS")
+    )
     scanned = f"{len(templates)} templates" + (f" + {len(manifests)} manifests (checkov)" if checkov else "")
     if checkov is not None:
         print(

@@ -24,7 +24,13 @@ def public_api_warning(config: DeploymentConfig) -> str | None:
 
 def config_warnings(config: DeploymentConfig) -> list[str]:
     """Every warning for ``config``, each ``<field>: <what and what to do>``."""
-    types = {f"gpu_groups.{index}.instance_type": group.instance_type for index, group in enumerate(config.gpu_groups)}
+    types = {
+        (
+            f"gpu_groups.{index}.instance_types.{position}" if group.flexible else f"gpu_groups.{index}.instance_type"
+        ): instance_type
+        for index, group in enumerate(config.gpu_groups)
+        for position, instance_type in enumerate(group.instance_types)
+    }
     warnings = availability.offering_warnings(config.region, types)
     warnings += prices.price_warnings(config.pricing, types)
     public_api = public_api_warning(config)

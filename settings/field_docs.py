@@ -47,6 +47,8 @@ def _default(field: FieldInfo) -> str:
         return "required"
     if field.default is None:
         return "none"
+    if field.default is PydanticUndefined:
+        return "derived"  # a default_factory: filled from other fields
     return f"`{field.default}`"
 
 

@@ -35,3 +35,14 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 tolerate it (the Whisper serving pods, GPU DaemonSets) land there; system pods stay on the CPU nodes."""
 GPU_TAINT_VALUE = "true"
 GPU_TAINT_EFFECT = "NoSchedule"
+
+CAPACITY_LABEL = "whisper-hyperpod.io/capacity"
+"""Node label of a Spot instance group (``spot``); On-Demand groups carry none (their templates stay as they were)."""
+SPOT_TAINT_KEY = CAPACITY_LABEL
+SPOT_TAINT_VALUE = "spot"
+SPOT_TAINT_EFFECT = "NoSchedule"
+"""Taint of Spot nodes: only bulk workers (checkpointed, resumable) tolerate it, so serving pods never land there."""
+
+POD_INSTANCE_TYPE_LABEL = "whisper-hyperpod.io/instance-type"
+"""Pod label with its node's instance type, written after scheduling by the pod ranker
+(``whisper_build/capacity/pod_ranker.py``) for pods of a flexible group: a pod cannot read its node's labels."""

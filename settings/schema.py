@@ -14,7 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, storage, system_nodes
-from settings.bulk import BulkSettings, check_groups
+from settings.bulk import BulkSettings, check_groups, worker_groups
+from settings.capacity import CapacitySettings, check_instance_types, config_problems, smallest
 from settings.engines import ENGINE_PROFILES, EngineKind, EngineProfile
 from settings.gpu_catalog import GpuSpec, InstanceSpec, MigProfile
 from settings.prices import PricingSettings
@@ -127,9 +128,19 @@ class GpuGroup(_Strict):
         description="Instance group name; also names Kubernetes objects (`whisper-<name>`), so lowercase.",
     )
     instance_type: str = Field(
-        description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge (botocore's ClusterInstanceType list)."
+        description="SageMaker HyperPod instance type, e.g. ml.g5.2xlarge (botocore's ClusterInstanceType list); "
+        "or give instance_types instead."
+    )
+    instance_types: list[str] = Field(
+        default_factory=list,
+        description="Priority list (1–20, first preferred, one GPU model) instead of instance_type: a HyperPod "
+        "flexible instance group that falls back down the list when a type has no capacity; [instance_type] "
+        "when omitted.",
     )
     instance_count: int = Field(1, ge=0, description="Instances in the HyperPod instance group.")
+    min_instance_count: int | None = Field(
+        None, ge=0, description="Fewest instances for the group to go InService (Continuous provisioning)."
+    )
     threads_per_core: Literal[1, 2] = Field(2, description="1 disables hyperthreading.")
     gpu_arch: str | None = Field(None, description="e.g. sm86; derived from the instance family when omitted.")
     ebs_volume_gb: int = Field(500, ge=1, le=16384, description="Instance storage at /opt/sagemaker.")
@@ -172,6 +183,34 @@ class GpuGroup(_Strict):
             )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_or_a_list(cls, data: object) -> object:
+        """``instance_type: t`` is ``instance_types: [t]``; with a list, ``instance_type`` is its first entry.
+
+        Both may be given (a dumped config has both) when ``instance_type`` is the list's first entry.
+        """
+        if not isinstance(data, dict):
+            return data
+        listed = data.get("instance_types")
+        if "instance_type" in data and "instance_types" in data and (not listed or listed[0] != data["instance_type"]):
+            raise ValueError(
+                "instance_type and instance_types are both set and instance_type is not the list's first entry; "
+                "keep instance_type for one type or instance_types for a priority list"
+            )
+        if isinstance(listed, list) and listed and isinstance(listed[0], str):
+            return {**data, "instance_type": listed[0]}
+        if "instance_type" in data:
+            return {**data, "instance_types": [data["instance_type"]]}
+        return data
+
+    @field_validator("instance_types")
+    @classmethod
+    def _priority_list(cls, values: list[str]) -> list[str]:
+        for value in values[1:]:  # the first entry is checked as instance_type
+            cls._known_instance_type(value)
+        return check_instance_types(values)
+
     @field_validator("instance_type")
     @classmethod
     def _known_instance_type(cls, value: str) -> str:
@@ -212,6 +251,10 @@ class GpuGroup(_Strict):
             )
         if self.max_replicas < self.min_replicas:
             raise ValueError(f"max_replicas ({self.max_replicas}) must be >= min_replicas ({self.min_replicas})")
+        if self.min_instance_count is not None and self.min_instance_count > self.instance_count:
+            raise ValueError(
+                f"min_instance_count ({self.min_instance_count}) must be <= instance_count ({self.instance_count})"
+            )
         if self.mig_profile is not None:
             self._check_mig(gpu)
         self._check_engine(gpu)
@@ -248,12 +291,13 @@ class GpuGroup(_Strict):
                 f"mig_profile '{self.mig_profile}' is not a MIG profile of the {gpu.name} ({self.instance_type}); "
                 f"accepted: {accepted} (NVIDIA MIG user guide)"
             )
-        if self.instance_type not in gpu_catalog.MIG_INSTANCE_TYPES:
-            raise ValueError(
-                f"mig_profile '{self.mig_profile}': HyperPod partitions GPUs with MIG only on "
-                f"{', '.join(gpu_catalog.MIG_INSTANCE_TYPES)}, not {self.instance_type}; "
-                "use one of those or remove mig_profile"
-            )
+        for instance_type in self.instance_types:
+            if instance_type not in gpu_catalog.MIG_INSTANCE_TYPES:
+                raise ValueError(
+                    f"mig_profile '{self.mig_profile}': HyperPod partitions GPUs with MIG only on "
+                    f"{', '.join(gpu_catalog.MIG_INSTANCE_TYPES)}, not {instance_type}; "
+                    "list only those or remove mig_profile"
+                )
         if self.engine_builder == "codebuild_fleet":
             raise ValueError(
                 f"mig_profile '{self.mig_profile}' needs engine_builder: hyperpod_job (the engine is built on a "
@@ -268,9 +312,14 @@ class GpuGroup(_Strict):
         return spec
 
     @property
+    def flexible(self) -> bool:
+        """True when the group lists more than one type (a HyperPod flexible instance group)."""
+        return len(self.instance_types) > 1
+
+    @property
     def instance(self) -> InstanceSpec:
-        """vCPU/memory/GPU count of the group's instance type."""
-        spec = gpu_catalog.instance_spec_for(self.instance_type)
+        """vCPU/memory/GPU count of the group's smallest listed type: pods are sized to fit any node of the group."""
+        spec = gpu_catalog.instance_spec_for(smallest(self.instance_types))
         assert spec is not None  # guaranteed by validation
         return spec
 
@@ -610,10 +659,26 @@ class DeploymentConfig(_Strict):
     pipeline: PipelineSettings = PipelineSettings()
     pricing: PricingSettings = PricingSettings()
     bulk: BulkSettings = BulkSettings()
+    capacity: CapacitySettings = CapacitySettings()
 
     @model_validator(mode="after")
     def _bulk_groups_exist(self) -> DeploymentConfig:
         check_groups(self.bulk, self.gpu_groups, self.cluster.node_autoscaling, self.serving.target)
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_fits_the_cluster(self) -> DeploymentConfig:
+        """Regional offerings of listed types, cluster limits, Spot and priority rules (``settings.capacity``)."""
+        problems = config_problems(
+            region=self.region,
+            groups=[(g.name, g.instance_types, g.min_instance_count) for g in self.gpu_groups],
+            capacity=self.capacity,
+            bulk_groups=[g.name for g in worker_groups(self.bulk, self.gpu_groups)] if self.bulk.enabled else None,
+            node_autoscaling=self.cluster.node_autoscaling,
+            bulk_drain_seconds=self.bulk.drain_seconds,
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @field_validator("region")

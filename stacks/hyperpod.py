@@ -25,6 +25,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from settings import labels, names
+from settings.fleet import needs_continuous, spot_group_name, spot_groups
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role, lifecycle_source_uri
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards
@@ -126,7 +127,7 @@ class HyperPodCluster(Construct):
                 subnets=[subnet.subnet_id for subnet in subnets],
             ),
             node_recovery="Automatic",
-            node_provisioning_mode="Continuous" if autoscaling else None,
+            node_provisioning_mode="Continuous" if needs_continuous(config) else None,
             auto_scaling=(
                 sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(mode="Enable", auto_scaler_type="Karpenter")
                 if autoscaling
@@ -136,6 +137,10 @@ class HyperPodCluster(Construct):
             instance_groups=[
                 self._instance_group(group, lifecycle, autoscaling=autoscaling, vpc=group_vpc)
                 for group in config.gpu_groups
+            ]
+            + [
+                self._instance_group(group, lifecycle, autoscaling=True, vpc=group_vpc, spot=True)
+                for group in spot_groups(config)
             ],
             tags=[SAGEMAKER_TAG],
         )
@@ -165,12 +170,34 @@ class HyperPodCluster(Construct):
         *,
         autoscaling: bool,
         vpc: sagemaker.CfnCluster.VpcConfigProperty | None,
+        spot: bool = False,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         # Karpenter-managed groups must start at 0 nodes ("If you start with more than 0 nodes,
         # Karpenter will scale them down to 0", HyperPod autoscaling docs) and take no deep health checks.
+        # A list of one stays InstanceType (today's template); a longer one is a flexible group. A Spot group
+        # takes the first type only: Spot and flexible together is undocumented (docs/deploy.md).
+        flexible = group.flexible and not spot
+        taints = [
+            sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+                key=labels.GPU_TAINT_KEY, value=labels.GPU_TAINT_VALUE, effect=labels.GPU_TAINT_EFFECT
+            )
+        ]
+        if spot:
+            taints.append(
+                sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+                    key=labels.SPOT_TAINT_KEY, value=labels.SPOT_TAINT_VALUE, effect=labels.SPOT_TAINT_EFFECT
+                )
+            )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
-            instance_group_name=group.name,
-            instance_type=group.instance_type,
+            instance_group_name=spot_group_name(group) if spot else group.name,
+            instance_type=None if flexible else group.instance_type,
+            instance_requirements=(
+                sagemaker.CfnCluster.InstanceRequirementsProperty(instance_types=list(group.instance_types))
+                if flexible
+                else None
+            ),
+            capacity_requirements=(sagemaker.CfnCluster.ClusterCapacityRequirementsProperty(spot={}) if spot else None),
+            min_instance_count=None if spot else group.min_instance_count,
             instance_count=0 if autoscaling else group.instance_count,
             threads_per_core=group.threads_per_core,
             execution_role=self.execution_role.role_arn,
@@ -183,12 +210,8 @@ class HyperPodCluster(Construct):
                 )
             ],
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
-                labels=instance_group_labels(group),
-                taints=[
-                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
-                        key=labels.GPU_TAINT_KEY, value=labels.GPU_TAINT_VALUE, effect=labels.GPU_TAINT_EFFECT
-                    )
-                ],
+                labels={**instance_group_labels(group), **({labels.CAPACITY_LABEL: "spot"} if spot else {})},
+                taints=taints,
             ),
             override_vpc_config=vpc,
         )

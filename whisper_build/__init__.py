@@ -4,6 +4,7 @@
 - ``bulk/``        — bulk jobs: S3 in, S3 out, an SQS queue between (docs/bulk.md).
 - ``release/``     — at build and release time: engine build, engine manifest, publishing to S3.
 - ``podstart/``    — at pod start, in the init container: the preflight check.
+- ``pod_ranker.py`` — in the cluster: marks GPU pods with their node's instance type and deletion cost.
 - ``deploy/``      — the deploy tool of ``make deploy`` / ``make destroy`` (docs/deploy.md).
 - ``workstation/`` — on a developer's machine: local Triton, the CLI client, process helpers.
 - ``image/``       — the serving image's Dockerfile (built from the repository root).

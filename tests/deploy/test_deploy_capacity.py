@@ -155,3 +155,18 @@ def test_capacity_dry_run_text_names_types_and_quotas() -> None:
     text = capacity.capacity_commands(load_config())
     assert "Values=m6i.large,g5.2xlarge,g6e.2xlarge --region us-east-1" in text
     assert "'ml.g5.2xlarge for cluster usage' >= 1" in text and "--service-code codebuild" in text
+
+
+def test_every_type_of_a_priority_list_is_checked_for_offering_and_quota() -> None:
+    data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    data["gpu_groups"][0].pop("instance_type")
+    data["gpu_groups"][0].update(instance_types=["ml.g5.2xlarge", "ml.g5.4xlarge"], instance_count=2)
+    config = parse_config(data, "test")
+    assert capacity.ec2_types(config)[1:] == ["g5.2xlarge", "g5.4xlarge", "g6e.2xlarge"]
+    needs = {need.name: need.needed for need in capacity.quota_needs(config) if need.service_code == "sagemaker"}
+    # a fallback type may have to carry the whole group
+    assert needs == {
+        "ml.g5.2xlarge for cluster usage": 2,
+        "ml.g5.4xlarge for cluster usage": 2,
+        "ml.g6e.2xlarge for cluster usage": 1,
+    }

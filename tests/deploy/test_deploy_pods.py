@@ -194,3 +194,17 @@ def test_the_inference_operators_worker_runs_the_preflight_in_its_main_container
          "lastState": {"terminated": {"exitCode": 139, "message": "Segmentation fault"}}}]}  # fmt: skip
     assert pods.pod_state(_pod("whisper-abc", crashing))[0] == "failed"
     assert "keeps crashing" in pods.pod_state(_pod("whisper-abc", crashing))[1]
+
+
+def test_a_pod_pending_for_capacity_is_named_as_such_with_what_to_do() -> None:
+    message = (
+        "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector."
+    )
+    pod = {
+        "metadata": {"name": "whisper-g5-x", "labels": {"whisper-hyperpod.io/gpu-group": "g5"}},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "message": message}]},
+    }
+    verdict, explanation = pods.pod_state(pod)
+    assert verdict == "waiting"
+    assert explanation.startswith("Pending for capacity: no node of GPU group g5 has a free GPU (0/4 nodes")
+    assert "list-cluster-events" in explanation and "instance_types" in explanation

@@ -124,7 +124,7 @@ def test_three_group_example_adds_h100() -> None:
         pytest.param(
             lambda d: d["gpu_groups"][0].update(instance_typ="ml.g5.2xlarge"),
             "gpu_groups.0.instance_typ",
-            r"unknown field; did you mean instance_type( or instance_count)?\?",
+            r"unknown field; did you mean instance_type( or instance_types)?( or instance_count)?\?",
             id="misspelt-key",
         ),
         pytest.param(

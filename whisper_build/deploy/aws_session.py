@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from settings import DeploymentConfig, names
-from whisper_build.deploy import aws, capacity, mig_drain, pods, retained, teardown
+from whisper_build.deploy import aws, capacity, cluster_progress, mig_drain, pods, retained, teardown
 from whisper_build.deploy.kube import kubectl_output
 from whisper_build.deploy.retained import ACCESS_LOG_WHY
 
@@ -165,8 +165,16 @@ class AwsSession:
         return lines
 
     def pod_report(self) -> list[str]:
-        """Why the serving pods are not ready (:mod:`.pods`), one line per pod."""
-        return pods.report(self.config, self.account, self.kubectl)
+        """Why the serving pods are not ready (:mod:`.pods`), one line per pod, after HyperPod's side.
+
+        HyperPod's side (:mod:`.cluster_progress`): each instance group's nodes per instance type and the
+        cluster's error events, so a capacity shortage is named; a failed read is one line, never an error.
+        """
+        try:
+            nodes = cluster_progress.progress(self.client("sagemaker"), names.hyperpod_cluster_name(self.config))
+        except (BotoCoreError, ClientError) as err:
+            nodes = [f"(could not read the HyperPod cluster: {err})"]
+        return [*nodes, *pods.report(self.config, self.account, self.kubectl)]
 
     def _stacks(self) -> list[str]:
         return [names.stack_name(self.config, stack) for stack in names.stacks(self.config)]

@@ -48,7 +48,7 @@ class Quota:
 def ec2_types(config: DeploymentConfig) -> list[str]:
     """The EC2 instance types behind the config, in config order: system nodes, then each GPU group's."""
     types = [config.cluster.system_node_instance_type]
-    types += [group.instance_type.removeprefix("ml.") for group in config.gpu_groups]
+    types += [t.removeprefix("ml.") for group in config.gpu_groups for t in group.instance_types]
     return list(dict.fromkeys(types))
 
 
@@ -58,20 +58,24 @@ def quota_needs(config: DeploymentConfig) -> list[QuotaNeed]:
     With ``cluster.node_autoscaling`` the groups start at 0 instances and scale to fit the pods, so
     the need is the instances ``max_replicas`` pods take (``GpuGroup.pods_per_node`` pods per
     instance, rounded up; at least one).
+
+    Every type of a priority list (``instance_types``) needs the group's whole count: when the first type
+    has no capacity, HyperPod may place every instance of the group on a fallback type.
     """
     counts: Counter[str] = Counter()
     for group in config.gpu_groups:
-        if config.cluster.node_autoscaling:
-            counts[group.instance_type] += max(1, -(-group.max_replicas // group.pods_per_node))
-        else:
-            counts[group.instance_type] += group.instance_count
+        for instance_type in group.instance_types:
+            if config.cluster.node_autoscaling:
+                counts[instance_type] += max(1, -(-group.max_replicas // group.pods_per_node))
+            else:
+                counts[instance_type] += group.instance_count
     needs = [
         QuotaNeed(
             "sagemaker",
             f"{instance_type} for cluster usage",
             count,
             f"HyperPod instances of GPU group(s) "
-            f"{', '.join(g.name for g in config.gpu_groups if g.instance_type == instance_type)}",
+            f"{', '.join(g.name for g in config.gpu_groups if instance_type in g.instance_types)}",
         )
         for instance_type, count in counts.items()
         if count

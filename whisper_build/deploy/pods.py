@@ -5,7 +5,8 @@ deploy from real failures: a preflight verdict ``waiting-for-publish``
 (:data:`whisper_build.podstart.preflight.VERDICT_PREFIX`, read from the termination message) is
 **waiting** for step ``engines`` or a publish; any other preflight failure, one without a verdict
 line included, is **real** (printed with its fix); an image pull error means the image is not in ECR
-yet or the tag is wrong; ``Pending`` and unschedulable means no GPU node of the group has joined yet.
+yet or the tag is wrong; ``Pending`` and unschedulable is **Pending for capacity** when the scheduler says no GPU of the group is
+free or no node of it exists (with what to do), else no GPU node of the group has joined yet.
 Each pod gets a typed :class:`PodState`; :func:`lines` turns them into text, at the edge.
 Docs: docs/deploy.md, "Deploy".
 """
@@ -24,6 +25,9 @@ from whisper_build.podstart import preflight
 
 PREFLIGHT_CONTAINER = "preflight"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+CAPACITY_SIGNS = ("Insufficient nvidia.com/", "didn't match Pod's node affinity")
+"""kube-scheduler's ``PodScheduled`` messages for a pod whose GPU group has no free GPU or no node yet
+(``0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector``)."""
 
 PodVerdict = Literal["ready", "waiting", "failed", "starting"]
 """``ready``: serving; ``waiting``: an expected state of a first deploy; ``failed``: a real failure to fix;
@@ -123,6 +127,15 @@ def pod_state(pod: dict[str, Any]) -> tuple[PodVerdict, str]:
             )
     scheduled = conditions.get("PodScheduled", {})
     if status.get("phase") == "Pending" and scheduled.get("status") == "False":
+        if any(sign in scheduled.get("message", "") for sign in CAPACITY_SIGNS):
+            group = pod.get("metadata", {}).get("labels", {}).get(labels.GPU_GROUP_LABEL, "?")
+            return "waiting", (
+                f"Pending for capacity: no node of GPU group {group} has a free GPU ({scheduled.get('message', '')}). "
+                "If it stays so after HyperPod's nodes should have joined, the group's types may be out of capacity: "
+                f"read aws sagemaker list-cluster-events --cluster-name <cluster> --event-level Error, then add "
+                "fallback types to the group's instance_types, raise another group, or wait (docs/deploy.md, "
+                '"When a GPU type runs out")'
+            )
         return "waiting", (
             "Pending, not scheduled: no GPU node of this group has room or has joined yet (HyperPod instances "
             f"join 20-60 min into step 'stacks'): {scheduled.get('message', '')}".strip()
