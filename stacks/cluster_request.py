@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import botocore.session
 from botocore.exceptions import ParamValidationError
-from botocore.model import ListShape, MapShape, OperationModel, Shape, StringShape, StructureShape
+from botocore.loaders import create_loader
+from botocore.model import ListShape, MapShape, OperationModel, ServiceModel, Shape, StringShape, StructureShape
 from botocore.validate import validate_parameters
 
 PLACEHOLDER = "arn:aws:sagemaker:us-east-1:123456789012:cloudformation-intrinsic-placeholder"
@@ -25,8 +25,13 @@ PLACEHOLDER = "arn:aws:sagemaker:us-east-1:123456789012:cloudformation-intrinsic
 
 @functools.lru_cache(maxsize=1)
 def create_cluster_model() -> OperationModel:
-    """``CreateCluster`` of the installed (pinned) botocore's SageMaker model."""
-    return botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateCluster")
+    """``CreateCluster`` of the installed (pinned) botocore's SageMaker model.
+
+    Read with botocore's loader, not a session: a session reads ``AWS_PROFILE`` and fails on a
+    profile that does not exist, and synthesis needs no credentials.
+    """
+    model = ServiceModel(create_loader().load_service_model("sagemaker", "service-2"), "sagemaker")
+    return model.operation_model("CreateCluster")
 
 
 def request_shape() -> StructureShape:
