@@ -302,7 +302,9 @@ class JobRunner:
     ) -> Outcome | None:
         """Send the windows after the checkpoint; ``None`` at the end, else why it stopped early."""
         options = job.options
-        prompt = DecodePrompt(previous_text=options.prompt, language=options.language, task=options.task)
+        # a resumed job keeps the language its first attempt detected: one language for the whole file
+        language = options.language or checkpoint.language
+        prompt = DecodePrompt(previous_text=options.prompt, language=language, task=options.task)
         request = WindowRequest(prompt=prompt, options=decode_options(options))
         since_checkpoint = 0
         base_wall = checkpoint.wall_seconds
