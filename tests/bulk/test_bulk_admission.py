@@ -14,9 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.bulk.admission import ActiveJobs, AdmissionBackend, BulkAdmission
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import ServedModel
+from whisper_build.serving.transcription.request import WindowRequest
 
 WINDOW = np.zeros(16_000, dtype=np.float32)
 
@@ -32,13 +32,8 @@ class RecordingBackend:
     async def served_model(self, timeout: float) -> ServedModel:
         return ServedModel(name="whisper", max_batch_size=self.max_batch_size)
 
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
+    async def infer(
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
         self.arrivals.append((time.monotonic(), len(windows)))
         await asyncio.sleep(self.answer_seconds)
@@ -52,7 +47,7 @@ class RecordingBackend:
 
 
 async def call(backend: AdmissionBackend, windows: int) -> None:
-    await backend.transcribe([WINDOW] * windows, "", 1.0, 10.0)
+    await backend.infer([WINDOW] * windows, WindowRequest(), 10.0)
 
 
 def test_calls_after_an_idle_spell_wait_for_two_batches_and_go_together() -> None:

@@ -24,7 +24,7 @@ from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, Checkpoint, JobStatus
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio.windows import Window
-from whisper_build.serving.gateway.transcriber import GroupResult, WindowRequest
+from whisper_build.serving.transcription.windows import GroupResult, WindowRequest
 
 RESUME_SAMPLE = 8 * RATE
 
@@ -81,7 +81,9 @@ def test_a_resumed_job_keeps_the_language_its_first_attempt_detected(tmp_path: P
     assert "<|de|>" in request.prompt.to_text_prefix()
 
 
-@pytest.mark.parametrize(("checkpointed", "named", "sent"), [(None, None, None), ("de", "fr", "fr"), (None, "fr", "fr")])
+@pytest.mark.parametrize(
+    ("checkpointed", "named", "sent"), [(None, None, None), ("de", "fr", "fr"), (None, "fr", "fr")]
+)
 def test_a_named_language_or_none_detected_is_sent_as_before(
     tmp_path: Path, checkpointed: str | None, named: str | None, sent: str | None
 ) -> None:

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from whisper_build.bulk.yielding import GATEWAY_INFLIGHT, YieldGate, YieldingBackend, read_gauge
 from whisper_build.serving.gateway.metrics import start_metrics_server
+from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.workstation.local_triton import free_ports
 
 
@@ -111,7 +112,7 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.calls: list[float] = []
 
-    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):  # noqa: ANN001, ANN201
+    async def infer(self, windows, request, timeout):  # noqa: ANN001, ANN201
         self.calls.append(time.monotonic())
         return []
 
@@ -140,7 +141,7 @@ def test_bulk_calls_wait_while_the_gateway_has_requests_then_for_the_hold(gatewa
         gauge.set(1)
         gate.start()
         await until(lambda: not gate.is_open)  # the first reading
-        call = asyncio.create_task(yielding.transcribe([], "", 1.0, 10.0))
+        call = asyncio.create_task(yielding.infer([], WindowRequest(), 10.0))
         await asyncio.sleep(1.0)
         assert not backend.calls  # held while the gateway has a request
         dropped = time.monotonic()
