@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +21,11 @@ class FakeBackend:
     ``reload`` (the gateway's repair) clears ``error`` while ``reload_heals``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, answer_seconds: float = 0.0) -> None:
+        self.answer_seconds = answer_seconds
+        """Every call (canaries included) answers after this long."""
+        self.arrivals: list[tuple[float, int]] = []
+        """(monotonic time, windows) of every call as it arrived, canaries included."""
         self.calls: list[tuple[int, list[int], str, float]] = []
         self.error: Exception | None = None
         self.gate: asyncio.Event | None = None
@@ -42,6 +47,9 @@ class FakeBackend:
         return self.served
 
     async def infer(self, windows: Sequence[np.ndarray], request: WindowRequest, timeout: float) -> list[WindowResult]:
+        self.arrivals.append((time.monotonic(), len(windows)))
+        if self.answer_seconds:
+            await asyncio.sleep(self.answer_seconds)
         if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
             self.canaries += 1
             if self.error is not None:
