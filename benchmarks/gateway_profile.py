@@ -27,10 +27,12 @@ from whisper_build.paths import REPO_ROOT as REPO
 from whisper_build.serving import contract
 from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel, infer_inputs
 from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import ServedModel
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import infer_inputs
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 
@@ -50,7 +52,7 @@ def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: Deco
     from tritonclient.grpc import InferRequestedOutput
     from tritonclient.grpc._utils import _get_inference_request
 
-    inputs = infer_inputs(windows, parse_prompt("").to_text_prefix(), 1.0, options)
+    inputs = infer_inputs(windows, WindowRequest(parse_prompt(""), 1.0, options))
     request = _get_inference_request(
         model_name="whisper", inputs=inputs, model_version="", request_id="", outputs=[InferRequestedOutput(contract.RESULT.name)],
         sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=None,
@@ -148,7 +150,7 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def served_model(self, timeout: float) -> ServedModel:
             return ServedModel("whisper", 16, multilingual=False, engine="instant")
 
-        async def transcribe(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowResult]:
+        async def infer(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowResult]:
             grpc_request_bytes(windows, DecodeOptions())  # what the Triton client would serialize
             return [WindowResult.from_json(_RESULT) for _ in windows]
 

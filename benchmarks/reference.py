@@ -31,6 +31,7 @@ from benchmarks.bench.targets import TargetSpec, open_target
 from benchmarks.speech import long_recording, utterances
 from whisper_build.paths import REPO_ROOT as REPO
 from whisper_build.serving.engines import EngineParams
+from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton, free_ports
@@ -250,22 +251,22 @@ async def long_audio_walls(grpc_url: str, sample: AudioSample, repeats: int = 1)
     (a) all in one request (split only at the model's ``max_batch_size``) and (b) one window per
     request, one after another.
     """
-    from whisper_build.serving.gateway.backend import TritonBackend
     from whisper_build.serving.prompt import parse_prompt
+    from whisper_build.serving.transcription.triton import TritonBackend
 
     backend = TritonBackend(grpc_url, "whisper")
-    prefix = parse_prompt("").to_text_prefix()
+    request = WindowRequest(parse_prompt(""))
     windows = list(sample.windows)
     try:
-        await backend.transcribe(windows[:1], prefix, 1.0, 300)  # warm-up, reads max_batch_size
+        await backend.infer(windows[:1], request, 300)  # warm-up, reads max_batch_size
         batched, sequential = [], []
         for _ in range(repeats):
             start = time.perf_counter()
-            await backend.transcribe(windows, prefix, 1.0, 600)
+            await backend.infer(windows, request, 600)
             batched.append(time.perf_counter() - start)
             start = time.perf_counter()
             for window in windows:
-                await backend.transcribe([window], prefix, 1.0, 600)
+                await backend.infer([window], request, 600)
             sequential.append(time.perf_counter() - start)
     finally:
         await backend.close()

@@ -18,9 +18,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from whisper_build.serving import contract
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import infer_inputs
 from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import infer_inputs
 
 
 def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
@@ -42,8 +42,7 @@ def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
         samples, _rate = soundfile.read(io.BytesIO(audio), dtype="float32")
         if samples.ndim > 1:
             samples = samples.mean(axis=1, dtype=np.float32)
-        prompt = parse_prompt(body.get("whisper_prompt") or "").to_text_prefix()
-        inputs = infer_inputs([samples], prompt, 1.0, DecodeOptions())
+        inputs = infer_inputs([samples], WindowRequest(parse_prompt(body.get("whisper_prompt") or "")))
         result = client.infer(
             model_name, inputs, outputs=[InferRequestedOutput(contract.TRANSCRIPTS.name)]
         )  # blocks the loop
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     inside the async handler, so the event loop is blocked for the whole inference and requests in
     one process reach Triton one at a time. Same JSON contract as our gateway's ``/invocations``
     (``{"audio_data", "whisper_prompt"}`` → ``{"code", "message", "transcribe_text"}``) and the same
-    Triton model inputs (:func:`whisper_build.serving.gateway.backend.infer_inputs`: ``WAV``,
+    Triton model inputs (:func:`whisper_build.serving.transcription.triton.infer_inputs`: ``WAV``,
     ``WAV_LENS``, ``TEXT_PREFIX``, ``REPETITION_PENALTY``, ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
     ``TEMPERATURE``; one row for the whole clip, which must be ≤ 30 s), so that "our gateway ÷ the
     reference design on the same Triton" compares the gateways alone. It has none of the product's

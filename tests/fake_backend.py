@@ -1,15 +1,16 @@
-"""A fake model backend for gateway tests that do not need Triton."""
+"""The one recording fake model backend for the tests that do not need Triton (gateway, stream, bulk)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.results import SegmentResult, WindowResult
+from whisper_build.serving.transcription.backend import ServedModel, WindowRequest
 
 
 class FakeBackend:
@@ -20,7 +21,11 @@ class FakeBackend:
     ``reload`` (the gateway's repair) clears ``error`` while ``reload_heals``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, answer_seconds: float = 0.0) -> None:
+        self.answer_seconds = answer_seconds
+        """Every call (canaries included) answers after this long."""
+        self.arrivals: list[tuple[float, int]] = []
+        """(monotonic time, windows) of every call as it arrived, canaries included."""
         self.calls: list[tuple[int, list[int], str, float]] = []
         self.error: Exception | None = None
         self.gate: asyncio.Event | None = None
@@ -30,6 +35,8 @@ class FakeBackend:
         self.canaries = 0
         self.reload_heals = True
         self.options: list[DecodeOptions] = []
+        self.requests: list[WindowRequest] = []
+        """Every window batch's request, as it crossed the seam (canaries excluded)."""
         self.served = ServedModel("whisper", 16, multilingual=False, engine="fake")
         self.language: str | None = None
         """Language every window's answer reports (``None``: as an English-only model's gateway test)."""
@@ -39,21 +46,18 @@ class FakeBackend:
             raise self.error
         return self.served
 
-    async def transcribe(
-        self,
-        windows: Sequence[np.ndarray],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
-    ) -> list[WindowResult]:
+    async def infer(self, windows: Sequence[np.ndarray], request: WindowRequest, timeout: float) -> list[WindowResult]:
+        self.arrivals.append((time.monotonic(), len(windows)))
+        if self.answer_seconds:
+            await asyncio.sleep(self.answer_seconds)
         if len(windows) == 1 and len(windows[0]) == 16000 and not np.any(windows[0]):
             self.canaries += 1
             if self.error is not None:
                 raise self.error
             return [WindowResult("")]
-        self.calls.append((len(windows), [len(w) for w in windows], text_prefix, repetition_penalty))
-        self.options.append(options or DecodeOptions())
+        self.requests.append(request)
+        self.calls.append((len(windows), [len(w) for w in windows], request.text_prefix(), request.repetition_penalty))
+        self.options.append(request.options)
         if self.entered is not None:
             self.entered.set()
         if self.gate is not None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks.bench.audio import AudioSample, BenchInputError
 from benchmarks.bench.stats import OK
+from whisper_build.serving.transcription.request import WindowRequest
 
 if TYPE_CHECKING:
     from whisper_build.serving.contract import DecodeOptions
@@ -164,21 +165,21 @@ class OpenAITarget(_HttpTarget):
 
 
 class TritonTarget:
-    """Triton gRPC through the gateway's :class:`~whisper_build.serving.gateway.backend.TritonBackend`."""
+    """Triton gRPC through the gateway's :class:`~whisper_build.serving.transcription.triton.TritonBackend`."""
 
     def __init__(self, spec: TargetSpec, model: str) -> None:
-        from whisper_build.serving.gateway.backend import TritonBackend
         from whisper_build.serving.prompt import parse_prompt
+        from whisper_build.serving.transcription.triton import TritonBackend
 
         self.name = spec.name
         self._backend = TritonBackend(spec.address, model)
-        self._prefix = parse_prompt("").to_text_prefix()  # what the gateway sends for no prompt
+        self._request = WindowRequest(parse_prompt(""))  # what the gateway sends for no prompt
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
-        from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, BackendUnavailable
+        from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, BackendUnavailable
 
         try:
-            texts = await self._backend.transcribe(sample.windows, self._prefix, 1.0, timeout)
+            texts = await self._backend.infer(sample.windows, self._request, timeout)
         except BackendTimeout:
             return "timeout"
         except BackendUnavailable:
@@ -319,7 +320,7 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
       speaks the same ``/invocations`` contract: ``reference_gateway=http://host:port/invocations``
       (``benchmarks/gpu_served.py`` and ``benchmarks/gateway_profile.py --served`` start and name it so).
     - ``grpc://host:port`` — Triton's ``whisper`` model (docs/contracts.md §5) through the
-      gateway's own client (:class:`whisper_build.serving.gateway.backend.TritonBackend`): all windows of a
+      gateway's own client (:class:`whisper_build.serving.transcription.triton.TritonBackend`): all windows of a
       file in one request, as the gateway sends them.
     - ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine and the Triton model's
       decoding layer in this process, no server (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`

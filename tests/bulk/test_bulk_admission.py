@@ -8,55 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 
 import numpy as np
-import numpy.typing as npt
+from fake_backend import FakeBackend
 
 from whisper_build.bulk.admission import ActiveJobs, AdmissionBackend, BulkAdmission
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel
-from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.request import WindowRequest
 
 WINDOW = np.zeros(16_000, dtype=np.float32)
 
 
-class RecordingBackend:
-    """Answers every window with an empty result after ``answer_seconds``; ``arrivals``: (time, windows)."""
-
-    def __init__(self, answer_seconds: float = 0.0, max_batch_size: int = 16) -> None:
-        self.answer_seconds = answer_seconds
-        self.max_batch_size = max_batch_size
-        self.arrivals: list[tuple[float, int]] = []
-
-    async def served_model(self, timeout: float) -> ServedModel:
-        return ServedModel(name="whisper", max_batch_size=self.max_batch_size)
-
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
-    ) -> list[WindowResult]:
-        self.arrivals.append((time.monotonic(), len(windows)))
-        await asyncio.sleep(self.answer_seconds)
-        return [WindowResult(text="") for _ in windows]
-
-    async def reload(self, timeout: float) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
 async def call(backend: AdmissionBackend, windows: int) -> None:
-    await backend.transcribe([WINDOW] * windows, "", 1.0, 10.0)
+    await backend.infer([WINDOW] * windows, WindowRequest(), 10.0)
 
 
 def test_calls_after_an_idle_spell_wait_for_two_batches_and_go_together() -> None:
-    inner = RecordingBackend()
+    inner = FakeBackend()
     gather = BulkAdmission(ActiveJobs(count=20), gather_seconds=30.0)
     backend = AdmissionBackend(inner, gather)
 
@@ -79,7 +46,7 @@ def test_calls_after_an_idle_spell_wait_for_two_batches_and_go_together() -> Non
 
 
 def test_a_call_goes_at_once_while_another_is_at_triton() -> None:
-    inner = RecordingBackend(answer_seconds=1.0)
+    inner = FakeBackend(answer_seconds=1.0)
     gather = BulkAdmission(ActiveJobs(count=2), gather_seconds=30.0, batch_windows=8)
     backend = AdmissionBackend(inner, gather)
 
@@ -101,7 +68,7 @@ def test_a_call_goes_at_once_while_another_is_at_triton() -> None:
 
 
 def test_when_every_job_waits_or_the_time_is_up_they_go() -> None:
-    inner = RecordingBackend()
+    inner = FakeBackend()
     active = ActiveJobs(count=2)
     backend = AdmissionBackend(inner, BulkAdmission(active, gather_seconds=0.5, batch_windows=16))
 
@@ -118,7 +85,7 @@ def test_when_every_job_waits_or_the_time_is_up_they_go() -> None:
 
 
 def test_a_cancelled_waiting_call_is_no_part_of_the_batch_and_zero_seconds_never_waits() -> None:
-    inner = RecordingBackend()
+    inner = FakeBackend()
     gather = BulkAdmission(ActiveJobs(count=3), gather_seconds=30.0, batch_windows=2)  # gathers 4 windows
     backend = AdmissionBackend(inner, gather)
 
@@ -134,13 +101,13 @@ def test_a_cancelled_waiting_call_is_no_part_of_the_batch_and_zero_seconds_never
 
     asyncio.run(scenario())
     assert sorted(w for _, w in inner.arrivals) == [1, 3]
-    never = AdmissionBackend(RecordingBackend(), BulkAdmission(ActiveJobs(count=9), gather_seconds=0))
+    never = AdmissionBackend(FakeBackend(), BulkAdmission(ActiveJobs(count=9), gather_seconds=0))
     asyncio.run(asyncio.wait_for(call(never, 1), 5))
 
 
-def most_at_triton(admission: BulkAdmission, calls: int, windows: int) -> tuple[int, RecordingBackend]:
+def most_at_triton(admission: BulkAdmission, calls: int, windows: int) -> tuple[int, FakeBackend]:
     """Send ``calls`` calls of ``windows`` windows at once; the most windows at Triton at any time, and the backend."""
-    inner = RecordingBackend(answer_seconds=0.3)
+    inner = FakeBackend(answer_seconds=0.3)
     backend = AdmissionBackend(inner, admission)
     most = 0
 
@@ -164,7 +131,7 @@ def test_no_more_than_two_batches_of_windows_are_at_triton() -> None:
     most, inner = most_at_triton(admission, calls=16, windows=3)  # 48 windows
     assert len(inner.arrivals) == 16
     assert most <= 2 * 8 and most >= 15  # five calls of 3 (15) fit under 16; the rest waited for answers
-    alone = AdmissionBackend(RecordingBackend(), BulkAdmission(ActiveJobs(count=1), gather_seconds=0, batch_windows=2))
+    alone = AdmissionBackend(FakeBackend(), BulkAdmission(ActiveJobs(count=1), gather_seconds=0, batch_windows=2))
     asyncio.run(asyncio.wait_for(call(alone, 9), 5))  # one call larger than two batches still goes
 
 

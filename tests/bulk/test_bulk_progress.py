@@ -19,7 +19,7 @@ from whisper_build.bulk.messages import JobMessage
 from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, JobStatus
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio.windows import Window
-from whisper_build.serving.gateway.transcriber import GroupResult
+from whisper_build.serving.transcription.windows import GroupResult
 
 RATE = 16_000
 GROUPS, WINDOWS_PER_GROUP, WINDOW_SAMPLES = 6, 8, RATE  # 1 s windows: 8 s of audio per group

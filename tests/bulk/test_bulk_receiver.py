@@ -20,7 +20,7 @@ from whisper_build.bulk.local import LocalAws, provision
 from whisper_build.bulk.messages import JobMessage
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.worker import Worker, window_plan
-from whisper_build.serving.gateway.backend import ServedModel
+from whisper_build.serving.transcription.backend import ServedModel
 
 
 @pytest.fixture(scope="module")

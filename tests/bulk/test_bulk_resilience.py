@@ -37,10 +37,11 @@ from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.worker import Worker, window_plan
 from whisper_build.serving.audio import open_audio_file
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendUnavailable, ServedModel, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan, WindowRequest
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import BackendUnavailable, ServedModel
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
 
 pytestmark = [
     pytest.mark.integration,
@@ -66,7 +67,7 @@ def reference_segments(triton_server, path: Path) -> list[tuple[float, float, st
 
     async def run() -> list[tuple[float, float, str]]:
         backend = TritonBackend(triton_server.settings.grpc_url, "whisper")
-        transcriber = Transcriber(backend, WindowPlan.from_gateway(GatewaySettings()))
+        transcriber = Transcriber(backend, GatewaySettings().window_plan())
         try:
             with open_audio_file(path) as stream:
                 result = await transcriber.transcribe(stream, WindowRequest(options=DecodeOptions(timestamps=True)))
@@ -165,13 +166,8 @@ class UnreachableTriton:
     async def served_model(self, timeout: float) -> ServedModel:
         return ServedModel(name="whisper", max_batch_size=16)
 
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
+    async def infer(
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
         raise BackendUnavailable("Triton is unavailable: failed to connect to all addresses")
 

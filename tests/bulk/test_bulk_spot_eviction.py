@@ -25,9 +25,9 @@ from whisper_build.bulk.local import LocalAws
 from whisper_build.bulk.records import JobStatus
 from whisper_build.serving.audio import open_audio_file
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan, WindowRequest
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
 
 pytestmark = [
     pytest.mark.integration,
@@ -57,7 +57,7 @@ def reference_segments(triton_server, path: Path) -> list[tuple[float, float, st
 
     async def run() -> list[tuple[float, float, str]]:
         backend = TritonBackend(triton_server.settings.grpc_url, "whisper")
-        transcriber = Transcriber(backend, WindowPlan.from_gateway(GatewaySettings()))
+        transcriber = Transcriber(backend, GatewaySettings().window_plan())
         try:
             with open_audio_file(path) as stream:
                 result = await transcriber.transcribe(stream, WindowRequest(options=DecodeOptions(timestamps=True)))

@@ -18,10 +18,12 @@ from collections.abc import Iterator
 
 import pytest
 from bulk_support import REPO_ROOT, until
+from fake_backend import FakeBackend
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from whisper_build.bulk.yielding import GATEWAY_INFLIGHT, YieldGate, YieldingBackend, read_gauge
 from whisper_build.serving.gateway.metrics import start_metrics_server
+from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.workstation.local_triton import free_ports
 
 
@@ -105,20 +107,6 @@ def test_an_unreadable_gateway_is_logged_once_and_polled_on(not_http, caplog) ->
     assert len(unreadable) >= 3  # the poller kept reading (one debug line per reading)
 
 
-class RecordingBackend:
-    """The backend side of YieldingBackend: records when each call arrived."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):  # noqa: ANN001, ANN201
-        self.calls.append(time.monotonic())
-        return []
-
-    async def close(self) -> None:
-        return None
-
-
 class RecordingGate(YieldGate):
     """A YieldGate that records each reading (monotonic time, value)."""
 
@@ -135,19 +123,19 @@ def test_bulk_calls_wait_while_the_gateway_has_requests_then_for_the_hold(gatewa
 
     async def scenario() -> tuple[float, float, RecordingGate]:
         gate = RecordingGate(url, hold_seconds=1.5, poll_seconds=0.05, max_wait_seconds=60)
-        backend = RecordingBackend()
+        backend = FakeBackend()
         yielding = YieldingBackend(backend, gate)  # type: ignore[arg-type]
         gauge.set(1)
         gate.start()
         await until(lambda: not gate.is_open)  # the first reading
-        call = asyncio.create_task(yielding.transcribe([], "", 1.0, 10.0))
+        call = asyncio.create_task(yielding.infer([], WindowRequest(), 10.0))
         await asyncio.sleep(1.0)
-        assert not backend.calls  # held while the gateway has a request
+        assert not backend.arrivals  # held while the gateway has a request
         dropped = time.monotonic()
         gauge.set(0)
         await asyncio.wait_for(call, 30)
         await yielding.close()
-        return dropped, backend.calls[0], gate
+        return dropped, backend.arrivals[0][0], gate
 
     dropped, called, gate = asyncio.run(scenario())
     last_busy = max(at for at, value in gate.readings if value)

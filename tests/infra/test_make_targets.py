@@ -142,7 +142,7 @@ def test_every_config_header_names_make_synth_with_its_own_path() -> None:
 @pytest.mark.integration
 def test_make_transcribe_streams_and_translates(tmp_path: Path) -> None:
     """STREAM=1 sends stream=true and prints the deltas; TRANSLATE=1 asks for a translation (multilingual model)."""
-    from whisper_build.serving.gateway.backend import ServedModel
+    from whisper_build.serving.transcription.backend import ServedModel
 
     wav = tmp_path / "long.wav"
     wav.write_bytes(samples.encode(samples.tone(65.0, 16000), 16000, "wav_s16"))

@@ -16,7 +16,9 @@ from tritonclient.utils import deserialize_bytes_tensor
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
-from whisper_build.serving.gateway.backend import infer_inputs
+from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import infer_inputs
 from whisper_build.serving.triton_model.batching import parse_request
 from whisper_build.serving.triton_model.contract_files import stale_files
 from whisper_build.serving.triton_model.repository import BatchingConfig, render_config
@@ -75,7 +77,7 @@ def test_a_tensor_added_to_the_table_reaches_config_parse_and_gateway(fake_tenso
     assert sent.rows[fake_tensor.name] == pytest.approx([0.7, 0.9])
     assert parse_request({contract.WAV.name: wav}).rows[fake_tensor.name] == [0.5, 0.5]
 
-    inputs = {i.name(): i for i in infer_inputs(list(wav), "", 1.0, contract.DecodeOptions())}
+    inputs = {i.name(): i for i in infer_inputs(list(wav), WindowRequest())}
     assert inputs[fake_tensor.name].datatype() == "FP32" and inputs[fake_tensor.name].shape() == [2, 1]
 
 
@@ -90,7 +92,7 @@ def _as_numpy(item: object, tensor: contract.Tensor) -> np.ndarray:
 def test_what_the_gateway_sends_the_model_parses_back() -> None:
     options = contract.DecodeOptions(timestamps=True, word_timestamps=True, temperature=0.5)  # exact in FP32
     windows = [np.full(320, 0.25, np.float32), np.full(160, 0.5, np.float32)]
-    inputs = infer_inputs(windows, "<|startoftranscript|><|en|>", 1.25, options)
+    inputs = infer_inputs(windows, WindowRequest(DecodePrompt(language="en"), 1.25, options))
     assert [(i.name(), i.datatype()) for i in inputs] == [(t.name, t.wire_type) for t in contract.INPUTS]
     parsed = parse_request({t.name: _as_numpy(i, t) for i, t in zip(inputs, contract.INPUTS, strict=True)})
     assert [w.tolist() for w in parsed.audio] == [w.tolist() for w in windows]

@@ -18,13 +18,9 @@ from fastapi.testclient import TestClient
 from gateway_cases import BAD_REQUESTS, BadRequest, error_message, send_bad_request
 
 from whisper_build.serving.gateway.app import create_app
-from whisper_build.serving.gateway.backend import (
-    BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    pack_batch,
-)
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, BackendUnavailable
+from whisper_build.serving.transcription.triton import pack_batch
 
 WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 
@@ -369,7 +365,7 @@ def test_models_report_the_model_config(client_and_backend) -> None:
 
 
 def test_served_model_reads_multilingual_from_the_triton_config_json() -> None:
-    from whisper_build.serving.gateway.backend import ServedModel
+    from whisper_build.serving.transcription.backend import ServedModel
 
     config = {"name": "whisper", "max_batch_size": 8,
               "parameters": {"multilingual": {"string_value": "true"}, "engine": {"string_value": "tensorrt_llm"}}}  # fmt: skip

@@ -28,14 +28,14 @@ _MEASURE = r"""
 import json, resource, sys
 from pathlib import Path
 
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
+from whisper_build.serving.transcription.windows import Transcriber, WindowPlan
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 def peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 data = Path(sys.argv[1]).read_bytes()
-transcriber = Transcriber(backend=None, plan=WindowPlan.from_gateway(GatewaySettings(max_audio_seconds=7200)))
+transcriber = Transcriber(backend=None, plan=GatewaySettings(max_audio_seconds=7200).window_plan())
 with transcriber.open(data[: 1 << 20]) as warm:  # first MiB: FFmpeg, soxr and numpy set up
     next(transcriber.window_groups(warm), None)
 before = peak()

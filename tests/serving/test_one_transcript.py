@@ -31,11 +31,11 @@ from whisper_build.bulk.worker import window_plan
 from whisper_build.serving.audio import open_audio_file
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.app import create_app
-from whisper_build.serving.gateway.backend import TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import Segment
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")

@@ -8,7 +8,7 @@ from tritonclient.grpc import model_config_pb2
 from whisper_build.bulk.worker import bulk_plan
 from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
-from whisper_build.serving.gateway.transcriber import WindowPlan
+from whisper_build.serving.transcription.windows import WindowPlan
 from whisper_build.serving.triton_model.contract_files import config_template
 from whisper_build.serving.triton_model.repository import BatchingConfig, render_config
 

@@ -1,4 +1,4 @@
-"""A window group whose model runtime died is retried once on the reloaded model (gateway/recovery.py)."""
+"""A window group whose model runtime died is retried once on the reloaded model (transcription/recovery.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import asyncio
 import numpy as np
 import pytest
 
-from whisper_build.serving.gateway.backend import ModelRestarting
-from whisper_build.serving.gateway.recovery import ModelRecovery, RecoveringBackend
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import ModelRestarting
+from whisper_build.serving.transcription.recovery import ModelRecovery, RecoveringBackend
+from whisper_build.serving.transcription.request import WindowRequest
 
 
 class _Backend:
     def __init__(self, failures: int, hang: bool = False) -> None:
         self.failures, self.hang, self.calls, self.reloads = failures, hang, 0, 0
 
-    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):
+    async def infer(self, windows, request, timeout):
         self.calls += 1
         if self.hang and self.calls == 1:
             await asyncio.sleep(3600)  # queued on a dead runtime, never answered
@@ -38,7 +39,7 @@ def _run(backend: _Backend, requests: int = 1) -> tuple[list[object], list[str]]
 
     async def scenario() -> list[object]:
         retrying = RecoveringBackend(backend, ModelRecovery(backend), outcomes.append)
-        calls = [retrying.transcribe(WINDOW, "", 1.0, 30) for _ in range(requests)]
+        calls = [retrying.infer(WINDOW, WindowRequest(), 30) for _ in range(requests)]
         return await asyncio.gather(*calls, return_exceptions=True)
 
     return asyncio.run(scenario()), outcomes
@@ -61,7 +62,7 @@ def test_a_call_still_queued_when_the_reload_completes_is_sent_again() -> None:
         backend = _Backend(failures=0, hang=True)
         recovery = ModelRecovery(backend)
         retrying = RecoveringBackend(backend, recovery)
-        call = asyncio.ensure_future(retrying.transcribe(WINDOW, "", 1.0, 30))
+        call = asyncio.ensure_future(retrying.infer(WINDOW, WindowRequest(), 30))
         await asyncio.sleep(0.05)
         assert await recovery.recover()  # another request found the runtime dead and reloaded it
         return await asyncio.wait_for(call, 5), backend
@@ -72,6 +73,6 @@ def test_a_call_still_queued_when_the_reload_completes_is_sent_again() -> None:
 
 @pytest.mark.parametrize("error", [ModelRestarting("x")])
 def test_model_restarting_is_a_503(error: Exception) -> None:
-    from whisper_build.serving.gateway.backend import BackendUnavailable
+    from whisper_build.serving.transcription.backend import BackendUnavailable
 
     assert isinstance(error, BackendUnavailable)

@@ -29,8 +29,9 @@ from gateway_process import gateway_process
 from slow_engine import SlowEngineControl
 
 from whisper_build.serving import contract
-from whisper_build.serving.gateway.backend import TritonBackend
 from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import TritonBackend
 from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -54,12 +55,12 @@ def _other_client(url: str, window: np.ndarray, stop: threading.Event, batches: 
 
     async def calls() -> None:
         backend = TritonBackend(url, "whisper", priority=contract.BULK_PRIORITY)
-        prefix = parse_prompt("", None).to_text_prefix()
+        request = WindowRequest(parse_prompt("", None))
 
         async def one_slot() -> None:
             while not stop.is_set():
                 started = time.monotonic()
-                await backend.transcribe([window] * WINDOWS_PER_CALL, prefix, 1.0, 300.0)
+                await backend.infer([window] * WINDOWS_PER_CALL, request, 300.0)
                 batches.append(time.monotonic() - started)
 
         try:

@@ -17,10 +17,10 @@ from fake_backend import FakeBackend
 from gateway_server import running_gateway
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendError
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import BackendError
+from whisper_build.serving.transcription.request import WindowRequest
 
 RATE = 16000
 
@@ -36,21 +36,14 @@ class StreamBackend(FakeBackend):
         self.timeouts: list[float] = []
         self.cancelled = 0
 
-    async def transcribe(
-        self,
-        windows: Sequence[np.ndarray],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
-    ) -> list[WindowResult]:
+    async def infer(self, windows: Sequence[np.ndarray], request: WindowRequest, timeout: float) -> list[WindowResult]:
         if len(self.calls) == self.fail_at:
             self.error = BackendError("the model server failed (injected)")
         if len(self.calls) == self.block_at:
             self.gate = asyncio.Event()  # never set
         before = len(self.calls)
         try:
-            return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+            return await super().infer(windows, request, timeout)
         except asyncio.CancelledError:
             self.cancelled += 1
             raise
@@ -188,7 +181,7 @@ def test_a_disconnect_before_the_first_event_gives_the_admission_slot_back() -> 
 
 def test_a_bug_mid_stream_still_ends_it_with_an_error_event() -> None:
     backend = StreamBackend()
-    original = backend.transcribe
+    original = backend.infer
 
     async def buggy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the wrapped signature
         if backend.calls:  # the first group is answered, then a bug (not a BackendError)
@@ -196,7 +189,7 @@ def test_a_bug_mid_stream_still_ends_it_with_an_error_event() -> None:
         return await original(*args, **kwargs)
 
     with running_gateway(_settings(), lambda _: backend) as url:
-        backend.transcribe = buggy  # type: ignore[method-assign]
+        backend.infer = buggy  # type: ignore[method-assign]
         stream = _client(url).audio.transcriptions.create(
             model="whisper-1", file=("a.flac", _voiced_windows(3)), stream=True
         )

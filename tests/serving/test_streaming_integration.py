@@ -23,10 +23,11 @@ from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDon
 from prometheus_client.parser import text_string_to_metric_families
 from slow_engine import SlowEngineControl, wait_until_idle
 
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendError, TritonBackend
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import BackendError
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import TritonBackend
 from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = [
@@ -55,21 +56,14 @@ class FaultyBackend(TritonBackend):
     canaries = 0
     """The gateway's health canaries (one window of silence each): Triton counts them as inferences too."""
 
-    async def transcribe(
-        self,
-        windows: Sequence[np.ndarray],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
-    ) -> list[WindowResult]:
+    async def infer(self, windows: Sequence[np.ndarray], request: WindowRequest, timeout: float) -> list[WindowResult]:
         if len(windows) == 1 and not np.any(windows[0]):  # the gateway's canary
             self.canaries += 1
-            return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+            return await super().infer(windows, request, timeout)
         self.calls += 1
         if self.fail_at is not None and self.calls > self.fail_at:
             raise BackendError("the model server failed (injected mid-stream)")
-        return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        return await super().infer(windows, request, timeout)
 
 
 @pytest.fixture(scope="module")

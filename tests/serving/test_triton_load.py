@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from fake_backend import FakeBackend
 
-from whisper_build.serving.gateway.backend import BackendTimeout, ModelRestarting
 from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.triton_load import TritonLoad, TritonMetricsReader, parse_load
+from whisper_build.serving.transcription.backend import BackendTimeout, ModelRestarting
 
 # Triton 2.51's exposition as read during the measurements in triton_load.py's docstring (trimmed)
 TRITON_METRICS = """\
@@ -43,9 +43,9 @@ class TimingBackend(FakeBackend):
         super().__init__()
         self.timeouts: list[float] = []
 
-    async def transcribe(self, windows, text_prefix, repetition_penalty, timeout, options=None):  # type: ignore[no-untyped-def]
+    async def infer(self, windows, request, timeout):  # type: ignore[no-untyped-def]
         self.timeouts.append(timeout)
-        return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        return await super().infer(windows, request, timeout)
 
 
 class Triton:

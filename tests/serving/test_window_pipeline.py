@@ -16,7 +16,7 @@ from fake_backend import FakeBackend
 
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import GroupResult, Transcriber, WindowPlan, WindowRequest
+from whisper_build.serving.transcription.windows import GroupResult, Transcriber, WindowRequest
 
 RATE = 16000
 
@@ -29,7 +29,7 @@ def _four_voiced_windows() -> bytes:
 
 
 def _transcriber(backend: FakeBackend, group_size: int = 2) -> Transcriber:
-    return Transcriber(backend, WindowPlan.from_gateway(GatewaySettings(window_group_size=group_size)))
+    return Transcriber(backend, GatewaySettings(window_group_size=group_size).window_plan())
 
 
 async def _collect(transcriber: Transcriber, audio: bytes, start_sample: int = 0) -> list[GroupResult]:
@@ -69,7 +69,7 @@ class HangingBackend(FakeBackend):
         self.cancelled = 0
         self.started = asyncio.Event()
 
-    async def transcribe(self, windows, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+    async def infer(self, windows, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
         self.calls.append((len(windows), [], "", 1.0))
         self.started.set()
         try:
@@ -119,7 +119,7 @@ def test_resuming_at_a_group_end_gives_the_rest_of_an_uninterrupted_run() -> Non
 
 def test_the_pipeline_imports_no_web_framework() -> None:
     code = (
-        "import json, sys; import whisper_build.serving.gateway.transcriber, whisper_build.serving.gateway.backend;"
+        "import json, sys; import whisper_build.serving.transcription.windows, whisper_build.serving.transcription.backend;"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,7 +5,7 @@ Triton's dynamic batcher forms a batch from the requests queued when a model ins
 synchronous requests sharing the model too): gather calls after an idle spell, and keep at most
 :data:`BATCHES_AT_TRITON` batches at Triton — half a batch when a gateway shares the model.
 Entry points: :class:`AdmissionBackend` (a :class:`BulkAdmission` in front of a
-:class:`whisper_build.serving.gateway.backend.TranscriptionBackend`; its ``served_model`` sets the
+:class:`whisper_build.serving.transcription.backend.TranscriptionBackend`; its ``served_model`` sets the
 batch size). Docs: docs/bulk.md.
 """
 
@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import DelegatingBackend, ServedModel, TranscriptionBackend
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import (
+    DelegatingBackend,
+    ServedModel,
+    TranscriptionBackend,
+    WindowRequest,
+)
 
 BATCHES_AT_TRITON = 2
 """Most batches' worth of one worker's windows sent and not yet answered (a model of bulk's own): one
@@ -74,7 +78,7 @@ class BulkAdmission:
       waits for answers (a call alone always goes).
 
     :class:`AdmissionBackend` puts a :class:`BulkAdmission` in front of a
-    :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`; its ``served_model`` sets the
+    :class:`whisper_build.serving.transcription.backend.TranscriptionBackend`; its ``served_model`` sets the
     batch size.
     """
 
@@ -140,7 +144,7 @@ class BulkAdmission:
 
 
 class AdmissionBackend(DelegatingBackend):
-    """A :class:`TranscriptionBackend` whose ``transcribe`` goes through a :class:`BulkAdmission`."""
+    """A :class:`TranscriptionBackend` whose ``infer`` goes through a :class:`BulkAdmission`."""
 
     def __init__(self, backend: TranscriptionBackend, admission: BulkAdmission) -> None:
         super().__init__(backend)
@@ -152,14 +156,9 @@ class AdmissionBackend(DelegatingBackend):
         self.admission.batch_windows = max(1, served.max_batch_size)
         return served
 
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
+    async def infer(
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
-        """Through the admission, then the wrapped backend's ``transcribe``."""
+        """Through the admission, then the wrapped backend's ``infer``."""
         async with self.admission.call(len(windows)):
-            return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+            return await super().infer(windows, request, timeout)

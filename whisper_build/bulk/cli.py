@@ -28,6 +28,7 @@ from whisper_build.bulk.listing import CurrentJob, current_jobs, progress_line, 
 from whisper_build.bulk.messages import JobMessage, JobOptions
 from whisper_build.bulk.records import OUTPUT_FILES, JobStatus
 from whisper_build.deploy.credentials import credential_problem, is_credential_error
+from whisper_build.serving.transcription.formats import bulk_files
 
 AUDIO_SUFFIXES = frozenset(
     {".aac", ".aif", ".aiff", ".amr", ".flac", ".m4a", ".mka", ".mp3", ".mp4", ".mpeg", ".mpga", ".oga", ".ogg"}
@@ -35,7 +36,8 @@ AUDIO_SUFFIXES = frozenset(
 )
 """File extensions ``make submit`` counts as recordings: a local SRC with none of them is refused. Every file
 of a folder that has one is uploaded (a worker fails the ones that do not decode, naming why)."""
-FETCH_SUFFIXES = {"verbose_json": ".json", "srt": ".srt", "vtt": ".vtt", "txt": ".txt"}
+FETCH_SUFFIXES = {key: f.bulk.suffix for key, f in bulk_files().items() if f.bulk is not None}
+"""Output key → suffix of the fetched copy (``<input>.json`` etc.), from the formats table."""
 ERROR_SUFFIX = ".error.json"
 STATES = ("waiting", "running", "retrying", "completed", "failed")
 """The states ``make jobs`` counts, in its order (``waiting``: the input's newest version has no status yet)."""

@@ -37,7 +37,6 @@ from whisper_build.bulk.outputs import render_outputs
 from whisper_build.bulk.records import (
     CHECKPOINT_FILE,
     LEASE_FILE,
-    OUTPUT_FILES,
     STATUS_FILE,
     Checkpoint,
     JobError,
@@ -45,6 +44,7 @@ from whisper_build.bulk.records import (
     Lease,
     job_id,
     job_prefix,
+    output_files,
 )
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio import (
@@ -56,9 +56,9 @@ from whisper_build.serving.audio import (
     open_audio_file,
 )
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import BackendError, BackendRejected
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.transcription.backend import BackendError, BackendRejected
+from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
 
 log = logging.getLogger("whisper.bulk")
 P = ParamSpec("P")
@@ -302,7 +302,9 @@ class JobRunner:
     ) -> Outcome | None:
         """Send the windows after the checkpoint; ``None`` at the end, else why it stopped early."""
         options = job.options
-        prompt = DecodePrompt(previous_text=options.prompt, language=options.language, task=options.task)
+        # a resumed job keeps the language its first attempt detected: one language for the whole file
+        language = options.language or checkpoint.language
+        prompt = DecodePrompt(previous_text=options.prompt, language=language, task=options.task)
         request = WindowRequest(prompt=prompt, options=decode_options(options))
         since_checkpoint = 0
         base_wall = checkpoint.wall_seconds
@@ -365,11 +367,12 @@ class JobRunner:
         self, prefix: str, status: JobStatus, checkpoint: Checkpoint, duration: float, job: JobMessage, started: float
     ) -> Outcome:
         segments = checkpoint.typed_segments()
+        files = output_files()
         for name, (body, content_type) in render_outputs(segments, duration, checkpoint.language, job.options).items():
-            await self._io(self.store.put, prefix + OUTPUT_FILES[name], body, content_type)
+            await self._io(self.store.put, prefix + files[name], body, content_type)
         status.state, status.audio_seconds, status.progress_seconds = "completed", duration, duration
         status.windows, status.wall_seconds = checkpoint.windows, checkpoint.wall_seconds
-        status.outputs = {name: prefix + file for name, file in OUTPUT_FILES.items()}
+        status.outputs = {name: prefix + file for name, file in files.items()}
         status.updated_at = time.time()
         await self._io(self.store.write_model, prefix + CHECKPOINT_FILE, checkpoint)
         await self._io(self.store.write_model, prefix + STATUS_FILE, status)

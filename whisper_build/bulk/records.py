@@ -26,16 +26,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from whisper_build.bulk.messages import JobOptions
 from whisper_build.serving.results import Segment, Word
+from whisper_build.serving.transcription.formats import bulk_files
 
 State = Literal["queued", "running", "retrying", "completed", "failed"]
 FINAL_STATES: frozenset[str] = frozenset({"completed", "failed"})
-OUTPUT_FILES = {
-    "verbose_json": "transcript.json",
-    "srt": "transcript.srt",
-    "vtt": "transcript.vtt",
-    "txt": "transcript.txt",
-}
-"""Format → file name in the job folder (``make fetch`` renames them to ``<name>.json`` etc.)."""
+
+
+def output_files() -> dict[str, str]:
+    """Output key → file name in the job folder, read from the formats table.
+
+    ``make fetch`` renames them to ``<name>.json`` etc.
+    """
+    return {key: f.bulk.name for key, f in bulk_files().items() if f.bulk is not None}
+
+
+OUTPUT_FILES = output_files()
+"""The table's output files when this module was imported (:func:`output_files`)."""
 STATUS_FILE = "status.json"
 CHECKPOINT_FILE = "checkpoint.json"
 LEASE_FILE = "lease.json"

@@ -31,9 +31,15 @@ from whisper_build.bulk.messages import BadMessage, parse_body
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.yielding import YieldGate, YieldingBackend
 from whisper_build.serving.contract import BULK_PRIORITY
-from whisper_build.serving.gateway.backend import BackendError, TranscriptionBackend, TritonBackend
-from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
+from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import (
+    CUT_SEARCH_SECONDS,
+    SILENCE_RMS,
+    WINDOW_SECONDS,
+    Transcriber,
+    WindowPlan,
+)
 
 log = logging.getLogger("whisper.bulk")
 LIVE_STALE_SECONDS = 60.0
@@ -42,12 +48,11 @@ DELETE_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.DUPLICAT
 
 
 def window_plan(settings: WorkerSettings) -> WindowPlan:
-    """The gateway's default windowing (same cuts, same silence rule) with the bulk group size and no length cap."""
-    defaults = GatewaySettings.model_fields
+    """The core's default windowing (the gateway's cuts and silence rule) with the bulk group size and no length cap."""
     return WindowPlan(
-        window_seconds=float(defaults["window_seconds"].default),
-        cut_search_seconds=float(defaults["cut_search_seconds"].default),
-        silence_rms=float(defaults["silence_rms"].default),
+        window_seconds=WINDOW_SECONDS,
+        cut_search_seconds=CUT_SEARCH_SECONDS,
+        silence_rms=SILENCE_RMS,
         group_size=settings.window_group_size,
         max_audio_seconds=math.inf,  # storage is the only limit (max_file_bytes)
         call_timeout_seconds=settings.call_timeout_seconds,

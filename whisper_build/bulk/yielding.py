@@ -19,11 +19,10 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.bulk import metrics
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import DelegatingBackend, TranscriptionBackend
-from whisper_build.serving.gateway.pod_view import INFLIGHT
+from whisper_build.contracts.gateway_metrics import INFLIGHT
 from whisper_build.serving.prometheus_text import fetch_text, require_http_url, sample_sums
 from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import DelegatingBackend, TranscriptionBackend, WindowRequest
 
 log = logging.getLogger("whisper.bulk")
 GATEWAY_INFLIGHT = INFLIGHT
@@ -54,7 +53,7 @@ class YieldGate:
     waiting together do not all go together): bulk keeps a trickle of progress under constant synchronous traffic. An
     unreachable or unparsable endpoint opens the gate (bulk work must not stop because a gateway is away).
     :class:`YieldingBackend` puts the gate in front of a
-    :class:`whisper_build.serving.gateway.backend.TranscriptionBackend`.
+    :class:`whisper_build.serving.transcription.backend.TranscriptionBackend`.
 
     The first synchronous request after a quiet spell still waits for the bulk batch in progress; from
     then on the gate keeps bulk windows out of its batches. Deployed bulk pods have a Triton of their own
@@ -143,23 +142,18 @@ class YieldGate:
 
 
 class YieldingBackend(DelegatingBackend):
-    """A :class:`TranscriptionBackend` whose ``transcribe`` first waits for the :class:`YieldGate`."""
+    """A :class:`TranscriptionBackend` whose ``infer`` first waits for the :class:`YieldGate`."""
 
     def __init__(self, backend: TranscriptionBackend, gate: YieldGate) -> None:
         super().__init__(backend)
         self.gate = gate
 
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
+    async def infer(
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
-        """Wait for the gate, then the wrapped backend's ``transcribe``."""
+        """Wait for the gate, then the wrapped backend's ``infer``."""
         await self.gate.wait()
-        return await super().transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+        return await super().infer(windows, request, timeout)
 
     async def close(self) -> None:
         """Stop the gate and close the wrapped backend."""

@@ -4,4 +4,5 @@ Standard library only, importing nothing of the tree, so every layer above may i
 ``layers`` contract in ``pyproject.toml``; docs/development.md, "Layers").
 
 - ``engines`` — :data:`~whisper_build.contracts.engines.EngineKind`, the engines a GPU group can serve.
+- ``gateway_metrics`` — the gateway gauges' names that bulk reads.
 """

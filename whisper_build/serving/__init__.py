@@ -1,1 +1,1 @@
-"""Code that runs in the serving pod: Triton model, engines, audio, prompt, gateway, supervisor."""
+"""Code that runs in the serving pod: Triton model, engines, audio, prompt, transcription core, gateway, supervisor."""

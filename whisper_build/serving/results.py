@@ -3,7 +3,7 @@
 Dependency-free (standard library only). The Triton model's decoding layer builds one
 :class:`WindowResult` per window and serializes it once (:meth:`WindowResult.to_json`, the
 ``RESULT`` element); the gateway parses it once (:meth:`WindowResult.from_json`), and the window
-pipeline (:mod:`whisper_build.serving.gateway.transcriber`) turns it into file-relative
+pipeline (:mod:`whisper_build.serving.transcription.windows`) turns it into file-relative
 :class:`Segment` s and :class:`Word` s, which the HTTP formats render and a bulk worker can keep.
 
 Times in :class:`WindowResult` are seconds from the window's start; in :class:`Segment` and

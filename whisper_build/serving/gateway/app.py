@@ -26,7 +26,6 @@ from fastapi.responses import Response
 
 from whisper_build.serving.gateway.admission import AdmissionController
 from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
-from whisper_build.serving.gateway.backend import TranscriptionBackend, TritonBackend
 from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.disconnect import DisconnectMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
@@ -34,11 +33,13 @@ from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.gateway.pod_view import PodState, PodView
-from whisper_build.serving.gateway.recovery import ModelRecovery, RecoveringBackend
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, WindowPlan
 from whisper_build.serving.gateway.triton_load import TritonMetricsReader
+from whisper_build.serving.transcription.backend import TranscriptionBackend
+from whisper_build.serving.transcription.recovery import ModelRecovery, RecoveringBackend
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import Transcriber
 
 INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
@@ -87,7 +88,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         backend = factory(settings)
         recovery = ModelRecovery(backend)  # one reload per worker for the canary and the requests' retries
         retrying = RecoveringBackend(backend, recovery, lambda outcome: metrics.window_retries.labels(outcome).inc())
-        transcriber = Transcriber(retrying, WindowPlan.from_gateway(settings))
+        transcriber = Transcriber(retrying, settings.window_plan())
         app.state.pipeline = Pipeline(settings, metrics, admission, health, transcriber)
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary, recovery.recover), name="canary")

@@ -20,11 +20,18 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.backoff import Backoff
-from whisper_build.serving.gateway.backend import BackendError, BackendTimeout, ModelRestarting, TranscriptionBackend
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.gateway.triton_load import SharedLoad, TritonLoad
 from whisper_build.serving.prompt import parse_prompt
+from whisper_build.serving.transcription.backend import (
+    BackendError,
+    BackendTimeout,
+    ModelRestarting,
+    TranscriptionBackend,
+    WindowRequest,
+)
+from whisper_build.serving.transcription.recovery import RELOAD_TIMEOUT_SECONDS
 
 __all__ = ["CANARY_SECONDS", "ModelHealth", "canary_clip"]
 
@@ -34,8 +41,6 @@ SAMPLE_RATE = 16_000
 """Whisper's input rate (docs/contracts.md §5)."""
 CANARY_SECONDS = 1.0
 """Length of the canary clip: enough to run the encoder and the decoder once, cheap on any GPU."""
-RELOAD_TIMEOUT_SECONDS = 600.0
-"""Longest wait for the model server to load the model again (large engines load in minutes)."""
 
 
 def canary_clip() -> npt.NDArray[np.float32]:
@@ -83,7 +88,7 @@ class ModelHealth:
         self.reloads = 0
         self._backoff = Backoff()
         self._next_reload_at = 0.0
-        self._prefix = parse_prompt("", None).to_text_prefix()
+        self._request = WindowRequest(parse_prompt("", None))
         self._clip = canary_clip()
         self._pod_healthy = pod_healthy
         self._triton_load = triton_load
@@ -150,7 +155,7 @@ class ModelHealth:
         timeout = self._canary_timeout(busy)
         try:
             async with asyncio.timeout(timeout):
-                texts = await backend.transcribe([self._clip], self._prefix, 1.0, timeout)
+                texts = await backend.infer([self._clip], self._request, timeout)
             if len(texts) != 1:
                 raise BackendError(f"canary inference returned {len(texts)} transcripts for 1 window")
         except (BackendError, TimeoutError) as exc:
@@ -203,7 +208,7 @@ class ModelHealth:
         """Ask the backend to load the model again when failures call for it and back-off allows.
 
         A dead runtime (:class:`ModelRestarting`) calls for it at once; ``reload`` (the worker's
-        :meth:`whisper_build.serving.gateway.recovery.ModelRecovery.recover`, shared with the
+        :meth:`whisper_build.serving.transcription.recovery.ModelRecovery.recover`, shared with the
         requests' retries) replaces ``backend.reload``.
         """
         now = self._clock()

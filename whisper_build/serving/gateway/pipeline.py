@@ -2,34 +2,37 @@
 
 One :class:`Pipeline`, built with all of them when the app starts, lives on
 ``app.state.pipeline``; routers receive it through the FastAPI
-dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every transcription, so
-admission, the request timeout, in-flight and audio-seconds metrics and the error mapping are
-the same for every API.
+dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every transcription (the stream:
+:meth:`Pipeline.admitted`, which :meth:`~Pipeline.run` is built on), so admission, the request
+timeout, in-flight and audio-seconds metrics, failure accounting and the error mapping are the same
+for every API. The window pipeline itself is :mod:`whisper_build.serving.transcription`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError, AudioTooShortError
 from whisper_build.serving.gateway.admission import AdmissionController, Rejected
-from whisper_build.serving.gateway.backend import (
+from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.health import ModelHealth
+from whisper_build.serving.gateway.metrics import GatewayMetrics
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.prompt import DecodePrompt, normalize_language, parse_prompt
+from whisper_build.serving.transcription.backend import (
     BackendError,
     BackendRejected,
     BackendTimeout,
     BackendUnavailable,
     ServedModel,
 )
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
-from whisper_build.serving.gateway.health import ModelHealth
-from whisper_build.serving.gateway.metrics import GatewayMetrics
-from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.transcriber import Transcriber, Transcription, WindowRequest
-from whisper_build.serving.prompt import DecodePrompt, normalize_language, parse_prompt
+from whisper_build.serving.transcription.windows import Transcriber, Transcription, WindowRequest
 
 NO_RETRY = {"x-should-retry": "false"}
 """On a 504: the official OpenAI SDKs retry 5xx twice unless told not to (their ``x-should-retry``
@@ -141,29 +144,40 @@ class Pipeline:
         except BackendError as exc:
             raise self.to_api_error(exc) from exc
 
-    async def run(
-        self,
-        route: str,
-        read_audio: Callable[[], Awaitable[bytes]],
-        request: WindowRequest,
-    ) -> Transcription:
-        """Read the audio and its header, admit it by request and audio seconds, transcribe, count metrics.
+    def failure(self, exc: Exception) -> ApiError:
+        """Account a failed transcription and map it to its HTTP answer (:meth:`to_api_error`).
+
+        A model-server failure other than a timeout (which may be the request's own length) or a
+        refusal (the request's own fault) counts against the model's health.
+        """
+        if isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected):
+            self.health.record_failure("request", exc)
+        return self.to_api_error(exc)
+
+    @asynccontextmanager
+    async def admitted(
+        self, read_audio: Callable[[], Awaitable[bytes]], *, predict_timeout: bool = True
+    ) -> AsyncIterator[AudioStream]:
+        """Read the audio's header, admit it by request and audio seconds, and hold the slot while inside.
 
         The header is read before admission, so over-long audio is refused (413) without waiting
         and admission charges the declared duration (``max_audio_seconds`` when the format does not
         say); the body is already in memory by then (:mod:`whisper_build.serving.gateway.body_limit`).
+        In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
+        autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated. On the way
+        out the slot and the decoder are released, and a failure inside is accounted (:meth:`failure`).
 
         Args:
-            route: route label for ``whisper_gateway_audio_seconds_total``.
             read_audio: reads the audio container bytes (within the request timeout).
-            request: prompt, repetition penalty and decoding options for every window.
+            predict_timeout: refuse audio predicted to outlast the request timeout
+                (:meth:`refuse_predicted_timeout`; the stream has no whole-request limit).
+
+        Yields: the opened audio stream.
 
         Raises:
-            ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
+            ApiError: every failure, before or inside, mapped by :meth:`failure`.
         """
         settings = self.settings
-        # In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
-        # autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated.
         self.metrics.inflight.inc()
         stream: AudioStream | None = None
         try:
@@ -171,23 +185,49 @@ class Pipeline:
             async with asyncio.timeout(settings.request_timeout_seconds):
                 stream = await asyncio.to_thread(self.transcriber.open, await read_audio())
             declared = stream.declared_seconds
-            self.refuse_predicted_timeout(declared)
+            if predict_timeout:
+                self.refuse_predicted_timeout(declared)
             cost = declared if declared is not None else settings.max_audio_seconds
             async with self.admission.admit(cost, arrived_before_drain=True):
-                async with asyncio.timeout(settings.request_timeout_seconds):
-                    result = await self.transcriber.transcribe(stream, request)
-        except BackendError as exc:
-            if not isinstance(exc, BackendTimeout | BackendRejected):
-                self.health.record_failure("request", exc)  # a timeout may be the request's own length
-            raise self.to_api_error(exc) from exc
-        except (AudioError, Rejected, TimeoutError) as exc:
-            raise self.to_api_error(exc) from exc
+                yield stream
+        except (BackendError, AudioError, Rejected, TimeoutError) as exc:
+            raise self.failure(exc) from exc
         finally:
             self.metrics.inflight.dec()
             if stream is not None:
                 stream.close()  # also stops a decode still running in a worker thread
+
+    async def run(
+        self,
+        route: str,
+        read_audio: Callable[[], Awaitable[bytes]],
+        request: WindowRequest,
+    ) -> Transcription:
+        """Transcribe the audio whole inside :meth:`admitted`, within the request timeout; count metrics.
+
+        Args:
+            route: route label for ``whisper_gateway_audio_seconds_total``.
+            read_audio: reads the audio container bytes (within the request timeout).
+            request: prompt, repetition penalty and decoding options for every window.
+
+        Raises:
+            ApiError: every pipeline failure, mapped by :meth:`failure`.
+        """
+        async with self.admitted(read_audio) as stream:
+            async with asyncio.timeout(self.settings.request_timeout_seconds):
+                result = await self.transcriber.transcribe(stream, request)
         self.count(route, result.duration, result.decode_temperatures)
         return result
+
+    def stream_transcriber(self) -> Transcriber:
+        """The window pipeline of ``stream=true``: smaller groups, each with its own deadline, no whole limit."""
+        settings = self.settings
+        plan = replace(
+            self.transcriber.plan,
+            group_size=settings.stream_window_group_size,
+            call_timeout_seconds=settings.stream_group_timeout_seconds,
+        )
+        return Transcriber(self.transcriber.backend, plan)
 
     def count(self, route: str, audio_seconds: float, temperatures: list[float]) -> None:
         """Account one finished transcription: model health, audio seconds, window decodes per temperature."""

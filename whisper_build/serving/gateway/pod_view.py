@@ -16,12 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from whisper_build.contracts.gateway_metrics import HEALTHY, INFLIGHT
 from whisper_build.serving.gateway.metrics import multiprocess_dir
 
 __all__ = ["PodState", "PodView"]
-
-INFLIGHT = "whisper_gateway_inflight_requests"
-HEALTHY = "whisper_gateway_model_healthy"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from settings import endpoint_auth, throughput
 from whisper_build.serving.prometheus_text import require_http_url
-from whisper_build.serving.silence import GATEWAY_SILENCE_RMS
+from whisper_build.serving.transcription.windows import CUT_SEARCH_SECONDS, SILENCE_RMS, WINDOW_SECONDS, WindowPlan
 
 
 class GatewaySettings(BaseSettings):
@@ -79,7 +79,7 @@ class GatewaySettings(BaseSettings):
         "request_timeout_seconds is refused up front (413 audio_too_long); stream=true is exempt",
     )
     window_seconds: float = Field(
-        30.0, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
+        WINDOW_SECONDS, gt=0, le=30.0, description="longest audio window per Triton batch item (Whisper: 30 s)"
     )
     window_group_size: int = Field(
         16,
@@ -94,10 +94,10 @@ class GatewaySettings(BaseSettings):
         120.0, gt=0, description="longest Triton work per window group of a stream (no whole-stream limit)"
     )
     cut_search_seconds: float = Field(
-        5.0, ge=0, description="how far before a window's end a cut may move to find silence"
+        CUT_SEARCH_SECONDS, ge=0, description="how far before a window's end a cut may move to find silence"
     )
     silence_rms: float = Field(
-        GATEWAY_SILENCE_RMS, ge=0, description="windows whose 25 ms frames all stay below this RMS are not decoded"
+        SILENCE_RMS, ge=0, description="windows whose 25 ms frames all stay below this RMS are not decoded"
     )
     retry_after_seconds: int = Field(1, ge=0, description="Retry-After header on 429/503")
     drain_seconds: float = Field(
@@ -211,3 +211,15 @@ class GatewaySettings(BaseSettings):
                 "a healthy but slow canary would turn /ping 503"
             )
         return self
+
+    def window_plan(self) -> WindowPlan:
+        """The window pipeline's plan of these settings (synchronous routes; the stream narrows it)."""
+        return WindowPlan(
+            window_seconds=self.window_seconds,
+            cut_search_seconds=self.cut_search_seconds,
+            silence_rms=self.silence_rms,
+            group_size=self.window_group_size,
+            max_audio_seconds=self.max_audio_seconds,
+            call_timeout_seconds=self.request_timeout_seconds,
+            min_audio_seconds=self.min_audio_seconds,
+        )

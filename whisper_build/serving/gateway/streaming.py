@@ -10,29 +10,25 @@ Docs: docs/gateway.md, "OpenAI audio API".
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
 from whisper_build.serving.audio import AudioError, AudioStream
-from whisper_build.serving.gateway.admission import Rejected
-from whisper_build.serving.gateway.backend import BackendError, BackendRejected, BackendTimeout
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode, openai_error_body
 from whisper_build.serving.gateway.pipeline import Pipeline
-from whisper_build.serving.gateway.transcriber import GroupResult, Transcriber, WindowRequest
+from whisper_build.serving.transcription import formats
+from whisper_build.serving.transcription.backend import BackendError
+from whisper_build.serving.transcription.windows import GroupResult, Transcriber, WindowRequest
 
-__all__ = ["STREAM_FORMATS", "AUDIO_TOKENS_PER_SECOND", "parse_stream_flag", "transcript_stream"]
+__all__ = ["AUDIO_TOKENS_PER_SECOND", "parse_stream_flag", "transcript_stream"]
 
 log = logging.getLogger(__name__)
-
-STREAM_FORMATS = ("json", "text")
-"""``response_format`` values a stream accepts (the events carry plain text; no segments or cues)."""
 
 AUDIO_TOKENS_PER_SECOND = 50
 """Whisper encoder positions per second of audio: 1500 per 30 s window (openai/whisper ``n_audio_ctx``)."""
@@ -45,16 +41,18 @@ def parse_stream_flag(value: str | None, response_format: str) -> bool:
 
     Raises:
         ApiError: 400 naming ``stream`` for another value, or for ``stream`` with a
-            ``response_format`` other than :data:`STREAM_FORMATS`.
+            ``response_format`` that is not streamable (the events carry plain text; no segments or cues).
     """
     flag = (value or "false").strip().lower()
     if flag not in _TRUE + _FALSE:
         raise ApiError(400, ErrorCode.INVALID_FIELD, f"stream must be true or false, got {value!r}", param="stream")
-    if flag in _TRUE and response_format not in STREAM_FORMATS:
+    chosen = formats.FORMATS.get(response_format)
+    if flag in _TRUE and (chosen is None or not chosen.streamable):
+        streamable = formats.names(lambda f: f.streamable)
         raise ApiError(
             400,
             ErrorCode.INVALID_FIELD,
-            f"stream=true sends text events: response_format must be {' or '.join(STREAM_FORMATS)} "
+            f"stream=true sends text events: response_format must be {' or '.join(streamable)} "
             f"(got {response_format!r}); ask for {response_format} without stream",
             param="stream",
         )
@@ -63,7 +61,7 @@ def parse_stream_flag(value: str | None, response_format: str) -> bool:
 
 @dataclass
 class _Opened:
-    """An upload whose header was read and which holds its admission slot until :meth:`close`."""
+    """An upload inside :meth:`Pipeline.admitted`: it holds its admission slot until :meth:`close`."""
 
     stream: AudioStream
     resources: AsyncExitStack
@@ -74,29 +72,13 @@ class _Opened:
 
 
 async def _open(pipeline: Pipeline, read_audio: Callable[[], Awaitable[bytes]]) -> _Opened:
-    """Read the audio's header and take an admission slot, as synchronous requests do.
+    """Enter :meth:`Pipeline.admitted` (no timeout prediction: a stream has no whole-request limit).
 
     Raises:
         ApiError: 413/400 for the audio, 429/503 from admission, 504 past the read timeout.
     """
-    settings = pipeline.settings
     resources = AsyncExitStack()
-    pipeline.metrics.inflight.inc()
-    resources.callback(pipeline.metrics.inflight.dec)
-    try:
-        pipeline.admission.check_open()
-        async with asyncio.timeout(settings.request_timeout_seconds):
-            stream = await asyncio.to_thread(pipeline.transcriber.open, await read_audio())
-        resources.callback(stream.close)
-        declared = stream.declared_seconds
-        cost = declared if declared is not None else settings.max_audio_seconds
-        await resources.enter_async_context(pipeline.admission.admit(cost, arrived_before_drain=True))
-    except (AudioError, Rejected, TimeoutError) as exc:
-        await resources.aclose()
-        raise pipeline.to_api_error(exc) from exc
-    except BaseException:
-        await resources.aclose()
-        raise
+    stream = await resources.enter_async_context(pipeline.admitted(read_audio, predict_timeout=False))
     return _Opened(stream, resources)
 
 
@@ -134,9 +116,7 @@ async def _events(
         yield _event({"type": "transcript.text.done", "text": text, "usage": _usage(sent_seconds, tokens)})
         pipeline.count(route, opened.stream.seconds, temperatures)
     except (BackendError, AudioError, TimeoutError) as exc:
-        if isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected):
-            pipeline.health.record_failure("request", exc)
-        error = pipeline.to_api_error(exc)
+        error = pipeline.failure(exc)
         yield _event(openai_error_body(error.status, error.code, error.message, error.param))
     except Exception as exc:  # noqa: BLE001 - a bug must still end the stream with an error, never silently
         log.exception("stream failed")
@@ -200,14 +180,8 @@ async def transcript_stream(
     whole-request limit, so it takes no part in any up-front "too long for a synchronous request"
     refusal. A client that disconnects cancels the generator (sse-starlette watches the connection):
     the pipeline cancels the model call in flight and sends no further group
-    (:meth:`whisper_build.serving.gateway.transcriber.Transcriber.results`).
+    (:meth:`whisper_build.serving.transcription.windows.Transcriber.results`).
     """
     opened = await _open(pipeline, read_audio)
-    settings = pipeline.settings
-    plan = replace(
-        pipeline.transcriber.plan,
-        group_size=settings.stream_window_group_size,
-        call_timeout_seconds=settings.stream_group_timeout_seconds,
-    )
-    events = _events(pipeline, route, Transcriber(pipeline.transcriber.backend, plan), opened, request)
-    return _TranscriptEvents(events, opened, settings.graceful_shutdown_seconds)
+    events = _events(pipeline, route, pipeline.stream_transcriber(), opened, request)
+    return _TranscriptEvents(events, opened, pipeline.settings.graceful_shutdown_seconds)

@@ -14,15 +14,16 @@ from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import ServedModel
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
-from whisper_build.serving.gateway.formats import RESPONSE_FORMATS, render
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
-from whisper_build.serving.gateway.transcriber import WindowRequest
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.transcription import formats
+from whisper_build.serving.transcription.backend import ServedModel
+from whisper_build.serving.transcription.formats import ResponseFormat
+from whisper_build.serving.transcription.request import WindowRequest
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
 TRANSLATIONS = "/v1/audio/translations"
@@ -58,18 +59,23 @@ def _check_model(pipeline: Pipeline, model: str | None) -> None:
         )
 
 
+def response_format_or_400(response_format: str) -> ResponseFormat:
+    """The entry of :data:`whisper_build.serving.transcription.formats.FORMATS` named ``response_format``.
+
+    Raises: ApiError 400 naming ``response_format`` and the formats there are.
+    """
+    try:
+        return formats.lookup(response_format)
+    except ValueError as exc:
+        raise ApiError(400, ErrorCode.INVALID_FIELD, str(exc), param="response_format") from exc
+
+
 def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeOptions:
     """Decoding options for a request, the same for every format (:meth:`DecodeOptions.transcript`).
 
-    Raises: ApiError 400 for an unknown format or granularity, or granularities without verbose_json.
+    Raises: ApiError 400 for an unknown format or granularity, or granularities with a format without words.
     """
-    if response_format not in RESPONSE_FORMATS:
-        raise ApiError(
-            400,
-            ErrorCode.INVALID_FIELD,
-            f"unknown response_format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}",
-            param="response_format",
-        )
+    chosen = response_format_or_400(response_format)
     unknown = [g for g in granularities if g not in GRANULARITIES]
     if unknown:
         raise ApiError(
@@ -78,11 +84,12 @@ def _options(response_format: str, granularities: list[str], temperature: float)
             f"unknown timestamp_granularities {unknown}: use segment and/or word",
             param="timestamp_granularities",
         )
-    if granularities and response_format != "verbose_json":
+    if granularities and not chosen.words:
         raise ApiError(
             400,
             ErrorCode.INVALID_FIELD,
-            f"timestamp_granularities needs response_format verbose_json (got {response_format!r})",
+            f"timestamp_granularities needs response_format {' or '.join(formats.names(lambda f: f.words))} "
+            f"(got {response_format!r})",
             param="timestamp_granularities",
         )
     return DecodeOptions.transcript(word_timestamps="word" in granularities, temperature=temperature)
@@ -109,8 +116,7 @@ async def _audio(
     if stream:
         return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, options))
     result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, options))
-    return render(
-        response_format,
+    transcript = formats.Transcript(
         result.text,
         result.segments,
         result.duration,
@@ -119,6 +125,8 @@ async def _audio(
         words=options.word_timestamps,
         line_chars=pipeline.settings.subtitle_line_chars,
     )
+    chosen = formats.lookup(response_format)
+    return Response(chosen.body(transcript), media_type=chosen.media_type)
 
 
 @router.post(TRANSCRIPTIONS, dependencies=[Depends(transcription_fields)])

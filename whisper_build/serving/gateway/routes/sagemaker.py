@@ -17,7 +17,7 @@ from whisper_build.serving.audio import decode_base64
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.gateway.errors import ApiError, ErrorCode
 from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
-from whisper_build.serving.gateway.transcriber import WindowRequest
+from whisper_build.serving.transcription.windows import WindowRequest
 
 INVOCATIONS = "/invocations"
 PING = "/ping"

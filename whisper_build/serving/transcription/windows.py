@@ -1,12 +1,12 @@
 """The window pipeline: audio bytes → streamed windows → the model in groups → file-relative results.
 
-One pipeline for every consumer: the synchronous routes (through
-:class:`whisper_build.serving.gateway.pipeline.Pipeline`), the stream and the bulk workers. It
-depends on no web framework and no request object: give it a :class:`TranscriptionBackend` and a
-:class:`WindowPlan`. Entry points: :class:`Transcriber` (:meth:`~Transcriber.open`,
+One pipeline for every front end: the synchronous routes and the stream (through
+:class:`whisper_build.serving.gateway.pipeline.Pipeline`) and the bulk workers. It depends on no
+web framework: give it a :class:`~whisper_build.serving.transcription.backend.TranscriptionBackend`
+and a :class:`WindowPlan`. Entry points: :class:`Transcriber` (:meth:`~Transcriber.open`,
 :meth:`~Transcriber.results`, :meth:`~Transcriber.transcribe`). Memory per request does not grow
 with the audio's length (at most two groups are held). Errors:
-:class:`whisper_build.serving.audio.AudioError`, :class:`whisper_build.serving.gateway.backend.BackendError`.
+:class:`whisper_build.serving.audio.AudioError`, :class:`whisper_build.serving.transcription.backend.BackendError`.
 Docs: docs/gateway.md, "What happens to a request".
 """
 
@@ -21,11 +21,29 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.audio import AudioStream, Window, is_silent, iter_windows, open_audio
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import TranscriptionBackend
-from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import Segment, WindowResult, Word
+from whisper_build.serving.silence import GATEWAY_SILENCE_RMS
+from whisper_build.serving.transcription.backend import TranscriptionBackend
+from whisper_build.serving.transcription.request import WindowRequest
+
+__all__ = [
+    "CUT_SEARCH_SECONDS",
+    "SILENCE_RMS",
+    "WINDOW_SECONDS",
+    "GroupResult",
+    "Transcriber",
+    "Transcription",
+    "WindowGroup",
+    "WindowPlan",
+    "WindowRequest",
+]
+
+WINDOW_SECONDS = 30.0
+"""Longest window, seconds: Whisper's 30 s input."""
+CUT_SEARCH_SECONDS = 5.0
+"""How far before a window's end a cut may move to find silence, seconds."""
+SILENCE_RMS = GATEWAY_SILENCE_RMS
+"""Windows whose 25 ms frames all stay below this RMS are not sent (the gateway's and bulk's default)."""
 
 WindowGroup = list[tuple[Window, npt.NDArray[np.float32]]]
 """Consecutive non-silent windows of one upload: each window's position in the stream (its start
@@ -53,34 +71,6 @@ class WindowPlan:
     max_audio_seconds: float
     call_timeout_seconds: float
     min_audio_seconds: float = 0.0
-
-    @classmethod
-    def from_gateway(cls, settings: GatewaySettings) -> WindowPlan:
-        """The plan of the gateway's ``WHISPER_GATEWAY_*`` settings."""
-        return cls(
-            window_seconds=settings.window_seconds,
-            cut_search_seconds=settings.cut_search_seconds,
-            silence_rms=settings.silence_rms,
-            group_size=settings.window_group_size,
-            max_audio_seconds=settings.max_audio_seconds,
-            call_timeout_seconds=settings.request_timeout_seconds,
-            min_audio_seconds=settings.min_audio_seconds,
-        )
-
-
-@dataclass(frozen=True)
-class WindowRequest:
-    """What every window of one request is decoded with.
-
-    Attributes:
-        prompt: decoder prompt, sent to every window as ``TEXT_PREFIX``.
-        repetition_penalty: ``REPETITION_PENALTY`` (1.0 = none).
-        options: timestamps / words / temperature.
-    """
-
-    prompt: DecodePrompt = field(default_factory=DecodePrompt)
-    repetition_penalty: float = 1.0
-    options: DecodeOptions = field(default_factory=DecodeOptions)
 
 
 @dataclass(frozen=True)
@@ -251,11 +241,10 @@ class Transcriber:
 
         Raises:
             AudioError: unusable audio (not audio, empty, too long).
-            BackendError: the model server failed (see :mod:`whisper_build.serving.gateway.backend`).
+            BackendError: the model server failed (see :mod:`whisper_build.serving.transcription.backend`).
         """
         groups = self.window_groups(stream, start_sample)
         prompt = request.prompt
-        text_prefix = prompt.to_text_prefix()
         previous_end = 0.0
         index = 0
         pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
@@ -263,18 +252,12 @@ class Transcriber:
             while (group := await pending) is not None:
                 # Decode the next group while this one is with the model.
                 pending = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
-                outputs = await self.backend.transcribe(
-                    [samples for _, samples in group],
-                    text_prefix,
-                    request.repetition_penalty,
-                    self.plan.call_timeout_seconds,
-                    request.options,
-                )
+                sent = replace(request, prompt=prompt)
+                outputs = await self.backend.infer([s for _, s in group], sent, self.plan.call_timeout_seconds)
                 result = group_result(index, group, outputs, previous_end)
                 del group
                 if prompt.language is None and result.language is not None:
                     prompt = replace(prompt, language=result.language)  # one language for the whole file
-                    text_prefix = prompt.to_text_prefix()
                 if result.segments:
                     previous_end = result.segments[-1].end
                 yield result

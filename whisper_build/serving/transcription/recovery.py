@@ -1,7 +1,7 @@
 """A window group whose model runtime died is retried once, on the model loaded again.
 
 When Triton's python stub dies mid-request, every request it held fails with "Stub process '…' is
-not healthy" (:class:`~whisper_build.serving.gateway.backend.ModelRestarting`). A window's
+not healthy" (:class:`~whisper_build.serving.transcription.backend.ModelRestarting`). A window's
 inference is idempotent, so :class:`RecoveringBackend` asks :class:`ModelRecovery` to load the
 model again — one reload per worker however many requests failed together (single flight; the
 health loop uses the same one) — and sends the group once more. A call still pending when a
@@ -22,17 +22,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.backend import (
+from whisper_build.serving.results import WindowResult
+from whisper_build.serving.transcription.backend import (
     BackendError,
     DelegatingBackend,
     ModelRestarting,
     TranscriptionBackend,
+    WindowRequest,
 )
-from whisper_build.serving.gateway.health import RELOAD_TIMEOUT_SECONDS
-from whisper_build.serving.results import WindowResult
 
-__all__ = ["ModelRecovery", "RecoveringBackend"]
+__all__ = ["RELOAD_TIMEOUT_SECONDS", "ModelRecovery", "RecoveringBackend"]
+
+RELOAD_TIMEOUT_SECONDS = 600.0
+"""Longest wait for the model server to load the model again (large engines load in minutes)."""
 
 log = logging.getLogger("whisper.gateway.recovery")
 
@@ -88,7 +90,7 @@ class ModelRecovery:
 
 
 class RecoveringBackend(DelegatingBackend):
-    """A :class:`TranscriptionBackend` whose ``transcribe`` retries once after :class:`ModelRestarting`.
+    """A :class:`TranscriptionBackend` whose ``infer`` retries once after :class:`ModelRestarting`.
 
     Args:
         backend: the model server.
@@ -103,26 +105,21 @@ class RecoveringBackend(DelegatingBackend):
         self.recovery = recovery
         self._on_retry = on_retry
 
-    async def transcribe(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None = None,
+    async def infer(
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
         """The wrapped backend's, sent once more on the reloaded model after :class:`ModelRestarting`.
 
         Raises: as the wrapped backend; :class:`ModelRestarting` when the reload or the retry failed.
         """
         try:
-            return await self._unless_reloaded(windows, text_prefix, repetition_penalty, timeout, options)
+            return await self._unless_reloaded(windows, request, timeout)
         except ModelRestarting:
             if not await self.recovery.recover():
                 self._on_retry("failed")
                 raise
         try:
-            outputs = await self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
+            outputs = await self.backend.infer(windows, request, timeout)
         except BackendError:
             self._on_retry("failed")
             raise
@@ -130,18 +127,11 @@ class RecoveringBackend(DelegatingBackend):
         return outputs
 
     async def _unless_reloaded(
-        self,
-        windows: Sequence[npt.NDArray[np.float32]],
-        text_prefix: str,
-        repetition_penalty: float,
-        timeout: float,
-        options: DecodeOptions | None,
+        self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
         """The call, or :class:`ModelRestarting` when a reload completes while it is still pending."""
         reloaded = asyncio.ensure_future(self.recovery.next_reload().wait())
-        call = asyncio.ensure_future(
-            self.backend.transcribe(windows, text_prefix, repetition_penalty, timeout, options)
-        )
+        call = asyncio.ensure_future(self.backend.infer(windows, request, timeout))
         try:
             await asyncio.wait({call, reloaded}, return_when=asyncio.FIRST_COMPLETED)
             if call.done():

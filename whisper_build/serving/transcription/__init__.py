@@ -1,0 +1,13 @@
+"""The transcription core every front end shares: HTTP routes, the stream, bulk jobs, live sessions.
+
+Transport-agnostic: imports no web framework and nothing of ``whisper_build.serving.gateway``.
+
+- ``request`` — :class:`~.request.WindowRequest`, what every window of one request is decoded with.
+- ``backend`` — the model-server Protocol (``infer``), its errors, the wrapper base.
+- ``triton`` — the Triton gRPC backend and the request's tensors.
+- ``recovery`` — the wrapper that retries a window batch once on the model loaded again.
+- ``windows`` — the window pipeline (:class:`~.windows.Transcriber`).
+- ``formats`` — the response formats table (:data:`~.formats.FORMATS`).
+
+Docs: docs/gateway.md, "What happens to a request".
+"""
