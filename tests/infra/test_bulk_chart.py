@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from k8s_support import REPO, config_with, of_kind, synth, validate
+from k8s_support import config_with, of_kind, synth, validate
 
 from k8s_charts.bulk import TRIGGER_AUTH_NAME, worker_grace_seconds
 from k8s_charts.inputs import PLACEHOLDER_BULK_QUEUE_URL
 from settings import load_config
+from whisper_build.paths import REPO_ROOT
 
-BULK = REPO / "config" / "examples" / "bulk.yaml"
+BULK = REPO_ROOT / "config" / "examples" / "bulk.yaml"
 
 
 @pytest.fixture(scope="module")

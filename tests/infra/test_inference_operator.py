@@ -8,16 +8,17 @@ import re
 import pytest
 import yaml
 from cdk_assembly import CONFIGS, synthesized
-from k8s_support import REPO, of_kind, synth, validate
+from k8s_support import of_kind, synth, validate
 
 from k8s_charts.inference_endpoint import MODEL_MOUNT_PATH, resource_shapes
 from k8s_charts.inputs import PLACEHOLDER_INPUTS
 from k8s_charts.sizing import pod_resources
 from observability.scrape_config import scrape_jobs
 from settings import ConfigError, load_config, parse_config
+from whisper_build.paths import REPO_ROOT
 
 OPERATOR = CONFIGS["inference-operator"]
-MIG = REPO / "config" / "examples" / "mig.yaml"
+MIG = REPO_ROOT / "config" / "examples" / "mig.yaml"
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
 
 

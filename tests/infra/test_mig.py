@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_support import REPO, of_kind, synth, validate
+from k8s_support import of_kind, synth, validate
 
 from k8s_charts import naming
 from k8s_charts.gpu_metrics import MIG_COUNTERS_FILE
@@ -16,11 +16,12 @@ from settings.gpu_catalog import H100, H200
 from stacks import engine_job
 from stacks.engine_build_stack import engine_project_name
 from stacks.hyperpod import instance_group_labels
+from whisper_build.paths import REPO_ROOT
 from whisper_build.release import invocations
 from whisper_build.release.engine_build.memory import max_batch_size_for_memory
 from whisper_build.release.engine_build.spec import BuildSpecError
 
-MIG_EXAMPLE = REPO / "config" / "examples" / "mig.yaml"
+MIG_EXAMPLE = REPO_ROOT / "config" / "examples" / "mig.yaml"
 
 
 def _config(**group_overrides):

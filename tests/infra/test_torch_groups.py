@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_support import REPO, config_with, of_kind, synth, validate
+from k8s_support import config_with, of_kind, synth, validate
 
 from k8s_charts import workload
 from settings import ConfigError, gpu_catalog, labels, load_config
 from settings.gpu_catalog import GpuSpec
 from whisper_build.deploy.deploy_plan import deploy_steps
+from whisper_build.paths import REPO_ROOT
 
-EXAMPLE = REPO / "config" / "examples" / "fine-tuned-torch.yaml"
+EXAMPLE = REPO_ROOT / "config" / "examples" / "fine-tuned-torch.yaml"
 MIXED = [
     {"name": "g5", "instance_type": "ml.g5.2xlarge"},
     {"name": "g6e", "instance_type": "ml.g6e.2xlarge", "serving_engine": "torch"},
@@ -234,7 +235,7 @@ def test_the_image_build_fails_without_the_torch_engine_runtime() -> None:
     import subprocess
     import sys
 
-    dockerfile = (REPO / "whisper_build" / "image" / "Dockerfile").read_text()
+    dockerfile = (REPO_ROOT / "whisper_build" / "image" / "Dockerfile").read_text()
     [script] = re.findall(r'^RUN python3 -c "(import importlib.metadata as m; \\\n.*torch engine runtime.*)"$',
                           dockerfile, flags=re.MULTILINE)  # fmt: skip
     result = subprocess.run(
