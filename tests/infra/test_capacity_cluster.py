@@ -7,7 +7,17 @@ import copy
 from typing import Any
 
 import pytest
-from capacity_support import G5_LIST, cluster_properties, config, default_data, spot_data, with_groups
+from capacity_support import (
+    G5_LIST,
+    cluster_properties,
+    config,
+    default_data,
+    gpu_nodes,
+    schedulable,
+    spot_data,
+    with_groups,
+)
+from k8s_support import of_kind, synth
 
 from stacks.cluster_request import request_problems
 
@@ -80,3 +90,14 @@ def test_a_flexible_group_without_continuous_provisioning_is_reported(flexible_c
     assert request_problems(broken) == [
         "InstanceGroups[0] (g5): a flexible instance group needs NodeProvisioningMode Continuous"
     ]
+
+
+def test_every_gpu_node_runs_exactly_one_gpu_metrics_exporter_whatever_its_taints(spot_cluster) -> None:
+    exporters = of_kind(synth(config(spot_data())), "DaemonSet")
+    for node, node_labels, taints in gpu_nodes(spot_cluster):
+        landing = [
+            name for name, ds in exporters.items() if schedulable(ds["spec"]["template"]["spec"], node_labels, taints)
+        ]
+        assert len(landing) == 1, f"{node} (taints {taints}) runs {landing or 'no exporter'}"
+    spot = exporters["dcgm-exporter-g5-g5-2xlarge-spot"]["spec"]["template"]["metadata"]["labels"]
+    assert spot["whisper-hyperpod.io/capacity"] == "spot"  # its series say Spot (priced as Spot)
