@@ -63,8 +63,8 @@ def wait_lines(described: dict[str, Any], events: list[dict[str, Any]]) -> list[
             newest.setdefault(event["InstanceGroupName"], event)
     lines = []
     for group, line in zip(described.get("InstanceGroups", []), group_lines(described), strict=True):
-        event = newest.get(group["InstanceGroupName"])
-        note = f"; newest {event['EventLevel'].lower()}: {event.get('Description', '').strip()}" if event else ""
+        last = newest.get(group["InstanceGroupName"])
+        note = f"; newest {last['EventLevel'].lower()}: {last.get('Description', '').strip()}" if last else ""
         lines.append(line + note)
     return lines
 
