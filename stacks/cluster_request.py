@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import botocore.session
+import botocore.loaders
 from botocore.exceptions import ParamValidationError
-from botocore.model import ListShape, MapShape, OperationModel, Shape, StringShape, StructureShape
+from botocore.model import ListShape, MapShape, OperationModel, ServiceModel, Shape, StringShape, StructureShape
 from botocore.validate import validate_parameters
 
 PLACEHOLDER = "arn:aws:sagemaker:us-east-1:123456789012:cloudformation-intrinsic-placeholder"
@@ -26,7 +26,9 @@ PLACEHOLDER = "arn:aws:sagemaker:us-east-1:123456789012:cloudformation-intrinsic
 @functools.lru_cache(maxsize=1)
 def create_cluster_model() -> OperationModel:
     """``CreateCluster`` of the installed (pinned) botocore's SageMaker model."""
-    return botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateCluster")
+    # the loader alone, not a Session: a Session reads the AWS config, and a missing AWS_PROFILE would fail synthesis
+    service = botocore.loaders.create_loader().load_service_model("sagemaker", "service-2")
+    return ServiceModel(service, "sagemaker").operation_model("CreateCluster")
 
 
 def request_shape() -> StructureShape:

@@ -125,3 +125,8 @@ def test_no_serving_pod_can_land_on_a_spot_node_and_no_field_opts_serving_into_s
         data.setdefault(section, {})["serving_spot"] = True
         with pytest.raises(ConfigError, match=f"{section}.serving_spot"):
             config(data)
+
+
+def test_the_request_check_needs_no_aws_profile(flexible_cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-for-whisper-tests")  # make synth runs offline, any profile
+    assert request_problems(flexible_cluster) == []
