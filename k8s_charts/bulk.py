@@ -23,7 +23,7 @@ from k8s_charts.network_policy import (
     POD_IDENTITY_AGENT_CIDR,
     POD_IDENTITY_AGENT_PORT,
 )
-from k8s_charts.placement import affinity, gpu_tolerations, spot_toleration
+from k8s_charts.placement import affinity, gpu_tolerations
 from k8s_charts.pod_spec import empty_dir, one_pod_at_a_time, serving_image_metadata, serving_mounts, serving_volumes
 from k8s_charts.sizing import pod_resources, quantities
 from k8s_charts.workload import (
@@ -98,7 +98,7 @@ def worker_tolerations(config: DeploymentConfig) -> list[k8s.Toleration]:
     Spot, ``settings.capacity.SPOT_MAX_DRAIN_SECONDS``) covers the window group in flight, its checkpoint and
     the message's return.
     """
-    return [*gpu_tolerations(), spot_toleration()] if config.capacity.bulk_spot else gpu_tolerations()
+    return gpu_tolerations(spot_nodes=config.capacity.bulk_spot)
 
 
 def worker_env(config: DeploymentConfig, group: GpuGroup, inputs: ChartInputs) -> dict[str, object]:

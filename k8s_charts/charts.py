@@ -35,6 +35,7 @@ from k8s_charts.timeouts import check_timeouts
 from k8s_charts.workload import GpuGroupWorkload
 from observability.scrape_config import DCGM_EXPORTER_PORT
 from settings import storage
+from settings.fleet import spot_groups, spot_instance_types
 from settings.schema import DeploymentConfig
 
 READINESS_GATE_INJECT_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
@@ -173,7 +174,7 @@ class GpuMetricsChart(cdk8s.Chart):
     Attributes:
         namespace_name: The namespace name (``cdk8s.Chart.namespace`` is taken).
         exporters: GPU group name → its :class:`GpuMetricsExporter`; ``<group>/<type>`` → one per listed type of
-            a group with a priority list.
+            a group with a priority list; ``…/spot`` → the one on the Spot nodes of a group with a Spot group.
     """
 
     def __init__(
@@ -195,21 +196,26 @@ class GpuMetricsChart(cdk8s.Chart):
             ports=[DCGM_EXPORTER_PORT],
             scraper_cidrs=scraper_cidrs or [config.network.vpc_cidr],
         )
-        self.exporters = {
-            group.name: GpuMetricsExporter(self, group.name, namespace=self.namespace_name, group=group)
-            for group in config.gpu_groups
-            if not group.flexible
-        }
+        self.exporters = {}
+        with_spot = {group.name for group in spot_groups(config)}
         for group in config.gpu_groups:
-            for instance_type in group.instance_types if group.flexible else []:
-                key = f"{group.name}/{instance_type}"
-                self.exporters[key] = GpuMetricsExporter(
-                    self,
-                    f"{group.name}-{instance_type}",
-                    namespace=self.namespace_name,
-                    group=group,
-                    instance_type=instance_type,
-                )
+            # a group with a Spot instance group: one exporter set for its On-Demand nodes, one for its Spot nodes
+            for spot in (False, True) if group.name in with_spot else (None,):
+                suffix = "/spot" if spot else ""
+                if not group.flexible:
+                    self.exporters[group.name + suffix] = GpuMetricsExporter(
+                        self, group.name + suffix, namespace=self.namespace_name, group=group, spot=spot
+                    )
+                    continue
+                for instance_type in spot_instance_types(group) if spot else group.instance_types:
+                    self.exporters[f"{group.name}/{instance_type}{suffix}"] = GpuMetricsExporter(
+                        self,
+                        f"{group.name}-{instance_type}{suffix}",
+                        namespace=self.namespace_name,
+                        group=group,
+                        instance_type=instance_type,
+                        spot=spot,
+                    )
 
 
 @dataclass(frozen=True)

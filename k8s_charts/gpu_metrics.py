@@ -20,6 +20,7 @@ from k8s_charts.placement import gpu_tolerations, group_affinity
 from k8s_charts.sizing import quantities
 from observability.scrape_config import DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT
 from settings import labels
+from settings.capacity import SPOT_SUFFIX
 from settings.schema import GpuGroup
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"
@@ -69,9 +70,12 @@ class GpuMetricsExporter(Construct):
 
         instance_type: For a group with a priority list: the one listed type whose nodes run it (its pods carry
             the type as a label, which cost by instance type needs); ``None``: every node of the group.
+        spot: For a group with a Spot instance group (``capacity.bulk_spot``): ``True`` its Spot nodes only (the
+            pods tolerate the Spot taint and carry ``whisper-hyperpod.io/capacity: spot``), ``False`` its
+            On-Demand nodes only; ``None``: no Spot group, every node.
 
     Attributes:
-        name: DaemonSet name (``dcgm-exporter-<group>``, ``dcgm-exporter-<group>-g5-4xlarge`` per type).
+        name: DaemonSet name (``dcgm-exporter-<group>``, ``…-g5-4xlarge`` per type, ``…-spot`` on Spot nodes).
         pod_labels: Labels of its pods (also its selector): the scrape job's app name + group + arch (+ type).
 
     The exporter sees every GPU of its node without requesting ``nvidia.com/gpu`` (which would take a
@@ -88,16 +92,25 @@ class GpuMetricsExporter(Construct):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, namespace: str, group: GpuGroup, instance_type: str | None = None
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str,
+        group: GpuGroup,
+        instance_type: str | None = None,
+        spot: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.name = naming.gpu_metrics_name(group)
         self.pod_labels = naming.group_labels(group, app=DCGM_EXPORTER_APP)
-        affinity = group_affinity(group)
         if instance_type is not None:  # one DaemonSet per type of a priority list: its pods name their type
             self.name += "-" + instance_type.removeprefix("ml.").replace(".", "-")
             self.pod_labels[labels.POD_INSTANCE_TYPE_LABEL] = instance_type
-            affinity = group_affinity(group, [instance_type])
+        if spot:  # the group's Spot nodes: their own DaemonSet, so their series (and cost) say Spot
+            self.name += SPOT_SUFFIX
+            self.pod_labels[labels.CAPACITY_LABEL] = labels.SPOT_TAINT_VALUE
+        affinity = group_affinity(group, None if instance_type is None else [instance_type], spot=spot)
         health = k8s.Probe(
             http_get=probes.http_get(HEALTH_PATH, PORT_NAME),
             initial_delay_seconds=HEALTH_INITIAL_DELAY_SECONDS,
@@ -138,9 +151,9 @@ class GpuMetricsExporter(Construct):
                     spec=k8s.PodSpec(
                         containers=[container],
                         affinity=affinity,
-                        # the GPU taint, and HyperPod's unhealthy-node taint: a failing GPU is when its
-                        # metrics matter most
-                        tolerations=gpu_tolerations(unhealthy_nodes=True),
+                        # the GPU taint, HyperPod's unhealthy-node taint (a failing GPU is when its metrics
+                        # matter most) and, on Spot nodes, the Spot taint
+                        tolerations=gpu_tolerations(unhealthy_nodes=True, spot_nodes=bool(spot)),
                         security_context=security.node_agent_pod_security_context(),
                         automount_service_account_token=False,
                         enable_service_links=False,

@@ -50,16 +50,29 @@ def _required(requirements: dict[str, list[str]]) -> k8s.NodeSelector:
     )
 
 
-def group_affinity(group: GpuGroup, instance_types: list[str] | None = None) -> k8s.Affinity:
+def group_affinity(
+    group: GpuGroup, instance_types: list[str] | None = None, *, spot: bool | None = None
+) -> k8s.Affinity:
     """Required node affinity: the group's nodes (of ``instance_types`` only, when given), healthy or not.
 
     For node agents such as the GPU metrics exporter, which must keep reporting on a node HyperPod marks
-    unhealthy.
+    unhealthy. ``spot``: ``True`` only the group's Spot nodes (``settings.labels.CAPACITY_LABEL`` = ``spot``),
+    ``False`` only its On-Demand nodes (no such label), ``None`` both.
     """
     node_labels = group_node_labels(group)
     if instance_types is not None:
         node_labels[labels.INSTANCE_TYPE_LABEL] = instance_types
     required = _required(node_labels)
+    if spot is not None:
+        (term,) = required.node_selector_terms
+        capacity = (
+            _in(labels.CAPACITY_LABEL, [labels.SPOT_TAINT_VALUE])
+            if spot
+            else k8s.NodeSelectorRequirement(key=labels.CAPACITY_LABEL, operator="DoesNotExist")
+        )
+        required = k8s.NodeSelector(
+            node_selector_terms=[k8s.NodeSelectorTerm(match_expressions=[*(term.match_expressions or []), capacity])]
+        )
     return k8s.Affinity(node_affinity=k8s.NodeAffinity(required_during_scheduling_ignored_during_execution=required))
 
 
@@ -98,16 +111,19 @@ def spot_toleration() -> k8s.Toleration:
     )
 
 
-def gpu_tolerations(*, unhealthy_nodes: bool = False) -> list[k8s.Toleration]:
+def gpu_tolerations(*, unhealthy_nodes: bool = False, spot_nodes: bool = False) -> list[k8s.Toleration]:
     """Tolerate the ``nvidia.com/gpu`` taint of GPU nodes (any value).
 
     With ``unhealthy_nodes`` also HyperPod's ``NoSchedule`` taint on nodes whose health check failed
     (key :data:`NODE_HEALTH_LABEL`, any value), as the NVIDIA device plugin of the HyperPod Helm chart
-    does (``helm_chart/HyperPodHelmChart/values.yaml``): for node agents, never for serving pods.
+    does (``helm_chart/HyperPodHelmChart/values.yaml``): for node agents, never for serving pods. With
+    ``spot_nodes`` also the Spot taint (:func:`spot_toleration`): for bulk workers and node agents.
     """
     tolerations = [k8s.Toleration(key=labels.GPU_TAINT_KEY, operator="Exists", effect=labels.GPU_TAINT_EFFECT)]
     if unhealthy_nodes:
         tolerations.append(k8s.Toleration(key=NODE_HEALTH_LABEL, operator="Exists", effect="NoSchedule"))
+    if spot_nodes:
+        tolerations.append(spot_toleration())
     return tolerations
 
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from observability.promql import check_group, group_by, selector
 from observability.queries import JOB_DCGM, TRANSCRIBE_ROUTES, Query, RecordingRule
+from observability.scrape_config import CAPACITY_METRIC_LABEL
 from settings import DeploymentConfig
+from settings.fleet import spot_group_name, spot_groups, spot_instance_types
 
 COST_WINDOW = "1h"
 """Window of the audio rate the cost divides by: long enough that a quiet minute does not read as an
@@ -40,6 +42,9 @@ class CostGroup:
     instance_type: str | None = None
     """Set for each listed type of a group with a priority list (priced and selected per type); ``None``: the
     group's one type."""
+    spot: bool | None = None
+    """For a group with a Spot instance group: ``True`` its Spot nodes (``capacity="spot"``, the Spot price),
+    ``False`` its On-Demand nodes; ``None``: a group without one (every node)."""
 
     def __post_init__(self) -> None:
         check_group(self.name)
@@ -54,23 +59,36 @@ def cost_groups(config: DeploymentConfig) -> tuple[CostGroup, ...]:
     (its exporter pods carry it, ``k8s_charts.gpu_metrics``), so each node is billed at its own type's price.
     """
     groups = []
+    with_spot = {g.name for g in spot_groups(config)}
     for group in config.gpu_groups:
         slots = group.pods_per_node * group.effective_capacity
+        spot_group = group.name in with_spot
         for instance_type in group.instance_types:
             price = config.pricing.price_of(instance_type)
             if price is not None:
                 typed = instance_type if group.flexible else None
-                groups.append(CostGroup(group.name, price.hourly, slots, typed))
+                groups.append(CostGroup(group.name, price.hourly, slots, typed, False if spot_group else None))
+        for instance_type in spot_instance_types(group) if spot_group else []:
+            spot_price = config.pricing.spot_price_of(instance_type)
+            if spot_price is not None:
+                typed = instance_type if group.flexible else None
+                groups.append(CostGroup(group.name, spot_price.hourly, slots, typed, True))
     return tuple(groups)
 
 
 def unpriced_groups(config: DeploymentConfig) -> list[str]:
     """The groups of ``config`` (``<group>/<type>`` for a listed type) left out of the cost expressions (no price)."""
-    return [
+    unpriced = [
         g.name if not g.flexible else f"{g.name}/{t}"
         for g in config.gpu_groups
         for t in g.instance_types
         if config.pricing.price_of(t) is None
+    ]
+    return unpriced + [
+        spot_group_name(g)
+        for g in spot_groups(config)
+        for t in spot_instance_types(g)
+        if not config.pricing.spot_price_of(t)
     ]
 
 
@@ -92,18 +110,26 @@ AUDIO_HOURS_PER_HOUR = Query(
 
 
 def _per_group(groups: Sequence[CostGroup], template: str) -> str:
-    """``template`` formatted per group (``{sel}``: the group's node selector, ``{g}``: the group), or-joined."""
-    return " or ".join(f"({template.format(sel=_node_selector(g), g=g)})" for g in groups)
+    """``template`` formatted per group (``{n}``: its billed instances, ``{g}``: the group), or-joined.
+
+    With Spot entries their counts keep ``capacity`` (so ``or`` keeps both of a group) and a ``sum by`` adds them up.
+    """
+    joined = " or ".join(f"({template.format(n=_instances(g), g=g)})" for g in groups)
+    return f"sum by ({group_by()}) ({joined})" if any(g.spot for g in groups) else joined
 
 
 def _node_selector(group: CostGroup) -> str:
-    if group.instance_type is None:
-        return selector(job=JOB_DCGM, gpu_group=group.name)
-    return selector(job=JOB_DCGM, gpu_group=group.name, instance_type=group.instance_type)
+    matchers = {"job": JOB_DCGM, "gpu_group": group.name}
+    if group.instance_type is not None:
+        matchers["instance_type"] = group.instance_type
+    if group.spot is not None:  # an absent label matches "" (Prometheus docs, "Instant vector selectors")
+        matchers[CAPACITY_METRIC_LABEL] = "spot" if group.spot else ""
+    return selector(**matchers)
 
 
-def _instances(sel: str) -> str:
-    return f"count by ({group_by()}) (up{sel})"
+def _instances(group: CostGroup) -> str:
+    by = group_by(CAPACITY_METRIC_LABEL) if group.spot else group_by()
+    return f"count by ({by}) (up{_node_selector(group)})"
 
 
 def _require(groups: Sequence[CostGroup]) -> Sequence[CostGroup]:
@@ -114,11 +140,11 @@ def _require(groups: Sequence[CostGroup]) -> Sequence[CostGroup]:
 
 def hourly_cost_expr(groups: Sequence[CostGroup]) -> str:
     """USD per hour of each priced group: billed instances × its price (a constant per group)."""
-    return _per_group(_require(groups), _instances("{sel}") + " * {g.usd_per_hour!r}")
+    return _per_group(_require(groups), "{n} * {g.usd_per_hour!r}")
 
 
 def _slots_expr(groups: Sequence[CostGroup]) -> str:
-    return _per_group(groups, _instances("{sel}") + " * {g.slots_per_instance}")
+    return _per_group(groups, "{n} * {g.slots_per_instance}")
 
 
 def utilization_expr(groups: Sequence[CostGroup]) -> str:

@@ -23,10 +23,12 @@ import yaml
 from observability import queries
 from observability.bulk_queries import JOB_BULK, JOB_BULK_TRITON
 from settings import DeploymentConfig
+from settings.fleet import spot_groups
 from settings.labels import (
     APP_NAME,
     APP_NAME_LABEL,
     BULK_APP_NAME,
+    CAPACITY_LABEL,
     GPU_ARCH_LABEL,
     GPU_GROUP_LABEL,
     POD_INSTANCE_TYPE_LABEL,
@@ -143,6 +145,9 @@ _META_APP = _meta_pod_label(APP_NAME_LABEL)
 _META_GPU_GROUP = _meta_pod_label(GPU_GROUP_LABEL)
 _META_GPU_ARCH = _meta_pod_label(GPU_ARCH_LABEL)
 _META_POD_INSTANCE_TYPE = _meta_pod_label(POD_INSTANCE_TYPE_LABEL)
+_META_CAPACITY = _meta_pod_label(CAPACITY_LABEL)
+CAPACITY_METRIC_LABEL = "capacity"
+"""``spot`` on the series of a Spot node's exporter (fleets with a Spot group only); absent elsewhere."""
 _META_PORT = "__meta_kubernetes_pod_container_port_number"
 _META_PHASE = "__meta_kubernetes_pod_phase"
 _META_READY = "__meta_kubernetes_pod_ready"
@@ -181,6 +186,8 @@ def relabel_configs(job: ScrapeJob, config: DeploymentConfig) -> list[dict[str, 
         _copy(_META_NAMESPACE, "namespace"),
         *_instance_type_rules(config),
     ]
+    if spot_groups(config):  # the exporters of Spot nodes say so (k8s_charts.gpu_metrics); the cost rules price them
+        relabel.append(_copy(_META_CAPACITY, CAPACITY_METRIC_LABEL))
     return relabel
 
 

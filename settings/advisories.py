@@ -7,6 +7,7 @@ starts with the field it is about.
 from __future__ import annotations
 
 from settings import availability, prices
+from settings.fleet import spot_group_name, spot_groups, spot_instance_types
 from settings.schema import OPEN_CIDR, DeploymentConfig
 
 
@@ -33,6 +34,8 @@ def config_warnings(config: DeploymentConfig) -> list[str]:
     }
     warnings = availability.offering_warnings(config.region, types)
     warnings += prices.price_warnings(config.pricing, types)
+    spot = {spot_group_name(g): t for g in spot_groups(config) for t in spot_instance_types(g)}
+    warnings += prices.spot_price_warnings(config.pricing, spot)
     public_api = public_api_warning(config)
     if public_api is not None:
         warnings.append(public_api)

@@ -17,6 +17,14 @@ def spot_group_name(group: GpuGroup) -> str:
     return group.name + SPOT_SUFFIX
 
 
+def spot_instance_types(group: GpuGroup) -> list[str]:
+    """The types of ``group``'s Spot instance group: its first listed type only.
+
+    Spot and flexible together is undocumented (docs/deploy.md "When a GPU type runs out").
+    """
+    return [group.instance_type]
+
+
 def spot_groups(config: DeploymentConfig) -> list[GpuGroup]:
     """GPU groups that get a Spot instance group (``capacity.bulk_spot``: the bulk groups), in config order."""
     if not (config.capacity.bulk_spot and config.bulk.enabled):

@@ -30,9 +30,11 @@ CURRENCY = "USD"
 """The one currency of the price list: the cost rules add prices up and the dashboard unit is
 Grafana's ``currencyUSD``, so a price in another currency would be summed as dollars."""
 
-PriceBasis = Literal["sagemaker_hyperpod", "ec2_on_demand", "estimate"]
+PriceBasis = Literal["sagemaker_hyperpod", "ec2_on_demand", "ec2_spot_proxy", "estimate"]
 """What an hourly figure is: the HyperPod ``ml.*`` price itself, the EC2 on-demand price of the same
-hardware (expected, unverified, to be at most the ``ml.*`` price), or an estimate (say how in ``source``)."""
+hardware (expected, unverified, to be at most the ``ml.*`` price), EC2's Spot price of the same hardware as
+a proxy for a HyperPod Spot group's (a figure of EC2's Spot price history: say where and when in ``source``
+and ``as_of``), or an estimate (say how in ``source``)."""
 
 
 class InstancePrice(BaseModel):
@@ -121,8 +123,20 @@ class PricingSettings(BaseModel):
         default_factory=dict,
         description="Instance type (ml.*) → price; overrides the sourced defaults of settings/prices.py.",
     )
+    spot_instances: dict[str, InstancePrice] = Field(
+        default_factory=dict,
+        description="Instance type (ml.*) → Spot price of a Spot group (capacity.bulk_spot), e.g. EC2's Spot price "
+        "history of the same hardware with basis ec2_spot_proxy, source and as_of; over spot_discount.",
+    )
+    spot_discount: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="ASSUMPTION: Spot costs this share less than the on-demand price (0.6: 60 % off), for the "
+        "types spot_instances does not price; shown as an assumption wherever a Spot cost is.",
+    )
 
-    @field_validator("instances")
+    @field_validator("instances", "spot_instances")
     @classmethod
     def _hyperpod_types(cls, value: dict[str, InstancePrice]) -> dict[str, InstancePrice]:
         known = gpu_catalog.hyperpod_instance_types()
@@ -137,6 +151,25 @@ class PricingSettings(BaseModel):
     def price_of(self, instance_type: str) -> InstancePrice | None:
         """The configured price of ``instance_type``, else its default, else ``None`` (not sourced)."""
         return self.instances.get(instance_type) or DEFAULT_PRICES.get(instance_type)
+
+    def spot_price_of(self, instance_type: str) -> InstancePrice | None:
+        """The Spot price of ``instance_type`` for a Spot group, or ``None``.
+
+        ``spot_instances``, else the on-demand price less ``spot_discount`` (basis ``estimate``, source starting
+        ``ASSUMPTION``), else ``None``: no default, AWS publishes no HyperPod Spot price to source one from.
+        """
+        if instance_type in self.spot_instances:
+            return self.spot_instances[instance_type]
+        on_demand = self.price_of(instance_type)
+        if on_demand is None or self.spot_discount is None:
+            return None
+        return InstancePrice(
+            hourly=round(on_demand.hourly * (1 - self.spot_discount), 6),
+            source=f"ASSUMPTION: pricing.spot_discount {self.spot_discount:.0%} off the on-demand price "
+            f"({on_demand.hourly:g} USD/h: {on_demand.source})",
+            as_of=on_demand.as_of,
+            basis="estimate",
+        )
 
 
 @dataclass(frozen=True)
@@ -154,6 +187,7 @@ class PriceRow:
             return "UNSOURCED"
         return {
             "ec2_on_demand": "EC2 price, ml.* unverified",
+            "ec2_spot_proxy": "EC2 Spot proxy",
             "estimate": "estimate",
             "sagemaker_hyperpod": "ml.* price",
         }[self.price.basis]
@@ -234,6 +268,27 @@ SERVICE_PRICES: Mapping[str, ServicePrice] = {
     ),
 }
 """Fixed service prices, US dollars, on-demand, us-east-1 (the deploy tool's cost items)."""
+
+
+def spot_price_warnings(pricing: PricingSettings, spot_types: Mapping[str, str]) -> list[str]:
+    """Warnings about the Spot groups' prices: none (their nodes are left out of the cost row), or an assumption.
+
+    Args:
+        pricing: the config's ``pricing``.
+        spot_types: Spot instance group name → its instance type, e.g. ``{"g6e-spot": "ml.g6e.2xlarge"}``.
+    """
+    warnings = []
+    for name, instance_type in spot_types.items():
+        price = pricing.spot_price_of(instance_type)
+        if price is None:
+            warnings.append(
+                f"pricing.spot_instances: {name} ({instance_type}) has no Spot price: its nodes are left out of the "
+                f"cost row and make sizing's Spot share; set pricing.spot_instances.{instance_type} (EC2's Spot price "
+                "history of the same hardware, with source and as_of) or pricing.spot_discount (an assumption)"
+            )
+        elif price.source.startswith("ASSUMPTION"):
+            warnings.append(f"pricing.spot_discount: {name} ({instance_type}) is costed at {price.source}")
+    return warnings
 
 
 def price_warnings(pricing: PricingSettings, instance_types: Mapping[str, str]) -> list[str]:

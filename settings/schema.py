@@ -11,7 +11,16 @@ import difflib
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from settings import cidrs, gpu_catalog, namespaces, network_plan, regions, storage, system_nodes
 from settings.bulk import BulkSettings, check_groups, worker_groups
@@ -204,11 +213,39 @@ class GpuGroup(_Strict):
             return {**data, "instance_types": [data["instance_type"]]}
         return data
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _errors_name_the_written_field(cls, data: object, handler: ModelWrapValidatorHandler[GpuGroup]) -> GpuGroup:
+        """A group that gives only ``instance_types`` hears of its first entry as ``instance_types.0``.
+
+        That entry is checked as ``instance_type`` (the list's first entry); the error names the field written.
+        """
+        try:
+            return handler(data)
+        except ValidationError as err:
+            if not (isinstance(data, dict) and "instance_types" in data and "instance_type" not in data):
+                raise
+            errors = [
+                {
+                    "type": e["type"],
+                    "loc": ("instance_types", 0, *e["loc"][1:]) if e["loc"][:1] == ("instance_type",) else e["loc"],
+                    "input": e["input"],
+                    **({"ctx": e["ctx"]} if "ctx" in e else {}),
+                }
+                for e in err.errors()
+            ]
+            raise ValidationError.from_exception_data(err.title, errors) from None  # type: ignore[arg-type]
+
     @field_validator("instance_types")
     @classmethod
     def _priority_list(cls, values: list[str]) -> list[str]:
         for value in values[1:]:  # the first entry is checked as instance_type
             cls._known_instance_type(value)
+        try:
+            if values:
+                cls._known_instance_type(values[0])
+        except ValueError:
+            return values  # reported once, as instance_type (or instance_types.0)
         return check_instance_types(values)
 
     @field_validator("instance_type")

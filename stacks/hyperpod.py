@@ -25,7 +25,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from settings import labels, names
-from settings.fleet import needs_continuous, spot_group_name, spot_groups
+from settings.fleet import needs_continuous, spot_group_name, spot_groups, spot_instance_types
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks.hyperpod_iam import create_execution_role, create_karpenter_cluster_role, lifecycle_source_uri
 from stacks.nag import acknowledge, acknowledge_managed_policies, acknowledge_policy_wildcards
@@ -190,7 +190,7 @@ class HyperPodCluster(Construct):
             )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=spot_group_name(group) if spot else group.name,
-            instance_type=None if flexible else group.instance_type,
+            instance_type=None if flexible else (spot_instance_types(group)[0] if spot else group.instance_type),
             instance_requirements=(
                 sagemaker.CfnCluster.InstanceRequirementsProperty(instance_types=list(group.instance_types))
                 if flexible

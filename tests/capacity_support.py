@@ -64,3 +64,59 @@ def cluster_properties(cfg: DeploymentConfig) -> dict[str, Any]:
     )
     (resource,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
     return resource["Properties"]
+
+
+def gpu_nodes(properties: dict[str, Any]) -> list[tuple[str, dict[str, str], list[dict[str, str]]]]:
+    """One node per instance group and type of a synthesized cluster: ``(name, labels, taints)``.
+
+    Labels are the group's ``KubernetesConfig.Labels`` plus what HyperPod sets itself (the instance type,
+    a healthy node); taints its ``KubernetesConfig.Taints`` (``Key``/``Value``/``Effect``).
+    """
+    nodes = []
+    for group in properties["InstanceGroups"]:
+        types = (group.get("InstanceRequirements") or {}).get("InstanceTypes") or [group["InstanceType"]]
+        for instance_type in types:
+            node_labels = {
+                **group["KubernetesConfig"]["Labels"],
+                "node.kubernetes.io/instance-type": instance_type,
+                "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+            }
+            nodes.append(
+                (f"{group['InstanceGroupName']}/{instance_type}", node_labels, group["KubernetesConfig"]["Taints"])
+            )
+    return nodes
+
+
+def _matches(expression: dict[str, Any], node_labels: dict[str, str]) -> bool:
+    key, op = expression["key"], expression["operator"]
+    if op == "In":
+        return node_labels.get(key) in expression["values"]
+    if op == "NotIn":
+        return node_labels.get(key) not in expression["values"]
+    if op == "Exists":
+        return key in node_labels
+    if op == "DoesNotExist":
+        return key not in node_labels
+    raise AssertionError(f"operator {op} not modelled")
+
+
+def schedulable(pod: dict[str, Any], node_labels: dict[str, str], taints: list[dict[str, str]]) -> bool:
+    """Whether the kube-scheduler may place ``pod`` (a pod spec) on the node: required node affinity (any term
+    whose expressions all match) and every ``NoSchedule``/``NoExecute`` taint tolerated (Kubernetes docs,
+    "Assigning Pods to Nodes" and "Taints and Tolerations")."""
+    required = pod.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required and not any(
+        all(_matches(e, node_labels) for e in term.get("matchExpressions", []))
+        for term in required["nodeSelectorTerms"]
+    ):
+        return False
+
+    def tolerated(taint: dict[str, str]) -> bool:
+        return any(
+            t.get("key") in (None, taint["Key"])
+            and t.get("effect") in (None, taint["Effect"])
+            and (t.get("operator") == "Exists" or t.get("value") == taint["Value"])
+            for t in pod.get("tolerations", [])
+        )
+
+    return all(tolerated(t) for t in taints if t["Effect"] in ("NoSchedule", "NoExecute"))

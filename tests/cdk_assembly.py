@@ -38,6 +38,7 @@ CONFIGS = {
     "inference-operator": REPO_ROOT / "config" / "examples" / "inference-operator.yaml",
     "fine-tuned-torch": REPO_ROOT / "config" / "examples" / "fine-tuned-torch.yaml",
     "bulk": REPO_ROOT / "config" / "examples" / "bulk.yaml",
+    "capacity": REPO_ROOT / "config" / "examples" / "capacity.yaml",
 }
 
 

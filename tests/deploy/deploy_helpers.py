@@ -81,27 +81,41 @@ def _session(clients: dict[str, Any], lines: list[str], kubectl: Any = None) -> 
                                   lines.append, kubectl)  # fmt: skip
 
 
-class FakeBoto3:
-    """boto3 stand-in whose STS says the credentials are for ``account`` (made before AWS_PROFILE is set)."""
+HYPERPOD_NOT_FOUND = "hyperpod: HyperPod cluster whisper-hyperpod-hp: not found (step 'stacks' creates it)"
+"""make pods' HyperPod line for :class:`FakeBoto3`'s default SageMaker (no cluster yet)."""
 
-    def __init__(self, account: str) -> None:
+
+class FakeBoto3:
+    """boto3 stand-in whose STS says the credentials are for ``account`` (made before AWS_PROFILE is set).
+
+    ``sagemaker``: the SageMaker client make pods reads the HyperPod cluster with; by default a Stubber whose
+    ``DescribeCluster`` answers ``ResourceNotFound`` (no cluster yet).
+    """
+
+    def __init__(self, account: str, sagemaker: Any = None) -> None:
         self.sts = _client("sts")
         stub = Stubber(self.sts)
         stub.add_response("get_caller_identity", {"Account": account, "Arn": f"arn:aws:iam::{account}:user/me",
                                                   "UserId": "AIDA"})  # fmt: skip
         stub.activate()
+        if sagemaker is None:
+            sagemaker = _client("sagemaker")
+            missing = Stubber(sagemaker)
+            missing.add_client_error("describe_cluster", "ResourceNotFound", "Cluster not found")
+            missing.activate()
+        self.sagemaker = sagemaker
 
     def client(self, service: str, region_name: str) -> Any:
-        assert service == "sts"
-        return self.sts
+        assert service in ("sts", "sagemaker"), service
+        return self.sts if service == "sts" else self.sagemaker
 
     def resource(self, service: str, region_name: str) -> Any:
         raise AssertionError("not needed")
 
 
-def _kubectl_main(argv: list[str], **kwargs: Any) -> int:
+def _kubectl_main(argv: list[str], sagemaker: Any = None, **kwargs: Any) -> int:
     """``cli.main`` of make pods / make endpoint with credentials of account 123456789012 (a Stubber STS)."""
-    return cli.main(argv, boto3_module=FakeBoto3("123456789012"), **kwargs)
+    return cli.main(argv, boto3_module=FakeBoto3("123456789012", sagemaker), **kwargs)
 
 
 def _pod(name: str, status: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,10 @@ def test_make_endpoint_says_why_kubectl_gave_no_address(capsys: pytest.CaptureFi
 
 def test_make_pods_and_endpoint_of_the_operator_target(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines = _dry_run_argv(["pods", "--config", str(OPERATOR_CONFIG)])
-    assert code == 0 and lines == [f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -o json"]
+    assert code == 0 and lines == [
+        "$ aws sagemaker describe-cluster --cluster-name whisper-hyperpod-hp --region us-east-1",
+        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -o json",
+    ]
     build = {"metadata": {"name": "engine-sm86-x", "ownerReferences": [{"kind": "Job", "name": "engine-sm86"}]},
              "status": {"phase": "Running"}}  # fmt: skip
     ready = _pod("whisper-abc", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})

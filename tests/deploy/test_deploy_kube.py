@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from deploy_helpers import (
     CONTEXT,
+    HYPERPOD_NOT_FOUND,
     _kubectl_main,
 )
 
@@ -40,7 +41,7 @@ def test_make_pods_reads_this_configs_cluster_and_fails_when_kubectl_does(
     assert calls.read_text(encoding="utf-8").split() == [
         "--context", CONTEXT, "-n", "whisper", "get", "pods", "-l", "app.kubernetes.io/name=whisper", "-o", "json"
     ]  # fmt: skip
-    assert out == ["no pods in namespace whisper yet"]
+    assert out == [HYPERPOD_NOT_FOUND, "no pods in namespace whisper yet"]
 
     _fake_kubectl(bin_dir, "echo 'error: You must be logged in to the server (Unauthorized)' >&2; exit 1")
     assert _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append) == 1

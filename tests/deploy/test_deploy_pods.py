@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from deploy_helpers import (
     DRY_CONTEXT,
+    HYPERPOD_NOT_FOUND,
     _dry_run_argv,
     _init_failed,
     _kubectl_main,
@@ -105,14 +106,16 @@ def test_make_pods_exits_on_the_typed_verdicts_not_on_words_in_a_message() -> No
     out: list[str] = []
     code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append, kubectl=lambda argv: listing)
     # THEN it is a wait, exit status 0, and the line still says what the kubelet said
-    assert out[0].startswith("whisper-g5-a: waiting: ErrImagePull") and ": failed: not found" in out[0]
+    assert out[0] == HYPERPOD_NOT_FOUND  # HyperPod's side first (no cluster in this test)
+    assert out[1].startswith("whisper-g5-a: waiting: ErrImagePull") and ": failed: not found" in out[1]
     assert code == 0
 
 
 def test_pods_reads_only_the_serving_pods() -> None:
     code, lines = _dry_run_argv(["pods", "--config", str(DEFAULT_CONFIG_PATH)])
     assert code == 0 and lines == [
-        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -l app.kubernetes.io/name=whisper -o json"
+        "$ aws sagemaker describe-cluster --cluster-name whisper-hyperpod-hp --region us-east-1",
+        f"$ kubectl --context '{DRY_CONTEXT}' -n whisper get pods -l app.kubernetes.io/name=whisper -o json",
     ]
 
 
@@ -134,7 +137,7 @@ def test_a_preflight_that_passes_now_is_not_reported_from_its_previous_run() -> 
     listing = {"items": [_pod("whisper-g5-a", {**loading, "initContainerStatuses": [passed]})]}
     code = _kubectl_main(["pods", "--config", str(DEFAULT_CONFIG_PATH)], out=out.append,
                     kubectl=lambda argv: json.dumps(listing))  # fmt: skip
-    assert code == 0 and out[0] == "whisper-g5-a: starting: phase Pending"
+    assert code == 0 and out[1] == "whisper-g5-a: starting: phase Pending"
 
 
 def _fallback_to_logs(log: str) -> str:

@@ -12,7 +12,7 @@ from whisper_build.deploy.ctranslate2_plan import ctranslate2_steps
 from whisper_build.deploy.deploy_plan import deploy_steps
 from whisper_build.deploy.destroy_plan import destroy_steps
 from whisper_build.deploy.session import DeploySession
-from whisper_build.deploy.steps import AwsCall
+from whisper_build.deploy.steps import AwsCall, WaitAll
 
 PROTOCOL_METHODS = {
     name for name, _ in inspect.getmembers(DeploySession, inspect.isfunction) if not name.startswith("_")
@@ -20,7 +20,7 @@ PROTOCOL_METHODS = {
 
 
 def test_the_aws_session_implements_every_protocol_method_with_its_signature() -> None:
-    assert len(PROTOCOL_METHODS) == 19
+    assert len(PROTOCOL_METHODS) == 20
     for name in PROTOCOL_METHODS:
         wanted, got = getattr(DeploySession, name), getattr(AwsSession, name)
         assert list(inspect.signature(got).parameters) == list(inspect.signature(wanted).parameters), name
@@ -51,6 +51,8 @@ def test_the_steps_call_only_what_the_protocol_declares() -> None:
         for action in step.actions:
             if isinstance(action, AwsCall):
                 action.run(session)  # type: ignore[arg-type]
+            if isinstance(action, WaitAll) and action.progress is not None:
+                action.progress(session)  # type: ignore[arg-type]
         if step.skip is not None:
             step.skip[1](session)  # type: ignore[arg-type]
         if step.diagnose is not None:

@@ -7,8 +7,19 @@ import copy
 from typing import Any
 
 import pytest
-from capacity_support import G5_LIST, cluster_properties, config, default_data, spot_data, with_groups
+from capacity_support import (
+    G5_LIST,
+    cluster_properties,
+    config,
+    default_data,
+    gpu_nodes,
+    schedulable,
+    spot_data,
+    with_groups,
+)
+from k8s_support import of_kind, synth
 
+from settings import ConfigError
 from stacks.cluster_request import request_problems
 
 
@@ -80,3 +91,42 @@ def test_a_flexible_group_without_continuous_provisioning_is_reported(flexible_c
     assert request_problems(broken) == [
         "InstanceGroups[0] (g5): a flexible instance group needs NodeProvisioningMode Continuous"
     ]
+
+
+def test_every_gpu_node_runs_exactly_one_gpu_metrics_exporter_whatever_its_taints(spot_cluster) -> None:
+    exporters = of_kind(synth(config(spot_data())), "DaemonSet")
+    for node, node_labels, taints in gpu_nodes(spot_cluster):
+        landing = [
+            name for name, ds in exporters.items() if schedulable(ds["spec"]["template"]["spec"], node_labels, taints)
+        ]
+        assert len(landing) == 1, f"{node} (taints {taints}) runs {landing or 'no exporter'}"
+    spot = exporters["dcgm-exporter-g5-g5-2xlarge-spot"]["spec"]["template"]["metadata"]["labels"]
+    assert spot["whisper-hyperpod.io/capacity"] == "spot"  # its series say Spot (priced as Spot)
+
+
+def test_no_serving_pod_can_land_on_a_spot_node_and_no_field_opts_serving_into_spot(spot_cluster) -> None:
+    manifests = synth(config(spot_data()))
+    spot_nodes = [
+        (node, node_labels, taints)
+        for node, node_labels, taints in gpu_nodes(spot_cluster)
+        if node_labels.get("whisper-hyperpod.io/capacity") == "spot"
+    ]
+    assert spot_nodes  # the example has Spot nodes to test against
+    spot_groups = {g["InstanceGroupName"] for g in spot_cluster["InstanceGroups"] if "CapacityRequirements" in g}
+    assert spot_groups == {"g5-spot"}  # only the bulk group's Spot twin is Spot
+    for name, deployment in of_kind(manifests, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        if "nvidia.com/gpu" not in str(pod.get("containers", [{}])[0].get("resources", {})):
+            continue  # no GPU pod (gateway-less helpers such as the pod ranker)
+        lands = [node for node, node_labels, taints in spot_nodes if schedulable(pod, node_labels, taints)]
+        assert lands == ([n for n, *_ in spot_nodes] if name.startswith("whisper-bulk") else []), name
+    for section in ("capacity", "serving"):  # a Spot opt-in for serving is refused, not ignored
+        data = spot_data()
+        data.setdefault(section, {})["serving_spot"] = True
+        with pytest.raises(ConfigError, match=f"{section}.serving_spot"):
+            config(data)
+
+
+def test_the_request_check_needs_no_aws_profile(flexible_cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-for-whisper-tests")  # make synth runs offline, any profile
+    assert request_problems(flexible_cluster) == []

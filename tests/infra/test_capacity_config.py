@@ -52,6 +52,21 @@ def test_a_list_that_cannot_be_one_instance_group_is_refused(first_group: dict, 
     assert re.search(expected, message), message
 
 
+@pytest.mark.parametrize(
+    ("first_group", "field"),
+    [
+        ({"instance_types": ["ml.g5.bogus", "ml.g5.4xlarge"]}, "gpu_groups.0.instance_types.0: unknown"),
+        ({"instance_types": ["g5.2xlarge"]}, "gpu_groups.0.instance_types.0: 'g5.2xlarge' is not a SageMaker"),
+        ({"instance_type": "ml.g5.bogus"}, "gpu_groups.0.instance_type: unknown"),
+    ],
+)
+def test_an_unknown_type_is_reported_under_the_field_the_user_wrote(first_group: dict, field: str) -> None:
+    data = with_groups(default_data(), **first_group)
+    message = _refusal(data)
+    assert field in message, message
+    assert message.count("unknown") + message.count("not a SageMaker") == 1, message  # reported once
+
+
 def test_every_listed_type_must_support_the_mig_profile() -> None:
     data = with_groups(
         default_data(), instance_types=["ml.p5.48xlarge", "ml.p5e.48xlarge"], mig_profile="1g.10gb"

@@ -135,3 +135,34 @@ def test_every_example_of_make_help_sizes_the_default_config(capsys: pytest.Capt
         assert sizing_cli.main(example.split()) == 0
         out = capsys.readouterr().out
         assert "cheapest mix: none" not in out and "cheapest mix:" in out, (example, out)
+
+
+def test_spot_share_is_the_cheapest_mix_that_finishes_when_spot_runs_its_assumed_share() -> None:
+    target = sizing.BulkDeadline(audio_hours=100, deadline_hours=10)  # 10 audio s/s; 4 per instance
+    kwargs = {"on_demand_usd": 1.0, "spot_usd": 0.3, "availability": 0.5}
+    # by hand, cost = (on-demand × 1.0 + Spot × 0.5 × 0.3) × 10 h with (on-demand + Spot × 0.5) × 4 >= 10:
+    # up to 6 instances 5 Spot alone (7.5 USD); up to 4: 3 Spot + 1 On-Demand (14.5) beats 1 + 2 (21.5), 0 + 3 (30)
+    assert sizing.spot_share(4.0, target, max_instances=6, **kwargs) == sizing.SpotShare(5, 0, 7.5, 1.0)
+    assert sizing.spot_share(4.0, target, max_instances=4, **kwargs) == sizing.SpotShare(3, 1, 14.5, 0.6)
+    assert sizing.spot_share(4.0, target, max_instances=2, **kwargs) is None  # 3 On-Demand needed at least
+    dear = {**kwargs, "spot_usd": 2.5}  # Spot dearer per delivered hour than On-Demand: none of it
+    assert sizing.spot_share(4.0, target, max_instances=6, **dear) == sizing.SpotShare(0, 3, 30.0, 0.0)
+
+
+def test_a_bulk_backlog_gets_a_priority_list_and_a_spot_share_with_its_criterion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["config/examples/capacity.yaml", "--bulk-audio-hours", "1000", "--deadline-hours", "24"]
+    assert sizing_cli.main([*argv, "--spot-availability", "1"]) == 0
+    out = capsys.readouterr().out
+    # every L40S size HyperPod offers, priced ones by price, the rest named as not ranked (no invented price)
+    assert "bulk g6e: priority list ml.g6e.xlarge (1.861 USD/h), ml.g6e.2xlarge (2.24208 USD/h); no price" in out
+    # one g6e instance covers 41.7 audio s/s: one Spot instance at 40 % of 1.861 beats one On-Demand
+    assert f"Spot share 1 Spot + 0 On-Demand instances = {1.861 * 0.4 * 24:,.0f} USD for the job" in out
+    assert "criterion: the cheapest mix of ml.g6e.xlarge that finishes by the deadline if Spot runs 100%" in out
+    assert "an ASSUMPTION (pricing.spot_discount)" in out
+    offer = next(o for o in sizing_cli.offers(load_config(Path(argv[0]))) if o.group == "g6e")
+    rate = sizing.plan(offer, sizing.BulkDeadline(1000, 24), 1.0).per_instance
+    assert 1000 / 24 / (0.3 * rate) > 1  # at 30 % one Spot instance falls short: two, still cheaper
+    assert sizing_cli.main([*argv, "--spot-availability", "0.3"]) == 0
+    assert "Spot share 2 Spot + 0 On-Demand" in capsys.readouterr().out

@@ -49,11 +49,13 @@ def _hyperpod(result: Synthesized) -> dict[str, Any]:
 
 
 def test_one_instance_group_per_gpu_group(result: Synthesized) -> None:
-    groups = _hyperpod(result)["Properties"]["InstanceGroups"]
+    every_group = _hyperpod(result)["Properties"]["InstanceGroups"]
+    groups = [g for g in every_group if "CapacityRequirements" not in g]  # Spot twins: tests/infra/test_capacity_*
     expected = [
         {
             "InstanceGroupName": g.name,
-            "InstanceType": g.instance_type,
+            # a priority list is a flexible group (InstanceRequirements), a single type InstanceType
+            "InstanceType": g.instance_types if g.flexible else g.instance_type,
             # Karpenter-managed groups start at 0 nodes (stacks/hyperpod.py)
             "InstanceCount": 0 if result.config.cluster.node_autoscaling else g.instance_count,
             "ThreadsPerCore": g.threads_per_core,
@@ -70,7 +72,7 @@ def test_one_instance_group_per_gpu_group(result: Synthesized) -> None:
     actual = [
         {
             "InstanceGroupName": g["InstanceGroupName"],
-            "InstanceType": g["InstanceType"],
+            "InstanceType": g.get("InstanceType") or g["InstanceRequirements"]["InstanceTypes"],
             "InstanceCount": g["InstanceCount"],
             "ThreadsPerCore": g["ThreadsPerCore"],
             "Labels": g["KubernetesConfig"]["Labels"],
@@ -79,10 +81,11 @@ def test_one_instance_group_per_gpu_group(result: Synthesized) -> None:
         for g in groups
     ]
     assert actual == expected
-    for group in groups:
-        assert group["KubernetesConfig"]["Taints"] == [
-            {"Key": labels.GPU_TAINT_KEY, "Value": labels.GPU_TAINT_VALUE, "Effect": labels.GPU_TAINT_EFFECT}
-        ]
+    gpu_taint = {"Key": labels.GPU_TAINT_KEY, "Value": labels.GPU_TAINT_VALUE, "Effect": labels.GPU_TAINT_EFFECT}
+    spot_taint = {"Key": labels.SPOT_TAINT_KEY, "Value": labels.SPOT_TAINT_VALUE, "Effect": labels.SPOT_TAINT_EFFECT}
+    for group in every_group:
+        spot = "CapacityRequirements" in group
+        assert group["KubernetesConfig"]["Taints"] == ([gpu_taint, spot_taint] if spot else [gpu_taint])
         assert group["LifeCycleConfig"]["OnCreate"] == ON_CREATE_SCRIPT
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from settings import DeploymentConfig, names
 from whisper_build.deploy import aws, capacity, cluster_progress, mig_drain, pods, retained, teardown
@@ -170,11 +170,12 @@ class AwsSession:
         HyperPod's side (:mod:`.cluster_progress`): each instance group's nodes per instance type and the
         cluster's error events, so a capacity shortage is named; a failed read is one line, never an error.
         """
-        try:
-            nodes = cluster_progress.progress(self.client("sagemaker"), names.hyperpod_cluster_name(self.config))
-        except (BotoCoreError, ClientError) as err:
-            nodes = [f"(could not read the HyperPod cluster: {err})"]
+        nodes = cluster_progress.safe_progress(self.client("sagemaker"), names.hyperpod_cluster_name(self.config))
         return [*nodes, *pods.report(self.config, self.account, self.kubectl)]
+
+    def capacity_progress(self) -> list[str]:
+        """:func:`.cluster_progress.wait_progress` of this config's HyperPod cluster (never raises an AWS error)."""
+        return cluster_progress.wait_progress(self.client("sagemaker"), names.hyperpod_cluster_name(self.config))
 
     def _stacks(self) -> list[str]:
         return [names.stack_name(self.config, stack) for stack in names.stacks(self.config)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from settings import ConfigError, DeploymentConfig, load_config, names
-from whisper_build.deploy import aws, credentials, pods, prereqs
+from whisper_build.deploy import aws, cluster_progress, credentials, pods, prereqs
 from whisper_build.deploy.args import build_parser
 from whisper_build.deploy.aws_session import AwsSession
 from whisper_build.deploy.closing import after_destroy_lines
@@ -139,7 +139,7 @@ def main(
             return 2
         if args.action == "endpoint":
             return endpoint(config, config_file, account, out, kubectl, args.dry_run, endpoint_wait_s)
-        return _pods(config, account, out, kubectl, args.dry_run)
+        return _pods(config, account, out, kubectl, args.dry_run, boto3_module)
     if args.action == "diff":
         return _diff(config_file, out, run_command, args.dry_run)
     if args.action == "publish-ctranslate2" and not ctranslate2_targets(config):
@@ -316,12 +316,21 @@ def _kubectl_account(config: DeploymentConfig, dry_run: bool, boto3_module: Any)
 
 def _pods(
     config: DeploymentConfig, account: str, out: Callable[[str], None], kubectl: Callable[[Sequence[str]], str],
-    dry_run: bool,
+    dry_run: bool, boto3_module: Any,
 ) -> int:  # fmt: skip
-    """``make pods``: one line per serving pod; 1 when one has a real failure or the pods cannot be read."""
+    """``make pods``: HyperPod's side, then one line per serving pod; 1 on a real failure or unreadable pods.
+
+    HyperPod's side (:mod:`.cluster_progress`): nodes per instance group and type, and its capacity errors.
+    """
+    cluster = names.hyperpod_cluster_name(config)
     if dry_run:
+        out(f"$ aws sagemaker describe-cluster --cluster-name {cluster} --region {config.region}")
         out("$ " + shlex.join(pods.pods_command(config, account)))
         return 0
+    if boto3_module is None:
+        import boto3 as boto3_module  # noqa: PLC0415 (not needed for --dry-run)
+    for line in cluster_progress.safe_progress(boto3_module.client("sagemaker", region_name=config.region), cluster):
+        out(f"hyperpod: {line}")
     try:
         states = pods.read_pods(config, account, kubectl)
     except pods.PodsUnreadable as err:

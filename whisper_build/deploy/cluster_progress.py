@@ -6,12 +6,15 @@ shortage shows up here, not as a failed ``cdk deploy``: ``DescribeCluster`` give
 ``ListClusterEvents`` the errors (e.g. insufficient capacity for a type in one zone). Lines such as
 ``g5: 0/1 nodes (ml.g5.2xlarge 0, ml.g5.4xlarge 0)`` and
 ``g5: Error 2026-05-01T10:00:00: Insufficient capacity for ml.g5.2xlarge in use1-az4; trying ml.g5.4xlarge``.
-Read by the serving step's failure report. docs/deploy.md "When a GPU type runs out".
+Read once a minute during the serving wait (:func:`wait_progress`), by its failure report and by ``make pods``
+(:func:`safe_progress`). docs/deploy.md "When a GPU type runs out".
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 MAX_EVENTS = 10
 """Newest error/warning events shown (one ``ListClusterEvents`` page, newest first)."""
@@ -48,6 +51,59 @@ def event_lines(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def wait_lines(described: dict[str, Any], events: list[dict[str, Any]]) -> list[str]:
+    """One line per instance group for the serving wait: :func:`group_lines` and the group's newest error.
+
+    E.g. ``g5: 0/1 nodes (ml.g5.2xlarge 0, ml.g5.4xlarge 0), Creating; newest error: Insufficient capacity
+    for ml.g5.2xlarge in use1-az4; trying ml.g5.4xlarge`` (``events``: a ``ListClusterEvents`` page, newest first).
+    """
+    newest: dict[str, dict[str, Any]] = {}
+    for event in events:  # newest first
+        if event.get("EventLevel") in ("Error", "Warn") and event.get("InstanceGroupName"):
+            newest.setdefault(event["InstanceGroupName"], event)
+    lines = []
+    for group, line in zip(described.get("InstanceGroups", []), group_lines(described), strict=True):
+        last = newest.get(group["InstanceGroupName"])
+        note = f"; newest {last['EventLevel'].lower()}: {last.get('Description', '').strip()}" if last else ""
+        lines.append(line + note)
+    return lines
+
+
+def _events(sagemaker: Any, cluster_name: str, described: dict[str, Any]) -> list[dict[str, Any]]:
+    if described.get("NodeProvisioningMode") != "Continuous":  # events exist in Continuous mode only
+        return []
+    page = sagemaker.list_cluster_events(ClusterName=cluster_name, SortOrder="Descending", MaxResults=50)
+    events: list[dict[str, Any]] = page.get("Events", [])
+    return events
+
+
+def wait_progress(sagemaker: Any, cluster_name: str) -> list[str]:
+    """:func:`wait_lines` of the live cluster, or one line saying why it could not be read.
+
+    Never raises for an AWS error: the wait goes on.
+    """
+    try:
+        described = sagemaker.describe_cluster(ClusterName=cluster_name)
+        return wait_lines(described, _events(sagemaker, cluster_name, described))
+    except (BotoCoreError, ClientError) as err:
+        return [unreadable(cluster_name, err)]
+
+
+def unreadable(cluster_name: str, err: Exception) -> str:
+    """The line for a cluster that could not be read; a missing one is said to be not created yet."""
+    if isinstance(err, ClientError) and err.response["Error"]["Code"] == "ResourceNotFound":
+        return f"HyperPod cluster {cluster_name}: not found (step 'stacks' creates it)"
+    return f"(could not read the HyperPod cluster {cluster_name}: {err})"
+
+
+def safe_progress(sagemaker: Any, cluster_name: str) -> list[str]:
+    """:func:`progress`, or one line saying why the cluster could not be read (``make pods``, failure reports)."""
+    try:
+        return progress(sagemaker, cluster_name)
+    except (BotoCoreError, ClientError) as err:
+        return [unreadable(cluster_name, err)]
+
+
 def progress(sagemaker: Any, cluster_name: str) -> list[str]:
     """:func:`group_lines` then :func:`event_lines` of the live cluster (two SageMaker read calls).
 
@@ -55,8 +111,4 @@ def progress(sagemaker: Any, cluster_name: str) -> list[str]:
         botocore.exceptions.ClientError: either call failed (the caller reports it).
     """
     described = sagemaker.describe_cluster(ClusterName=cluster_name)
-    lines = group_lines(described)
-    if described.get("NodeProvisioningMode") == "Continuous":  # events exist in Continuous mode only
-        page = sagemaker.list_cluster_events(ClusterName=cluster_name, SortOrder="Descending", MaxResults=50)
-        lines += event_lines(page.get("Events", []))
-    return lines
+    return group_lines(described) + event_lines(_events(sagemaker, cluster_name, described))

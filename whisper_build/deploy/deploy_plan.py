@@ -338,7 +338,10 @@ def rollout_step(config: DeploymentConfig) -> Step:
 
 
 def serving_step(config: DeploymentConfig, account: str) -> Step:
-    """Step ``serving``: every GPU group's Deployment ready under one deadline (:data:`SERVING_WAIT_S`)."""
+    """Step ``serving``: every GPU group's Deployment ready under one deadline (:data:`SERVING_WAIT_S`).
+
+    Once a minute meanwhile: HyperPod's nodes per group and type and each group's newest capacity error.
+    """
     return Step(
         "serving",
         f"wait until every GPU group's pods are ready, {SERVING_WAIT_S // 60} min at most for all groups together",
@@ -351,6 +354,7 @@ def serving_step(config: DeploymentConfig, account: str) -> Step:
                     for group in config.gpu_groups
                 ),
                 SERVING_WAIT_S,
+                progress=lambda session: session.capacity_progress(),
             ),
         ),
         "read-only: waits again",

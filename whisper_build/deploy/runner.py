@@ -7,10 +7,12 @@ session (``--dry-run``) every step is printed and nothing runs.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -61,13 +63,44 @@ class Runner:
             aws.DeployError: the deadline passed before the last command could start.
         """
         deadline = self.clock() + action.deadline_s
-        for argv in action.argvs:
-            left = int(deadline - self.clock())
-            if left <= 0:
-                raise aws.DeployError(
-                    f"not ready within {action.deadline_s // 60} min all together; not waited for: {shlex.join(argv)}"
-                )
-            self.run_command((*argv, f"--timeout={left}s"))
+        with self._reporting(action):
+            for argv in action.argvs:
+                left = int(deadline - self.clock())
+                if left <= 0:
+                    raise aws.DeployError(
+                        f"not ready within {action.deadline_s // 60} min all together; not waited for: "
+                        f"{shlex.join(argv)}"
+                    )
+                self.run_command((*argv, f"--timeout={left}s"))
+
+    @contextlib.contextmanager
+    def _reporting(self, action: WaitAll) -> Iterator[None]:
+        """While the body runs, print ``action.progress`` every ``action.progress_every_s`` (a daemon thread).
+
+        A progress that raises prints one line and the wait goes on.
+        """
+        session = self.session
+        if action.progress is None or session is None:
+            yield
+            return
+        progress, stop = action.progress, threading.Event()
+
+        def report() -> None:
+            while not stop.wait(action.progress_every_s):
+                try:
+                    lines = progress(session)
+                except Exception as err:  # noqa: BLE001 (a report must not end the wait)
+                    lines = [f"(could not report progress: {err})"]
+                for line in lines:
+                    self.out(f"    progress: {line}")
+
+        reporter = threading.Thread(target=report, name="wait-progress", daemon=True)
+        reporter.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            reporter.join()
 
     def _skips(self, step: Step, session: DeploySession) -> bool:
         """Whether ``step``'s skip check says it is done (checks such as ``cluster_active`` call AWS).

@@ -63,6 +63,10 @@ class DeploySession(Protocol):
         """Why the serving pods are not ready, one line per pod."""
         ...
 
+    def capacity_progress(self) -> list[str]:
+        """HyperPod's nodes per instance group and type with each group's newest error (the serving wait)."""
+        ...
+
     def cluster_active(self) -> bool:
         """Whether the EKS cluster exists and is ``ACTIVE``."""
         ...

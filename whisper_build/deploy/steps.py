@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 from whisper_build.deploy.session import DeploySession
 
+Diagnosis = Callable[[DeploySession], list[str]]
+"""Lines explaining a failed step, printed before the error (or a wait's progress)."""
+
 
 @dataclass(frozen=True)
 class Command:
@@ -48,6 +51,9 @@ class WaitAll:
 
     argvs: tuple[tuple[str, ...], ...]
     deadline_s: int
+    progress: Diagnosis | None = field(default=None, compare=False, repr=False)
+    """Lines printed every :attr:`progress_every_s` while the commands wait (e.g. HyperPod's nodes per type)."""
+    progress_every_s: float = 60.0
 
     def __str__(self) -> str:
         return " && ".join(shlex.join(argv) for argv in self.argvs) + (
@@ -58,8 +64,6 @@ class WaitAll:
 Action = Command | AwsCall | WaitAll
 SkipCheck = Callable[[DeploySession], bool]
 """True when the step's work is already done (the runner then skips it)."""
-Diagnosis = Callable[[DeploySession], list[str]]
-"""Lines explaining a failed step, printed before the error."""
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,59 @@ def cheapest_mix(plans: Sequence[Plan], target: Target) -> Mix | None:
             best = candidate
     assert best is not None
     return Mix({p.offer.group: n for n, p in zip(best[2], usable, strict=True) if n}, best[0], exhaustive=True)
+
+
+@dataclass(frozen=True)
+class SpotShare:
+    """Instances of one bulk group on Spot and On-Demand, and what the job costs (:func:`spot_share`).
+
+    Attributes:
+        spot: Spot instances asked for.
+        on_demand: On-Demand instances.
+        cost_usd: On-Demand instances × price × hours + Spot instances × availability × Spot price × hours.
+        spot_audio_share: share of the backlog the Spot instances are counted on for (0–1).
+    """
+
+    spot: int
+    on_demand: int
+    cost_usd: float
+    spot_audio_share: float
+
+
+def spot_share(
+    per_instance: float,
+    target: BulkDeadline,
+    *,
+    on_demand_usd: float,
+    spot_usd: float,
+    availability: float,
+    max_instances: int,
+) -> SpotShare | None:
+    """The cheapest Spot + On-Demand counts that finish ``target`` by its deadline, ``None`` when none fits.
+
+    Criterion: a Spot instance is counted on for ``availability`` (0–1] of the deadline's hours and billed for
+    those hours only; an On-Demand one for all of them. Among ``spot + on_demand <= max_instances`` with
+    ``(on_demand + spot × availability) × per_instance >= demand``, the least cost, then the fewest instances.
+
+    Args:
+        per_instance: audio s/s one instance delivers (:attr:`Plan.per_instance`).
+        target: the backlog and its deadline.
+        on_demand_usd: USD per On-Demand instance-hour.
+        spot_usd: USD per Spot instance-hour.
+        availability: share of its hours a Spot instance runs (an assumption the caller states).
+        max_instances: most instances of the group (the bulk Deployment's ``max_replicas`` ÷ pods per instance).
+    """
+    need, hours = demand(target), billed_hours(target)
+    best: tuple[float, int, int, int] | None = None
+    for spot in range(max_instances + 1):
+        on_demand = max(0, _ceil((need - spot * availability * per_instance) / per_instance))
+        if spot + on_demand > max_instances or spot + on_demand == 0:
+            continue
+        cost = round((on_demand * on_demand_usd + spot * availability * spot_usd) * hours, 9)
+        if best is None or (cost, spot + on_demand) < best[:2]:
+            best = (cost, spot + on_demand, spot, on_demand)
+    if best is None:
+        return None
+    cost, _, spot, on_demand = best
+    delivered = (on_demand + spot * availability) * per_instance
+    return SpotShare(spot, on_demand, cost, spot * availability * per_instance / delivered)

@@ -9,7 +9,8 @@ Usage (one target)::
 
     python -m whisper_build.workstation.sizing_cli [CONFIG] --audio-hours-per-day 2000
     python -m whisper_build.workstation.sizing_cli [CONFIG] --sync-rps 20 --p95-s 5 [--audio-s 30]
-    python -m whisper_build.workstation.sizing_cli [CONFIG] --bulk-audio-hours 5000 --deadline-hours 24
+    python -m whisper_build.workstation.sizing_cli [CONFIG] --bulk-audio-hours 5000 --deadline-hours 24 \
+        [--spot-availability 0.5]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 from settings.throughput import Estimated, Measured, figures_for, slice_figures
 from whisper_build.workstation import sizing
+from whisper_build.workstation.sizing_bulk import DEFAULT_SPOT_AVAILABILITY, bulk_lines
 
 
 def offers(config: DeploymentConfig) -> list[sizing.Offer]:
@@ -56,8 +58,14 @@ def _source(source: Measured | Estimated) -> str:
     return "ESTIMATE: " + "; from ".join(steps[:2])
 
 
-def report(config: DeploymentConfig, target: sizing.Target) -> list[str]:
-    """The printout: demand, one line per group sized alone, the cheapest mix."""
+def report(
+    config: DeploymentConfig, target: sizing.Target, spot_availability: float = DEFAULT_SPOT_AVAILABILITY
+) -> list[str]:
+    """The printout: demand, one line per group sized alone, the cheapest mix.
+
+    For a bulk backlog with bulk on, also each bulk group's priority list and Spot share
+    (:func:`whisper_build.workstation.sizing_bulk.bulk_lines`).
+    """
     plans = [sizing.plan(offer, target, config.autoscaling.target_utilization) for offer in offers(config)]
     per = "for the job" if isinstance(target, sizing.BulkDeadline) else "a month"
     lines = [
@@ -81,6 +89,8 @@ def report(config: DeploymentConfig, target: sizing.Target) -> list[str]:
         parts = " + ".join(f"{n} × {group}" for group, n in mix.instances.items())
         scope = "" if mix.exhaustive else " (single types only: too many combinations to search)"
         lines.append(f"cheapest mix: {parts} = {mix.cost_usd:,.0f} USD {per}{scope}")
+    if isinstance(target, sizing.BulkDeadline):
+        lines += bulk_lines(config, target, plans, spot_availability)
     return lines
 
 
@@ -88,6 +98,13 @@ def _positive(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
     return value
 
 
@@ -113,9 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--audio-s", type=_positive, default=sizing.WINDOW_SECONDS, help="audio per request, s")
     parser.add_argument("--bulk-audio-hours", type=_positive)
     parser.add_argument("--deadline-hours", type=_positive)
+    parser.add_argument(
+        "--spot-availability",
+        type=_share,
+        default=DEFAULT_SPOT_AVAILABILITY,
+        help=f"share of its hours a Spot instance runs, an assumption (default {DEFAULT_SPOT_AVAILABILITY})",
+    )
     args = parser.parse_args(argv)
     target = _target(args, parser)
-    print("\n".join(report(load_config(args.config), target)))
+    print("\n".join(report(load_config(args.config), target, args.spot_availability)))
     return 0
 
 
