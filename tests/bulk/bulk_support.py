@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,12 @@ from whisper_build.bulk.demo import local_target
 from whisper_build.bulk.local import JobPath, provision
 from whisper_build.bulk.records import CHECKPOINT_FILE, Checkpoint, JobStatus
 from whisper_build.paths import REPO_ROOT
+from whisper_build.serving.audio import open_audio_file
+from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.windows import Transcriber
 
 _BUCKETS = itertools.count()
 
@@ -117,3 +124,25 @@ def silent_hours_flac(speech: Path, hours: int) -> Path:
             yield block
 
     return _write_flac(path, rate, blocks())
+
+
+def reference_segments(triton_server, path: Path) -> list[tuple[float, float, str]]:
+    """The synchronous pipeline's segments of ``path`` (gateway window plan, one uninterrupted run)."""
+
+    async def run() -> list[tuple[float, float, str]]:
+        backend = TritonBackend(triton_server.settings.grpc_url, "whisper")
+        transcriber = Transcriber(backend, GatewaySettings().window_plan())
+        try:
+            with open_audio_file(path) as stream:
+                result = await transcriber.transcribe(stream, WindowRequest(options=DecodeOptions(timestamps=True)))
+        finally:
+            await backend.close()
+        return [(round(s.start, 3), round(s.end, 3), s.text) for s in result.segments]
+
+    return asyncio.run(run())
+
+
+def output_segments(target, status: JobStatus) -> list[tuple[float, float, str]]:
+    """The segments of a finished job's ``verbose_json`` output."""
+    body = target.store.s3.get_object(Bucket=target.store.bucket, Key=status.outputs["verbose_json"])["Body"].read()
+    return [(s["start"], s["end"], s["text"]) for s in json.loads(body)["segments"]]

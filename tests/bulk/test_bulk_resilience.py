@@ -22,6 +22,8 @@ from bulk_support import (
     checkpoint_of,
     final_statuses,
     new_job_path,
+    output_segments,
+    reference_segments,
     stop,
     triton_windows,
     wait_until,
@@ -35,12 +37,8 @@ from whisper_build.bulk.local import LocalAws
 from whisper_build.bulk.records import JobStatus
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.worker import Worker, window_plan
-from whisper_build.serving.audio import open_audio_file
-from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.backend import BackendUnavailable, ServedModel
-from whisper_build.serving.transcription.triton import TritonBackend
 from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
 
 pytestmark = [
@@ -60,29 +58,6 @@ def local_aws() -> Iterator[LocalAws]:
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> Path:
     return samples.speak(SENTENCE, tmp_path_factory.mktemp("speech") / "sentence.wav")
-
-
-def reference_segments(triton_server, path: Path) -> list[tuple[float, float, str]]:
-    """The synchronous pipeline's segments of ``path`` (gateway window plan, one uninterrupted run)."""
-
-    async def run() -> list[tuple[float, float, str]]:
-        backend = TritonBackend(triton_server.settings.grpc_url, "whisper")
-        transcriber = Transcriber(backend, GatewaySettings().window_plan())
-        try:
-            with open_audio_file(path) as stream:
-                result = await transcriber.transcribe(stream, WindowRequest(options=DecodeOptions(timestamps=True)))
-        finally:
-            await backend.close()
-        return [(round(s.start, 3), round(s.end, 3), s.text) for s in result.segments]
-
-    return asyncio.run(run())
-
-
-def output_segments(target, status: JobStatus) -> list[tuple[float, float, str]]:
-    import json
-
-    body = target.store.s3.get_object(Bucket=target.store.bucket, Key=status.outputs["verbose_json"])["Body"].read()
-    return [(s["start"], s["end"], s["text"]) for s in json.loads(body)["segments"]]
 
 
 def queue_visible(target) -> bool:
