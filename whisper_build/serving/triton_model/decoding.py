@@ -156,17 +156,18 @@ def _tails(
     Returns: the rows whose segments grew, with all their segments.
     """
     starts: dict[int, float] = {}
+    tail_of: dict[int, np.ndarray] = {}
     for i, segments in found.items():
         if segments and (options[i].timestamps or options[i].word_timestamps):
             start = segments[-1].end
             tail = audio[i][round(start * SAMPLE_RATE) :]
             if len(tail) >= MIN_TAIL_SECONDS * SAMPLE_RATE and not is_silent(tail, policy.silence_dbfs):
-                starts[i] = start
+                starts[i], tail_of[i] = start, tail
     rows = list(starts)
     grown: dict[int, list[SegmentResult]] = {}
     for temperature, members in group_indices([best_of[i].temperature for i in rows]).items():
         idx = [rows[m] for m in members]
-        tails = [audio[i][round(starts[i] * SAMPLE_RATE) :] for i in idx]
+        tails = [tail_of[i] for i in idx]
         penalties = [repetition_penalty[i] for i in idx]
         hypotheses = engine.generate(
             tails, [prompts[i] for i in idx], penalties, timestamps=True, temperature=temperature
