@@ -29,6 +29,26 @@ FORMATS: dict[str, tuple[str, str, str]] = {
 }
 _LAYOUTS = {1: "mono", 2: "stereo", 6: "5.1"}
 
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "My neighbor walks his small white dog every morning.",
+    "Scientists found a new species of frog in the forest.",
+    "Please turn off the lights when you leave tonight.",
+    "The train was late because of heavy snow.",
+    "She bought fresh bread and cheese at the market.",
+    "Our team finished the project two weeks early.",
+    "The old library has thousands of books about art.",
+    "We watched the sunset from the top of the hill.",
+    "The children played football in the park after school.",
+    "He forgot his umbrella and got wet in the rain.",
+    "The museum opens at nine o'clock on Sundays.",
+    "Fresh coffee smells wonderful early in the morning.",
+    "The pilot announced that we would land in ten minutes.",
+    "Farmers harvest the wheat at the end of summer.",
+    "A gentle wind moved the leaves of the tall trees.",
+]
+"""Sixteen everyday English sentences: the transcript tests' corpus (also read by benchmarks/timestamp_mode.py)."""
+
 
 def tone(seconds: float, rate: int, freq: float = 440.0, amplitude: float = 0.5) -> np.ndarray:
     """Sine wave, float32 ``[n]``."""

@@ -39,16 +39,7 @@ from whisper_build.serving.transcription.windows import Transcriber, WindowReque
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog.",
-    "My neighbor walks his small white dog every morning.",
-    "Scientists found a new species of frog in the forest.",
-    "Please turn off the lights when you leave tonight.",
-    "The train was late because of heavy snow.",
-    "She bought fresh bread and cheese at the market.",
-    "Our team finished the project two weeks early.",
-    "The old library has thousands of books about art.",
-]
+SENTENCES = samples.SENTENCES[:8]
 """About 35 s said with pauses: two windows, so the groups of the routes differ (stream: one window each)."""
 
 

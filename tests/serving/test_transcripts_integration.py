@@ -28,24 +28,7 @@ pytestmark = [
     pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)"),
 ]
 
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog.",
-    "My neighbor walks his small white dog every morning.",
-    "Scientists found a new species of frog in the forest.",
-    "Please turn off the lights when you leave tonight.",
-    "The train was late because of heavy snow.",
-    "She bought fresh bread and cheese at the market.",
-    "Our team finished the project two weeks early.",
-    "The old library has thousands of books about art.",
-    "We watched the sunset from the top of the hill.",
-    "The children played football in the park after school.",
-    "He forgot his umbrella and got wet in the rain.",
-    "The museum opens at nine o'clock on Sundays.",
-    "Fresh coffee smells wonderful early in the morning.",
-    "The pilot announced that we would land in ten minutes.",
-    "Farmers harvest the wheat at the end of summer.",
-    "A gentle wind moved the leaves of the tall trees.",
-]
+SENTENCES = samples.SENTENCES
 PAUSE_S = 1.2
 HOUR_S = 3600.0
 SIGNAL_LIMITS = {"avg_logprob": -1.0, "compression_ratio": 2.4, "no_speech_prob": 0.6}
