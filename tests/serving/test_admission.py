@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from whisper_build.serving.gateway.admission import AdmissionController, Rejected
+from whisper_build.serving.transcription.admission import AdmissionController, Rejected
 
 
 async def _hold(controller: AdmissionController, seconds: float, started: asyncio.Event, release: asyncio.Event):

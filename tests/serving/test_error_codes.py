@@ -7,8 +7,8 @@ import base64
 from fake_backend import FakeBackend
 from fastapi.testclient import TestClient
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.gateway.app import create_app
-from whisper_build.serving.gateway.errors import ErrorCode
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 

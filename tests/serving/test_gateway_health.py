@@ -8,10 +8,10 @@ import pytest
 from fake_backend import FakeBackend
 from pydantic import ValidationError
 
-from whisper_build.serving.gateway.health import CANARY_SECONDS, ModelHealth, canary_clip
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.transcription.backend import BackendError, BackendTimeout
+from whisper_build.serving.transcription.health import CANARY_SECONDS, ModelHealth, canary_clip
 
 
 class Clock:

@@ -15,10 +15,10 @@ import speech_samples as samples
 from fake_backend import FakeBackend
 from fastapi.testclient import TestClient
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import EngineCapabilities
 from whisper_build.serving.gateway.app import create_app
-from whisper_build.serving.gateway.errors import ErrorCode
 from whisper_build.serving.gateway.pipeline import rejected_param
 from whisper_build.serving.gateway.routes.form_fields import field_name
 from whisper_build.serving.gateway.settings import GatewaySettings

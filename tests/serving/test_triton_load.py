@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from fake_backend import FakeBackend
 
-from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics
-from whisper_build.serving.gateway.triton_load import TritonLoad, TritonMetricsReader, parse_load
 from whisper_build.serving.transcription.backend import BackendTimeout, ModelRestarting
+from whisper_build.serving.transcription.health import ModelHealth
+from whisper_build.serving.transcription.triton_load import TritonLoad, TritonMetricsReader, parse_load
 
 # Triton 2.51's exposition as read during the measurements in triton_load.py's docstring (trimmed)
 TRITON_METRICS = """\

@@ -10,7 +10,8 @@ forwards every path of the traffic port.
 
 Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
 :class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency; the
-lifespan builds it once the backend exists (``app.state.pipeline``).
+lifespan builds it, over the core's ``TranscriptionService`` (``app.state.service``), once the
+backend exists (``app.state.pipeline``).
 """
 
 from __future__ import annotations
@@ -24,21 +25,22 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from whisper_build.serving.gateway.admission import AdmissionController
 from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
 from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.disconnect import DisconnectMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
-from whisper_build.serving.gateway.health import ModelHealth
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
-from whisper_build.serving.gateway.pod_view import PodState, PodView
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.triton_load import TritonMetricsReader
+from whisper_build.serving.transcription.admission import AdmissionController
 from whisper_build.serving.transcription.backend import TranscriptionBackend
+from whisper_build.serving.transcription.health import ModelHealth
+from whisper_build.serving.transcription.pod_view import PodState, PodView
 from whisper_build.serving.transcription.recovery import ModelRecovery, RecoveringBackend
+from whisper_build.serving.transcription.service import TranscriptionService
 from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.serving.transcription.triton_load import TritonMetricsReader
 from whisper_build.serving.transcription.windows import Transcriber
 
 INVOCATIONS = sagemaker.INVOCATIONS
@@ -89,7 +91,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         recovery = ModelRecovery(backend)  # one reload per worker for the canary and the requests' retries
         retrying = RecoveringBackend(backend, recovery, lambda outcome: metrics.window_retries.labels(outcome).inc())
         transcriber = Transcriber(retrying, settings.window_plan())
-        app.state.pipeline = Pipeline(settings, metrics, admission, health, transcriber)
+        app.state.service = TranscriptionService(settings, metrics, admission, health, transcriber)
+        app.state.pipeline = Pipeline(settings, app.state.service)
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary, recovery.recover), name="canary")
         if auth is not None:

@@ -17,8 +17,9 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.backoff import Backoff
-from whisper_build.serving.gateway.errors import ErrorCode, error_response
+from whisper_build.serving.gateway.errors import error_response
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)

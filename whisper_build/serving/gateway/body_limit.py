@@ -15,7 +15,8 @@ from collections import deque
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from whisper_build.serving.gateway.errors import ErrorCode, error_response
+from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.gateway.errors import error_response
 
 LINGER_SECONDS = 5.0
 """Longest time spent reading and dropping a refused body before answering it (seconds).

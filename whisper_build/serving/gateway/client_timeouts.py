@@ -13,7 +13,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from whisper_build.serving.gateway.errors import ErrorCode, error_response
+from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.gateway.errors import error_response
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 __all__ = ["ClientTimeouts", "bounded_h11_protocol", "http_protocol"]

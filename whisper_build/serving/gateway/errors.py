@@ -4,43 +4,31 @@
 every path under ``/v1/`` answers OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
 (https://platform.openai.com/docs/guides/error-codes), so that OpenAI clients raise their typed
 errors. Both cover FastAPI's validation errors (normally 422), unknown routes (404/405),
-unexpected exceptions (500) and the body-limit middleware's 413/429. :class:`ErrorCode` values
-are stable and documented in docs/gateway.md.
+unexpected exceptions (500) and the body-limit middleware's 413/429. The codes are
+:class:`whisper_build.contracts.error_codes.ErrorCode` (docs/gateway.md, "Errors").
 """
 
 from __future__ import annotations
 
 import logging
-from enum import IntEnum
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from whisper_build.contracts.error_codes import ErrorCode
+
+__all__ = [
+    "OPENAI_PREFIX",
+    "ApiError",
+    "error_response",
+    "install_error_handlers",
+    "openai_error_body",
+    "openai_error_type",
+]
+
 log = logging.getLogger(__name__)
-
-
-class ErrorCode(IntEnum):
-    """Machine-readable error codes (the ``code`` field); ``0`` is success."""
-
-    INVALID_JSON = 1001
-    INVALID_REQUEST = 1002
-    INVALID_FIELD = 1003
-    INVALID_AUDIO = 1004
-    BODY_TOO_LARGE = 1005
-    AUDIO_TOO_LONG = 1006
-    NOT_FOUND = 1007
-    UNAUTHORIZED = 1008
-    MODEL_NOT_FOUND = 1009
-    REQUEST_TIMEOUT = 1010
-    METHOD_NOT_ALLOWED = 1011
-    AUDIO_TOO_SHORT = 1012
-    OVERLOADED = 2001
-    UNAVAILABLE = 2002
-    BACKEND_ERROR = 2003
-    TIMEOUT = 2004
-    INTERNAL = 2005
 
 
 class ApiError(Exception):
@@ -48,7 +36,7 @@ class ApiError(Exception):
 
     Args:
         status: HTTP status (4xx/5xx).
-        code: :class:`ErrorCode`.
+        code: :class:`~whisper_build.contracts.error_codes.ErrorCode`.
         message: what the caller should fix or do.
         headers: extra response headers (e.g. ``Retry-After``).
         param: the request field at fault (OpenAI's ``param``), if any.

@@ -10,14 +10,16 @@ model calls fail). prometheus-client docs, "Multiprocess Mode (E.g. Gunicorn)".
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+from collections.abc import Sequence
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from whisper_build.serving.transcription.pod_view import multiprocess_dir
 
 # Wall-time buckets in seconds: a 30 s window takes ~0.1-1 s on GPU, long files minutes.
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -25,6 +27,8 @@ _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 60
 
 class GatewayMetrics:
     """The gateway metrics on their own registry (one per app, so tests can build many).
+
+    Implements the core's :class:`~whisper_build.serving.transcription.metrics.TranscriptionMetrics`.
 
     Args:
         capacity: value of ``whisper_gateway_capacity_requests`` (settings ``capacity``).
@@ -96,14 +100,32 @@ class GatewayMetrics:
             multiprocess_mode="livemax",
         )
 
+    def request_started(self) -> None:
+        """``whisper_gateway_inflight_requests`` + 1."""
+        self.inflight.inc()
+
+    def request_finished(self) -> None:
+        """``whisper_gateway_inflight_requests`` - 1."""
+        self.inflight.dec()
+
+    def transcribed(self, route: str, audio_seconds: float, temperatures: Sequence[float]) -> None:
+        """Audio seconds by route; window decodes by temperature (one decimal)."""
+        self.audio_seconds.labels(route=route).inc(audio_seconds)
+        for temperature in temperatures:
+            self.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
+
+    def model_health(self, healthy: bool, busy_with_others: bool) -> None:
+        """Set values (multiprocess mode reads files): the healthy and busy-with-others gauges."""
+        self.model_healthy.set(float(healthy))
+        self.model_busy_with_others.set(float(busy_with_others))
+
+    def backend_failed(self, source: str) -> None:
+        """``whisper_gateway_backend_failures_total{source}`` + 1."""
+        self.backend_failures.labels(source=source).inc()
+
     def render(self) -> bytes:
         """Text exposition format 0.0.4 (every worker's values summed in multiprocess mode)."""
         return generate_latest(exposition_registry(self.registry))
-
-
-def multiprocess_dir() -> str | None:
-    """``PROMETHEUS_MULTIPROC_DIR`` when prometheus-client's multiprocess mode is on, else ``None``."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:

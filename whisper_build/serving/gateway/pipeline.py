@@ -1,30 +1,27 @@
-"""What the gateway's routers share: settings, admission, metrics, model health and the transcriber.
+"""What the gateway's routers share: the transcription service and its mapping to HTTP answers.
 
-One :class:`Pipeline`, built with all of them when the app starts, lives on
-``app.state.pipeline``; routers receive it through the FastAPI
-dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every transcription (the stream:
-:meth:`Pipeline.admitted`, which :meth:`~Pipeline.run` is built on), so admission, the request
-timeout, in-flight and audio-seconds metrics, failure accounting and the error mapping are the same
-for every API. The window pipeline itself is :mod:`whisper_build.serving.transcription`.
+One :class:`Pipeline`, built when the app starts, lives on ``app.state.pipeline``; routers receive
+it through the FastAPI dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every
+transcription (the stream: :meth:`Pipeline.admitted`). Admission, timeouts, metrics and failure
+accounting are the core's
+:class:`~whisper_build.serving.transcription.service.TranscriptionService`; this module maps what
+it raises to :class:`~whisper_build.serving.gateway.errors.ApiError` (docs/gateway.md, "Errors").
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Annotated
 
 from fastapi import Depends, Request
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError, AudioTooShortError
-from whisper_build.serving.gateway.admission import AdmissionController, Rejected
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
-from whisper_build.serving.gateway.health import ModelHealth
-from whisper_build.serving.gateway.metrics import GatewayMetrics
+from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt, normalize_language, parse_prompt
+from whisper_build.serving.transcription.admission import Rejected
 from whisper_build.serving.transcription.backend import (
     BackendError,
     BackendRejected,
@@ -32,6 +29,7 @@ from whisper_build.serving.transcription.backend import (
     BackendUnavailable,
     ServedModel,
 )
+from whisper_build.serving.transcription.service import SERVICE_ERRORS, PredictedTimeout, TranscriptionService
 from whisper_build.serving.transcription.windows import Transcriber, Transcription, WindowRequest
 
 NO_RETRY = {"x-should-retry": "false"}
@@ -40,29 +38,16 @@ header); a request timeout would recur, and each retry would start the whole fil
 
 
 class Pipeline:
-    """Admission + timeout + metrics + model health around a :class:`Transcriber`.
+    """The HTTP face of a :class:`TranscriptionService`: its errors as :class:`ApiError` answers.
 
     Args:
         settings: gateway settings.
-        metrics: the app's Prometheus metrics.
-        admission: the app's admission controller.
-        health: told the outcome of every backend call.
-        transcriber: the window pipeline over the app's backend.
+        service: the worker's transcription service (admission, health, metrics, transcriber).
     """
 
-    def __init__(
-        self,
-        settings: GatewaySettings,
-        metrics: GatewayMetrics,
-        admission: AdmissionController,
-        health: ModelHealth,
-        transcriber: Transcriber,
-    ) -> None:
+    def __init__(self, settings: GatewaySettings, service: TranscriptionService) -> None:
         self.settings = settings
-        self.metrics = metrics
-        self.admission = admission
-        self.health = health
-        self.transcriber = transcriber
+        self.service = service
 
     def retry_headers(self) -> dict[str, str]:
         """``Retry-After`` header for 429/503 answers."""
@@ -71,6 +56,16 @@ class Pipeline:
     def to_api_error(self, exc: Exception) -> ApiError:
         """Map pipeline errors to HTTP answers (docs/gateway.md "Errors"); re-raises anything else."""
         settings = self.settings
+        if isinstance(exc, PredictedTimeout):
+            return ApiError(
+                413,
+                ErrorCode.AUDIO_TOO_LONG,
+                f"{exc.audio_seconds:.0f} s of audio would take about {exc.predicted_seconds:.0f} s here "
+                f"(conservative RTF {exc.rtf:.3g}, WHISPER_GATEWAY_PREDICTED_RTF), over the request timeout of "
+                f"{exc.timeout_seconds:g} s: send it with stream=true (results as they are made), as a bulk job "
+                "(docs/bulk.md), or shorter",
+                NO_RETRY,
+            )
         if isinstance(exc, AudioTooLongError):
             return ApiError(
                 413,
@@ -108,31 +103,6 @@ class Pipeline:
             return ApiError(502, ErrorCode.BACKEND_ERROR, str(exc))
         raise exc
 
-    def refuse_predicted_timeout(self, audio_seconds: float | None) -> None:
-        """413 ``audio_too_long`` when ``audio_seconds`` × ``predicted_rtf`` exceeds the request timeout.
-
-        For the synchronous routes only (``stream=true`` sends results as they are made and is
-        exempt; so are bulk jobs). Audio whose header states no length is not predicted.
-
-        Raises:
-            ApiError: 413 naming the prediction, the streaming and bulk paths; ``x-should-retry: false``.
-        """
-        settings = self.settings
-        if audio_seconds is None:
-            return
-        predicted = audio_seconds * settings.predicted_rtf
-        if predicted <= settings.request_timeout_seconds:
-            return
-        raise ApiError(
-            413,
-            ErrorCode.AUDIO_TOO_LONG,
-            f"{audio_seconds:.0f} s of audio would take about {predicted:.0f} s here (conservative RTF "
-            f"{settings.predicted_rtf:.3g}, WHISPER_GATEWAY_PREDICTED_RTF), over the request timeout of "
-            f"{settings.request_timeout_seconds:g} s: send it with stream=true (results as they are made), as a "
-            "bulk job (docs/bulk.md), or shorter",
-            NO_RETRY,
-        )
-
     async def served_model(self) -> ServedModel:
         """The served model's config from the model server (cached by the backend).
 
@@ -140,102 +110,52 @@ class Pipeline:
             ApiError: 503 when the model server cannot be reached, 504/502 as for transcriptions.
         """
         try:
-            return await self.transcriber.backend.served_model(self.settings.request_timeout_seconds)
+            return await self.service.served_model()
         except BackendError as exc:
             raise self.to_api_error(exc) from exc
 
     def failure(self, exc: Exception) -> ApiError:
-        """Account a failed transcription and map it to its HTTP answer (:meth:`to_api_error`).
-
-        A model-server failure other than a timeout (which may be the request's own length) or a
-        refusal (the request's own fault) counts against the model's health.
-        """
-        if isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected):
-            self.health.record_failure("request", exc)
+        """Account a failed transcription (:meth:`TranscriptionService.account_failure`) and map it (:meth:`to_api_error`)."""
+        self.service.account_failure(exc)
         return self.to_api_error(exc)
 
     @asynccontextmanager
     async def admitted(
         self, read_audio: Callable[[], Awaitable[bytes]], *, predict_timeout: bool = True
     ) -> AsyncIterator[AudioStream]:
-        """Read the audio's header, admit it by request and audio seconds, and hold the slot while inside.
+        """:meth:`TranscriptionService.admitted`, its failures mapped by :meth:`to_api_error`.
 
-        The header is read before admission, so over-long audio is refused (413) without waiting
-        and admission charges the declared duration (``max_audio_seconds`` when the format does not
-        say); the body is already in memory by then (:mod:`whisper_build.serving.gateway.body_limit`).
-        In flight = admitted or waiting for a slot: demand, which may exceed capacity, so the
-        autoscaling signal (in-flight ÷ capacity) keeps rising when the pod is saturated. On the way
-        out the slot and the decoder are released, and a failure inside is accounted (:meth:`failure`).
-
-        Args:
-            read_audio: reads the audio container bytes (within the request timeout).
-            predict_timeout: refuse audio predicted to outlast the request timeout
-                (:meth:`refuse_predicted_timeout`; the stream has no whole-request limit).
-
-        Yields: the opened audio stream.
+        The body is already in memory when the audio is read (:mod:`whisper_build.serving.gateway.body_limit`).
 
         Raises:
-            ApiError: every failure, before or inside, mapped by :meth:`failure`.
+            ApiError: every failure, before or inside (413 for audio predicted to outlast the request timeout).
         """
-        settings = self.settings
-        self.metrics.inflight.inc()
-        stream: AudioStream | None = None
         try:
-            self.admission.check_open()
-            async with asyncio.timeout(settings.request_timeout_seconds):
-                stream = await asyncio.to_thread(self.transcriber.open, await read_audio())
-            declared = stream.declared_seconds
-            if predict_timeout:
-                self.refuse_predicted_timeout(declared)
-            cost = declared if declared is not None else settings.max_audio_seconds
-            async with self.admission.admit(cost, arrived_before_drain=True):
+            async with self.service.admitted(read_audio, predict_timeout=predict_timeout) as stream:
                 yield stream
-        except (BackendError, AudioError, Rejected, TimeoutError) as exc:
-            raise self.failure(exc) from exc
-        finally:
-            self.metrics.inflight.dec()
-            if stream is not None:
-                stream.close()  # also stops a decode still running in a worker thread
+        except SERVICE_ERRORS as exc:
+            raise self.to_api_error(exc) from exc
 
     async def run(
-        self,
-        route: str,
-        read_audio: Callable[[], Awaitable[bytes]],
-        request: WindowRequest,
+        self, route: str, read_audio: Callable[[], Awaitable[bytes]], request: WindowRequest
     ) -> Transcription:
-        """Transcribe the audio whole inside :meth:`admitted`, within the request timeout; count metrics.
-
-        Args:
-            route: route label for ``whisper_gateway_audio_seconds_total``.
-            read_audio: reads the audio container bytes (within the request timeout).
-            request: prompt, repetition penalty and decoding options for every window.
+        """:meth:`TranscriptionService.transcribe` (whole, within the request timeout), its failures mapped.
 
         Raises:
-            ApiError: every pipeline failure, mapped by :meth:`failure`.
+            ApiError: every pipeline failure, mapped by :meth:`to_api_error`.
         """
-        async with self.admitted(read_audio) as stream:
-            async with asyncio.timeout(self.settings.request_timeout_seconds):
-                result = await self.transcriber.transcribe(stream, request)
-        self.count(route, result.duration, result.decode_temperatures)
-        return result
+        try:
+            return await self.service.transcribe(route, read_audio, request)
+        except SERVICE_ERRORS as exc:
+            raise self.to_api_error(exc) from exc
 
     def stream_transcriber(self) -> Transcriber:
-        """The window pipeline of ``stream=true``: smaller groups, each with its own deadline, no whole limit."""
-        settings = self.settings
-        plan = replace(
-            self.transcriber.plan,
-            group_size=settings.stream_window_group_size,
-            call_timeout_seconds=settings.stream_group_timeout_seconds,
-        )
-        return Transcriber(self.transcriber.backend, plan)
+        """The window pipeline of ``stream=true`` (:meth:`TranscriptionService.stream_transcriber`)."""
+        return self.service.stream_transcriber()
 
     def count(self, route: str, audio_seconds: float, temperatures: list[float]) -> None:
-        """Account one finished transcription: model health, audio seconds, window decodes per temperature."""
-        if temperatures:
-            self.health.record_success()  # the model answered (no windows: it was not asked)
-        self.metrics.audio_seconds.labels(route=route).inc(audio_seconds)
-        for temperature in temperatures:
-            self.metrics.window_decodes.labels(temperature=f"{temperature:.1f}").inc()
+        """Account one finished transcription (:meth:`TranscriptionService.count`)."""
+        self.service.count(route, audio_seconds, temperatures)
 
 
 REJECTED_PARAMS = (

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.audio import AudioError, AudioStream
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode, openai_error_body
+from whisper_build.serving.gateway.errors import ApiError, openai_error_body
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.transcription import formats
 from whisper_build.serving.transcription.backend import BackendError

@@ -7,8 +7,8 @@ model again — one reload per worker however many requests failed together (sin
 health loop uses the same one) — and sends the group once more. A call still pending when a
 reload completes was queued on the dead runtime (Triton does not always fail those): it is
 cancelled and sent once more too. If the reload fails, or the
-retry fails again, the error reaches the client as 503 with ``Retry-After``
-(:meth:`whisper_build.serving.gateway.pipeline.Pipeline.to_api_error`). Counted in
+retry fails again, the error reaches the client as unavailable (the gateway: 503 with
+``Retry-After``). Counted in
 ``whisper_gateway_window_retries_total{outcome="ok"|"failed"}``.
 """
 

@@ -1,7 +1,7 @@
 """The window pipeline: audio bytes → streamed windows → the model in groups → file-relative results.
 
 One pipeline for every front end: the synchronous routes and the stream (through
-:class:`whisper_build.serving.gateway.pipeline.Pipeline`) and the bulk workers. It depends on no
+:class:`~whisper_build.serving.transcription.service.TranscriptionService`) and the bulk workers. It depends on no
 web framework: give it a :class:`~whisper_build.serving.transcription.backend.TranscriptionBackend`
 and a :class:`WindowPlan`. Entry points: :class:`Transcriber` (:meth:`~Transcriber.open`,
 :meth:`~Transcriber.results`, :meth:`~Transcriber.transcribe`). Memory per request does not grow

@@ -75,7 +75,7 @@ def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[
     Model control is ``explicit`` with ``--load-model=whisper``: the model loads at start as before
     (a load failure still ends the server, which the supervisor restarts with back-off), and the
     gateway can load it again through the repository API when its python stub died
-    (``whisper_build.serving.gateway.health``). That API also lets any client of Triton's ports
+    (``whisper_build.serving.transcription.health``). That API also lets any client of Triton's ports
     unload the model, so those ports must stay private to the pod.
     """
     host = settings.host

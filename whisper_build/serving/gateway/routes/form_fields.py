@@ -16,7 +16,8 @@ import re
 
 from fastapi import Request
 
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.gateway.errors import ApiError
 
 __all__ = [
     "SINGLE",

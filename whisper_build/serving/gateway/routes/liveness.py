@@ -13,7 +13,8 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 LIVE = "/live"

@@ -13,8 +13,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute

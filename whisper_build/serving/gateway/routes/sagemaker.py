@@ -13,9 +13,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
+from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.audio import decode_base64
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.gateway.errors import ApiError, ErrorCode
+from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.pipeline import PipelineDep, bad_request, parse_prompt_or_400
 from whisper_build.serving.transcription.windows import WindowRequest
 
@@ -112,13 +113,13 @@ async def ping(pipeline: PipelineDep) -> JSONResponse:
     """200 while the model serves; 503 while it loads, after it stopped answering, or while draining.
 
     The model serves while its canary inference and client requests succeed
-    (:mod:`whisper_build.serving.gateway.health`). Answers from memory: health checks put no load
+    (:mod:`whisper_build.serving.transcription.health`). Answers from memory: health checks put no load
     on the model server.
     """
     settings = pipeline.settings
-    if pipeline.admission.draining:
+    if pipeline.service.admission.draining:
         raise ApiError(503, ErrorCode.UNAVAILABLE, "the server is shutting down", pipeline.retry_headers())
-    problem = pipeline.health.pod_problem()  # the same answer from every worker of the pod
+    problem = pipeline.service.health.pod_problem()  # the same answer from every worker of the pod
     if problem is not None:
         raise ApiError(
             503,

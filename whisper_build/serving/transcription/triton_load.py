@@ -2,7 +2,7 @@
 
 A canary waits behind whatever occupies the model's instances; with another client on the same
 Triton (bulk workers, a second gateway) that can be a long batch while this pod has nothing in
-flight, which the pod's own counters (:mod:`whisper_build.serving.gateway.pod_view`) cannot tell
+flight, which the pod's own counters (:mod:`.pod_view`) cannot tell
 from a hang. Triton's Prometheus metrics can (Triton docs, "Metrics"). Entry points:
 :class:`SharedLoad` (the verdict), :class:`TritonMetricsReader`, :func:`parse_load`. The rules and
 what was measured on Triton 2.51: docs/gateway.md, "`GET /ping` (readiness): the health rules".

@@ -1,10 +1,10 @@
-"""Model health as the gateway sees it: a canary inference every few seconds, client outcomes, repair.
+"""Model health as a serving worker sees it: a canary inference every few seconds, client outcomes, repair.
 
 Triton's health endpoints stay 200 when the python stub is dead, so :class:`ModelHealth` judges the
 model by what it does: canaries of :data:`CANARY_SECONDS` of silence, client outcomes, the pod-wide
-view (:class:`~whisper_build.serving.gateway.pod_view.PodView`) and Triton's own metrics
-(:class:`~whisper_build.serving.gateway.triton_load.SharedLoad`); it reloads a failed model with
-back-off. Entry points: :class:`ModelHealth` (``/ping`` answers :meth:`ModelHealth.pod_problem`).
+view (:class:`~.pod_view.PodView`) and Triton's own metrics (:class:`~.triton_load.SharedLoad`); it
+reloads a failed model with back-off. Entry points: :class:`ModelHealth` (the gateway's ``/ping``
+answers :meth:`ModelHealth.pod_problem`), :class:`HealthSettings`.
 The rules, as one state table: docs/gateway.md, "`GET /ping` (readiness): the health rules".
 """
 
@@ -15,14 +15,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.backoff import Backoff
-from whisper_build.serving.gateway.metrics import GatewayMetrics
-from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.gateway.triton_load import SharedLoad, TritonLoad
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.transcription.backend import (
     BackendError,
@@ -31,11 +29,13 @@ from whisper_build.serving.transcription.backend import (
     TranscriptionBackend,
     WindowRequest,
 )
+from whisper_build.serving.transcription.metrics import TranscriptionMetrics
 from whisper_build.serving.transcription.recovery import RELOAD_TIMEOUT_SECONDS
+from whisper_build.serving.transcription.triton_load import SharedLoad, TritonLoad
 
-__all__ = ["CANARY_SECONDS", "ModelHealth", "canary_clip"]
+__all__ = ["CANARY_SECONDS", "HealthSettings", "ModelHealth", "canary_clip"]
 
-log = logging.getLogger("whisper.gateway.health")
+log = logging.getLogger("whisper.gateway.health")  # the name operators' log filters know
 
 SAMPLE_RATE = 16_000
 """Whisper's input rate (docs/contracts.md §5)."""
@@ -52,25 +52,61 @@ def canary_clip() -> npt.NDArray[np.float32]:
     return np.zeros(int(CANARY_SECONDS * SAMPLE_RATE), dtype=np.float32)
 
 
+class HealthSettings(Protocol):
+    """The health rules' bounds (the gateway's ``WHISPER_GATEWAY_*`` settings of the same names)."""
+
+    @property
+    def model_name(self) -> str:
+        """The served model's name (for the log)."""
+
+    @property
+    def canary_interval_seconds(self) -> float:
+        """Pause between canaries."""
+
+    @property
+    def canary_timeout_seconds(self) -> float:
+        """Longest canary with the pod idle and Triton not busy with other clients."""
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """Longest canary while the pod has requests in flight."""
+
+    @property
+    def hang_after_seconds(self) -> float:
+        """Longest canary, and staleness, while other clients keep Triton busy."""
+
+    @property
+    def stale_after_seconds(self) -> float:
+        """No success for this long with the pod idle: cannot serve."""
+
+    @property
+    def unhealthy_after_failures(self) -> int:
+        """Failures in a row that mean: cannot serve."""
+
+    @property
+    def reload_after_failures(self) -> int:
+        """Failures in a row after which the model is loaded again."""
+
+
 class ModelHealth:
     """Canary loop + outcome bookkeeping + repair; see the module docstring.
 
     Args:
-        settings: canary interval/timeout, thresholds (``WHISPER_GATEWAY_CANARY_*`` etc.).
-        metrics: the app's metrics (failures counter, healthy gauge).
+        settings: canary interval/timeout, thresholds (:class:`HealthSettings`).
+        metrics: the worker's metrics (failures counter, healthy gauge).
         busy: True while client requests are running — in the whole pod
-            (:class:`whisper_build.serving.gateway.pod_view.PodView`), not only this worker.
+            (:class:`~.pod_view.PodView`), not only this worker.
         clock: monotonic seconds (tests pass a fake).
         pod_healthy: the lowest model health over the pod's workers (1.0 = every worker serves).
         triton_load: reads Triton's metrics for the model
-            (:meth:`whisper_build.serving.gateway.triton_load.TritonMetricsReader.read`); ``None``: a
-            canary that times out with the pod idle is always a failure.
+            (:meth:`~.triton_load.TritonMetricsReader.read`); ``None``: a canary that times out
+            with the pod idle is always a failure.
     """
 
     def __init__(
         self,
-        settings: GatewaySettings,
-        metrics: GatewayMetrics,
+        settings: HealthSettings,
+        metrics: TranscriptionMetrics,
         busy: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         pod_healthy: Callable[[], float] = lambda: 1.0,
@@ -98,8 +134,7 @@ class ModelHealth:
 
     def publish(self) -> None:
         """Write this worker's health to ``whisper_gateway_model_healthy`` (a set value: multiprocess mode reads files)."""
-        self.metrics.model_healthy.set(float(self.problem() is None))
-        self.metrics.model_busy_with_others.set(float(self.shared.busy))
+        self.metrics.model_health(self.problem() is None, self.shared.busy)
 
     def record_success(self) -> None:
         """A canary or client inference came back."""
@@ -114,7 +149,7 @@ class ModelHealth:
         self.last_error = str(error) or type(error).__name__
         self.last_failure_timed_out = isinstance(error, TimeoutError | BackendTimeout)
         self.last_failure_restarting = isinstance(error, ModelRestarting)
-        self.metrics.backend_failures.labels(source=source).inc()
+        self.metrics.backend_failed(source)
         self.publish()
 
     def problem(self) -> str | None:

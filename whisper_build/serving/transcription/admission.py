@@ -2,9 +2,9 @@
 
 At most ``capacity`` requests run, and the audio they carry adds up to at most
 ``audio_budget_seconds``; at most ``queue_size`` requests wait for room. A request beyond the
-queue is refused at once (429); one that waited longer than ``queue_timeout`` gives up (503);
-after :meth:`AdmissionController.start_drain` nothing new is admitted (503) while admitted
-requests finish. Nothing ever waits without a bound.
+queue is refused at once (:class:`Rejected` ``queue_full``, HTTP 429); one that waited longer than
+``queue_timeout`` gives up (``queue_timeout``, 503); after :meth:`AdmissionController.start_drain`
+nothing new is admitted (``draining``, 503) while admitted requests finish. Nothing waits unbounded.
 
 Budgeting audio seconds keeps a burst of long uploads from taking every slot (and the engine)
 for minutes: two one-hour files may fill a two-hour budget while short requests still get in
@@ -19,12 +19,18 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["AdmissionController", "RejectReason", "Rejected"]
+
+RejectReason = Literal["queue_full", "queue_timeout", "draining"]
+"""Why admission refused: no room in the queue (retry later), no room within the wait, shutting down."""
 
 
 class Rejected(Exception):
-    """Admission refused. ``reason`` is ``"queue_full"``, ``"queue_timeout"`` or ``"draining"``."""
+    """Admission refused; ``reason`` (:data:`RejectReason`) says why, the message what to do."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: RejectReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 

@@ -1,9 +1,9 @@
-"""The pod's view of its gateway workers: requests in flight and model health over all of them.
+"""The pod's view of its worker processes: requests in flight and model health over all of them.
 
 With ``WHISPER_GATEWAY_WORKERS`` > 1 each worker process judges the model on its own, and a worker
 that serves nothing cannot tell "the model is busy with another worker's hour-long upload" from
 "the model is dead". Every worker already writes its metrics to prometheus-client's multiprocess
-directory (:mod:`whisper_build.serving.gateway.metrics`), so the pod-wide figures are there:
+directory (:func:`multiprocess_dir`), so the pod-wide figures are there:
 ``whisper_gateway_inflight_requests`` summed over live workers and ``whisper_gateway_model_healthy``
 the minimum over live workers. :class:`PodView` reads them (at most every ``cache_seconds``), so
 that a canary that waits behind any worker's requests counts as busy-not-dead, and ``/ping``
@@ -12,14 +12,19 @@ answers the same from every worker. Without multiprocess mode (one process) it i
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from whisper_build.contracts.gateway_metrics import HEALTHY, INFLIGHT
-from whisper_build.serving.gateway.metrics import multiprocess_dir
 
-__all__ = ["PodState", "PodView"]
+__all__ = ["PodState", "PodView", "multiprocess_dir"]
+
+
+def multiprocess_dir() -> str | None:
+    """``PROMETHEUS_MULTIPROC_DIR`` when prometheus-client's multiprocess mode is on, else ``None``."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 @dataclass(frozen=True)
