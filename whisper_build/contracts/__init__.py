@@ -5,4 +5,5 @@ Standard library only, importing nothing of the tree, so every layer above may i
 
 - ``engines`` — :data:`~whisper_build.contracts.engines.EngineKind`, the engines a GPU group can serve.
 - ``gateway_metrics`` — the gateway gauges' names that bulk reads.
+- ``error_codes`` — :class:`~whisper_build.contracts.error_codes.ErrorCode`, what every front end answers with.
 """

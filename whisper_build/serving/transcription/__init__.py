@@ -8,10 +8,9 @@ Transport-agnostic: imports no web framework and nothing of ``whisper_build.serv
 - ``recovery`` — the wrapper that retries a window batch once on the model loaded again.
 - ``windows`` — the window pipeline (:class:`~.windows.Transcriber`).
 - ``formats`` — the response formats table (:data:`~.formats.FORMATS`).
-- ``service`` — :class:`~.service.TranscriptionService`: admission, timeouts, failure accounting.
+- ``service`` — :class:`~.service.TranscriptionService`: admission, timeouts, failure accounting;
+  ``metrics`` — :class:`~.metrics.TranscriptionMetrics`, the counters a front end implements.
 - ``admission`` — the requests and audio-seconds budget, drain; ``health`` — model health, canary;
   ``triton_load`` — Triton's view of the model's load; ``pod_view`` — pod-wide figures over workers.
-- ``metrics`` — :class:`~.metrics.TranscriptionMetrics`, the counters a front end implements.
-
 Docs: docs/gateway.md, "What happens to a request".
 """
