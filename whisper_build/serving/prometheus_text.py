@@ -1,7 +1,7 @@
 """Reading a Prometheus text endpoint (``/metrics``) from this process: the URL check and one fetch.
 
 Used where one component reads another's metrics at run time: the gateway reads Triton's
-(``gateway/triton_load.py``), a bulk worker a sharing gateway's (``bulk/yielding.py``).
+(``transcription/triton_load.py``), a bulk worker a sharing gateway's (``bulk/yielding.py``).
 """
 
 from __future__ import annotations
