@@ -72,7 +72,8 @@ def test_a_new_table_entry_with_a_bulk_file_is_written_by_a_job(with_lines: None
 
 
 def test_the_table_holds_the_openai_formats_and_the_bulk_files() -> None:
-    assert formats.names() == ("json", "text", "srt", "verbose_json", "vtt")
+    assert formats.names() == ("json", "text", "srt", "verbose_json", "vtt", "diarized_json", "rttm")
+    assert formats.names(lambda f: f.speakers) == ("diarized_json", "rttm")
     assert formats.names(lambda f: f.streamable) == ("json", "text")
     assert formats.names(lambda f: f.words) == ("verbose_json",)
     # the stream's events carry plain text: nothing that needs segment times is streamable
@@ -82,10 +83,12 @@ def test_the_table_holds_the_openai_formats_and_the_bulk_files() -> None:
         "srt": "transcript.srt",
         "verbose_json": "transcript.json",
         "vtt": "transcript.vtt",
+        "diarized_json": "transcript.diarized.json",
+        "rttm": "speakers.rttm",
     }
     transcript = Transcript("a b", [Segment(0.0, 1.0, "a b")], 1.0, "en")
     bulk = render_outputs(transcript.segments, 1.0, "en", JobOptions())
     assert bulk["txt"] == (b"a b\n", "text/plain; charset=utf-8")
     assert bulk["vtt"][1] == "text/vtt" and bulk["srt"][1] == "application/x-subrip"
-    with pytest.raises(ValueError, match="use one of json, text, srt, verbose_json, vtt"):
+    with pytest.raises(ValueError, match="use one of json, text, srt, verbose_json, vtt, diarized_json, rttm"):
         formats.lookup("docx")

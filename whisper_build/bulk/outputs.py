@@ -18,4 +18,4 @@ def render_outputs(
     """
     text = " ".join(s.text for s in segments if s.text)
     transcript = Transcript(text, segments, duration, language, task=options.task, words=options.word_timestamps)
-    return {key: (f.bulk_body(transcript), f.media_type) for key, f in bulk_files().items()}
+    return {key: (f.bulk_body(transcript), f.media_type) for key, f in bulk_files(speakers=False).items()}
