@@ -14,7 +14,13 @@ import numpy.typing as npt
 
 from whisper_build.serving.audio import AudioError, decode_audio, decode_base64
 
-__all__ = ["MAX_KNOWN_SPEAKERS", "MAX_REFERENCE_SECONDS", "MIN_REFERENCE_SECONDS", "SpeakerReferenceError", "known_speakers"]
+__all__ = [
+    "MAX_KNOWN_SPEAKERS",
+    "MAX_REFERENCE_SECONDS",
+    "MIN_REFERENCE_SECONDS",
+    "SpeakerReferenceError",
+    "known_speakers",
+]
 
 MAX_KNOWN_SPEAKERS = 4
 MIN_REFERENCE_SECONDS = 2.0
