@@ -18,7 +18,12 @@ import pytest
 import soundfile as sf
 import speaker_support as support
 from gateway_server import running_gateway
-from openai.types.audio import TranscriptionDiarized
+from openai.types.audio import (
+    TranscriptionDiarized,
+    TranscriptionTextDeltaEvent,
+    TranscriptionTextDoneEvent,
+    TranscriptionTextSegmentEvent,
+)
 
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -65,6 +70,22 @@ def test_diarized_json_names_known_speakers_as_the_openai_client_parses_it(clien
     ]
     right = sum((s.end - s.start) for s, (_, _, true) in zip(result.segments, said, strict=True) if s.speaker == true)
     assert right / sum(s.end - s.start for s in result.segments) > 0.9
+
+
+def test_a_diarized_stream_sends_deltas_then_speaker_segments(client: openai.OpenAI) -> None:
+    events = list(
+        client.audio.transcriptions.create(
+            file=_file("male_male"), model="whisper", response_format="diarized_json", stream=True
+        )
+    )
+    kinds = [type(e) for e in events]
+    first_segment = kinds.index(TranscriptionTextSegmentEvent)
+    assert set(kinds[:first_segment]) == {TranscriptionTextDeltaEvent}
+    assert set(kinds[first_segment:-1]) == {TranscriptionTextSegmentEvent}
+    assert kinds[-1] is TranscriptionTextDoneEvent
+    segments = [e for e in events if isinstance(e, TranscriptionTextSegmentEvent)]
+    assert {s.speaker for s in segments} == {"A", "B"}
+    assert "".join(s.text for s in segments).strip() == events[-1].text  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("dialogue", ["male_female", "male_male"])

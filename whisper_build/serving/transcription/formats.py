@@ -77,7 +77,8 @@ class ResponseFormat:
         media_type: the body's media type (HTTP ``Content-Type``, the bulk object's content type).
         needs_timestamps: the body shows segment times.
         words: the body can carry word timestamps (``timestamp_granularities[]=word``).
-        streamable: ``stream=true`` may ask for it (the events carry plain text only).
+        streamable: ``stream=true`` may ask for it (the events carry plain text, and speaker
+            segments for a format with speakers).
         bulk: the file a bulk job writes for it, or ``None``.
         speakers: the body needs speaker labels (asking for it turns diarization on).
     """
@@ -235,26 +236,30 @@ def to_diarized_json(t: Transcript) -> bytes:
     Segments are the transcript cut at speaker changes, ids ``seg_0``, ``seg_1``, …, texts with a
     leading space as OpenAI sends them.
     """
-    pieces = _speakers(t).pieces
     return to_json_bytes(
         {
             "task": "transcribe",
             "duration": round(t.duration, 3),
             "text": t.text,
-            "segments": [
-                {
-                    "type": "transcript.text.segment",
-                    "id": f"seg_{i}",
-                    "start": round(p.start, 3),
-                    "end": round(p.end, 3),
-                    "speaker": p.speaker,
-                    "text": " " + p.text,
-                }
-                for i, p in enumerate(pieces)
-            ],
+            "segments": diarized_segments(_speakers(t)),
             "usage": usage(t.duration),
         }
     )
+
+
+def diarized_segments(speakers: Speakers) -> list[dict[str, object]]:
+    """OpenAI's ``transcript.text.segment`` objects (``diarized_json``'s segments and the stream's events)."""
+    return [
+        {
+            "type": "transcript.text.segment",
+            "id": f"seg_{i}",
+            "start": round(p.start, 3),
+            "end": round(p.end, 3),
+            "speaker": p.speaker,
+            "text": " " + p.text,
+        }
+        for i, p in enumerate(speakers.pieces)
+    ]
 
 
 def to_rttm(t: Transcript, file_id: str = "audio") -> str:
@@ -291,6 +296,7 @@ FORMATS: dict[str, ResponseFormat] = {
         ),
         ResponseFormat(
             "diarized_json", to_diarized_json, "application/json", needs_timestamps=True, speakers=True,
+            streamable=True,
             bulk=BulkFile("diarized_json", "transcript.diarized.json"),
         ),
         ResponseFormat(

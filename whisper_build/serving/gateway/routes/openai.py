@@ -129,7 +129,13 @@ async def _audio(
         return data
 
     if stream:
-        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, options))
+
+        async def turns() -> list[Turn]:
+            assert diarized is not None  # set when the upload was read, before the first event
+            return await diarized
+
+        speaker_turns = None if speaker_options is None else turns
+        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, decoded), speaker_turns)
     try:
         result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, decoded))
     except BaseException:

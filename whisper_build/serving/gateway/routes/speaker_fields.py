@@ -125,9 +125,9 @@ async def speaker_fields(request: Request) -> SpeakerRequest:
         raise _bad(
             f"max_speakers ({high}) is below min_speakers ({low}): send max_speakers ≥ min_speakers", "max_speakers"
         )
-    if not on and (names or references or low_sent or high_sent):
+    if not on and (low_sent or high_sent):  # known speakers without speakers on stay ignored, as before
         raise _bad(
-            "speaker fields need speakers on: send response_format=diarized_json or a <model>-diarize model",
+            "min_speakers/max_speakers need speakers on: send response_format=diarized_json or a <model>-diarize model",
             "response_format",
         )
     if alias:
