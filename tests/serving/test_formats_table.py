@@ -63,7 +63,10 @@ def test_a_new_table_entry_is_listed_and_the_stream_reads_its_flag(
     monkeypatch.setitem(formats.FORMATS, "lines", ResponseFormat(**{**LINES.__dict__, "streamable": True}))
     streamed = post({"response_format": "lines", "stream": "true"})
     assert streamed.status_code == 200 and "transcript.text.done" in streamed.text
-    assert "json or text or diarized_json or lines" in post({"response_format": "srt", "stream": "true"}).json()["error"]["message"]
+    assert (
+        "json or text or diarized_json or lines"
+        in post({"response_format": "srt", "stream": "true"}).json()["error"]["message"]
+    )
 
 
 def test_a_new_table_entry_with_a_bulk_file_is_written_by_a_job(with_lines: None) -> None:
