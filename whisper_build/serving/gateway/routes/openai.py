@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
+from whisper_build.serving.audio import AudioError
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.diarization.assign import label_segments
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
@@ -142,7 +143,12 @@ async def _audio(
         if diarized is not None:
             diarized.cancel()
         raise
-    labelled = None if diarized is None else label_segments(result.segments, await diarized)
+    labelled = None
+    if diarized is not None:
+        try:
+            labelled = label_segments(result.segments, await diarized)
+        except AudioError as exc:  # decoded for the windows, yet not whole: answered as the windows' errors are
+            raise pipeline.failure(exc) from exc
     transcript = formats.Transcript(
         result.text,
         result.segments,
