@@ -77,6 +77,8 @@ def test_a_new_table_entry_with_a_bulk_file_is_written_by_a_job(with_lines: None
 def test_the_table_holds_the_openai_formats_and_the_bulk_files() -> None:
     assert formats.names() == ("json", "text", "srt", "verbose_json", "vtt", "diarized_json", "rttm")
     assert formats.names(lambda f: f.speakers) == ("diarized_json", "rttm")
+    suffixes = [f.bulk.suffix for f in formats.bulk_files().values() if f.bulk is not None]
+    assert len(set(suffixes)) == len(suffixes) and ".diarized.json" in suffixes  # make fetch: one file each
     assert formats.names(lambda f: f.streamable) == ("json", "text", "diarized_json")
     assert formats.names(lambda f: f.words) == ("verbose_json",)
     # the stream's events carry plain text (and speaker segments): nothing else that needs times is streamable

@@ -212,6 +212,8 @@ def fetch(target: Target, out: Path) -> dict[str, int]:
         base.parent.mkdir(parents=True, exist_ok=True)
         if record.state == "completed":
             for name, file in OUTPUT_FILES.items():
+                if name not in record.outputs:
+                    continue  # a format this job did not ask for (speakers)
                 prefix = record.outputs[name][: -len(file)]
                 body = target.store.s3.get_object(Bucket=target.store.bucket, Key=prefix + file)["Body"].read()
                 Path(f"{base}{FETCH_SUFFIXES[name]}").write_bytes(body)

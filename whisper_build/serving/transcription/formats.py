@@ -63,8 +63,8 @@ class BulkFile:
 
     @property
     def suffix(self) -> str:
-        """The file name's suffix (``make fetch`` names the local copy ``<input><suffix>``)."""
-        return PurePosixPath(self.name).suffix
+        """The file name's suffixes (``make fetch`` names the local copy ``<input><suffix>``): ``.diarized.json``."""
+        return "".join(PurePosixPath(self.name).suffixes)
 
 
 @dataclass(frozen=True)
