@@ -56,6 +56,12 @@ def test_a_reference_of_an_absent_voice_names_nobody(model: SpeakerModel) -> Non
     assert {t.speaker for t in turns} == {"A", "B"}
 
 
+def test_audio_past_full_scale_and_silence_are_diarized(model: SpeakerModel) -> None:
+    loud = support.samples("ref_kal") * 3.0  # a float WAV or a resampler's overshoot can pass ±1
+    assert {t.speaker for t in model.diarize(loud)} == {"A"}
+    assert model.diarize(np.zeros(16000 * 3, dtype=np.float32)) == []
+
+
 def test_max_speakers_caps_the_count(model: SpeakerModel) -> None:
     turns = model.diarize(support.samples("three_speakers"), SpeakerOptions(max_speakers=2))
     assert len({t.speaker for t in turns}) == 2

