@@ -1,7 +1,7 @@
 """The speaker fields of ``POST /v1/audio/transcriptions``: when diarization runs, and what it is given.
 
-Speakers are on for ``response_format=diarized_json`` (or ``rttm``) and for a ``<model>-diarize``
-alias (then ``verbose_json``, ``srt`` and ``vtt`` carry speakers too). OpenAI's fields:
+Speakers are on for ``response_format=diarized_json`` (or ``rttm``), and with a ``<model>-diarize``
+alias for ``verbose_json``, ``srt`` and ``vtt`` too (``json``/``text``: not diarized). OpenAI's fields:
 ``known_speaker_names[]`` + ``known_speaker_references[]``, ``chunking_strategy`` (validated, not
 applied: the gateway cuts its own windows); its refusals for the diarizing model (``prompt``,
 ``include[]=logprobs``, ``timestamp_granularities[]``) answer 400 for the alias (words stay allowed
@@ -117,7 +117,8 @@ async def speaker_fields(request: Request) -> SpeakerRequest:
     model = form.get("model")
     alias = isinstance(model, str) and model.endswith(DIARIZE_SUFFIX)
     chosen = formats.FORMATS.get(str(form.get("response_format", "json")))
-    on = alias or (chosen is not None and chosen.speakers)
+    # the alias tags formats with times (verbose_json, srt, vtt); json and text have nowhere to show speakers
+    on = chosen is not None and (chosen.speakers or (alias and chosen.needs_timestamps))
     names, references = _texts(form, "known_speaker_names"), _texts(form, "known_speaker_references")
     low, low_sent = _count(form, "min_speakers", 1)
     high, high_sent = _count(form, "max_speakers", MAX_SPEAKERS)
@@ -125,7 +126,7 @@ async def speaker_fields(request: Request) -> SpeakerRequest:
         raise _bad(
             f"max_speakers ({high}) is below min_speakers ({low}): send max_speakers ≥ min_speakers", "max_speakers"
         )
-    if not on and (low_sent or high_sent):  # known speakers without speakers on stay ignored, as before
+    if not on and not alias and (low_sent or high_sent):  # known speakers without speakers on stay ignored, as before
         raise _bad(
             "min_speakers/max_speakers need speakers on: send response_format=diarized_json or a <model>-diarize model",
             "response_format",
