@@ -63,7 +63,10 @@ def test_a_new_table_entry_is_listed_and_the_stream_reads_its_flag(
     monkeypatch.setitem(formats.FORMATS, "lines", ResponseFormat(**{**LINES.__dict__, "streamable": True}))
     streamed = post({"response_format": "lines", "stream": "true"})
     assert streamed.status_code == 200 and "transcript.text.done" in streamed.text
-    assert "json or text or lines" in post({"response_format": "srt", "stream": "true"}).json()["error"]["message"]
+    assert (
+        "json or text or diarized_json or lines"
+        in post({"response_format": "srt", "stream": "true"}).json()["error"]["message"]
+    )
 
 
 def test_a_new_table_entry_with_a_bulk_file_is_written_by_a_job(with_lines: None) -> None:
@@ -72,20 +75,25 @@ def test_a_new_table_entry_with_a_bulk_file_is_written_by_a_job(with_lines: None
 
 
 def test_the_table_holds_the_openai_formats_and_the_bulk_files() -> None:
-    assert formats.names() == ("json", "text", "srt", "verbose_json", "vtt")
-    assert formats.names(lambda f: f.streamable) == ("json", "text")
+    assert formats.names() == ("json", "text", "srt", "verbose_json", "vtt", "diarized_json", "rttm")
+    assert formats.names(lambda f: f.speakers) == ("diarized_json", "rttm")
+    suffixes = [f.bulk.suffix for f in formats.bulk_files().values() if f.bulk is not None]
+    assert len(set(suffixes)) == len(suffixes) and ".diarized.json" in suffixes  # make fetch: one file each
+    assert formats.names(lambda f: f.streamable) == ("json", "text", "diarized_json")
     assert formats.names(lambda f: f.words) == ("verbose_json",)
-    # the stream's events carry plain text: nothing that needs segment times is streamable
-    assert not formats.names(lambda f: f.streamable and f.needs_timestamps)
+    # the stream's events carry plain text (and speaker segments): nothing else that needs times is streamable
+    assert not formats.names(lambda f: f.streamable and f.needs_timestamps and not f.speakers)
     assert OUTPUT_FILES == {
         "txt": "transcript.txt",
         "srt": "transcript.srt",
         "verbose_json": "transcript.json",
         "vtt": "transcript.vtt",
+        "diarized_json": "transcript.diarized.json",
+        "rttm": "speakers.rttm",
     }
     transcript = Transcript("a b", [Segment(0.0, 1.0, "a b")], 1.0, "en")
     bulk = render_outputs(transcript.segments, 1.0, "en", JobOptions())
     assert bulk["txt"] == (b"a b\n", "text/plain; charset=utf-8")
     assert bulk["vtt"][1] == "text/vtt" and bulk["srt"][1] == "application/x-subrip"
-    with pytest.raises(ValueError, match="use one of json, text, srt, verbose_json, vtt"):
+    with pytest.raises(ValueError, match="use one of json, text, srt, verbose_json, vtt, diarized_json, rttm"):
         formats.lookup("docx")

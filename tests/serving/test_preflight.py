@@ -18,6 +18,7 @@ from whisper_build.podstart.preflight import (
     run_preflight,
 )
 from whisper_build.release.manifest import EngineManifest, write_manifest
+from whisper_build.serving.diarization.weights import WEIGHTS
 
 MODEL = "large-v3-turbo"
 BUCKET = "model-bucket-123"
@@ -389,3 +390,14 @@ def test_exec_replaces_the_process_after_a_passed_check_only(tmp_path: Path, mon
     main([*args, "--exec", *supervisor])
     assert calls == [("python3", supervisor)]
     assert resolved.read_text() == str(folder / "model_repository")
+
+
+def test_a_speaker_weight_file_off_its_pin_fails_the_preflight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "ctranslate2"
+    folder.mkdir()
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.json", "preprocessor_config.json"):
+        (folder / name).write_text("x")
+    relative, _ = WEIGHTS["silero_vad"]
+    monkeypatch.setitem(WEIGHTS, "silero_vad", (relative, "0" * 64))
+    with pytest.raises(PreflightError, match=r"speaker model weights: silero_vad/data/silero_vad\.jit has sha256"):
+        run_preflight(_ct2_target(tmp_path), compute_capability=_never_queried, trtllm_version=_never_queried)

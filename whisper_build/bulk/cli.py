@@ -25,7 +25,7 @@ from rich.progress import track
 
 from whisper_build.bulk.aws import JobQueue, JobStore, clients
 from whisper_build.bulk.listing import CurrentJob, current_jobs, progress_line, status_records, total_line
-from whisper_build.bulk.messages import JobMessage, JobOptions
+from whisper_build.bulk.messages import JobMessage, JobOptions, SpeakerJob
 from whisper_build.bulk.records import OUTPUT_FILES, JobStatus
 from whisper_build.deploy.credentials import credential_problem, is_credential_error
 from whisper_build.serving.transcription.formats import bulk_files
@@ -212,6 +212,8 @@ def fetch(target: Target, out: Path) -> dict[str, int]:
         base.parent.mkdir(parents=True, exist_ok=True)
         if record.state == "completed":
             for name, file in OUTPUT_FILES.items():
+                if name not in record.outputs:
+                    continue  # a format this job did not ask for (speakers)
                 prefix = record.outputs[name][: -len(file)]
                 body = target.store.s3.get_object(Bucket=target.store.bucket, Key=prefix + file)["Body"].read()
                 Path(f"{base}{FETCH_SUFFIXES[name]}").write_bytes(body)
@@ -240,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--prompt", default="")
     sub.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")
     sub.add_argument("--word-timestamps", action="store_true")
+    sub.add_argument("--speakers", action="store_true", help="diarize: diarized_json, rttm, speaker-tagged srt/vtt")
+    sub.add_argument("--min-speakers", type=int, default=1)
+    sub.add_argument("--max-speakers", type=int, default=15)
     commands.add_parser("jobs", help="counts per state, queue, failures, progress")
     get = commands.add_parser("fetch", help="download final results")
     get.add_argument("--out", required=True, type=Path)
@@ -250,8 +255,13 @@ def run(args: argparse.Namespace) -> None:
     """One command against :func:`resolve`'s target."""
     target = resolve(args)
     if args.command == "submit":
+        speakers = SpeakerJob(min_speakers=args.min_speakers, max_speakers=args.max_speakers) if args.speakers else None
         options = JobOptions(
-            language=args.language, prompt=args.prompt, task=args.task, word_timestamps=args.word_timestamps
+            language=args.language,
+            prompt=args.prompt,
+            task=args.task,
+            word_timestamps=args.word_timestamps,
+            speakers=speakers,
         )
         submit(target, args.src, options)
     elif args.command == "jobs":

@@ -33,7 +33,7 @@ from whisper_build.bulk import metrics
 from whisper_build.bulk.admission import ActiveJobs
 from whisper_build.bulk.aws import JobQueue, JobStore, ObjectInfo, Received
 from whisper_build.bulk.messages import JobMessage, JobOptions
-from whisper_build.bulk.outputs import render_outputs
+from whisper_build.bulk.outputs import diarize_file, render_outputs
 from whisper_build.bulk.records import (
     CHECKPOINT_FILE,
     LEASE_FILE,
@@ -56,6 +56,7 @@ from whisper_build.serving.audio import (
     open_audio_file,
 )
 from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.diarization.speakers import Turn
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.transcription.backend import BackendError, BackendRejected
 from whisper_build.serving.transcription.windows import Transcriber, WindowRequest
@@ -125,7 +126,8 @@ def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
 
 def decode_options(options: JobOptions) -> DecodeOptions:
     """What every window of a job asks the model for: the gateway's options (:meth:`DecodeOptions.transcript`)."""
-    return DecodeOptions.transcript(word_timestamps=options.word_timestamps, temperature=options.temperature)
+    words = options.word_timestamps or options.speakers is not None  # speakers are given word by word
+    return DecodeOptions.transcript(word_timestamps=words, temperature=options.temperature)
 
 
 class JobRunner:
@@ -284,11 +286,14 @@ class JobRunner:
                 raise
             finally:
                 stream.close()
+            turns = None
+            if stopped is None and job.options.speakers is not None:
+                turns = await asyncio.to_thread(diarize_file, path, job.options.speakers)
         finally:
             path.unlink(missing_ok=True)
         if stopped is not None:
             return stopped
-        return await self._complete(prefix, status, checkpoint, stream.seconds, job, started)
+        return await self._complete(prefix, status, checkpoint, stream.seconds, job, started, turns)
 
     async def _groups(
         self,
@@ -364,11 +369,19 @@ class JobRunner:
         await self._io(self.queue.send, follow.to_body())
 
     async def _complete(
-        self, prefix: str, status: JobStatus, checkpoint: Checkpoint, duration: float, job: JobMessage, started: float
+        self,
+        prefix: str,
+        status: JobStatus,
+        checkpoint: Checkpoint,
+        duration: float,
+        job: JobMessage,
+        started: float,
+        turns: list[Turn] | None = None,
     ) -> Outcome:
         segments = checkpoint.typed_segments()
-        files = output_files()
-        for name, (body, content_type) in render_outputs(segments, duration, checkpoint.language, job.options).items():
+        rendered = render_outputs(segments, duration, checkpoint.language, job.options, turns)
+        files = {name: file for name, file in output_files().items() if name in rendered}
+        for name, (body, content_type) in rendered.items():
             await self._io(self.store.put, prefix + files[name], body, content_type)
         status.state, status.audio_seconds, status.progress_seconds = "completed", duration, duration
         status.windows, status.wall_seconds = checkpoint.windows, checkpoint.wall_seconds

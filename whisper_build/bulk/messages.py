@@ -18,7 +18,7 @@ import json
 from typing import Any, Literal
 from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from whisper_build.serving.prompt import normalize_language
 
@@ -31,6 +31,24 @@ class BadMessage(ValueError):
     """The SQS body is not an S3 event, a test event or a job message; the text says what is wrong."""
 
 
+class SpeakerJob(BaseModel):
+    """Speakers for a job (``diarized_json``, speaker-tagged srt/vtt/verbose_json, ``speakers.rttm``).
+
+    Attributes: ``min_speakers``/``max_speakers``: bounds of the clustering's estimate (1-15).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_speakers: int = Field(1, ge=1, le=15)
+    max_speakers: int = Field(15, ge=1, le=15)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SpeakerJob:
+        if self.max_speakers < self.min_speakers:
+            raise ValueError(f"max_speakers ({self.max_speakers}) is below min_speakers ({self.min_speakers})")
+        return self
+
+
 class JobOptions(BaseModel):
     """What changes the result of a job (all of it goes into the job id).
 
@@ -40,6 +58,7 @@ class JobOptions(BaseModel):
         task: ``transcribe`` or ``translate`` (to English).
         word_timestamps: word timings in ``verbose_json`` (ctranslate2 engine only).
         temperature: first decoding temperature (0-1; the model's fallback goes up from it).
+        speakers: diarize the file and write the speaker outputs (``None``: no speakers).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,6 +68,7 @@ class JobOptions(BaseModel):
     task: Literal["transcribe", "translate"] = "transcribe"
     word_timestamps: bool = False
     temperature: float = Field(0.0, ge=0.0, le=1.0)
+    speakers: SpeakerJob | None = None
 
     @field_validator("language")
     @classmethod

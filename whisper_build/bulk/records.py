@@ -49,10 +49,15 @@ JOB_ID_LENGTH = 16
 
 
 def job_id(bucket: str, key: str, identity: str, model: str, options: JobOptions) -> str:
-    """Hex digest (16 characters) of everything that makes the result: input, its version, model, options."""
+    """Hex digest (16 characters) of everything that makes the result: input, its version, model, options.
+
+    ``speakers`` counts only when set, so jobs without speakers keep the ids they had before it existed.
+    """
+    dumped = options.model_dump()
+    if dumped.get("speakers") is None:
+        dumped.pop("speakers", None)
     material = json.dumps(
-        {"bucket": bucket, "key": key, "identity": identity, "model": model, "options": options.model_dump()},
-        sort_keys=True,
+        {"bucket": bucket, "key": key, "identity": identity, "model": model, "options": dumped}, sort_keys=True
     )
     return hashlib.sha256(material.encode()).hexdigest()[:JOB_ID_LENGTH]
 

@@ -29,6 +29,7 @@ from settings.schema import WHISPER_MODELS
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.engine_build.trtllm_support import engine_builder_refusal
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
+from whisper_build.serving.diarization.weights import check_weights
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
 """Environment variable holding the image's TensorRT-LLM version (set in the serving image)."""
@@ -477,9 +478,11 @@ def run_preflight(
             manifest's GPU architecture, model, engine or TensorRT-LLM version does not match;
             for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing;
             for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
+            Also: a speaker-model weight file differs from its pin.
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
 
-    Checks, in order: an image whose TensorRT-LLM is newer than the last release with the
+    Checks, in order: the speaker model's weight files match their sha256 pins
+    (:func:`whisper_build.serving.diarization.weights.check_weights`); an image whose TensorRT-LLM is newer than the last release with the
     TensorRT-engine backend (1.3.0rc20, :mod:`whisper_build.release.engine_build.trtllm_support`) is
     refused first, naming that version and ``serving_engine: torch`` as the way out; then (1) the mount
     is not empty and ``current.json`` names a version folder that exists; (2) that version's
@@ -496,6 +499,8 @@ def run_preflight(
     ``models/<model>/hf/``, checked by :func:`check_hf_checkpoint` (pickled ``pytorch_model.bin`` is
     refused: loading a pickle runs code).
     """
+    if speaker_problems := check_weights():  # the gateway's speaker model (diarization), whatever the engine
+        raise PreflightError("speaker model weights: " + "; ".join(speaker_problems))
     layout = profile(target.engine).layout
     if layout == "conversion":
         return _check_ctranslate2(target)

@@ -1,7 +1,8 @@
 """``stream=true`` on ``POST /v1/audio/transcriptions``: OpenAI's transcript events as server-sent events.
 
 The events are those of openai-python's ``TranscriptionStreamEvent``, framed by ``sse-starlette``:
-a ``transcript.text.delta`` per window group with text, then ``transcript.text.done`` with
+a ``transcript.text.delta`` per window group with text (then, for ``diarized_json``, one
+``transcript.text.segment`` per speaker segment), then ``transcript.text.done`` with
 ``usage``, or one ``error`` event on a failure after the stream started. Failures before the first
 byte are ordinary HTTP errors. Entry points: :func:`transcript_stream`, :func:`parse_stream_flag`;
 the event shapes and limits: :func:`transcript_stream`'s docstring.
@@ -21,8 +22,11 @@ from starlette.types import Receive, Scope, Send
 
 from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.audio import AudioError, AudioStream
+from whisper_build.serving.diarization.assign import label_segments
+from whisper_build.serving.diarization.speakers import Turn
 from whisper_build.serving.gateway.errors import ApiError, openai_error_body
 from whisper_build.serving.gateway.pipeline import Pipeline
+from whisper_build.serving.results import Segment
 from whisper_build.serving.transcription import formats
 from whisper_build.serving.transcription.backend import BackendError
 from whisper_build.serving.transcription.windows import GroupResult, Transcriber, WindowRequest
@@ -99,13 +103,20 @@ def _usage(audio_seconds: float, text_tokens: int) -> dict[str, object]:
 
 
 async def _events(
-    pipeline: Pipeline, route: str, transcriber: Transcriber, opened: _Opened, request: WindowRequest
+    pipeline: Pipeline,
+    route: str,
+    transcriber: Transcriber,
+    opened: _Opened,
+    request: WindowRequest,
+    speakers: Callable[[], Awaitable[list[Turn]]] | None,
 ) -> AsyncIterator[ServerSentEvent]:
     text, tokens, sent_seconds = "", 0, 0.0
     temperatures: list[float] = []
+    segments: list[Segment] = []
     try:
         async with aclosing(transcriber.results(opened.stream, request)) as results:
             async for group in results:
+                segments += group.segments if speakers is not None else []
                 temperatures += group.temperatures
                 sent_seconds += _seconds(group)
                 tokens += sum(len(s.tokens) for s in group.segments)
@@ -114,6 +125,9 @@ async def _events(
                     delta = f" {piece}" if text else piece
                     text += delta
                     yield _event({"type": "transcript.text.delta", "delta": delta})
+        if speakers is not None:  # speakers exist once the whole file is clustered
+            for segment in formats.diarized_segments(label_segments(segments, await speakers())):
+                yield _event(segment)
         yield _event({"type": "transcript.text.done", "text": text, "usage": _usage(sent_seconds, tokens)})
         pipeline.count(route, opened.stream.seconds, temperatures)
     except (BackendError, AudioError, TimeoutError) as exc:
@@ -153,7 +167,11 @@ class _TranscriptEvents(EventSourceResponse):
 
 
 async def transcript_stream(
-    pipeline: Pipeline, route: str, read_audio: Callable[[], Awaitable[bytes]], request: WindowRequest
+    pipeline: Pipeline,
+    route: str,
+    read_audio: Callable[[], Awaitable[bytes]],
+    request: WindowRequest,
+    speakers: Callable[[], Awaitable[list[Turn]]] | None = None,
 ) -> EventSourceResponse:
     """Admit the upload and answer its transcript as OpenAI transcript events (see the module docstring).
 
@@ -166,6 +184,9 @@ async def transcript_stream(
     * ``{"type": "transcript.text.delta", "delta": "..."}`` per window group whose text is not empty,
       in audio order, as soon as the model answered it; a delta after the first starts with one
       space, so the deltas joined are exactly the text of the same request without ``stream``;
+    * with ``speakers`` (``response_format=diarized_json``): after the last delta, once the whole file
+      is clustered, one ``transcript.text.segment`` event per speaker segment, as in ``diarized_json``
+      (deltas go out per window group without ``segment_id``: speakers are not known yet);
     * then ``{"type": "transcript.text.done", "text": "...", "usage": {...}}`` with ``usage`` in the
       shape of that type's ``Usage`` (``type: "tokens"``): ``output_tokens`` = text tokens the model
       generated, ``input_tokens`` = ``input_token_details.audio_tokens`` = Whisper encoder positions
@@ -184,5 +205,5 @@ async def transcript_stream(
     (:meth:`whisper_build.serving.transcription.windows.Transcriber.results`).
     """
     opened = await _open(pipeline, read_audio)
-    events = _events(pipeline, route, pipeline.stream_transcriber(), opened, request)
+    events = _events(pipeline, route, pipeline.stream_transcriber(), opened, request, speakers)
     return _TranscriptEvents(events, opened, pipeline.settings.graceful_shutdown_seconds)

@@ -1,6 +1,7 @@
 """The response formats: one table entry per format, every front end reads it (HTTP, stream, bulk files).
 
-Formats follow the OpenAI API reference (``response_format``: json, text, srt, verbose_json, vtt).
+Formats follow the OpenAI API reference (``response_format``: json, text, srt, verbose_json, vtt,
+diarized_json); ``rttm`` (NIST speaker turns) is ours.
 Every format renders the same decode (timestamp tokens on, docs/serving.md "One transcript per
 audio"). An entry of :data:`FORMATS` says how to render a :class:`Transcript`, its media type,
 whether it needs timestamps or carries words, whether ``stream=true`` may ask for it, and the file
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from whisper_build.serving.diarization.assign import Speakers
 from whisper_build.serving.prompt import LANGUAGE_NAMES
 from whisper_build.serving.results import Segment
 
@@ -35,6 +37,7 @@ class Transcript:
         task: ``transcribe`` or ``translate``.
         words: the request asked for word timestamps.
         line_chars: SRT/VTT cue line wrap in characters (0 = one line per cue).
+        speakers: who said what, when the request asked for speakers (else ``None``).
     """
 
     text: str
@@ -44,6 +47,7 @@ class Transcript:
     task: str = "transcribe"
     words: bool = False
     line_chars: int = 0
+    speakers: Speakers | None = None
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,8 @@ class BulkFile:
 
     @property
     def suffix(self) -> str:
-        """The file name's suffix (``make fetch`` names the local copy ``<input><suffix>``)."""
-        return PurePosixPath(self.name).suffix
+        """The file name's suffixes (``make fetch`` names the local copy ``<input><suffix>``): ``.diarized.json``."""
+        return "".join(PurePosixPath(self.name).suffixes)
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,10 @@ class ResponseFormat:
         media_type: the body's media type (HTTP ``Content-Type``, the bulk object's content type).
         needs_timestamps: the body shows segment times.
         words: the body can carry word timestamps (``timestamp_granularities[]=word``).
-        streamable: ``stream=true`` may ask for it (the events carry plain text only).
+        streamable: ``stream=true`` may ask for it (the events carry plain text, and speaker
+            segments for a format with speakers).
         bulk: the file a bulk job writes for it, or ``None``.
+        speakers: the body needs speaker labels (asking for it turns diarization on).
     """
 
     name: str
@@ -84,6 +90,7 @@ class ResponseFormat:
     words: bool = False
     streamable: bool = False
     bulk: BulkFile | None = None
+    speakers: bool = False
 
     def body(self, transcript: Transcript) -> bytes:
         """The rendered body as UTF-8 bytes."""
@@ -115,23 +122,43 @@ def _cue_text(text: str, line_chars: int) -> str:
     return "\n".join(textwrap.wrap(text, line_chars)) if line_chars > 0 else text
 
 
-def to_srt(segments: list[Segment], line_chars: int = 0) -> str:
-    """SubRip text: cues numbered from 1, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, no empty cues."""
+def _cues(segments: list[Segment], speakers: Speakers | None) -> list[tuple[float, float, str, str | None]]:
+    """``(start, end, text, speaker)`` per cue: the segments, or their speaker pieces when speakers are known."""
+    if speakers is None:
+        return [(s.start, s.end, s.text, None) for s in segments if s.text.strip()]
+    return [(p.start, p.end, p.text, p.speaker) for p in speakers.pieces if p.text.strip()]
+
+
+def to_srt(segments: list[Segment], line_chars: int = 0, speakers: Speakers | None = None) -> str:
+    """SubRip text: cues numbered from 1, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, no empty cues.
+
+    With ``speakers``: one cue per speaker piece, its text prefixed ``<speaker>: ``.
+    """
     cues = [
-        f"{i}\n{_timestamp(s.start, ',')} --> {_timestamp(s.end, ',')}\n{_cue_text(s.text, line_chars)}\n"
-        for i, s in enumerate((s for s in segments if s.text.strip()), start=1)
+        f"{i}\n{_timestamp(start, ',')} --> {_timestamp(end, ',')}\n"
+        f"{_cue_text(text if who is None else f'{who}: {text}', line_chars)}\n"
+        for i, (start, end, text, who) in enumerate(_cues(segments, speakers), start=1)
     ]
     return "\n".join(cues)
 
 
-def to_vtt(segments: list[Segment], line_chars: int = 0) -> str:
-    """WebVTT text: ``WEBVTT`` header then ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` cues, no empty cues."""
-    cues = [
-        f"{_timestamp(s.start, '.')} --> {_timestamp(s.end, '.')}\n{_cue_text(s.text, line_chars)}\n"
-        for s in segments
-        if s.text.strip()
-    ]
+def to_vtt(segments: list[Segment], line_chars: int = 0, speakers: Speakers | None = None) -> str:
+    """WebVTT text: ``WEBVTT`` header then ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` cues, no empty cues.
+
+    With ``speakers``: one cue per speaker piece in a WebVTT voice span ``<v A>…</v>``.
+    """
+    cues = []
+    for start, end, text, who in _cues(segments, speakers):
+        body = _cue_text(text, line_chars)
+        if who is not None:
+            body = f"<v {_vtt_escape(who)}>{_vtt_escape(body)}</v>"
+        cues.append(f"{_timestamp(start, '.')} --> {_timestamp(end, '.')}\n{body}\n")
     return "WEBVTT\n\n" + "\n".join(cues)
+
+
+def _vtt_escape(text: str) -> str:
+    """WebVTT cue text escapes (``&``, ``<``, ``>``) for text inside a voice span."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def language_name(code: str | None) -> str | None:
@@ -154,36 +181,93 @@ def _r(x: float | None) -> float | None:
 
 
 def to_verbose_json(t: Transcript) -> bytes:
-    """OpenAI's ``verbose_json``: task, language, duration, text, segments, usage (and ``words`` when asked)."""
+    """OpenAI's ``verbose_json``: task, language, duration, text, segments, usage (and ``words`` when asked).
+
+    With speakers (extension): ``speaker`` on every segment (the one saying most of it) and word.
+    """
+    who = t.speakers
+    segments: list[dict[str, object]] = [
+        {
+            "id": i,
+            "seek": s.seek,
+            "start": round(s.start, 3),
+            "end": round(s.end, 3),
+            "text": s.text,
+            "tokens": s.tokens,
+            "temperature": s.temperature,
+            "avg_logprob": _r(s.avg_logprob),
+            "compression_ratio": _r(s.compression_ratio),
+            "no_speech_prob": _r(s.no_speech_prob),
+            **({} if who is None else {"speaker": who.segments[i]}),
+        }
+        for i, s in enumerate(t.segments)
+    ]
     body: dict[str, object] = {
         "task": t.task,
         "language": language_name(t.language),
         "duration": round(t.duration, 3),
         "text": t.text,
-        "segments": [
-            {
-                "id": i,
-                "seek": s.seek,
-                "start": round(s.start, 3),
-                "end": round(s.end, 3),
-                "text": s.text,
-                "tokens": s.tokens,
-                "temperature": s.temperature,
-                "avg_logprob": _r(s.avg_logprob),
-                "compression_ratio": _r(s.compression_ratio),
-                "no_speech_prob": _r(s.no_speech_prob),
-            }
-            for i, s in enumerate(t.segments)
-        ],
+        "segments": segments,
         "usage": usage(t.duration),
     }
     if t.words:
         body["words"] = [
-            {"word": w.word.strip(), "start": round(w.start, 3), "end": round(w.end, 3)}
-            for s in t.segments
-            for w in s.words
+            {
+                "word": w.word.strip(),
+                "start": round(w.start, 3),
+                "end": round(w.end, 3),
+                **({} if who is None else {"speaker": who.words[i][j]}),
+            }
+            for i, s in enumerate(t.segments)
+            for j, w in enumerate(s.words)
         ]
     return to_json_bytes(body)
+
+
+def _speakers(t: Transcript) -> Speakers:
+    if t.speakers is None:
+        raise ValueError("this format needs speakers: the transcript was made without diarization")
+    return t.speakers
+
+
+def to_diarized_json(t: Transcript) -> bytes:
+    """OpenAI's ``diarized_json`` (``TranscriptionDiarized``): task, duration, text, speaker segments, usage.
+
+    Segments are the transcript cut at speaker changes, ids ``seg_0``, ``seg_1``, …, texts with a
+    leading space as OpenAI sends them.
+    """
+    return to_json_bytes(
+        {
+            "task": "transcribe",
+            "duration": round(t.duration, 3),
+            "text": t.text,
+            "segments": diarized_segments(_speakers(t)),
+            "usage": usage(t.duration),
+        }
+    )
+
+
+def diarized_segments(speakers: Speakers) -> list[dict[str, object]]:
+    """OpenAI's ``transcript.text.segment`` objects (``diarized_json``'s segments and the stream's events)."""
+    return [
+        {
+            "type": "transcript.text.segment",
+            "id": f"seg_{i}",
+            "start": round(p.start, 3),
+            "end": round(p.end, 3),
+            "speaker": p.speaker,
+            "text": " " + p.text,
+        }
+        for i, p in enumerate(speakers.pieces)
+    ]
+
+
+def to_rttm(t: Transcript, file_id: str = "audio") -> str:
+    """NIST RTTM: one ``SPEAKER <file> 1 <onset> <duration> <NA> <NA> <speaker> <NA> <NA>`` line per turn."""
+    return "".join(
+        f"SPEAKER {file_id} 1 {turn.start:.3f} {turn.end - turn.start:.3f} <NA> <NA> {turn.speaker} <NA> <NA>\n"
+        for turn in _speakers(t).turns
+    )
 
 
 FORMATS: dict[str, ResponseFormat] = {
@@ -198,7 +282,8 @@ FORMATS: dict[str, ResponseFormat] = {
             bulk=BulkFile("txt", "transcript.txt", trailing_newline=True),
         ),
         ResponseFormat(
-            "srt", lambda t: to_srt(t.segments, t.line_chars), "application/x-subrip", needs_timestamps=True,
+            "srt", lambda t: to_srt(t.segments, t.line_chars, t.speakers), "application/x-subrip",
+            needs_timestamps=True,
             bulk=BulkFile("srt", "transcript.srt"),
         ),
         ResponseFormat(
@@ -206,8 +291,16 @@ FORMATS: dict[str, ResponseFormat] = {
             bulk=BulkFile("verbose_json", "transcript.json"),
         ),
         ResponseFormat(
-            "vtt", lambda t: to_vtt(t.segments, t.line_chars), "text/vtt", needs_timestamps=True,
+            "vtt", lambda t: to_vtt(t.segments, t.line_chars, t.speakers), "text/vtt", needs_timestamps=True,
             bulk=BulkFile("vtt", "transcript.vtt"),
+        ),
+        ResponseFormat(
+            "diarized_json", to_diarized_json, "application/json", needs_timestamps=True, speakers=True,
+            streamable=True,
+            bulk=BulkFile("diarized_json", "transcript.diarized.json"),
+        ),
+        ResponseFormat(
+            "rttm", to_rttm, "text/plain; charset=utf-8", speakers=True, bulk=BulkFile("rttm", "speakers.rttm"),
         ),
     )
 }  # fmt: skip
@@ -235,6 +328,9 @@ def render(name: str, transcript: Transcript) -> bytes:
     return lookup(name).body(transcript)
 
 
-def bulk_files() -> dict[str, ResponseFormat]:
-    """The formats a bulk job writes, by :attr:`BulkFile.key` (``status.json``'s outputs), in table order."""
-    return {f.bulk.key: f for f in FORMATS.values() if f.bulk is not None}
+def bulk_files(speakers: bool = True) -> dict[str, ResponseFormat]:
+    """The formats a bulk job writes, by :attr:`BulkFile.key` (``status.json``'s outputs), in table order.
+
+    ``speakers=False``: without the formats that need speakers (a job that did not ask for them).
+    """
+    return {f.bulk.key: f for f in FORMATS.values() if f.bulk is not None and (speakers or not f.speakers)}

