@@ -3,16 +3,14 @@
 Each rule raises :class:`ValueError` naming the config fields (or chart constants) and the reason,
 so ``make synth`` fails instead of deploying an endpoint that cuts requests:
 
-* :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout: a
-  request may wait ``serving.queue_timeout_seconds`` for a slot and then run for
-  ``serving.request_timeout_seconds`` with a silent connection.
+* :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout (a
+  request's connection is silent while it waits for a slot and while it runs).
 * :func:`check_tls_idle_timeout` — an NLB TLS listener (``endpoint.certificate_arn``) has a fixed
   350 s idle timeout, so ``endpoint.idle_timeout_seconds`` must say 350 there.
 * :func:`check_keep_alive` — with ``endpoint.kind: alb`` the gateway's keep-alive exceeds the ALB
   idle timeout (else the gateway closes connections the ALB is about to reuse: sporadic 502s).
-* :func:`check_websocket_ping` — the LB idle timeout exceeds the gateway's WebSocket ping interval,
-  so a live session with no audio is not cut as idle.
-* :func:`check_deregistration_delay` — the target group's deregistration delay is within ELB's range.
+* :func:`check_websocket_ping` / :func:`check_deregistration_delay` — the LB idle timeout exceeds the
+  gateway's WebSocket ping interval (quiet live sessions stay open); the deregistration delay ≤ 3600 s.
 * :func:`check_prestop` — the preStop sleep covers the time the AWS Load Balancer Controller needs
   to deregister a terminating pod's IP target and for that to reach the load balancer.
 """

@@ -250,7 +250,7 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
     cost = cost_panels(config)
     extra: list[tuple[str, tuple[PanelSpec, ...]]] = [(COST_ROW, cost)] if cost else []
     if config.serving.realtime_max_sessions > 0:
-        extra.insert(0, (LIVE_ROW, live_panels(config)))
+        extra.insert(0, (LIVE_ROW, live_panels()))
     if config.bulk.enabled:
         extra.append((BULK_ROW, bulk_panels(config)))
     return (*rows, *extra)
@@ -259,12 +259,10 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
 LIVE_ROW = "Live transcription"
 
 
-def live_panels(config: DeploymentConfig) -> tuple[PanelSpec, ...]:
-    """The live row (``serving.realtime_max_sessions`` > 0): :class:`observability.live_queries.Live`."""
+def live_panels() -> tuple[PanelSpec, ...]:
+    """The live row (shown with ``serving.realtime_max_sessions`` > 0): :class:`observability.live_queries.Live`."""
     return (
-        PanelSpec(
-            "Open live sessions", (Target(Live.SESSIONS_ACTIVE),), threshold=float(config.serving.realtime_max_sessions)
-        ),
+        PanelSpec("Open live sessions", (Target(Live.SESSIONS_ACTIVE),)),
         PanelSpec("Sessions refused by reason", (Target(Live.SESSIONS_REFUSED),)),
         PanelSpec(
             "First delta after speech start p50 / p95",

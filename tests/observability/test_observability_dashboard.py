@@ -46,7 +46,7 @@ def _panels(model: Dashboard) -> list[Panel]:
     return [p for p in model.panels or [] if isinstance(p, Panel)]
 
 
-LIVE_TITLES = {spec.title for spec in dashboard.live_panels(load_config(DEFAULT_CONFIG_PATH))}
+LIVE_TITLES = {spec.title for spec in dashboard.live_panels()}
 """The live row's panels (their queries: observability/live_queries.py, tested in test_live_observability.py)."""
 COST_TITLES = {
     "Cost per audio hour by GPU type",
