@@ -1,9 +1,9 @@
 """Pod autoscaling per GPU group with KEDA on Amazon Managed Prometheus (AMP).
 
 Each group gets a ScaledObject whose ``prometheus`` trigger reads the group's capacity-weighted
-utilization (in-flight requests ÷ the capacity of its Ready pods,
-``observability.queries.scaling_utilization_query``) with ``metricType: Value`` and
-``threshold: autoscaling.target_utilization``: the HPA then sets
+utilization (in-flight requests ÷ the capacity of its Ready pods, plus open live sessions ÷
+``serving.realtime_max_sessions`` per Ready pod; ``observability.queries.scaling_utilization_query``)
+with ``metricType: Value`` and ``threshold: autoscaling.target_utilization``: the HPA then sets
 ``replicas = ceil(current × utilization / target)``, so the signal means the same on an A10G as on an
 L40S, whose pods declare different capacities.
 
@@ -34,7 +34,7 @@ def trigger_metadata(config: DeploymentConfig, group: GpuGroup, workspace_id: st
     return {
         "serverAddress": amp_server_address(config.region, workspace_id),
         "awsRegion": config.region,
-        "query": scaling_utilization_query(group.name),
+        "query": scaling_utilization_query(group.name, config.serving.realtime_max_sessions),
         "threshold": str(config.autoscaling.target_utilization),
         "ignoreNullValues": "false",
     }

@@ -45,8 +45,37 @@ def service_port(config: DeploymentConfig) -> int:
 
 
 def deregistration_delay_seconds(config: DeploymentConfig) -> int:
-    """Target group deregistration delay: a draining pod's in-flight requests may take the longest request."""
-    return workload.graceful_shutdown_seconds(config)
+    """Target group deregistration delay, s: from the pod's deletion until its gateway has exited.
+
+    preStop sleep + the gateway's stop (drain window, then the longest request): a live session stays
+    open through the preStop sleep and the drain window, a request admitted just before SIGTERM runs up
+    to the request timeout after it, and the load balancer must not cut either first. Range 0–3600 s
+    (AWS ELB "Target groups for your Network Load Balancers", "Deregistration delay"; checked by
+    :func:`k8s_charts.timeouts.check_deregistration_delay`).
+    """
+    return workload.PRESTOP_SLEEP_SECONDS + workload.gateway_stop_seconds(config)
+
+
+def nlb_target_group_attributes(config: DeploymentConfig) -> str:
+    """The NLB target group's attributes (``key=value,…``, the controller's annotation format).
+
+    ``target_health_state.unhealthy.connection_termination.enabled=false``: by default an NLB closes
+    every connection to a target that fails its health check, which would cut every live session of a
+    pod whose ``/ping`` fails once; off, the target goes ``unhealthy.draining`` instead — no new
+    connections, established ones kept for ``target_health_state.unhealthy.draining_interval_seconds``
+    (0–360000; set to the deregistration delay), and if it recovers it is ``healthy`` again (AWS's
+    "unhealthy.draining" launch note on repost.aws, pointing to
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-health.html#unhealthy-target-connection-termination;
+    annotation: aws-load-balancer-controller ``docs/guide/service/annotations.md``,
+    ``aws-load-balancer-target-group-attributes``). TCP and TLS target groups only, which the NLB's are.
+    """
+    delay = deregistration_delay_seconds(config)
+    return (
+        f"deregistration_delay.timeout_seconds={delay},"
+        "preserve_client_ip.enabled=false,"
+        "target_health_state.unhealthy.connection_termination.enabled=false,"
+        f"target_health_state.unhealthy.draining_interval_seconds={delay}"
+    )
 
 
 def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
@@ -64,10 +93,7 @@ def nlb_annotations(config: DeploymentConfig) -> dict[str, str]:
         f"{NLB}healthcheck-healthy-threshold": "2",
         f"{NLB}healthcheck-unhealthy-threshold": "2",
         f"{NLB}healthcheck-success-codes": "200",
-        f"{NLB}target-group-attributes": (
-            f"deregistration_delay.timeout_seconds={deregistration_delay_seconds(config)},"
-            "preserve_client_ip.enabled=false"
-        ),
+        f"{NLB}target-group-attributes": nlb_target_group_attributes(config),
         f"{NLB}attributes": "load_balancing.cross_zone.enabled=true",
         f"{NLB}additional-resource-tags": project_tags(config),
         SOURCE_RANGES: ",".join(config.endpoint_source_cidrs),
@@ -129,6 +155,12 @@ class ServingEndpoint(Construct):
     ``idle_timeout.timeout_seconds`` (default 60 s, 1–4000 s). Both come from
     ``endpoint.idle_timeout_seconds``. Annotation names: aws-load-balancer-controller
     ``docs/guide/service/annotations.md`` and ``docs/guide/ingress/annotations.md``.
+
+    Live sessions (``/v1/realtime`` WebSockets) ride the same listener: the NLB passes TCP through and the
+    ALB upgrades HTTP/1.1 connections natively (AWS ELB "Listeners for your Application Load Balancers",
+    WebSockets); the gateway's WebSocket pings (uvicorn ``ws_ping_interval``) keep a quiet session
+    under either idle timeout (:func:`k8s_charts.timeouts.check_websocket_ping`), and the NLB keeps
+    them through a failed health check (:func:`nlb_target_group_attributes`).
 
     Every AWS resource the controller creates for it carries the ``project`` tag (:func:`project_tags`).
 

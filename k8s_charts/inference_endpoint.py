@@ -218,7 +218,7 @@ def _autoscaling(
         prometheus_trigger=iec.InferenceEndpointConfigSpecAutoScalingSpecPrometheusTrigger(
             name=TRIGGER_NAME,
             server_address=amp_server_address(config.region, workspace_id),
-            query=endpoint_utilization_query(config.serving.namespace, name),
+            query=endpoint_utilization_query(config.serving.namespace, name, config.serving.realtime_max_sessions),
             target_value=scaling.target_utilization,
             metric_type=iec.InferenceEndpointConfigSpecAutoScalingSpecPrometheusTriggerMetricType.VALUE,
         ),

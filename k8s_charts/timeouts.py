@@ -3,13 +3,14 @@
 Each rule raises :class:`ValueError` naming the config fields (or chart constants) and the reason,
 so ``make synth`` fails instead of deploying an endpoint that cuts requests:
 
-* :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout: a
-  request may wait ``serving.queue_timeout_seconds`` for a slot and then run for
-  ``serving.request_timeout_seconds`` with a silent connection.
+* :func:`check_idle_timeout` — the LB idle timeout exceeds the queue wait + the request timeout (a
+  request's connection is silent while it waits for a slot and while it runs).
 * :func:`check_tls_idle_timeout` — an NLB TLS listener (``endpoint.certificate_arn``) has a fixed
   350 s idle timeout, so ``endpoint.idle_timeout_seconds`` must say 350 there.
 * :func:`check_keep_alive` — with ``endpoint.kind: alb`` the gateway's keep-alive exceeds the ALB
   idle timeout (else the gateway closes connections the ALB is about to reuse: sporadic 502s).
+* :func:`check_websocket_ping` / :func:`check_deregistration_delay` — the LB idle timeout exceeds the
+  gateway's WebSocket ping interval (quiet live sessions stay open); the deregistration delay ≤ 3600 s.
 * :func:`check_prestop` — the preStop sleep covers the time the AWS Load Balancer Controller needs
   to deregister a terminating pod's IP target and for that to reach the load balancer.
 """
@@ -68,6 +69,45 @@ def check_tls_idle_timeout(config: DeploymentConfig) -> None:
         )
 
 
+WS_PING_INTERVAL_SECONDS = 20.0
+"""The gateway's WebSocket ping interval: uvicorn's ``ws_ping_interval`` default (20.0 s in uvicorn
+0.54.0 ``config.py``), which ``build_server`` in ``whisper_build/serving/gateway/serve.py`` leaves
+unset (a test holds the two equal). Each ping frame is traffic, so it resets an NLB's TCP idle timer and
+an ALB's connection idle timeout."""
+
+
+def check_websocket_ping(config: DeploymentConfig) -> None:
+    """LB idle timeout > :data:`WS_PING_INTERVAL_SECONDS` (with TLS on an NLB the fixed 350 s is).
+
+    Raises:
+        ValueError: it is not; the message names the field.
+    """
+    idle = config.endpoint.idle_timeout_seconds
+    if idle <= WS_PING_INTERVAL_SECONDS:
+        raise ValueError(
+            f"endpoint.idle_timeout_seconds ({idle}) must be greater than the gateway's WebSocket ping interval "
+            f"({WS_PING_INTERVAL_SECONDS:g} s): the load balancer would cut live sessions between pings"
+        )
+
+
+MAX_DEREGISTRATION_DELAY_SECONDS = 3600
+"""Largest target group ``deregistration_delay.timeout_seconds`` (0–3600 s; AWS ELB target group attributes)."""
+
+
+def check_deregistration_delay(delay_seconds: int) -> None:
+    """The deregistration delay (:func:`k8s_charts.endpoint.deregistration_delay_seconds`) is ≤ 3600 s.
+
+    Raises:
+        ValueError: it is longer; the message names the field that drives it.
+    """
+    if delay_seconds > MAX_DEREGISTRATION_DELAY_SECONDS:
+        raise ValueError(
+            f"the target group's deregistration delay ({delay_seconds} s = preStop + drain + "
+            "serving.request_timeout_seconds + margins) exceeds ELB's "
+            f"{MAX_DEREGISTRATION_DELAY_SECONDS} s maximum: lower serving.request_timeout_seconds"
+        )
+
+
 def check_keep_alive(config: DeploymentConfig, keep_alive_seconds: int) -> None:
     """With ``endpoint.kind: alb``: the gateway's keep-alive > the ALB idle timeout.
 
@@ -106,9 +146,11 @@ def check_timeouts(config: DeploymentConfig) -> None:
     Raises:
         ValueError: the first rule broken.
     """
-    from k8s_charts import workload
+    from k8s_charts import endpoint, workload
 
     check_idle_timeout(config)
     check_tls_idle_timeout(config)
+    check_websocket_ping(config)
+    check_deregistration_delay(endpoint.deregistration_delay_seconds(config))
     check_keep_alive(config, workload.gateway_keep_alive_seconds(config))
     check_prestop(workload.PRESTOP_SLEEP_SECONDS, workload.termination_grace_seconds(config))

@@ -37,8 +37,10 @@ MIN_TRITON_BATCH = 2
 PRESTOP_SLEEP_SECONDS = 30
 """Time for the endpoint removal to reach kube-proxy and the load balancer before SIGTERM
 (``k8s_charts.timeouts.DEREGISTRATION_PROPAGATION_SECONDS`` says why 30 s; checked at synthesis)."""
-DRAIN_SECONDS = 5
-"""After SIGTERM the gateway answers ``/ping`` 503 this long before it stops accepting."""
+DRAIN_SECONDS = 15
+"""After SIGTERM the gateway answers ``/ping`` 503, refuses new live sessions and has every open one
+finish its turn in progress and close with 1012 (docs/gateway.md) this long before uvicorn stops
+accepting and closes what is left: a full pod's final windows all at once, at the group's window rate."""
 TRITON_STOP_SECONDS = 10
 """The supervisor stops Triton after the gateway (no requests left in flight): this long, then SIGKILL."""
 SHUTDOWN_MARGIN_SECONDS = 5

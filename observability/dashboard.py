@@ -30,6 +30,7 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef, Threshold, Th
 from observability import cost_queries
 from observability.bulk_queries import Bulk, BulkTriton
 from observability.cloudwatch_queries import DEFAULT_REGION, MetricQuery, bulk_queue
+from observability.live_queries import Live
 from observability.queries import GPU_UTIL_THRESHOLD_PERCENT, Gateway, Gpu, Query, Triton
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 
@@ -248,9 +249,36 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
     )
     cost = cost_panels(config)
     extra: list[tuple[str, tuple[PanelSpec, ...]]] = [(COST_ROW, cost)] if cost else []
+    if config.serving.realtime_max_sessions > 0:
+        extra.insert(0, (LIVE_ROW, live_panels()))
     if config.bulk.enabled:
         extra.append((BULK_ROW, bulk_panels(config)))
     return (*rows, *extra)
+
+
+LIVE_ROW = "Live transcription"
+
+
+def live_panels() -> tuple[PanelSpec, ...]:
+    """The live row (shown with ``serving.realtime_max_sessions`` > 0): :class:`observability.live_queries.Live`."""
+    return (
+        PanelSpec("Open live sessions", (Target(Live.SESSIONS_ACTIVE),)),
+        PanelSpec("Sessions refused by reason", (Target(Live.SESSIONS_REFUSED),)),
+        PanelSpec(
+            "First delta after speech start p50 / p95",
+            (Target(Live.FIRST_DELTA_P50, "p50"), Target(Live.FIRST_DELTA_P95, "p95")),
+        ),
+        PanelSpec(
+            "Completed after turn end p50 / p95",
+            (Target(Live.FINALISATION_P50, "p50"), Target(Live.FINALISATION_P95, "p95")),
+        ),
+        PanelSpec(
+            "Session duration p50 / p95",
+            (Target(Live.SESSION_DURATION_P50, "p50"), Target(Live.SESSION_DURATION_P95, "p95")),
+        ),
+        PanelSpec("Dropped updates per second", (Target(Live.UPDATES_DROPPED),), width=6),
+        PanelSpec("Windows per update", (Target(Live.WINDOWS_PER_UPDATE),), width=6),
+    )
 
 
 BULK_ROW = "Bulk jobs"

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from observability.promql import GROUP_LABELS, check_group, group_by, selector, sum_rate
+from whisper_build.contracts.live_metrics import SESSIONS_ACTIVE
 
 TRITON_MODEL = "whisper"
 """Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
@@ -469,8 +470,30 @@ def alert_rules(groups: Sequence[str]) -> tuple[AlertRule, ...]:
 # --------------------------------------------------------------------------- autoscaling
 
 
-def scaling_utilization_query(group: str) -> str:
-    """KEDA query: capacity-weighted utilization of one GPU group (in-flight ÷ capacity).
+def utilization_expr(matchers: str, realtime_max_sessions: int) -> str:
+    """Capacity-weighted utilization of the pods ``matchers`` select: a fraction, label-less.
+
+    ``sum(in-flight) / sum(capacity)`` + open live sessions ÷ (``realtime_max_sessions`` × pods): a
+    session's updates take the same GPU as requests, so the two shares add. Pods are counted by their
+    capacity series; ``or vector(0)`` keeps a gateway without the session gauge (an older image) from
+    emptying the sum. ``realtime_max_sessions`` 0 (``serving.realtime_max_sessions``: no live
+    sessions) leaves the request share alone.
+
+    Raises:
+        ValueError: ``realtime_max_sessions`` is negative.
+    """
+    requests = f"sum(whisper_gateway_inflight_requests{matchers}) / sum(whisper_gateway_capacity_requests{matchers})"
+    if realtime_max_sessions < 0:
+        raise ValueError(f"serving.realtime_max_sessions ({realtime_max_sessions}) must be 0 or more")
+    if realtime_max_sessions == 0:
+        return requests
+    pods = f"count(count by (pod) (whisper_gateway_capacity_requests{matchers}))"
+    sessions = f"(sum({SESSIONS_ACTIVE}{matchers}) or vector(0))"
+    return f"{requests} + {sessions} / ({realtime_max_sessions} * {pods})"
+
+
+def scaling_utilization_query(group: str, realtime_max_sessions: int) -> str:
+    """KEDA query: capacity-weighted utilization of one GPU group (:func:`utilization_expr`).
 
     Only Ready pods are scraped (``observability/scrape_config.py``), so pods still loading their
     engine add no capacity. The result is a fraction; a KEDA ``prometheus`` trigger with
@@ -482,15 +505,15 @@ def scaling_utilization_query(group: str) -> str:
 
     Args:
         group: GPU group name, e.g. ``g5``.
+        realtime_max_sessions: live sessions one pod holds (``serving.realtime_max_sessions``).
 
     Raises:
-        ValueError: ``group`` is not a lowercase DNS label.
+        ValueError: ``group`` is not a lowercase DNS label, or ``realtime_max_sessions`` < 0.
     """
-    sel = selector(gpu_group=check_group(group))
-    return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
+    return utilization_expr(selector(gpu_group=check_group(group)), realtime_max_sessions)
 
 
-def endpoint_utilization_query(namespace: str, endpoint: str) -> str:
+def endpoint_utilization_query(namespace: str, endpoint: str, realtime_max_sessions: int) -> str:
     """Autoscaling query of one inference-operator endpoint (``serving.target: inference_operator``).
 
     The same capacity-weighted utilization as :func:`scaling_utilization_query`, over the pods of the
@@ -507,14 +530,14 @@ def endpoint_utilization_query(namespace: str, endpoint: str) -> str:
         ValueError: ``namespace`` or ``endpoint`` is not a lowercase DNS label.
     """
     sel = selector(namespace=check_group(namespace), pod="~" + check_group(endpoint) + "-[a-z0-9]+-[a-z0-9]+")
-    return f"sum(whisper_gateway_inflight_requests{sel}) / sum(whisper_gateway_capacity_requests{sel})"
+    return utilization_expr(sel, realtime_max_sessions)
 
 
-def scaling_query(group: str) -> Query:
+def scaling_query(group: str, realtime_max_sessions: int) -> Query:
     """:func:`scaling_utilization_query` as a :class:`Query` (result carries no labels)."""
     return Query(
         f"keda_utilization_{check_group(group)}",
-        scaling_utilization_query(group),
+        scaling_utilization_query(group, realtime_max_sessions),
         "percentunit",
         f"KEDA trigger: capacity-weighted utilization of GPU group {group}.",
         (),
@@ -538,8 +561,8 @@ def panel_queries() -> tuple[Query, ...]:
     return tuple(q for ns in PANEL_NAMESPACES for q in _class_queries(ns))
 
 
-def all_queries(groups: Sequence[str]) -> tuple[Query, ...]:
-    """Every expression of the project for a fleet of ``groups``.
+def all_queries(groups: Sequence[str], realtime_max_sessions: int = 64) -> tuple[Query, ...]:
+    """Every expression of the project for a fleet of ``groups`` (KEDA's with ``realtime_max_sessions``).
 
     Panel queries (which include every recording-rule expression and every alert signal), the recorded
     series, and the KEDA query of each group.
@@ -551,7 +574,7 @@ def all_queries(groups: Sequence[str]) -> tuple[Query, ...]:
         ValueError: a group name is not a lowercase DNS label.
     """
     recorded = tuple(rule.recorded for rule in RECORDING_RULES)
-    keda = tuple(scaling_query(group) for group in groups)
+    keda = tuple(scaling_query(group, realtime_max_sessions) for group in groups)
     queries = (*panel_queries(), *recorded, *keda)
     keys = [q.key for q in queries]
     duplicates = {k for k in keys if keys.count(k) > 1}

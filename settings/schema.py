@@ -545,6 +545,13 @@ class ServingSettings(_Strict):
     queue_timeout_seconds: int = Field(
         30, ge=1, description="Longest wait of an admitted request for a free slot before 503."
     )
+    realtime_max_sessions: int = Field(
+        64,
+        ge=0,
+        le=1024,
+        description="Open live transcription sessions (/v1/realtime) one pod holds: the gateway's limit and the "
+        "session capacity KEDA scales on (open ÷ this, beside in-flight ÷ capacity); 0 = no live sessions.",
+    )
     target: Literal["deployments", "inference_operator"] = Field(
         "deployments",
         description="deployments: this project's Deployments, Service/Ingress and KEDA objects (API-key auth). "

@@ -22,6 +22,7 @@ from fake_backend import FakeBackend
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from whisper_build.bulk.yielding import GATEWAY_INFLIGHT, YieldGate, YieldingBackend, read_gauge
+from whisper_build.contracts.live_metrics import SESSIONS_ACTIVE
 from whisper_build.serving.gateway.metrics import start_metrics_server
 from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.workstation.local_triton import free_ports
@@ -220,3 +221,19 @@ def test_a_call_waiting_longer_than_the_idle_stop_keeps_the_gate_reading(gateway
 
     held, waited = asyncio.run(scenario())
     assert held and waited >= 1.5
+
+
+def test_open_live_sessions_do_not_hold_bulk() -> None:
+    """A gateway with live sessions open and no request in flight leaves the gate open (sessions are KEDA's, not its)."""
+    registry = CollectorRegistry()
+    Gauge(GATEWAY_INFLIGHT, "in flight", registry=registry).set(0)
+    Gauge(SESSIONS_ACTIVE, "open live sessions", registry=registry).set(12)
+    port = free_ports(1)[0]
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        gate = YieldGate(f"http://127.0.0.1:{port}/metrics", poll_seconds=0.05)
+        asyncio.run(gate.read())
+        assert gate.is_open and read_gauge(gate.url, SESSIONS_ACTIVE, 5.0) == 12
+    finally:
+        server.shutdown()
+        thread.join(5)

@@ -98,9 +98,11 @@ def test_autoscaling_uses_the_crd_prometheus_trigger_on_the_in_flight_signal(man
     )
     assert re.match(pattern, trigger["serverAddress"])
     assert trigger["metricType"] == "Value" and trigger["targetValue"] == 0.7
+    pods = '{namespace="whisper",pod=~"whisper-[a-z0-9]+-[a-z0-9]+"}'
     assert trigger["query"] == (
-        'sum(whisper_gateway_inflight_requests{namespace="whisper",pod=~"whisper-[a-z0-9]+-[a-z0-9]+"}) / '
-        'sum(whisper_gateway_capacity_requests{namespace="whisper",pod=~"whisper-[a-z0-9]+-[a-z0-9]+"})'
+        f"sum(whisper_gateway_inflight_requests{pods}) / sum(whisper_gateway_capacity_requests{pods}) + "
+        f"(sum(whisper_realtime_sessions_active{pods}) or vector(0)) / "
+        f"(64 * count(count by (pod) (whisper_gateway_capacity_requests{pods})))"
     )
 
 

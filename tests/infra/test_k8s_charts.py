@@ -347,7 +347,7 @@ def test_one_scaled_object_per_group_on_its_capacity_weighted_utilization(config
         assert meta["serverAddress"] == (
             f"https://aps-workspaces.{config.region}.amazonaws.com/workspaces/ws-REPLACE-WITH-AMP-WORKSPACE-ID"
         )
-        assert meta["query"] == scaling_utilization_query(group.name)
+        assert meta["query"] == scaling_utilization_query(group.name, config.serving.realtime_max_sessions)
         assert f'gpu_group="{group.name}"' in meta["query"]
         assert meta["threshold"] == str(config.autoscaling.target_utilization)
         assert meta["ignoreNullValues"] == "false"  # empty result -> error -> fallback, never 0

@@ -179,9 +179,12 @@ def test_traffic_shows_up_as_positive_values(after_traffic, query):
 def test_no_failures_and_a_keda_utilization_between_zero_and_one(after_traffic):
     ratio = _query(after_traffic, queries.Triton.FAILURE_RATIO.expr)
     assert [float(s["value"][1]) for s in ratio] == [0.0]
-    (keda,) = _query(after_traffic, queries.scaling_utilization_query(GROUP))
+    (keda,) = _query(after_traffic, queries.scaling_utilization_query(GROUP, CONFIG.serving.realtime_max_sessions))
     assert 0.0 <= float(keda["value"][1]) <= 1.0
-    assert _query(after_traffic, queries.scaling_utilization_query(MISSING_GROUP)) == []
+    assert (
+        _query(after_traffic, queries.scaling_utilization_query(MISSING_GROUP, CONFIG.serving.realtime_max_sessions))
+        == []
+    )
 
 
 def test_alert_conditions_evaluate_and_only_the_missing_group_has_no_ready_pods(after_traffic):

@@ -37,7 +37,7 @@ def test_query_keys_are_unique_and_every_query_is_labelled():
 
 
 def test_scaling_query_is_capacity_weighted_utilization_of_one_group():
-    assert queries.scaling_utilization_query("g5") == (
+    assert queries.scaling_utilization_query("g5", 0) == (
         'sum(whisper_gateway_inflight_requests{gpu_group="g5"}) / '
         'sum(whisper_gateway_capacity_requests{gpu_group="g5"})'
     )
@@ -46,7 +46,7 @@ def test_scaling_query_is_capacity_weighted_utilization_of_one_group():
 @pytest.mark.parametrize("bad", ["G5", 'g5"} or vector(1) #', "", "-g5"])
 def test_group_names_that_could_break_promql_are_rejected(bad):
     with pytest.raises(ValueError, match="gpu_groups"):
-        queries.scaling_utilization_query(bad)
+        queries.scaling_utilization_query(bad, 64)
     with pytest.raises(ValueError, match="gpu_groups"):
         queries.alert_rules([bad])
 

@@ -6,4 +6,5 @@ Standard library only, importing nothing of the tree, so every layer above may i
 - ``engines`` — :data:`~whisper_build.contracts.engines.EngineKind`, the engines a GPU group can serve.
 - ``gateway_metrics`` — the gateway gauges' names that bulk reads.
 - ``error_codes`` — :class:`~whisper_build.contracts.error_codes.ErrorCode`, what every front end answers with.
+- ``live_metrics`` — the live-transcription series' names the gateway exports and KEDA and dashboards read.
 """
