@@ -1,0 +1,96 @@
+"""Live transcription's pieces without a server: G.711 tables, the streamed VAD and turns, LocalAgreement-2, session updates."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import speech_samples as samples
+
+from whisper_build.serving.realtime.agreement import HypothesisBuffer
+from whisper_build.serving.realtime.audio import SessionAudio, alaw_table, ulaw_table
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, legacy_to_ga, merge
+from whisper_build.serving.realtime.session import vad_params
+from whisper_build.serving.realtime.vad import TurnDetector, VadParams
+
+
+@pytest.mark.skipif(shutil.which("sox") is None, reason="needs sox")
+@pytest.mark.parametrize(("encoding", "table"), [("u-law", ulaw_table), ("a-law", alaw_table)])
+def test_g711_tables_decode_every_byte_as_sox_does(tmp_path: Path, encoding: str, table) -> None:
+    every = tmp_path / "every.raw"
+    every.write_bytes(bytes(range(256)))
+    out = subprocess.run(
+        ["sox", "-t", "raw", "-r", "8000", "-e", encoding, "-c", "1", str(every), "-t", "raw", "-e", "signed", "-b", "16", "-"],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    assert np.array_equal(table(), np.frombuffer(out, "<i2") / 32768.0)
+
+
+def test_pcm16_odd_byte_counts_and_resampling_to_16k() -> None:
+    tone = (samples.tone(1.0, 24000) * 32767).astype("<i2").tobytes()
+    audio = SessionAudio("audio/pcm")
+    parts = [audio.decode(tone[i : i + 4801]) for i in range(0, len(tone), 4801)]  # odd chunks split samples
+    out = np.concatenate([*parts, audio.flush()])
+    assert abs(len(out) - 16000) <= 2
+    spectrum = np.abs(np.fft.rfft(out[2000:14000]))
+    assert abs(np.argmax(spectrum) * 16000 / 12000 - 440) < 3
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+def test_turns_are_the_same_whatever_the_append_size(tmp_path: Path) -> None:
+    wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav")
+    speech, _ = soundfile.read(str(wav), dtype="float32")
+    silence = np.zeros(16000, dtype=np.float32)
+    audio = np.concatenate([silence, speech, silence, speech, silence]).astype(np.float32)
+
+    def turns(step: int) -> list[tuple[str, int]]:
+        detector = TurnDetector(VadParams(silence_duration_ms=500))
+        return [(e.kind, e.ms) for i in range(0, len(audio), step) for e in detector.feed(audio[i : i + step])]
+
+    whole, small = turns(len(audio)), turns(333)
+    assert whole == small
+    assert [kind for kind, _ in whole] == ["started", "stopped", "started", "stopped"]
+    assert 1000 - 300 - 100 <= whole[0][1] <= 1000  # speech at 1 s, reported with its 300 ms prefix padding
+
+
+def test_noise_and_silence_start_no_turn() -> None:
+    rng = np.random.default_rng(1)
+    detector = TurnDetector(VadParams(idle_timeout_ms=5000))
+    events = detector.feed(np.concatenate([np.zeros(16000 * 6), rng.normal(0, 0.02, 16000 * 6)]).astype(np.float32))
+    assert [e.kind for e in events] == ["timeout", "timeout"]
+    assert detector.speech_chunks == 0
+
+
+def test_local_agreement_confirms_what_two_decodes_agree_on_and_never_retracts() -> None:
+    buffer = HypothesisBuffer()
+    deltas = [
+        buffer.insert("The quick"),
+        buffer.insert("The quick brown fax"),
+        buffer.insert("the quick brown fox jumps"),
+        buffer.insert("A quick brown fox jumps over"),  # disagrees with confirmed words: nothing new
+    ]
+    assert deltas == ["", "The quick", " brown", ""]
+    tail = buffer.finish("The quick brown fox jumps over the lazy dog.")
+    assert tail == " fox jumps over the lazy dog."
+    assert "".join([*deltas, tail]) == buffer.text == "The quick brown fox jumps over the lazy dog."
+
+
+def test_session_update_merges_partially_and_maps_legacy_and_semantic_vad() -> None:
+    config = merge(
+        SessionConfig(), {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu", "rate": None}}}}
+    )
+    config = merge(config, {"audio": {"input": {"transcription": {"language": "en"}}}})
+    assert config.audio.input.format.type == "audio/pcmu" and config.audio.input.transcription.language == "en"
+    assert vad_params(config) == VadParams()
+    assert vad_params(merge(config, {"audio": {"input": {"turn_detection": None}}})) is None
+    semantic = merge(config, {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "low"}}}})
+    assert vad_params(semantic) == VadParams(silence_duration_ms=1200)
+    legacy = merge(SessionConfig(), legacy_to_ga({"input_audio_format": "g711_alaw", "turn_detection": None}))
+    assert legacy.audio.input.format.type == "audio/pcma" and legacy.audio.input.turn_detection is None
+    with pytest.raises(ProtocolError) as refused:
+        merge(config, {"type": "realtime"})
+    assert refused.value.param == "session.type"
