@@ -29,6 +29,8 @@ pytestmark = pytest.mark.skipif(not samples.speech_tools_available(), reason="ne
 
 KEY = "sk-live-test"
 TEXT = " ".join(samples.SENTENCES[:2])
+SHORT = "Good morning everyone."
+"""The concurrent sessions' utterance: short, so that 8 sessions cost few decodes on a CPU."""
 PCM = {"type": "audio/pcm", "rate": 24000}
 PCMU = {"type": "audio/pcmu"}
 
@@ -55,7 +57,7 @@ def speech(tmp_path_factory) -> dict[str, bytes]:
     subprocess.run(["sox", str(wav), str(padded), "pad", "0.5", "2"], check=True)
     with wave.open(str(padded)) as w:
         pcm = w.readframes(w.getnframes())
-    short = samples.speak(samples.SENTENCES[0], folder / "short.wav", rate=24000)
+    short = samples.speak(SHORT, folder / "short.wav", rate=24000)
     short_ulaw = folder / "short.ul"
     subprocess.run(["sox", str(short), "-r", "8000", "-e", "u-law", "-t", "raw", str(short_ulaw), "pad", "0", "2"],
                    check=True)  # fmt: skip
@@ -223,8 +225,8 @@ def test_concurrent_sessions_share_triton_batches(gateway, triton_server, speech
     for events in results:
         deltas = [e["delta"] for e in events if e["type"].endswith(".delta")]
         assert "".join(deltas) == events[-1]["transcript"]
-    assert all(samples.wer(samples.SENTENCES[0], r[-1]["transcript"]) <= 0.2 for r in results[:4]), results
-    assert all(samples.wer(samples.SENTENCES[0], r[-1]["transcript"]) <= 0.6 for r in results[4:]), results  # 8 kHz
+    assert all(samples.wer(SHORT, r[-1]["transcript"]) == 0 for r in results[:4]), results
+    assert all(samples.wer(SHORT, r[-1]["transcript"]) <= 0.34 for r in results[4:]), results  # 8 kHz
     windows, executions = after[0] - before[0], after[1] - before[1]
     assert windows / executions > 1.5, (windows, executions)
     metrics = httpx.get(f"{gateway.metrics}/metrics", timeout=10).text

@@ -94,3 +94,43 @@ def test_session_update_merges_partially_and_maps_legacy_and_semantic_vad() -> N
     with pytest.raises(ProtocolError) as refused:
         merge(config, {"type": "realtime"})
     assert refused.value.param == "session.type"
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+def test_drain_finishes_the_open_turn_then_closes_1012_and_refuses_new_sessions(tmp_path: Path) -> None:
+    import base64
+
+    from fake_backend import FakeBackend
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from whisper_build.serving.gateway.app import create_app
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    wav = samples.speak(samples.SENTENCES[1], tmp_path / "s.wav", rate=24000)
+    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    app = create_app(GatewaySettings(), lambda _: FakeBackend())
+    manual = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+    with TestClient(app) as client, client.websocket_connect("/v1/realtime?intent=transcription") as ws:
+        assert ws.receive_json()["type"] == "session.created"
+        ws.send_json({"type": "session.update", "session": manual})
+        assert ws.receive_json()["type"] == "session.updated"
+        for i in range(0, len(pcm), 9600):
+            ws.send_json({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[i : i + 9600]).decode()})
+        app.state.start_drain()  # what SIGTERM does (DrainingServer)
+        events = []
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                events.append(ws.receive_json())
+        with (
+            client.websocket_connect("/v1/realtime?intent=transcription") as late,
+            pytest.raises(WebSocketDisconnect) as refused,
+        ):
+            late.receive_json()
+    assert closed.value.code == 1012 and refused.value.code == 1012
+    completed = [e for e in events if e["type"].endswith(".completed")]
+    assert [e["type"] for e in events][-2:] == [
+        "conversation.item.input_audio_transcription.delta",
+        completed[0]["type"],
+    ]
+    assert completed[0]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"  # the fake model's answer for the whole turn

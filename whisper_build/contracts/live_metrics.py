@@ -1,4 +1,4 @@
-"""Names of the live-transcription series (docs/contracts.md §7): the gateway exports them, KEDA and dashboards read them."""
+"""Names of the live-transcription series (docs/gateway.md, "Live transcription"): the gateway exports them."""
 
 SESSIONS_ACTIVE = "whisper_realtime_sessions_active"
 """Open Realtime transcription sessions (gauge, summed over the pod's gateway workers)."""

@@ -154,7 +154,7 @@ class LiveSessions:
                     message = "session reached its maximum length" if expired else "no audio received for too long"
                     await send(error_event(message, "session_expired" if expired else "idle_timeout"))
                     break
-                if drain.is_set():
+                if drain.is_set() and inbox.empty():  # what had arrived is processed first
                     await session.drain()
                     code, reason = CLOSE_DRAINING, "server is draining; reconnect"
                     break
