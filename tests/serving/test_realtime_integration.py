@@ -43,6 +43,7 @@ def gateway(triton_server) -> Any:
         realtime_max_sessions=9,
         realtime_max_event_bytes=256 * 1024,
         realtime_update_seconds=1.0,
+        body_timeout_seconds=1.0,  # a WebSocket outlives the slow-upload timer of its upgrade request
     )
     with running_gateway(settings) as url:
         yield url
@@ -149,6 +150,7 @@ def test_bad_input_gets_error_events_and_the_session_goes_on(gateway, speech) ->
     async def run() -> list[dict[str, Any]]:
         async with _client(gateway).realtime.connect(extra_query={"intent": "transcription"}) as conn:
             await _events(conn, "session.created")
+            await asyncio.sleep(1.5)  # past body_timeout_seconds: the session must not be cut
             await conn.send_raw(json.dumps({"type": "input_audio_buffer.append", "audio": "AAAA"}))  # before update
             await conn.send(_update(PCM, turn_detection=None))
             await conn.send_raw(json.dumps({"type": "response.create", "event_id": "c1"}))

@@ -204,6 +204,7 @@ class TranscriptionSession:
         Raises:
             ProtocolError: the buffer holds less than 100 ms of audio.
         """
+        self.buffer = np.concatenate([self.buffer, self.audio.flush()])  # what the resampler still holds
         end = self.buffer_start + len(self.buffer)
         start = self.turn_start if self.turn_start is not None else self.buffer_start
         if end - start < RATE // 10:
@@ -228,6 +229,7 @@ class TranscriptionSession:
     async def drain(self) -> None:
         """Finish the turn in progress (its ``completed`` is sent); called before the server closes."""
         if self.item is not None and self.turn_start is not None and self.detector.speech_chunks:
+            self.buffer = np.concatenate([self.buffer, self.audio.flush()])
             await self._finish_turn(self.buffer_start + len(self.buffer), stopped=False)
 
     # ----- audio steps ---------------------------------------------------------------------------
