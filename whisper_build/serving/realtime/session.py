@@ -134,6 +134,7 @@ class TranscriptionSession:
         self.hypothesis = HypothesisBuffer()
         self.last_update = 0
         self.pending: asyncio.Task[None] | None = None
+        self.update_decoding = False  # the pending update is still with the model (cancelling it loses nothing)
         self.started_wall = 0.0
         self.first_delta_sent = False
 
@@ -312,10 +313,13 @@ class TranscriptionSession:
         self.pending = asyncio.create_task(self._run_update(self.item, audio))
 
     async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32]) -> None:
+        self.update_decoding = True
         try:
             text = await self._decode(audio)
         except BackendError:
             return  # the final decode reports failures
+        finally:
+            self.update_decoding = False
         self.metrics.updates.inc()
         if item != self.item:
             return
@@ -334,7 +338,11 @@ class TranscriptionSession:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
-            await asyncio.wait([self.pending])  # its delta comes before the tail
+            if self.update_decoding and self.backlog() == 0:  # live pace: the final decode supersedes it
+                self.pending.cancel()
+                self.metrics.dropped.inc()
+            else:
+                await asyncio.wait([self.pending])  # its delta comes before the tail
         item = self.item or _item_id()
         start = self.turn_start if self.turn_start is not None else self.buffer_start
         audio = self.buffer[start - self.buffer_start : end - self.buffer_start].copy()
