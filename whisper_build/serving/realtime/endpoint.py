@@ -83,12 +83,14 @@ class LiveSessions:
         if query.get("intent") != "transcription" or "model" in query:
             self.metrics.refused.labels("bad_request").inc()
             await websocket.accept()
-            message = (
-                "You must not provide a model parameter for transcription sessions."
-                if "model" in query
-                else "this endpoint serves transcription sessions only: connect with ?intent=transcription"
-            )
-            await websocket.send_json(error_event(message, "invalid_model" if "model" in query else "invalid_intent"))
+            if query.get("intent") == "transcription":  # with a model, as OpenAI answers it
+                event = error_event(
+                    "You must not provide a model parameter for transcription sessions.", "invalid_model"
+                )
+            else:
+                message = "this endpoint serves transcription sessions only: connect with ?intent=transcription"
+                event = error_event(message, "invalid_intent", "intent")
+            await websocket.send_json(event)
             await websocket.close(CLOSE_POLICY)
             return
         if self.draining:
