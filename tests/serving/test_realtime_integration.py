@@ -216,13 +216,21 @@ def test_concurrent_sessions_share_triton_batches(gateway, triton_server, speech
 
     before = counts()
 
+    pings: list[int] = []
+
     async def run() -> list[list[dict[str, Any]]]:
-        return await asyncio.gather(
+        sessions = asyncio.gather(
             *(_transcribe(gateway, PCM, speech["short/pcm"], 4800) for _ in range(4)),
             *(_transcribe(gateway, PCMU, speech["short/pcmu"], 800) for _ in range(4)),
         )
+        async with httpx.AsyncClient(base_url=gateway, timeout=10) as client:
+            while not sessions.done():  # readiness while live updates keep the model busy
+                pings.append((await client.get("/ping")).status_code)
+                await asyncio.wait([sessions], timeout=0.5)
+        return await sessions
 
     results = asyncio.run(run())
+    assert pings and set(pings) == {200}, pings
     after = counts()
     for events in results:
         deltas = [e["delta"] for e in events if e["type"].endswith(".delta")]
