@@ -183,3 +183,21 @@ def test_a_stale_update_is_dropped_at_live_pace_and_awaited_when_the_client_is_a
     else:  # audio arrives while the first update is with the model: its successors are dropped, not queued
         assert dropped >= updates - 3 and len(backend.requests) == 2
     assert events[-1]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"
+
+
+def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
+    from fake_backend import FakeBackend
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from whisper_build.serving.gateway.app import create_app
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    app = create_app(GatewaySettings(realtime_idle_audio_seconds=0.5), lambda _: FakeBackend())
+    with TestClient(app) as client, client.websocket_connect("/v1/realtime?intent=transcription") as ws:
+        assert ws.receive_json()["type"] == "session.created"
+        assert ws.receive_json()["error"]["code"] == "idle_timeout"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+    assert closed.value.code == 1000
+    assert app.state.live.open == 0  # the slot is given back
