@@ -12,6 +12,7 @@ import base64
 import json
 import re
 import subprocess
+import time
 import wave
 from typing import Any
 
@@ -179,7 +180,19 @@ def test_bad_input_gets_error_events_and_the_session_goes_on(gateway, speech) ->
     assert samples.wer(TEXT, events[-1]["transcript"]) <= 0.15
 
 
+def _wait_for_no_open_session(gateway: Any) -> None:
+    """Sessions of earlier tests end on the server a moment after their clients left."""
+    for _ in range(50):
+        text = httpx.get(f"{gateway.metrics}/metrics", timeout=10).text
+        if re.search(r"^whisper_realtime_sessions_active 0\.0$", text, re.M):
+            return
+        time.sleep(0.1)
+    raise AssertionError("sessions of earlier tests are still open")
+
+
 def test_handshake_refusals_model_with_intent_and_full_pod(gateway) -> None:
+    _wait_for_no_open_session(gateway)
+
     async def run() -> tuple[int, dict[str, Any], list[int]]:
         with pytest.raises(InvalidStatus) as refused:
             async with _client(gateway, "sk-wrong").realtime.connect(extra_query={"intent": "transcription"}) as conn:

@@ -134,7 +134,7 @@ class TranscriptionSession:
         self.hypothesis = HypothesisBuffer()
         self.last_update = 0
         self.pending: asyncio.Task[None] | None = None
-        self.update_decoding = False  # the pending update is still with the model (cancelling it loses nothing)
+        self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
         self.started_wall = 0.0
         self.first_delta_sent = False
 
@@ -310,16 +310,16 @@ class TranscriptionSession:
             await asyncio.wait([self.pending])
         assert self.turn_start is not None
         audio = self.buffer[self.turn_start - self.buffer_start : end - self.buffer_start].copy()
+        self.update_sending = False
         self.pending = asyncio.create_task(self._run_update(self.item, audio))
 
     async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32]) -> None:
-        self.update_decoding = True
+        self.update_sending = False
         try:
             text = await self._decode(audio)
         except BackendError:
             return  # the final decode reports failures
-        finally:
-            self.update_decoding = False
+        self.update_sending = True
         self.metrics.updates.inc()
         if item != self.item:
             return
@@ -338,7 +338,7 @@ class TranscriptionSession:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
-            if self.update_decoding and self.backlog() == 0:  # live pace: the final decode supersedes it
+            if not self.update_sending and self.backlog() == 0:  # live pace: the final decode supersedes it
                 self.pending.cancel()
                 self.metrics.dropped.inc()
             else:
