@@ -11,6 +11,9 @@ APPROVE ?=
 FILE ?=
 STREAM ?=
 TRANSLATE ?=
+LIVE_URL ?= http://127.0.0.1:8080
+LIVE_SESSIONS ?= 1,2,4
+API_KEY ?= unused
 ALL ?=
 AUDIO ?=
 TARGETS ?=
@@ -151,7 +154,7 @@ bench-cost: ## cost per audio hour from the stored H200 served run and the CPU s
 bench-synth: install ## time synthesis of the default and the three-group config
 	$(PY) -m scripts.bench_synth
 
-.PHONY: help system-deps install checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk
+.PHONY: help system-deps install checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk bench-live
 
 submit: install ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
 	@test -n "$(SRC)" || { echo 'usage: make submit CONFIG=config/examples/bulk.yaml SRC=<dir or s3://<job bucket>/input/…>'; exit 2; }
@@ -166,6 +169,9 @@ fetch: install ## download CONFIG's final bulk results into OUT_DIR: <name>.json
 
 bulk-local: install ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (moto server), Triton (CPU), a worker; prints the exports for make submit/jobs/fetch
 	$(PY) -m whisper_build.bulk.demo
+
+bench-live: install system-deps ## N live Realtime sessions at real-time pace against a running gateway: first-delta/final latency p50/p95, WER (make bench-live LIVE_URL=… LIVE_SESSIONS=1,2,4 API_KEY=…)
+	$(PY) -m benchmarks.live --url "$(LIVE_URL)" --sessions "$(LIVE_SESSIONS)" --api-key "$(API_KEY)"
 
 bench-bulk: install system-deps ## bulk throughput vs the in-process engine and synchronous p50 beside bulk work, interleaved rounds (benchmarks/bulk_throughput.py; docs/benchmarks.md)
 	$(PY) -m benchmarks.bulk_throughput

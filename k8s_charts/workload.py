@@ -194,6 +194,7 @@ def serving_env(config: DeploymentConfig, group: GpuGroup, api_keys_secret_arn: 
         "WHISPER_GATEWAY_DRAIN_SECONDS": DRAIN_SECONDS,
         "WHISPER_GATEWAY_GRACEFUL_SHUTDOWN_SECONDS": graceful_shutdown_seconds(config),
         "WHISPER_GATEWAY_QUEUE_TIMEOUT_SECONDS": serving.queue_timeout_seconds,
+        "WHISPER_GATEWAY_REALTIME_MAX_SESSIONS": serving.realtime_max_sessions,
         "WHISPER_GATEWAY_KEEP_ALIVE_SECONDS": gateway_keep_alive_seconds(config),
         "WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE": HEARTBEAT_FILE,
         "WHISPER_TRITON_ENGINE__ENGINE": group.serving_engine,

@@ -9,6 +9,7 @@ import pytest
 from k8s_support import PUBLIC_TLS_ENDPOINT, THREE_GROUPS, config_with, of_kind, synth
 
 from k8s_charts import timeouts
+from k8s_charts.workload import serving_env
 from settings import ConfigError
 
 NLB = "service.beta.kubernetes.io/aws-load-balancer-"
@@ -82,6 +83,18 @@ def test_keda_counts_open_sessions_against_the_configured_session_capacity() -> 
     assert "whisper_realtime_sessions_active" in query and "(48 * count(" in query
     (off, *_) = of_kind(synth(config_with(serving={"realtime_max_sessions": 0})), "ScaledObject").values()
     assert "whisper_realtime_sessions_active" not in off["spec"]["triggers"][0]["metadata"]["query"]
+
+
+def test_the_gateway_limits_sessions_to_the_session_capacity_keda_assumes() -> None:
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    config = config_with(serving={"realtime_max_sessions": 48})
+    env = serving_env(config, config.gpu_groups[0], "arn:aws:secretsmanager:us-east-1:111122223333:secret:keys")
+    assert env["WHISPER_GATEWAY_REALTIME_MAX_SESSIONS"] == 48
+    gateway = GatewaySettings(
+        **{k.removeprefix("WHISPER_GATEWAY_").lower(): v for k, v in env.items() if k.startswith("WHISPER_GATEWAY_")}
+    )
+    assert gateway.realtime_max_sessions == 48
 
 
 @pytest.mark.parametrize("bad", [-1, 1025])

@@ -305,6 +305,14 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_gateway_model_busy_with_others",
         "whisper_gateway_window_decodes_total",
         "whisper_gateway_window_retries_total",
+        "whisper_realtime_sessions_active",
+        "whisper_realtime_sessions_refused_total",
+        "whisper_realtime_session_duration_seconds",
+        "whisper_realtime_first_delta_seconds",
+        "whisper_realtime_finalisation_seconds",
+        "whisper_realtime_updates_total",
+        "whisper_realtime_updates_dropped_total",
+        "whisper_realtime_update_windows_total",
     }
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text

@@ -229,3 +229,21 @@ def test_a_failed_first_read_is_retried_with_back_off_not_after_the_refresh_peri
             await auth.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer key-three-0000"}], ids=["none", "wrong"])
+def test_a_websocket_without_a_valid_key_is_refused_at_the_handshake(gateway: str, headers: dict[str, str]) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    url = gateway.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+
+    async def handshake(extra: dict[str, str]) -> str:
+        async with connect(url, additional_headers=extra) as ws:
+            return json.loads(await ws.recv())["type"]
+
+    with pytest.raises(InvalidStatus) as refused:
+        asyncio.run(handshake(headers))
+    assert refused.value.response.status_code == 401
+    assert json.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
+    assert asyncio.run(handshake({"Authorization": f"Bearer {KEYS[0]}"})) == "session.created"

@@ -23,8 +23,8 @@ def test_rendered_and_committed_configs_have_a_bulk_level_with_its_own_queue() -
         EngineParams(engine="ctranslate2", device="cpu"), BatchingConfig(bulk_max_queue_size=8), False
     )
     for batching, bulk_queue in ((_batching(rendered), 8), (_batching(config_template()), 64)):
-        assert batching.priority_levels == contract.PRIORITY_LEVELS == 2
-        assert batching.default_priority_level == contract.SYNC_PRIORITY == 1
+        assert batching.priority_levels == contract.PRIORITY_LEVELS == 3
+        assert batching.default_priority_level == contract.SYNC_PRIORITY == 2
         assert batching.default_queue_policy.max_queue_size == 64
         assert batching.priority_queue_policy[contract.BULK_PRIORITY].max_queue_size == bulk_queue
 

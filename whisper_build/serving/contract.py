@@ -20,6 +20,7 @@ from whisper_build.contracts.engines import EngineKind
 __all__ = [
     "BULK_PRIORITY",
     "INPUTS",
+    "LIVE_PRIORITY",
     "OUTPUTS",
     "PRIORITY_LEVELS",
     "RESULT",
@@ -39,18 +40,21 @@ __all__ = [
     "render_config_tensors",
 ]
 
-PRIORITY_LEVELS = 2
+PRIORITY_LEVELS = 3
 """Priority levels of the model's dynamic batcher (``config.pbtxt`` ``dynamic_batching.priority_levels``).
 
-Triton serves every queued request of level 1 before any of level 2, and each level has its own
+Triton serves every queued request of level 1 before any of level 2, and so on; each level has its own
 queue and queue policy (Triton model configuration docs, "Dynamic Batcher", "Priority" and "Queue Policy").
 """
-SYNC_PRIORITY = 1
+LIVE_PRIORITY = 1
+"""Live transcription sessions' level (:mod:`whisper_build.serving.realtime`): a session's update waits
+for nothing else, in the default queue policy."""
+SYNC_PRIORITY = 2
 """The synchronous requests' level: the model's ``default_priority_level`` (a request sending priority 0
 gets it), its queue bounded by ``default_queue_policy.max_queue_size``."""
-BULK_PRIORITY = 2
-"""The bulk workers' level (``priority`` of their infer requests): taken only when no synchronous request
-waits, in a queue of its own (``priority_queue_policy[2]``), so bulk work never fills the synchronous queue."""
+BULK_PRIORITY = 3
+"""The bulk workers' level (``priority`` of their infer requests): taken only when no live or synchronous
+request waits, in a queue of its own (``priority_queue_policy[3]``), so bulk work never fills the others' queue."""
 
 TritonType = Literal["TYPE_FP32", "TYPE_INT32", "TYPE_BOOL", "TYPE_STRING"]
 

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, WebSocket
 from fastapi.responses import Response
 
 from whisper_build.serving.gateway.auth import ApiKeyMiddleware, auth_from_settings
@@ -33,6 +33,9 @@ from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddlew
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.realtime.endpoint import LiveSessions
+from whisper_build.serving.realtime.ports import LiveMetrics, SessionSlots
+from whisper_build.serving.realtime.session import LiveLimits
 from whisper_build.serving.transcription.admission import AdmissionController
 from whisper_build.serving.transcription.backend import TranscriptionBackend
 from whisper_build.serving.transcription.health import ModelHealth
@@ -47,6 +50,7 @@ INVOCATIONS = sagemaker.INVOCATIONS
 OPENAI = openai.TRANSCRIPTIONS
 TRANSLATIONS = openai.TRANSLATIONS
 METRICS = "/metrics"
+REALTIME = "/v1/realtime"
 ROUTES = frozenset(
     {INVOCATIONS, OPENAI, openai.TRANSLATIONS, openai.MODELS, openai.MODEL, sagemaker.PING, liveness.LIVE, METRICS}
 )
@@ -76,14 +80,31 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     reader = (
         TritonMetricsReader(settings.triton_metrics_url, settings.model_name) if settings.triton_metrics_url else None
     )
+    slots = SessionSlots(settings.realtime_max_sessions)
     health = ModelHealth(
         settings,
         metrics,
-        busy=pod.busy,
+        busy=lambda: pod.busy() or slots.used > 0,  # a canary queued behind live updates is slow, not dead
         pod_healthy=lambda: pod.state().healthy,
         triton_load=reader.read if reader is not None else None,
     )
     auth = auth_from_settings(settings)
+    live = LiveSessions(  # live sessions: not admitted requests, so neither /ping nor the inflight gauge sees them
+        lambda: app.state.live_backend,
+        lambda: openai.served_ids(app.state.pipeline),
+        slots,
+        LiveLimits(
+            update_seconds=settings.realtime_update_seconds,
+            max_event_bytes=settings.realtime_max_event_bytes,
+            idle_audio_seconds=settings.realtime_idle_audio_seconds,
+        ),
+        LiveMetrics(metrics.registry),
+        health,
+    )
+
+    def start_drain() -> None:
+        admission.start_drain()
+        live.start_drain()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,6 +114,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         transcriber = Transcriber(retrying, settings.window_plan())
         app.state.service = TranscriptionService(settings, metrics, admission, health, transcriber)
         app.state.pipeline = Pipeline(settings, app.state.service)
+        app.state.live_backend = retrying
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary, recovery.recover), name="canary")
         if auth is not None:
@@ -100,7 +122,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         try:
             yield
         finally:
-            admission.start_drain()
+            start_drain()
             stop_canary.set()
             canary.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -121,6 +143,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.state.metrics = metrics
     app.state.health = health
     app.state.auth = auth
+    app.state.live = live
+    app.state.start_drain = start_drain
     install_error_handlers(app)
     if settings.metrics_on_traffic_port:
 
@@ -132,6 +156,11 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
     app.include_router(liveness.router)
+
+    @app.websocket(REALTIME)
+    async def realtime(websocket: WebSocket) -> None:
+        """OpenAI Realtime transcription sessions (``?intent=transcription``; docs/gateway.md, "Live transcription")."""
+        await live.serve(websocket)
 
     app.add_middleware(
         BodyLimitMiddleware,

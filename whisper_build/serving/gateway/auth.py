@@ -192,6 +192,8 @@ class ApiKeyMiddleware:
     """ASGI middleware rejecting requests to :data:`PROTECTED_PREFIXES` without an active key.
 
     Runs before the body is read, so an unauthenticated upload costs no bandwidth beyond its headers.
+    A WebSocket (``/v1/realtime``) without a key is refused before ``accept``: the handshake gets the
+    same 401/503 response (ASGI "websocket.http.response"), or a plain 403 where the server lacks it.
     """
 
     def __init__(self, app: ASGIApp, auth: ApiKeyAuth, retry_after_seconds: int = 1) -> None:
@@ -202,7 +204,7 @@ class ApiKeyMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 401/503 for a protected path without an active key; pass everything else on."""
         path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(PROTECTED_PREFIXES):
+        if scope["type"] not in ("http", "websocket") or not path.startswith(PROTECTED_PREFIXES):
             await self.app(scope, receive, send)
             return
         if not self.auth.loaded:
@@ -219,7 +221,21 @@ class ApiKeyMiddleware:
         else:
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "websocket":
+            await _deny_websocket(scope, receive, send, response)
+            return
         await response(scope, receive, send)
+
+
+async def _deny_websocket(scope: Scope, receive: Receive, send: Send, response: JSONResponse) -> None:
+    """Refuse a WebSocket handshake with ``response`` (or close before accept: 403 without the extension)."""
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await send({"type": "websocket.http.response.start", "status": response.status_code,
+                    "headers": response.raw_headers})  # fmt: skip
+        await send({"type": "websocket.http.response.body", "body": response.body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 def auth_from_settings(settings: GatewaySettings, client: Any = None) -> ApiKeyAuth | None:

@@ -97,6 +97,9 @@ def bounded_h11_protocol(timeouts: ClientTimeouts) -> type[H11Protocol]:
         def data_received(self, data: bytes) -> None:
             reading_body = self._body_timer is not None
             super().data_received(data)
+            if self.transport.get_protocol() is not self:  # upgraded to a WebSocket: not an upload to time
+                self._cancel_timers()
+                return
             state = self.conn.their_state
             if state is h11.IDLE:  # a request's headers are arriving
                 if self._header_timer is None:

@@ -82,7 +82,7 @@ def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
         proxy_headers=False,
         http=http_protocol(settings),
     )
-    return DrainingServer(config, app.state.admission.start_drain, settings.drain_seconds), app
+    return DrainingServer(config, app.state.start_drain, settings.drain_seconds), app
 
 
 def serve(settings: GatewaySettings) -> None:

@@ -144,6 +144,18 @@ class GatewaySettings(BaseSettings):
         None, description="file the in-pod supervisor touches; /live fails when it is older than the limit below"
     )
     supervisor_heartbeat_max_age_seconds: float = Field(30.0, gt=0, description="largest heartbeat age /live accepts")
+    realtime_max_sessions: int = Field(
+        64,
+        ge=0,
+        description="open live transcription sessions per pod (split between workers); beyond it -> close 1013",
+    )
+    realtime_update_seconds: float = Field(1.0, gt=0, description="turn audio between two live updates, seconds")
+    realtime_max_event_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, le=16 * 1024 * 1024, description="largest live client event; larger -> error event"
+    )
+    realtime_idle_audio_seconds: float = Field(
+        300.0, gt=0, description="a live session receiving no audio this long is closed"
+    )
     api_keys: SecretStr | None = Field(
         None, description="comma-separated API keys (local runs); unset with no secret = authentication off"
     )

@@ -44,7 +44,7 @@ def _share(total: int, workers: int, index: int) -> int:
 def worker_settings(settings: GatewaySettings, index: int) -> GatewaySettings:
     """The settings of worker ``index`` (0-based) of ``settings.workers``: its share of the pod's budget.
 
-    ``capacity`` and ``queue_size`` are split into parts that differ by at most one and add up to
+    ``capacity``, ``queue_size`` and ``realtime_max_sessions`` are split into parts that differ by at most one and add up to
     the totals; the audio budget (``effective_audio_budget_seconds``) is split evenly. With one
     worker the settings are returned unchanged.
 
@@ -60,6 +60,7 @@ def worker_settings(settings: GatewaySettings, index: int) -> GatewaySettings:
         update={
             "capacity": _share(settings.capacity, workers, index),
             "queue_size": _share(settings.queue_size, workers, index),
+            "realtime_max_sessions": _share(settings.realtime_max_sessions, workers, index),
             "audio_budget_seconds": settings.effective_audio_budget_seconds / workers,
         }
     )

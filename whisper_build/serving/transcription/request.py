@@ -23,11 +23,14 @@ class WindowRequest:
         prompt: decoder prompt, sent to every window as ``TEXT_PREFIX`` (:meth:`text_prefix`).
         repetition_penalty: ``REPETITION_PENALTY`` (1.0 = none).
         options: timestamps / words / temperature.
+        priority: the model server's priority level for these windows (``contract.LIVE_PRIORITY``
+            …); 0 = the backend's own (its constructor's ``priority``).
     """
 
     prompt: DecodePrompt = field(default_factory=DecodePrompt)
     repetition_penalty: float = 1.0
     options: DecodeOptions = field(default_factory=DecodeOptions)
+    priority: int = 0
 
     def text_prefix(self) -> str:
         """The prompt as the special-token string of ``TEXT_PREFIX``."""

@@ -102,7 +102,7 @@ class TritonBackend:
         url: Triton gRPC ``host:port``.
         model_name: Triton model name (``whisper``).
         priority: the requests' priority level (``contract.SYNC_PRIORITY`` / ``BULK_PRIORITY``); 0 = the
-            model's default level (synchronous).
+            model's default level (synchronous). A request's own ``priority`` (live sessions) wins.
     """
 
     def __init__(self, url: str, model_name: str, priority: int = 0) -> None:
@@ -158,7 +158,7 @@ class TritonBackend:
             self.model_name,
             inputs,
             outputs=[InferRequestedOutput(contract.RESULT.name)],
-            priority=self.priority,
+            priority=request.priority or self.priority,
             client_timeout=timeout,
         )
         out = result.as_numpy(contract.RESULT.name)

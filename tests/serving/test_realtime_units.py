@@ -1,0 +1,204 @@
+"""Live transcription's pieces without a server: G.711 tables, the streamed VAD and turns, LocalAgreement-2, session updates."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import speech_samples as samples
+
+from whisper_build.serving.realtime.agreement import HypothesisBuffer
+from whisper_build.serving.realtime.audio import SessionAudio, alaw_table, ulaw_table
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, legacy_to_ga, merge
+from whisper_build.serving.realtime.session import vad_params
+from whisper_build.serving.realtime.vad import TurnDetector, VadParams
+
+
+@pytest.mark.skipif(shutil.which("sox") is None, reason="needs sox")
+@pytest.mark.parametrize(("encoding", "table"), [("u-law", ulaw_table), ("a-law", alaw_table)])
+def test_g711_tables_decode_every_byte_as_sox_does(tmp_path: Path, encoding: str, table) -> None:
+    every = tmp_path / "every.raw"
+    every.write_bytes(bytes(range(256)))
+    out = subprocess.run(
+        ["sox", "-t", "raw", "-r", "8000", "-e", encoding, "-c", "1", str(every), "-t", "raw", "-e", "signed", "-b", "16", "-"],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    assert np.array_equal(table(), np.frombuffer(out, "<i2") / 32768.0)
+
+
+def test_pcm16_odd_byte_counts_and_resampling_to_16k() -> None:
+    tone = (samples.tone(1.0, 24000) * 32767).astype("<i2").tobytes()
+    audio = SessionAudio("audio/pcm")
+    parts = [audio.decode(tone[i : i + 4801]) for i in range(0, len(tone), 4801)]  # odd chunks split samples
+    out = np.concatenate([*parts, audio.flush()])
+    assert abs(len(out) - 16000) <= 2
+    spectrum = np.abs(np.fft.rfft(out[2000:14000]))
+    assert abs(np.argmax(spectrum) * 16000 / 12000 - 440) < 3
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+def test_turns_are_the_same_whatever_the_append_size(tmp_path: Path) -> None:
+    wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav")
+    speech, _ = soundfile.read(str(wav), dtype="float32")
+    silence = np.zeros(16000, dtype=np.float32)
+    audio = np.concatenate([silence, speech, silence, speech, silence]).astype(np.float32)
+
+    def turns(step: int) -> list[tuple[str, int]]:
+        detector = TurnDetector(VadParams(silence_duration_ms=500))
+        return [(e.kind, e.ms) for i in range(0, len(audio), step) for e in detector.feed(audio[i : i + step])]
+
+    whole, small = turns(len(audio)), turns(333)
+    assert whole == small
+    assert [kind for kind, _ in whole] == ["started", "stopped", "started", "stopped"]
+    assert 1000 - 300 - 100 <= whole[0][1] <= 1000  # speech at 1 s, reported with its 300 ms prefix padding
+
+
+def test_noise_and_silence_start_no_turn() -> None:
+    rng = np.random.default_rng(1)
+    detector = TurnDetector(VadParams(idle_timeout_ms=5000))
+    events = detector.feed(np.concatenate([np.zeros(16000 * 6), rng.normal(0, 0.02, 16000 * 6)]).astype(np.float32))
+    assert [e.kind for e in events] == ["timeout", "timeout"]
+    assert detector.speech_chunks == 0
+
+
+def test_local_agreement_confirms_what_two_decodes_agree_on_and_never_retracts() -> None:
+    buffer = HypothesisBuffer()
+    deltas = [
+        buffer.insert("The quick"),
+        buffer.insert("The quick brown fax"),
+        buffer.insert("the quick brown fox jumps"),
+        buffer.insert("A quick brown fox jumps over"),  # disagrees with confirmed words: nothing new
+    ]
+    assert deltas == ["", "The quick", " brown", ""]
+    tail = buffer.finish("The quick brown fox jumps over the lazy dog.")
+    assert tail == " fox jumps over the lazy dog."
+    assert "".join([*deltas, tail]) == buffer.text == "The quick brown fox jumps over the lazy dog."
+
+
+def test_session_update_merges_partially_and_maps_legacy_and_semantic_vad() -> None:
+    config = merge(
+        SessionConfig(), {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu", "rate": None}}}}
+    )
+    config = merge(config, {"audio": {"input": {"transcription": {"language": "en"}}}})
+    assert config.audio.input.format.type == "audio/pcmu" and config.audio.input.transcription.language == "en"
+    assert vad_params(config) == VadParams()
+    assert vad_params(merge(config, {"audio": {"input": {"turn_detection": None}}})) is None
+    semantic = merge(config, {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "low"}}}})
+    assert vad_params(semantic) == VadParams(silence_duration_ms=1200)
+    legacy = merge(SessionConfig(), legacy_to_ga({"input_audio_format": "g711_alaw", "turn_detection": None}))
+    assert legacy.audio.input.format.type == "audio/pcma" and legacy.audio.input.turn_detection is None
+    with pytest.raises(ProtocolError) as refused:
+        merge(config, {"type": "realtime"})
+    assert refused.value.param == "session.type"
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+def test_drain_finishes_the_open_turn_then_closes_1012_and_refuses_new_sessions(tmp_path: Path) -> None:
+    import base64
+
+    from fake_backend import FakeBackend
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from whisper_build.serving.gateway.app import create_app
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    wav = samples.speak(samples.SENTENCES[1], tmp_path / "s.wav", rate=24000)
+    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    app = create_app(GatewaySettings(), lambda _: FakeBackend())
+    manual = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+    with TestClient(app) as client, client.websocket_connect("/v1/realtime?intent=transcription") as ws:
+        assert ws.receive_json()["type"] == "session.created"
+        ws.send_json({"type": "session.update", "session": manual})
+        assert ws.receive_json()["type"] == "session.updated"
+        for i in range(0, len(pcm), 9600):
+            ws.send_json({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[i : i + 9600]).decode()})
+        app.state.start_drain()  # what SIGTERM does (DrainingServer)
+        events = []
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                events.append(ws.receive_json())
+        with (
+            client.websocket_connect("/v1/realtime?intent=transcription") as late,
+            pytest.raises(WebSocketDisconnect) as refused,
+        ):
+            late.receive_json()
+    assert closed.value.code == 1012 and refused.value.code == 1012
+    completed = [e for e in events if e["type"].endswith(".completed")]
+    assert [e["type"] for e in events][-2:] == [
+        "conversation.item.input_audio_transcription.delta",
+        completed[0]["type"],
+    ]
+    assert completed[0]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"  # the fake model's answer for the whole turn
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+@pytest.mark.parametrize("client_ahead", [False, True], ids=["live-pace", "faster-than-real-time"])
+def test_a_stale_update_is_dropped_at_live_pace_and_awaited_when_the_client_is_ahead(
+    tmp_path: Path, client_ahead: bool
+) -> None:
+    import asyncio
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.contract import LIVE_PRIORITY
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    wav = samples.speak(" ".join(samples.SENTENCES[:2]), tmp_path / "s.wav", rate=24000)
+    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    backend = FakeBackend(answer_seconds=0.3 if client_ahead else 2.0)  # live pace: slower than all the appends
+    metrics = LiveMetrics(CollectorRegistry())
+    events: list[dict] = []
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None: ...
+
+    async def run() -> None:
+        async def send(event: dict) -> None:
+            events.append(event)
+
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), metrics, Health(), lambda: int(client_ahead)
+        )
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        for i in range(0, len(pcm), 9600):  # 200 ms appends, all at once
+            await session.append(base64.b64encode(pcm[i : i + 9600]).decode())
+        await session.commit()
+
+    import base64
+
+    asyncio.run(run())
+    updates = int(len(pcm) / 48000)  # one per second of turn audio
+    dropped = metrics.dropped._value.get()
+    assert all(r.priority == LIVE_PRIORITY for r in backend.requests)
+    if client_ahead:  # every update is awaited, then the final decode
+        assert dropped == 0 and len(backend.requests) >= updates
+    else:  # audio arrives while the first update is pending: its successors are dropped, not queued,
+        # and the turn's end cancels it (the final decode supersedes it)
+        assert dropped >= updates - 3 and len(backend.requests) <= 2
+    assert events[-1]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"
+
+
+def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
+    from fake_backend import FakeBackend
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from whisper_build.serving.gateway.app import create_app
+    from whisper_build.serving.gateway.settings import GatewaySettings
+
+    app = create_app(GatewaySettings(realtime_idle_audio_seconds=0.5), lambda _: FakeBackend())
+    with TestClient(app) as client, client.websocket_connect("/v1/realtime?intent=transcription") as ws:
+        assert ws.receive_json()["type"] == "session.created"
+        assert ws.receive_json()["error"]["code"] == "idle_timeout"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+    assert closed.value.code == 1000
+    assert app.state.live.open == 0  # the slot is given back

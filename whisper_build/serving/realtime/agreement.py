@@ -1,0 +1,77 @@
+"""LocalAgreement-2: append-only deltas from repeated decodes of a growing turn (docs/gateway.md, "Live transcription").
+
+Each update decodes the whole turn so far; the words two consecutive decodes agree on (compared without
+case and punctuation) are confirmed and sent once as a delta. Confirmed words are never retracted: the
+final decode only adds the tail after them (Macháček et al., "Turning Whisper into Real-Time
+Transcription System", 2023; ufal/whisper_streaming ``HypothesisBuffer``).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["HypothesisBuffer"]
+
+_NORMAL = re.compile(r"[^\w']+")
+
+
+def _key(word: str) -> str:
+    return _NORMAL.sub("", word.lower())
+
+
+class HypothesisBuffer:
+    """The confirmed words of one turn and the last unconfirmed hypothesis.
+
+    ``confirmed`` joined by spaces is everything sent as deltas so far; :meth:`insert` returns the next
+    delta (``""`` when nothing new is agreed), :meth:`finish` the tail for ``completed``.
+    """
+
+    def __init__(self) -> None:
+        self.confirmed: list[str] = []
+        self._previous: list[str] = []
+
+    def insert(self, text: str) -> str:
+        """Agree ``text`` (the turn's latest full decode) with the previous one; the delta to send."""
+        words = text.split()
+        agreed = 0
+        for old, new in zip(self._previous, words, strict=False):
+            if _key(old) != _key(new):
+                break
+            agreed += 1
+        self._previous = words
+        if agreed <= len(self.confirmed) or not self._matches_confirmed(words):
+            return ""
+        return self._confirm(words[len(self.confirmed) : agreed])
+
+    def finish(self, text: str) -> str:
+        """The final decode's words after the confirmed ones (confirmed words stay even where it disagrees)."""
+        words = text.split()
+        start = self._align(words)
+        return self._confirm(words[start:])
+
+    @property
+    def text(self) -> str:
+        """Every confirmed word, joined by single spaces."""
+        return " ".join(self.confirmed)
+
+    def _matches_confirmed(self, words: list[str]) -> bool:
+        return [_key(w) for w in words[: len(self.confirmed)]] == [_key(w) for w in self.confirmed]
+
+    def _align(self, words: list[str]) -> int:
+        """Where the confirmed words end in ``words``: after its longest prefix matching them, else their count."""
+        if self._matches_confirmed(words):
+            return len(self.confirmed)
+        keys = [_key(w) for w in words]
+        last = _key(self.confirmed[-1]) if self.confirmed else ""
+        n = len(self.confirmed)
+        for i in range(min(len(keys), n + 3) - 1, max(n - 4, -1), -1):  # the last confirmed word nearby
+            if keys[i] == last:
+                return i + 1
+        return min(n, len(words))
+
+    def _confirm(self, new: list[str]) -> str:
+        if not new:
+            return ""
+        delta = (" " if self.confirmed else "") + " ".join(new)
+        self.confirmed += new
+        return delta

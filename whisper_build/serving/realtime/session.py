@@ -1,0 +1,381 @@
+"""One transcription session: configuration, turns, updates, deltas and the events they make.
+
+Audio is cut into 200 ms steps on AUDIO time; each step runs the VAD and, inside a turn, an update
+every ``update_seconds`` of turn audio: the whole turn (≤ ``max_turn_seconds``) is one window request to
+the backend at the live priority; LocalAgreement-2 turns consecutive decodes into deltas. At most one
+update per session is with the model: when the next is due before it came back, the new one is dropped
+if the client is not ahead (live pace: the cadence adapts to load), else awaited (audio sent faster
+than real time gives the turns and deltas of real-time pace). Docs: docs/gateway.md, "Live transcription".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
+from whisper_build.serving.prompt import DecodePrompt, normalize_language
+from whisper_build.serving.realtime.agreement import HypothesisBuffer
+from whisper_build.serving.realtime.audio import SessionAudio
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id
+from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
+from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
+from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.request import WindowRequest
+
+__all__ = ["LiveLimits", "TranscriptionSession", "vad_params"]
+
+RATE = 16_000
+STEP_SAMPLES = 3200
+"""Audio per processing step (200 ms at 16 kHz)."""
+MIN_SPEECH_CHUNKS = 4
+"""A turn with fewer 32 ms chunks above the threshold is not decoded (clicks, noise bursts)."""
+SEMANTIC_SILENCE_MS = {"low": 1200, "medium": 800, "auto": 800, "high": 500}
+"""``semantic_vad`` eagerness → ``server_vad`` silence duration (ms); threshold and prefix keep their defaults."""
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class LiveLimits:
+    """Per-session limits and cadence.
+
+    Attributes:
+        update_seconds: turn audio between two updates.
+        max_turn_seconds: a turn is committed when it reaches this length (< Whisper's 30 s window).
+        call_timeout_seconds: deadline of one model call.
+        max_event_bytes: largest client event (an append's JSON text) accepted.
+        max_session_seconds: session length (OpenAI: 60 min).
+        idle_audio_seconds: a session receiving no audio this long is closed.
+    """
+
+    update_seconds: float = 1.0
+    max_turn_seconds: float = 25.0
+    call_timeout_seconds: float = 30.0
+    max_event_bytes: int = 8 * 1024 * 1024
+    max_session_seconds: float = 3600.0
+    idle_audio_seconds: float = 300.0
+
+
+def vad_params(config: SessionConfig) -> VadParams | None:
+    """The VAD parameters of ``config``'s ``turn_detection`` (``semantic_vad`` mapped), ``None`` for manual commits."""
+    turn = config.audio.input.turn_detection
+    if turn is None:
+        return None
+    default = VadParams()
+    silence = turn.silence_duration_ms
+    if turn.type == "semantic_vad":
+        silence = SEMANTIC_SILENCE_MS[turn.eagerness or "auto"]
+    return VadParams(
+        threshold=default.threshold if turn.threshold is None else turn.threshold,
+        prefix_padding_ms=default.prefix_padding_ms if turn.prefix_padding_ms is None else turn.prefix_padding_ms,
+        silence_duration_ms=default.silence_duration_ms if silence is None else silence,
+        idle_timeout_ms=turn.idle_timeout_ms if turn.type == "server_vad" else None,
+    )
+
+
+def _item_id() -> str:
+    return "item_" + secrets.token_hex(10)
+
+
+class TranscriptionSession:
+    """The state of one session; the endpoint feeds it client events and it ``send`` s server events.
+
+    Args:
+        backend: the model server (window requests go out with ``priority = LIVE_PRIORITY``).
+        send: sends one server event (a JSON-able dict).
+        served_ids: model names accepted in ``transcription.model`` (the served model and its aliases).
+        limits: cadence and limits.
+        metrics: the live series; health: told of model calls' outcomes.
+        backlog: number of client events waiting to be processed (``> 0``: the client is ahead).
+    """
+
+    def __init__(
+        self,
+        backend: TranscriptionBackend,
+        send: Send,
+        served_ids: list[str],
+        limits: LiveLimits,
+        metrics: LiveMetrics,
+        health: HealthRecorder,
+        backlog: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.backend = backend
+        self.send = send
+        self.served_ids = served_ids
+        self.limits = limits
+        self.metrics = metrics
+        self.health = health
+        self.backlog = backlog
+        self.config = SessionConfig()
+        self.configured = False
+        self.legacy = False
+        self._set_audio_state()
+        self.previous_item: str | None = None
+        self.previous_text = ""
+
+    def _set_audio_state(self) -> None:
+        self.audio = SessionAudio(self.config.audio.input.format.type)
+        self.vad = vad_params(self.config)
+        self.detector = TurnDetector(self.vad or VadParams())
+        self.buffer = np.zeros(0, dtype=np.float32)  # session audio not yet committed or trimmed
+        self.buffer_start = 0  # its first sample's index in the session
+        self.turn_start: int | None = None  # session sample where the current turn starts
+        self.item: str | None = None
+        self.hypothesis = HypothesisBuffer()
+        self.last_update = 0
+        self.pending: asyncio.Task[None] | None = None
+        self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
+        self.started_wall = 0.0
+        self.first_delta_sent = False
+
+    # ----- client events -------------------------------------------------------------------------
+
+    def configure(self, update: SessionConfig) -> None:
+        """Apply an effective configuration (validated by :func:`~.events.merge`).
+
+        Raises:
+            ProtocolError: an unserved model, an invalid language, ``include`` logprobs, or a format
+                change while audio is buffered.
+        """
+        transcription = update.audio.input.transcription
+        if transcription.model is not None and transcription.model not in self.served_ids:
+            raise ProtocolError(
+                f"model {transcription.model!r} is not served here; use one of {', '.join(self.served_ids)}",
+                "model_not_found",
+                "session.audio.input.transcription.model",
+            )
+        try:
+            normalize_language(transcription.language)
+        except ValueError as exc:
+            raise ProtocolError(str(exc), "invalid_value", "session.audio.input.transcription.language") from None
+        if update.include:
+            raise ProtocolError(
+                "include item.input_audio_transcription.logprobs is not supported: the engine returns no "
+                "per-token log-probabilities; leave include empty",
+                "unsupported_value",
+                "session.include",
+            )
+        if update.audio.input.format != self.config.audio.input.format and len(self.buffer) and self.item:
+            raise ProtocolError(
+                "the audio format cannot change inside a turn; commit or clear the buffer first",
+                "invalid_value",
+                "session.audio.input.format",
+            )
+        self.config = update
+        self.configured = True
+        if self.pending is not None:
+            self.pending.cancel()
+        self._set_audio_state()
+
+    async def append(self, audio_b64: Any) -> None:
+        """``input_audio_buffer.append``: decode, run turn detection and updates on each 200 ms step.
+
+        Raises:
+            ProtocolError: before ``session.update``, or ``audio`` is not base64.
+        """
+        if not self.configured:
+            raise ProtocolError(
+                "send session.update with session.type 'transcription' (and the audio format) before audio",
+                "session_not_configured",
+                "audio",
+            )
+        if not isinstance(audio_b64, str):
+            raise ProtocolError("audio must be a base64 string", "invalid_type", "audio")
+        try:
+            data = base64.b64decode(audio_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise ProtocolError("audio is not valid base64", "invalid_value", "audio") from None
+        samples = self.audio.decode(data)
+        for start in range(0, len(samples), STEP_SAMPLES):
+            await self._step(samples[start : start + STEP_SAMPLES])
+
+    async def commit(self) -> None:
+        """``input_audio_buffer.commit`` (manual turns; in VAD mode it ends the current turn).
+
+        Raises:
+            ProtocolError: the buffer holds less than 100 ms of audio.
+        """
+        self.buffer = np.concatenate([self.buffer, self.audio.flush()])  # what the resampler still holds
+        end = self.buffer_start + len(self.buffer)
+        start = self.turn_start if self.turn_start is not None else self.buffer_start
+        if end - start < RATE // 10:
+            raise ProtocolError(
+                "Error committing input audio buffer: buffer too small (at least 100 ms of audio is needed)",
+                "input_audio_buffer_commit_empty",
+            )
+        await self._finish_turn(end, stopped=False)
+
+    async def clear(self) -> None:
+        """``input_audio_buffer.clear``: drop buffered audio and the current turn."""
+        if self.pending is not None:
+            self.pending.cancel()
+        self.buffer_start += len(self.buffer)
+        self.buffer = np.zeros(0, dtype=np.float32)
+        self.turn_start = None
+        self.item = None
+        self.hypothesis = HypothesisBuffer()
+        self.detector.end_turn()
+        await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
+
+    async def drain(self) -> None:
+        """Finish the turn in progress (its ``completed`` is sent); called before the server closes."""
+        if self.item is not None and self.turn_start is not None and self.detector.speech_chunks:
+            self.buffer = np.concatenate([self.buffer, self.audio.flush()])
+            await self._finish_turn(self.buffer_start + len(self.buffer), stopped=False)
+
+    # ----- audio steps ---------------------------------------------------------------------------
+
+    async def _step(self, samples: npt.NDArray[np.float32]) -> None:
+        self.buffer = np.concatenate([self.buffer, samples])
+        events = self.detector.feed(samples)
+        if self.vad is not None:
+            for event in events:
+                await self._turn_event(event)
+            if self.turn_start is None:
+                keep = self.vad.prefix_padding_ms * 16 + STEP_SAMPLES
+                if len(self.buffer) > keep:  # outside a turn only the prefix padding is kept
+                    self.buffer_start += len(self.buffer) - keep
+                    self.buffer = self.buffer[-keep:]
+        elif self.item is None:
+            self.item = _item_id()
+            self.turn_start = self.last_update = self.buffer_start
+            self.started_wall = time.monotonic()
+            self.first_delta_sent = False
+        if self.turn_start is None:
+            return
+        end = self.buffer_start + len(self.buffer)
+        if end - self.turn_start >= self.limits.max_turn_seconds * RATE:
+            await self._finish_turn(end, stopped=self.vad is not None)
+            return
+        if (
+            end - self.last_update >= self.limits.update_seconds * RATE
+            and self.detector.speech_chunks >= MIN_SPEECH_CHUNKS
+        ):
+            self.last_update = end
+            await self._update(end)
+
+    async def _turn_event(self, event: TurnEvent) -> None:
+        if event.kind == "started":
+            self.item = _item_id()
+            self.turn_start = max(self.buffer_start, event.ms * 16)
+            self.last_update = self.turn_start
+            self.started_wall = time.monotonic()
+            self.first_delta_sent = False
+            await self.send({"type": "input_audio_buffer.speech_started", "event_id": event_id(),
+                             "item_id": self.item, "audio_start_ms": event.ms})  # fmt: skip
+        elif event.kind == "stopped" and self.item is not None:
+            await self._finish_turn(event.ms * 16, stopped=True, stopped_ms=event.ms)
+        elif event.kind == "timeout":
+            item = _item_id()
+            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(), "item_id": item,
+                             "audio_start_ms": event.ms - (self.vad.idle_timeout_ms or 0) if self.vad else 0,
+                             "audio_end_ms": event.ms})  # fmt: skip
+
+    # ----- model calls ---------------------------------------------------------------------------
+
+    def _request(self) -> WindowRequest:
+        transcription = self.config.audio.input.transcription
+        context = " ".join(p for p in ((transcription.prompt or "").strip(), self.previous_text) if p)[-400:].strip()
+        prompt = DecodePrompt(previous_text=context, language=normalize_language(transcription.language))
+        return WindowRequest(prompt=prompt, options=DecodeOptions(), priority=LIVE_PRIORITY)
+
+    async def _decode(self, audio: npt.NDArray[np.float32]) -> str:
+        self.metrics.windows.inc()
+        try:
+            results = await self.backend.infer([audio], self._request(), self.limits.call_timeout_seconds)
+        except BackendError as exc:
+            self.health.record_failure("request", exc)
+            raise
+        self.health.record_success()
+        result = results[0]
+        if (result.no_speech_prob or 0.0) > 0.6 and (result.avg_logprob or 0.0) < -1.0:
+            return ""  # Whisper's own silence rule (openai/whisper transcribe.py)
+        return result.text
+
+    async def _update(self, end: int) -> None:
+        if self.pending is not None and not self.pending.done():
+            if self.backlog() == 0:
+                self.metrics.dropped.inc()  # live pace: its successor comes before it would
+                return
+            await asyncio.wait([self.pending])
+        assert self.turn_start is not None
+        audio = self.buffer[self.turn_start - self.buffer_start : end - self.buffer_start].copy()
+        self.update_sending = False
+        self.pending = asyncio.create_task(self._run_update(self.item, audio))
+
+    async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32]) -> None:
+        self.update_sending = False
+        try:
+            text = await self._decode(audio)
+        except BackendError:
+            return  # the final decode reports failures
+        self.update_sending = True
+        self.metrics.updates.inc()
+        if item != self.item:
+            return
+        delta = self.hypothesis.insert(text)
+        if delta:
+            await self._delta(delta)
+
+    async def _delta(self, delta: str) -> None:
+        if not self.first_delta_sent:
+            self.first_delta_sent = True
+            self.metrics.first_delta.observe(time.monotonic() - self.started_wall)
+        await self.send({"type": "conversation.item.input_audio_transcription.delta", "event_id": event_id(),
+                         "item_id": self.item, "content_index": 0, "delta": delta})  # fmt: skip
+
+    async def _finish_turn(self, end: int, stopped: bool, stopped_ms: int | None = None) -> None:
+        """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
+        ended = time.monotonic()
+        if self.pending is not None and not self.pending.done():
+            if not self.update_sending and self.backlog() == 0:  # live pace: the final decode supersedes it
+                self.pending.cancel()
+                self.metrics.dropped.inc()
+            else:
+                await asyncio.wait([self.pending])  # its delta comes before the tail
+        item = self.item or _item_id()
+        start = self.turn_start if self.turn_start is not None else self.buffer_start
+        audio = self.buffer[start - self.buffer_start : end - self.buffer_start].copy()
+        if stopped:
+            await self.send({"type": "input_audio_buffer.speech_stopped", "event_id": event_id(), "item_id": item,
+                             "audio_end_ms": stopped_ms if stopped_ms is not None else end // 16})  # fmt: skip
+        await self.send({"type": "input_audio_buffer.committed", "event_id": event_id(), "item_id": item,
+                         "previous_item_id": self.previous_item})  # fmt: skip
+        spoke = self.detector.speech_chunks >= MIN_SPEECH_CHUNKS
+        hypothesis = self.hypothesis
+        self.buffer = self.buffer[end - self.buffer_start :]
+        self.buffer_start = end
+        self.turn_start = None
+        self.item = None
+        self.hypothesis = HypothesisBuffer()
+        self.detector.end_turn()
+        self.previous_item = item
+        try:
+            text = await self._decode(audio) if spoke else ""
+        except BackendError as exc:
+            await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
+                             "item_id": item, "content_index": 0,
+                             "error": {"type": "server_error", "code": "transcription_failed", "message": str(exc),
+                                       "param": None}})  # fmt: skip
+            return
+        tail = hypothesis.finish(text)
+        if tail:
+            saved, self.item = self.item, item
+            await self._delta(tail)
+            self.item = saved
+        self.metrics.finalisation.observe(time.monotonic() - ended)
+        transcript = hypothesis.text
+        self.previous_text = transcript
+        await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
+                         "item_id": item, "content_index": 0, "transcript": transcript,
+                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}})  # fmt: skip
