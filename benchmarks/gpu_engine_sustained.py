@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from whisper_build.serving.engines.torch_engine import TorchEngine
 
     pipelined = hasattr(TorchEngine, "decode_windows")
-    capacity = MIXED["high"] if pipelined else args.new_tokens  # per-window counts need room for the longest
+    capacity = int(MIXED["high"]) if pipelined else args.new_tokens  # per-window counts need room for the longest
     started = time.perf_counter()
     engine = TorchEngine(EngineParams(
         engine="torch", model_path=str(random_model_dir(args.tokenizer_dir, args.workdir / args.shape, args.shape)),

