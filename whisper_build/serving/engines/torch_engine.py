@@ -296,22 +296,24 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     def _pipeline(self, chunks: Iterable[_Chunk], timestamps: bool, temperature: float) -> Iterator[list[Hypothesis]]:
         """Each chunk's hypotheses (its real rows), the next chunk's log-Mel + encoder launched before this one decodes.
 
-        On a GPU the next chunk's host copy, log-Mel and encoder run on a side stream while the
-        current chunk decodes on the current stream; on the CPU the same order runs serially.
+        On a GPU, where a next chunk exists, its host copy, log-Mel and encoder run on a side stream
+        while the current chunk decodes on the decoder's high-priority stream; a lone chunk runs on
+        the current stream alone (nothing to overlap); on the CPU the same order runs serially.
         """
         pending = iter(chunks)
         current = next(pending, None)
-        encoded = self._launch_encoder(current) if current is not None else None
-        while current is not None and encoded is not None:
-            following = next(pending, None)
-            upcoming = self._launch_encoder(following) if following is not None else None
-            yield self._decode_bucket(current, encoded, timestamps, temperature)[: current.size]
-            current, encoded = following, upcoming
+        following = next(pending, None)
+        launched = self._launch_encoder(current, following is not None) if current is not None else None
+        while current is not None and launched is not None:
+            upcoming = self._launch_encoder(following, True) if following is not None else None
+            yield self._decode_bucket(current, launched, timestamps, temperature)[: current.size]
+            current, launched = following, upcoming
+            following = next(pending, None) if current is not None else None
 
     @torch.inference_mode()
-    def _launch_encoder(self, chunk: _Chunk) -> tuple[torch.Tensor, torch.cuda.Event | None]:
-        """Log-Mel + encoder of ``chunk`` (``[bucket, 1500, d]``) and the event of its end, on the side stream where there is one."""
-        if self._side is None:
+    def _launch_encoder(self, chunk: _Chunk, overlap: bool) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+        """Log-Mel + encoder of ``chunk`` (``[bucket, 1500, d]``) and the event of its end (side stream: ``overlap``)."""
+        if self._side is None or not overlap:
             return self._encoder(self._features(chunk.audio)), None
         slot = self._slot = 1 - self._slot
         copied = self._copied[slot]
@@ -340,11 +342,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     ) -> list[Hypothesis]:
         """Cross-attention keys/values, language detection and decode of one padded bucket."""
         stream = self._decoder.stream
-        if stream is None:
+        if stream is None or launched[1] is None:  # the CPU, or a lone chunk: all on the current stream
             return self._decode_chunk(chunk, launched[0], timestamps, temperature)
         stream.wait_stream(torch.cuda.current_stream())
-        if launched[1] is not None:
-            stream.wait_event(launched[1])  # this chunk's encoder, not the next one's
+        stream.wait_event(launched[1])  # this chunk's encoder, not the next one's
         with torch.cuda.stream(stream):
             return self._decode_chunk(chunk, launched[0], timestamps, temperature)
 
