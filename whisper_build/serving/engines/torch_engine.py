@@ -1,7 +1,7 @@
 """PyTorch Whisper engine: a Hugging Face ``transformers`` checkpoint, static KV cache, CUDA graphs per batch bucket.
 
 Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``) as it
-is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device, a
+is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device (:mod:`.torch_features`), a
 compiled encoder (:mod:`.torch_encoder`), graphed decode steps (:mod:`.torch_graphs`) and openai/whisper's
 logit rules (:mod:`.torch_logits`). No beam search, no word timings. Entry point: :class:`TorchEngine`
 (the decode path and benchmark mode, in its docstring).
@@ -43,6 +43,7 @@ from whisper_build.serving.engines.tokens import (
     language_token_ids,
 )
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
+from whisper_build.serving.engines.torch_features import N_FFT, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.prompt import DecodePrompt
@@ -50,11 +51,6 @@ from whisper_build.serving.prompt import DecodePrompt
 __all__ = ["TorchEngine", "log_mel_torch"]
 
 log = logging.getLogger(__name__)
-
-N_FFT = 400
-"""STFT size (25 ms at 16 kHz), openai/whisper ``audio.py``."""
-HOP_LENGTH = 160
-"""STFT hop (10 ms), openai/whisper ``audio.py``."""
 
 _DTYPES = {"default": None, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -68,25 +64,6 @@ class _Chunk:
     penalties: list[float]
     size: int
     limits: list[int] | None = None
-
-
-def log_mel_torch(audio: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
-    """Whisper log-Mel features of 30 s windows, on ``audio``'s device.
-
-    Args:
-        audio: float32 ``[B, 480000]`` (16 kHz, zero-padded to 30 s).
-        filters: float32 ``[n_mels, 201]`` Slaney Mel filters.
-
-    Returns:
-        float32 ``[B, n_mels, 3000]``: ``log10`` power, floored at its window maximum − 8, then
-        ``(x + 4) / 4`` (openai/whisper ``log_mel_spectrogram``).
-    """
-    window = torch.hann_window(N_FFT, device=audio.device)
-    stft = torch.stft(audio, N_FFT, HOP_LENGTH, window=window, return_complex=True)
-    power = stft[..., :-1].abs() ** 2
-    log_spec = torch.clamp(filters @ power, min=1e-10).log10()
-    log_spec = torch.maximum(log_spec, log_spec.amax(dim=(1, 2), keepdim=True) - 8.0)
-    return (log_spec + 4.0) / 4.0
 
 
 class TorchEngine(TokenizerText, NoWordAlignment):
