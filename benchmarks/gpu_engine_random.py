@@ -40,7 +40,8 @@ def stage_times(engine, audio: list[np.ndarray], prompts: list[DecodePrompt], ne
     import torch
 
     def now() -> float:
-        torch.cuda.synchronize()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         return time.perf_counter()
 
     with torch.inference_mode():

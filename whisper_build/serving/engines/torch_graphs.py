@@ -18,7 +18,7 @@ from transformers import WhisperForConditionalGeneration
 from whisper_build.serving.engines.buckets import DecodeMode
 from whisper_build.serving.engines.torch_logits import LogitRules, RowState
 
-__all__ = ["BucketStartup", "DecodeResult", "StaticDecoder", "StepAttention"]
+__all__ = ["BucketStartup", "DecodeResult", "StaticDecoder", "StepAttention", "attention_spans"]
 
 StepAttention = Literal["matmul", "sdpa"]
 
@@ -26,6 +26,19 @@ log = logging.getLogger(__name__)
 
 EARLY_STOP_EVERY = 8
 """Decoder steps between host checks for "every row finished" (each check is a device sync)."""
+
+
+def attention_spans(context: int) -> tuple[int, ...]:
+    """Self-attention spans a step may attend over: 64, 128, 256, … below ``context``, then ``context``.
+
+    A step whose rows sit at positions < ``span`` attends over the cache's first ``span`` positions
+    only (the rest is masked anyway), so a 100-token window reads a quarter of the 448-position cache.
+    """
+    spans, span = [], 64
+    while span < context:
+        spans.append(span)
+        span *= 2
+    return (*spans, context)
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,8 @@ class StaticDecoder:
         attention: how a step (one query per row) attends: ``sdpa`` =
             ``scaled_dot_product_attention`` (default), ``matmul`` = two batched matrix products
             around a float32 softmax (measured slower on an H200: docs/benchmarks.md "GPU, engine").
+        spans: self-attention spans (:func:`attention_spans` of the context by default); ``(448,)``
+            attends over the whole cache every step, as before spans.
 
     Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
     ``generate(cache_implementation="static")``: measurements on an H200 (transformers 5.17,
@@ -77,7 +92,8 @@ class StaticDecoder:
     buckets share one allocation. Cross-attention keys/values are computed once per window, eagerly,
     outside any graph (:meth:`StaticDecoder.set_cross`); the prompt (prefill) runs eagerly too; each
     later token is one replay. One step: embed token + position, per layer self-attention over the
-    whole static cache masked to positions ≤ the row's own (rows of different prompt lengths share a
+    cache's first ``span`` positions (the smallest span above every row's position; one graph per
+    bucket × span) masked to positions ≤ the row's own (rows of different prompt lengths share a
     step), cross-attention, MLP; then :class:`~whisper_build.serving.engines.torch_logits.LogitRules`
     chooses the token in the same graph. In ``eager`` mode the very same step runs op by op, so on one
     bucket and one padded batch graphed and eager decodes compute the same kernels on the same data.
@@ -93,6 +109,7 @@ class StaticDecoder:
         sot: int,
         no_speech: int | None,
         attention: StepAttention = "sdpa",
+        spans: Sequence[int] | None = None,
     ) -> None:
         config = model.config
         self.model, self.rules, self.mode = model, rules, mode
@@ -102,6 +119,9 @@ class StaticDecoder:
         self.heads = config.decoder_attention_heads
         self.head_dim = config.d_model // self.heads
         self.context = config.max_target_positions
+        self.spans = tuple(sorted(spans)) if spans else attention_spans(self.context)
+        if self.spans[-1] != self.context:
+            raise ValueError(f"the largest span must be the context ({self.context}), got {self.spans}")
         device, dtype, rows = model.device, model.dtype, self.buckets[-1]
         layers, source = len(self.decoder.layers), config.max_source_positions
 
@@ -126,7 +146,10 @@ class StaticDecoder:
         self.logit_weight = torch.cat([weight, weight.new_zeros(pad, weight.shape[1])]) if pad else weight
         self.static_bytes = sum(t.numel() * t.element_size() for t in self._buffers())
         self.attention = attention
-        self.graphs: dict[tuple[int, bool], torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[tuple[int, bool, int], torch.cuda.CUDAGraph] = {}
+        # decode on a high-priority stream (graphs captured there keep its priority): where an encoder
+        # runs beside it on another stream, the GPU schedules the decode's blocks first
+        self.stream = torch.cuda.Stream(device, priority=-1) if device.type == "cuda" else None
         self.startup: list[BucketStartup] = []
         if mode == "graphs":
             self.capture_all()
@@ -184,21 +207,24 @@ class StaticDecoder:
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self.decoder.layer_norm(hidden), self.logit_weight)[..., : self.vocab].float()
 
-    def _step(self, b: int, full: bool) -> None:
+    def _step(self, b: int, full: bool, span: int | None = None) -> None:
         """One decoder step for bucket ``b``: feed ``state.token`` at ``state.pos``, choose the next token.
 
         ``full``: every logit rule (timestamps, penalty, sampling); else suppression and argmax only.
+        ``span``: attend over cache positions ``[0, span)`` (every row's position must be below it);
+        ``None`` = the whole context.
         """
+        span = span or self.context
         s = self.state.rows(b)
         rows = self.row_index[:b]
         x = self._embed(s.token[:, None], s.pos[:, None])
-        mask = (self.positions[None, :] <= s.pos[:, None])[:, None, None, :]
+        mask = (self.positions[None, :span] <= s.pos[:, None])[:, None, None, :]
         for i, layer in enumerate(self.decoder.layers):
             q, k, v = self._qkv(layer, x)
             keys, values = self.self_k[i][:b], self.self_v[i][:b]
             keys[rows, :, s.pos] = k[:, :, 0]
             values[rows, :, s.pos] = v[:, :, 0]
-            x = self._rest(i, layer, x, self._attend(q, keys, values, mask))
+            x = self._rest(i, layer, x, self._attend(q, keys[:, :, :span], values[:, :, :span], mask))
         self.rules.choose(self._logits(x)[:, 0], s, full)
         s.pos.copy_((s.pos + 1).clamp(max=self.context - 1))
 
@@ -237,7 +263,7 @@ class StaticDecoder:
         penalty: Sequence[float],
         temperature: float,
         timestamps: bool,
-        max_new: int,
+        max_new: int | Sequence[int],
     ) -> DecodeResult:
         """Decode one bucket (``len(prompts)`` is a bucket size; :meth:`set_cross` first).
 
@@ -246,7 +272,7 @@ class StaticDecoder:
             penalty: repetition penalty per row.
             temperature: 0 = greedy, > 0 = sampling (every row).
             timestamps: predict timestamp tokens (every row).
-            max_new: most new tokens per row (cut to Whisper's 448-token context).
+            max_new: most new tokens, for every row or per row (cut to Whisper's 448-token context).
         """
         b, device = len(prompts), self.positions.device
         if b not in self.buckets:
@@ -257,21 +283,28 @@ class StaticDecoder:
         read = torch.tensor(
             [[list(p).index(self.sot), n - 1] for p, n in zip(prompts, lengths, strict=True)], device=device
         )
-        limits = [max(1, min(max_new, self.context - n, self.state.history.shape[1])) for n in lengths]
+        wanted = [max_new] * b if isinstance(max_new, int) else list(max_new)
+        limits = [
+            max(1, min(m, self.context - n, self.state.history.shape[1])) for m, n in zip(wanted, lengths, strict=True)
+        ]
         self._reset(b, lengths, limits, penalty, temperature, timestamps)
         logits = self._prefill(tokens, read)
-        no_speech = logits[:, 0].softmax(-1)[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * b
+        # read at the end: a host read here would stall the launches below
+        no_speech = logits[:, 0].softmax(-1)[:, self.no_speech] if self.no_speech is not None else None
         s = self.state.rows(b)
         full = timestamps or temperature > 0 or any(p != 1.0 for p in penalty)
         self.rules.choose(logits[:, 1], s, full)
         for step in range(1, max(limits)):
+            # the step feeds positions lengths + step - 1, so it attends over the first max(lengths) + step
+            span = next(w for w in self.spans if w >= min(self.context, width + step))
             if self.mode == "graphs":
-                self.graphs[b, full].replay()
+                self.graphs[b, full, span].replay()
             else:
-                self._step(b, full)
+                self._step(b, full, span)
             if not self.rules.forbid_eot and step % EARLY_STOP_EVERY == 0 and bool(s.finished.all()):
                 break
-        return DecodeResult(s.history.tolist(), s.sum_logprob.tolist(), no_speech)
+        speech = no_speech.tolist() if no_speech is not None else [0.0] * b
+        return DecodeResult(s.history.tolist(), s.sum_logprob.tolist(), speech)
 
     def _reset(
         self,
@@ -295,24 +328,26 @@ class StaticDecoder:
             last.fill_(-1)
 
     def _capture(self, b: int) -> BucketStartup:
-        """Warm bucket ``b``'s two step variants on a side stream, then record each into its own CUDA graph."""
+        """Warm bucket ``b``'s step variants on a side stream, then record each (full or not × span) into its own graph."""
         started = time.perf_counter()
         self._reset(b, [1] * b, [self.context] * b, [1.0] * b, 0.0, False)
         self.state.token[:b].fill_(self.sot)
-        side = torch.cuda.Stream()
+        side = self.stream or torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for full in (False, True, False, True):  # cuBLAS handles, workspace, allocator settle first
-                self._step(b, full)
+                for span in self.spans:
+                    self._step(b, full, span)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         before = torch.cuda.memory_reserved()
         for full in (False, True):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._step(b, full)
-            self.graphs[b, full] = graph
+            for span in self.spans:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, stream=side):
+                    self._step(b, full, span)
+                self.graphs[b, full, span] = graph
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         report = BucketStartup(b, time.perf_counter() - started, torch.cuda.memory_reserved() - before)

@@ -1,0 +1,120 @@
+"""What a GPU benchmark run carries to the device machine, derived instead of listed by hand.
+
+:func:`served_requirements`: the pins of ``requirements.txt`` whose packages the served path imports
+(an ``ast`` scan of its source, lazy imports included, mapped to distributions); :func:`pack`: files
+into parts that each fit one device call beside the sent checkout, with room for that checkout to
+grow. Used by ``benchmarks/gpu_served_stage.sh``. Docs: docs/benchmarks.md, "GPU, served path".
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+SERVED_SOURCES = ("whisper_build/serving", "whisper_build/workstation", "settings", "benchmarks/bench", "benchmarks/gpu_served.py",
+                  "benchmarks/gpu_whisper_random.py", "benchmarks/reference_gateway.py")  # fmt: skip
+"""What the served benchmark runs on the device machine (gateway, Triton model, engines, load tool)."""
+
+CALL_BYTES = 64 * 1024 * 1024
+"""What one device call carries, the sent checkout's tracked files included (the device README)."""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.lower())
+
+
+def imported_modules(paths: Iterable[Path]) -> set[str]:
+    """Top-level names of every module imported anywhere in the ``.py`` files under ``paths``."""
+    names: set[str] = set()
+    for root in paths:
+        for path in [root] if root.is_file() else sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module.split(".")[0])
+    return names
+
+
+def served_requirements(requirements: str, modules: set[str], without: Iterable[str] = ()) -> list[str]:
+    """The pins of ``requirements`` (requirements.txt text) whose distribution provides one of ``modules``.
+
+    ``without``: distributions left out on purpose. Distributions are looked up in this environment
+    (:func:`importlib.metadata.packages_distributions`), so the pins must be installed here.
+
+    Raises:
+        ValueError: a name in ``without`` is not pinned (a stale exclusion).
+    """
+    provided = {
+        _norm(dist) for module, dists in packages_distributions().items() if module in modules for dist in dists
+    }
+    pins = {}
+    for line in requirements.splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?==", line.strip())
+        if match:
+            pins[_norm(match.group(1))] = line.strip()
+    skip = {_norm(name) for name in without}
+    if stale := skip - set(pins):
+        raise ValueError(f"not pinned in requirements.txt, remove from the exclusions: {', '.join(sorted(stale))}")
+    return [pin for name, pin in pins.items() if name in provided and name not in skip]
+
+
+def pack(sizes: Mapping[str, int], budget: int) -> list[list[str]]:
+    """Files (relative path → bytes) into parts of at most ``budget`` bytes each, largest first (first fit).
+
+    Raises:
+        ValueError: a file alone is over ``budget`` (split it first), or ``budget`` < 1.
+    """
+    if budget < 1:
+        raise ValueError(f"no room left in a device call (budget {budget} bytes): carry less or shrink the checkout")
+    parts: list[tuple[int, list[str]]] = []
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        if sizes[name] > budget:
+            raise ValueError(f"{name} ({sizes[name]} bytes) is over the {budget} bytes a part may carry; split it")
+        for k, (used, files) in enumerate(parts):
+            if used + sizes[name] <= budget:
+                parts[k] = (used + sizes[name], [*files, name])
+                break
+        else:
+            parts.append((sizes[name], [name]))
+    return [files for _, files in parts]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``requirements`` prints the served pins; ``pack SRC DEST`` moves SRC's files into DEST/1..N."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    req = sub.add_parser("requirements")
+    req.add_argument("requirements_txt", type=Path)
+    req.add_argument("--without", nargs="*", default=[])
+    pk = sub.add_parser("pack")
+    pk.add_argument("source", type=Path)
+    pk.add_argument("dest", type=Path)
+    pk.add_argument("--budget", type=int, required=True, help="bytes one part may hold")
+    args = p.parse_args(argv)
+    if args.command == "requirements":
+        modules = imported_modules(Path(s) for s in SERVED_SOURCES)
+        print("\n".join(served_requirements(args.requirements_txt.read_text(), modules, args.without)))
+        return 0
+    files = {str(f.relative_to(args.source)): f.stat().st_size for f in args.source.rglob("*") if f.is_file()}
+    try:
+        parts = pack(files, args.budget)
+    except ValueError as exc:
+        print(f"gpu_carry: {exc}", file=sys.stderr)
+        return 1
+    for k, names in enumerate(parts, start=1):
+        for name in names:
+            (args.dest / str(k) / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(args.source / name, args.dest / str(k) / name)
+    print(len(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
