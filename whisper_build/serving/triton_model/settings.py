@@ -11,8 +11,7 @@ Environment variables use the prefix ``WHISPER_TRITON_``; nested fields use ``__
 | engine | ``WHISPER_TRITON_ENGINE__ENGINE`` | ``ctranslate2`` |
 | model / engine directory | ``WHISPER_TRITON_ENGINE__MODEL_PATH`` | bundled tiny.en (ctranslate2) |
 | any :class:`EngineParams` field | ``WHISPER_TRITON_ENGINE__<FIELD>`` | see ``EngineParams`` |
-| any :class:`BatchingConfig` field | ``WHISPER_TRITON_BATCHING__<FIELD>`` | see ``BatchingConfig`` |
-| any :class:`SpeakerConfig` field | ``WHISPER_TRITON_SPEAKER__<FIELD>`` | see ``SpeakerConfig`` |
+| any :class:`BatchingConfig` / :class:`SpeakerConfig` field | ``WHISPER_TRITON_BATCHING__<FIELD>`` / ``_SPEAKER__<FIELD>`` | see the class |
 | graceful stop timeout | ``WHISPER_TRITON_EXIT_TIMEOUT_S`` | 30 |
 """
 
