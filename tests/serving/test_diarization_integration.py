@@ -150,3 +150,12 @@ def test_chunking_strategy_objects_are_accepted(gateway_url: str) -> None:
     )
     assert answer.status_code == 200, answer.text
     assert "fox" in answer.json()["text"].lower()
+
+
+def test_rttm_names_the_file_after_the_upload(gateway_url: str) -> None:
+    upload = ("day 1 kal.flac", (support.SPEAKERS_DIR / "ref_kal.flac").read_bytes(), "audio/flac")
+    data = {"model": "whisper", "response_format": "rttm"}
+    answer = httpx.post(f"{gateway_url}/v1/audio/transcriptions", data=data, files={"file": upload}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    lines = answer.text.splitlines()
+    assert lines and all(line.startswith("SPEAKER day_1_kal 1 ") and line.split()[7] == "A" for line in lines)

@@ -95,6 +95,7 @@ def test_a_model_that_cannot_load_fails_start_with_the_log(tmp_path):
     settings = TritonSettings(
         http_port=http, grpc_port=grpc, metrics_port=metrics, exit_timeout_s=5,
         engine={"model_path": str(tmp_path)},  # a directory without a model
+        speaker={"enabled": False},
     )  # fmt: skip
     server = LocalTriton(settings, workdir=tmp_path / "work")
     with pytest.raises(TritonStartError) as raised:
@@ -157,7 +158,12 @@ def test_tritonserver_exits_when_its_launcher_is_killed(tmp_path):
         time.sleep(600)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WHISPER_TRITON_ENGINE__CPU_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "WHISPER_TRITON_ENGINE__CPU_THREADS": "1",
+        "WHISPER_TRITON_SPEAKER__ENABLED": "false",
+    }
     process = subprocess.Popen([sys.executable, "-c", launcher], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -34,11 +34,13 @@ def _publish(
     model: str = MODEL,
     version: str = "20261130T101500Z",
     mig_profile: str | None = None,
+    speaker: bool = True,
 ) -> Path:
-    """Lay out what the engine build publishes: pointer, manifest, model repository."""
+    """Lay out what the engine build publishes: pointer, manifest, model repository (``speaker``: with that model)."""
     folder = root / version
-    (folder / "model_repository" / "whisper" / "1").mkdir(parents=True)
-    (folder / "model_repository" / "whisper" / "config.pbtxt").write_text('name: "whisper"\n')
+    for name in ("whisper", "speaker") if speaker else ("whisper",):
+        (folder / "model_repository" / name / "1").mkdir(parents=True)
+        (folder / "model_repository" / name / "config.pbtxt").write_text(f'name: "{name}"\n')
     manifest = EngineManifest(
         model=model,
         engine="tensorrt_llm",
@@ -110,6 +112,16 @@ def test_good_repository_passes_and_resolves_the_version(tmp_path: Path) -> None
     assert result.message == (
         f"ok: s3://{BUCKET}/models/{MODEL}/sm89/{folder.name}/ is a sm89 TensorRT-LLM {TRTLLM} engine of {MODEL}"
     )
+
+
+def test_a_repository_published_without_the_speaker_model_says_how_to_serve(tmp_path: Path) -> None:
+    folder = _publish(tmp_path, speaker=False)
+    with pytest.raises(PreflightError, match=r"model_repository/ has no speaker model .*publish the engine again"):
+        _run(tmp_path)
+    off = run_preflight(
+        _target(tmp_path), compute_capability=lambda: "8.9", trtllm_version=lambda: TRTLLM, speaker=False
+    )
+    assert off.model_repository == folder / "model_repository"
 
 
 CT2_PREFIX = f"s3://{BUCKET}/models/{MODEL}/sm89/ctranslate2/"

@@ -170,6 +170,7 @@ def test_a_model_that_cannot_load_backs_off_while_the_pod_stays_running_but_unre
         "WHISPER_SUPERVISOR_TERMINATION_MESSAGE_PATH": str(tmp_path / "termination-log"),
         "WHISPER_SUPERVISOR_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
         "WHISPER_MODEL_REPOSITORY_FILE": str(tmp_path / "model_repository_file"),
+        "WHISPER_TRITON_SPEAKER__ENABLED": "false",
         "WHISPER_TRITON_HTTP_PORT": str(http),
         "WHISPER_TRITON_GRPC_PORT": str(grpc),
         "WHISPER_TRITON_METRICS_PORT": str(metrics),

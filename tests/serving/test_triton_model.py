@@ -26,6 +26,7 @@ from whisper_build.serving.triton_model.batching import (
 from whisper_build.serving.triton_model.repository import (
     MULTILINGUAL_PARAMETER,
     BatchingConfig,
+    SpeakerConfig,
     check_declared_multilingual,
     render_config,
     render_model_repository,
@@ -189,6 +190,8 @@ def test_render_model_repository_writes_config_and_model(tmp_path):
     root = render_model_repository(tmp_path, EngineParams())
     assert root == tmp_path
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "speaker/1/model.py",
+        "speaker/config.pbtxt",
         "whisper/1/model.py",
         "whisper/config.pbtxt",
     ]
@@ -308,3 +311,15 @@ def test_the_model_refuses_a_config_whose_multilingual_parameter_contradicts_the
     check_declared_multilingual({}, True)  # a config that does not say passes
     with pytest.raises(ValueError, match="multilingual=true but the loaded model is not multilingual"):
         check_declared_multilingual({MULTILINGUAL_PARAMETER: "true"}, False)
+
+
+def test_the_speaker_model_config_is_a_cpu_model_of_the_contract_tensors(tmp_path: Path) -> None:
+    render_model_repository(tmp_path, EngineParams(), speaker=SpeakerConfig(warmup=False, instance_count=2, threads=3))
+    config = _parse_config((tmp_path / contract.SPEAKER_MODEL / "config.pbtxt").read_text())
+    assert (config.name, config.backend, config.max_batch_size) == (contract.SPEAKER_MODEL, "python", 0)
+    assert [i.name for i in config.input] == [t.name for t in contract.SPEAKER_INPUTS]
+    assert [o.name for o in config.output] == [t.name for t in contract.SPEAKER_OUTPUTS]
+    assert [(g.count, g.kind) for g in config.instance_group] == [(2, model_config_pb2.ModelInstanceGroup.KIND_CPU)]
+    assert {k: v.string_value for k, v in config.parameters.items()} == {"warmup": "false", "threads": "3"}
+    render_model_repository(tmp_path, EngineParams(), speaker=SpeakerConfig(enabled=False))
+    assert not (tmp_path / contract.SPEAKER_MODEL).exists()  # a repository rendered again drops it

@@ -278,17 +278,22 @@ class JobRunner:
             await self._io(self.store.download, job.key, info, path)
             stream: AudioStream = await self._io(open_audio_file, path)
             status.audio_seconds = stream.declared_seconds  # make jobs' percent and estimate
+            diarized = None
+            if job.options.speakers is not None:  # the speaker model runs beside the windows' transcription
+                timeout = settings.diarization_timeout_seconds
+                backend = self.transcriber.backend
+                diarized = asyncio.create_task(diarize_file(backend, path, job.options.speakers, timeout))
             try:
                 stopped = await self._groups(stream, job, checkpoint, prefix, status, life, started)
+                turns = None if diarized is None or stopped is not None else await diarized
             except BackendError as exc:
                 if not isinstance(exc, BackendRejected) and checkpoint.groups:
                     await self._save_progress(prefix, status, checkpoint)  # the retry resumes here
                 raise
             finally:
+                if diarized is not None:
+                    diarized.cancel()
                 stream.close()
-            turns = None
-            if stopped is None and job.options.speakers is not None:
-                turns = await asyncio.to_thread(diarize_file, path, job.options.speakers)
         finally:
             path.unlink(missing_ok=True)
         if stopped is not None:
@@ -379,7 +384,7 @@ class JobRunner:
         turns: list[Turn] | None = None,
     ) -> Outcome:
         segments = checkpoint.typed_segments()
-        rendered = render_outputs(segments, duration, checkpoint.language, job.options, turns)
+        rendered = render_outputs(segments, duration, checkpoint.language, job.options, turns, job.key)
         files = {name: file for name, file in output_files().items() if name in rendered}
         for name, (body, content_type) in rendered.items():
             await self._io(self.store.put, prefix + files[name], body, content_type)

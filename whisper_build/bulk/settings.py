@@ -53,6 +53,9 @@ class WorkerSettings(BaseSettings):
     retry_base_seconds: float = Field(30.0, ge=0, description="first back-off of a transient failure")
     retry_max_seconds: float = Field(900.0, ge=0, description="longest back-off")
     call_timeout_seconds: float = Field(600.0, gt=0, description="deadline of one Triton call (one group)")
+    diarization_timeout_seconds: float = Field(
+        1800.0, gt=0, description="deadline of the speaker model's call for one whole file (about 150 s per hour)"
+    )
     yield_to_metrics_url: str | None = Field(
         None,
         description="a gateway's /metrics sharing this Triton: bulk calls wait while its requests are in flight "

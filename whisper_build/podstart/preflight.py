@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from settings import storage
 from settings.engines import ENGINE_PROFILES, profile
 from settings.gpu_catalog import arch_for_compute_capability
@@ -29,6 +31,7 @@ from settings.schema import WHISPER_MODELS
 from whisper_build.release.engine_build.gpu import GpuQueryError, package_version, query_gpu, tensorrt_llm_version
 from whisper_build.release.engine_build.trtllm_support import engine_builder_refusal
 from whisper_build.release.manifest import EngineManifest, ManifestError, read_manifest
+from whisper_build.serving import contract
 from whisper_build.serving.diarization.weights import check_weights
 
 TRTLLM_VERSION_ENV = "WHISPER_TRTLLM_VERSION"
@@ -458,11 +461,13 @@ def run_preflight(
     *,
     compute_capability: Callable[[], str] = query_compute_capability,
     trtllm_version: Callable[[], str | None] = image_trtllm_version,
+    speaker: bool = True,
 ) -> PreflightResult:
     """Check that ``target.model_dir`` holds an engine this node and image can serve.
 
     Args:
         target: What the pod serves and where it is mounted.
+        speaker: Triton loads the ``speaker`` model (``WHISPER_TRITON_SPEAKER__ENABLED``, default true).
         compute_capability: Returns the node GPU's compute capability (``"8.9"``); defaults to nvidia-smi.
         trtllm_version: Returns the image's TensorRT-LLM version, or ``None`` when unknown.
 
@@ -478,7 +483,8 @@ def run_preflight(
             manifest's GPU architecture, model, engine or TensorRT-LLM version does not match;
             for ctranslate2, a file of :data:`settings.storage.CTRANSLATE2_REQUIRED_FILES` is missing;
             for torch, the mount is not a checkpoint of the model (:func:`check_hf_checkpoint`).
-            Also: a speaker-model weight file differs from its pin.
+            Also: a speaker-model weight file differs from its pin; with ``speaker``, a published
+            repository without the ``speaker`` model (built before it existed).
         ValueError: ``target.engine`` is not one of :data:`ENGINES`.
 
     Checks, in order: the speaker model's weight files match their sha256 pins
@@ -499,7 +505,7 @@ def run_preflight(
     ``models/<model>/hf/``, checked by :func:`check_hf_checkpoint` (pickled ``pytorch_model.bin`` is
     refused: loading a pickle runs code).
     """
-    if speaker_problems := check_weights():  # the gateway's speaker model (diarization), whatever the engine
+    if speaker_problems := check_weights():  # Triton's speaker model (diarization), whatever the engine
         raise PreflightError("speaker model weights: " + "; ".join(speaker_problems))
     layout = profile(target.engine).layout
     if layout == "conversion":
@@ -533,6 +539,13 @@ def run_preflight(
             + _fix_lines(target, node_arch)
         ) from err
     _check_manifest(target, manifest, folder, node_arch, image)
+    speaker_model = folder / storage.MODEL_REPOSITORY_DIR / contract.SPEAKER_MODEL
+    if speaker and not (speaker_model / "config.pbtxt").is_file():
+        raise PreflightError(
+            f"{target.prefix_uri(node_arch)}{folder.name}/{storage.MODEL_REPOSITORY_DIR}/ has no "
+            f"{contract.SPEAKER_MODEL} model (published before diarization moved into Triton): publish the "
+            "engine again with this release, or set WHISPER_TRITON_SPEAKER__ENABLED=false (no speakers)"
+        )
     return PreflightResult(
         f"ok: {target.prefix_uri(node_arch)}{folder.name}/ is a {manifest.gpu_arch} TensorRT-LLM "
         f"{manifest.tensorrt_llm_version} engine of {manifest.model}",
@@ -612,8 +625,13 @@ def main(argv: list[str] | None = None) -> int:
         args.region,
     )
     capability = (lambda: args.compute_capability) if args.compute_capability else query_compute_capability
+    enabled = os.environ.get("WHISPER_TRITON_SPEAKER__ENABLED", "true")
     try:
-        result = run_preflight(target, compute_capability=capability)
+        speaker = TypeAdapter(bool).validate_python(enabled)
+    except ValidationError:
+        parser.error(f"WHISPER_TRITON_SPEAKER__ENABLED={enabled!r}: set true or false")
+    try:
+        result = run_preflight(target, compute_capability=capability, speaker=speaker)
     except PreflightError as err:
         failure = f"preflight FAILED: {err}"
         said = VERDICT_WAITING if isinstance(err, NotYetPublished) else VERDICT_FAILED

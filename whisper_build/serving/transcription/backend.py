@@ -1,7 +1,7 @@
 """The model server as every front end sees it: one Protocol, its errors and the wrapper base.
 
 :class:`TranscriptionBackend` is what the window pipeline needs (one verb per operation: ``infer``
-a window batch, ``served_model``, ``reload``, ``close``); one window batch crosses it as one
+a window batch, ``diarize`` a whole file, ``served_model``, ``reload``, ``close``); one window batch crosses it as one
 :class:`~whisper_build.serving.transcription.request.WindowRequest`.
 :class:`~whisper_build.serving.transcription.triton.TritonBackend` implements it over gRPC;
 :class:`DelegatingBackend` is the base of the wrappers (recovery, bulk admission, yielding), which
@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.request import WindowRequest
 
@@ -120,6 +121,15 @@ class TranscriptionBackend(Protocol):
         """
         ...
 
+    async def diarize(self, samples: npt.NDArray[np.float32], options: SpeakerOptions, timeout: float) -> list[Turn]:
+        """Speaker turns of a whole file (16 kHz mono float32 ``[n]``) from the speaker model, in time order.
+
+        Cancelling the awaiting task cancels the call (the model skips a request cancelled while queued).
+        Raises: BackendRejected (bad counts or a reference without speech), BackendUnavailable (no
+        speaker model loaded), BackendTimeout, BackendError.
+        """
+        ...
+
     async def reload(self, timeout: float) -> None:
         """Ask the model server to load the model again (repair after its runtime died).
 
@@ -147,6 +157,10 @@ class DelegatingBackend:
     ) -> list[WindowResult]:
         """The wrapped backend's, with ``request`` unchanged."""
         return await self.backend.infer(windows, request, timeout)
+
+    async def diarize(self, samples: npt.NDArray[np.float32], options: SpeakerOptions, timeout: float) -> list[Turn]:
+        """The wrapped backend's."""
+        return await self.backend.diarize(samples, options, timeout)
 
     async def reload(self, timeout: float) -> None:
         """The wrapped backend's."""

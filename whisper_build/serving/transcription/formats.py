@@ -22,7 +22,17 @@ from whisper_build.serving.diarization.assign import Speakers
 from whisper_build.serving.prompt import LANGUAGE_NAMES
 from whisper_build.serving.results import Segment
 
-__all__ = ["FORMATS", "BulkFile", "ResponseFormat", "Transcript", "bulk_files", "lookup", "names", "render"]
+__all__ = [
+    "FORMATS",
+    "BulkFile",
+    "ResponseFormat",
+    "Transcript",
+    "bulk_files",
+    "lookup",
+    "names",
+    "render",
+    "rttm_file_id",
+]
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class Transcript:
         words: the request asked for word timestamps.
         line_chars: SRT/VTT cue line wrap in characters (0 = one line per cue).
         speakers: who said what, when the request asked for speakers (else ``None``).
+        file_id: the input's name in RTTM lines (:func:`rttm_file_id`).
     """
 
     text: str
@@ -48,6 +59,7 @@ class Transcript:
     words: bool = False
     line_chars: int = 0
     speakers: Speakers | None = None
+    file_id: str = "audio"
 
 
 @dataclass(frozen=True)
@@ -262,10 +274,19 @@ def diarized_segments(speakers: Speakers) -> list[dict[str, object]]:
     ]
 
 
-def to_rttm(t: Transcript, file_id: str = "audio") -> str:
+def rttm_file_id(name: str | None) -> str:
+    """RTTM's file id of an input named ``name`` (upload filename, object key): its stem, blanks as ``_``.
+
+    ``talks/day 1.flac`` → ``day_1``; no name → ``audio``.
+    """
+    stem = PurePosixPath((name or "").replace("\\", "/")).stem if name else ""
+    return "_".join(stem.split()) or "audio"
+
+
+def to_rttm(t: Transcript) -> str:
     """NIST RTTM: one ``SPEAKER <file> 1 <onset> <duration> <NA> <NA> <speaker> <NA> <NA>`` line per turn."""
     return "".join(
-        f"SPEAKER {file_id} 1 {turn.start:.3f} {turn.end - turn.start:.3f} <NA> <NA> {turn.speaker} <NA> <NA>\n"
+        f"SPEAKER {t.file_id} 1 {turn.start:.3f} {turn.end - turn.start:.3f} <NA> <NA> {turn.speaker} <NA> <NA>\n"
         for turn in _speakers(t).turns
     )
 

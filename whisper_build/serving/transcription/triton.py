@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving import contract
+from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, name_turns
 from whisper_build.serving.results import ResultError, WindowResult
 from whisper_build.serving.transcription.backend import (
     BackendError,
@@ -27,7 +28,7 @@ from whisper_build.serving.transcription.backend import (
 )
 from whisper_build.serving.transcription.request import WindowRequest
 
-__all__ = ["TritonBackend", "infer_inputs", "pack_batch", "request_values"]
+__all__ = ["TritonBackend", "infer_inputs", "pack_batch", "request_values", "speaker_inputs"]
 
 
 def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32]]:
@@ -90,6 +91,28 @@ def infer_inputs(windows: Sequence[npt.NDArray[np.float32]], request: WindowRequ
         item = InferInput(tensor.name, list(array.shape), tensor.wire_type)
         item.set_data_from_numpy(array)
         inputs.append(item)
+    return inputs
+
+
+def speaker_inputs(samples: npt.NDArray[np.float32], options: SpeakerOptions) -> list[Any]:
+    """The ``InferInput`` s of one ``speaker`` request: the file, the speaker counts, the known speakers' clips."""
+    from tritonclient.grpc import InferInput
+
+    clips = [clip for _, clip in options.known]
+    arrays: dict[str, npt.NDArray[Any]] = {
+        contract.AUDIO.name: np.ascontiguousarray(samples, dtype=np.float32).reshape(-1),
+        contract.MIN_SPEAKERS.name: np.array([options.min_speakers], dtype=np.int32),
+        contract.MAX_SPEAKERS.name: np.array([options.max_speakers], dtype=np.int32),
+    }
+    if clips:
+        arrays[contract.REFERENCES.name] = np.concatenate(clips).astype(np.float32)
+        arrays[contract.REFERENCE_LENS.name] = np.array([len(c) for c in clips], dtype=np.int32)
+    inputs = []
+    for tensor in contract.SPEAKER_INPUTS:
+        if (array := arrays.get(tensor.name)) is not None:
+            item = InferInput(tensor.name, list(array.shape), tensor.wire_type)
+            item.set_data_from_numpy(array)
+            inputs.append(item)
     return inputs
 
 
@@ -168,6 +191,31 @@ class TritonBackend:
             return [WindowResult.from_json(v) for v in out.reshape(-1)]
         except ResultError as exc:
             raise BackendError(f"Triton returned an unreadable {contract.RESULT.name}: {exc}") from exc
+
+    async def diarize(self, samples: npt.NDArray[np.float32], options: SpeakerOptions, timeout: float) -> list[Turn]:
+        """See :meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.diarize` (model ``speaker``).
+
+        Sent at this backend's priority (the speaker model's queue has no levels; its order is arrival).
+        """
+        from tritonclient.grpc import InferRequestedOutput
+        from tritonclient.utils import InferenceServerException
+
+        if samples.size == 0:
+            return []
+        try:
+            result = await self._client.infer(
+                contract.SPEAKER_MODEL,
+                speaker_inputs(samples, options),
+                outputs=[InferRequestedOutput(contract.TURNS.name)],
+                client_timeout=timeout,
+            )
+        except InferenceServerException as exc:
+            raise _translate(exc, timeout) from exc
+        rows = result.as_numpy(contract.TURNS.name)
+        if rows is None or rows.ndim != 2 or rows.shape[1] != 3:
+            raise BackendError(f"Triton returned no {contract.TURNS.name} [n, 3] from {contract.SPEAKER_MODEL}")
+        turns = [(float(start), float(end), int(index)) for start, end, index in rows]
+        return name_turns(turns, [name for name, _ in options.known])
 
     async def reload(self, timeout: float) -> None:
         """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).

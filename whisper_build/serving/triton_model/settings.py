@@ -11,7 +11,7 @@ Environment variables use the prefix ``WHISPER_TRITON_``; nested fields use ``__
 | engine | ``WHISPER_TRITON_ENGINE__ENGINE`` | ``ctranslate2`` |
 | model / engine directory | ``WHISPER_TRITON_ENGINE__MODEL_PATH`` | bundled tiny.en (ctranslate2) |
 | any :class:`EngineParams` field | ``WHISPER_TRITON_ENGINE__<FIELD>`` | see ``EngineParams`` |
-| any :class:`BatchingConfig` field | ``WHISPER_TRITON_BATCHING__<FIELD>`` | see ``BatchingConfig`` |
+| any :class:`BatchingConfig` / :class:`SpeakerConfig` field | ``WHISPER_TRITON_BATCHING__<FIELD>`` / ``_SPEAKER__<FIELD>`` | see the class |
 | graceful stop timeout | ``WHISPER_TRITON_EXIT_TIMEOUT_S`` | 30 |
 """
 
@@ -22,8 +22,9 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines.base import EngineParams
-from whisper_build.serving.triton_model.repository import MODEL_NAME, BatchingConfig
+from whisper_build.serving.triton_model.repository import MODEL_NAME, BatchingConfig, SpeakerConfig
 
 __all__ = ["TritonSettings", "tritonserver_args"]
 
@@ -43,6 +44,7 @@ class TritonSettings(BaseSettings):
     model_repository: Path | None = None
     engine: EngineParams = EngineParams()
     batching: BatchingConfig = BatchingConfig()
+    speaker: SpeakerConfig = SpeakerConfig()
     exit_timeout_s: int = Field(30, ge=1)
     log_verbose: int = Field(0, ge=0)
 
@@ -90,4 +92,5 @@ def tritonserver_args(settings: TritonSettings, model_repository: Path) -> list[
         f"--log-verbose={settings.log_verbose}",
         "--strict-readiness=true",
         "--model-control-mode=explicit", f"--load-model={MODEL_NAME}",
+        *([f"--load-model={contract.SPEAKER_MODEL}"] if settings.speaker.enabled else []),
     ]  # fmt: skip

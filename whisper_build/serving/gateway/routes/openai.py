@@ -19,7 +19,8 @@ from whisper_build.serving.audio import AudioError
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.diarization.assign import label_segments
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
-from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, diarize_upload
+from whisper_build.serving.diarization.speakers import SpeakerOptions
+from whisper_build.serving.gateway.diarize import PendingTurns
 from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
@@ -28,7 +29,7 @@ from whisper_build.serving.gateway.routes.speaker_fields import SpeakerRequest, 
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.transcription import formats
-from whisper_build.serving.transcription.backend import ServedModel
+from whisper_build.serving.transcription.backend import BackendError, ServedModel
 from whisper_build.serving.transcription.formats import ResponseFormat
 from whisper_build.serving.transcription.request import WindowRequest
 
@@ -120,24 +121,16 @@ async def _audio(
     options = _options(response_format, granularities, temperature)
     speaker_options = await _speaker_options(speakers)
     decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=temperature)
-    diarized: asyncio.Future[list[Turn]] | None = None
+    diarized = None if speaker_options is None else PendingTurns(pipeline, speaker_options)
 
     async def audio_bytes() -> bytes:
-        nonlocal diarized
         data = await file.read()
-        if speaker_options is not None:  # concurrently with the windows' decoding and transcription
-            limit = pipeline.settings.max_audio_seconds
-            diarized = asyncio.ensure_future(asyncio.to_thread(diarize_upload, data, speaker_options, limit))
+        if diarized is not None:  # the speaker model runs concurrently with the windows' transcription
+            diarized.start(data)
         return data
 
     if stream:
-
-        async def turns() -> list[Turn]:
-            assert diarized is not None  # set when the upload was read, before the first event
-            return await diarized
-
-        speaker_turns = None if speaker_options is None else turns
-        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, decoded), speaker_turns)
+        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, decoded), diarized)
     try:
         result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, decoded))
     except BaseException:
@@ -147,8 +140,8 @@ async def _audio(
     labelled = None
     if diarized is not None:
         try:
-            labelled = label_segments(result.segments, await diarized)
-        except AudioError as exc:  # decoded for the windows, yet not whole: answered as the windows' errors are
+            labelled = label_segments(result.segments, await diarized.turns())
+        except (AudioError, BackendError) as exc:  # answered as the windows' errors are
             raise pipeline.failure(exc) from exc
     transcript = formats.Transcript(
         result.text,
@@ -159,6 +152,7 @@ async def _audio(
         words=options.word_timestamps,
         line_chars=pipeline.settings.subtitle_line_chars,
         speakers=labelled,
+        file_id=formats.rttm_file_id(file.filename),
     )
     chosen = formats.lookup(response_format)
     return Response(chosen.body(transcript), media_type=chosen.media_type)

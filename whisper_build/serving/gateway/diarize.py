@@ -1,0 +1,46 @@
+"""One upload's diarization, started when the upload is read and run beside its transcription.
+
+The turns come from the Triton ``speaker`` model through the backend seam
+(:meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.diarize`, gRPC, bounded by
+``diarization_timeout_seconds``); :meth:`PendingTurns.cancel` cancels the call when the client
+leaves. Docs: docs/gateway.md, "Speakers (diarization)".
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from whisper_build.serving.audio import decode_audio
+from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn
+from whisper_build.serving.gateway.pipeline import Pipeline
+
+__all__ = ["PendingTurns"]
+
+
+class PendingTurns:
+    """The speaker turns of one upload: :meth:`start` with its bytes, :meth:`turns` to await them."""
+
+    def __init__(self, pipeline: Pipeline, options: SpeakerOptions) -> None:
+        self._pipeline = pipeline
+        self._options = options
+        self._task: asyncio.Task[list[Turn]] | None = None
+
+    def start(self, data: bytes) -> None:
+        """Decode ``data`` (16 kHz mono, whole; in a thread) and ask the speaker model for its turns."""
+        self._task = asyncio.create_task(self._run(data))
+
+    async def _run(self, data: bytes) -> list[Turn]:
+        settings = self._pipeline.settings
+        audio = await asyncio.to_thread(decode_audio, data, max_seconds=settings.max_audio_seconds)
+        backend = self._pipeline.service.transcriber.backend
+        return await backend.diarize(audio.samples, self._options, settings.diarization_timeout_seconds)
+
+    async def turns(self) -> list[Turn]:
+        """The turns, in time order. Raises: AudioError (the whole file is not decodable), BackendError."""
+        assert self._task is not None, "start() runs when the upload is read, before the turns are awaited"
+        return await self._task
+
+    def cancel(self) -> None:
+        """Stop waiting (a running gRPC call is cancelled; a finished one is left as it is)."""
+        if self._task is not None:
+            self._task.cancel()
