@@ -16,6 +16,7 @@ from whisper_build.serving.realtime.audio import SessionAudio, alaw_table, ulaw_
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, legacy_to_ga, merge
 from whisper_build.serving.realtime.session import vad_params
 from whisper_build.serving.realtime.vad import TurnDetector, VadParams
+from whisper_build.serving.transcription.backend import BackendRejected, BackendTimeout, BackendUnavailable
 
 
 @pytest.mark.skipif(shutil.which("sox") is None, reason="needs sox")
@@ -202,3 +203,62 @@ def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
             ws.receive_json()
     assert closed.value.code == 1000
     assert app.state.live.open == 0  # the slot is given back
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+@pytest.mark.parametrize(
+    ("error", "openai_type", "code", "counts"),
+    [
+        (BackendTimeout("deadline exceeded"), "server_error", "timeout", False),
+        (BackendUnavailable("model server unreachable"), "server_error", "unavailable", True),
+        (BackendRejected("this model is English-only (.en): language 'de' is not supported"),
+         "invalid_request_error", "invalid_field", False),
+    ],
+    ids=["timeout", "unavailable", "rejected"],
+)  # fmt: skip
+def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failure(
+    tmp_path: Path, error: Exception, openai_type: str, code: str, counts: bool
+) -> None:
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.gateway.errors import openai_error_body
+    from whisper_build.serving.gateway.pipeline import Pipeline
+    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    http = Pipeline(GatewaySettings(), None).to_api_error(error)  # type: ignore[arg-type]
+    http_error = openai_error_body(http.status, http.code, http.message, http.param)["error"]
+    wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav", rate=24000)
+    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    backend, events, failures = FakeBackend(), [], []
+    backend.error = error
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None:
+            failures.append(error)
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        await session.append(base64.b64encode(pcm).decode())
+        await session.commit()
+
+    asyncio.run(run())
+    failed = events[-1]
+    assert failed["type"] == "conversation.item.input_audio_transcription.failed"
+    assert (failed["error"]["type"], failed["error"]["code"]) == (http_error["type"], http_error["code"])
+    assert (failed["error"]["type"], failed["error"]["code"]) == (openai_type, code)
+    expected_param = "session.audio.input.transcription.language" if http.param == "language" else None
+    assert failed["error"]["param"] == expected_param
+    assert bool(failures) == counts  # a timeout or a refusal does not count against the model's health

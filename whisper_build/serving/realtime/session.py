@@ -26,10 +26,11 @@ from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 from whisper_build.serving.realtime.agreement import HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
-from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
 from whisper_build.serving.transcription.request import WindowRequest
 
 __all__ = ["LiveLimits", "TranscriptionSession", "vad_params"]
@@ -283,6 +284,18 @@ class TranscriptionSession:
 
     # ----- model calls ---------------------------------------------------------------------------
 
+    def failure(self, exc: BackendError) -> Failure:
+        """A failed model call as the core maps it for every front end (the HTTP gateway's mapping)."""
+        failure = describe_failure(
+            exc,
+            timeout_seconds=self.limits.call_timeout_seconds,
+            max_audio_seconds=self.limits.max_turn_seconds,
+            timeout_source="the live model-call deadline",
+            timeout_advice="The server is busy: the session goes on with the next turn",
+        )
+        assert failure is not None  # every BackendError has a mapping
+        return failure
+
     def _request(self) -> WindowRequest:
         transcription = self.config.audio.input.transcription
         context = " ".join(p for p in ((transcription.prompt or "").strip(), self.previous_text) if p)[-400:].strip()
@@ -294,7 +307,8 @@ class TranscriptionSession:
         try:
             results = await self.backend.infer([audio], self._request(), self.limits.call_timeout_seconds)
         except BackendError as exc:
-            self.health.record_failure("request", exc)
+            if counts_against_model(exc):  # a timeout or a refusal is not the model's fault
+                self.health.record_failure("request", exc)
             raise
         self.health.record_success()
         result = results[0]
@@ -365,8 +379,7 @@ class TranscriptionSession:
         except BackendError as exc:
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
-                             "error": {"type": "server_error", "code": "transcription_failed", "message": str(exc),
-                                       "param": None}})  # fmt: skip
+                             "error": failure_error(self.failure(exc))})  # fmt: skip
             return
         tail = hypothesis.finish(text)
         if tail:
