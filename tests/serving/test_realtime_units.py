@@ -262,3 +262,53 @@ def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failu
     expected_param = "session.audio.input.transcription.language" if http.param == "language" else None
     assert failed["error"]["param"] == expected_param
     assert bool(failures) == counts  # a timeout or a refusal does not count against the model's health
+
+
+def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_documents() -> None:
+    """openai-python ``types/realtime/input_audio_buffer_timeout_triggered.py``: "The empty audio will be
+    committed to the conversation as an ``input_audio`` item (there will be a ``input_audio_buffer.committed``
+    event)"; a transcription session then transcribes it: silence gives an empty transcript, no decode."""
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    backend, events = FakeBackend(), []
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None: ...
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        turns = {"type": "server_vad", "idle_timeout_ms": 1000}
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": turns}}}))
+        silence = bytes(24000 * 2 * 5 // 2)  # 2.5 s of 24 kHz PCM16
+        for start in range(0, len(silence), 9600):
+            await session.append(base64.b64encode(silence[start : start + 9600]).decode())
+
+    asyncio.run(run())
+    kinds = [e["type"] for e in events]
+    assert (
+        kinds
+        == [
+            "input_audio_buffer.timeout_triggered",
+            "input_audio_buffer.committed",
+            "conversation.item.input_audio_transcription.completed",
+        ]
+        * 2
+    )
+    first, committed, completed = events[:3]
+    assert abs(first["audio_end_ms"] - 1000) <= 32 and first["audio_end_ms"] - first["audio_start_ms"] == 1000
+    assert first["item_id"] == committed["item_id"] == completed["item_id"] != events[3]["item_id"]
+    assert committed["previous_item_id"] is None and events[4]["previous_item_id"] == first["item_id"]
+    assert completed["transcript"] == "" and backend.requests == []  # no decode on silence

@@ -276,11 +276,14 @@ class TranscriptionSession:
                              "item_id": self.item, "audio_start_ms": event.ms})  # fmt: skip
         elif event.kind == "stopped" and self.item is not None:
             await self._finish_turn(event.ms * 16, stopped=True, stopped_ms=event.ms)
-        elif event.kind == "timeout":
-            item = _item_id()
-            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(), "item_id": item,
-                             "audio_start_ms": event.ms - (self.vad.idle_timeout_ms or 0) if self.vad else 0,
+        elif event.kind == "timeout" and self.item is None:
+            # OpenAI: the idle audio is committed as an item (committed, then its transcription)
+            self.item = _item_id()
+            idle_ms = (self.vad.idle_timeout_ms or 0) if self.vad else 0
+            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(),
+                             "item_id": self.item, "audio_start_ms": max(0, event.ms - idle_ms),
                              "audio_end_ms": event.ms})  # fmt: skip
+            await self._finish_turn(event.ms * 16, stopped=False)
 
     # ----- model calls ---------------------------------------------------------------------------
 
@@ -386,7 +389,8 @@ class TranscriptionSession:
             saved, self.item = self.item, item
             await self._delta(tail)
             self.item = saved
-        self.metrics.finalisation.observe(time.monotonic() - ended)
+        if spoke:  # an empty item (idle timeout, a commit of silence) is no finalisation
+            self.metrics.finalisation.observe(time.monotonic() - ended)
         transcript = hypothesis.text
         self.previous_text = transcript
         await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
