@@ -312,3 +312,39 @@ def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_docu
     assert first["item_id"] == committed["item_id"] == completed["item_id"] != events[3]["item_id"]
     assert committed["previous_item_id"] is None and events[4]["previous_item_id"] == first["item_id"]
     assert completed["transcript"] == "" and backend.requests == []  # no decode on silence
+
+
+def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    backend, events = FakeBackend(), []
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None: ...
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        second = base64.b64encode(bytes(48000)).decode()  # 1 s of 24 kHz PCM16
+        await session.append(second)
+        session.configure(merge(session.config, {"audio": {"input": {"transcription": {"prompt": "Triton"}}}}))
+        await session.append(second)
+        session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
+        await session.commit()
+
+    asyncio.run(run())
+    assert events[-1]["transcript"] == "w0:2.0"  # both seconds, not only the one after the update
+    assert backend.requests[-1].prompt.previous_text == "Triton"

@@ -172,11 +172,17 @@ class TranscriptionSession:
                 "invalid_value",
                 "session.audio.input.format",
             )
+        old = self.config.audio.input
+        audio_changed = (update.audio.input.format, update.audio.input.turn_detection) != (
+            old.format,
+            old.turn_detection,
+        )
         self.config = update
         self.configured = True
-        if self.pending is not None:
-            self.pending.cancel()
-        self._set_audio_state()
+        if audio_changed:  # a new format or turn detection starts afresh; a new prompt or language keeps the turn
+            if self.pending is not None:
+                self.pending.cancel()
+            self._set_audio_state()
 
     async def append(self, audio_b64: Any) -> None:
         """``input_audio_buffer.append``: decode, run turn detection and updates on each 200 ms step.
