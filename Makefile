@@ -170,8 +170,8 @@ fetch: install ## download CONFIG's final bulk results into OUT_DIR: <name>.json
 bulk-local: install ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (moto server), Triton (CPU), a worker; prints the exports for make submit/jobs/fetch
 	$(PY) -m whisper_build.bulk.demo
 
-bench-live: install system-deps ## N live Realtime sessions at real-time pace against a running gateway: first-delta/final latency p50/p95, WER (make bench-live LIVE_URL=… LIVE_SESSIONS=1,2,4 API_KEY=…)
-	$(PY) -m benchmarks.live --url "$(LIVE_URL)" --sessions "$(LIVE_SESSIONS)" --api-key "$(API_KEY)"
+bench-live: install system-deps ## N live Realtime sessions (301 words each, real-time pace) vs a running gateway: first-delta/final p50/p95, WER vs the file endpoint (LIVE_URL=… LIVE_SESSIONS=1,2,4 API_KEY=… LIVE_WEIGHTS=real|random)
+	$(PY) -m benchmarks.live --url "$(LIVE_URL)" --sessions "$(LIVE_SESSIONS)" --api-key "$(API_KEY)" --weights "$(or $(LIVE_WEIGHTS),real)"
 
 bench-bulk: install system-deps ## bulk throughput vs the in-process engine and synchronous p50 beside bulk work, interleaved rounds (benchmarks/bulk_throughput.py; docs/benchmarks.md)
 	$(PY) -m benchmarks.bulk_throughput

@@ -43,7 +43,9 @@ def gateway_url() -> Iterator[str]:
         update={"engine": settings.engine.model_copy(update={"model_path": str(bundled_model_path("base"))})}
     )
     with LocalTriton(settings) as server:
-        gateway = GatewaySettings(triton_url=server.settings.grpc_url, request_timeout_seconds=300)
+        gateway = GatewaySettings(  # a live turn's update every 4 s of audio: one update and the final decode on base
+            triton_url=server.settings.grpc_url, request_timeout_seconds=300, realtime_update_seconds=4.0
+        )
         with running_gateway(gateway) as url:
             yield url
 
@@ -120,3 +122,38 @@ def test_word_timestamps_use_the_models_alignment_heads(client: openai.OpenAI) -
     assert [w.start for w in words] == sorted(w.start for w in words)
     assert words[-1].end - words[0].start >= 0.6 * result.duration  # spread over the speech, not piled up
     assert "hospital" in [w.word.strip(" .,").lower() for w in words]
+
+
+def test_a_live_spanish_turn_with_its_language_set_is_transcribed_in_spanish(gateway_url: str, tmp_path: Path) -> None:
+    """A live session on the same base server: ``language: es`` in ``session.update``, one server_vad turn."""
+    import asyncio
+    import subprocess
+
+    raw = subprocess.run(  # 24 kHz PCM16 as the Realtime API takes it, 2 s of silence after the speech
+        ["sox", str(CORPUS_DIR / "es_hospital.flac"), "-r", "24000", "-b", "16", "-e", "signed", "-t", "raw", "-",
+         "pad", "0.3", "2"],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    audio = {"format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": {"type": "server_vad"},
+             "transcription": {"model": "whisper-1", "language": "es"}}  # fmt: skip
+
+    async def turn() -> list[dict]:
+        live = openai.AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0)
+        async with live.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            await conn.send({"type": "session.update", "session": {"type": "transcription", "audio": {"input": audio}}})
+            for start in range(0, len(raw), 9600):  # 200 ms appends, faster than real time
+                chunk = base64.b64encode(raw[start : start + 9600]).decode()
+                await conn.send({"type": "input_audio_buffer.append", "audio": chunk})
+            events: list[dict] = []
+            async with asyncio.timeout(120):
+                while not events or not events[-1]["type"].endswith((".completed", ".failed")):
+                    events.append(json.loads(await conn.recv_bytes()))
+            return events
+
+    events = asyncio.run(turn())
+    completed = events[-1]
+    assert completed["type"] == "conversation.item.input_audio_transcription.completed", completed
+    deltas = "".join(e["delta"] for e in events if e["type"].endswith(".delta"))
+    assert completed["transcript"] == deltas
+    # The file endpoint's bound for Spanish with its language set (test_a_requested_language_is_honoured): 30 % WER.
+    assert samples.wer(CORPUS["es_hospital"]["text"], completed["transcript"]) <= 0.3, completed["transcript"]

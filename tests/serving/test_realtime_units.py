@@ -16,6 +16,7 @@ from whisper_build.serving.realtime.audio import SessionAudio, alaw_table, ulaw_
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, legacy_to_ga, merge
 from whisper_build.serving.realtime.session import vad_params
 from whisper_build.serving.realtime.vad import TurnDetector, VadParams
+from whisper_build.serving.transcription.backend import BackendRejected, BackendTimeout, BackendUnavailable
 
 
 @pytest.mark.skipif(shutil.which("sox") is None, reason="needs sox")
@@ -202,3 +203,148 @@ def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
             ws.receive_json()
     assert closed.value.code == 1000
     assert app.state.live.open == 0  # the slot is given back
+
+
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
+@pytest.mark.parametrize(
+    ("error", "openai_type", "code", "counts"),
+    [
+        (BackendTimeout("deadline exceeded"), "server_error", "timeout", False),
+        (BackendUnavailable("model server unreachable"), "server_error", "unavailable", True),
+        (BackendRejected("this model is English-only (.en): language 'de' is not supported"),
+         "invalid_request_error", "invalid_field", False),
+    ],
+    ids=["timeout", "unavailable", "rejected"],
+)  # fmt: skip
+def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failure(
+    tmp_path: Path, error: Exception, openai_type: str, code: str, counts: bool
+) -> None:
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.gateway.errors import openai_error_body
+    from whisper_build.serving.gateway.pipeline import Pipeline
+    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    http = Pipeline(GatewaySettings(), None).to_api_error(error)  # type: ignore[arg-type]
+    http_error = openai_error_body(http.status, http.code, http.message, http.param)["error"]
+    wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav", rate=24000)
+    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    backend, events, failures = FakeBackend(), [], []
+    backend.error = error
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None:
+            failures.append(error)
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        await session.append(base64.b64encode(pcm).decode())
+        await session.commit()
+
+    asyncio.run(run())
+    failed = events[-1]
+    assert failed["type"] == "conversation.item.input_audio_transcription.failed"
+    assert (failed["error"]["type"], failed["error"]["code"]) == (http_error["type"], http_error["code"])
+    assert (failed["error"]["type"], failed["error"]["code"]) == (openai_type, code)
+    expected_param = "session.audio.input.transcription.language" if http.param == "language" else None
+    assert failed["error"]["param"] == expected_param
+    assert bool(failures) == counts  # a timeout or a refusal does not count against the model's health
+
+
+def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_documents() -> None:
+    """openai-python ``types/realtime/input_audio_buffer_timeout_triggered.py``: "The empty audio will be
+    committed to the conversation as an ``input_audio`` item (there will be a ``input_audio_buffer.committed``
+    event)"; a transcription session then transcribes it: silence gives an empty transcript, no decode."""
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    backend, events = FakeBackend(), []
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None: ...
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        turns = {"type": "server_vad", "idle_timeout_ms": 1000}
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": turns}}}))
+        silence = bytes(24000 * 2 * 5 // 2)  # 2.5 s of 24 kHz PCM16
+        for start in range(0, len(silence), 9600):
+            await session.append(base64.b64encode(silence[start : start + 9600]).decode())
+
+    asyncio.run(run())
+    kinds = [e["type"] for e in events]
+    assert (
+        kinds
+        == [
+            "input_audio_buffer.timeout_triggered",
+            "input_audio_buffer.committed",
+            "conversation.item.input_audio_transcription.completed",
+        ]
+        * 2
+    )
+    first, committed, completed = events[:3]
+    assert abs(first["audio_end_ms"] - 1000) <= 32 and first["audio_end_ms"] - first["audio_start_ms"] == 1000
+    assert first["item_id"] == committed["item_id"] == completed["item_id"] != events[3]["item_id"]
+    assert committed["previous_item_id"] is None and events[4]["previous_item_id"] == first["item_id"]
+    assert completed["transcript"] == "" and backend.requests == []  # no decode on silence
+
+
+def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+    from prometheus_client import CollectorRegistry
+
+    from whisper_build.serving.realtime.ports import LiveMetrics
+    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
+
+    backend, events = FakeBackend(), []
+
+    class Health:
+        def record_success(self) -> None: ...
+        def record_failure(self, source: str, error: Exception) -> None: ...
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def run() -> None:
+        session = TranscriptionSession(
+            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
+        )
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        second = base64.b64encode(bytes(48000)).decode()  # 1 s of 24 kHz PCM16
+        await session.append(second)
+        session.configure(merge(session.config, {"audio": {"input": {"transcription": {"prompt": "Triton"}}}}))
+        await session.append(second)
+        session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
+        await session.commit()
+
+    asyncio.run(run())
+    assert events[-1]["transcript"] == "w0:2.0"  # both seconds, not only the one after the update
+    assert backend.requests[-1].prompt.previous_text == "Triton"

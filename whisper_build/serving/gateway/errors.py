@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from whisper_build.contracts.error_codes import ErrorCode
+from whisper_build.serving.transcription.failures import openai_error_type
 
 __all__ = [
     "OPENAI_PREFIX",
@@ -60,17 +61,6 @@ class ApiError(Exception):
 
 OPENAI_PREFIX = "/v1/"
 """Paths answered in OpenAI's error shape."""
-
-
-def openai_error_type(status: int) -> str:
-    """OpenAI ``error.type`` for an HTTP status (``invalid_request_error``, ``rate_limit_error``, …)."""
-    if status == 429:
-        return "rate_limit_error"
-    if status == 404:
-        return "not_found_error"
-    if status >= 500:
-        return "server_error"
-    return "invalid_request_error"
 
 
 def openai_error_body(

@@ -17,19 +17,14 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from whisper_build.contracts.error_codes import ErrorCode
-from whisper_build.serving.audio import AudioError, AudioStream, AudioTooLongError, AudioTooShortError
+from whisper_build.serving.audio import AudioStream
 from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.prompt import DecodePrompt, normalize_language, parse_prompt
-from whisper_build.serving.transcription.admission import Rejected
-from whisper_build.serving.transcription.backend import (
-    BackendError,
-    BackendRejected,
-    BackendTimeout,
-    BackendUnavailable,
-    ServedModel,
-)
-from whisper_build.serving.transcription.service import SERVICE_ERRORS, PredictedTimeout, TranscriptionService
+from whisper_build.serving.transcription.backend import BackendError, ServedModel
+from whisper_build.serving.transcription.failures import describe_failure
+from whisper_build.serving.transcription.failures import rejected_param as rejected_param  # re-exported
+from whisper_build.serving.transcription.service import SERVICE_ERRORS, TranscriptionService
 from whisper_build.serving.transcription.windows import Transcriber, Transcription, WindowRequest
 
 NO_RETRY = {"x-should-retry": "false"}
@@ -54,54 +49,20 @@ class Pipeline:
         return {"Retry-After": str(self.settings.retry_after_seconds)}
 
     def to_api_error(self, exc: Exception) -> ApiError:
-        """Map pipeline errors to HTTP answers (docs/gateway.md "Errors"); re-raises anything else."""
+        """Map pipeline errors to HTTP answers (docs/gateway.md "Errors"); re-raises anything else.
+
+        The mapping is the core's :func:`~whisper_build.serving.transcription.failures.describe_failure`;
+        this adds the headers: ``Retry-After`` when a retry later can help, ``x-should-retry: false``
+        when the same request would fail again.
+        """
         settings = self.settings
-        if isinstance(exc, PredictedTimeout):
-            return ApiError(
-                413,
-                ErrorCode.AUDIO_TOO_LONG,
-                f"{exc.audio_seconds:.0f} s of audio would take about {exc.predicted_seconds:.0f} s here "
-                f"(conservative RTF {exc.rtf:.3g}, WHISPER_GATEWAY_PREDICTED_RTF), over the request timeout of "
-                f"{exc.timeout_seconds:g} s: send it with stream=true (results as they are made), as a bulk job "
-                "(docs/bulk.md), or shorter",
-                NO_RETRY,
-            )
-        if isinstance(exc, AudioTooLongError):
-            return ApiError(
-                413,
-                ErrorCode.AUDIO_TOO_LONG,
-                f"{exc} (limit {settings.max_audio_seconds:g} s, setting WHISPER_GATEWAY_MAX_AUDIO_SECONDS)",
-                param="file",
-            )
-        if isinstance(exc, AudioTooShortError):
-            return ApiError(
-                400,
-                ErrorCode.AUDIO_TOO_SHORT,
-                f"{exc} (setting WHISPER_GATEWAY_MIN_AUDIO_SECONDS)",
-                param="file",
-            )
-        if isinstance(exc, AudioError):
-            return ApiError(400, ErrorCode.INVALID_AUDIO, str(exc), param="file")
-        if isinstance(exc, Rejected):
-            status = 429 if exc.reason == "queue_full" else 503
-            code = ErrorCode.OVERLOADED if status == 429 else ErrorCode.UNAVAILABLE
-            return ApiError(status, code, str(exc), self.retry_headers())
-        if isinstance(exc, BackendRejected):
-            return ApiError(400, ErrorCode.INVALID_FIELD, str(exc), param=rejected_param(str(exc)))
-        if isinstance(exc, BackendTimeout | TimeoutError):
-            return ApiError(
-                504,
-                ErrorCode.TIMEOUT,
-                f"transcription took longer than {settings.request_timeout_seconds:g} s "
-                "(WHISPER_GATEWAY_REQUEST_TIMEOUT_SECONDS); its work was cancelled. The same audio would "
-                "time out again: send shorter audio, or use the streaming or bulk path",
-                NO_RETRY,
-            )
-        if isinstance(exc, BackendUnavailable):
-            return ApiError(503, ErrorCode.UNAVAILABLE, str(exc), self.retry_headers())
-        if isinstance(exc, BackendError):
-            return ApiError(502, ErrorCode.BACKEND_ERROR, str(exc))
-        raise exc
+        failure = describe_failure(
+            exc, timeout_seconds=settings.request_timeout_seconds, max_audio_seconds=settings.max_audio_seconds
+        )
+        if failure is None:
+            raise exc
+        headers = {"later": self.retry_headers(), "never": NO_RETRY}.get(failure.retry)
+        return ApiError(failure.status, failure.code, failure.message, headers, param=failure.param)
 
     async def served_model(self) -> ServedModel:
         """The served model's config from the model server (cached by the backend).
@@ -156,28 +117,6 @@ class Pipeline:
     def count(self, route: str, audio_seconds: float, temperatures: list[float]) -> None:
         """Account one finished transcription (:meth:`TranscriptionService.count`)."""
         self.service.count(route, audio_seconds, temperatures)
-
-
-REJECTED_PARAMS = (
-    ("word timestamps", "timestamp_granularities"),
-    ("temperature", "temperature"),
-    ("timestamps", "response_format"),
-    ("cannot translate", "model"),
-    ("language", "language"),
-)
-"""(phrase, field), first match wins, for the model's refusals (``triton_model.batching._check_model``,
-``decoding.check_supported``; their messages name engine ``ctranslate2`` as the fix, hence no bare "translat")."""
-
-
-def rejected_param(message: str) -> str | None:
-    """The request field a model refusal (Triton INVALID_ARG) is about, from its message; None if none fits.
-
-    ``"this model is English-only (.en): language 'de' is not supported; …"`` → ``language``;
-    translation on an English-only model → ``model``; word timestamps on an engine without
-    alignment → ``timestamp_granularities``.
-    """
-    lowered = message.lower()
-    return next((field for phrase, field in REJECTED_PARAMS if phrase in lowered), None)
 
 
 def get_pipeline(request: Request) -> Pipeline:

@@ -14,7 +14,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["ProtocolError", "SessionConfig", "error_event", "event_id", "legacy_to_ga", "merge"]
+from whisper_build.serving.transcription.failures import Failure
+
+__all__ = [
+    "ProtocolError",
+    "SessionConfig",
+    "error_event",
+    "event_id",
+    "failure_error",
+    "legacy_to_ga",
+    "merge",
+]
 
 
 class ProtocolError(Exception):
@@ -169,6 +179,25 @@ def session_object(session_id: str, config: SessionConfig, expires_at: int) -> d
     """``RealtimeTranscriptionSessionCreateResponse``: the effective session, as ``session.created/updated`` carry it."""
     body = config.model_dump(mode="json")
     return {"id": session_id, "object": "realtime.transcription_session", "expires_at": expires_at, **body}
+
+
+LIVE_PARAMS = {
+    "language": "session.audio.input.transcription.language",
+    "model": "session.audio.input.transcription.model",
+    "prompt": "session.audio.input.transcription.prompt",
+}
+"""A file request's field → the session field that sets it (other fields do not exist in a session)."""
+
+
+def failure_error(failure: Failure) -> dict[str, Any]:
+    """The ``error`` object of a core :class:`~whisper_build.serving.transcription.failures.Failure`.
+
+    ``type``/``code`` are those the HTTP gateway answers for the same failure (``server_error`` /
+    ``timeout``, ``backend_error``, ``unavailable``; ``invalid_request_error`` / ``invalid_field``
+    for a model refusal); ``param`` is the session field at fault, if one is.
+    """
+    param = LIVE_PARAMS.get(failure.param or "")
+    return {"type": failure.openai_type, "code": failure.openai_code, "message": failure.message, "param": param}
 
 
 def error_event(

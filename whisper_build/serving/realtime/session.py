@@ -26,10 +26,11 @@ from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 from whisper_build.serving.realtime.agreement import HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
-from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
 from whisper_build.serving.transcription.request import WindowRequest
 
 __all__ = ["LiveLimits", "TranscriptionSession", "vad_params"]
@@ -171,11 +172,17 @@ class TranscriptionSession:
                 "invalid_value",
                 "session.audio.input.format",
             )
+        old = self.config.audio.input
+        audio_changed = (update.audio.input.format, update.audio.input.turn_detection) != (
+            old.format,
+            old.turn_detection,
+        )
         self.config = update
         self.configured = True
-        if self.pending is not None:
-            self.pending.cancel()
-        self._set_audio_state()
+        if audio_changed:  # a new format or turn detection starts afresh; a new prompt or language keeps the turn
+            if self.pending is not None:
+                self.pending.cancel()
+            self._set_audio_state()
 
     async def append(self, audio_b64: Any) -> None:
         """``input_audio_buffer.append``: decode, run turn detection and updates on each 200 ms step.
@@ -275,13 +282,28 @@ class TranscriptionSession:
                              "item_id": self.item, "audio_start_ms": event.ms})  # fmt: skip
         elif event.kind == "stopped" and self.item is not None:
             await self._finish_turn(event.ms * 16, stopped=True, stopped_ms=event.ms)
-        elif event.kind == "timeout":
-            item = _item_id()
-            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(), "item_id": item,
-                             "audio_start_ms": event.ms - (self.vad.idle_timeout_ms or 0) if self.vad else 0,
+        elif event.kind == "timeout" and self.item is None:
+            # OpenAI: the idle audio is committed as an item (committed, then its transcription)
+            self.item = _item_id()
+            idle_ms = (self.vad.idle_timeout_ms or 0) if self.vad else 0
+            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(),
+                             "item_id": self.item, "audio_start_ms": max(0, event.ms - idle_ms),
                              "audio_end_ms": event.ms})  # fmt: skip
+            await self._finish_turn(event.ms * 16, stopped=False)
 
     # ----- model calls ---------------------------------------------------------------------------
+
+    def failure(self, exc: BackendError) -> Failure:
+        """A failed model call as the core maps it for every front end (the HTTP gateway's mapping)."""
+        failure = describe_failure(
+            exc,
+            timeout_seconds=self.limits.call_timeout_seconds,
+            max_audio_seconds=self.limits.max_turn_seconds,
+            timeout_source="the live model-call deadline",
+            timeout_advice="The server is busy: the session goes on with the next turn",
+        )
+        assert failure is not None  # every BackendError has a mapping
+        return failure
 
     def _request(self) -> WindowRequest:
         transcription = self.config.audio.input.transcription
@@ -294,7 +316,8 @@ class TranscriptionSession:
         try:
             results = await self.backend.infer([audio], self._request(), self.limits.call_timeout_seconds)
         except BackendError as exc:
-            self.health.record_failure("request", exc)
+            if counts_against_model(exc):  # a timeout or a refusal is not the model's fault
+                self.health.record_failure("request", exc)
             raise
         self.health.record_success()
         result = results[0]
@@ -365,15 +388,15 @@ class TranscriptionSession:
         except BackendError as exc:
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
-                             "error": {"type": "server_error", "code": "transcription_failed", "message": str(exc),
-                                       "param": None}})  # fmt: skip
+                             "error": failure_error(self.failure(exc))})  # fmt: skip
             return
         tail = hypothesis.finish(text)
         if tail:
             saved, self.item = self.item, item
             await self._delta(tail)
             self.item = saved
-        self.metrics.finalisation.observe(time.monotonic() - ended)
+        if spoke:  # an empty item (idle timeout, a commit of silence) is no finalisation
+            self.metrics.finalisation.observe(time.monotonic() - ended)
         transcript = hypothesis.text
         self.previous_text = transcript
         await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),

@@ -9,7 +9,7 @@ Transport-agnostic: imports no web framework and nothing of ``whisper_build.serv
 - ``windows`` — the window pipeline (:class:`~.windows.Transcriber`).
 - ``formats`` — the response formats table (:data:`~.formats.FORMATS`).
 - ``service`` — :class:`~.service.TranscriptionService`: admission, timeouts, failure accounting;
-  ``metrics`` — :class:`~.metrics.TranscriptionMetrics`, the counters a front end implements.
+  ``metrics`` — the counters a front end implements; ``failures`` — a failure's code, for every front end.
 - ``admission`` — the requests and audio-seconds budget, drain; ``health`` — model health, canary;
   ``triton_load`` — Triton's view of the model's load; ``pod_view`` — pod-wide figures over workers.
 Docs: docs/gateway.md, "What happens to a request".

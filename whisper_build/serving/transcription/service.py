@@ -17,31 +17,13 @@ from typing import Protocol
 
 from whisper_build.serving.audio import AudioError, AudioStream
 from whisper_build.serving.transcription.admission import AdmissionController, Rejected
-from whisper_build.serving.transcription.backend import BackendError, BackendRejected, BackendTimeout, ServedModel
+from whisper_build.serving.transcription.backend import BackendError, ServedModel
+from whisper_build.serving.transcription.failures import PredictedTimeout, counts_against_model
 from whisper_build.serving.transcription.health import ModelHealth
 from whisper_build.serving.transcription.metrics import TranscriptionMetrics
 from whisper_build.serving.transcription.windows import Transcriber, Transcription, WindowRequest
 
 __all__ = ["SERVICE_ERRORS", "PredictedTimeout", "ServiceSettings", "TranscriptionService"]
-
-
-class PredictedTimeout(Exception):
-    """Audio predicted to take longer than the request timeout, refused before admission.
-
-    Attributes:
-        audio_seconds: the audio's declared length, seconds.
-        predicted_seconds: ``audio_seconds`` × ``rtf``.
-        rtf: the conservative real-time factor of this pod (compute seconds per audio second).
-        timeout_seconds: the request timeout.
-    """
-
-    def __init__(self, audio_seconds: float, rtf: float, timeout_seconds: float) -> None:
-        self.audio_seconds, self.rtf, self.timeout_seconds = audio_seconds, rtf, timeout_seconds
-        self.predicted_seconds = audio_seconds * rtf
-        super().__init__(
-            f"{audio_seconds:.0f} s of audio would take about {self.predicted_seconds:.0f} s here (conservative "
-            f"RTF {rtf:.3g}), over the request timeout of {timeout_seconds:g} s"
-        )
 
 
 SERVICE_ERRORS = (BackendError, AudioError, Rejected, TimeoutError, PredictedTimeout)
@@ -118,7 +100,7 @@ class TranscriptionService:
         A model-server failure other than a timeout (which may be the request's own length) or a
         refusal (the request's own fault) counts; audio errors, admission and timeouts do not.
         """
-        if isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected):
+        if counts_against_model(exc):
             self.health.record_failure("request", exc)
 
     @asynccontextmanager
