@@ -137,56 +137,6 @@ def test_drain_finishes_the_open_turn_then_closes_1012_and_refuses_new_sessions(
     assert completed[0]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"  # the fake model's answer for the whole turn
 
 
-@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
-@pytest.mark.parametrize("client_ahead", [False, True], ids=["live-pace", "faster-than-real-time"])
-def test_a_stale_update_is_dropped_at_live_pace_and_awaited_when_the_client_is_ahead(
-    tmp_path: Path, client_ahead: bool
-) -> None:
-    import asyncio
-
-    from fake_backend import FakeBackend
-    from prometheus_client import CollectorRegistry
-
-    from whisper_build.serving.contract import LIVE_PRIORITY
-    from whisper_build.serving.realtime.ports import LiveMetrics
-    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
-
-    wav = samples.speak(" ".join(samples.SENTENCES[:2]), tmp_path / "s.wav", rate=24000)
-    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
-    backend = FakeBackend(answer_seconds=0.3 if client_ahead else 2.0)  # live pace: slower than all the appends
-    metrics = LiveMetrics(CollectorRegistry())
-    events: list[dict] = []
-
-    class Health:
-        def record_success(self) -> None: ...
-        def record_failure(self, source: str, error: Exception) -> None: ...
-
-    async def run() -> None:
-        async def send(event: dict) -> None:
-            events.append(event)
-
-        session = TranscriptionSession(
-            backend, send, ["whisper-1"], LiveLimits(), metrics, Health(), lambda: int(client_ahead)
-        )
-        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
-        for i in range(0, len(pcm), 9600):  # 200 ms appends, all at once
-            await session.append(base64.b64encode(pcm[i : i + 9600]).decode())
-        await session.commit()
-
-    import base64
-
-    asyncio.run(run())
-    updates = int(len(pcm) / 48000)  # one per second of turn audio
-    dropped = metrics.dropped._value.get()
-    assert all(r.priority == LIVE_PRIORITY for r in backend.requests)
-    if client_ahead:  # every update is awaited, then the final decode
-        assert dropped == 0 and len(backend.requests) >= updates
-    else:  # audio arrives while the first update is pending: its successors are dropped, not queued,
-        # and the turn's end cancels it (the final decode supersedes it)
-        assert dropped >= updates - 3 and len(backend.requests) <= 2
-    assert events[-1]["transcript"] == f"w0:{len(pcm) / 48000:.1f}"
-
-
 def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
     from fake_backend import FakeBackend
     from starlette.testclient import TestClient

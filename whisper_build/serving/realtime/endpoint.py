@@ -116,7 +116,7 @@ class LiveSessions:
 
     async def _run(self, websocket: WebSocket) -> None:
         await websocket.accept()
-        inbox: asyncio.Queue[str | None] = asyncio.Queue()
+        inbox: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()  # (event, arrival)
         session_id = "sess_" + secrets.token_hex(12)
         expires_at = int(time.time() + self.limits.max_session_seconds)
 
@@ -129,9 +129,7 @@ class LiveSessions:
             body = session_object(session_id, session.config, expires_at)
             return legacy_view(body) if session.legacy else body  # legacy clients get their shape
 
-        session = TranscriptionSession(
-            self.backend(), send, self.served_ids(), self.limits, self.metrics, self.health, inbox.qsize
-        )
+        session = TranscriptionSession(self.backend(), send, self.served_ids(), self.limits, self.metrics, self.health)
         await send({"type": "session.created", "event_id": event_id(), "session": described()})
         drain = asyncio.Event()
         entry = (asyncio.get_running_loop(), drain)
@@ -145,13 +143,14 @@ class LiveSessions:
                 if self.draining:
                     drain.set()
                 timeout = min(deadline, last_audio + self.limits.idle_audio_seconds) - time.monotonic()
-                text = await _next(inbox, drain, max(0.0, timeout))
-                if text is None:
+                item = await _next(inbox, drain, max(0.0, timeout))
+                if item is None:
                     return  # the client left
-                if isinstance(text, str):
-                    if await self._dispatch(session, text, send, described) == "input_audio_buffer.append":
+                if isinstance(item, tuple):
+                    text, arrived = item
+                    if await self._dispatch(session, text, arrived, send, described) == "input_audio_buffer.append":
                         last_audio = time.monotonic()
-                elif text is _TIMEOUT:
+                elif item is _TIMEOUT:
                     expired = time.monotonic() >= deadline
                     message = "session reached its maximum length" if expired else "no audio received for too long"
                     await send(error_event(message, "session_expired" if expired else "idle_timeout"))
@@ -172,9 +171,14 @@ class LiveSessions:
                 await websocket.close(code, reason)
 
     async def _dispatch(
-        self, session: TranscriptionSession, text: str, send: Any, described: Callable[[], dict[str, Any]]
+        self,
+        session: TranscriptionSession,
+        text: str,
+        arrived: float,
+        send: Any,
+        described: Callable[[], dict[str, Any]],
     ) -> str:
-        """Handle one client event; a refused one gets an ``error`` event. Returns its type."""
+        """Handle one client event (``arrived``: its monotonic arrival time); a refused one gets an ``error`` event."""
         kind, client_id = "", None
         try:
             if len(text) > self.limits.max_event_bytes:
@@ -197,7 +201,7 @@ class LiveSessions:
                 reply = "session.updated" if kind == "session.update" else "transcription_session.updated"
                 await send({"type": reply, "event_id": event_id(), "session": described()})
             elif kind == "input_audio_buffer.append":
-                await session.append(event.get("audio"))
+                await session.append(event.get("audio"), arrived)
             elif kind == "input_audio_buffer.commit":
                 await session.commit()
             elif kind == "input_audio_buffer.clear":
@@ -213,7 +217,7 @@ class LiveSessions:
         return kind
 
     @staticmethod
-    async def _read(websocket: WebSocket, inbox: asyncio.Queue[str | None]) -> None:
+    async def _read(websocket: WebSocket, inbox: asyncio.Queue[tuple[str, float] | None]) -> None:
         try:
             while True:
                 message = await websocket.receive()
@@ -222,7 +226,7 @@ class LiveSessions:
                 text = message.get("text")
                 if text is None and message.get("bytes") is not None:
                     text = message["bytes"].decode("utf-8", "replace")
-                await inbox.put(text or "")
+                await inbox.put((text or "", time.monotonic()))
         finally:
             await inbox.put(None)
 
@@ -231,7 +235,7 @@ _TIMEOUT: Any = object()
 _DRAIN: Any = object()
 
 
-async def _next(inbox: asyncio.Queue[str | None], drain: asyncio.Event, timeout: float) -> Any:
+async def _next(inbox: asyncio.Queue[tuple[str, float] | None], drain: asyncio.Event, timeout: float) -> Any:
     """The next inbox item; ``_TIMEOUT`` after ``timeout`` s; ``_DRAIN`` when ``drain`` is set first."""
     if not inbox.empty():
         return inbox.get_nowait()

@@ -3,9 +3,10 @@
 Audio is cut into 200 ms steps on AUDIO time; each step runs the VAD and, inside a turn, an update
 every ``update_seconds`` of turn audio: the whole turn (≤ ``max_turn_seconds``) is one window request to
 the backend at the live priority; LocalAgreement-2 turns consecutive decodes into deltas. At most one
-update per session is with the model: when the next is due before it came back, the new one is dropped
-if the client is not ahead (live pace: the cadence adapts to load), else awaited (audio sent faster
-than real time gives the turns and deltas of real-time pace). Docs: docs/gateway.md, "Live transcription".
+update per session is with the model. A client is ahead when the audio it sent runs ahead of the wall
+time since its first append (by more than ``AHEAD_TOLERANCE``): its updates are awaited (the turns and
+deltas of real-time pace). At live pace a due update is dropped while its predecessor is out, and the
+cadence stretches to the last decode's wall time. Docs: docs/gateway.md, "Live transcription".
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ STEP_SAMPLES = 3200
 """Audio per processing step (200 ms at 16 kHz)."""
 MIN_SPEECH_CHUNKS = 4
 """A turn with fewer 32 ms chunks above the threshold is not decoded (clicks, noise bursts)."""
+AHEAD_TOLERANCE = 0.5
+"""Seconds the audio received may run ahead of wall time (chunking, network jitter) and still be live pace."""
 SEMANTIC_SILENCE_MS = {"low": 1200, "medium": 800, "auto": 800, "high": 500}
 """``semantic_vad`` eagerness → ``server_vad`` silence duration (ms); threshold and prefix keep their defaults."""
 
@@ -97,7 +100,7 @@ class TranscriptionSession:
         served_ids: model names accepted in ``transcription.model`` (the served model and its aliases).
         limits: cadence and limits.
         metrics: the live series; health: told of model calls' outcomes.
-        backlog: number of client events waiting to be processed (``> 0``: the client is ahead).
+        clock: monotonic wall clock, seconds (appends' ``received_at`` are on it).
     """
 
     def __init__(
@@ -108,7 +111,7 @@ class TranscriptionSession:
         limits: LiveLimits,
         metrics: LiveMetrics,
         health: HealthRecorder,
-        backlog: Callable[[], int] = lambda: 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.send = send
@@ -116,7 +119,7 @@ class TranscriptionSession:
         self.limits = limits
         self.metrics = metrics
         self.health = health
-        self.backlog = backlog
+        self.clock = clock
         self.config = SessionConfig()
         self.configured = False
         self.legacy = False
@@ -134,6 +137,10 @@ class TranscriptionSession:
         self.item: str | None = None
         self.hypothesis = HypothesisBuffer()
         self.last_update = 0
+        self.update_interval = int(self.limits.update_seconds * RATE)  # samples; stretched by load at live pace
+        self.received_samples = 0  # 16 kHz samples of every append so far
+        self.first_received: float | None = None  # clock when the first append's audio had been captured
+        self.ahead = False
         self.pending: asyncio.Task[None] | None = None
         self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
         self.started_wall = 0.0
@@ -184,8 +191,11 @@ class TranscriptionSession:
                 self.pending.cancel()
             self._set_audio_state()
 
-    async def append(self, audio_b64: Any) -> None:
+    async def append(self, audio_b64: Any, received_at: float | None = None) -> None:
         """``input_audio_buffer.append``: decode, run turn detection and updates on each 200 ms step.
+
+        ``received_at`` (clock seconds; default now) is when the append arrived: with the audio received
+        so far it tells whether the client is ahead of real time.
 
         Raises:
             ProtocolError: before ``session.update``, or ``audio`` is not base64.
@@ -203,6 +213,7 @@ class TranscriptionSession:
         except (binascii.Error, ValueError):
             raise ProtocolError("audio is not valid base64", "invalid_value", "audio") from None
         samples = self.audio.decode(data)
+        self._note_received(len(samples), self.clock() if received_at is None else received_at)
         for start in range(0, len(samples), STEP_SAMPLES):
             await self._step(samples[start : start + STEP_SAMPLES])
 
@@ -240,6 +251,14 @@ class TranscriptionSession:
             self.buffer = np.concatenate([self.buffer, self.audio.flush()])
             await self._finish_turn(self.buffer_start + len(self.buffer), stopped=False)
 
+    def _note_received(self, count: int, received_at: float) -> None:
+        """Update ``ahead``: the audio received (s) against the wall time since the first append was captured."""
+        self.received_samples += count
+        if self.first_received is None:  # its audio was captured over the len(samples) before it arrived
+            self.first_received = received_at - count / RATE
+        lead = self.received_samples / RATE - (received_at - self.first_received)
+        self.ahead = lead > AHEAD_TOLERANCE
+
     # ----- audio steps ---------------------------------------------------------------------------
 
     async def _step(self, samples: npt.NDArray[np.float32]) -> None:
@@ -264,10 +283,7 @@ class TranscriptionSession:
         if end - self.turn_start >= self.limits.max_turn_seconds * RATE:
             await self._finish_turn(end, stopped=self.vad is not None)
             return
-        if (
-            end - self.last_update >= self.limits.update_seconds * RATE
-            and self.detector.speech_chunks >= MIN_SPEECH_CHUNKS
-        ):
+        if end - self.last_update >= self.update_interval and self.detector.speech_chunks >= MIN_SPEECH_CHUNKS:
             self.last_update = end
             await self._update(end)
 
@@ -327,8 +343,8 @@ class TranscriptionSession:
 
     async def _update(self, end: int) -> None:
         if self.pending is not None and not self.pending.done():
-            if self.backlog() == 0:
-                self.metrics.dropped.inc()  # live pace: its successor comes before it would
+            if not self.ahead:
+                self.metrics.dropped.inc()  # live pace: its successor is due before it came back
                 return
             await asyncio.wait([self.pending])
         assert self.turn_start is not None
@@ -338,11 +354,15 @@ class TranscriptionSession:
 
     async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32]) -> None:
         self.update_sending = False
+        sent = self.clock()
         try:
             text = await self._decode(audio)
         except BackendError:
             return  # the final decode reports failures
         self.update_sending = True
+        base = self.limits.update_seconds
+        seconds = base if self.ahead else max(base, self.clock() - sent)  # the next is due when this one's time is
+        self.update_interval = int(seconds * RATE)
         self.metrics.updates.inc()
         if item != self.item:
             return
@@ -361,11 +381,10 @@ class TranscriptionSession:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
-            if not self.update_sending and self.backlog() == 0:  # live pace: the final decode supersedes it
+            if not self.update_sending and not self.ahead:  # live pace: the final decode supersedes it
                 self.pending.cancel()
                 self.metrics.dropped.inc()
-            else:
-                await asyncio.wait([self.pending])  # its delta comes before the tail
+            await asyncio.wait([self.pending])  # its delta comes before the tail; a cancelled one is gone first
         item = self.item or _item_id()
         start = self.turn_start if self.turn_start is not None else self.buffer_start
         audio = self.buffer[start - self.buffer_start : end - self.buffer_start].copy()
