@@ -77,7 +77,7 @@ test: install system-deps lint ## lint (above), then the whole test suite (unit 
 	$(VENV)/bin/pytest
 
 serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual)
-	WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
+	WHISPER_TRITON_SPEAKER__WARMUP=$${WHISPER_TRITON_SPEAKER__WARMUP:-false} WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
 transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav"; STREAM=1: text as it is made, for long files; TRANSLATE=1: to English, needs make serve MODEL=base)
 	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav" [STREAM=1 | TRANSLATE=1]'; exit 2; }
