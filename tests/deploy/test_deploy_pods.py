@@ -160,7 +160,9 @@ def test_a_long_preflight_message_is_classified_by_its_verdict_line(
     termination_log = tmp_path / "termination-log"
     for first_line, (error, expected) in cases.items():
 
-        def fail(target: Any, compute_capability: Any, message: str = first_line + fixes, error: Any = error) -> Any:
+        def fail(
+            target: Any, compute_capability: Any, message: str = first_line + fixes, error: Any = error, **_: Any
+        ) -> Any:
             raise error(message)
 
         monkeypatch.setattr(preflight, "run_preflight", fail)
