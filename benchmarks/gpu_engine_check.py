@@ -1,6 +1,7 @@
 """Real weights through the ``torch`` engine: graphed = eager token ids per bucket, WER, languages, translate.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/benchmarks.md, "GPU, engine".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ runs; ctranslate2, beam 5, 2 threads), ``rounds`` times after one warm-up. Print
 per model the median wall and CPU seconds (CPU: all threads of the process, the steadier figure on a
 shared machine), RTFx (audio seconds ÷ wall seconds) and WER against the spoken
 text; for ``base`` also the Spanish file of ``tests/data/languages/`` (language detected once + decode).
+Docs: docs/benchmarks.md, "Whisper base vs tiny.en on the CPU".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Reference measurements, side by side in ONE run (``make bench-report``).
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/benchmarks.md, "Reference run (CPU, this machine)".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """BENCHMARK BASELINE, NOT PRODUCT CODE: the seeds' reference gateway design, reproduced minimally.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/benchmarks.md, "Reference run (CPU, this machine)".
 """
 
 from __future__ import annotations

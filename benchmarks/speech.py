@@ -5,6 +5,7 @@ Short utterances and a long recording of many sentences with pauses between them
 ``espeak-ng`` reads SSML with ``-m``; ``<break time="…ms"/>`` inserts the pauses. ``sox``
 converts its 22.05 kHz output to 16 kHz mono 16-bit WAV (Whisper's rate) and trims the long
 recording to the exact length asked for. Both are Debian packages (.ci/apt-packages.txt).
+Docs: docs/benchmarks.md, "The `bench` tool".
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ with ``metricType: Value`` and ``threshold: autoscaling.target_utilization``: th
 L40S, whose pods declare different capacities.
 
 Entry point: :class:`KedaScaling` (the details, in its docstring).
+Docs: docs/kubernetes.md, "Autoscaling".
 """
 
 from __future__ import annotations

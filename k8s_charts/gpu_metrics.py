@@ -8,6 +8,7 @@ DaemonSet per group, pinned to that group's nodes, is what gives every GPU serie
 exporter itself only knows the node's GPUs.
 
 Entry point: :class:`GpuMetricsExporter` (the details, in its docstring).
+Docs: docs/kubernetes.md, "GPU metrics: the DCGM exporter of one GPU group".
 """
 
 from __future__ import annotations

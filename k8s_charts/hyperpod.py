@@ -8,6 +8,7 @@ in one Availability Zone, without deep health checks, on-demand). Status (set by
 conditions ``InstanceGroupReady``, ``SubnetsReady``, ``Ready``. The tests validate synthesized
 objects against ``tests/data/crds/karpenter.sagemaker.amazonaws.com_hyperpodnodeclasses.yaml``,
 a schema written from the same page.
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 The cluster stack passes CDK tokens (resolved by CloudFormation at deploy time); the plain YAML
 written to ``dist/k8s/`` for review uses :data:`PLACEHOLDER_INPUTS`, whose values are clearly named
 placeholders to replace before ``kubectl apply``.
+Docs: docs/contracts.md, "1. Deployment config".
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Enforced by the Amazon VPC CNI's network policy agent, which the cluster stack t
 traffic with Kubernetes network policies"); without an enforcing agent NetworkPolicies are inert.
 
 Entry point: :class:`ServingNetworkPolicies` (the details, in its docstring).
+Docs: docs/deploy.md, "Security".
 """
 
 from __future__ import annotations

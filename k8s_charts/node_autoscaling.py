@@ -11,6 +11,7 @@ The NodePool template carries the labels and the GPU taint the instance group pu
 so that Karpenter's scheduling simulation sees what the real node will have: a serving pod
 requires the group label and HyperPod's ``node-health-status=Schedulable``, which Karpenter
 would otherwise treat as undefined on the new node and never provision for.
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

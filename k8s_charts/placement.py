@@ -5,6 +5,7 @@ Pinning uses the labels the foundation puts on each HyperPod instance group
 HyperPod sets itself, and HyperPod's node health label (``sagemaker.amazonaws.com/node-health-status``
 = ``Schedulable``; SageMaker HyperPod EKS resiliency docs, "node labels"). GPU nodes carry the
 ``settings.labels.GPU_TAINT_KEY`` taint, tolerated here.
+Docs: docs/kubernetes.md, "The Deployment of one GPU group".
 """
 
 from __future__ import annotations

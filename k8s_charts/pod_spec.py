@@ -4,6 +4,7 @@ Both run the serving image with Triton and read the same engines: the same volum
 (model repository read-only from the group's PersistentVolumeClaim, Triton's shared memory, a
 writable ``/tmp`` and run directory under a read-only root filesystem), the same Deployment
 annotations and the same one-pod-at-a-time rollout.
+Docs: docs/kubernetes.md, "The Deployment of one GPU group".
 """
 
 from __future__ import annotations

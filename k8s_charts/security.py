@@ -12,7 +12,7 @@ profile (https://kubernetes.io/docs/concepts/security/pod-security-standards/#re
 The serving image must run as this uid/gid (``USER 1000:1000``, the NGC Triton images'
 ``triton-server`` user); the same numbers must equal the Mountpoint for S3 ``uid=``/``gid=``
 mount options, or the non-root container cannot read the mounted model repository
-(mountpoint-s3-csi-driver ``examples/kubernetes/static_provisioning/non_root.yaml``).
+(mountpoint-s3-csi-driver ``examples/kubernetes/static_provisioning/non_root.yaml``). Docs: docs/deploy.md, "Security".
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ node's daemons (VPC CNI, kube-proxy, NVIDIA device plugin, HyperPod health agent
 S3 pods). The reserve, ``1 vCPU + 5 %`` and ``3 GiB + 10 %``, is above EKS's own kube-reserved
 (70–90 m CPU and ``255 MiB + 11 MiB × max pods`` on 8–32 vCPU nodes: EKS AMI
 ``bootstrap.sh``/nodeadm) so that the daemonsets fit next to the pods.
+Docs: docs/kubernetes.md, "The Deployment of one GPU group".
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ placeholders (:data:`k8s_charts.inputs.PLACEHOLDER_INPUTS`); pass ``--bucket`` /
 / ``--amp-workspace-id`` / ``--api-keys-secret-arn`` to fill them. With ``--validate`` every object is checked against the
 Kubernetes schema of ``cluster.kubernetes_version`` or its CRD (:mod:`k8s_charts.validation`).
 Exit status: 0 written (and valid), 1 an object failed validation, 2 invalid config or arguments.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

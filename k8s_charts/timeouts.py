@@ -11,8 +11,8 @@ so ``make synth`` fails instead of deploying an endpoint that cuts requests:
   idle timeout (else the gateway closes connections the ALB is about to reuse: sporadic 502s).
 * :func:`check_websocket_ping` / :func:`check_deregistration_delay` — the LB idle timeout exceeds the
   gateway's WebSocket ping interval (quiet live sessions stay open); the deregistration delay ≤ 3600 s.
-* :func:`check_prestop` — the preStop sleep covers the time the AWS Load Balancer Controller needs
-  to deregister a terminating pod's IP target and for that to reach the load balancer.
+* :func:`check_prestop` — the preStop sleep covers the AWS Load Balancer Controller's deregistration of
+  a terminating pod's IP target and its reaching the load balancer. Docs: docs/kubernetes.md, "Idle timeout".
 """
 
 from __future__ import annotations

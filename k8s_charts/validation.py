@@ -6,6 +6,7 @@ Kubernetes version (it picks the newest schema it ships that is not newer). Cust
 schema written from the HyperPod docs), made strict the same way — ``additionalProperties: false``
 wherever a schema lists properties and does not preserve unknown fields — as
 ``kubectl apply --validate=strict`` would reject unknown fields.
+Docs: docs/kubernetes.md, "Validation".
 """
 
 from __future__ import annotations

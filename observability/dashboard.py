@@ -8,6 +8,7 @@ written here. Series are split by GPU group and instance type through their labe
 Build the JSON with ``python -m observability.dashboard [config.yaml]``, which writes
 :data:`DASHBOARD_PATH` (``make synth`` runs it); the observability stack provisions the same JSON
 into the Grafana workspace.
+Docs: docs/observability.md, "Dashboard".
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """PromQL of live transcription (``/v1/realtime`` sessions): the dashboard's "Live transcription" row.
 
 Series: the gateway's live metrics (names in :mod:`whisper_build.contracts.live_metrics`), scraped with
-the rest of the gateway's and relabelled with its GPU group (docs/observability.md, "Live transcription").
+the rest of the gateway's and relabelled with its GPU group.
 Latencies are wall seconds measured in the gateway from the audio as it arrived (speech start → first
 delta, turn end → ``completed``); quantiles are histogram estimates.
+Docs: docs/observability.md, "Dashboard" (its "Live transcription" row).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every expression keeps the labels of :data:`GROUP_LABELS`; :func:`group_by` and :func:`selector`
 spell the ``by (…)`` clause and the ``{…}`` matchers the same way in each module, and
 :func:`check_group` refuses a GPU group name that would not be a valid label value in a rule.
-PromQL syntax: https://prometheus.io/docs/prometheus/latest/querying/basics/.
+PromQL syntax: https://prometheus.io/docs/prometheus/latest/querying/basics/. Docs: docs/observability.md, "Rules".
 """
 
 from __future__ import annotations

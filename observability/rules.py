@@ -3,6 +3,7 @@
 The same text is the data of the AMP rule groups namespace (``AWS::APS::RuleGroupsNamespace``
 takes a Prometheus rules file, AMP user guide "Recording rules and alerting rules") and the
 ``rule_files`` entry of the local Prometheus in the live check.
+Docs: docs/observability.md, "Rules".
 """
 
 from __future__ import annotations

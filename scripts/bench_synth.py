@@ -7,6 +7,7 @@ Prints the one-off start-up cost (Python imports + the jsii Node.js runtime) and
 synthesis, then per config the warm wall time of building the stacks and writing the cloud assembly
 (cdk-nag validation included, cfn-lint excluded), best of N, and the three-group / default ratio.
 Figures only; nothing is asserted.
+Docs: docs/development.md, "Timings".
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ templates of every stack + the cdk8s manifests of ``dist/k8s``) and writes
 paths (exit status 1). ``tests/infra/test_behaviour_freeze.py`` runs the same comparison.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/development.md, "The behaviour freeze (`make golden`)".
 """
 
 from __future__ import annotations

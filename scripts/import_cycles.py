@@ -6,6 +6,7 @@ The import graph is grimp's (https://grimp.readthedocs.io, "Building the graph")
 exists; each is printed once, shortest chain first, with the file and line of every hop.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/development.md, "What the two commands run".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ skip carries its reason: ``.cfnlintrc``, the cdk-nag acknowledgements, ``stacks/
 and the ``checkov.io/skip`` annotations); 1 when a gate fails or CDK cannot synthesize; 2 when the
 config is invalid. ``--outdir`` is only replaced by a run that passes the gates; a failing run
 leaves its assembly in ``<outdir>.failed``.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

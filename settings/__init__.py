@@ -3,6 +3,7 @@
 Config flows one way. Stacks, charts, the engine build and the observability code receive a
 :class:`DeploymentConfig` (or parts of it) as explicit arguments and never read YAML or the
 environment themselves.
+Docs: docs/contracts.md, "1. Deployment config".
 """
 
 from settings.errors import ConfigError

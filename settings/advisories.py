@@ -2,6 +2,7 @@
 
 Printed by ``make synth`` (``scripts/synth.py``) under the summary; never a refusal. Each warning
 starts with the field it is about.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@
 
 Addresses that are not reachable from the internet (:data:`NON_PUBLIC_BLOCKS`) are refused where
 the allow-list guards an internet-facing endpoint (the caller decides where: :func:`non_public_entries`).
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

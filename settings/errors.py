@@ -1,4 +1,4 @@
-"""Errors raised while reading the deployment config."""
+"""Errors raised while reading the deployment config. Docs: docs/contracts.md, "1. Deployment config"."""
 
 
 class ConfigError(ValueError):

@@ -9,6 +9,7 @@ list (https://developer.nvidia.com/cuda-gpus); MIG profiles per GPU from NVIDIA'
 :data:`MIG_INSTANCE_TYPES`, from "Using GPU partitions in Amazon SageMaker HyperPod". Entry points:
 :func:`instance_spec_for`, :func:`gpu_for`, :func:`arch_for_compute_capability`. To add a GPU type:
 ``GPU_FAMILIES``, ``INSTANCE_SIZES`` and ``settings.throughput.GPU_PEAKS`` (README, "Adding a GPU type").
+Docs: docs/deploy.md, "Adding a GPU type".
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Read a deployment config YAML file into a validated :class:`~settings.schema.DeploymentConfig`."""
+"""Read a deployment config YAML file into a validated :class:`~settings.schema.DeploymentConfig`.
+
+Docs: docs/contracts.md, "1. Deployment config".
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 One place for the stacks (which create them), the deploy tool (which waits on and prints them) and
 the docs. Pure functions of the config: importing this module loads no CDK.
+Docs: docs/contracts.md, "1. Deployment config".
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ CoreDNS, the VPC CNI and the controllers. :data:`RESERVED_NAMESPACES` is Kuberne
 plus every namespace this product's add-ons and controllers run in; the stacks take their add-on
 namespaces from here, and ``tests/infra/test_namespaces.py`` checks that the synthesized templates
 use no namespace outside it (besides the serving namespace and those derived from it).
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

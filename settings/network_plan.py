@@ -7,6 +7,7 @@ inside jsii. :func:`check_vpc_cidr` turns both into one sentence naming the fix.
 
 Subnets are allocated the way CDK's ``NetworkBuilder`` does: in subnet-configuration order (public,
 then private), one per AZ, each aligned to its own size after the previous one.
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

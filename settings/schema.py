@@ -3,6 +3,7 @@
 Every model forbids unknown keys, so a misspelt key fails synthesis instead of being ignored.
 Cross-field rules (duplicate group names, replica bounds, GPU architecture derivation) are
 checked here, once; stacks and charts trust a validated :class:`DeploymentConfig`.
+Docs: docs/contracts.md, "1. Deployment config".
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ The node group runs the ``AL2023_X86_64_STANDARD`` AMI (``stacks/cluster_stack.p
 are refused too: AWS Graviton families carry ``g`` among the attributes after the generation digit
 (``m7g``, ``c7gn``, ``im4gn``), plus the first-generation ``a1`` (Amazon EC2 "Instance type naming
 conventions", https://docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html).
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

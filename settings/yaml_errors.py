@@ -4,7 +4,7 @@ Two kinds: YAML syntax errors (PyYAML's ``mapping values are not allowed here`` 
 :func:`syntax_message` turns into file, line and column, the offending line (and the one above it,
 where the mistake often is) and a hint; and layout errors that parse but put the wrong shape under a
 key (``network:`` with nothing or a value under it), which :func:`section_message` words as
-"``network:`` needs indented keys under it". docs/deploy.md, "Config mistakes".
+"``network:`` needs indented keys under it". Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ default). It also turns unquoted ``1.30`` into the float ``1.3`` and ``123456789
 after which the config error can only say "valid string". :func:`read_yaml` composes the node tree
 first, refuses every duplicate key with both line numbers, and remembers the source text of each
 scalar YAML resolved to a number or a boolean, so the error can say what to quote.
+Docs: docs/contracts.md, "1. Deployment config".
 """
 
 from __future__ import annotations

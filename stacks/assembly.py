@@ -2,6 +2,7 @@
 
 Produces the same cloud assembly as ``npx cdk synth``: same context (``cdk.json``), same stacks, same
 cdk-nag plugin, but without spawning the CDK CLI.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

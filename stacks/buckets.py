@@ -3,6 +3,7 @@
 Every bucket is TLS-only, versioned, public access blocked, owner-enforced and retained
 (``RemovalPolicy.RETAIN``: a redeploy imports it). A stack's data buckets log to one access-log
 bucket of that stack (:func:`access_log_bucket`, SSE-S3, logs kept 365 days).
+Docs: docs/deploy.md, "Security".
 """
 
 from __future__ import annotations

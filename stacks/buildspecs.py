@@ -4,6 +4,7 @@ One function per kind of build; per-architecture values come in through environm
 on each project, so no buildspec is repeated per GPU architecture. Variables each one reads are
 listed in its docstring. CodeBuild sets ``AWS_REGION`` and ``CODEBUILD_BUILD_NUMBER`` itself
 (CodeBuild User Guide, "Environment variables in build environments").
+Docs: docs/engines.md, "The pieces".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ checkov reads a CloudFormation resource's ``Metadata.checkov.skip`` list of ``{"
 and reports the check as skipped with that comment (checkov docs, "Suppressing/Skipping",
 CloudFormation). Checks skipped for every template are in :data:`GLOBAL_SKIPS` with their reasons;
 everything else is skipped per resource with :func:`skip_check`, next to the code that creates it.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

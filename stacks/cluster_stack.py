@@ -7,6 +7,7 @@ Order at deploy time (HyperPod EKS prerequisites: "install the dependency Helm c
 the HyperPod cluster"): EKS cluster → node add-ons (vpc-cni, kube-proxy, pod identity agent) →
 system node group → CoreDNS, Mountpoint add-ons and the HyperPod dependency chart →
 ``AWS::SageMaker::Cluster``. Workloads (cdk8s charts, controllers) come after, via :meth:`ClusterStack.add_workloads`.
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

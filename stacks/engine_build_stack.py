@@ -1,6 +1,7 @@
 """CodeBuild projects that build the serving image, the per-architecture engines, and roll the pods.
 
 Entry point: :class:`EngineBuildStack` (the details, in its docstring).
+Docs: docs/engines.md, "The pieces".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ pinned to the nodes of a group of that architecture and the tool itself re-check
 dot-free form (:func:`settings.storage.kubernetes_name`, ``sm90-1g-10gb``).
 
 Entry point: :func:`engine_build_manifests` (the details, in its docstring).
+Docs: docs/engines.md, "The pieces".
 """
 
 from __future__ import annotations

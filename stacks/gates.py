@@ -2,6 +2,7 @@
 
 Both gates cover every stack in the assembly, including stacks inside nested ``Stage`` assemblies
 (CDK Pipelines), so a stack added later is gated without touching this module.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ template (aws-samples/awsome-distributed-training
 ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/hyperpod-cluster-stack.yaml``) and
 the HyperPod node labels page
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

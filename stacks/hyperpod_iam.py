@@ -5,6 +5,7 @@ Sources: SageMaker HyperPod EKS prerequisites and IAM pages
 https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html) and
 AWS's templates (aws/sagemaker-hyperpod-cluster-setup ``sagemaker-iam-role-template.yaml``,
 awsome-distributed-training ``sagemaker-iam-role-stack.yaml``).
+Docs: docs/deploy.md, "Security".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The HyperPod inference operator as an EKS add-on, with its IAM execution role.
 
 Entry point: :class:`InferenceOperatorAddon` (the details, in its docstring).
+Docs: docs/serving-targets.md.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Finding ids embed the offending value the way cdk-nag prints it (``Ref`` → ``<
 ``Fn::GetAtt`` → ``<Logical.Attr>``, ``Fn::Join`` concatenated, ``Fn::Sub`` ``${X}`` → ``<X>``, anything else compact JSON);
 :func:`nag_string` renders a value the same way so acknowledgements follow the code instead of
 being copied from a report.
+Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 The VPC spans >= 2 AZs.
 The Secrets Manager endpoint (private DNS) keeps the gateway's API-key reads inside the VPC, which is
 what the serving pods' egress NetworkPolicy allows (HTTPS to the VPC CIDR only).
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

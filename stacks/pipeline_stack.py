@@ -10,6 +10,7 @@ deployed :class:`stacks.engine_build_stack.EngineBuildStack` defines, so the sam
 by hand (``aws codebuild start-build --project-name ...``).
 
 Entry point: :class:`PipelineStack` (the details, in its docstring).
+Docs: docs/engines.md, "Path B: the pipeline".
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Storage: the S3 model bucket (engines, lifecycle scripts) and the ECR repositories."""
+"""Storage: the S3 model bucket (engines, lifecycle scripts) and the ECR repositories.
+
+Docs: docs/deploy.md, "Stacks".
+"""
 
 from __future__ import annotations
 

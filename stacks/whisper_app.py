@@ -5,6 +5,7 @@ Which stacks a config gets, and their ids, come from :mod:`settings.names` (``na
 ``make deploy`` and ``make destroy`` wait on too: a new stack is its suffix in ``names.STACKS``, one
 constructor call here and one attribute on :class:`WhisperStacks` (tests/infra/test_stack_names.py
 checks the assembly against ``names.stacks`` for every shipped config).
+Docs: docs/deploy.md, "Stacks".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``REPO_ROOT`` is the folder holding ``whisper_build/``, ``config/``, ``docs/`` and ``tests/``, whether
 the tree is installed editable (``make install``) or copied and run as ``python -m …`` from its root.
-This module imports nothing of the project, so every layer may read it.
+This module imports nothing of the project, so every layer may read it. Docs: docs/development.md, "Layers".
 """
 
 from __future__ import annotations

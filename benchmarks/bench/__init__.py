@@ -7,4 +7,5 @@ Modules: :mod:`~benchmarks.bench.stats` (arithmetic), :mod:`~benchmarks.bench.au
 :mod:`~benchmarks.bench.targets` (clients), :mod:`~benchmarks.bench.triton_metrics` (batch size),
 :mod:`~benchmarks.bench.runner` (the sweep), :mod:`~benchmarks.bench.report` (JSON/CSV/PNG),
 :mod:`~benchmarks.bench.cli`.
+Docs: docs/benchmarks.md, "The `bench` tool".
 """

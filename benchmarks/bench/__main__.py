@@ -1,4 +1,4 @@
-"""``python -m benchmarks.bench``: see :mod:`benchmarks.bench.cli`."""
+"""``python -m benchmarks.bench``: see :mod:`benchmarks.bench.cli`. Docs: docs/benchmarks.md, "The `bench` tool"."""
 
 import sys
 

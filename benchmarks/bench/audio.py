@@ -3,6 +3,7 @@
 Each file is kept as its original bytes (what the gateway receives) and as the ≤ 30 s, 16 kHz
 windows the gateway would send to Triton (what a Triton target sends), cut with the serving
 path's own :func:`whisper_build.serving.audio.split_windows` and silence test.
+Docs: docs/benchmarks.md, "The `bench` tool".
 """
 
 from __future__ import annotations

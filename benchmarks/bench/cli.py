@@ -6,6 +6,7 @@ Example (``make bench-audio`` writes speech files to ``bench-audio/``)::
         --target gateway=http://127.0.0.1:8080 --target triton=grpc://127.0.0.1:8001 \
         --triton-metrics http://127.0.0.1:8002/metrics --concurrency 1,2,4,8,16,32 \
         --duration 20 --out results/
+Docs: docs/benchmarks.md, "The `bench` tool".
 """
 
 from __future__ import annotations

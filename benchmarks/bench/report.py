@@ -2,6 +2,7 @@
 
 ``<prefix>.json`` holds results + run metadata, ``<prefix>.csv`` one row per level and ``<prefix>.png``
 latency and throughput vs concurrency, one line per target.
+Docs: docs/benchmarks.md, "Artefacts (`docs/benchmarks/`)".
 """
 
 from __future__ import annotations

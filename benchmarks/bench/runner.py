@@ -4,6 +4,7 @@ Each level is summarized. Nothing here can hang: every request has its own timeo
 by the client and by ``asyncio.wait_for``), a level stops issuing at its duration or count, and the
 whole run stops at an overall deadline; requests still in flight then are cancelled and counted as
 ``aborted``.
+Docs: docs/benchmarks.md, "The `bench` tool".
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative 
 (a request in a batch is charged the batch's time) divided by ``nv_inference_request_success``,
 and the model's own ``whisper_model_stage_seconds{stage}`` (parse / engine / decoding / response,
 :mod:`whisper_build.serving.triton_model.stages`) divided by executions.
+Docs: docs/benchmarks.md, "Why Triton's batches are half the clients".
 """
 
 from __future__ import annotations

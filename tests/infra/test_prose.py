@@ -1,6 +1,6 @@
-"""The prose holds to its limits: short module docstrings, package docstrings that list their modules
-list all of them, unique headings per docs page, docs/*.md within their line budget, and no
-citation of a tracker number that a clone of the repository cannot resolve."""
+"""The prose holds to its limits: short module docstrings that link a docs page and section that exist,
+package docstrings that list their modules list all of them, unique headings per docs page, docs/*.md
+within their line budget, and no citation of a tracker number that a clone of the repository cannot resolve."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ MAX_MODULE_DOCSTRING_LINES = 15
 DOCS_LINE_BUDGET = 4200
 MODULE_NAME = re.compile(r":mod:`[~.]?(?:[\w.]*\.)?(\w+)`|``(\w+)(?:/|\.py)``|``(\w+)``")
 TRACKER_NUMBER = re.compile(r"(?<![\w/-])issues? ?#?\d+", re.IGNORECASE)
+DOCS_LINK = re.compile(r'docs/(?P<page>[a-z][a-z0-9-]*)\.md(?:,?\s+\(?"(?P<section>[^"]+)")?')
+"""A docs link: ``docs/<page>.md``, then optionally ``, "<a heading, or its start>"``. The project's pages are
+lower-case; an upper-case ``docs/NAME.md`` is another project's file (mountpoint-s3-csi-driver's)."""
 
 
 GENERATED = "k8s_charts/imports"
@@ -40,6 +43,36 @@ def test_module_docstrings_are_short() -> None:
         if (lines := len(_docstring(path).splitlines())) > MAX_MODULE_DOCSTRING_LINES
     }
     assert long == {}, f"module docstrings over {MAX_MODULE_DOCSTRING_LINES} lines: move detail to docs/"
+
+
+def _headings(page: Path) -> list[str]:
+    """The page's heading texts (``#`` marks stripped), outside fenced code blocks."""
+    in_code, headings = False, []
+    for line in page.read_text().splitlines():
+        in_code = in_code != line.startswith("```")
+        if not in_code and (match := re.match(r"#{1,6} (.+)", line)):
+            headings.append(match.group(1).strip())
+    return headings
+
+
+def test_module_docstrings_link_a_docs_page_and_section_that_exist() -> None:
+    unlinked, broken = [], []
+    for path in _product_modules():
+        if not (doc := _docstring(path)):
+            continue
+        name = path.relative_to(REPO_ROOT).as_posix()
+        links = list(DOCS_LINK.finditer(doc))
+        if not links:
+            unlinked.append(name)
+        for link in links:
+            page = REPO_ROOT / "docs" / f"{link['page']}.md"
+            section = " ".join((link["section"] or "").split())
+            if not page.is_file():
+                broken.append(f"{name}: docs/{link['page']}.md does not exist")
+            elif section and not any(h.startswith(section) for h in _headings(page)):
+                broken.append(f'{name}: docs/{link["page"]}.md has no heading "{section}"')
+    assert unlinked == [], 'module docstrings without a docs link: end them with Docs: docs/<page>.md, "<Heading>".'
+    assert broken == [], "docs links to a page or heading that does not exist"
 
 
 def _members(package: Path) -> set[str]:

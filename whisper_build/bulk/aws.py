@@ -2,6 +2,7 @@
 
 One :class:`JobStore` (job bucket) and one :class:`JobQueue` per process; ``endpoint_url`` points
 both at a local S3 + SQS endpoint (:mod:`whisper_build.bulk.local`) instead of AWS.
+Docs: docs/bulk.md, "What gets deployed".
 """
 
 from __future__ import annotations

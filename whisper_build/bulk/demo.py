@@ -11,6 +11,7 @@ Exit status 0 when every job reached a final state, 1 otherwise (timeout, or eve
 
 Without ``--audio-dir`` (``make bulk-local``) it starts the same and runs until Ctrl-C, printing the
 exports with which ``make submit`` / ``make jobs`` / ``make fetch`` reach it from another shell.
+Docs: docs/bulk.md, "Locally, for real".
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
 the job queue with its ``RedrivePolicy`` and visibility timeout, a versioned job bucket and its
 object-created notification on the input prefix — so that an upload reaches the queue through an S3
 event, as in AWS. boto3 talks to it with ``endpoint_url`` and dummy credentials.
+Docs: docs/bulk.md, "Locally, for real".
 """
 
 from __future__ import annotations

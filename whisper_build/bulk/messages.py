@@ -10,6 +10,7 @@ An SQS body is one of:
   they produce no event — and the worker's continuation message), marked ``"whisper_bulk": 1``.
 
 Anything else raises :class:`BadMessage` (the worker deletes it and counts ``bad_message``).
+Docs: docs/bulk.md, "Messages and outputs".
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""A finished job's output files: every format of the formats table that names a bulk file; its speaker turns."""
+"""A finished job's output files: every format of the formats table that names a bulk file; its speaker turns.
+
+Docs: docs/bulk.md, "Messages and outputs".
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ that change the result, so a redelivered or duplicated message finds the same fo
         status.json       :class:`JobStatus`
         checkpoint.json   :class:`Checkpoint` while the job runs (kept after, small)
         lease.json        :class:`Lease`: who works on it until when
+Docs: docs/bulk.md, "Exactly one result per input".
 """
 
 from __future__ import annotations

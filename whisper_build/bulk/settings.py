@@ -2,6 +2,7 @@
 
 The ``whisper-bulk`` chart writes them from the ``bulk:`` config section (``k8s_charts.bulk.worker_env``);
 ``make bulk-demo`` and the tests set them for the local endpoint.
+Docs: docs/bulk.md, "Turning it on".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m whisper_build.deploy``."""
+"""``python -m whisper_build.deploy``. Docs: docs/deploy.md, "Deploy"."""
 
 import sys
 

@@ -4,6 +4,7 @@ Every function takes its boto3 client(s) as arguments, so the tests drive them w
 ``Stubber`` or moto. Waiting: CloudFormation waits inside ``cdk deploy``; CodeBuild has no boto3
 waiter, so :func:`run_builds` polls ``BatchGetBuilds``; the EKS cluster uses the ``cluster_active``
 waiter.
+Docs: docs/deploy.md, "Deploy".
 """
 
 from __future__ import annotations

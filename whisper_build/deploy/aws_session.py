@@ -3,6 +3,7 @@
 It implements :class:`whisper_build.deploy.session.DeploySession` (what the steps may call) with
 the clients of the config's region; the AWS calls themselves are :mod:`.aws`, :mod:`.capacity`,
 :mod:`.retained` and :mod:`.teardown`, each tested against moto or botocore's Stubber.
+Docs: docs/deploy.md, "Deploy".
 """
 
 from __future__ import annotations

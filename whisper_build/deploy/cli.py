@@ -7,6 +7,7 @@
 running). ``--dry-run`` prints every command without credentials or AWS calls. ``--only kubectl``
 (``make kubeconfig``) runs one step. ``env`` prints the config's names as shell exports
 (``make env``) for the commands in the docs. Arguments: :mod:`.args`.
+Docs: docs/deploy.md, "Deploy".
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ leaves on purpose.
 
 Every ``kubectl`` command names the cluster's context (:func:`.kube.context_name` of the account),
 as the tool's own calls do, never the current one.
+Docs: docs/deploy.md, "After the deploy: reaching the endpoint".
 """
 
 from __future__ import annotations

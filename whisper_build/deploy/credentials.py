@@ -8,6 +8,7 @@ keys); :func:`credential_problem` turns each into one sentence that names the so
 (``AWS_PROFILE=<name>`` or the default chain) and the command that fixes it (``aws sso login``,
 ``aws configure list-profiles``). Offline commands (``make synth``, ``make env``, dry runs) never
 get here.
+Docs: docs/deploy.md, "Prerequisites (once per account)".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ every AWS name (stacks, cluster, CodeBuild projects, ECR repositories, buckets) 
 :mod:`settings.names` applied to the same config. The step types
 are :mod:`.steps`; the runner is :mod:`.runner`.
 
-Durations are estimates (sources in docs/deploy.md, "Durations"), not measurements: no deployment
+Durations are estimates (sources in docs/deploy.md, "Deploy", its Durations paragraph), not measurements: no deployment
 was run from this repository. Costs come from :mod:`.prices`.
 """
 

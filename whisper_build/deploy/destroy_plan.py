@@ -4,6 +4,7 @@ The endpoint's load balancer first, every stack, what AWS kept, and a check that
 
 Names come from :mod:`settings.names` applied to the config, as in :mod:`.deploy_plan`; the AWS
 calls beyond ``cdk destroy`` are :mod:`.teardown`'s.
+Docs: docs/deploy.md, "Tear down: `make destroy CONFIG=…`".
 """
 
 from __future__ import annotations

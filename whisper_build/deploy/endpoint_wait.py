@@ -5,6 +5,7 @@ Then print how to reach it (:mod:`.closing`).
 The AWS Load Balancer Controller provisions the load balancer for the ``whisper`` Service (Ingress
 for ``endpoint.kind: alb``) and writes its DNS name into the object's ``status.loadBalancer``;
 this polls that with ``kubectl`` in the cluster's context (:mod:`.kube`).
+Docs: docs/deploy.md, "After the deploy: reaching the endpoint".
 """
 
 from __future__ import annotations

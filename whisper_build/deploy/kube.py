@@ -6,6 +6,7 @@ kubeconfig context after the cluster's ARN, ``arn:<partition>:eks:<region>:<acco
 reference, ``aws eks update-kubeconfig``), and makes it the *current* context. With two configs
 deployed, the current context is whichever was written last, so every kubectl call of ``make
 deploy``/``destroy``/``pods``/``endpoint`` passes ``--context`` with this config's ARN instead.
+Docs: docs/deploy.md, "Access: what `make deploy` grants".
 """
 
 from __future__ import annotations

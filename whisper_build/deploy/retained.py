@@ -3,6 +3,7 @@
 Buckets and ECR repositories are retained on purpose (a redeploy imports them); KMS keys and secrets
 still tagged with the project, and the log groups AWS services create outside CloudFormation, are
 listed too. :func:`find` builds the list; :mod:`.aws` has the boto3 calls and the delete commands.
+Docs: docs/deploy.md, "Tear down: `make destroy CONFIG=…`".
 """
 
 from __future__ import annotations

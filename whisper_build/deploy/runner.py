@@ -3,6 +3,7 @@
 A failing step stops the run with its name; re-running the command resumes (each step states what
 a re-run does: skips, applies only differences, or waits on work still running). Without a
 session (``--dry-run``) every step is printed and nothing runs.
+Docs: docs/deploy.md, "Resuming".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ The plan (:mod:`.deploy_plan`, :mod:`.destroy_plan`, :mod:`.ctranslate2_plan`) b
 AWS actions, skip checks and diagnoses are functions of a :class:`DeploySession`; planning calls
 none of them. The runner passes :class:`whisper_build.deploy.aws_session.AwsSession` (boto3) in a
 real run and nothing in a dry run; tests pass recording stand-ins.
+Docs: docs/deploy.md, "Deploy".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ A step is a title, duration and cost notes, the actions it runs (each printed by
 an optional ``skip`` check that makes re-running it cheap and an optional ``diagnose`` printed when
 it fails. AWS actions, skip checks and diagnoses are functions of the runner's
 :class:`whisper_build.deploy.session.DeploySession`; building a step calls none of them.
+Docs: docs/deploy.md, "Resuming".
 """
 
 from __future__ import annotations

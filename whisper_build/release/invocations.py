@@ -8,6 +8,7 @@ Engines are built per *engine target* (``GpuGroup.engine_target``): the GPU arch
 or architecture plus MIG profile (``sm90-1g.10gb``) for a group served on MIG slices, whose engine is
 sized to the slice's memory (:func:`whisper_build.release.engine_build.memory.max_batch_size_for_memory`)
 and therefore built and keyed on its own.
+Docs: docs/engines.md, "Builds are skipped when the engine is current".
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Used by the supervisor (restarting ``tritonserver``) and the gateway's health monitor (reloading a
 model whose backend stopped answering), so that a persistent fault is retried at a bounded rate
 instead of in a tight loop, while a one-off fault is repaired within a second.
+Docs: docs/gateway.md, "`GET /ping` (readiness): the health rules".
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Used where one component reads another's metrics at run time: the gateway reads Triton's
 (``transcription/triton_load.py``), a bulk worker a sharing gateway's (``bulk/yielding.py``).
+Docs: docs/contracts.md, "7. Gateway metrics".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Whisper decoder prompts: parse what users send, render the canonical ``TEXT_PREFIX`` for Triton.
 
 Entry point: :class:`DecodePrompt` (the details, in its docstring).
+Docs: docs/gateway.md, "OpenAI API parity".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ below :data:`SILENCE_DBFS` (``silence_dbfs``; :func:`whisper_build.serving.engin
 (3) the decoding rules read 20 ms frames (:data:`TIMESTAMP_FRAME`) against the same ``silence_dbfs``
 to move a segment's start past leading silence and to tell a window that ends mid-speech.
 Entry points: :func:`frame_dbfs`, :func:`window_dbfs`, :func:`gateway_is_silent`.
+Docs: docs/gateway.md, "Quality signals on audio that is not whole speech".
 """
 
 from __future__ import annotations

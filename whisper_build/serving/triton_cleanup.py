@@ -12,6 +12,7 @@ tritonserver, SIGKILLs whatever is left of that process group and removes the re
 prefix, so a restarted Triton starts with the memory the last one held.
 
 Linux only (``/proc``); elsewhere the group kill still runs and the region sweep finds nothing.
+Docs: docs/serving.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

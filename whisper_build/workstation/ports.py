@@ -12,7 +12,7 @@ run beside this one) may bind one before our server does. What the servers do th
   started on port 0 instead (:class:`whisper_build.bulk.local.LocalAws`).
 
 None retries, so :func:`start_on_free_ports` does: it picks fresh ports and starts again, at most
-:data:`ATTEMPTS` times, when the start raises :class:`PortTaken`.
+:data:`ATTEMPTS` times, when the start raises :class:`PortTaken`. Docs: docs/development.md.
 """
 
 from __future__ import annotations

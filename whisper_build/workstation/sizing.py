@@ -5,6 +5,7 @@ Inputs: a :data:`Target` and, per GPU group, an :class:`Offer` (price per instan
 table ``settings.throughput``, measured or estimated). Arithmetic, per target:
 
 Entry point: :func:`plan` (the details, in its docstring).
+Docs: docs/cost.md, "Sizing (`make sizing`)".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m whisper_build.release.engine_build``."""
+"""``python -m whisper_build.release.engine_build``. Docs: docs/engines.md, "Running the build tool by hand"."""
 
 import sys
 

@@ -4,6 +4,7 @@ Runs on the GPU the engines are for (a Kubernetes Job on the target HyperPod gro
 GPU fleet). Steps: check the GPU → fetch the checkpoint → ``convert_checkpoint.py`` →
 ``trtllm-build`` encoder and decoder → Triton model repository → smoke test → ``manifest.json``
 → publish (``--publish-bucket``). ``--dry-run`` prints the derived flags and commands only.
+Docs: docs/engines.md, "Running the build tool by hand".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ https://github.com/NVIDIA/TensorRT-LLM/tree/main/examples/models/core/whisper):
 2. ``convert_checkpoint.py --model_dir <dir with <name>.pt> --model_name <name>`` writes the
    ``encoder/`` and ``decoder/`` TensorRT-LLM checkpoints (optional ``--use_weight_only``);
 3. ``trtllm-build`` compiles each, with the encoder/decoder limits of :class:`BuildSpec`.
+Docs: docs/engines.md, "TensorRT-LLM without its TensorRT backend".
 """
 
 from __future__ import annotations

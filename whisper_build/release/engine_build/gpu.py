@@ -3,6 +3,7 @@
 Engines only load on the compute capability and TensorRT version they were built with
 (NVIDIA/TensorRT-LLM#222 on GitHub; TensorRT support matrix: "serialized engines are not portable across
 devices"), so both go into ``manifest.json``.
+Docs: docs/engines.md, "Why one engine per GPU architecture".
 """
 
 from __future__ import annotations

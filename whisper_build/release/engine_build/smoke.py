@@ -5,6 +5,7 @@ the served path (:func:`whisper_build.serving.triton_model.decoding.window_texts
 ``decode_windows``: scores, no-speech probability, fallback), so an engine that fails
 ``generate(..., scores=True)`` in a pod fails here. The verdict is a word error rate (Levenshtein distance over words, divided by
 the reference length) on lower-cased text without punctuation.
+Docs: docs/engines.md, "The pieces".
 """
 
 from __future__ import annotations

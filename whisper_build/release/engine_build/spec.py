@@ -10,6 +10,7 @@ https://github.com/NVIDIA/TensorRT-LLM/tree/main/examples/models/core/whisper):
   ``--max_input_len``) and the generated tokens; ``--max_seq_len`` = prompt + output;
 * mel bins are 128 for large-v3 / large-v3-turbo / distil-large-v3 and 80 for the others
   (``settings.schema.WHISPER_MODELS``, from the model cards).
+Docs: docs/engines.md, "The pieces".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ backend as the only one, loading Hugging Face checkpoints with no engine build, 
 ``convert_checkpoint.py`` / ``trtllm-build`` examples as removed.
 
 Entry point: :func:`engine_builder_refusal` (the details, in its docstring).
+Docs: docs/engines.md, "TensorRT-LLM without its TensorRT backend".
 """
 
 from __future__ import annotations

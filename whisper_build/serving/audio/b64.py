@@ -1,4 +1,4 @@
-"""Base64 audio payloads as existing clients send them."""
+"""Base64 audio payloads as existing clients send them. Docs: docs/gateway.md, "`POST /invocations`"."""
 
 import base64
 import binascii

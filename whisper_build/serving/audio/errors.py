@@ -1,4 +1,7 @@
-"""Errors raised by :mod:`whisper_build.serving.audio`; each message tells the caller what to fix."""
+"""Errors raised by :mod:`whisper_build.serving.audio`; each message tells the caller what to fix.
+
+Docs: docs/gateway.md, "Errors".
+"""
 
 
 class AudioError(ValueError):

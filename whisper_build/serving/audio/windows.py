@@ -4,6 +4,7 @@ Whisper's encoder sees at most 30 s (``N_SAMPLES = 480000`` at 16 kHz, openai/wh
 longer audio must be cut. Cutting mid-word loses or garbles that word, so each cut is placed at
 the lowest-energy point of the last ``search_seconds`` before the limit (the same idea as vLLM
 PR #19597, which cuts at the lowest-energy point of the last second of each chunk).
+Docs: docs/serving.md, "One transcript per audio".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 on PyTorch.
 
 Import :func:`load_engine` and :class:`EngineParams`; runtime libraries are imported lazily.
+Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
 from whisper_build.serving.engines.base import (

@@ -4,6 +4,7 @@ The Triton model (``model_repository/whisper/1/model.py``) builds :class:`Engine
 ``parameters`` of its ``config.pbtxt`` and calls :func:`whisper_build.serving.engines.factory.load_engine`;
 the concrete runtime module (CTranslate2, TensorRT-LLM or PyTorch) is imported only then, so the others
 need not be installed.
+Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ two up to the engine batch (``max_engine_batch``, itself bounded by Triton's ``m
 largest bucket is split into full largest-bucket chunks plus one padded remainder.
 
 Pure Python (no torch): the choice is unit-tested on the CPU.
+Docs: docs/engines.md, "The `torch` engine's decode path".
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@
 (``$XDG_CACHE_HOME/whisper-hyperpod/``, default ``~/.cache/whisper-hyperpod/``;
 ``WHISPER_BUNDLED_MODEL_CACHE`` overrides), checks the joined file against :data:`BASE_MODEL_SHA256`
 and renames it into place atomically, so concurrent test processes never see half a file.
-Provenance, as the packages' metadata states it (the packager's own claim, not verified here):
-Systran's CTranslate2 conversion ``Systran/faster-whisper-base`` of OpenAI's Whisper base, MIT.
+Provenance (the packages' metadata; the packager's own claim, not verified here): Systran's CTranslate2 conversion
+``Systran/faster-whisper-base`` of OpenAI's Whisper base, MIT. Docs: docs/serving.md, "Local run (no Docker)".
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ requests carry no previous text.
 :meth:`CTranslate2Engine.generate` is the decoding layer's entry (timestamps, sampling, scores,
 no-speech probability); :meth:`CTranslate2Engine.align` gives word timings with
 ``Whisper.align`` (cross-attention + DTW), as faster-whisper's ``find_alignment`` does.
+Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ Mel filters and ``log10 / max-8 / (x+4)/4`` normalisation as openai/whisper ``au
 engines see identical inputs. Each window is zero-padded *as audio* to 30 s before the Mel
 transform, as openai/whisper does (``log_mel_spectrogram(audio, padding=N_SAMPLES)`` then
 ``pad_or_trim(mel, N_FRAMES)``), which is what the released models were trained on.
+Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
 from __future__ import annotations

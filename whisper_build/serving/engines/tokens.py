@@ -4,6 +4,7 @@ Special-token strings and order follow openai/whisper ``tokenizer.py`` (``sot_se
 ``[<|startofprev|> + previous-text ids] <|startoftranscript|> [<|LANG|> <|TASK|>] <|notimestamps|>``.
 English-only (``.en``) models take neither a language nor a task token
 (``get_tokenizer(multilingual=False)`` sets both to ``None``).
+Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
 from __future__ import annotations

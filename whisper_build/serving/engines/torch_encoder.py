@@ -10,6 +10,7 @@ marked dynamic, so one compiled graph serves every bucket (a batch of 1 is speci
 and compiles once more); we measured this encoder compiled with
 ``mode="max-autotune-no-cudagraphs"`` in bf16 at 0.305 s per 64 windows on an H200, eager fp16 at
 ≈ 0.43 s.
+Docs: docs/engines.md, "The `torch` engine's decode path".
 """
 
 from __future__ import annotations

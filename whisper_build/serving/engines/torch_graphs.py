@@ -1,6 +1,7 @@
 """The ``torch`` engine's decoder: a static KV cache and one CUDA graph per batch bucket.
 
 Entry point: :class:`StaticDecoder` (the details, in its docstring).
+Docs: docs/engines.md, "The `torch` engine's decode path".
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Whisper's logit rules and token choice as fixed-shape tensor code, so a CUDA graph can hold them.
 
 Entry point: :class:`LogitRules` (the details, in its docstring).
+Docs: docs/engines.md, "The `torch` engine's decode path".
 """
 
 from __future__ import annotations

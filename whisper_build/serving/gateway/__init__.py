@@ -2,4 +2,5 @@
 
 ``whisper_build.serving.gateway.app:app`` is the ASGI app (``create_app(settings)`` builds one);
 ``python -m whisper_build.serving.gateway`` serves it with graceful drain on SIGTERM.
+Docs: docs/gateway.md.
 """

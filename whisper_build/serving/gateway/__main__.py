@@ -3,6 +3,7 @@
 With ``WHISPER_GATEWAY_WORKERS`` = 1 this process serves
 (:func:`whisper_build.serving.gateway.serve.serve`); with more, it supervises that many worker
 processes (:func:`whisper_build.serving.gateway.workers.run_workers`).
+Docs: docs/serving.md, "Gateway worker processes (`WHISPER_GATEWAY_WORKERS`)".
 """
 
 from __future__ import annotations

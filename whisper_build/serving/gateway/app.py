@@ -12,6 +12,7 @@ Routers live in :mod:`whisper_build.serving.gateway.routes` and share one
 :class:`~whisper_build.serving.gateway.pipeline.Pipeline` through a FastAPI dependency; the
 lifespan builds it, over the core's ``TranscriptionService`` (``app.state.service``), once the
 backend exists (``app.state.pipeline``).
+Docs: docs/gateway.md, "Endpoints".
 """
 
 from __future__ import annotations

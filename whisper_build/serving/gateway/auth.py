@@ -1,6 +1,7 @@
 """API-key authentication of the gateway's transcription routes.
 
 Entry point: :class:`ApiKeyAuth` (the details, in its docstring).
+Docs: docs/gateway.md, "Authentication (API keys)".
 """
 
 from __future__ import annotations

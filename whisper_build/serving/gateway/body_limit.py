@@ -5,6 +5,7 @@ body streams in (chunked uploads, or a lying ``Content-Length``). The body is re
 the app runs (then replayed to it chunk by chunk), so the app never sees a partial body.
 
 Entry point: :class:`BodyLimitMiddleware` (the details, in its docstring).
+Docs: docs/gateway.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

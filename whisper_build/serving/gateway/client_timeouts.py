@@ -1,6 +1,7 @@
 """Slow clients bounded where uvicorn reads the socket: a header deadline and a minimum upload rate.
 
 Entry point: :class:`ClientTimeouts` (the details, in its docstring).
+Docs: docs/gateway.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

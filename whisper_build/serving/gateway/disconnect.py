@@ -10,6 +10,7 @@ the request cancelled and the model stops before its next engine call
 (:mod:`whisper_build.serving.triton_model.cancellation`). Any route gets this, streaming ones too.
 
 The request is counted with status 499 (nginx's "client closed request"); nothing is sent.
+Docs: docs/gateway.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

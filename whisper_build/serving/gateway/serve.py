@@ -8,6 +8,7 @@ before the lifespan shutdown closes the Triton client. A second SIGINT forces ex
 :func:`serve` runs one gateway process; ``python -m whisper_build.serving.gateway``
 (:mod:`whisper_build.serving.gateway.__main__`) chooses between it and several worker processes
 (:mod:`whisper_build.serving.gateway.workers`), each of which calls :func:`build_server`.
+Docs: docs/gateway.md, "Shutdown".
 """
 
 from __future__ import annotations

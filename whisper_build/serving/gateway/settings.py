@@ -1,4 +1,7 @@
-"""Gateway settings, read from ``WHISPER_GATEWAY_*`` environment variables (pydantic-settings)."""
+"""Gateway settings, read from ``WHISPER_GATEWAY_*`` environment variables (pydantic-settings).
+
+Docs: docs/gateway.md, "Settings".
+"""
 
 from __future__ import annotations
 

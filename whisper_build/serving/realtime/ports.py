@@ -3,6 +3,7 @@
 :class:`SessionLimiter` bounds open sessions (the gateway gives each worker process its share of the
 pod's bound); :class:`HealthRecorder` is told of model calls that succeed or fail (the gateway's model
 health); :class:`LiveMetrics` holds the Prometheus series named in :mod:`whisper_build.contracts.live_metrics`.
+Docs: docs/gateway.md, "Live transcription".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Budgeting audio seconds keeps a burst of long uploads from taking every slot (an
 for minutes: two one-hour files may fill a two-hour budget while short requests still get in
 beside them. Whoever fits goes first, in arrival order, so a short request is not held behind a
 long one; a long one waits at most ``queue_timeout``.
+Docs: docs/gateway.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

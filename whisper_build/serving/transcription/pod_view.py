@@ -8,6 +8,7 @@ directory (:func:`multiprocess_dir`), so the pod-wide figures are there:
 the minimum over live workers. :class:`PodView` reads them (at most every ``cache_seconds``), so
 that a canary that waits behind any worker's requests counts as busy-not-dead, and ``/ping``
 answers the same from every worker. Without multiprocess mode (one process) it is that process's own.
+Docs: docs/serving.md, "Gateway worker processes (`WHISPER_GATEWAY_WORKERS`)".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ cancelled and sent once more too. If the reload fails, or the
 retry fails again, the error reaches the client as unavailable (the gateway: 503 with
 ``Retry-After``). Counted in
 ``whisper_gateway_window_retries_total{outcome="ok"|"failed"}``.
+Docs: docs/serving.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations

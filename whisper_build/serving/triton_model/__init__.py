@@ -1,1 +1,4 @@
-"""The ``whisper`` Triton python-backend model: its repository template, config rendering and batching."""
+"""The ``whisper`` Triton python-backend model: its repository template, config rendering and batching.
+
+Docs: docs/serving.md, "Model repository".
+"""

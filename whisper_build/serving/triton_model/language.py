@@ -10,6 +10,7 @@ would let a noisy or music window flip the language mid-file. The gateway sends 
 back with every later group of the file. The detections of all requests of one Triton batch are
 ONE engine call. Where the engine cannot tell (``None``), ``default_language`` is used; English-only
 models are never asked.
+Docs: docs/gateway.md, "Languages (multilingual models)".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ The checked-in ``model_repository/whisper/config.pbtxt`` is a valid config with 
 paths and batching differ per machine, so :func:`render_model_repository` sets them from typed
 settings and copies ``1/model.py`` next to it. The local launcher, the tests and the engine build (which uploads the result to
 ``models/<model>/<gpu_arch>/<version>/model_repository/``) all use it.
+Docs: docs/serving.md, "Model repository".
 """
 
 from __future__ import annotations

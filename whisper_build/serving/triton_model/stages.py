@@ -10,6 +10,7 @@ silence gate, temperature fallback, text and segments — the batch's time minus
 mean per execution (``benchmarks/bench/triton_metrics.py``). Outside these stages an execution
 also costs Triton's own work (gRPC, the dynamic batcher's queue, the stub's shared-memory hand-off),
 which Triton's ``nv_inference_*_duration_us`` counters report per request.
+Docs: docs/contracts.md, "5. Triton model contract".
 """
 
 from __future__ import annotations

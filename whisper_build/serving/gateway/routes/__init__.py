@@ -5,4 +5,5 @@ share the app's :class:`whisper_build.serving.gateway.pipeline.Pipeline`), :mod:
 ``/live``; :mod:`.multipart_form` reads uploads named only through ``filename*`` as files and
 :mod:`.form_fields` refuses a single-valued field sent twice; :mod:`.speaker_fields` reads the
 speaker (diarization) fields.
+Docs: docs/gateway.md, "Endpoints".
 """

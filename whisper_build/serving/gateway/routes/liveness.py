@@ -4,6 +4,7 @@ It answers from the event loop without calling Triton, so a blocked loop (the ku
 times out) or a stale supervisor heartbeat (``WHISPER_GATEWAY_SUPERVISOR_HEARTBEAT_FILE`` older than
 ``supervisor_heartbeat_max_age_seconds``) fails it and the kubelet restarts the container; a dead
 or loading model does not (that is readiness, ``/ping``). Probes: ``k8s_charts/probes.py``.
+Docs: docs/gateway.md, "`GET /live` (liveness)".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ class, https://fastapi.tiangolo.com/how-to/custom-request-and-route/) parses for
 :class:`ExtendedFilenameParser`, which makes such a part a file (spooled like any upload, the same
 ``max_files`` limit) named by the decoded ``filename*`` (RFC 6266 §4.3: it wins over ``filename``).
 The extended value is decoded by the standard library's RFC 2231 code (``email.message``).
+Docs: docs/gateway.md, "OpenAI API parity".
 """
 
 from __future__ import annotations
