@@ -10,13 +10,37 @@ import numpy as np
 import pytest
 import soundfile
 import speech_samples as samples
+from prometheus_client import CollectorRegistry
 
 from whisper_build.serving.realtime.agreement import HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio, alaw_table, ulaw_table
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, legacy_to_ga, merge
-from whisper_build.serving.realtime.session import vad_params
+from whisper_build.serving.realtime.ports import LiveMetrics
+from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession, vad_params
 from whisper_build.serving.realtime.vad import TurnDetector, VadParams
 from whisper_build.serving.transcription.backend import BackendRejected, BackendTimeout, BackendUnavailable
+
+
+class _Health:
+    """The session's health recorder: collects the failures it is told of."""
+
+    def __init__(self) -> None:
+        self.failures: list[Exception] = []
+
+    def record_success(self) -> None: ...
+
+    def record_failure(self, source: str, error: Exception) -> None:
+        self.failures.append(error)
+
+
+def _session(backend: object, events: list[dict], health: _Health | None = None) -> TranscriptionSession:
+    """A session of the default limits on ``backend``; the events it sends are appended to ``events``."""
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    metrics = LiveMetrics(CollectorRegistry())
+    return TranscriptionSession(backend, send, ["whisper-1"], LiveLimits(), metrics, health or _Health())  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(shutil.which("sox") is None, reason="needs sox")
@@ -173,33 +197,20 @@ def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failu
     import base64
 
     from fake_backend import FakeBackend
-    from prometheus_client import CollectorRegistry
 
     from whisper_build.serving.gateway.errors import openai_error_body
     from whisper_build.serving.gateway.pipeline import Pipeline
     from whisper_build.serving.gateway.settings import GatewaySettings
-    from whisper_build.serving.realtime.ports import LiveMetrics
-    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
 
     http = Pipeline(GatewaySettings(), None).to_api_error(error)  # type: ignore[arg-type]
     http_error = openai_error_body(http.status, http.code, http.message, http.param)["error"]
     wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav", rate=24000)
     pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
-    backend, events, failures = FakeBackend(), [], []
+    backend, events, health = FakeBackend(), [], _Health()
     backend.error = error
 
-    class Health:
-        def record_success(self) -> None: ...
-        def record_failure(self, source: str, error: Exception) -> None:
-            failures.append(error)
-
-    async def send(event: dict) -> None:
-        events.append(event)
-
     async def run() -> None:
-        session = TranscriptionSession(
-            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
-        )
+        session = _session(backend, events, health)
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
         await session.append(base64.b64encode(pcm).decode())
         await session.commit()
@@ -211,7 +222,7 @@ def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failu
     assert (failed["error"]["type"], failed["error"]["code"]) == (openai_type, code)
     expected_param = "session.audio.input.transcription.language" if http.param == "language" else None
     assert failed["error"]["param"] == expected_param
-    assert bool(failures) == counts  # a timeout or a refusal does not count against the model's health
+    assert bool(health.failures) == counts  # a timeout or a refusal does not count against the model's health
 
 
 def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_documents() -> None:
@@ -222,24 +233,11 @@ def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_docu
     import base64
 
     from fake_backend import FakeBackend
-    from prometheus_client import CollectorRegistry
-
-    from whisper_build.serving.realtime.ports import LiveMetrics
-    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
 
     backend, events = FakeBackend(), []
 
-    class Health:
-        def record_success(self) -> None: ...
-        def record_failure(self, source: str, error: Exception) -> None: ...
-
-    async def send(event: dict) -> None:
-        events.append(event)
-
     async def run() -> None:
-        session = TranscriptionSession(
-            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
-        )
+        session = _session(backend, events)
         turns = {"type": "server_vad", "idle_timeout_ms": 1000}
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": turns}}}))
         silence = bytes(24000 * 2 * 5 // 2)  # 2.5 s of 24 kHz PCM16
@@ -269,24 +267,11 @@ def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
     import base64
 
     from fake_backend import FakeBackend
-    from prometheus_client import CollectorRegistry
-
-    from whisper_build.serving.realtime.ports import LiveMetrics
-    from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
 
     backend, events = FakeBackend(), []
 
-    class Health:
-        def record_success(self) -> None: ...
-        def record_failure(self, source: str, error: Exception) -> None: ...
-
-    async def send(event: dict) -> None:
-        events.append(event)
-
     async def run() -> None:
-        session = TranscriptionSession(
-            backend, send, ["whisper-1"], LiveLimits(), LiveMetrics(CollectorRegistry()), Health()
-        )
+        session = _session(backend, events)
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
         second = base64.b64encode(bytes(48000)).decode()  # 1 s of 24 kHz PCM16
         await session.append(second)
