@@ -133,14 +133,18 @@ def test_a_window_past_its_deadline_is_answered_with_an_error_not_decoded(tiny) 
     sched = InflightScheduler(engine, slots=1)
     busy = sched.submit(Window(windows[2], PROMPT, max_new=4))
     sched.step()
+    dropped = sched.submit(Window(windows[3], PROMPT, priority="bulk"))
     expired = sched.submit(Window(windows[0], PROMPT, deadline=time.monotonic() - 0.001))
+    assert dropped.cancel()  # a cancelled waiting window is dropped beside the expired one
     timely = sched.submit(Window(windows[1], PROMPT, max_new=3, deadline=time.monotonic() + 600))
     sched.run_until_idle()
     with pytest.raises(DeadlineExceeded, match="deadline"):
         expired.result(timeout=0)
+    assert timely.done() and not timely.cancelled()
     assert _tokens(busy) == static[2][:4] and _tokens(timely) == static[1][:3]
     stats = sched.stats()
-    assert stats["expired"] == 1 and stats["encoder_passes"] == 2 and stats["mean_encoder_batch"] == 1
+    assert stats["expired"] == 1 and stats["cancelled"] == 1
+    assert stats["encoder_passes"] == 2 and stats["mean_encoder_batch"] == 1
 
 
 def test_submit_refuses_bad_input_with_what_to_fix(tiny) -> None:

@@ -36,6 +36,10 @@ PRIORITY_LEVELS: tuple[Priority, ...] = ("live", "sync", "bulk")
 """Waiting-queue order, first served first; FIFO within a level."""
 
 
+SWEEP_EVERY = 16
+"""Decode steps between sweeps of the waiting queue for deadlines and cancels while no row is free."""
+
+
 class DeadlineExceeded(TimeoutError):
     """A window waited past its deadline before a row was free; it was not decoded."""
 
@@ -65,7 +69,7 @@ class Window:
     repetition_penalty: float = 1.0
 
 
-@dataclass
+@dataclass(eq=False)
 class _Entry:
     window: Window
     future: Future[Hypothesis]
@@ -269,11 +273,15 @@ class InflightScheduler:
 
     def _take(self, free: int) -> list[_Entry]:
         """Up to ``free`` waiting windows by priority, once enough wait (or a live/sync one, or nothing decodes)."""
+        if not free and self.steps % SWEEP_EVERY:
+            return []  # the queue's deadline and cancel sweep: when a row is free, else every few steps
         now = time.monotonic()
         with self._lock:
-            for queue in self.waiting.values():
-                for e in [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]:
-                    queue.remove(e)
+            for level, queue in self.waiting.items():
+                gone = [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]
+                if gone:
+                    self.waiting[level] = deque(e for e in queue if all(e is not g for g in gone))
+                for e in gone:
                     if e.future.cancelled():
                         self.cancelled += 1
                     else:
