@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import statistics
 import sys
@@ -82,7 +83,7 @@ def sustained(engine, batch: int, batches: int, lengths: list[int] | None, pipel
     return record
 
 
-def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: int | None) -> dict:
+def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: int | None, overlap: bool = True) -> dict:
     """``len(lengths)`` pre-staged windows through the in-flight scheduler at once (bulk), after a warm-up.
 
     The same 30 s windows and per-window lengths as :func:`sustained`; every window is queued at
@@ -95,7 +96,7 @@ def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: in
     prompt, pool = DecodePrompt("", "en", "transcribe"), _windows(slots)
 
     def run(counts: list[int]) -> tuple[InflightScheduler, list]:
-        scheduler = InflightScheduler(engine, slots=slots, encoder_batch=encoder_batch)
+        scheduler = InflightScheduler(engine, slots=slots, encoder_batch=encoder_batch, overlap_encoder=overlap)
         futures = [
             scheduler.submit(Window(pool[k % slots], prompt, max_new=n, priority="bulk")) for k, n in enumerate(counts)
         ]
@@ -110,7 +111,7 @@ def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: in
         raise RuntimeError("a window did not decode its drawn token count")
     stats = scheduler.stats()
     return {
-        "batch": slots, "windows": len(lengths), "scheduler": "inflight", "wall_s": wall,
+        "batch": slots, "windows": len(lengths), "encoder_overlap": scheduler.overlap, "wall_s": wall,
         "windows_per_s": len(lengths) / wall, "tokens_mean": statistics.fmean(lengths), "steps": stats["steps"],
         "mean_active_rows": stats["mean_active_rows"], "tokens_per_step": sum(lengths) / stats["steps"],
         "encoder_passes": stats["encoder_passes"], "mean_encoder_batch": stats["mean_encoder_batch"],
@@ -146,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         help="static batches (decode_windows), the in-flight scheduler, or both on the same windows",
     )
     p.add_argument("--encoder-batch", type=int, default=None, help="in-flight: fewest arrivals per encoder pass")
+    p.add_argument(
+        "--encoder-overlap", default="on,off", help="in-flight: encoder beside the decode (GPU): on, off or both"
+    )
     args = p.parse_args(argv)
     import torch
     import transformers
@@ -193,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
         record = sustained(engine, batch, args.batches, workloads["mixed"], True)
         emit({"workload": "mixed", "path": "decode_windows", **record})
         static_rate["mixed"] = record["windows_per_s"]
-    for workload, lengths in workloads.items() if inflight else []:
+    overlaps = [{"on": True, "off": False}[o] for o in args.encoder_overlap.split(",")]
+    for (workload, lengths), overlap in itertools.product(workloads.items() if inflight else [], overlaps):
         assert lengths is not None
-        record = sustained_inflight(engine, batch, lengths, args.encoder_batch)
+        try:
+            record = sustained_inflight(engine, batch, lengths, args.encoder_batch, overlap)
+        except Exception as exc:  # noqa: BLE001 - one failed variant must not lose the others' figures
+            emit({"workload": workload, "path": "inflight", "encoder_overlap": overlap, "error": repr(exc)})
+            continue
         if workload in static_rate:
             record["inflight_over_static"] = record["windows_per_s"] / static_rate[workload]
         emit({"workload": workload, "path": "inflight", **record})

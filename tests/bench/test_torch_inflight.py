@@ -173,7 +173,7 @@ def test_benchmark_inflight_keeps_rows_busier_than_static_batches_on_mixed_lengt
     out = tmp_path / "sustained.json"
     assert main(["--tokenizer-dir", str(TINY_EN), "--label", "cpu", "--workdir", str(tmp_path), "--shape", "tiny",
                  "--device", "cpu", "--batch-sizes", "2", "--batches", "2", "--new-tokens", "6",
-                 "--scheduler", "inflight", "--out", str(out)]) == 0  # fmt: skip
+                 "--scheduler", "inflight", "--encoder-overlap", "on", "--out", str(out)]) == 0  # fmt: skip
     records = json.loads(out.read_text())["records"]
     assert [(r["workload"], r["path"], r["windows"]) for r in records] == [
         ("dense", "inflight", 4),

@@ -88,6 +88,8 @@ class InflightScheduler:
         slots: rows to decode at once (``None`` = the engine's largest bucket).
         encoder_batch: fewest arrivals encoded together while bulk windows wait (``None`` = slots / 8);
             a live or sync window, or an idle decoder, starts an encoder pass at once.
+        overlap_encoder: on a GPU, run the arrivals' log-Mel and encoder on the engine's side stream while
+            the rows decode (they join the step after it ends); else in line, between two steps.
 
     Drive it with :meth:`start` (a background thread) or :meth:`step` / :meth:`run_until_idle` (the
     caller's thread, as the tests and the benchmark do); :meth:`submit` is thread-safe. One
@@ -96,7 +98,13 @@ class InflightScheduler:
     sync, so each finished row runs one step more than it needs (its slot is free the step after).
     """
 
-    def __init__(self, engine: TorchEngine, slots: int | None = None, encoder_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: TorchEngine,
+        slots: int | None = None,
+        encoder_batch: int | None = None,
+        overlap_encoder: bool = True,
+    ) -> None:
         self.engine, self.decoder = engine, engine._decoder
         self.slots = min(slots or self.decoder.buckets[-1], self.decoder.buckets[-1])
         self.encoder_batch = max(1, encoder_batch or self.slots // 8)
@@ -122,6 +130,9 @@ class InflightScheduler:
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stop = False
+        self.overlap = overlap_encoder and device.type == "cuda"
+        # an encoder pass under way (GPU, overlap): its rows, windows, cross K/V and the event of its end
+        self._encoding: tuple[list[int], list[_Entry], torch.Tensor, torch.cuda.Event | None] | None = None
         self.steps = self.row_steps = self.encoder_passes = self.encoded = 0
         self.delivered = self.cancelled = self.expired = 0
 
@@ -206,7 +217,8 @@ class InflightScheduler:
             self._admit()
         with self._lock:
             queued = any(self.waiting.values())
-        return queued or self._pending is not None or any(r is not None for r in self.rows)
+        busy = self._pending is not None or self._encoding is not None
+        return queued or busy or any(r is not None for r in self.rows)
 
     def _launch(self) -> tuple[int, int, torch.cuda.Event | None] | None:
         """Launch a step and its snapshot; return the snapshot to read now (the one before, or the last)."""
@@ -300,15 +312,39 @@ class InflightScheduler:
             return taken
 
     def _admit(self) -> None:
-        """Encoder + cross-attention keys/values + prompt prefill + first token for arrivals, into free rows."""
-        free = [i for i, r in enumerate(self.rows) if r is None]
-        arrivals = self._take(len(free))
-        if not arrivals:
-            return
+        """Start an encoder pass for arrivals into free rows; join the pass that is ready (at once on the CPU)."""
+        if self._encoding is None:
+            free = [i for i, r in enumerate(self.rows) if r is None]
+            arrivals = self._take(len(free))
+            if arrivals:
+                self._encoding = (free[: len(arrivals)], arrivals, *self._encode(arrivals))
+        if self._encoding is not None:
+            event = self._encoding[3]
+            if event is not None and not any(r is not None for r in self.rows):
+                event.synchronize()  # nothing decodes meanwhile
+            if event is None or event.query():
+                encoding, self._encoding = self._encoding, None
+                self._join(*encoding)
+
+    def _encode(self, arrivals: list[_Entry]) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+        """Log-Mel + encoder + cross-attention keys/values of the arrivals: on the side stream (GPU, overlap)."""
         e, d = self.engine, self.decoder
-        slots = free[: len(arrivals)]
+        side = e._side if self.overlap else None
+        if side is None:
+            return d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals]))), None
+        with torch.cuda.stream(side):
+            kv = d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals])))
+            event = torch.cuda.Event()
+            event.record()
+        kv.record_stream(d.stream or torch.cuda.current_stream())
+        return kv, event
+
+    def _join(self, slots: list[int], arrivals: list[_Entry], kv: torch.Tensor, event: torch.cuda.Event | None) -> None:
+        """Cross-attention keys/values, prompt prefill and first token of encoded arrivals, into their rows."""
+        e, d = self.engine, self.decoder
+        if event is not None:
+            torch.cuda.current_stream().wait_event(event)
         rows = torch.tensor(slots, device=self.device)
-        kv = d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals])))
         for i in range(len(d.cross_k)):
             d.cross_k[i].index_copy_(0, rows, kv[i, 0])
             d.cross_v[i].index_copy_(0, rows, kv[i, 1])
