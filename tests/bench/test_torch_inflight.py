@@ -105,7 +105,7 @@ def test_waiting_windows_are_served_by_priority_then_arrival(tiny) -> None:
     for p in ("bulk", "live", "bulk", "sync", "live"):
         future = one.submit(Window(windows[5], PROMPT, max_new=2, priority=p))  # type: ignore[arg-type]
         name = f"{p}{len(one.waiting[p])}"  # the level and the arrival within it
-        future.add_done_callback(lambda _, name=name: order.append(name))  # type: ignore[misc]
+        future.add_done_callback(lambda _, name=name: order.append(name))
     one.run_until_idle()
     assert order == ["live1", "live2", "sync1", "bulk1", "bulk2"]
 
@@ -145,6 +145,36 @@ def test_a_window_past_its_deadline_is_answered_with_an_error_not_decoded(tiny) 
     stats = sched.stats()
     assert stats["expired"] == 1 and stats["cancelled"] == 1
     assert stats["encoder_passes"] == 2 and stats["mean_encoder_batch"] == 1
+
+
+def test_the_background_loop_answers_submissions_from_another_thread(tiny) -> None:
+    engine, windows, static = tiny
+    sched = InflightScheduler(engine, slots=3)  # 3 rows: steps run the 4-row bucket
+    sched.start()
+    try:
+        futures = [sched.submit(Window(w, PROMPT, max_new=4, priority="live")) for w in windows[:4]]
+        assert [list(f.result(timeout=120).tokens) for f in futures] == [t[:4] for t in static[:4]]
+    finally:
+        sched.close()
+    assert sched.stats()["active_rows"] == 0 and sched.stats()["mean_active_rows"] <= 3
+
+
+def test_a_failing_loop_answers_every_open_window_with_its_error(tiny, monkeypatch) -> None:
+    engine, windows, _ = tiny
+    sched = InflightScheduler(engine, slots=1)
+    futures = [sched.submit(Window(w, PROMPT, max_new=30)) for w in windows[:2]]
+    for _ in range(2):
+        sched.step()  # one row decodes, one waits
+
+    def broken() -> None:
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(sched, "_launch", broken)
+    sched.start()
+    for future in futures:
+        with pytest.raises(RuntimeError, match="device lost"):
+            future.result(timeout=60)
+    sched.close()
 
 
 def test_submit_refuses_bad_input_with_what_to_fix(tiny) -> None:

@@ -11,12 +11,13 @@ Docs: docs/engines.md, "In-flight batching (`torch` engine)".
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +31,8 @@ from whisper_build.serving.engines.torch_logits import RowState
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["PRIORITY_LEVELS", "DeadlineExceeded", "InflightScheduler", "Priority", "Window"]
+
+log = logging.getLogger(__name__)
 
 Priority = Literal["live", "sync", "bulk"]
 PRIORITY_LEVELS: tuple[Priority, ...] = ("live", "sync", "bulk")
@@ -74,7 +77,6 @@ class _Entry:
     window: Window
     future: Future[Hypothesis]
     language: str | None = None
-    prompt_len: int = 0
     fed: int = 0  # the position the next step feeds
     joined: int = 0  # steps launched before this row joined
     full: bool = False
@@ -109,21 +111,15 @@ class InflightScheduler:
         self.slots = min(slots or self.decoder.buckets[-1], self.decoder.buckets[-1])
         self.encoder_batch = max(1, encoder_batch or self.slots // 8)
         self.limit_default = engine._params.random_weights_fixed_tokens or engine._params.max_new_tokens
-        state = self.decoder.state
-        self.width = state.history.shape[1]
-        device, cuda = self.decoder.positions.device, self.decoder.positions.device.type == "cuda"
-        self.device = device
-        self.no_speech = torch.zeros(self.slots, device=device)
+        self.width = self.decoder.state.history.shape[1]
+        self.device = device = self.decoder.positions.device
+        cuda = device.type == "cuda"
+        rows = self.decoder.buckets[-1]  # a step may run a bucket larger than ``slots``
+        self.no_speech = torch.zeros(rows, device=device)
         # two pinned host snapshots (finished, history, summed log-prob, no-speech) of a step's end
-        self._snaps = [
-            (
-                torch.zeros(self.slots, dtype=torch.bool, pin_memory=cuda),
-                torch.zeros((self.slots, self.width), dtype=torch.long, pin_memory=cuda),
-                torch.zeros(self.slots, dtype=torch.float32, pin_memory=cuda),
-                torch.zeros(self.slots, dtype=torch.float32, pin_memory=cuda),
-            )
-            for _ in range(2)
-        ]
+        flat, long = ((rows,), torch.float32), ((rows, self.width), torch.long)
+        layout = [((rows,), torch.bool), long, flat, flat]
+        self._snaps = [tuple(torch.zeros(shape, dtype=t, pin_memory=cuda) for shape, t in layout) for _ in range(2)]
         self._pending: tuple[int, int, torch.cuda.Event | None] | None = None  # (step, snap index, event)
         self.rows: list[_Entry | None] = [None] * self.slots
         self.waiting: dict[Priority, deque[_Entry]] = {p: deque() for p in PRIORITY_LEVELS}
@@ -135,8 +131,6 @@ class InflightScheduler:
         self._encoding: tuple[list[int], list[_Entry], torch.Tensor, torch.cuda.Event | None] | None = None
         self.steps = self.row_steps = self.encoder_passes = self.encoded = 0
         self.delivered = self.cancelled = self.expired = 0
-
-    # -- the front -----------------------------------------------------------------------------------
 
     def submit(self, window: Window) -> Future[Hypothesis]:
         """Queue ``window``; the future gets its :class:`Hypothesis`, or :class:`DeadlineExceeded`.
@@ -170,9 +164,7 @@ class InflightScheduler:
             "mean_active_rows": self.row_steps / self.steps if self.steps else 0.0,
             "encoder_passes": float(self.encoder_passes),
             "mean_encoder_batch": self.encoded / self.encoder_passes if self.encoder_passes else 0.0,
-            "delivered": float(self.delivered),
-            "cancelled": float(self.cancelled),
-            "expired": float(self.expired),
+            **{name: float(getattr(self, name)) for name in ("delivered", "cancelled", "expired")},
         }
 
     def start(self) -> None:
@@ -190,18 +182,24 @@ class InflightScheduler:
             self._thread.join()
 
     def _loop(self) -> None:
-        while not self._stop:
-            if not self.step():
-                with self._lock:
-                    if not self._stop and not any(self.waiting.values()):
-                        self._lock.wait(0.05)
+        try:
+            while not self._stop:
+                if not self.step():
+                    with self._lock:
+                        if not self._stop and not any(self.waiting.values()):
+                            self._lock.wait(0.05)
+        except Exception as exc:  # every open future gets the error rather than waiting forever
+            with self._lock:
+                entries = [*(r for r in self.rows if r is not None), *(e for q in self.waiting.values() for e in q)]
+                self.rows, self.waiting = [None] * self.slots, {p: deque() for p in PRIORITY_LEVELS}
+            for entry in entries:
+                self._deliver(entry.future, exc)
+            log.exception("in-flight scheduler stopped; %d windows answered with the error", len(entries))
 
     def run_until_idle(self) -> None:
         """Step until no window waits and no row decodes."""
         while self.step():
-            pass
-
-    # -- one iteration -------------------------------------------------------------------------------
+            continue
 
     def step(self) -> bool:
         """Launch one decode step over the active rows, deliver finished rows, admit waiting windows.
@@ -275,11 +273,8 @@ class InflightScheduler:
 
     def _deliver(self, future: Future[Hypothesis], result: Hypothesis | BaseException) -> None:
         try:
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
-                self.delivered += 1
+            future.set_exception(result) if isinstance(result, BaseException) else future.set_result(result)
+            self.delivered += not isinstance(result, BaseException)
         except InvalidStateError:  # cancelled meanwhile
             self.cancelled += 1
 
@@ -344,7 +339,7 @@ class InflightScheduler:
         e, d = self.engine, self.decoder
         if event is not None:
             torch.cuda.current_stream().wait_event(event)
-        rows = torch.tensor(slots, device=self.device)
+        rows = self._to_device(slots)
         for i in range(len(d.cross_k)):
             d.cross_k[i].index_copy_(0, rows, kv[i, 0])
             d.cross_v[i].index_copy_(0, rows, kv[i, 1])
@@ -354,7 +349,7 @@ class InflightScheduler:
         if e._specials.multilingual and any(lang is None for lang in languages):
             sot = torch.full((len(arrivals), 1), d.sot, device=self.device)
             logits = d._prefill(sot, torch.zeros_like(sot), rows, kv)[:, 0]
-            ids = torch.tensor(list(e._languages), device=self.device)
+            ids = self._to_device(list(e._languages))
             best = logits[:, ids].argmax(-1).tolist()
             languages = [lang or e._languages[k] for lang, k in zip(languages, best, strict=True)]
         prompts = [
@@ -364,8 +359,8 @@ class InflightScheduler:
             for a, lang in zip(arrivals, languages, strict=True)
         ]
         width = max(len(p) for p in prompts)
-        tokens = torch.tensor([[*p, *[d.eot] * (width - len(p))] for p in prompts], device=self.device)
-        read = torch.tensor([[p.index(d.sot), len(p) - 1] for p in prompts], device=self.device)
+        tokens = self._to_device([[*p, *[d.eot] * (width - len(p))] for p in prompts])
+        read = self._to_device([[p.index(d.sot), len(p) - 1] for p in prompts])
         logits = d._prefill(tokens, read, rows, kv)
         if d.no_speech is not None:
             self.no_speech[rows] = logits[:, 0].softmax(-1)[:, d.no_speech]
@@ -375,8 +370,15 @@ class InflightScheduler:
         for name in fresh.__dataclass_fields__:
             getattr(d.state, name)[rows] = getattr(fresh, name)
         for slot, a, p, f, lang in zip(slots, arrivals, prompts, full, languages, strict=True):
-            a.language, a.prompt_len, a.fed, a.joined, a.full = lang, len(p), len(p), self.steps, f
+            a.language, a.fed, a.joined, a.full = lang, len(p), self.steps, f
             self.rows[slot] = a
+
+    def _to_device(self, data: list[Any]) -> torch.Tensor:
+        """A small host list on the device without a host wait: pinned, copied in stream order (GPU)."""
+        host = torch.tensor(data)
+        if self.device.type != "cuda":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
 
     def _fresh(self, arrivals: list[_Entry], prompts: list[list[int]]) -> RowState:
         """Reset row state for the arrivals (as ``StaticDecoder._reset`` does for a bucket)."""
@@ -384,11 +386,11 @@ class InflightScheduler:
         s = RowState.allocate(n, self.width, d.state.seen.shape[1], self.device)
         wanted = [a.window.max_new or self.limit_default for a in arrivals]
         limits = [max(1, min(m, d.context - len(p), self.width)) for m, p in zip(wanted, prompts, strict=True)]
-        s.pos.copy_(torch.tensor([len(p) for p in prompts]))
-        s.limit.copy_(torch.tensor(limits))
-        s.penalty.copy_(torch.tensor([a.window.repetition_penalty for a in arrivals]))
-        s.temperature.copy_(torch.tensor([a.window.temperature for a in arrivals]))
-        s.timestamps.copy_(torch.tensor([a.window.timestamps for a in arrivals]))
+        s.pos.copy_(self._to_device([len(p) for p in prompts]))
+        s.limit.copy_(self._to_device(limits))
+        s.penalty.copy_(self._to_device([a.window.repetition_penalty for a in arrivals]))
+        s.temperature.copy_(self._to_device([a.window.temperature for a in arrivals]))
+        s.timestamps.copy_(self._to_device([a.window.timestamps for a in arrivals]))
         s.history.fill_(d.eot)
         for last in (s.prev1, s.prev2, s.last_ts):
             last.fill_(-1)
