@@ -83,7 +83,14 @@ def sustained(engine, batch: int, batches: int, lengths: list[int] | None, pipel
     return record
 
 
-def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: int | None, overlap: bool = True) -> dict:
+def sustained_inflight(
+    engine,
+    slots: int,
+    lengths: list[int],
+    encoder_batch: int | None,
+    overlap: bool = True,
+    max_encoder_batch: int | None = None,
+) -> dict:
     """``len(lengths)`` pre-staged windows through the in-flight scheduler at once (bulk), after a warm-up.
 
     The same 30 s windows and per-window lengths as :func:`sustained`; every window is queued at
@@ -96,7 +103,7 @@ def sustained_inflight(engine, slots: int, lengths: list[int], encoder_batch: in
     prompt, pool = DecodePrompt("", "en", "transcribe"), _windows(slots)
 
     def run(counts: list[int]) -> tuple[InflightScheduler, list]:
-        scheduler = InflightScheduler(engine, slots=slots, encoder_batch=encoder_batch, overlap_encoder=overlap)
+        scheduler = InflightScheduler(engine, slots, encoder_batch, max_encoder_batch, overlap_encoder=overlap)
         futures = [
             scheduler.submit(Window(pool[k % slots], prompt, max_new=n, priority="bulk")) for k, n in enumerate(counts)
         ]
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         help="static batches (decode_windows), the in-flight scheduler, or both on the same windows",
     )
     p.add_argument("--encoder-batch", type=int, default=None, help="in-flight: fewest arrivals per encoder pass")
+    p.add_argument("--max-encoder-batch", type=int, default=None, help="in-flight: most arrivals per encoder pass")
     p.add_argument(
         "--encoder-overlap", default="on,off", help="in-flight: encoder beside the decode (GPU): on, off or both"
     )
@@ -201,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     for (workload, lengths), overlap in itertools.product(workloads.items() if inflight else [], overlaps):
         assert lengths is not None
         try:
-            record = sustained_inflight(engine, batch, lengths, args.encoder_batch, overlap)
+            record = sustained_inflight(engine, batch, lengths, args.encoder_batch, overlap, args.max_encoder_batch)
         except Exception as exc:  # noqa: BLE001 - one failed variant must not lose the others' figures
             emit({"workload": workload, "path": "inflight", "encoder_overlap": overlap, "error": repr(exc)})
             continue

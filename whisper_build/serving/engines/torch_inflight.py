@@ -89,6 +89,7 @@ class InflightScheduler:
         engine: the loaded engine (its largest bucket bounds the rows).
         slots: rows to decode at once (``None`` = the engine's largest bucket).
         encoder_batch: fewest arrivals encoded together while bulk windows wait (``None`` = slots / 8);
+            ``max_encoder_batch`` the most (``None`` = slots / 4: passes stagger the rows, so later ones overlap);
             a live or sync window, or an idle decoder, starts an encoder pass at once.
         overlap_encoder: on a GPU, run the arrivals' log-Mel and encoder on the engine's side stream while
             the rows decode (they join the step after it ends); else in line, between two steps.
@@ -96,8 +97,7 @@ class InflightScheduler:
     Drive it with :meth:`start` (a background thread) or :meth:`step` / :meth:`run_until_idle` (the
     caller's thread, as the tests and the benchmark do); :meth:`submit` is thread-safe. One
     scheduler per engine, and no ``generate`` call on that engine meanwhile (they share the cache).
-    A row's result is read from a snapshot of the step that finished it, taken without a device
-    sync, so each finished row runs one step more than it needs (its slot is free the step after).
+    A row's result is read from a snapshot of its last step, taken without a device sync: one spare step.
     """
 
     def __init__(
@@ -105,11 +105,13 @@ class InflightScheduler:
         engine: TorchEngine,
         slots: int | None = None,
         encoder_batch: int | None = None,
+        max_encoder_batch: int | None = None,
         overlap_encoder: bool = True,
     ) -> None:
         self.engine, self.decoder = engine, engine._decoder
         self.slots = min(slots or self.decoder.buckets[-1], self.decoder.buckets[-1])
         self.encoder_batch = max(1, encoder_batch or self.slots // 8)
+        self.max_encoder_batch = max(self.encoder_batch, max_encoder_batch or self.slots // 4)
         self.limit_default = engine._params.random_weights_fixed_tokens or engine._params.max_new_tokens
         self.width = self.decoder.state.history.shape[1]
         self.device = device = self.decoder.positions.device
@@ -302,7 +304,7 @@ class InflightScheduler:
             taken: list[_Entry] = []
             for level in PRIORITY_LEVELS:
                 queue = self.waiting[level]
-                while queue and len(taken) < free:
+                while queue and len(taken) < min(free, self.max_encoder_batch):
                     taken.append(queue.popleft())
             return taken
 
