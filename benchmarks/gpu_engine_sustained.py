@@ -2,7 +2,8 @@
 
 Large-v3-turbo shapes, seeded random weights, greedy, temperature fallback not involved (one decode
 per window), fixed output length per window: the dense workload (every window 100 tokens) and the
-mixed one (per-window lengths drawn from :func:`mixed_lengths`). Runs against whichever
+mixed one (per-window lengths drawn from :func:`mixed_lengths`); ``--scheduler`` picks static batches,
+the in-flight scheduler (:func:`sustained_inflight`) or both on the same windows. Runs against whichever
 ``whisper_build`` is first on ``sys.path``, so the previous engine and this one are measured in the
 same device call (``benchmarks/gpu_engine_compare.sh``). Entry point: :func:`main`.
 Docs: docs/benchmarks.md, "GPU, engine".
@@ -11,6 +12,8 @@ Docs: docs/benchmarks.md, "GPU, engine".
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import itertools
 import json
 import statistics
 import sys
@@ -76,7 +79,50 @@ def sustained(engine, batch: int, batches: int, lengths: list[int] | None, pipel
     }  # fmt: skip
     if per_batch:  # a static batch decodes until its longest row: the share of its steps that carry a token
         record["useful_step_share"] = sum(map(sum, per_batch)) / sum(batch * max(p) for p in per_batch)
+        record["tokens_per_step"] = sum(map(sum, per_batch)) / sum(max(p) for p in per_batch)
     return record
+
+
+def sustained_inflight(
+    engine,
+    slots: int,
+    lengths: list[int],
+    encoder_batch: int | None,
+    overlap: bool = True,
+    max_encoder_batch: int | None = None,
+) -> dict:
+    """``len(lengths)`` pre-staged windows through the in-flight scheduler at once (bulk), after a warm-up.
+
+    The same 30 s windows and per-window lengths as :func:`sustained`; every window is queued at
+    the start, so the scheduler keeps its ``slots`` rows full and admits arrivals by encoder batches.
+    """
+    from benchmarks.gpu_engine_random import _windows
+    from whisper_build.serving.engines.torch_inflight import InflightScheduler, Window
+    from whisper_build.serving.prompt import DecodePrompt
+
+    prompt, pool = DecodePrompt("", "en", "transcribe"), _windows(slots)
+
+    def run(counts: list[int]) -> tuple[InflightScheduler, list]:
+        scheduler = InflightScheduler(engine, slots, encoder_batch, max_encoder_batch, overlap_encoder=overlap)
+        futures = [
+            scheduler.submit(Window(pool[k % slots], prompt, max_new=n, priority="bulk")) for k, n in enumerate(counts)
+        ]
+        scheduler.run_until_idle()
+        return scheduler, [f.result(timeout=0) for f in futures]
+
+    run([min(n, 16) for n in lengths[: 2 * slots]])  # warm-up: graphs, encoder batch sizes
+    started = _sync_time()
+    scheduler, out = run(lengths)
+    wall = _sync_time() - started
+    if [len(h.tokens) for h in out] != lengths:
+        raise RuntimeError("a window did not decode its drawn token count")
+    stats = scheduler.stats()
+    return {
+        "batch": slots, "windows": len(lengths), "encoder_overlap": scheduler.overlap, "wall_s": wall,
+        "windows_per_s": len(lengths) / wall, "tokens_mean": statistics.fmean(lengths), "steps": stats["steps"],
+        "mean_active_rows": stats["mean_active_rows"], "tokens_per_step": sum(lengths) / stats["steps"],
+        "encoder_passes": stats["encoder_passes"], "mean_encoder_batch": stats["mean_encoder_batch"],
+    }  # fmt: skip
 
 
 def breakdown(engine, batch: int, new_tokens: int, repeats: int = 3) -> dict:
@@ -101,6 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--shape", default="large-v3-turbo", help="tiny: a CPU smoke run of this script")
     p.add_argument("--device", default="cuda")
+    p.add_argument(
+        "--scheduler",
+        choices=("static", "inflight", "both"),
+        default="both",
+        help="static batches (decode_windows), the in-flight scheduler, or both on the same windows",
+    )
+    p.add_argument("--encoder-batch", type=int, default=None, help="in-flight: fewest arrivals per encoder pass")
+    p.add_argument("--max-encoder-batch", type=int, default=None, help="in-flight: most arrivals per encoder pass")
+    p.add_argument(
+        "--encoder-overlap", default="on,off", help="in-flight: encoder beside the decode (GPU): on, off or both"
+    )
     args = p.parse_args(argv)
     import torch
     import transformers
@@ -129,17 +186,38 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(record), flush=True)
         args.out.write_text(json.dumps(report, indent=2))
 
-    dense = [args.new_tokens] * (max(args.batch_sizes) * args.batches) if pipelined else None
-    for batch in args.batch_sizes:
-        one_by_one = sustained(engine, batch, args.batches, dense, False)  # generate where no decode_windows
+    static, inflight = args.scheduler != "inflight", args.scheduler != "static"
+    if inflight and importlib.util.find_spec("whisper_build.serving.engines.torch_inflight") is None:
+        print("no in-flight scheduler in this engine: static batches only", flush=True)
+        inflight = False
+    batch = max(args.batch_sizes)
+    dense = [args.new_tokens] * (batch * args.batches) if pipelined else None
+    workloads = {"dense": dense, "mixed": mixed_lengths(batch * args.batches) if pipelined else None}
+    static_rate: dict[str, float] = {}  # static windows/s at the largest batch, per workload
+    for size in args.batch_sizes if static else []:
+        one_by_one = sustained(engine, size, args.batches, dense, False)  # generate where no decode_windows
         emit({"workload": "dense", "path": "per_batch", **one_by_one})
         if pipelined:
-            emit({"workload": "dense", "path": "decode_windows", **sustained(engine, batch, args.batches, dense, True)})
-    batch = max(args.batch_sizes)
-    if pipelined:
-        lengths = mixed_lengths(batch * args.batches)
-        emit({"workload": "mixed", "path": "decode_windows", **sustained(engine, batch, args.batches, lengths, True)})
-    emit({"workload": "dense", "path": "stages", "batch": batch, **breakdown(engine, batch, args.new_tokens)})
+            record = sustained(engine, size, args.batches, dense, True)
+            emit({"workload": "dense", "path": "decode_windows", **record})
+            static_rate.update({"dense": record["windows_per_s"]} if size == batch else {})
+    if static and pipelined:
+        record = sustained(engine, batch, args.batches, workloads["mixed"], True)
+        emit({"workload": "mixed", "path": "decode_windows", **record})
+        static_rate["mixed"] = record["windows_per_s"]
+    overlaps = [{"on": True, "off": False}[o] for o in args.encoder_overlap.split(",")]
+    for (workload, lengths), overlap in itertools.product(workloads.items() if inflight else [], overlaps):
+        assert lengths is not None
+        try:
+            record = sustained_inflight(engine, batch, lengths, args.encoder_batch, overlap, args.max_encoder_batch)
+        except Exception as exc:  # noqa: BLE001 - one failed variant must not lose the others' figures
+            emit({"workload": workload, "path": "inflight", "encoder_overlap": overlap, "error": repr(exc)})
+            continue
+        if workload in static_rate:
+            record["inflight_over_static"] = record["windows_per_s"] / static_rate[workload]
+        emit({"workload": workload, "path": "inflight", **record})
+    if static:
+        emit({"workload": "dense", "path": "stages", "batch": batch, **breakdown(engine, batch, args.new_tokens)})
     return 0
 
 

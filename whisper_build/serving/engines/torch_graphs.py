@@ -167,12 +167,16 @@ class StaticDecoder:
 
     def set_cross(self, encoded: torch.Tensor) -> None:
         """Cross-attention keys/values of ``encoded`` (``[b, 1500, d]``, ``b`` a bucket) into the cache, eagerly."""
+        kv = self.cross_kv(encoded)
+        for i in range(len(self.cross_k)):
+            self.cross_k[i][: len(encoded)].copy_(kv[i, 0])
+            self.cross_v[i][: len(encoded)].copy_(kv[i, 1])
+
+    def cross_kv(self, encoded: torch.Tensor) -> torch.Tensor:
+        """Cross-attention keys/values ``[layers, 2, b, H, 1500, d/H]`` (a view) of ``encoded`` ``[b, 1500, d]``."""
         b, source, _ = encoded.shape
         kv = F.linear(encoded, self.cross_weight, self.cross_bias)
-        kv = kv.view(b, source, len(self.cross_k), 2, self.heads, self.head_dim).permute(2, 3, 0, 4, 1, 5)
-        for i in range(len(self.cross_k)):
-            self.cross_k[i][:b].copy_(kv[i, 0])
-            self.cross_v[i][:b].copy_(kv[i, 1])
+        return kv.view(b, source, len(self.cross_k), 2, self.heads, self.head_dim).permute(2, 3, 0, 4, 1, 5)
 
     def _qkv(self, layer: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         b, t, _ = x.shape
@@ -182,13 +186,19 @@ class StaticDecoder:
             p(h).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj)
         )
 
-    def _rest(self, i: int, layer: torch.nn.Module, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
-        """Self-attention output projection, cross-attention and MLP of layer ``i``."""
+    def _rest(
+        self, i: int, layer: torch.nn.Module, x: torch.Tensor, attended: torch.Tensor, cross: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Self-attention output projection, cross-attention and MLP of layer ``i``.
+
+        ``cross``: keys/values ``[layers, 2, b, H, 1500, d/H]`` (:meth:`cross_kv`); ``None`` = the cache's first ``b`` rows.
+        """
         b, t, d = x.shape
         x = x + layer.self_attn.out_proj(attended.transpose(1, 2).reshape(b, t, d))
         h = layer.encoder_attn_layer_norm(x)
         q = layer.encoder_attn.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        a = self._attend(q, self.cross_k[i][:b], self.cross_v[i][:b], None)
+        keys, values = (self.cross_k[i][:b], self.cross_v[i][:b]) if cross is None else (cross[i, 0], cross[i, 1])
+        a = self._attend(q, keys, values, None)
         x = x + layer.encoder_attn.out_proj(a.transpose(1, 2).reshape(b, t, d))
         return x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
 
@@ -229,8 +239,17 @@ class StaticDecoder:
         self.rules.choose(self._logits(x)[:, 0], s, full)
         s.pos.copy_((s.pos + 1).clamp(max=self.context - 1))
 
-    def _prefill(self, tokens: torch.Tensor, read: torch.Tensor) -> torch.Tensor:
+    def _prefill(
+        self,
+        tokens: torch.Tensor,
+        read: torch.Tensor,
+        rows: torch.Tensor | None = None,
+        cross: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Run the prompt ``tokens`` (``[b, T]``) through every layer, filling cache positions ``[0, T)``.
+
+        ``rows``: the cache rows to fill (``[b]`` long; ``None`` = the first ``b``) and ``cross`` their
+        cross-attention keys/values (:meth:`cross_kv`; ``None`` = the cache's first ``b`` rows).
 
         Returns:
             float32 logits ``[b, read.shape[1], vocab]`` at the positions ``read`` (``[b, k]`` long).
@@ -239,9 +258,13 @@ class StaticDecoder:
         x = self._embed(tokens, self.positions[:t][None, :])
         for i, layer in enumerate(self.decoder.layers):
             q, k, v = self._qkv(layer, x)
-            self.self_k[i][:b, :, :t].copy_(k)
-            self.self_v[i][:b, :, :t].copy_(v)
-            x = self._rest(i, layer, x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            if rows is None:
+                self.self_k[i][:b, :, :t].copy_(k)
+                self.self_v[i][:b, :, :t].copy_(v)
+            else:
+                self.self_k[i][rows, :, :t] = k
+                self.self_v[i][rows, :, :t] = v
+            x = self._rest(i, layer, x, F.scaled_dot_product_attention(q, k, v, is_causal=True), cross)
         picked = x.gather(1, read[:, :, None].expand(-1, -1, x.shape[-1]))
         return self._logits(picked)
 

@@ -24,7 +24,8 @@ class RowState:
     Attributes:
         token: ``[b]`` long, the token fed to the next decoder step.
         pos: ``[b]`` long, that token's position in the decoder sequence.
-        step: ``[]`` long, new tokens chosen so far (shared by the rows).
+        step: ``[b]`` long, new tokens chosen so far per row (equal across a static batch; rows of
+            the in-flight scheduler joined at different steps).
         limit: ``[b]`` long, most new tokens per row (``max_new_tokens``, cut to the context).
         finished: ``[b]`` bool, the row produced ``<|endoftext|>`` or reached its limit.
         sum_logprob: ``[b]`` float32, summed log-probs of the chosen tokens, end-of-text included.
@@ -61,7 +62,7 @@ class RowState:
             return torch.zeros(shape, dtype=dtype, device=device)
 
         return cls(
-            token=zeros(rows), pos=zeros(rows), step=zeros(), limit=zeros(rows),
+            token=zeros(rows), pos=zeros(rows), step=zeros(rows), limit=zeros(rows),
             finished=zeros(rows, dtype=torch.bool), sum_logprob=zeros(rows, dtype=torch.float32),
             history=zeros(rows, max_new), seen=zeros(rows, vocab, dtype=torch.bool),
             temperature=zeros(rows, dtype=torch.float32), penalty=zeros(rows, dtype=torch.float32),
@@ -70,8 +71,7 @@ class RowState:
 
     def rows(self, b: int) -> RowState:
         """The first ``b`` rows, as views (the same memory, so a graph captured on them sees updates)."""
-        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return RowState(**{k: v if k == "step" else v[:b] for k, v in values.items()})
+        return RowState(**{name: getattr(self, name)[:b] for name in self.__dataclass_fields__})
 
 
 class LogitRules:
@@ -136,7 +136,7 @@ class LogitRules:
         ``full=False`` applies only the suppress masks: the same result when no row has timestamps
         or a repetition penalty other than 1 (fewer kernels in the captured step).
         """
-        first = s.step == 0
+        first = (s.step == 0)[:, None]
         forbid = self.suppress_plain[None, :] | (first & self.begin)
         if self.forbid_eot:
             forbid = forbid | (self.col == self.eot)
@@ -184,7 +184,7 @@ class LogitRules:
             token = torch.where(s.finished, self.eot, logits.argmax(-1))
         chosen = logits.gather(1, token[:, None])[:, 0] - logits.logsumexp(-1)
         s.sum_logprob.add_(torch.where(s.finished, 0.0, chosen))
-        s.history.scatter_(1, s.step.clamp(max=s.history.shape[1] - 1).expand(token.shape[0], 1), token[:, None])
+        s.history.scatter_(1, s.step.clamp(max=s.history.shape[1] - 1)[:, None], token[:, None])
         s.finished.logical_or_(token == self.eot).logical_or_(s.step + 1 >= s.limit)
         if full:
             s.seen.scatter_(1, token[:, None], True)

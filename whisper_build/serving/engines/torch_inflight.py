@@ -1,0 +1,399 @@
+"""In-flight (continuous) batching for the ``torch`` engine: the engine forms its own batches from a queue.
+
+Windows arrive through :meth:`InflightScheduler.submit` (a future per window); new arrivals are
+encoded in batches into free rows of the static cache, every decode step runs over all active rows
+(the CUDA graph of the smallest bucket holding the highest active row), a row leaves at its
+end-of-text or length limit and the next waiting window joins at the next step. Priorities, cancel
+and deadlines: :class:`Window`. Entry point: :class:`InflightScheduler`.
+Docs: docs/engines.md, "In-flight batching (`torch` engine)".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from whisper_build.serving.engines.base import Hypothesis
+from whisper_build.serving.engines.buckets import choose_bucket
+from whisper_build.serving.engines.tokens import build_prompt_ids, generated_ids
+from whisper_build.serving.engines.torch_engine import TorchEngine
+from whisper_build.serving.engines.torch_logits import RowState
+from whisper_build.serving.prompt import DecodePrompt
+
+__all__ = ["PRIORITY_LEVELS", "DeadlineExceeded", "InflightScheduler", "Priority", "Window"]
+
+log = logging.getLogger(__name__)
+
+Priority = Literal["live", "sync", "bulk"]
+PRIORITY_LEVELS: tuple[Priority, ...] = ("live", "sync", "bulk")
+"""Waiting-queue order, first served first; FIFO within a level."""
+
+
+SWEEP_EVERY = 16
+"""Decode steps between sweeps of the waiting queue for deadlines and cancels while no row is free."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """A window waited past its deadline before a row was free; it was not decoded."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """One 30 s window to decode.
+
+    Attributes:
+        audio: float32 16 kHz samples, 1-D, ≤ 30 s (zero-padded to 30 s).
+        prompt: the decoder prompt (previous text, language, task).
+        temperature: 0 = greedy; > 0 one sample (a fallback re-decode is a new submission).
+        max_new: most new tokens (``None`` = the engine's; cut to Whisper's 448-token context).
+        priority: one of :data:`PRIORITY_LEVELS`.
+        deadline: ``time.monotonic()`` seconds by which it must have started decoding (``None`` = none).
+        timestamps: predict timestamp tokens.
+        repetition_penalty: 1 = off.
+    """
+
+    audio: npt.NDArray[np.float32]
+    prompt: DecodePrompt
+    temperature: float = 0.0
+    max_new: int | None = None
+    priority: Priority = "sync"
+    deadline: float | None = None
+    timestamps: bool = False
+    repetition_penalty: float = 1.0
+
+
+@dataclass(eq=False)
+class _Entry:
+    window: Window
+    future: Future[Hypothesis]
+    language: str | None = None
+    fed: int = 0  # the position the next step feeds
+    joined: int = 0  # steps launched before this row joined
+    full: bool = False
+
+
+class InflightScheduler:
+    """Continuous batching over a loaded :class:`TorchEngine` (its cache, graphs, encoder and rules).
+
+    Args:
+        engine: the loaded engine (its largest bucket bounds the rows).
+        slots: rows to decode at once (``None`` = the engine's largest bucket).
+        encoder_batch: fewest arrivals encoded together while bulk windows wait (``None`` = slots / 8);
+            ``max_encoder_batch`` the most (``None`` = slots / 4: passes stagger the rows, so later ones overlap);
+            a live or sync window, or an idle decoder, starts an encoder pass at once.
+        overlap_encoder: on a GPU, run the arrivals' log-Mel and encoder on the engine's side stream while
+            the rows decode (they join the step after it ends); else in line, between two steps.
+
+    Drive it with :meth:`start` (a background thread) or :meth:`step` / :meth:`run_until_idle` (the
+    caller's thread, as the tests and the benchmark do); :meth:`submit` is thread-safe. One
+    scheduler per engine, and no ``generate`` call on that engine meanwhile (they share the cache).
+    A row's result is read from a snapshot of its last step, taken without a device sync: one spare step.
+    """
+
+    def __init__(
+        self,
+        engine: TorchEngine,
+        slots: int | None = None,
+        encoder_batch: int | None = None,
+        max_encoder_batch: int | None = None,
+        overlap_encoder: bool = True,
+    ) -> None:
+        self.engine, self.decoder = engine, engine._decoder
+        self.slots = min(slots or self.decoder.buckets[-1], self.decoder.buckets[-1])
+        self.encoder_batch = max(1, encoder_batch or self.slots // 8)
+        self.max_encoder_batch = max(self.encoder_batch, max_encoder_batch or self.slots // 4)
+        self.limit_default = engine._params.random_weights_fixed_tokens or engine._params.max_new_tokens
+        self.width = self.decoder.state.history.shape[1]
+        self.device = device = self.decoder.positions.device
+        cuda = device.type == "cuda"
+        rows = self.decoder.buckets[-1]  # a step may run a bucket larger than ``slots``
+        self.no_speech = torch.zeros(rows, device=device)
+        # two pinned host snapshots (finished, history, summed log-prob, no-speech) of a step's end
+        flat, long = ((rows,), torch.float32), ((rows, self.width), torch.long)
+        layout = [((rows,), torch.bool), long, flat, flat]
+        self._snaps = [tuple(torch.zeros(shape, dtype=t, pin_memory=cuda) for shape, t in layout) for _ in range(2)]
+        self._pending: tuple[int, int, torch.cuda.Event | None] | None = None  # (step, snap index, event)
+        self.rows: list[_Entry | None] = [None] * self.slots
+        self.waiting: dict[Priority, deque[_Entry]] = {p: deque() for p in PRIORITY_LEVELS}
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self.overlap = overlap_encoder and device.type == "cuda"
+        # an encoder pass under way (GPU, overlap): its rows, windows, cross K/V and the event of its end
+        self._encoding: tuple[list[int], list[_Entry], torch.Tensor, torch.cuda.Event | None] | None = None
+        self.steps = self.row_steps = self.encoder_passes = self.encoded = 0
+        self.delivered = self.cancelled = self.expired = 0
+
+    def submit(self, window: Window) -> Future[Hypothesis]:
+        """Queue ``window``; the future gets its :class:`Hypothesis`, or :class:`DeadlineExceeded`.
+
+        ``future.cancel()`` works until the result is set: a waiting window is dropped, a decoding
+        row leaves at the next step.
+
+        Raises:
+            ValueError: unknown priority, audio not 1-D, or ``max_new`` < 1.
+        """
+        if window.priority not in PRIORITY_LEVELS:
+            raise ValueError(f"priority: one of {', '.join(PRIORITY_LEVELS)}, got {window.priority!r}")
+        if np.ndim(window.audio) != 1:
+            raise ValueError(f"audio window must be 1-D, got shape {np.shape(window.audio)}")
+        if window.max_new is not None and window.max_new < 1:
+            raise ValueError(f"max_new: at least 1, got {window.max_new}")
+        future: Future[Hypothesis] = Future()
+        with self._lock:
+            self.waiting[window.priority].append(_Entry(window, future))
+            self._lock.notify()
+        return future
+
+    def stats(self) -> dict[str, float]:
+        """Gauges and counters: queue depth per priority, active rows, mean active rows per step, mean encoder batch."""
+        with self._lock:
+            depth = {f"queue_{p}": float(len(q)) for p, q in self.waiting.items()}
+        return {
+            **depth,
+            "active_rows": float(sum(r is not None for r in self.rows)),
+            "steps": float(self.steps),
+            "mean_active_rows": self.row_steps / self.steps if self.steps else 0.0,
+            "encoder_passes": float(self.encoder_passes),
+            "mean_encoder_batch": self.encoded / self.encoder_passes if self.encoder_passes else 0.0,
+            **{name: float(getattr(self, name)) for name in ("delivered", "cancelled", "expired")},
+        }
+
+    def start(self) -> None:
+        """Run :meth:`step` on a background thread until :meth:`close`."""
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="inflight-scheduler", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the background thread (after its current step)."""
+        with self._lock:
+            self._stop = True
+            self._lock.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop:
+                if not self.step():
+                    with self._lock:
+                        if not self._stop and not any(self.waiting.values()):
+                            self._lock.wait(0.05)
+        except Exception as exc:  # every open future gets the error rather than waiting forever
+            with self._lock:
+                entries = [*(r for r in self.rows if r is not None), *(e for q in self.waiting.values() for e in q)]
+                self.rows, self.waiting = [None] * self.slots, {p: deque() for p in PRIORITY_LEVELS}
+            for entry in entries:
+                self._deliver(entry.future, exc)
+            log.exception("in-flight scheduler stopped; %d windows answered with the error", len(entries))
+
+    def run_until_idle(self) -> None:
+        """Step until no window waits and no row decodes."""
+        while self.step():
+            continue
+
+    def step(self) -> bool:
+        """Launch one decode step over the active rows, deliver finished rows, admit waiting windows.
+
+        Returns:
+            whether work remains (waiting windows, active rows or an unread snapshot).
+        """
+        stream = self.decoder.stream
+        on_stream = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+        with torch.inference_mode(), on_stream:
+            previous = self._launch()
+            self._harvest(previous)
+            self._admit()
+        with self._lock:
+            queued = any(self.waiting.values())
+        busy = self._pending is not None or self._encoding is not None
+        return queued or busy or any(r is not None for r in self.rows)
+
+    def _launch(self) -> tuple[int, int, torch.cuda.Event | None] | None:
+        """Launch a step and its snapshot; return the snapshot to read now (the one before, or the last)."""
+        active = [i for i, r in enumerate(self.rows) if r is not None]
+        if not active:
+            previous, self._pending = self._pending, None
+            return previous
+        d = self.decoder
+        b = choose_bucket(active[-1] + 1, d.buckets)
+        entries = [r for r in self.rows if r is not None]
+        span = next(w for w in d.spans if w >= min(d.context, max(r.fed for r in entries) + 1))
+        full = any(r.full for r in entries)
+        if d.mode == "graphs":
+            d.graphs[b, full, span].replay()
+        else:
+            d._step(b, full, span)
+        for r in entries:
+            r.fed += 1
+        self.steps += 1
+        self.row_steps += len(active)
+        snap = self.steps % 2
+        finished, history, logprob, no_speech = self._snaps[snap]
+        s = d.state
+        finished[:b].copy_(s.finished[:b], non_blocking=True)
+        history[:b].copy_(s.history[:b], non_blocking=True)
+        logprob[:b].copy_(s.sum_logprob[:b], non_blocking=True)
+        no_speech[:b].copy_(self.no_speech[:b], non_blocking=True)
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record()
+        previous, self._pending = self._pending, (self.steps, snap, event)
+        return previous
+
+    def _harvest(self, previous: tuple[int, int, torch.cuda.Event | None] | None) -> None:
+        """Free cancelled rows; deliver the rows finished in snapshot ``previous`` (step, index, event)."""
+        for slot, r in enumerate(self.rows):  # cancelled rows leave now
+            if r is not None and r.future.cancelled():
+                self.rows[slot] = None
+                self.cancelled += 1
+        if previous is None:
+            return
+        step, snap, event = previous
+        if event is not None:
+            event.synchronize()
+        finished, history, logprob, no_speech = self._snaps[snap]
+        done = finished.tolist()
+        for slot, r in enumerate(self.rows):
+            if r is None or r.joined >= step or not done[slot]:
+                continue
+            self.rows[slot] = None
+            tokens = generated_ids(history[slot].tolist(), [], self.decoder.eot)
+            self._deliver(r.future, Hypothesis(tokens, float(logprob[slot]), float(no_speech[slot]), r.language))
+
+    def _deliver(self, future: Future[Hypothesis], result: Hypothesis | BaseException) -> None:
+        try:
+            future.set_exception(result) if isinstance(result, BaseException) else future.set_result(result)
+            self.delivered += not isinstance(result, BaseException)
+        except InvalidStateError:  # cancelled meanwhile
+            self.cancelled += 1
+
+    def _take(self, free: int) -> list[_Entry]:
+        """Up to ``free`` waiting windows by priority, once enough wait (or a live/sync one, or nothing decodes)."""
+        if not free and self.steps % SWEEP_EVERY:
+            return []  # the queue's deadline and cancel sweep: when a row is free, else every few steps
+        now = time.monotonic()
+        with self._lock:
+            for level, queue in self.waiting.items():
+                gone = [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]
+                if gone:
+                    self.waiting[level] = deque(e for e in queue if all(e is not g for g in gone))
+                for e in gone:
+                    if e.future.cancelled():
+                        self.cancelled += 1
+                    else:
+                        self.expired += 1
+                        self._deliver(e.future, DeadlineExceeded("waited past its deadline; not decoded"))
+            waiting = sum(len(q) for q in self.waiting.values())
+            urgent = bool(self.waiting["live"] or self.waiting["sync"])
+            idle = all(r is None for r in self.rows)
+            if not free or not waiting or not (urgent or idle or free >= min(self.encoder_batch, waiting)):
+                return []
+            taken: list[_Entry] = []
+            for level in PRIORITY_LEVELS:
+                queue = self.waiting[level]
+                while queue and len(taken) < min(free, self.max_encoder_batch):
+                    taken.append(queue.popleft())
+            return taken
+
+    def _admit(self) -> None:
+        """Start an encoder pass for arrivals into free rows; join the pass that is ready (at once on the CPU)."""
+        if self._encoding is None:
+            free = [i for i, r in enumerate(self.rows) if r is None]
+            arrivals = self._take(len(free))
+            if arrivals:
+                self._encoding = (free[: len(arrivals)], arrivals, *self._encode(arrivals))
+        if self._encoding is not None:
+            event = self._encoding[3]
+            if event is not None and not any(r is not None for r in self.rows):
+                event.synchronize()  # nothing decodes meanwhile
+            if event is None or event.query():
+                encoding, self._encoding = self._encoding, None
+                self._join(*encoding)
+
+    def _encode(self, arrivals: list[_Entry]) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+        """Log-Mel + encoder + cross-attention keys/values of the arrivals: on the side stream (GPU, overlap)."""
+        e, d = self.engine, self.decoder
+        side = e._side if self.overlap else None
+        if side is None:
+            return d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals]))), None
+        with torch.cuda.stream(side):
+            kv = d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals])))
+            event = torch.cuda.Event()
+            event.record()
+        kv.record_stream(d.stream or torch.cuda.current_stream())
+        return kv, event
+
+    def _join(self, slots: list[int], arrivals: list[_Entry], kv: torch.Tensor, event: torch.cuda.Event | None) -> None:
+        """Cross-attention keys/values, prompt prefill and first token of encoded arrivals, into their rows."""
+        e, d = self.engine, self.decoder
+        if event is not None:
+            torch.cuda.current_stream().wait_event(event)
+        rows = self._to_device(slots)
+        for i in range(len(d.cross_k)):
+            d.cross_k[i].index_copy_(0, rows, kv[i, 0])
+            d.cross_v[i].index_copy_(0, rows, kv[i, 1])
+        self.encoder_passes += 1
+        self.encoded += len(arrivals)
+        languages = [a.window.prompt.language for a in arrivals]
+        if e._specials.multilingual and any(lang is None for lang in languages):
+            sot = torch.full((len(arrivals), 1), d.sot, device=self.device)
+            logits = d._prefill(sot, torch.zeros_like(sot), rows, kv)[:, 0]
+            ids = self._to_device(list(e._languages))
+            best = logits[:, ids].argmax(-1).tolist()
+            languages = [lang or e._languages[k] for lang, k in zip(languages, best, strict=True)]
+        prompts = [
+            build_prompt_ids(
+                a.window.prompt, e._specials, e._encode, e._tokenizer.token_to_id, lang, a.window.timestamps
+            )
+            for a, lang in zip(arrivals, languages, strict=True)
+        ]
+        width = max(len(p) for p in prompts)
+        tokens = self._to_device([[*p, *[d.eot] * (width - len(p))] for p in prompts])
+        read = self._to_device([[p.index(d.sot), len(p) - 1] for p in prompts])
+        logits = d._prefill(tokens, read, rows, kv)
+        if d.no_speech is not None:
+            self.no_speech[rows] = logits[:, 0].softmax(-1)[:, d.no_speech]
+        fresh = self._fresh(arrivals, prompts)
+        full = [a.window.timestamps or a.window.temperature > 0 or a.window.repetition_penalty != 1.0 for a in arrivals]
+        d.rules.choose(logits[:, 1], fresh, any(full))
+        for name in fresh.__dataclass_fields__:
+            getattr(d.state, name)[rows] = getattr(fresh, name)
+        for slot, a, p, f, lang in zip(slots, arrivals, prompts, full, languages, strict=True):
+            a.language, a.fed, a.joined, a.full = lang, len(p), self.steps, f
+            self.rows[slot] = a
+
+    def _to_device(self, data: list[Any]) -> torch.Tensor:
+        """A small host list on the device without a host wait: pinned, copied in stream order (GPU)."""
+        host = torch.tensor(data)
+        if self.device.type != "cuda":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
+
+    def _fresh(self, arrivals: list[_Entry], prompts: list[list[int]]) -> RowState:
+        """Reset row state for the arrivals (as ``StaticDecoder._reset`` does for a bucket)."""
+        d, n = self.decoder, len(arrivals)
+        s = RowState.allocate(n, self.width, d.state.seen.shape[1], self.device)
+        wanted = [a.window.max_new or self.limit_default for a in arrivals]
+        limits = [max(1, min(m, d.context - len(p), self.width)) for m, p in zip(wanted, prompts, strict=True)]
+        s.pos.copy_(self._to_device([len(p) for p in prompts]))
+        s.limit.copy_(self._to_device(limits))
+        s.penalty.copy_(self._to_device([a.window.repetition_penalty for a in arrivals]))
+        s.temperature.copy_(self._to_device([a.window.temperature for a in arrivals]))
+        s.timestamps.copy_(self._to_device([a.window.timestamps for a in arrivals]))
+        s.history.fill_(d.eot)
+        for last in (s.prev1, s.prev2, s.last_ts):
+            last.fill_(-1)
+        return s
