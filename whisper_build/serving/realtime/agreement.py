@@ -39,6 +39,8 @@ class HypothesisBuffer:
                 break
             agreed += 1
         self._previous = words
+        if agreed == len(words):  # the last word is at the audio's edge (maybe cut): wait for audio past it
+            agreed -= 1
         if agreed <= len(self.confirmed) or not self._matches_confirmed(words):
             return ""
         return self._confirm(words[len(self.confirmed) : agreed])
