@@ -318,3 +318,23 @@ def test_clear_drops_the_resamplers_leftovers_too() -> None:
     asyncio.run(run())
     assert [e["type"] for e in events][:1] == ["input_audio_buffer.cleared"]
     assert backend.calls[-1][1] == [19200]  # exactly the 1.2 s appended after the clear
+
+
+def test_the_load_test_confirmation_rule_confirms_two_new_words_per_update_and_only_by_server_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.realtime.agreement import FirstWordsBuffer
+
+    buffer = FirstWordsBuffer()  # random weights: no two decodes agree, yet every update confirms words
+    deltas = [buffer.insert("zq fo ba xu"), buffer.insert("mm nn oo pp qq"), buffer.insert("a b c d e f")]
+    assert deltas == ["zq fo", " oo pp", " e f"]
+    assert buffer.finish("a b c d e f g h") == " g h" and buffer.text == "zq fo oo pp e f g h"
+    assert GatewaySettings().realtime_load_test_confirmation is False
+    monkeypatch.setenv("WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION", "true")
+    assert GatewaySettings().realtime_load_test_confirmation is True
+    session = _session(object(), [])
+    assert type(session.hypothesis) is HypothesisBuffer  # the default: LocalAgreement-2
+    session.limits = LiveLimits(load_test_confirmation=True)
+    session.configure(merge(session.config, {"audio": {"input": {"turn_detection": None}}}))
+    assert type(session.hypothesis) is FirstWordsBuffer

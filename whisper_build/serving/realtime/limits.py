@@ -37,6 +37,8 @@ class LiveLimits:
         max_event_bytes: largest client event (an append's JSON text) accepted.
         max_session_seconds: session length (OpenAI: 60 min).
         idle_audio_seconds: a session receiving no audio this long is closed.
+        load_test_confirmation: LOAD TESTS ONLY (random weights): each update confirms its first two
+            new words instead of LocalAgreement-2 (``agreement.FirstWordsBuffer``).
     """
 
     update_seconds: float = 1.0
@@ -45,6 +47,7 @@ class LiveLimits:
     max_event_bytes: int = 8 * 1024 * 1024
     max_session_seconds: float = 3600.0
     idle_audio_seconds: float = 300.0
+    load_test_confirmation: bool = False
 
 
 def vad_params(config: SessionConfig) -> VadParams | None:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
-from whisper_build.serving.realtime.agreement import HypothesisBuffer
+from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.limits import (
@@ -96,7 +96,7 @@ class TranscriptionSession:
         self.buffer_start = 0  # its first sample's index in the session
         self.turn_start: int | None = None  # session sample where the current turn starts
         self.item: str | None = None
-        self.hypothesis = HypothesisBuffer()
+        self.hypothesis = self._hypothesis()
         self.last_update = 0
         self.update_interval = int(self.limits.update_seconds * RATE)  # samples; stretched by load at live pace
         self.received_samples = 0  # 16 kHz samples of every append so far
@@ -106,6 +106,9 @@ class TranscriptionSession:
         self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
         self.started_wall = 0.0
         self.first_delta_sent = False
+
+    def _hypothesis(self) -> HypothesisBuffer:
+        return FirstWordsBuffer() if self.limits.load_test_confirmation else HypothesisBuffer()
 
     # ----- client events -------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class TranscriptionSession:
         self.audio.reset()  # the resampler's leftovers belong to the cleared audio
         self.turn_start = None
         self.item = None
-        self.hypothesis = HypothesisBuffer()
+        self.hypothesis = self._hypothesis()
         self.detector.end_turn()
         await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
 
@@ -370,7 +373,7 @@ class TranscriptionSession:
         self.buffer_start = end
         self.turn_start = None
         self.item = None
-        self.hypothesis = HypothesisBuffer()
+        self.hypothesis = self._hypothesis()
         self.detector.end_turn()
         self.previous_item = item
         try:
