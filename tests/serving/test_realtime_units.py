@@ -292,8 +292,8 @@ def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
     asyncio.run(run())
     completed = [e["transcript"] for e in events if e["type"].endswith(".completed")]
     assert completed[0] == "w0:2.0"  # both seconds, not only the one after the update
-    # the client's prompt, not the previous turn's text, as the file endpoint's windows
-    assert [r.prompt.previous_text for r in backend.requests[-2:]] == ["Triton", "Triton"]
+    # the client's prompt, then the previous turn's text
+    assert [r.prompt.previous_text for r in backend.requests[-2:]] == ["Triton", "Triton w0:2.0"]
 
 
 def test_clear_drops_the_resamplers_leftovers_too() -> None:
