@@ -66,7 +66,7 @@ def run_model(name: str, params: object, args: argparse.Namespace, speech: tuple
     extra_env = dict(item.split("=", 1) for item in args.triton_env)
     os.environ.update(extra_env)  # read by LocalTriton.start only
     try:
-        triton = LocalTriton(settings, workdir=args.out / f"triton_{name}").start()
+        triton = LocalTriton(settings, workdir=args.work / f"triton_{name}").start()
     finally:
         for key in extra_env:
             os.environ.pop(key, None)
@@ -85,13 +85,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prepare", action="store_true", help="only write --stage/live (here, with espeak-ng)")
     p.add_argument("--sentences", type=int, default=6, help="sentences of benchmarks/speech.py (--prepare)")
     p.add_argument("--table", type=Path, metavar="RESULT_JSON", help="only print the table of a result file")
-    p.add_argument("--out", type=Path, default=Path("gpu-live-out"))
+    p.add_argument("--out", type=Path, default=Path("gpu-live-out"), help="gpu_live.json goes here")
+    p.add_argument("--work", type=Path, default=Path("/tmp/gpu-live"), help="random model, Triton workdirs")
     p.add_argument("--device", default="cuda")
     p.add_argument("--models", default="tiny.en,large-v3-turbo-random")
     p.add_argument("--sessions", default="8,16,32,64", help="comma-separated concurrent session counts")
     p.add_argument("--max-batch", type=int, default=64, help="Triton max_batch_size = engine max batch")
     p.add_argument("--queue-delay-us", type=int, default=2000, help="Triton dynamic batcher max queue delay")
-    p.add_argument("--fixed-tokens", type=int, default=100, help="decode length of the random-weight model")
+    p.add_argument(
+        "--fixed-tokens", type=int, default=32, help="tokens every update of the random-weight model decodes"
+    )
     p.add_argument("--gateway-workers", type=int, default=4, help="WHISPER_GATEWAY_WORKERS")
     p.add_argument("--triton-env", action="append", default=[], metavar="KEY=VALUE",
                    help="environment of the tritonserver process (repeatable)")  # fmt: skip
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.gpu_served import served_models
 
     args.out.mkdir(parents=True, exist_ok=True)
-    models = served_models(args.stage / "hf-tiny-en", args.out, args.device, args.max_batch, args.fixed_tokens)
+    models = served_models(args.stage / "hf-tiny-en", args.work, args.device, args.max_batch, args.fixed_tokens)
     speech, rows = load(args.stage), []
     for name in args.models.split(","):
         started = time.monotonic()
