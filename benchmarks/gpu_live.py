@@ -16,8 +16,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks import live
+
+if TYPE_CHECKING:
+    from whisper_build.serving.engines import EngineParams
 
 KEY = "sk-gpu-live"
 
@@ -51,8 +55,8 @@ def gateway_env(weights: str, max_sessions: int, workers: int) -> dict[str, str]
     return env
 
 
-def run_model(name: str, params: object, args: argparse.Namespace, speech: tuple) -> list[dict]:
-    """Start Triton + gateway for ``params`` (``EngineParams``) and run every session count; the rows."""
+def run_model(name: str, params: EngineParams, args: argparse.Namespace, speech: tuple) -> list[dict]:
+    """Start Triton + gateway for ``params`` and run every session count; the rows."""
     from whisper_build.serving.triton_model.repository import BatchingConfig
     from whisper_build.serving.triton_model.settings import TritonSettings
     from whisper_build.workstation.local_triton import LocalTriton, free_ports
@@ -70,7 +74,7 @@ def run_model(name: str, params: object, args: argparse.Namespace, speech: tuple
     finally:
         for key in extra_env:
             os.environ.pop(key, None)
-    weights = "random" if getattr(params, "random_weights_fixed_tokens", None) else "real"
+    weights = "random" if params.random_weights_fixed_tokens else "real"
     sessions = [int(n) for n in args.sessions.split(",")]
     env = gateway_env(weights, 2 * max(sessions), args.gateway_workers)
     with triton, GatewayProcess(settings.grpc_url, capacity=2 * max(sessions), settings=env) as gateway:
