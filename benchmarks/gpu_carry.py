@@ -18,7 +18,8 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 SERVED_SOURCES = ("whisper_build/serving", "whisper_build/workstation", "settings", "benchmarks/bench", "benchmarks/gpu_served.py",
-                  "benchmarks/gpu_whisper_random.py", "benchmarks/reference_gateway.py")  # fmt: skip
+                  "benchmarks/gpu_whisper_random.py", "benchmarks/reference_gateway.py", "benchmarks/live.py",
+                  "benchmarks/gpu_live.py")  # fmt: skip
 """What the served benchmark runs on the device machine (gateway, Triton model, engines, load tool)."""
 
 CALL_BYTES = 64 * 1024 * 1024

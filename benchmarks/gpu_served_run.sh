@@ -10,6 +10,8 @@
 # them into /tmp/gpustage/all, installs the wheels into /tmp/site, unpacks tritonserver into /tmp/rt and
 # runs the benchmark from the carried code (~7 min; GPU_SERVED_ARGS adds flags to benchmarks/gpu_served.py),
 # then prints the served-path table. Results in $OUT: gpu_served.json, table.md, details (tar), log.
+# --live (first argument): instead, live sessions at real-time pace (benchmarks/gpu_live.py: tiny.en for latency
+# and WER, the random-weight turbo for load; GPU_LIVE_ARGS adds flags); $OUT: gpu_live.json, live_table.md, log.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-served-out}; mkdir -p "$OUT"
@@ -60,6 +62,14 @@ export PYTHONPATH=/tmp/rt
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 set -o pipefail
+if [ "${1:-}" = "--live" ]; then
+  # shellcheck disable=SC2086
+  timeout 560 python3 -m benchmarks.gpu_live --stage "$all" --out "$OUT" --triton-env GPU_SERVED_STUB_NUMPY1=1 \
+    ${GPU_LIVE_ARGS:-} 2>&1 | grep -v "Loading weights\|attention mask" | tee "$OUT/log.txt"
+  status=$?
+  python3 -m benchmarks.gpu_live --table "$OUT/gpu_live.json" | tee "$OUT/live_table.md"
+  exit $status
+fi
 # shellcheck disable=SC2086
 timeout 560 python3 -m benchmarks.gpu_served --stage "$all" --out /tmp/gpu-served \
   --triton-env GPU_SERVED_STUB_NUMPY1=1 ${GPU_SERVED_ARGS:-} 2>&1 \

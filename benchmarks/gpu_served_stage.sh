@@ -5,7 +5,8 @@
 #   .gpucarry/0    this checkout's code (whisper_build/, settings/, benchmarks/) + MANIFEST: every call carries it
 #   .gpucarry/1..N the rest, packed to fit beside part 0 and the sent tree with GPU_CARRY_MARGIN_MIB (12) to spare:
 #                  wheels/ (the served path's pins the machine lacks), numpy/ (the numpy 1.26 pin, see the run
-#                  script), tritonserver.tar.xz (nvidia-pytriton's runtime), hf-tiny-en/, audio/, references.json
+#                  script), tritonserver.tar.xz (nvidia-pytriton's runtime), hf-tiny-en/, audio/, references.json,
+#                  live/ (the live benchmark's speech; the openai client travels with the wheels)
 # The wheels are derived, not listed: benchmarks/gpu_carry.py keeps the requirements.txt pins whose packages the
 # served path imports, `pip install --dry-run --report` resolves them for CPython 3.12 / manylinux x86-64, and
 # what the machine has (benchmarks/gpu_machine_packages.txt) is dropped. Left out on purpose (WITHOUT): the
@@ -29,6 +30,7 @@ echo "== wheels: the served path's pins, resolved for cp312 manylinux, minus wha
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 mapfile -t pins < <("$py" -m benchmarks.gpu_carry requirements requirements.txt --without "${WITHOUT[@]}")
+pins+=("$(grep -i '^openai\[realtime\]==' requirements-dev.txt)")  # the live benchmark's client (gpu_live.py)
 echo "pins: ${pins[*]}"
 "$py" -m pip install -q --dry-run --ignore-installed --report "$work/report.json" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "${pins[@]}"
@@ -46,6 +48,8 @@ while read -r pin; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$work/flat/wheels" "$pin"
 done < "$work/wheels.txt"
+# faster-whisper alone (no ctranslate2): the live VAD reads the Silero model file it ships
+"$py" -m pip download -q --no-deps --only-binary=:all: -d "$work/flat/wheels" "$(grep -i '^faster-whisper==' requirements.txt)"
 mv "$work"/flat/wheels/numpy-*.whl "$work/flat/numpy/"
 
 echo "== tritonserver runtime of the nvidia-pytriton wheel (server, libraries, python backend, 3.12 stub)"
@@ -56,6 +60,7 @@ tar -C "$site" -cf - --exclude='libpython3*' --exclude='__pycache__' \
 
 echo "== speech, reference transcripts, tiny.en in the transformers layout; this checkout's code"
 "$py" -m benchmarks.gpu_served --prepare --stage "$work/flat"
+"$py" -m benchmarks.gpu_live --prepare --stage "$work/flat"
 tar --exclude=__pycache__ -cf - whisper_build settings benchmarks | tar -C "$carry/0/code" -xf -
 
 # 64 MiB = 67 108 864 bytes a call: the sent checkout's tracked files + part 0 + one part + the margin

@@ -6,7 +6,8 @@ first-delta latency (its sentence's first voiced audio sent → its first delta)
 latency (its last voiced audio sent → ``completed``; includes the 500 ms silence the VAD waits for);
 per N: p50/p95 and the WER of the joined ``completed`` texts beside the file endpoint's WER on the
 same audio (one request). Every line names the served weights (``--weights``): WER and latency
-figures come from real weights only; random weights measure load. Docs: docs/benchmarks.md,
+figures come from real weights only; with random weights every row is marked load-only (the server
+then runs the test-only confirmation rule, ``WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION``). Docs: docs/benchmarks.md,
 "Live sessions".
 """
 
@@ -134,13 +135,20 @@ def percentile(values: list[float], q: float) -> float | None:
     return float(np.quantile(values, q)) if values else None
 
 
-async def run(url: str, key: str, sessions: list[int], folder: Path, weights: str) -> list[dict[str, Any]]:
-    """One row per session count in ``sessions`` (printed as JSON lines as each finishes)."""
-    pcm, text, spans = utterance(folder)
-    real = weights == "real"
+LOAD_ONLY = "LOAD ONLY (random weights): latency under load; WER meaningless"
+
+
+async def run(
+    url: str, key: str, sessions: list[int], speech: tuple[bytes, str, list[tuple[float, float]]], weights: str
+) -> list[dict[str, Any]]:
+    """One row per session count in ``sessions`` on ``speech`` (:func:`utterance`'s), printed as JSON lines.
+
+    With random weights every row says it is load-only (``figures``).
+    """
+    pcm, text, spans = speech
+    figures = "real weights: latency and WER" if weights == "real" else LOAD_ONLY
     print(json.dumps({"weights": weights, "words": len(text.split()), "audio_s": round(len(pcm) / 48000, 1),
-                      "note": "latency and WER from real weights" if real else
-                      "random weights: latency and load only, WER is meaningless"}), flush=True)  # fmt: skip
+                      "figures": figures}), flush=True)  # fmt: skip
     reference = await file_wer(url, key, pcm, text)
     rows = []
     for n in sessions:
@@ -150,13 +158,33 @@ async def run(url: str, key: str, sessions: list[int], folder: Path, weights: st
         finals = [t["final_s"] for t in turns if t["final_s"] is not None]
         live = float(np.mean([wer(text, " ".join(t["text"] for t in r)) for r in results]))
         rows.append({
-            "sessions": n, "weights": weights, "turns": len(turns), "turns_without_delta": len(turns) - len(firsts),
+            "sessions": n, "weights": weights, "figures": figures, "turns": len(turns), "turns_without_delta": len(turns) - len(firsts),
             "first_delta_p50_s": percentile(firsts, 0.5), "first_delta_p95_s": percentile(firsts, 0.95),
             "final_p50_s": percentile(finals, 0.5), "final_p95_s": percentile(finals, 0.95),
             "wer": round(live, 4), "file_wer": round(reference, 4), "wer_minus_file_wer": round(live - reference, 4),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`run`'s rows (seconds; WER in points); a load-only row says so in its first cell."""
+
+    def cell(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
+        return "—" if value is None else f"{value * scale:.{digits}f}"
+
+    lines = ["| sessions | weights | first delta p50 / p95 s | completed p50 / p95 s | WER % (file) | turns without delta |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        load = r["figures"] == LOAD_ONLY
+        lines.append(
+            f"| {r['sessions']}{' (load only)' if load else ''} | {r.get('model', r['weights'])} "
+            f"| {cell(r['first_delta_p50_s'])} / {cell(r['first_delta_p95_s'])} "
+            f"| {cell(r['final_p50_s'])} / {cell(r['final_p95_s'])} "
+            f"| {'—' if load else cell(r['wer'], 100, 1) + ' (' + cell(r['file_wer'], 100, 1) + ')'} "
+            f"| {r['turns_without_delta']} of {r['turns']} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sessions = [int(n) for n in args.sessions.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(run(args.url, args.api_key, sessions, Path(tmp), args.weights))
+        rows = asyncio.run(run(args.url, args.api_key, sessions, utterance(Path(tmp)), args.weights))
+    print(table(rows))
     return 0
 
 

@@ -164,6 +164,8 @@ def test_bad_input_gets_error_events_and_the_session_goes_on(gateway, speech) ->
                     }
                 )
             )
+            spanish = {"audio": {"input": {"transcription": {"language": "es"}}}}  # tiny.en is English-only
+            await conn.send_raw(json.dumps({"type": "session.update", "session": spanish}))
             await conn.send_raw(json.dumps({"type": "input_audio_buffer.append", "audio": "A" * 300_000}))
             await conn.send_raw(json.dumps({"type": "input_audio_buffer.commit"}))  # empty
             await _stream(conn, speech["audio/pcm"], 4800)
@@ -173,10 +175,11 @@ def test_bad_input_gets_error_events_and_the_session_goes_on(gateway, speech) ->
     events = asyncio.run(run())
     errors = [e["error"] for e in events if e["type"] == "error"]
     assert [e["code"] for e in errors] == [
-        "session_not_configured", "invalid_event_type", "invalid_value", "invalid_value", "event_too_large",
-        "input_audio_buffer_commit_empty",
+        "session_not_configured", "invalid_event_type", "invalid_value", "invalid_value", "invalid_value",
+        "event_too_large", "input_audio_buffer_commit_empty",
     ]  # fmt: skip
     assert errors[1]["event_id"] == "c1" and errors[3]["param"] == "session.audio.input.format.rate"
+    assert errors[4]["param"] == "session.audio.input.transcription.language" and "English-only" in errors[4]["message"]
     assert samples.wer(TEXT, events[-1]["transcript"]) <= 0.15
 
 

@@ -102,6 +102,12 @@ def test_local_agreement_confirms_what_two_decodes_agree_on_and_never_retracts()
     tail = buffer.finish("The quick brown fox jumps over the lazy dog.")
     assert tail == " fox jumps over the lazy dog."
     assert "".join([*deltas, tail]) == buffer.text == "The quick brown fox jumps over the lazy dog."
+    edge = HypothesisBuffer()  # agreed up to the decode's last word: that word may be cut by the audio's end
+    assert [edge.insert("Good morn"), edge.insert("Good morn"), edge.insert("Good morning everyone")] == [
+        "",
+        "Good",
+        "",
+    ]
 
 
 def test_session_update_merges_partially_and_maps_legacy_and_semantic_vad() -> None:
@@ -279,7 +285,56 @@ def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
         await session.append(second)
         session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
         await session.commit()
+        await session.append(base64.b64encode(bytes(72000)).decode())  # a second turn (1.5 s)
+        session.detector.speech_chunks = 10
+        await session.commit()
 
     asyncio.run(run())
-    assert events[-1]["transcript"] == "w0:2.0"  # both seconds, not only the one after the update
-    assert backend.requests[-1].prompt.previous_text == "Triton"
+    completed = [e["transcript"] for e in events if e["type"].endswith(".completed")]
+    assert completed[0] == "w0:2.0"  # both seconds, not only the one after the update
+    # the client's prompt, then the previous turn's text
+    assert [r.prompt.previous_text for r in backend.requests[-2:]] == ["Triton", "Triton w0:2.0"]
+
+
+def test_clear_drops_the_resamplers_leftovers_too() -> None:
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+
+    backend, events = FakeBackend(), []
+    rng = np.random.default_rng(0)
+    noise = (rng.uniform(-0.5, 0.5, 7201) * 32767).astype("<i2").tobytes()[:-1]  # 0.3 s and an odd byte
+
+    async def run() -> None:
+        session = _session(backend, events)
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
+        await session.append(base64.b64encode(noise).decode())
+        await session.clear()
+        await session.append(base64.b64encode(bytes(57600)).decode())  # 1.2 s of silence at 24 kHz
+        session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
+        await session.commit()
+
+    asyncio.run(run())
+    assert [e["type"] for e in events][:1] == ["input_audio_buffer.cleared"]
+    assert backend.calls[-1][1] == [19200]  # exactly the 1.2 s appended after the clear
+
+
+def test_the_load_test_confirmation_rule_confirms_two_new_words_per_update_and_only_by_server_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.realtime.agreement import FirstWordsBuffer
+
+    buffer = FirstWordsBuffer()  # random weights: no two decodes agree, yet every update confirms words
+    deltas = [buffer.insert("zq fo ba xu"), buffer.insert("mm nn oo pp qq"), buffer.insert("a b c d e f")]
+    assert deltas == ["zq fo", " oo pp", " e f"]
+    assert buffer.finish("a b c d e f g h") == " g h" and buffer.text == "zq fo oo pp e f g h"
+    assert GatewaySettings().realtime_load_test_confirmation is False
+    monkeypatch.setenv("WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION", "true")
+    assert GatewaySettings().realtime_load_test_confirmation is True
+    session = _session(object(), [])
+    assert type(session.hypothesis) is HypothesisBuffer  # the default: LocalAgreement-2
+    session.limits = LiveLimits(load_test_confirmation=True)
+    session.configure(merge(session.config, {"audio": {"input": {"turn_detection": None}}}))
+    assert type(session.hypothesis) is FirstWordsBuffer

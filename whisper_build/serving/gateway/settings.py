@@ -162,6 +162,11 @@ class GatewaySettings(BaseSettings):
     realtime_idle_audio_seconds: float = Field(
         300.0, gt=0, description="a live session receiving no audio this long is closed"
     )
+    realtime_load_test_confirmation: bool = Field(
+        False,
+        description="LOAD TESTS ONLY (random weights): each live update confirms its first two new words "
+        "instead of LocalAgreement-2; never on for real traffic, no client can select it",
+    )
     api_keys: SecretStr | None = Field(
         None, description="comma-separated API keys (local runs); unset with no secret = authentication off"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["HypothesisBuffer"]
+__all__ = ["FirstWordsBuffer", "HypothesisBuffer"]
 
 _NORMAL = re.compile(r"[^\w']+")
 
@@ -39,6 +39,8 @@ class HypothesisBuffer:
                 break
             agreed += 1
         self._previous = words
+        if agreed == len(words):  # the last word is at the audio's edge (maybe cut): wait for audio past it
+            agreed -= 1
         if agreed <= len(self.confirmed) or not self._matches_confirmed(words):
             return ""
         return self._confirm(words[len(self.confirmed) : agreed])
@@ -75,3 +77,17 @@ class HypothesisBuffer:
         delta = (" " if self.confirmed else "") + " ".join(new)
         self.confirmed += new
         return delta
+
+
+class FirstWordsBuffer(HypothesisBuffer):
+    """LOAD TESTS ONLY: each update confirms the first two words of its decode beyond the confirmed prefix.
+
+    Random weights never agree twice, so LocalAgreement would send no delta and a load test would not
+    see the deltas' traffic; selected only by the server's ``realtime_load_test_confirmation`` setting.
+    """
+
+    def insert(self, text: str) -> str:
+        """The next (up to) two words of ``text`` after as many words as are confirmed."""
+        words = text.split()
+        start = len(self.confirmed)
+        return self._confirm(words[start : start + 2])

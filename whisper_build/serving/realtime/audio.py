@@ -67,6 +67,11 @@ class SessionAudio:
             samples = _TABLES[self.format][np.frombuffer(data, dtype=np.uint8)]
         return self._resampler.resample_chunk(samples)
 
+    def reset(self) -> None:
+        """Drop what the resampler and the odd-byte carry still hold (``input_audio_buffer.clear``)."""
+        self._carry = b""
+        self._resampler.clear()
+
     def flush(self) -> npt.NDArray[np.float32]:
         """The resampler's remaining output (the stream goes on afterwards)."""
         out = self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)

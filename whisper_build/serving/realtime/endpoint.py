@@ -196,7 +196,9 @@ class LiveSessions:
             kind, client_id = event["type"], event.get("event_id")
             if kind in ("session.update", "transcription_session.update"):
                 update = event.get("session", {})
-                session.configure(merge(session.config, update if kind == "session.update" else legacy_to_ga(update)))
+                merged = merge(session.config, update if kind == "session.update" else legacy_to_ga(update))
+                await session.check_language(merged)
+                session.configure(merged)
                 session.legacy = kind == "transcription_session.update"
                 reply = "session.updated" if kind == "session.update" else "transcription_session.updated"
                 await send({"type": reply, "event_id": event_id(), "session": described()})

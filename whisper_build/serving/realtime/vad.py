@@ -10,6 +10,7 @@ session keeps its own LSTM state and 64-sample context across 512-sample (32 ms)
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,14 +28,16 @@ SAMPLE_RATE = 16_000
 
 @functools.cache
 def _model() -> Any:
-    import faster_whisper
     import onnxruntime  # type: ignore[import-untyped]
 
     options = onnxruntime.SessionOptions()
     options.inter_op_num_threads = 1
     options.intra_op_num_threads = 1
     options.log_severity_level = 4
-    path = os.path.join(os.path.dirname(faster_whisper.__file__), "assets", "silero_vad_v6.onnx")
+    spec = importlib.util.find_spec("faster_whisper")  # its files only: importing it would load ctranslate2
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the live VAD needs the faster-whisper package (its assets/silero_vad_v6.onnx)")
+    path = os.path.join(spec.submodule_search_locations[0], "assets", "silero_vad_v6.onnx")
     return onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"], sess_options=options)
 
 
