@@ -18,12 +18,14 @@ in CI it fails the run, so a broken install can never turn into silently skipped
 
 SHARED_GROUPS = {
     "speaker": ("speaker_triton_server",),
-    "cdk": ("cdk_assembly", "capacity_support"),
+    "cdk": ("synthesized(",),
 }
 """xdist groups of modules that share a costly per-process resource, so that one worker pays for it:
-the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by tests/cdk_assembly.py."""
+the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by tests/cdk_assembly.py
+(its ``synthesized``). A module joins the group whose words its source holds."""
 
 HEAVY_FIRST = (  # seconds per group on 2 workers of a loaded 2-core machine: 380 ... 20
+    "tests/infra/test_examples_synth.py",
     "cdk",
     "tests/serving/test_transcripts_integration.py",
     "tests/serving/test_gateway_integration.py",
