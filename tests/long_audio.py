@@ -1,4 +1,5 @@
-"""Long audio fixtures (minutes to an hour), built once per machine and cached in the temp dir.
+"""Long audio fixtures (minutes to an hour), built once per machine and cached in the temp dir
+(written under a per-process name, then renamed: parallel test workers never read half a file).
 
 Long files are written block by block with soundfile, so building them needs little memory; the
 cache key holds every parameter, so a changed recipe builds a new file.
@@ -7,6 +8,7 @@ cache key holds every parameter, so a changed recipe builds a new file.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -23,7 +25,7 @@ def _cached(name: str) -> tuple[Path, bool]:
 
 
 def _write_flac(path: Path, rate: int, blocks: object) -> Path:
-    partial = path.with_suffix(".partial")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # one per writer: xdist workers build in parallel
     with soundfile.SoundFile(partial, "w", rate, 1, format="FLAC", subtype="PCM_16") as out:
         for block in blocks:  # type: ignore[attr-defined]
             out.write(block)

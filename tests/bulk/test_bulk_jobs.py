@@ -1,5 +1,5 @@
 """The bulk path for real: moto's S3 + SQS server on 127.0.0.1, S3 events into the queue, a worker
-process, the real Triton model on the CPU. A corpus of 24 files (good ones in several formats, one of
+process, the real Triton model on the CPU. A corpus of 12 files (good ones in four formats, one of
 10 minutes, bad ones), results compared with the synchronous endpoint's, and duplicate deliveries."""
 
 from __future__ import annotations
@@ -38,24 +38,19 @@ SENTENCES = [
     "Please turn off the lights when you leave tonight.",
     "The train was late because of heavy snow.",
     "She bought fresh bread and cheese at the market.",
-    "Our team finished the project two weeks early.",
-    "We watched the sunset from the top of the hill.",
-    "The museum opens at nine o'clock on Sundays.",
-    "Fresh coffee smells wonderful early in the morning.",
-    "The pilot announced that we would land in ten minutes.",
-    "Farmers harvest the wheat at the end of summer.",
 ]
+"""Two formats per sentence: every format twice (more files add run time, not checks)."""
 VARIANTS = ("wav", "stereo-8k.wav", "mp3", "flac")
 BAD = {"picture.png": "not_audio", "empty.wav": "empty_audio", "truncated.wav": "not_audio"}
 
 
 def build_corpus(folder: Path) -> tuple[list[str], dict[str, str]]:
-    """20 short clips (4 formats), one 10-minute mostly silent file, 3 bad files; (good names, bad name → reason)."""
+    """8 short clips (4 formats), one 10-minute mostly silent file, 3 bad files; (good names, bad name → reason)."""
     good = []
     for index, sentence in enumerate(SENTENCES):
         clip = samples.speak(sentence, folder / f"clip{index:02d}.source.wav")
         audio, rate = soundfile.read(clip, dtype="float32")
-        for variant in VARIANTS[index % 2 :: 2]:  # two formats per sentence, every format five times
+        for variant in VARIANTS[index % 2 :: 2]:  # two formats per sentence, every format twice
             name = f"clip{index:02d}.{variant}"
             if variant == "stereo-8k.wav":
                 samples.speak(sentence, folder / name, rate=8000, channels=2)
@@ -131,8 +126,8 @@ def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, tr
     _, target = job_path
     folder, good, bad = corpus
     # WHEN every file is uploaded: each upload's S3 event is one message
-    assert submit(target, str(folder), JobOptions()) == len(good) + len(bad) == 24
-    records = wait_until(final_statuses(target, 24), 600, "24 final statuses", poll=1.0)
+    assert submit(target, str(folder), JobOptions()) == len(good) + len(bad) == 12
+    records = wait_until(final_statuses(target, 12), 600, "12 final statuses", poll=1.0)
     assert isinstance(records, dict)
     reference = synchronous_texts(triton_server, folder, good)
     for name in good:
@@ -158,7 +153,7 @@ def test_corpus_gives_every_output_or_a_reason(job_path, worker: str, corpus, tr
     capsys.readouterr()
     assert jobs(target)["completed"] == len(good)
     printed = capsys.readouterr().out
-    assert "jobs: waiting 0, running 0, retrying 0, completed 21, failed 3" in printed
+    assert "jobs: waiting 0, running 0, retrying 0, completed 9, failed 3" in printed
     assert "queue: 0 waiting, 0 in flight, 0 dead-lettered" in printed
     assert "failed: input/picture.png: not_audio: " in printed
     # the worker's metrics (docs/contracts.md §7, bulk workers) say the same

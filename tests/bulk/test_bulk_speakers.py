@@ -85,9 +85,11 @@ class SecondHalf:
         yield GroupResult(index=0, windows=(window,), segments=segments, temperatures=[0.0], language="en")
 
 
-def test_a_resumed_job_with_speakers_labels_the_whole_file_once(tmp_path: Path, triton_server: LocalTriton) -> None:
+def test_a_resumed_job_with_speakers_labels_the_whole_file_once(
+    tmp_path: Path, speaker_triton_server: LocalTriton
+) -> None:
     store = ResumedStore((support.SPEAKERS_DIR / f"{DIALOGUE}.flac").read_bytes())
-    transcriber = SecondHalf(triton_server.settings.grpc_url)  # the speaker model's Triton
+    transcriber = SecondHalf(speaker_triton_server.settings.grpc_url)  # the speaker model's Triton
     settings = WorkerSettings(queue_url="q", bucket="jobs", scratch_dir=str(tmp_path))
     runner = JobRunner(settings, store, queue=None, transcriber=transcriber)  # type: ignore[arg-type]
     options = JobOptions(speakers=SpeakerJob(max_speakers=4))

@@ -50,8 +50,8 @@ class SpeakerModel:
 
 
 @pytest.fixture(scope="module")
-def model(triton_server: LocalTriton) -> SpeakerModel:
-    return SpeakerModel(triton_server.settings.grpc_url)
+def model(speaker_triton_server: LocalTriton) -> SpeakerModel:
+    return SpeakerModel(speaker_triton_server.settings.grpc_url)
 
 
 @pytest.mark.parametrize("dialogue", support.DIALOGUES)

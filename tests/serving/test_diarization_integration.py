@@ -34,8 +34,8 @@ WORDS_BOUND = 0.90
 
 
 @pytest.fixture(scope="module")
-def gateway_url(triton_server) -> str:
-    settings = GatewaySettings(triton_url=triton_server.settings.grpc_url, request_timeout_seconds=300)
+def gateway_url(speaker_triton_server) -> str:
+    settings = GatewaySettings(triton_url=speaker_triton_server.settings.grpc_url, request_timeout_seconds=300)
     with running_gateway(settings) as url:
         yield url
 

@@ -98,13 +98,15 @@ async def _stream(conn: Any, audio: bytes, chunk: int) -> None:
         )
 
 
-async def _transcribe(url: str, fmt: dict[str, Any], audio: bytes, chunk: int) -> list[dict[str, Any]]:
+async def _transcribe(
+    url: str, fmt: dict[str, Any], audio: bytes, chunk: int, timeout: float = 120
+) -> list[dict[str, Any]]:
     async with _client(url).realtime.connect(extra_query={"intent": "transcription"}) as conn:
         created = json.loads(await conn.recv_bytes())
         assert created["type"] == "session.created" and created["session"]["id"].startswith("sess_")
         await conn.send(_update(fmt))
         await _stream(conn, audio, chunk)
-        return await _events(conn, "conversation.item.input_audio_transcription.completed")
+        return await _events(conn, "conversation.item.input_audio_transcription.completed", timeout=timeout)
 
 
 def test_speech_gives_confirmed_deltas_during_speech_and_a_completed_equal_to_them(gateway, speech) -> None:
@@ -235,9 +237,10 @@ def test_concurrent_sessions_share_triton_batches(gateway, triton_server, speech
     pings: list[int] = []
 
     async def run() -> list[list[dict[str, Any]]]:
+        # 8 sessions' live updates keep 2 cores busy: 35 s alone, over 120 s beside other tests
         sessions = asyncio.gather(
-            *(_transcribe(gateway, PCM, speech["short/pcm"], 4800) for _ in range(4)),
-            *(_transcribe(gateway, PCMU, speech["short/pcmu"], 800) for _ in range(4)),
+            *(_transcribe(gateway, PCM, speech["short/pcm"], 4800, timeout=300) for _ in range(4)),
+            *(_transcribe(gateway, PCMU, speech["short/pcmu"], 800, timeout=300) for _ in range(4)),
         )
         async with httpx.AsyncClient(base_url=gateway, timeout=10) as client:
             while not sessions.done():  # readiness while live updates keep the model busy

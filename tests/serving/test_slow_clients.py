@@ -97,7 +97,10 @@ def test_a_trickled_body_gets_408_while_a_fast_large_upload_is_not_cut(gateway) 
 
 
 @pytest.mark.integration
+@pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox (make system-deps)")
 def test_80_slow_uploads_with_a_valid_key_leave_normal_requests_at_200(triton_server, tmp_path: Path) -> None:
+    # a normal request: a spoken sentence (a tone makes the model fall back through every temperature)
+    speech = samples.speak("Please turn off the lights when you leave tonight.", tmp_path / "speech.wav").read_bytes()
     # GIVEN the gateway with 2 workers on real Triton, API keys on, default capacity 8 + queue 64
     with gateway_process(triton_server.settings.grpc_url, tmp_path, api_keys="k1") as gw:
         # WHEN 80 connections with a valid key start uploads and then send 1 byte a second
@@ -120,7 +123,7 @@ def test_80_slow_uploads_with_a_valid_key_leave_normal_requests_at_200(triton_se
             statuses = []
             headers = {"Authorization": "Bearer k1"}
             for _ in range(6):
-                files = {"file": ("a.wav", WAV, "audio/wav")}
+                files = {"file": ("a.wav", speech, "audio/wav")}
                 r = httpx.post(f"{gw.url}/v1/audio/transcriptions", files=files, headers=headers, timeout=60)
                 statuses.append(r.status_code)
             assert statuses == [200] * 6, statuses
