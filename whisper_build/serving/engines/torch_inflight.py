@@ -92,7 +92,9 @@ class InflightScheduler:
             ``max_encoder_batch`` the most (``None`` = slots / 4: passes stagger the rows, so later ones overlap);
             a live or sync window, or an idle decoder, starts an encoder pass at once.
         overlap_encoder: on a GPU, run the arrivals' log-Mel and encoder on the engine's side stream while
-            the rows decode (they join the step after it ends); else in line, between two steps.
+            the rows decode (they join the step after it ends); else (the default) in line, between two
+            steps. Off by default: on an H200 the encoder's GEMMs slowed the concurrent steps, 0.86× static
+            on the mixed workload against 1.02× in line (docs/benchmarks.md, "GPU, engine").
 
     Drive it with :meth:`start` (a background thread) or :meth:`step` / :meth:`run_until_idle` (the
     caller's thread, as the tests and the benchmark do); :meth:`submit` is thread-safe. One
@@ -106,7 +108,7 @@ class InflightScheduler:
         slots: int | None = None,
         encoder_batch: int | None = None,
         max_encoder_batch: int | None = None,
-        overlap_encoder: bool = True,
+        overlap_encoder: bool = False,
     ) -> None:
         self.engine, self.decoder = engine, engine._decoder
         self.slots = min(slots or self.decoder.buckets[-1], self.decoder.buckets[-1])
