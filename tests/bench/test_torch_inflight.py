@@ -6,6 +6,7 @@ different lengths decode the static path's very token ids; priority order, cance
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -171,10 +172,46 @@ def test_a_failing_loop_answers_every_open_window_with_its_error(tiny, monkeypat
 
     monkeypatch.setattr(sched, "_launch", broken)
     sched.start()
+    with pytest.raises(RuntimeError, match="already started"):
+        sched.start()  # two loops on one KV cache
     for future in futures:
         with pytest.raises(RuntimeError, match="device lost"):
             future.result(timeout=60)
     sched.close()
+    late = sched.submit(Window(windows[0], PROMPT))  # after the loop died: answered at once, not queued
+    with pytest.raises(RuntimeError, match="device lost"):
+        late.result(timeout=0)
+
+
+def test_a_failing_encoder_pass_answers_its_windows_and_the_others_decode(tiny, monkeypatch) -> None:
+    engine, windows, static = tiny
+    sched = InflightScheduler(engine, encoder_batch=1, max_encoder_batch=1)  # one window a pass
+    encode = sched._encode
+
+    def encode_or_fail(arrivals):  # type: ignore[no-untyped-def]
+        if any(a.window.max_new == 7 for a in arrivals):
+            raise ValueError("prompt too long for the context")
+        return encode(arrivals)
+
+    monkeypatch.setattr(sched, "_encode", encode_or_fail)
+    good = sched.submit(Window(windows[0], PROMPT, max_new=5))
+    bad = sched.submit(Window(windows[1], PROMPT, max_new=7))
+    after = sched.submit(Window(windows[2], PROMPT, max_new=5))
+    sched.run_until_idle()
+    with pytest.raises(ValueError, match="prompt too long"):
+        bad.result(timeout=0)
+    assert [_tokens(good), _tokens(after)] == [static[0][:5], static[2][:5]]
+
+
+def test_a_multilingual_window_without_a_language_gets_one_detected(tiny, monkeypatch) -> None:
+    """Language detection maps the best language column back to its token id (the static path's rule)."""
+    engine, windows, _ = tiny
+    assert engine._languages, "the tiny.en vocabulary carries the language tokens"
+    monkeypatch.setattr(engine, "_specials", dataclasses.replace(engine._specials, multilingual=True))
+    sched = InflightScheduler(engine)
+    future = sched.submit(Window(windows[0], DecodePrompt("", None, "transcribe"), max_new=3))
+    sched.run_until_idle()
+    assert future.result(timeout=0).language in set(engine._languages.values())
 
 
 def test_submit_refuses_bad_input_with_what_to_fix(tiny) -> None:

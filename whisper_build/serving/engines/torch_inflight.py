@@ -16,70 +16,24 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from whisper_build.serving.engines.base import Hypothesis
 from whisper_build.serving.engines.buckets import choose_bucket
+from whisper_build.serving.engines.inflight_window import PRIORITY_LEVELS, DeadlineExceeded, Entry, Priority, Window
 from whisper_build.serving.engines.tokens import build_prompt_ids, generated_ids
 from whisper_build.serving.engines.torch_engine import TorchEngine
 from whisper_build.serving.engines.torch_logits import RowState
-from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["PRIORITY_LEVELS", "DeadlineExceeded", "InflightScheduler", "Priority", "Window"]
 
 log = logging.getLogger(__name__)
 
-Priority = Literal["live", "sync", "bulk"]
-PRIORITY_LEVELS: tuple[Priority, ...] = ("live", "sync", "bulk")
-"""Waiting-queue order, first served first; FIFO within a level."""
-
-
 SWEEP_EVERY = 16
 """Decode steps between sweeps of the waiting queue for deadlines and cancels while no row is free."""
-
-
-class DeadlineExceeded(TimeoutError):
-    """A window waited past its deadline before a row was free; it was not decoded."""
-
-
-@dataclass(frozen=True)
-class Window:
-    """One 30 s window to decode.
-
-    Attributes:
-        audio: float32 16 kHz samples, 1-D, ≤ 30 s (zero-padded to 30 s).
-        prompt: the decoder prompt (previous text, language, task).
-        temperature: 0 = greedy; > 0 one sample (a fallback re-decode is a new submission).
-        max_new: most new tokens (``None`` = the engine's; cut to Whisper's 448-token context).
-        priority: one of :data:`PRIORITY_LEVELS`.
-        deadline: ``time.monotonic()`` seconds by which it must have started decoding (``None`` = none).
-        timestamps: predict timestamp tokens.
-        repetition_penalty: 1 = off.
-    """
-
-    audio: npt.NDArray[np.float32]
-    prompt: DecodePrompt
-    temperature: float = 0.0
-    max_new: int | None = None
-    priority: Priority = "sync"
-    deadline: float | None = None
-    timestamps: bool = False
-    repetition_penalty: float = 1.0
-
-
-@dataclass(eq=False)
-class _Entry:
-    window: Window
-    future: Future[Hypothesis]
-    language: str | None = None
-    fed: int = 0  # the position the next step feeds
-    joined: int = 0  # steps launched before this row joined
-    full: bool = False
 
 
 class InflightScheduler:
@@ -125,14 +79,16 @@ class InflightScheduler:
         layout = [((rows,), torch.bool), long, flat, flat]
         self._snaps = [tuple(torch.zeros(shape, dtype=t, pin_memory=cuda) for shape, t in layout) for _ in range(2)]
         self._pending: tuple[int, int, torch.cuda.Event | None] | None = None  # (step, snap index, event)
-        self.rows: list[_Entry | None] = [None] * self.slots
-        self.waiting: dict[Priority, deque[_Entry]] = {p: deque() for p in PRIORITY_LEVELS}
+        self.rows: list[Entry | None] = [None] * self.slots
+        self.waiting: dict[Priority, deque[Entry]] = {p: deque() for p in PRIORITY_LEVELS}
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stop = False
+        self._failed: BaseException | None = None  # the loop's error: later submissions get it at once
+        self._in_pass: list[Entry] = []  # taken from the queue, not yet in a row (an encoder pass)
         self.overlap = overlap_encoder and device.type == "cuda"
         # an encoder pass under way (GPU, overlap): its rows, windows, cross K/V and the event of its end
-        self._encoding: tuple[list[int], list[_Entry], torch.Tensor, torch.cuda.Event | None] | None = None
+        self._encoding: tuple[list[int], list[Entry], torch.Tensor, torch.cuda.Event | None] | None = None
         self.steps = self.row_steps = self.encoder_passes = self.encoded = 0
         self.delivered = self.cancelled = self.expired = 0
 
@@ -153,7 +109,10 @@ class InflightScheduler:
             raise ValueError(f"max_new: at least 1, got {window.max_new}")
         future: Future[Hypothesis] = Future()
         with self._lock:
-            self.waiting[window.priority].append(_Entry(window, future))
+            if self._failed is not None:
+                future.set_exception(self._failed)
+                return future
+            self.waiting[window.priority].append(Entry(window, future))
             self._lock.notify()
         return future
 
@@ -172,7 +131,13 @@ class InflightScheduler:
         }
 
     def start(self) -> None:
-        """Run :meth:`step` on a background thread until :meth:`close`."""
+        """Run :meth:`step` on a background thread until :meth:`close`.
+
+        Raises:
+            RuntimeError: the loop already runs (two loops on one KV cache would corrupt it).
+        """
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("the in-flight scheduler is already started")
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name="inflight-scheduler", daemon=True)
         self._thread.start()
@@ -194,8 +159,11 @@ class InflightScheduler:
                             self._lock.wait(0.05)
         except Exception as exc:  # every open future gets the error rather than waiting forever
             with self._lock:
-                entries = [*(r for r in self.rows if r is not None), *(e for q in self.waiting.values() for e in q)]
+                self._failed = exc
+                queued = [e for q in self.waiting.values() for e in q]
+                entries = [*(r for r in self.rows if r is not None), *self._in_pass, *queued]
                 self.rows, self.waiting = [None] * self.slots, {p: deque() for p in PRIORITY_LEVELS}
+                self._in_pass, self._encoding = [], None
             for entry in entries:
                 self._deliver(entry.future, exc)
             log.exception("in-flight scheduler stopped; %d windows answered with the error", len(entries))
@@ -282,50 +250,65 @@ class InflightScheduler:
         except InvalidStateError:  # cancelled meanwhile
             self.cancelled += 1
 
-    def _take(self, free: int) -> list[_Entry]:
+    def _take(self, free: int) -> list[Entry]:
         """Up to ``free`` waiting windows by priority, once enough wait (or a live/sync one, or nothing decodes)."""
         if not free and self.steps % SWEEP_EVERY:
             return []  # the queue's deadline and cancel sweep: when a row is free, else every few steps
         now = time.monotonic()
-        with self._lock:
-            for level, queue in self.waiting.items():
-                gone = [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]
-                if gone:
-                    self.waiting[level] = deque(e for e in queue if all(e is not g for g in gone))
-                for e in gone:
-                    if e.future.cancelled():
-                        self.cancelled += 1
-                    else:
-                        self.expired += 1
-                        self._deliver(e.future, DeadlineExceeded("waited past its deadline; not decoded"))
-            waiting = sum(len(q) for q in self.waiting.values())
-            urgent = bool(self.waiting["live"] or self.waiting["sync"])
-            idle = all(r is None for r in self.rows)
-            if not free or not waiting or not (urgent or idle or free >= min(self.encoder_batch, waiting)):
-                return []
-            taken: list[_Entry] = []
-            for level in PRIORITY_LEVELS:
-                queue = self.waiting[level]
-                while queue and len(taken) < min(free, self.max_encoder_batch):
-                    taken.append(queue.popleft())
-            return taken
+        expired: list[Entry] = []
+        try:
+            with self._lock:
+                return self._take_locked(free, now, expired)
+        finally:  # outside the lock: a done-callback may call submit from another thread
+            for e in expired:
+                self._deliver(e.future, DeadlineExceeded("waited past its deadline; not decoded"))
+
+    def _take_locked(self, free: int, now: float, expired: list[Entry]) -> list[Entry]:
+        """:meth:`_take` under the lock; deadline-expired windows go to ``expired`` (answered after)."""
+        for level, queue in self.waiting.items():
+            gone = [e for e in queue if e.future.cancelled() or (e.window.deadline or now) < now]
+            if gone:
+                self.waiting[level] = deque(e for e in queue if all(e is not g for g in gone))
+            for e in gone:
+                if e.future.cancelled():
+                    self.cancelled += 1
+                else:
+                    self.expired += 1
+                    expired.append(e)
+        waiting = sum(len(q) for q in self.waiting.values())
+        urgent = bool(self.waiting["live"] or self.waiting["sync"])
+        idle = all(r is None for r in self.rows)
+        if not free or not waiting or not (urgent or idle or free >= min(self.encoder_batch, waiting)):
+            return []
+        taken: list[Entry] = []
+        for level in PRIORITY_LEVELS:
+            queue = self.waiting[level]
+            while queue and len(taken) < min(free, self.max_encoder_batch):
+                taken.append(queue.popleft())
+        return taken
 
     def _admit(self) -> None:
         """Start an encoder pass for arrivals into free rows; join the pass that is ready (at once on the CPU)."""
-        if self._encoding is None:
-            free = [i for i, r in enumerate(self.rows) if r is None]
-            arrivals = self._take(len(free))
-            if arrivals:
-                self._encoding = (free[: len(arrivals)], arrivals, *self._encode(arrivals))
-        if self._encoding is not None:
-            event = self._encoding[3]
-            if event is not None and not any(r is not None for r in self.rows):
-                event.synchronize()  # nothing decodes meanwhile
-            if event is None or event.query():
-                encoding, self._encoding = self._encoding, None
-                self._join(*encoding)
+        try:
+            if self._encoding is None:
+                free = [i for i, r in enumerate(self.rows) if r is None]
+                self._in_pass = arrivals = self._take(len(free))
+                if arrivals:
+                    self._encoding = (free[: len(arrivals)], arrivals, *self._encode(arrivals))
+            if self._encoding is not None:
+                event = self._encoding[3]
+                if event is not None and not any(r is not None for r in self.rows):
+                    event.synchronize()  # nothing decodes meanwhile
+                if event is None or event.query():
+                    self._join(*self._encoding)
+                    self._encoding, self._in_pass = None, []
+        except Exception as exc:  # this pass's windows get the error (a bad prompt); the rows decode on
+            failed, self._in_pass, self._encoding = self._in_pass, [], None
+            for entry in failed:
+                self._deliver(entry.future, exc)
+            log.exception("encoder pass of %d windows failed; they were answered with the error", len(failed))
 
-    def _encode(self, arrivals: list[_Entry]) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+    def _encode(self, arrivals: list[Entry]) -> tuple[torch.Tensor, torch.cuda.Event | None]:
         """Log-Mel + encoder + cross-attention keys/values of the arrivals: on the side stream (GPU, overlap)."""
         e, d = self.engine, self.decoder
         side = e._side if self.overlap else None
@@ -338,7 +321,7 @@ class InflightScheduler:
         kv.record_stream(d.stream or torch.cuda.current_stream())
         return kv, event
 
-    def _join(self, slots: list[int], arrivals: list[_Entry], kv: torch.Tensor, event: torch.cuda.Event | None) -> None:
+    def _join(self, slots: list[int], arrivals: list[Entry], kv: torch.Tensor, event: torch.cuda.Event | None) -> None:
         """Cross-attention keys/values, prompt prefill and first token of encoded arrivals, into their rows."""
         e, d = self.engine, self.decoder
         if event is not None:
@@ -354,7 +337,7 @@ class InflightScheduler:
             sot = torch.full((len(arrivals), 1), d.sot, device=self.device)
             logits = d._prefill(sot, torch.zeros_like(sot), rows, kv)[:, 0]
             ids = self._to_device(list(e._languages))
-            best = logits[:, ids].argmax(-1).tolist()
+            best = ids[logits[:, ids].argmax(-1)].tolist()  # token ids, as StaticDecoder.detect_language
             languages = [lang or e._languages[k] for lang, k in zip(languages, best, strict=True)]
         prompts = [
             build_prompt_ids(
@@ -384,7 +367,7 @@ class InflightScheduler:
             return host
         return host.pin_memory().to(self.device, non_blocking=True)
 
-    def _fresh(self, arrivals: list[_Entry], prompts: list[list[int]]) -> RowState:
+    def _fresh(self, arrivals: list[Entry], prompts: list[list[int]]) -> RowState:
         """Reset row state for the arrivals (as ``StaticDecoder._reset`` does for a bucket)."""
         d, n = self.decoder, len(arrivals)
         s = RowState.allocate(n, self.width, d.state.seen.shape[1], self.device)

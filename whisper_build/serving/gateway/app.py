@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -103,6 +104,11 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         LiveMetrics(metrics.registry),
         health,
     )
+    if settings.realtime_load_test_confirmation:  # visible in the pod's log: never meant for real traffic
+        logging.getLogger(__name__).warning(
+            "WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION is on: live deltas confirm two words an update "
+            "without agreement (load tests only)"
+        )
 
     def start_drain() -> None:
         admission.start_drain()
