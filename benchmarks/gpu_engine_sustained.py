@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {
         "label": args.label, "random_weights": True, "shapes": args.shape, "device": args.device,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "torch": torch.__version__, "transformers": transformers.__version__,
-        "startup_s": time.perf_counter() - started, "engine_file": sys.modules[TorchEngine.__module__].__file__, "mixed_distribution": MIXED, "records": [],
+        "startup_s": time.perf_counter() - started, "engine_file": TorchEngine.__module__.replace(".", "/") + ".py",  # repo-relative: no machine path
+        "mixed_distribution": MIXED, "records": [],
     }  # fmt: skip
 
     def emit(record: dict) -> None:
