@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,27 +56,14 @@ def gateway_env(weights: str, max_sessions: int, workers: int) -> dict[str, str]
 
 def run_model(name: str, params: EngineParams, args: argparse.Namespace, speech: tuple) -> list[dict]:
     """Start Triton + gateway for ``params`` and run every session count; the rows."""
-    from whisper_build.serving.triton_model.repository import BatchingConfig
-    from whisper_build.serving.triton_model.settings import TritonSettings
-    from whisper_build.workstation.local_triton import LocalTriton, free_ports
+    from benchmarks.gpu_served import start_triton
     from whisper_build.workstation.process import GatewayProcess
 
-    http, grpc, metrics = free_ports(3)
-    batching = BatchingConfig(max_batch_size=args.max_batch, max_queue_delay_us=args.queue_delay_us,
-                              max_queue_size=4 * args.max_batch)  # fmt: skip
-    settings = TritonSettings(http_port=http, grpc_port=grpc, metrics_port=metrics, engine=params,
-                              batching=batching, exit_timeout_s=5)  # fmt: skip
-    extra_env = dict(item.split("=", 1) for item in args.triton_env)
-    os.environ.update(extra_env)  # read by LocalTriton.start only
-    try:
-        triton = LocalTriton(settings, workdir=args.work / f"triton_{name}").start()
-    finally:
-        for key in extra_env:
-            os.environ.pop(key, None)
+    triton = start_triton(params, args.max_batch, args.queue_delay_us, args.triton_env, args.work / f"triton_{name}")
     weights = "random" if params.random_weights_fixed_tokens else "real"
     sessions = [int(n) for n in args.sessions.split(",")]
     env = gateway_env(weights, 2 * max(sessions), args.gateway_workers)
-    with triton, GatewayProcess(settings.grpc_url, capacity=2 * max(sessions), settings=env) as gateway:
+    with triton, GatewayProcess(triton.settings.grpc_url, capacity=2 * max(sessions), settings=env) as gateway:
         rows = asyncio.run(live.run(gateway.url, KEY, sessions, speech, weights))
     return [{**row, "model": name} for row in rows]
 

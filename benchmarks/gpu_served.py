@@ -75,6 +75,38 @@ def check_transcripts(gateway_url: str, audio: list[Path], references: dict, par
     }
 
 
+def start_triton(
+    params: EngineParams,
+    max_batch: int,
+    queue_delay_us: int,
+    triton_env: list[str],
+    workdir: Path,
+    instance_count: int = 1,
+) -> LocalTriton:
+    """A started Triton on free ports serving ``params``; read its endpoints from ``.settings``.
+
+    Batching: ``max_batch`` rows (queue 4×), ``queue_delay_us`` of delay, ``instance_count`` instances;
+    ``triton_env`` (``KEY=VALUE``) is set for the tritonserver process only.
+    """
+    http, grpc, metrics = free_ports(3)
+    batching = BatchingConfig(
+        max_batch_size=max_batch,
+        max_queue_delay_us=queue_delay_us,
+        max_queue_size=4 * max_batch,
+        instance_count=instance_count,
+    )
+    settings = TritonSettings(
+        http_port=http, grpc_port=grpc, metrics_port=metrics, engine=params, batching=batching, exit_timeout_s=5
+    )
+    extra_env = dict(item.split("=", 1) for item in triton_env)
+    os.environ.update(extra_env)  # read by LocalTriton.start (server_environment) only
+    try:
+        return LocalTriton(settings, workdir=workdir).start()
+    finally:
+        for key in extra_env:
+            os.environ.pop(key, None)
+
+
 def run_model(
     name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], references: dict
 ) -> list[dict]:
@@ -82,25 +114,12 @@ def run_model(
 
     Returns the bench JSON levels with each level's mean GPU SM utilisation added.
     """
-    http, grpc, metrics = free_ports(3)
-    batching = BatchingConfig(
-        max_batch_size=args.max_batch,
-        max_queue_delay_us=args.queue_delay_us,
-        max_queue_size=4 * args.max_batch,
-        instance_count=args.instance_count,
-    )
-    settings = TritonSettings(
-        http_port=http, grpc_port=grpc, metrics_port=metrics, engine=params, batching=batching, exit_timeout_s=5
-    )
     out = args.out / name
     started = time.monotonic()
-    extra_env = dict(item.split("=", 1) for item in args.triton_env)
-    os.environ.update(extra_env)  # read by LocalTriton.start (server_environment) only
-    try:
-        triton = LocalTriton(settings, workdir=args.out / f"triton_{name}").start()
-    finally:
-        for key in extra_env:
-            os.environ.pop(key, None)
+    triton = start_triton(
+        params, args.max_batch, args.queue_delay_us, args.triton_env, args.out / f"triton_{name}", args.instance_count
+    )
+    settings = triton.settings
     gateway_env = {"WHISPER_GATEWAY_WORKERS": str(args.gateway_workers)}
     with triton:
         triton_ready_s = time.monotonic() - started
