@@ -303,14 +303,9 @@ class StaticDecoder:
             raise ValueError(f"{b} rows is not a bucket ({self.buckets})")
         lengths = [len(p) for p in prompts]
         width = max(lengths)
-        tokens = torch.tensor([[*ids, *[self.eot] * (width - len(ids))] for ids in prompts], device=device)
-        read = torch.tensor(
-            [[list(p).index(self.sot), n - 1] for p, n in zip(prompts, lengths, strict=True)], device=device
-        )
-        wanted = [max_new] * b if isinstance(max_new, int) else list(max_new)
-        limits = [
-            max(1, min(m, self.context - n, self.state.history.shape[1])) for m, n in zip(wanted, lengths, strict=True)
-        ]
+        padded, positions = self.prompt_rows(prompts)
+        tokens, read = torch.tensor(padded, device=device), torch.tensor(positions, device=device)
+        limits = self.row_limits([max_new] * b if isinstance(max_new, int) else list(max_new), lengths)
         self._reset(b, lengths, limits, penalty, temperature, timestamps)
         logits = self._prefill(tokens, read)
         # read at the end: a host read here would stall the launches below
@@ -345,11 +340,26 @@ class StaticDecoder:
         s.penalty.copy_(torch.tensor(list(penalty), dtype=torch.float32, device=device))
         s.temperature.fill_(temperature)
         s.timestamps.fill_(timestamps)
-        for flag in (s.finished, s.seen, s.sum_logprob, s.step):
-            flag.zero_()
-        s.history.fill_(self.eot)
-        for last in (s.prev1, s.prev2, s.last_ts):
-            last.fill_(-1)
+        s.clear(self.eot)
+
+    def prompt_rows(self, prompts: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[list[int]]]:
+        """Prompt tokens and read positions for :meth:`_prefill`.
+
+        Returns:
+            the prompts padded with end-of-text to the longest (``[b, T]``), and per row the positions
+            to read: ``<|startoftranscript|>`` (the no-speech probability) and the last token.
+        """
+        width = max(len(p) for p in prompts)
+        padded = [[*p, *[self.eot] * (width - len(p))] for p in prompts]
+        return padded, [[list(p).index(self.sot), len(p) - 1] for p in prompts]
+
+    def row_limits(self, wanted: Sequence[int], lengths: Sequence[int]) -> list[int]:
+        """Most new tokens per row: ``wanted``, at least 1.
+
+        Cut to Whisper's context after a prompt of ``lengths`` tokens and to the history buffer.
+        """
+        most = self.state.history.shape[1]
+        return [max(1, min(m, self.context - n, most)) for m, n in zip(wanted, lengths, strict=True)]
 
     def _capture(self, b: int) -> BucketStartup:
         """Warm bucket ``b``'s step variants on a side stream, then record each (full or not × span) into its own graph."""

@@ -345,9 +345,8 @@ class InflightScheduler:
             )
             for a, lang in zip(arrivals, languages, strict=True)
         ]
-        width = max(len(p) for p in prompts)
-        tokens = self._to_device([[*p, *[d.eot] * (width - len(p))] for p in prompts])
-        read = self._to_device([[p.index(d.sot), len(p) - 1] for p in prompts])
+        padded, positions = d.prompt_rows(prompts)
+        tokens, read = self._to_device(padded), self._to_device(positions)
         logits = d._prefill(tokens, read, rows, kv)
         if d.no_speech is not None:
             self.no_speech[rows] = logits[:, 0].softmax(-1)[:, d.no_speech]
@@ -368,17 +367,14 @@ class InflightScheduler:
         return host.pin_memory().to(self.device, non_blocking=True)
 
     def _fresh(self, arrivals: list[Entry], prompts: list[list[int]]) -> RowState:
-        """Reset row state for the arrivals (as ``StaticDecoder._reset`` does for a bucket)."""
+        """Row state for the arrivals, before their first token (:meth:`RowState.clear`)."""
         d, n = self.decoder, len(arrivals)
         s = RowState.allocate(n, self.width, d.state.seen.shape[1], self.device)
-        wanted = [a.window.max_new or self.limit_default for a in arrivals]
-        limits = [max(1, min(m, d.context - len(p), self.width)) for m, p in zip(wanted, prompts, strict=True)]
+        limits = d.row_limits([a.window.max_new or self.limit_default for a in arrivals], [len(p) for p in prompts])
         s.pos.copy_(self._to_device([len(p) for p in prompts]))
         s.limit.copy_(self._to_device(limits))
         s.penalty.copy_(self._to_device([a.window.repetition_penalty for a in arrivals]))
         s.temperature.copy_(self._to_device([a.window.temperature for a in arrivals]))
         s.timestamps.copy_(self._to_device([a.window.timestamps for a in arrivals]))
-        s.history.fill_(d.eot)
-        for last in (s.prev1, s.prev2, s.last_ts):
-            last.fill_(-1)
+        s.clear(d.eot)
         return s

@@ -69,6 +69,18 @@ class RowState:
             timestamps=zeros(rows, dtype=torch.bool), prev1=zeros(rows), prev2=zeros(rows), last_ts=zeros(rows),
         )  # fmt: skip
 
+    def clear(self, eot: int) -> None:
+        """Put every row in its state before the first token.
+
+        Nothing chosen, seen or finished; history end-of-text; no previous token or timestamp (-1).
+        ``pos``, ``limit``, ``temperature``, ``penalty`` and ``timestamps`` are the caller's to set.
+        """
+        for flag in (self.finished, self.seen, self.sum_logprob, self.step):
+            flag.zero_()
+        self.history.fill_(eot)
+        for last in (self.prev1, self.prev2, self.last_ts):
+            last.fill_(-1)
+
     def rows(self, b: int) -> RowState:
         """The first ``b`` rows, as views (the same memory, so a graph captured on them sees updates)."""
         return RowState(**{name: getattr(self, name)[:b] for name in self.__dataclass_fields__})
