@@ -17,6 +17,7 @@ __all__ = [
     "MAX_PREVIOUS_TEXT_CHARS",
     "MAX_PROMPT_TOKENS",
     "DecodePrompt",
+    "english_only_refusal",
     "normalize_language",
     "parse_prompt",
     "truncate_prompt_tokens",
@@ -67,6 +68,23 @@ _SPECIAL_TOKEN = re.compile(r"<\|([^|<>]*)\|>")
 _SOT_PREV = "startofprev"
 _SOT = "startoftranscript"
 _NO_TIMESTAMPS = "notimestamps"
+
+
+def english_only_refusal(language: str | None, task: str = "transcribe") -> str | None:
+    """What an English-only (``.en``) model cannot do with this ``language`` and ``task``, or ``None``.
+
+    Returns:
+        the refusal (it ends with "serve a multilingual model", so callers may say where one comes
+        from), or ``None`` when the model can serve it (``None`` or ``"en"``, transcription).
+    """
+    if task == "translate":
+        return "this model is English-only (.en): it cannot translate; serve a multilingual model"
+    if language not in (None, "en"):
+        return (
+            f"this model is English-only (.en): language {language!r} is not supported; "
+            "send 'en' or no language, or serve a multilingual model"
+        )
+    return None
 
 
 def normalize_language(language: str | None) -> str | None:

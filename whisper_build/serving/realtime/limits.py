@@ -13,7 +13,7 @@ from whisper_build.serving.prompt import normalize_language
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
 from whisper_build.serving.realtime.vad import VadParams
 
-__all__ = ["LiveLimits", "english_only", "validate_transcription", "vad_params"]
+__all__ = ["LiveLimits", "validate_transcription", "vad_params"]
 
 RATE = 16_000
 STEP_SAMPLES = 3200
@@ -92,13 +92,3 @@ def validate_transcription(update: SessionConfig, served_ids: list[str]) -> None
             "unsupported_value",
             "session.include",
         )
-
-
-def english_only(language: str) -> ProtocolError:
-    """The error of a non-English ``language`` on an English-only (``.en``) model."""
-    return ProtocolError(
-        f"this model is English-only (.en): language {language!r} is not supported; send 'en' or no "
-        "language, or serve a multilingual model",
-        "invalid_value",
-        "session.audio.input.transcription.language",
-    )

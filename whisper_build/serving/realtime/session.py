@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
-from whisper_build.serving.prompt import DecodePrompt, normalize_language
+from whisper_build.serving.prompt import DecodePrompt, english_only_refusal, normalize_language
 from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
@@ -33,7 +33,6 @@ from whisper_build.serving.realtime.limits import (
     RATE,
     STEP_SAMPLES,
     LiveLimits,
-    english_only,
     vad_params,
     validate_transcription,
 )
@@ -147,10 +146,10 @@ class TranscriptionSession:
                 decode still refuses the language).
         """
         try:
-            language = normalize_language(update.audio.input.transcription.language)
+            refusal = english_only_refusal(normalize_language(update.audio.input.transcription.language))
         except ValueError:
             return  # :meth:`configure` names the invalid language
-        if language in (None, "en"):
+        if refusal is None:
             return
         if self.multilingual is None:
             try:
@@ -159,7 +158,7 @@ class TranscriptionSession:
                 return
             self.multilingual = served.multilingual
         if self.multilingual is False:
-            raise english_only(language)
+            raise ProtocolError(refusal, "invalid_value", "session.audio.input.transcription.language")
 
     async def append(self, audio_b64: Any, received_at: float | None = None) -> None:
         """``input_audio_buffer.append``: decode, run turn detection and updates on each 200 ms step.

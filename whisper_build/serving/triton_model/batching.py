@@ -23,7 +23,7 @@ from whisper_build.serving import contract
 from whisper_build.serving.contract import DecodeOptions
 from whisper_build.serving.engines.base import WhisperEngine
 from whisper_build.serving.engines.features import N_SAMPLES
-from whisper_build.serving.prompt import DecodePrompt, parse_prompt
+from whisper_build.serving.prompt import DecodePrompt, english_only_refusal, parse_prompt
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.triton_model.decoding import (
     DecodingPolicy,
@@ -171,16 +171,9 @@ def _check_model(engine: WhisperEngine, request: RequestWindows) -> RequestWindo
     """The request, or a :class:`RequestError` when it asks what this engine/model cannot do."""
     if not engine.multilingual:
         for prompt in request.prompts:
-            if prompt.task == "translate":
-                return RequestError(
-                    "this model is English-only (.en): it cannot translate; serve a multilingual model "
-                    f"({MULTILINGUAL_HINT})"
-                )
-            if prompt.language not in (None, "en"):
-                return RequestError(
-                    f"this model is English-only (.en): language {prompt.language!r} is not supported; "
-                    f"send 'en' or no language, or serve a multilingual model ({MULTILINGUAL_HINT})"
-                )
+            refusal = english_only_refusal(prompt.language, prompt.task)
+            if refusal is not None:
+                return RequestError(f"{refusal} ({MULTILINGUAL_HINT})")
     try:
         check_supported(engine, request.options)
     except UnsupportedOption as error:
