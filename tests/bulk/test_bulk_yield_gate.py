@@ -150,7 +150,9 @@ def test_the_gate_lets_one_call_through_after_the_longest_wait_and_opens_without
 
     async def scenario() -> tuple[float, float]:
         gauge.set(2)
-        busy = YieldGate(url, hold_seconds=0.1, poll_seconds=0.05, max_wait_seconds=0.5)
+        # hold 1 s: a reading delayed by a loaded CPU (the other test worker) must not open the gate, or two
+        # waiters would go together for a reason other than the one this test checks
+        busy = YieldGate(url, hold_seconds=1.0, poll_seconds=0.05, max_wait_seconds=0.5)
         busy.start()
         await until(lambda: not busy.is_open)
         waited = await busy.wait()
