@@ -26,9 +26,17 @@ __all__ = [
     "MIN_SPEAKERS",
     "OUTPUTS",
     "PRIORITY_LEVELS",
+    "PRIORITY_PARAMETER",
     "REFERENCES",
     "REFERENCE_LENS",
     "RESULT",
+    "SCHEDULER_ACTIVE_ROWS",
+    "SCHEDULER_FINISHED",
+    "SCHEDULER_METRICS",
+    "SCHEDULER_QUEUED",
+    "SCHEDULER_REJECTED",
+    "SCHEDULER_STEPS",
+    "SCHEDULER_STEP_ROWS",
     "REPETITION_PENALTY",
     "SPEAKER_INPUTS",
     "SPEAKER_MODEL",
@@ -36,6 +44,7 @@ __all__ = [
     "SYNC_PRIORITY",
     "TEMPERATURE",
     "TEXT_PREFIX",
+    "TIMEOUT_PARAMETER",
     "TIMESTAMPS",
     "TRANSCRIPTS",
     "TURNS",
@@ -64,6 +73,37 @@ gets it), its queue bounded by ``default_queue_policy.max_queue_size``."""
 BULK_PRIORITY = 3
 """The bulk workers' level (``priority`` of their infer requests): taken only when no live or synchronous
 request waits, in a queue of its own (``priority_queue_policy[3]``), so bulk work never fills the others' queue."""
+
+PRIORITY_PARAMETER = "whisper_priority"
+"""Request parameter (int, ``1..PRIORITY_LEVELS``) carrying a request's priority level to the model's own
+scheduler, which forms the batches behind a decoupled front (Triton's priority field is reserved and does
+not reach a python model; tritonclient refuses reserved names such as ``priority`` as custom parameters)."""
+TIMEOUT_PARAMETER = "whisper_timeout_ms"
+"""Request parameter (int, milliseconds from when the request was sent): a window still waiting for the
+model's scheduler past it is answered with an error and never decoded."""
+
+SCHEDULER_QUEUED = "whisper_scheduler_queued_windows"
+"""Gauge ``{level}``: windows waiting in the model's scheduler, not yet in a batch or a decoding row."""
+SCHEDULER_ACTIVE_ROWS = "whisper_scheduler_active_rows"
+"""Gauge: windows being decoded now (the rows of the running batch, or the in-flight scheduler's active rows)."""
+SCHEDULER_FINISHED = "whisper_scheduler_finished_windows_total"
+"""Counter: windows whose decode finished (answered); the health rules' sign of progress."""
+SCHEDULER_STEPS = "whisper_scheduler_steps_total"
+"""Counter: engine passes: static batches, or the in-flight scheduler's decode steps."""
+SCHEDULER_STEP_ROWS = "whisper_scheduler_step_rows_total"
+"""Counter: rows summed over :data:`SCHEDULER_STEPS`; their ratio is the mean active rows per step."""
+SCHEDULER_REJECTED = "whisper_scheduler_rejected_windows_total"
+"""Counter ``{level, reason}``: windows refused or dropped: ``queue_full``, ``timeout``, ``cancelled``."""
+SCHEDULER_METRICS: tuple[str, ...] = (
+    SCHEDULER_QUEUED,
+    SCHEDULER_ACTIVE_ROWS,
+    SCHEDULER_FINISHED,
+    SCHEDULER_STEPS,
+    SCHEDULER_STEP_ROWS,
+    SCHEDULER_REJECTED,
+)
+"""The model scheduler's Triton custom metrics (``pb_utils.MetricFamily``, on Triton's metrics port); each
+carries the ``model`` label like Triton's own series. ``level`` values: ``live``, ``sync``, ``bulk``."""
 
 TritonType = Literal["TYPE_FP32", "TYPE_INT32", "TYPE_BOOL", "TYPE_STRING"]
 
