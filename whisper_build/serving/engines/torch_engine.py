@@ -46,6 +46,7 @@ from whisper_build.serving.engines.torch_encoder import FusedEncoder
 from whisper_build.serving.engines.torch_features import N_FFT, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
+from whisper_build.serving.engines.torch_overlap import EngineTuning, side_stream
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -145,7 +146,8 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self._host_audio = torch.zeros((2, self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=cuda)
         self._slot = 0
         self._copied: list[torch.cuda.Event | None] = [None, None]
-        self._side = torch.cuda.Stream(self._device) if cuda else None
+        self.tuning = EngineTuning()
+        self._side, self._green = side_stream(self._device, None)
         self.mode = decode_mode(params.cuda_graphs, self._device.type)
         started = time.perf_counter()
         self._encoder = FusedEncoder(self._model, params.encoder_compile if self._device.type == "cuda" else "none")
@@ -178,6 +180,20 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         with self._device:
             model = WhisperForConditionalGeneration(config)
         return model.to(dtype)
+
+    def tune(self, tuning: EngineTuning) -> None:
+        """Switch the GPU overlap (:class:`~.torch_overlap.EngineTuning`) between batches; decode graphs re-captured if needed.
+
+        Raises:
+            ValueError, RuntimeError: see :func:`~.torch_overlap.side_stream`.
+        """
+        if tuning.encoder_sms != self.tuning.encoder_sms:
+            if self._side is not None:
+                self._side.synchronize()  # nothing of the old stream's is still running
+            self._side, self._green = side_stream(self._device, tuning.encoder_sms)
+        with torch.inference_mode():
+            self._decoder.set_fused_qkv(tuning.decode_fused_qkv)
+        self.tuning = tuning
 
     def generate(
         self,
@@ -289,9 +305,14 @@ class TorchEngine(TokenizerText, NoWordAlignment):
 
     @torch.inference_mode()
     def _launch_encoder(self, chunk: _Chunk, overlap: bool) -> tuple[torch.Tensor, torch.cuda.Event | None]:
-        """Log-Mel + encoder of ``chunk`` (``[bucket, 1500, d]``) and the event of its end (side stream: ``overlap``)."""
+        """Log-Mel + encoder of ``chunk`` and the event of its end (side stream: ``overlap``).
+
+        The encoder output ``[bucket, 1500, d]``, or with ``tuning.cross_kv_on_side`` its cross-attention
+        keys/values ``[layers, 2, bucket, H, 1500, d/H]`` (:meth:`StaticDecoder.cross_kv`).
+        """
+        early_kv = self._decoder.cross_kv if self.tuning.cross_kv_on_side else (lambda encoded: encoded)
         if self._side is None or not overlap:
-            return self._encoder(self._features(chunk.audio)), None
+            return early_kv(self._encoder(self._features(chunk.audio))), None
         slot = self._slot = 1 - self._slot
         copied = self._copied[slot]
         if copied is not None:
@@ -303,7 +324,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             event = torch.cuda.Event()
             event.record()
             self._copied[slot] = event
-            encoded = self._encoder(log_mel_torch(batch, self._filters).to(self._model.dtype))
+            encoded = early_kv(self._encoder(log_mel_torch(batch, self._filters).to(self._model.dtype)))
             finished = torch.cuda.Event()
             finished.record()
         encoded.record_stream(self._decoder.stream or torch.cuda.current_stream())
@@ -329,7 +350,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     def _decode_chunk(
         self, chunk: _Chunk, encoded: torch.Tensor, timestamps: bool, temperature: float
     ) -> list[Hypothesis]:
-        self._decoder.set_cross(encoded)
+        if self.tuning.cross_kv_on_side:
+            self._decoder.set_cross_kv(encoded)
+        else:
+            self._decoder.set_cross(encoded)
         prompts, penalties = chunk.prompts, chunk.penalties
         languages: list[str | None] = [p.language for p in prompts]
         if self._specials.multilingual and any(lang is None for lang in languages):
