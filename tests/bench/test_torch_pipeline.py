@@ -72,24 +72,27 @@ def test_overlap_tunings_decode_the_tokens_of_the_untuned_engine(tiny) -> None:
     engine, windows = tiny
     n = len(windows)
     base = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
-    for label in ("kv", "qkv+kv"):
-        engine.tune(EngineTuning.parse(label))
-        try:
-            tuned = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
-            streamed = [h for part in engine.decode_windows([windows[:1], windows[1:]], PROMPT) for h in _tokens(part)]
-        finally:
-            engine.tune(EngineTuning())
-        assert tuned == streamed == base, label
+    engine.tune(EngineTuning(cross_kv_on_side=True, decode_fused_qkv=True))
+    try:
+        tuned = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
+        streamed = [h for part in engine.decode_windows([windows[:1], windows[1:]], PROMPT) for h in _tokens(part)]
+    finally:
+        engine.tune(EngineTuning())
+    assert tuned == streamed == base
     assert not engine._decoder.qkv  # back to three projections
 
 
 def test_tuning_labels_round_trip_and_unknown_parts_are_refused() -> None:
-    tuning = EngineTuning.parse("sms112+kv+qkv")
-    assert tuning == EngineTuning(encoder_sms=112, cross_kv_on_side=True, decode_fused_qkv=True)
+    tuning = EngineTuning.parse("sms112+gemm104+kv+qkv+pin")
+    assert tuning == EngineTuning(
+        112, cross_kv_on_side=True, decode_fused_qkv=True, encoder_gemm_sms=104, inflight_staged=True
+    )
     assert EngineTuning.parse(tuning.label()) == tuning
     assert EngineTuning.parse("base") == EngineTuning()
-    with pytest.raises(ValueError, match="parts are base, kv, qkv and one sms<N>"):
+    with pytest.raises(ValueError, match="parts are base, kv, qkv, pin, one sms<N>, one gemm<N>"):
         EngineTuning.parse("sms112+fp8")
+    with pytest.raises(ValueError, match="one sms<N>"):
+        EngineTuning.parse("sms112+sms104")
 
 
 def test_decode_windows_yields_one_list_per_batch_in_order(tiny) -> None:

@@ -43,10 +43,10 @@ from whisper_build.serving.engines.tokens import (
     language_token_ids,
 )
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
-from whisper_build.serving.engines.torch_features import N_FFT, log_mel_torch
+from whisper_build.serving.engines.torch_features import N_FFT, fill_windows, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
-from whisper_build.serving.engines.torch_overlap import EngineTuning, side_stream
+from whisper_build.serving.engines.torch_overlap import EngineTuning, gemm_sm_target, side_stream
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -80,15 +80,12 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             a GPU, or an unknown ``compute_type``.
 
     Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``,
-    optional ``generation_config.json``) as it is, e.g. what a fine-tuning run saves, with no
-    conversion. A batch is split into batch buckets (:mod:`.buckets`: powers of two up to
-    ``max_engine_batch``) and each chunk is padded to its bucket; per chunk, log-Mel features are
-    computed on the device (``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), the
-    encoder runs once (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values are
-    computed once per window, and the decoder (:mod:`.torch_graphs`) runs the prompt eagerly and
-    every later token as one replay of the bucket's CUDA graph (``cuda_graphs``; eager fall-back and on
-    the CPU: the same step op by op). Every bucket is captured and the encoder compiled in
-    ``__init__``, i.e. before Triton reports the model ready.
+    optional ``generation_config.json``) as it is, with no conversion. A batch is split into batch
+    buckets (:mod:`.buckets`), each padded; per chunk: log-Mel on the device, the encoder
+    (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values once per window, the
+    prompt eagerly and every later token as one replay of the bucket's CUDA graph (:mod:`.torch_graphs`;
+    eager on the CPU). Everything is captured and compiled in ``__init__``, before Triton reports ready.
+    :meth:`tune` switches how the encoder shares the GPU with the decode (:mod:`.torch_overlap`).
 
     Decoding follows openai/whisper ``decoding.py`` (:mod:`.torch_logits`): suppressed and begin-suppressed
     tokens, timestamp rules when timestamps are asked, repetition penalty, greedy at temperature 0 and
@@ -182,11 +179,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         return model.to(dtype)
 
     def tune(self, tuning: EngineTuning) -> None:
-        """Switch the GPU overlap (:class:`~.torch_overlap.EngineTuning`) between batches; decode graphs re-captured if needed.
-
-        Raises:
-            ValueError, RuntimeError: see :func:`~.torch_overlap.side_stream`.
-        """
+        """Switch the GPU overlap between batches (:class:`~.torch_overlap.EngineTuning`; errors: :func:`~.torch_overlap.side_stream`)."""
         if tuning.encoder_sms != self.tuning.encoder_sms:
             if self._side is not None:
                 self._side.synchronize()  # nothing of the old stream's is still running
@@ -313,18 +306,9 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         early_kv = self._decoder.cross_kv if self.tuning.cross_kv_on_side else (lambda encoded: encoded)
         if self._side is None or not overlap:
             return early_kv(self._encoder(self._features(chunk.audio))), None
-        slot = self._slot = 1 - self._slot
-        copied = self._copied[slot]
-        if copied is not None:
-            copied.synchronize()  # the slot's last copy to the device has finished reading it
-        host = self._fill(slot, chunk.audio)
         self._side.wait_stream(torch.cuda.current_stream())  # the weights and buffers are ready
-        with torch.cuda.stream(self._side):
-            batch = host.to(self._device, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            self._copied[slot] = event
-            encoded = early_kv(self._encoder(log_mel_torch(batch, self._filters).to(self._model.dtype)))
+        with torch.cuda.stream(self._side), gemm_sm_target(self._device, self.tuning.encoder_gemm_sms):
+            encoded = early_kv(self._encoder(self._staged_features(chunk.audio)))
             finished = torch.cuda.Event()
             finished.record()
         encoded.record_stream(self._decoder.stream or torch.cuda.current_stream())
@@ -392,14 +376,23 @@ class TorchEngine(TokenizerText, NoWordAlignment):
 
     def _fill(self, slot: int, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
         """``audio`` zero-padded to 30 s into pinned slot ``slot`` (``[b, 480000]`` float32 view)."""
-        host = self._host_audio[slot, : len(audio)]
-        for row, window in zip(host.numpy(), audio, strict=True):
-            if window.ndim != 1:
-                raise ValueError(f"audio window must be 1-D, got shape {window.shape}")
-            n = min(len(window), N_SAMPLES)
-            row[:n] = window[:n]
-            row[n:] = 0.0
-        return host
+        return fill_windows(self._host_audio[slot, : len(audio)], audio)
+
+    def _staged_features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream (GPU), no host wait on the copy.
+
+        The windows go through one of two pinned slots, in turn: the host fills one while the other's
+        copy to the device may still run.
+        """
+        slot = self._slot = 1 - self._slot
+        copied = self._copied[slot]
+        if copied is not None:
+            copied.synchronize()  # the slot's last copy to the device has finished reading it
+        batch = self._fill(slot, audio).to(self._device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._copied[slot] = event
+        return log_mel_torch(batch, self._filters).to(self._model.dtype)
 
     def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
         """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream, blocking on the copy."""

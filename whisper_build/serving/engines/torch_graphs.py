@@ -77,15 +77,11 @@ class StaticDecoder:
             attends over the whole cache every step, as before spans.
 
     Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
-    ``generate(cache_implementation="static")``: measurements on an H200 (transformers 5.17,
-    torch 2.11) found generate's own compile 2.3× short of the target at batch 1 and no better with an
-    explicit ``CompileConfig(mode="reduce-overhead")``; compiling by hand beside generate behaves
-    differently across versions; and an encoder-decoder static cache under cudagraph trees can hand back
-    "tensor output of CUDAGraphs … overwritten" unless the cross-attention cache is filled outside
-    capture (transformers PR #48199). A hand-captured step over buffers this module owns has none of
-    those traps: the graph is recorded once per bucket at start-up, reads and writes only the
-    buffers below, and depends on no transformers cache class or compile heuristics — only on the
-    ``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``), which it reuses.
+    ``generate(cache_implementation="static")``: on an H200 (transformers 5.17, torch 2.11) generate's
+    own compile was 2.3× short of the target at batch 1, compile beside generate differs across versions,
+    and an encoder-decoder static cache under cudagraph trees can hand back "tensor output of CUDAGraphs
+    … overwritten" (transformers PR #48199). A step captured by hand over buffers this module owns
+    depends only on the ``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``).
 
     Per layer the buffers are: self-attention keys/values ``[B, H, 448, d/H]`` (448 = Whisper's
     ``max_target_positions``) and cross-attention keys/values ``[B, H, 1500, d/H]``, ``B`` = the

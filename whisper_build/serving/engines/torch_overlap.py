@@ -10,11 +10,15 @@ Docs: docs/engines.md, "The `torch` engine's decode path".
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 
-__all__ = ["SM_GRANULE", "EngineTuning", "side_stream"]
+__all__ = ["SM_GRANULE", "EngineTuning", "gemm_sm_target", "side_stream"]
 
 SM_GRANULE = 8
 """SMs come in groups of 8 in a green context on compute capability 9.x (CUDA driver API, ``cuDevSmResourceSplitByCount``)."""
@@ -31,31 +35,45 @@ class EngineTuning:
             right after the encoder on its stream, so the decode only copies them into its cache.
         decode_fused_qkv: one ``[d, 3d]`` matrix product for the decode step's self-attention
             query/key/value projections instead of three (graphs are captured again).
+        encoder_gemm_sms: cuBLAS/cuBLASLt plan the encoder's matrix products for this many SMs
+            (:func:`gemm_sm_target`; persistent GEMM grids sized for the whole GPU run a second
+            wave on a partition); ``None`` = the GPU's count.
+        inflight_staged: the in-flight scheduler's encoder passes copy their windows from pinned
+            slots without a host wait (as static batches do), so its one thread keeps launching steps.
     """
 
     encoder_sms: int | None = None
     cross_kv_on_side: bool = False
     decode_fused_qkv: bool = False
+    encoder_gemm_sms: int | None = None
+    inflight_staged: bool = False
 
     def label(self) -> str:
-        """Short name for a benchmark table, e.g. ``sms112+kv+qkv`` (``base`` = the defaults)."""
+        """Short name for a benchmark table, e.g. ``sms112+gemm112+kv+qkv`` (``base`` = the defaults)."""
         parts = [f"sms{self.encoder_sms}"] if self.encoder_sms else []
-        parts += ["kv"] * self.cross_kv_on_side + ["qkv"] * self.decode_fused_qkv
+        parts += [f"gemm{self.encoder_gemm_sms}"] if self.encoder_gemm_sms else []
+        parts += ["kv"] * self.cross_kv_on_side + ["qkv"] * self.decode_fused_qkv + ["pin"] * self.inflight_staged
         return "+".join(parts) or "base"
 
     @classmethod
     def parse(cls, label: str) -> EngineTuning:
-        """The tuning a :meth:`label` names (``base``, ``kv``, ``qkv``, ``sms<N>``, joined by ``+``).
+        """The tuning a :meth:`label` names (``base``, ``kv``, ``qkv``, ``pin``, ``sms<N>``, ``gemm<N>``, joined by ``+``).
 
         Raises:
             ValueError: an unknown part, with the parts that exist.
         """
         parts = set(label.split("+")) - {"base"}
-        sms = [p for p in parts if p.startswith("sms") and p[3:].isdigit()]
-        unknown = parts - {"kv", "qkv", *sms}
-        if unknown or len(sms) > 1:
-            raise ValueError(f"tuning {label!r}: parts are base, kv, qkv and one sms<N> (e.g. sms112+kv)")
-        return cls(int(sms[0][3:]) if sms else None, "kv" in parts, "qkv" in parts)
+        numbers = {
+            prefix: [int(p[len(prefix) :]) for p in parts if p.startswith(prefix) and p[len(prefix) :].isdigit()]
+            for prefix in ("sms", "gemm")
+        }
+        known = {"kv", "qkv", "pin", *(f"{k}{n}" for k, ns in numbers.items() for n in ns)}
+        if parts - known or any(len(ns) > 1 for ns in numbers.values()):
+            raise ValueError(
+                f"tuning {label!r}: parts are base, kv, qkv, pin, one sms<N>, one gemm<N> (e.g. sms112+kv)"
+            )
+        sms, gemm = (ns[0] if ns else None for ns in numbers.values())
+        return cls(sms, "kv" in parts, "qkv" in parts, gemm, "pin" in parts)
 
 
 def side_stream(device: torch.device, encoder_sms: int | None) -> tuple[torch.cuda.Stream | None, object | None]:
@@ -90,3 +108,35 @@ def side_stream(device: torch.device, encoder_sms: int | None) -> tuple[torch.cu
         finally:
             context.pop_context()
     return stream, context
+
+
+@cache
+def _cublas() -> ctypes.CDLL:
+    """The cuBLAS library this process already loaded (PyTorch's), found in ``/proc/self/maps``."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "/libcublas.so" in line}
+    if not paths:
+        raise RuntimeError("encoder_gemm_sms: no cuBLAS loaded in this process (run a matrix product first)")
+    return ctypes.CDLL(sorted(paths)[0])
+
+
+@contextlib.contextmanager
+def gemm_sm_target(device: torch.device, sms: int | None) -> Iterator[None]:
+    """Matrix products launched inside plan their grids for ``sms`` SMs; ``None`` or the CPU: no change.
+
+    cuBLASLt through PyTorch's SM carve-out, cuBLAS through ``cublasSetSmCountTarget`` on this thread's
+    handle; both restored on exit (kernels already captured in a CUDA graph keep their grids).
+    """
+    if sms is None or device.type != "cuda":
+        yield
+        return
+    total = torch.cuda.get_device_properties(device).multi_processor_count
+    previous = torch._C._get_sm_carveout_experimental()
+    handle = ctypes.c_void_p(torch.cuda.current_blas_handle())
+    torch._C._set_sm_carveout_experimental(total - sms)
+    _cublas().cublasSetSmCountTarget(handle, ctypes.c_int(sms))
+    try:
+        yield
+    finally:
+        _cublas().cublasSetSmCountTarget(handle, ctypes.c_int(0))
+        torch._C._set_sm_carveout_experimental(previous)
