@@ -161,6 +161,7 @@ def sweep(engine, labels: list[str], batch: int, batches: int, new_tokens: int, 
         except Exception as exc:  # noqa: BLE001 - one failed tuning must not lose the others' figures
             emit({"workload": "dense", "tuning": label, "error": repr(exc)})
             rows.append([label, "error: " + repr(exc)[:60]])
+        print("row: " + " | ".join(rows[-1]), flush=True)  # a run cut short still shows its rows
     head = ["tuning", "static w/s", "ms/batch", *(["inflight w/s"] if inflight else []), "enc ms", "dec ms"]
     print("\n" + "\n".join(" | ".join(f"{c:>12}" for c in r) for r in [head, *rows]), flush=True)
 

@@ -133,8 +133,9 @@ def gemm_sm_target(device: torch.device, sms: int | None) -> Iterator[None]:
     total = torch.cuda.get_device_properties(device).multi_processor_count
     previous = torch._C._get_sm_carveout_experimental()
     handle = ctypes.c_void_p(torch.cuda.current_blas_handle())
+    if status := _cublas().cublasSetSmCountTarget(handle, ctypes.c_int(sms)):
+        raise RuntimeError(f"encoder_gemm_sms: cublasSetSmCountTarget({sms}) failed with cuBLAS status {status}")
     torch._C._set_sm_carveout_experimental(total - sms)
-    _cublas().cublasSetSmCountTarget(handle, ctypes.c_int(sms))
     try:
         yield
     finally:
