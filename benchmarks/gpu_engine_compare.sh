@@ -10,6 +10,8 @@
 #   run command "cd .gpucarry-eng && bash after/benchmarks/gpu_engine_compare.sh" carry [".gpucarry-eng"]
 # It runs benchmarks/gpu_engine_sustained.py on the "before" engine, then on the "after" one; results in
 # $OUT: sustained_before.json, sustained_after.json, dmon.txt, log.txt (~6 min).
+# A tuning sweep of this engine alone (EngineTuning labels; "base" = the engine as before):
+#   GPU_COMPARE_LABELS=after GPU_COMPARE_TIMEOUT=420 GPU_COMPARE_ARGS="--batch-sizes 64 --tunings base,kv,..." bash ...
 set -u
 if [ "${1:-}" = "--stage" ]; then
   set -e
@@ -38,7 +40,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 nvidia-smi dmon -s u -d 1 > "$OUT/dmon.txt" 2>&1 &
 dmon=$!
 status=0; root=$PWD
-for label in before after; do
+for label in ${GPU_COMPARE_LABELS:-before after}; do
   echo "== $label: engine from $root/$label/whisper_build"
   # shellcheck disable=SC2086
   (cd "$root/$label" && PYTHONPATH=/tmp/site timeout "${GPU_COMPARE_TIMEOUT:-270}" python3 -m benchmarks.gpu_engine_sustained \

@@ -135,6 +135,37 @@ def breakdown(engine, batch: int, new_tokens: int, repeats: int = 3) -> dict:
     return {k.replace("_s", "_ms"): 1000 * statistics.median(s[k] for s in stages) for k in stages[0]}
 
 
+def sweep(engine, labels: list[str], batch: int, batches: int, new_tokens: int, inflight: bool, emit) -> None:
+    """Each tuning (:class:`~whisper_build.serving.engines.torch_overlap.EngineTuning` label) on the same engine.
+
+    Per tuning: dense static pipelined batches, then (``inflight``) the in-flight scheduler with the
+    encoder beside the decode; a tuning that fails (e.g. no green contexts) gets an error record.
+    Ends with a compact table on stdout.
+    """
+    from whisper_build.serving.engines.torch_overlap import EngineTuning
+
+    dense, rows = [new_tokens] * (batch * batches), []
+    for label in labels:
+        try:
+            engine.tune(EngineTuning.parse(label))
+            static = sustained(engine, batch, batches, dense, True)
+            emit({"workload": "dense", "path": "decode_windows", "tuning": label, **static})
+            row = [label, f"{static['windows_per_s']:.1f}", f"{static['ms_per_batch']:.0f}"]
+            if inflight:
+                flight = sustained_inflight(engine, batch, dense, None, True)
+                emit({"workload": "dense", "path": "inflight", "tuning": label, **flight})
+                row.append(f"{flight['windows_per_s']:.1f}")
+            stages = breakdown(engine, batch, new_tokens, repeats=2)
+            emit({"workload": "dense", "path": "stages", "tuning": label, "batch": batch, **stages})
+            rows.append([*row, *(f"{stages[k]:.0f}" for k in ("encoder_ms", "decode_ms"))])
+        except Exception as exc:  # noqa: BLE001 - one failed tuning must not lose the others' figures
+            emit({"workload": "dense", "tuning": label, "error": repr(exc)})
+            rows.append([label, "error: " + repr(exc)[:60]])
+        print("row: " + " | ".join(rows[-1]), flush=True)  # a run cut short still shows its rows
+    head = ["tuning", "static w/s", "ms/batch", *(["inflight w/s"] if inflight else []), "enc ms", "dec ms"]
+    print("\n" + "\n".join(" | ".join(f"{c:>12}" for c in r) for r in [head, *rows]), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Load the engine once, print and write one JSON record per measurement (``--out``)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -157,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-encoder-batch", type=int, default=None, help="in-flight: most arrivals per encoder pass")
     p.add_argument(
         "--encoder-overlap", default="on,off", help="in-flight: encoder beside the decode (GPU): on, off or both"
+    )
+    p.add_argument(
+        "--tunings",
+        default="",
+        help="instead of the usual records: a sweep of EngineTuning labels, e.g. base,kv,sms112+kv (dense, largest batch)",
     )
     args = p.parse_args(argv)
     import torch
@@ -192,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         print("no in-flight scheduler in this engine: static batches only", flush=True)
         inflight = False
     batch = max(args.batch_sizes)
+    if args.tunings:
+        sweep(engine, args.tunings.split(","), batch, args.batches, args.new_tokens, inflight, emit)
+        return 0
     dense = [args.new_tokens] * (batch * args.batches) if pipelined else None
     workloads = {"dense": dense, "mixed": mixed_lengths(batch * args.batches) if pipelined else None}
     static_rate: dict[str, float] = {}  # static windows/s at the largest batch, per workload

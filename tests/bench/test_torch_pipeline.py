@@ -3,7 +3,7 @@
 Real tiny.en weights (the bundled CTranslate2 tiny.en mapped to the transformers layout) on espeak-ng
 speech: the pipelined stream of batches (:meth:`TorchEngine.decode_windows`) and self-attention over
 the filled part of the cache decode the very token ids that ``generate`` with whole-cache attention
-does. The benchmark mode's per-window token counts (the mixed-length workload) on a tiny random model.
+does, and so do the GPU-overlap tunings (cross K/V beside the encoder, fused QKV). The benchmark mode's per-window token counts (the mixed-length workload) on a tiny random model.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from benchmarks.speech import utterances  # noqa: E402
 from whisper_build.serving.engines import EngineParams  # noqa: E402
 from whisper_build.serving.engines.torch_engine import TorchEngine  # noqa: E402
 from whisper_build.serving.engines.torch_graphs import attention_spans  # noqa: E402
+from whisper_build.serving.engines.torch_overlap import EngineTuning  # noqa: E402
 from whisper_build.serving.prompt import DecodePrompt  # noqa: E402
 from whisper_build.workstation.ct2_whisper_to_hf import write_hf_checkpoint  # noqa: E402
 
@@ -65,6 +66,33 @@ def test_pipelined_and_span_limited_decodes_match_whole_cache_generate(tiny) -> 
     batches = [windows[:1], windows[1:]]
     streamed = [h for part in engine.decode_windows(iter(batches), PROMPT) for h in _tokens(part)]
     assert streamed == whole
+
+
+def test_overlap_tunings_decode_the_tokens_of_the_untuned_engine(tiny) -> None:
+    engine, windows = tiny
+    n = len(windows)
+    base = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
+    engine.tune(EngineTuning(cross_kv_on_side=True, decode_fused_qkv=True))
+    try:
+        tuned = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
+        streamed = [h for part in engine.decode_windows([windows[:1], windows[1:]], PROMPT) for h in _tokens(part)]
+    finally:
+        engine.tune(EngineTuning())
+    assert tuned == streamed == base
+    assert not engine._decoder.qkv  # back to three projections
+
+
+def test_tuning_labels_round_trip_and_unknown_parts_are_refused() -> None:
+    tuning = EngineTuning.parse("sms112+gemm104+kv+qkv+pin")
+    assert tuning == EngineTuning(
+        112, cross_kv_on_side=True, decode_fused_qkv=True, encoder_gemm_sms=104, inflight_staged=True
+    )
+    assert EngineTuning.parse(tuning.label()) == tuning
+    assert EngineTuning.parse("base") == EngineTuning()
+    with pytest.raises(ValueError, match="parts are base, kv, qkv, pin, one sms<N>, one gemm<N>"):
+        EngineTuning.parse("sms112+fp8")
+    with pytest.raises(ValueError, match="one sms<N>"):
+        EngineTuning.parse("sms112+sms104")
 
 
 def test_decode_windows_yields_one_list_per_batch_in_order(tiny) -> None:

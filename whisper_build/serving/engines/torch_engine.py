@@ -43,9 +43,10 @@ from whisper_build.serving.engines.tokens import (
     language_token_ids,
 )
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
-from whisper_build.serving.engines.torch_features import N_FFT, log_mel_torch
+from whisper_build.serving.engines.torch_features import N_FFT, fill_windows, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
+from whisper_build.serving.engines.torch_overlap import EngineTuning, gemm_sm_target, side_stream
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -79,15 +80,12 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             a GPU, or an unknown ``compute_type``.
 
     Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``,
-    optional ``generation_config.json``) as it is, e.g. what a fine-tuning run saves, with no
-    conversion. A batch is split into batch buckets (:mod:`.buckets`: powers of two up to
-    ``max_engine_batch``) and each chunk is padded to its bucket; per chunk, log-Mel features are
-    computed on the device (``torch.stft``, openai/whisper ``audio.py`` ``log_mel_spectrogram``), the
-    encoder runs once (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values are
-    computed once per window, and the decoder (:mod:`.torch_graphs`) runs the prompt eagerly and
-    every later token as one replay of the bucket's CUDA graph (``cuda_graphs``; eager fall-back and on
-    the CPU: the same step op by op). Every bucket is captured and the encoder compiled in
-    ``__init__``, i.e. before Triton reports the model ready.
+    optional ``generation_config.json``) as it is, with no conversion. A batch is split into batch
+    buckets (:mod:`.buckets`), each padded; per chunk: log-Mel on the device, the encoder
+    (:mod:`.torch_encoder`, compiled at start-up), cross-attention keys/values once per window, the
+    prompt eagerly and every later token as one replay of the bucket's CUDA graph (:mod:`.torch_graphs`;
+    eager on the CPU). Everything is captured and compiled in ``__init__``, before Triton reports ready.
+    :meth:`tune` switches how the encoder shares the GPU with the decode (:mod:`.torch_overlap`).
 
     Decoding follows openai/whisper ``decoding.py`` (:mod:`.torch_logits`): suppressed and begin-suppressed
     tokens, timestamp rules when timestamps are asked, repetition penalty, greedy at temperature 0 and
@@ -145,7 +143,8 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self._host_audio = torch.zeros((2, self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=cuda)
         self._slot = 0
         self._copied: list[torch.cuda.Event | None] = [None, None]
-        self._side = torch.cuda.Stream(self._device) if cuda else None
+        self.tuning = EngineTuning()
+        self._side, self._green = side_stream(self._device, None)
         self.mode = decode_mode(params.cuda_graphs, self._device.type)
         started = time.perf_counter()
         self._encoder = FusedEncoder(self._model, params.encoder_compile if self._device.type == "cuda" else "none")
@@ -178,6 +177,16 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         with self._device:
             model = WhisperForConditionalGeneration(config)
         return model.to(dtype)
+
+    def tune(self, tuning: EngineTuning) -> None:
+        """Switch the GPU overlap between batches (:class:`~.torch_overlap.EngineTuning`; errors: :func:`~.torch_overlap.side_stream`)."""
+        if tuning.encoder_sms != self.tuning.encoder_sms:
+            if self._side is not None:
+                self._side.synchronize()  # nothing of the old stream's is still running
+            self._side, self._green = side_stream(self._device, tuning.encoder_sms)
+        with torch.inference_mode():
+            self._decoder.set_fused_qkv(tuning.decode_fused_qkv)
+        self.tuning = tuning
 
     def generate(
         self,
@@ -289,21 +298,17 @@ class TorchEngine(TokenizerText, NoWordAlignment):
 
     @torch.inference_mode()
     def _launch_encoder(self, chunk: _Chunk, overlap: bool) -> tuple[torch.Tensor, torch.cuda.Event | None]:
-        """Log-Mel + encoder of ``chunk`` (``[bucket, 1500, d]``) and the event of its end (side stream: ``overlap``)."""
+        """Log-Mel + encoder of ``chunk`` and the event of its end (side stream: ``overlap``).
+
+        The encoder output ``[bucket, 1500, d]``, or with ``tuning.cross_kv_on_side`` its cross-attention
+        keys/values ``[layers, 2, bucket, H, 1500, d/H]`` (:meth:`StaticDecoder.cross_kv`).
+        """
+        early_kv = self._decoder.cross_kv if self.tuning.cross_kv_on_side else (lambda encoded: encoded)
         if self._side is None or not overlap:
-            return self._encoder(self._features(chunk.audio)), None
-        slot = self._slot = 1 - self._slot
-        copied = self._copied[slot]
-        if copied is not None:
-            copied.synchronize()  # the slot's last copy to the device has finished reading it
-        host = self._fill(slot, chunk.audio)
+            return early_kv(self._encoder(self._features(chunk.audio))), None
         self._side.wait_stream(torch.cuda.current_stream())  # the weights and buffers are ready
-        with torch.cuda.stream(self._side):
-            batch = host.to(self._device, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            self._copied[slot] = event
-            encoded = self._encoder(log_mel_torch(batch, self._filters).to(self._model.dtype))
+        with torch.cuda.stream(self._side), gemm_sm_target(self._device, self.tuning.encoder_gemm_sms):
+            encoded = early_kv(self._encoder(self._staged_features(chunk.audio)))
             finished = torch.cuda.Event()
             finished.record()
         encoded.record_stream(self._decoder.stream or torch.cuda.current_stream())
@@ -329,7 +334,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     def _decode_chunk(
         self, chunk: _Chunk, encoded: torch.Tensor, timestamps: bool, temperature: float
     ) -> list[Hypothesis]:
-        self._decoder.set_cross(encoded)
+        if self.tuning.cross_kv_on_side:
+            self._decoder.set_cross_kv(encoded)
+        else:
+            self._decoder.set_cross(encoded)
         prompts, penalties = chunk.prompts, chunk.penalties
         languages: list[str | None] = [p.language for p in prompts]
         if self._specials.multilingual and any(lang is None for lang in languages):
@@ -368,14 +376,23 @@ class TorchEngine(TokenizerText, NoWordAlignment):
 
     def _fill(self, slot: int, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
         """``audio`` zero-padded to 30 s into pinned slot ``slot`` (``[b, 480000]`` float32 view)."""
-        host = self._host_audio[slot, : len(audio)]
-        for row, window in zip(host.numpy(), audio, strict=True):
-            if window.ndim != 1:
-                raise ValueError(f"audio window must be 1-D, got shape {window.shape}")
-            n = min(len(window), N_SAMPLES)
-            row[:n] = window[:n]
-            row[n:] = 0.0
-        return host
+        return fill_windows(self._host_audio[slot, : len(audio)], audio)
+
+    def _staged_features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream (GPU), no host wait on the copy.
+
+        The windows go through one of two pinned slots, in turn: the host fills one while the other's
+        copy to the device may still run.
+        """
+        slot = self._slot = 1 - self._slot
+        copied = self._copied[slot]
+        if copied is not None:
+            copied.synchronize()  # the slot's last copy to the device has finished reading it
+        batch = self._fill(slot, audio).to(self._device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._copied[slot] = event
+        return log_mel_torch(batch, self._filters).to(self._model.dtype)
 
     def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
         """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream, blocking on the copy."""

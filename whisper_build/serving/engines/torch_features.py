@@ -7,9 +7,11 @@ Docs: docs/engines.md, "The `torch` engine's decode path".
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
-__all__ = ["HOP_LENGTH", "N_FFT", "log_mel_torch"]
+__all__ = ["HOP_LENGTH", "N_FFT", "fill_windows", "log_mel_torch"]
 
 N_FFT = 400
 """STFT size (25 ms at 16 kHz), openai/whisper ``audio.py``."""
@@ -34,3 +36,17 @@ def log_mel_torch(audio: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
     log_spec = torch.clamp(filters @ power, min=1e-10).log10()
     log_spec = torch.maximum(log_spec, log_spec.amax(dim=(1, 2), keepdim=True) - 8.0)
     return (log_spec + 4.0) / 4.0
+
+
+def fill_windows(host: torch.Tensor, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
+    """``audio`` (1-D float32 windows) into ``host`` (``[len(audio), N]`` float32 CPU), cut or zero-padded to ``N``.
+
+    Returns ``host``. Raises ValueError: a window that is not 1-D.
+    """
+    for row, window in zip(host.numpy(), audio, strict=True):
+        if window.ndim != 1:
+            raise ValueError(f"audio window must be 1-D, got shape {window.shape}")
+        n = min(len(window), row.shape[0])
+        row[:n] = window[:n]
+        row[n:] = 0.0
+    return host

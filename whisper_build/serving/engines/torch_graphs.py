@@ -77,15 +77,11 @@ class StaticDecoder:
             attends over the whole cache every step, as before spans.
 
     Why by hand (``torch.cuda.CUDAGraph``) rather than ``torch.compile(mode="reduce-overhead")`` or
-    ``generate(cache_implementation="static")``: measurements on an H200 (transformers 5.17,
-    torch 2.11) found generate's own compile 2.3× short of the target at batch 1 and no better with an
-    explicit ``CompileConfig(mode="reduce-overhead")``; compiling by hand beside generate behaves
-    differently across versions; and an encoder-decoder static cache under cudagraph trees can hand back
-    "tensor output of CUDAGraphs … overwritten" unless the cross-attention cache is filled outside
-    capture (transformers PR #48199). A hand-captured step over buffers this module owns has none of
-    those traps: the graph is recorded once per bucket at start-up, reads and writes only the
-    buffers below, and depends on no transformers cache class or compile heuristics — only on the
-    ``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``), which it reuses.
+    ``generate(cache_implementation="static")``: on an H200 (transformers 5.17, torch 2.11) generate's
+    own compile was 2.3× short of the target at batch 1, compile beside generate differs across versions,
+    and an encoder-decoder static cache under cudagraph trees can hand back "tensor output of CUDAGraphs
+    … overwritten" (transformers PR #48199). A step captured by hand over buffers this module owns
+    depends only on the ``WhisperForConditionalGeneration`` parameter layout (``modeling_whisper.py``).
 
     Per layer the buffers are: self-attention keys/values ``[B, H, 448, d/H]`` (448 = Whisper's
     ``max_target_positions``) and cross-attention keys/values ``[B, H, 1500, d/H]``, ``B`` = the
@@ -147,6 +143,7 @@ class StaticDecoder:
         self.logit_weight = torch.cat([weight, weight.new_zeros(pad, weight.shape[1])]) if pad else weight
         self.static_bytes = sum(t.numel() * t.element_size() for t in self._buffers())
         self.attention = attention
+        self.qkv: list[tuple[torch.Tensor, torch.Tensor]] = []  # fused self-attention projections (set_fused_qkv)
         self.graphs: dict[tuple[int, bool, int], torch.cuda.CUDAGraph] = {}
         # decode on a high-priority stream (graphs captured there keep its priority): where an encoder
         # runs beside it on another stream, the GPU schedules the decode's blocks first
@@ -167,10 +164,14 @@ class StaticDecoder:
 
     def set_cross(self, encoded: torch.Tensor) -> None:
         """Cross-attention keys/values of ``encoded`` (``[b, 1500, d]``, ``b`` a bucket) into the cache, eagerly."""
-        kv = self.cross_kv(encoded)
+        self.set_cross_kv(self.cross_kv(encoded))
+
+    def set_cross_kv(self, kv: torch.Tensor) -> None:
+        """Computed cross-attention keys/values (:meth:`cross_kv`, ``b`` a bucket) into the cache's first ``b`` rows."""
+        b = kv.shape[2]
         for i in range(len(self.cross_k)):
-            self.cross_k[i][: len(encoded)].copy_(kv[i, 0])
-            self.cross_v[i][: len(encoded)].copy_(kv[i, 1])
+            self.cross_k[i][:b].copy_(kv[i, 0])
+            self.cross_v[i][:b].copy_(kv[i, 1])
 
     def cross_kv(self, encoded: torch.Tensor) -> torch.Tensor:
         """Cross-attention keys/values ``[layers, 2, b, H, 1500, d/H]`` (a view) of ``encoded`` ``[b, 1500, d]``."""
@@ -178,10 +179,26 @@ class StaticDecoder:
         kv = F.linear(encoded, self.cross_weight, self.cross_bias)
         return kv.view(b, source, len(self.cross_k), 2, self.heads, self.head_dim).permute(2, 3, 0, 4, 1, 5)
 
-    def _qkv(self, layer: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def set_fused_qkv(self, fused: bool) -> None:
+        """Self-attention query/key/value as one ``[d, 3d]`` product (``fused``) or three; re-captures on a change."""
+        if fused == bool(self.qkv):
+            return
+        self.qkv = []
+        for layer in self.decoder.layers if fused else []:
+            a = layer.self_attn
+            bias = torch.cat([a.q_proj.bias, torch.zeros_like(a.q_proj.bias), a.v_proj.bias])
+            self.qkv.append((torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), bias))
+        if self.mode == "graphs":
+            self.capture_all()
+
+    def _qkv(self, layer: torch.nn.Module, x: torch.Tensor, i: int = 0) -> tuple[torch.Tensor, ...]:
         b, t, _ = x.shape
         h = layer.self_attn_layer_norm(x)
         attn = layer.self_attn
+        if self.qkv:
+            weight, bias = self.qkv[i]
+            fused = F.linear(h, weight, bias).view(b, t, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            return tuple(fused.unbind(0))
         return tuple(
             p(h).view(b, t, self.heads, self.head_dim).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj)
         )
@@ -231,7 +248,7 @@ class StaticDecoder:
         x = self._embed(s.token[:, None], s.pos[:, None])
         mask = (self.positions[None, :span] <= s.pos[:, None])[:, None, None, :]
         for i, layer in enumerate(self.decoder.layers):
-            q, k, v = self._qkv(layer, x)
+            q, k, v = self._qkv(layer, x, i)
             keys, values = self.self_k[i][:b], self.self_v[i][:b]
             keys[rows, :, s.pos] = k[:, :, 0]
             values[rows, :, s.pos] = v[:, :, 0]
@@ -257,7 +274,7 @@ class StaticDecoder:
         b, t = tokens.shape
         x = self._embed(tokens, self.positions[:t][None, :])
         for i, layer in enumerate(self.decoder.layers):
-            q, k, v = self._qkv(layer, x)
+            q, k, v = self._qkv(layer, x, i)
             if rows is None:
                 self.self_k[i][:b, :, :t].copy_(k)
                 self.self_v[i][:b, :, :t].copy_(v)

@@ -27,6 +27,7 @@ from whisper_build.serving.engines.inflight_window import PRIORITY_LEVELS, Deadl
 from whisper_build.serving.engines.tokens import build_prompt_ids, generated_ids
 from whisper_build.serving.engines.torch_engine import TorchEngine
 from whisper_build.serving.engines.torch_logits import RowState
+from whisper_build.serving.engines.torch_overlap import gemm_sm_target
 
 __all__ = ["PRIORITY_LEVELS", "DeadlineExceeded", "InflightScheduler", "Priority", "Window"]
 
@@ -314,8 +315,10 @@ class InflightScheduler:
         side = e._side if self.overlap else None
         if side is None:
             return d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals]))), None
-        with torch.cuda.stream(side):
-            kv = d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals])))
+        audio = [a.window.audio for a in arrivals]
+        with torch.cuda.stream(side), gemm_sm_target(e._device, e.tuning.encoder_gemm_sms):
+            features = e._staged_features(audio) if e.tuning.inflight_staged else e._features(audio)
+            kv = d.cross_kv(e._encoder(features))
             event = torch.cuda.Event()
             event.record()
         kv.record_stream(d.stream or torch.cuda.current_stream())
