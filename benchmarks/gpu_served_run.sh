@@ -79,5 +79,5 @@ timeout 560 python3 -m benchmarks.gpu_served --stage "$all" --out /tmp/gpu-serve
 status=$?
 python3 -m benchmarks.gpu_served --table /tmp/gpu-served/gpu_served.json | tee "$OUT/table.md"
 cp /tmp/gpu-served/gpu_served.json /tmp/gpu-served/checks_*.json "$OUT/" 2>/dev/null
-tar -C /tmp/gpu-served -czf "$OUT/details.tgz" --exclude='random-large-v3-turbo' --exclude='triton_*/backends' . 2>/dev/null
+tar -C /tmp/gpu-served -czf "$OUT/details.tgz" --exclude='random-large-v3-turbo' --exclude='mixed-audio' --exclude='triton_*/backends' . 2>/dev/null
 exit $status
