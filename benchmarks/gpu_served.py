@@ -1,9 +1,10 @@
-"""GPU figures through the served path (gateway → Triton → ``torch`` engine) beside Triton and in-process.
+"""GPU figures through the served path (gateway → Triton → ``torch`` engine) beside Triton, in-process and the engine alone.
 
-Triton is called directly and the same engine runs in-process, on the same single-window requests,
-for two models (``tiny.en`` with real weights, ``large-v3-turbo-random`` with production shapes and
-random weights). Run by ``benchmarks/gpu_served_run.sh`` on the GPU machine; ``--device cpu`` for
-a smoke run. Entry point: :func:`main` (what it starts, measures and writes: its docstring).
+One run gives the served-path report: per workload (dense, mixed) of the random-weight large-v3-turbo,
+the engine alone, then closed-loop levels and open-loop rates on the same single-window requests
+(``tiny.en`` with real weights on request). Run by ``benchmarks/gpu_served_run.sh`` on the GPU machine;
+``--device cpu --random-shape tiny`` for a smoke run. Entry point: :func:`main` (what it starts,
+measures and writes: its docstring); the report: :mod:`benchmarks.gpu_served_report`.
 Docs: docs/benchmarks.md, "GPU, served path".
 """
 
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -32,7 +34,7 @@ from benchmarks.gpu_served_engine import (
     versions,
     workload_params,
 )
-from benchmarks.gpu_served_report import plot, report, saturating_record
+from benchmarks.gpu_served_report import plot, report, saturating_record, summary
 from benchmarks.gpu_whisper_random import random_model_dir
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.engines.random_lengths import MIXED
@@ -194,31 +196,6 @@ def run_model(
     return levels
 
 
-def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
-    """Records of the report's schema (docs/benchmarks.md, "GPU, served path") from bench levels.
-
-    ``mean_encoder_batch`` is Triton's batch where the rows are (static batches encode their batch).
-    """
-    records = []
-    for level in levels:
-        rows_source = level.get("rows_source")
-        records.append({
-            "target": level["target"], "model": model,
-            "concurrency": level["concurrency"] if level.get("rate_per_s") is None else None,
-            "rate_per_s": level.get("rate_per_s"), "offered_per_s": level.get("offered_per_s"),
-            "p50_s": level.get("latency_p50_s"), "p99_s": level.get("latency_p99_s"),
-            "windows_per_s": level.get("requests_per_s"), "rtfx": level.get("rtfx"),
-            "avg_batch": level.get("avg_batch_size"), "mean_active_rows": level.get("mean_active_rows"),
-            "mean_encoder_batch": level.get("avg_batch_size") if rows_source in ("triton_batch", "engine_calls") else None,
-            "rows_source": rows_source, "gpu_sm_util_pct": level.get("gpu_sm_util_pct"),
-            "send_lag_p99_s": level.get("send_lag_p99_s"), "clients": level.get("clients"),
-            "triton_ms": level.get("triton_ms"), "gateway_cpu_ms_per_request": level.get("gateway_cpu_ms_per_request"),
-            "ok": level.get("ok"), "requests": level.get("requests"),
-            "errors": level.get("errors"), **extra,
-        })  # fmt: skip
-    return records
-
-
 def served_models(
     tiny: Path,
     out: Path,
@@ -256,8 +233,8 @@ _OPTIONS = (  # flag, default (its type is the option's), help
     ("--models", "large-v3-turbo-random", "comma list of tiny.en, large-v3-turbo-random"),
     ("--workloads", "dense,mixed", "random-weight model: dense, mixed or both (tiny.en: dense)"),
     ("--concurrency", "1,64", "closed-loop levels (none = skip)"),
-    ("--duration", 5.0, "seconds per closed-loop level and target"),
-    ("--rate-fractions", "0.6,0.8,0.9,1.0,1.1,1.25", "open-loop rates, fractions of the workload's engine-alone best (none = skip)"),
+    ("--duration", 4.0, "seconds per closed-loop level and target"),
+    ("--rate-fractions", "0.5,0.75,0.9,1.05,1.2", "open-loop rates, fractions of the workload's engine-alone best (none = skip)"),
     ("--open-duration", 4.0, "seconds of arrivals per open-loop level"),
     ("--open-targets", "gateway,triton", "targets of the open-loop levels"),
     ("--clients", 4, "open-loop sending processes per target"),
@@ -289,10 +266,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workload_runs(
-    name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], gpu: GpuSampler
-) -> list[dict]:
-    """Every workload of the random-weight model: engine alone, then the served targets; their records."""
-    records: list[dict] = []
+    name: str,
+    params: EngineParams,
+    args: argparse.Namespace,
+    audio: list[Path],
+    gpu: GpuSampler,
+    records: list[dict],
+    save: Callable[[], None],
+) -> None:
+    """Every workload of the random-weight model: engine alone, then the served targets.
+
+    Appends their records to ``records`` and calls ``save`` after each workload (a run cut short keeps them).
+    """
     workloads = [w for w in WORKLOADS if w in args.workloads.split(",")]
     schedulers = args.schedulers.split(",")
     sizes = tuple(int(b) for b in args.engine_batch_sizes.split(","))
@@ -329,7 +314,7 @@ def _workload_runs(
                     run_model(name, served, args_once, files, {}, other), name, {**extra, "scheduler": schedulers[1]}
                 )
         print(f"{name} {workload}: {time.monotonic() - started:.0f} s", flush=True)
-    return records
+        save()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,22 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     records: list[dict] = []
     started = time.monotonic()
-    with GpuSampler(args.out / "dmon.txt") as gpu:
-        for name in args.models.split(","):
-            if name == "tiny.en":
-                run = {
-                    "label": name,
-                    "rates": [],
-                    "scheduler": args.schedulers.split(",")[0],
-                    "gpu": gpu,
-                    "targets": [],
-                }
-                records += summary(run_model(name, models[name], args, audio, references, run), name,
-                                   {"workload": "dense", "random_weights": False})  # fmt: skip
-            else:
-                records += _workload_runs(name, models[name], args, audio, gpu)
-    result = {
-        "versions": versions(), "wall_s": round(time.monotonic() - started),
+    result: dict[str, object] = {
+        "versions": versions(), "wall_s": None,
         "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
                      "instance_count": args.instance_count, "engine_max_batch": args.max_batch,
                      "schedulers": args.schedulers.split(","), "in_process": "no-delay batcher, same max"},
@@ -390,7 +361,21 @@ def main(argv: list[str] | None = None) -> int:
                    "requests": "single-window (one ≤ 30 s file per request)"},
         "audio": [a.name for a in audio], "records": records,
     }  # fmt: skip
-    (args.out / "gpu_served.json").write_text(json.dumps(result, indent=2))
+
+    def save() -> None:
+        result["wall_s"] = round(time.monotonic() - started)
+        (args.out / "gpu_served.json").write_text(json.dumps(result, indent=2))
+
+    with GpuSampler(args.out / "dmon.txt") as gpu:
+        for name in args.models.split(","):
+            if name == "tiny.en":
+                first = args.schedulers.split(",")[0]
+                run = {"label": name, "rates": [], "scheduler": first, "gpu": gpu, "targets": []}
+                records += summary(run_model(name, models[name], args, audio, references, run), name,
+                                   {"workload": "dense", "random_weights": False})  # fmt: skip
+                save()
+            else:
+                _workload_runs(name, models[name], args, audio, gpu, records, save)
     print(report(result))
     return 0
 

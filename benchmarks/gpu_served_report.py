@@ -16,6 +16,31 @@ from benchmarks.bench.stats import SATURATION_STEP
 TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 
 
+def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
+    """Records of the report's schema (docs/benchmarks.md, "GPU, served path") from bench levels.
+
+    ``mean_encoder_batch`` is Triton's batch where the rows are (static batches encode their batch).
+    """
+    records = []
+    for level in levels:
+        rows_source = level.get("rows_source")
+        records.append({
+            "target": level["target"], "model": model,
+            "concurrency": level["concurrency"] if level.get("rate_per_s") is None else None,
+            "rate_per_s": level.get("rate_per_s"), "offered_per_s": level.get("offered_per_s"),
+            "p50_s": level.get("latency_p50_s"), "p99_s": level.get("latency_p99_s"),
+            "windows_per_s": level.get("requests_per_s"), "rtfx": level.get("rtfx"),
+            "avg_batch": level.get("avg_batch_size"), "mean_active_rows": level.get("mean_active_rows"),
+            "mean_encoder_batch": level.get("avg_batch_size") if rows_source in ("triton_batch", "engine_calls") else None,
+            "rows_source": rows_source, "gpu_sm_util_pct": level.get("gpu_sm_util_pct"),
+            "send_lag_p99_s": level.get("send_lag_p99_s"), "clients": level.get("clients"),
+            "triton_ms": level.get("triton_ms"), "gateway_cpu_ms_per_request": level.get("gateway_cpu_ms_per_request"),
+            "ok": level.get("ok"), "requests": level.get("requests"),
+            "errors": level.get("errors"), **extra,
+        })  # fmt: skip
+    return records
+
+
 def table(records: list[dict], model: str = "large-v3-turbo-random") -> str:
     """The served-path table (markdown) of ``model``: per target, c=1 p50 and windows/s (Triton's mean batch) per level."""
     rows = [r for r in records if r["model"] == model]
