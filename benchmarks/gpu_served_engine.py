@@ -132,7 +132,7 @@ def engine_alone(
             "concurrency": 1 if batch == 1 else None, "windows_per_s": out["windows_per_s"],
             "p50_s": out["wall_s"] / out["batches"] if batch == 1 else None, "p99_s": None,
             "mean_active_rows": out.get("mean_active_rows", batch), "mean_encoder_batch": out.get("mean_encoder_batch", batch),
-            "rows_source": "engine", "tokens_mean": out.get("tokens_mean"),
+            "rows_source": "engine", "tokens_mean": out.get("tokens_mean"), "tokens_per_step": out.get("tokens_per_step"),
             "gpu_sm_util_pct": sm_util(started, out["wall_s"]),
         })  # fmt: skip
         print({k: v for k, v in records[-1].items() if v is not None}, flush=True)

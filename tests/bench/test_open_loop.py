@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
@@ -13,8 +14,9 @@ import pytest
 import soundfile
 from bench_fakes import http_server, ok_answer
 
+from benchmarks.bench.audio import load_samples
 from benchmarks.bench.cli import main
-from benchmarks.bench.open_loop import arrival_offsets
+from benchmarks.bench.open_loop import arrival_offsets, send_at
 from benchmarks.bench.stats import Outcome, saturating_rate, summarize
 from benchmarks.bench.triton_metrics import mean_active_rows, parse_counts
 
@@ -74,6 +76,31 @@ def short_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("open_loop") / "tone.wav"
     soundfile.write(path, (0.3 * np.sin(np.arange(8000) / 5)).astype(np.float32), 16_000)
     return path
+
+
+def test_queueing_behind_a_busy_target_counts_from_the_scheduled_arrival(short_wav: Path) -> None:
+    class Serial:  # one request at a time, 20 ms each (an in-process engine's worker)
+        name = "serial"
+
+        def __init__(self) -> None:
+            self.lock = asyncio.Lock()
+
+        async def send(self, sample: object, timeout: float) -> str:
+            async with self.lock:
+                await asyncio.sleep(0.02)
+            return "ok"
+
+        async def close(self) -> None:
+            pass
+
+    async def run() -> list[float]:
+        start = time.monotonic() + 0.02
+        sent = await send_at(Serial(), load_samples([short_wav]), [(k, 0.0) for k in range(8)], start, timeout=5)
+        assert len(sent.lags_s) == 8 and max(sent.lags_s) < 0.05
+        return sorted(o.latency_s for o in sent.outcomes)
+
+    latencies = asyncio.run(run())
+    assert latencies[0] == pytest.approx(0.02, abs=0.015) and latencies[-1] == pytest.approx(0.16, abs=0.05)
 
 
 @pytest.mark.integration
