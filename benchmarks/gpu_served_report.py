@@ -19,7 +19,8 @@ TARGETS = ("gateway", "triton", "in_process", "reference_gateway")
 def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
     """Records of the report's schema (docs/benchmarks.md, "GPU, served path") from bench levels.
 
-    ``mean_encoder_batch`` is Triton's batch where the rows are (static batches encode their batch).
+    ``mean_encoder_batch``: a static batch encodes its rows, so it is the batch (Triton's, the in-process
+    engine calls', or the static scheduler's rows per step); ``None`` for the in-flight scheduler.
     """
     records = []
     for level in levels:
@@ -31,7 +32,8 @@ def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
             "p50_s": level.get("latency_p50_s"), "p99_s": level.get("latency_p99_s"),
             "windows_per_s": level.get("requests_per_s"), "rtfx": level.get("rtfx"),
             "avg_batch": level.get("avg_batch_size"), "mean_active_rows": level.get("mean_active_rows"),
-            "mean_encoder_batch": level.get("avg_batch_size") if rows_source in ("triton_batch", "engine_calls") else None,
+            "mean_encoder_batch": level.get("mean_active_rows") if rows_source in ("triton_batch", "engine_calls")
+            or (rows_source == "scheduler" and extra.get("scheduler", "static") == "static") else None,
             "rows_source": rows_source, "gpu_sm_util_pct": level.get("gpu_sm_util_pct"),
             "send_lag_p99_s": level.get("send_lag_p99_s"), "clients": level.get("clients"),
             "triton_ms": level.get("triton_ms"), "gateway_cpu_ms_per_request": level.get("gateway_cpu_ms_per_request"),
@@ -43,7 +45,7 @@ def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
 
 def table(records: list[dict], model: str = "large-v3-turbo-random") -> str:
     """The served-path table (markdown) of ``model``: per target, c=1 p50 and windows/s (Triton's mean batch) per level."""
-    rows = [r for r in records if r["model"] == model]
+    rows = [r for r in records if r["model"] == model and r["target"] != "engine" and r.get("rate_per_s") is None]
     levels = sorted({r["concurrency"] for r in rows})
     head = "| target | c=1 p50 | " + " | ".join(f"c={c} windows/s (batch), p99" for c in levels) + " |"
     lines = [head, "|" + "---|" * (2 + len(levels))]
@@ -79,7 +81,8 @@ def plot(result_json: Path, out: Path) -> Path:
     for row, model in zip(axes, models, strict=True):
         for target in TARGETS:
             points = sorted((r["concurrency"], r["p50_s"], r["windows_per_s"]) for r in records
-                            if r["model"] == model and r["target"] == target and r["p50_s"] is not None)  # fmt: skip
+                            if r["model"] == model and r["target"] == target and r["p50_s"] is not None
+                            and r.get("rate_per_s") is None and r.get("workload", "dense") == "dense")  # fmt: skip
             if points:
                 conc, p50, wps = zip(*points, strict=True)
                 row[0].plot(conc, p50, marker="o", label=target)

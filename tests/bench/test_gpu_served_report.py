@@ -10,7 +10,7 @@ import pytest
 import soundfile
 
 from benchmarks.gpu_served_engine import drawn_tokens, mixed_audio, workload_params
-from benchmarks.gpu_served_report import levels_table, report, saturating_record, targets
+from benchmarks.gpu_served_report import levels_table, plot, report, saturating_record, summary, table, targets
 from whisper_build.serving.engines import EngineParams
 
 FIXTURE = Path(__file__).parents[1] / "data" / "bench" / "gpu_served_report.json"
@@ -42,6 +42,20 @@ def test_saturation_needs_a_step_that_gains_under_two_percent() -> None:
     rising = [r for r in records if r["workload"] == "dense" and r["target"] == "gateway" and r["rate_per_s"] != 187.0]
     assert saturating_record(rising, "gateway") is None
     assert "| dense | engine | static batch 1 | 3.5 | 286 | — | 1.0 (engine) |" in levels_table(records)
+
+
+def test_records_name_where_rows_and_encoder_batches_come_from(tmp_path: Path) -> None:
+    def level(source: str, rate: float | None = None) -> dict:
+        return {"target": "gateway", "concurrency": 0 if rate else 64, "rate_per_s": rate, "requests_per_s": 50.0,
+                "mean_active_rows": 40.0, "avg_batch_size": 1.0, "rows_source": source}  # fmt: skip
+
+    static = summary([level("scheduler"), level("triton_batch", rate=80.0)], "m", {"scheduler": "static"})
+    inflight = summary([level("scheduler")], "m", {"scheduler": "inflight"})
+    assert [r["mean_encoder_batch"] for r in static] == [40.0, 40.0] and inflight[0]["mean_encoder_batch"] is None
+    assert (static[1]["concurrency"], static[1]["rate_per_s"]) == (None, 80.0)
+    records = json.loads(FIXTURE.read_text())["records"]  # open-loop and engine records stay out of the c table
+    assert table(records, "large-v3-turbo-random").splitlines()[0].count("c=") == 2
+    assert plot(FIXTURE, tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_workloads_differ_only_in_decode_lengths(tmp_path: Path) -> None:
