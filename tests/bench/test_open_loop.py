@@ -105,7 +105,7 @@ def test_queueing_behind_a_busy_target_counts_from_the_scheduled_arrival(short_w
 
 @pytest.mark.integration
 def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_path: Path, short_wav: Path) -> None:
-    """Two client processes keep an even schedule; a server serving one request per 30 ms saturates near 33/s."""
+    """Two client processes keep a 300/s schedule; a server serving one request per 30 ms saturates near 33/s."""
     lock = threading.Lock()
 
     def serial(n: int, path: str) -> tuple[int, dict]:
@@ -113,18 +113,17 @@ def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_pat
             time.sleep(0.03)
         return ok_answer(path)
 
+    common = ["--audio", str(short_wav), "--concurrency", "none", "--clients", "2", "--arrivals", "even",
+              "--duration", "1", "--timeout", "10", "--quiet", "--metrics-settle", "0.01"]  # fmt: skip
     with http_server(lambda n, path: ok_answer(path)) as fast, http_server(serial) as slow:
-        argv = ["--audio", str(short_wav), "--out", str(tmp_path), "--concurrency", "none", "--rates", "10,40,80",
-                "--clients", "2", "--arrivals", "even", "--duration", "1", "--timeout", "10", "--quiet",
-                "--metrics-settle", "0.01", "--target", f"fast={fast}", "--target", f"slow={slow}"]  # fmt: skip
-        assert main(argv) == 0
-    report = json.loads((tmp_path / "bench.json").read_text())
-    levels = {(lv["target"], lv["rate_per_s"]): lv for lv in report["levels"]}
-    for rate in (10, 40, 80):
-        fast_level = levels[("fast", rate)]
-        assert fast_level["requests"] == fast_level["ok"] == rate and fast_level["clients"] == 2
-        assert fast_level["requests_per_s"] >= 0.9 * rate  # the generator sends what it is asked
-        assert fast_level["send_lag_p99_s"] < 0.05
-    assert levels[("slow", 80)]["requests_per_s"] < 40 and levels[("slow", 80)]["latency_p99_s"] > 0.8
-    assert report["meta"]["saturating"]["fast"] is None
-    assert report["meta"]["saturating"]["slow"]["rate_per_s"] == 40
+        assert main([*common, "--out", str(tmp_path / "fast"), "--rates", "100,300", "--target", f"fast={fast}"]) == 0
+        assert main([*common, "--out", str(tmp_path / "slow"), "--rates", "10,40,80", "--target", f"slow={slow}"]) == 0
+    fast_run, slow_run = (json.loads((tmp_path / name / "bench.json").read_text()) for name in ("fast", "slow"))
+    for level in fast_run["levels"]:  # every arrival sent on schedule (at 300/s the in-test server may lag)
+        assert level["requests"] == level["ok"] == level["rate_per_s"] and level["clients"] == 2
+        assert level["send_lag_p99_s"] < 0.1  # on 2 shared cores; GPU runs record theirs per level
+    assert fast_run["levels"][0]["requests_per_s"] >= 90
+    slow_levels = {level["rate_per_s"]: level for level in slow_run["levels"]}
+    assert slow_levels[80]["requests_per_s"] < 40 and slow_levels[80]["latency_p99_s"] > 0.8
+    assert fast_run["meta"]["saturating"]["fast"] is None
+    assert slow_run["meta"]["saturating"]["slow"]["rate_per_s"] == 40
