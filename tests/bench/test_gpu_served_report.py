@@ -31,7 +31,7 @@ def test_targets_table_computes_each_ratio_against_its_goal() -> None:
     assert rows[("gateway at saturation ÷ engine best", "mixed")][0].endswith("÷ 200.0 (inflight 64) = 0.550")
     assert rows[("gateway at saturation ÷ engine best", "mixed")][2] == "**FAIL**"
     assert rows[("triton at saturation ÷ engine best", "mixed")][0] == "no open-loop levels"
-    assert rows[("gateway p50 − engine alone, c=1", "mixed")][2] == "**FAIL**"  # 15 ms
+    assert ("gateway p50 − engine alone, c=1", "mixed") not in rows  # its windows differ from the engine's
     assert rows[("gateway inflight ÷ static at 160/s", "mixed")][0] == "150.0 ÷ 110.0 = 1.364"
     text = report(result)
     assert text.count("\n| dense |") == 15 and "| dense | gateway | r=170/s | 155.0 | 300 | 600 |" in text
