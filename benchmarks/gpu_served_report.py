@@ -167,10 +167,12 @@ def targets(result: dict) -> list[tuple[str, str, str, str, str]]:
             same = next(
                 (r for r in primary if r["target"] == "gateway" and r.get("rate_per_s") == other["rate_per_s"]), None
             )
-            if same:
-                ratio = other["windows_per_s"] / same["windows_per_s"]
-                rows.append((f"gateway {other['scheduler']} ÷ {first} at {other['rate_per_s']:g}/s", workload,
-                             f"{other['windows_per_s']:.1f} ÷ {same['windows_per_s']:.1f} = {ratio:.3f}", "report", "—"))  # fmt: skip
+            if same:  # in-flight over static whichever ran first
+                top, bottom = (same, other) if first == "inflight" else (other, same)
+                ratio = top["windows_per_s"] / bottom["windows_per_s"]
+                rows.append((f"gateway {top.get('scheduler', first)} ÷ {bottom.get('scheduler', first)} at "
+                             f"{other['rate_per_s']:g}/s", workload,
+                             f"{top['windows_per_s']:.1f} ÷ {bottom['windows_per_s']:.1f} = {ratio:.3f}", "report", "—"))  # fmt: skip
         lags = [r["send_lag_p99_s"] for r in mine if r.get("send_lag_p99_s") is not None]
         if lags:
             rows.append(("load generator: worst send lag p99", workload, f"{1000 * max(lags):.1f} ms", "small", "—"))

@@ -33,7 +33,12 @@ def test_targets_table_computes_each_ratio_against_its_goal() -> None:
     assert rows[("triton at saturation ÷ engine best", "mixed")][0] == "no open-loop levels"
     assert ("gateway p50 − engine alone, c=1", "mixed") not in rows  # its windows differ from the engine's
     assert rows[("gateway inflight ÷ static at 160/s", "mixed")][0] == "150.0 ÷ 110.0 = 1.364"
-    text = report(result)
+    flipped = {**result, "batching": {"schedulers": ["inflight", "static"]}}
+    for record in flipped["records"]:
+        if record.get("scheduler"):
+            record["scheduler"] = {"static": "inflight", "inflight": "static"}[record["scheduler"]]
+    assert ("gateway inflight ÷ static at 160/s", "mixed", "110.0 ÷ 150.0 = 0.733", "report", "—") in targets(flipped)
+    text = report(json.loads(FIXTURE.read_text()))
     assert text.count("\n| dense |") == 15 and "| dense | gateway | r=170/s | 155.0 | 300 | 600 |" in text
 
 
