@@ -64,6 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _FakeGateway(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # listen backlog: open-loop bursts open many connections at once (default 5)
 
     def __init__(self, answer: Callable[[int, str], Answer], batch: int) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)

@@ -24,9 +24,10 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 
 from benchmarks.bench.audio import BenchInputError, Inputs, load_inputs
+from benchmarks.bench.open_loop import OpenPlan, open_sweep
 from benchmarks.bench.report import write_all
 from benchmarks.bench.runner import LevelPlan, sweep
-from benchmarks.bench.stats import OK, LevelResult, Outcome
+from benchmarks.bench.stats import OK, LevelResult, Outcome, saturating_rate
 from benchmarks.bench.targets import TargetSpec, open_target, parse_target, unreachable
 
 EXIT_OK = 0
@@ -38,6 +39,8 @@ EXIT_UNREACHABLE = 3
 
 
 def _concurrencies(text: str) -> list[int]:
+    if text.strip() == "none":
+        return []
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -45,6 +48,21 @@ def _concurrencies(text: str) -> list[int]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"--concurrency {text!r}: every value must be ≥ 1")
     return values
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--rates {text!r}: write numbers, e.g. 20,40,80") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"--rates {text!r}: every rate must be > 0 requests/s")
+    return values
+
+
+def level_label(result: LevelResult) -> str:
+    """``c=8`` for a closed-loop level, ``r=120/s`` for an open-loop one."""
+    return f"c={result.concurrency}" if result.rate_per_s is None else f"r={result.rate_per_s:g}/s"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,8 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
         "NAME= limits it to one target, else it applies to all",
     )  # fmt: skip
     p.add_argument(
-        "--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32], help="comma list (default 1,2,4,8,16,32)"
-    )
+        "--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32],
+        help="closed-loop levels, comma list (default 1,2,4,8,16,32; none = only --rates)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rates", type=_rates, default=[],
+        help="open-loop levels after the closed ones: arrivals per second, comma list (each request timed from its "
+        "scheduled arrival; the saturating rate is reported)",
+    )  # fmt: skip
+    p.add_argument("--clients", type=int, default=4, help="open loop: sending processes per target (default 4)")
+    p.add_argument(
+        "--arrivals", choices=("poisson", "even"), default="poisson",
+        help="open loop: Poisson arrivals (seeded exponential gaps, default) or evenly spaced",
+    )  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="open loop: seed of level i's arrivals is SEED + i")
     p.add_argument(
         "--duration", type=float, default=20.0, help="seconds per level (default 20; 0 = bound by --requests only)"
     )
@@ -119,7 +149,7 @@ def results_table(results: Sequence[LevelResult]) -> Table:
     table = Table(title="whisper benchmark")
     for column in (
         "target",
-        "conc",
+        "level",
         "ok/req",
         "p50 s",
         "p90 s",
@@ -135,7 +165,7 @@ def results_table(results: Sequence[LevelResult]) -> Table:
     fmt = lambda v, spec=".3f": "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
         table.add_row(
-            r.target, str(r.concurrency), f"{r.ok}/{r.requests}", fmt(r.latency_p50_s), fmt(r.latency_p90_s),
+            r.target, level_label(r), f"{r.ok}/{r.requests}", fmt(r.latency_p50_s), fmt(r.latency_p90_s),
             fmt(r.latency_p99_s), fmt(r.requests_per_s, ".2f"), fmt(r.audio_s_per_s, ".1f"),
             fmt(r.rtf, ".4f"), fmt(r.rtfx, ".1f"), fmt(r.avg_batch_size, ".2f"),
             ", ".join(f"{k}={v}" for k, v in r.errors.items()) or "-",
@@ -149,6 +179,8 @@ def failed_levels(results: Sequence[LevelResult], max_error_rate: float) -> list
     for r in results:
         rate = (r.requests - r.ok) / r.requests if r.requests else 1.0
         errors = ", ".join(f"{k}={v}" for k, v in r.errors.items()) or "no requests finished"
+        if r.rate_per_s is not None:
+            continue  # open loop above capacity sheds by design; the saturating rate counts its errors
         if r.ok == 0:
             lines.append(f"{r.target} concurrency {r.concurrency}: no successful request ({errors})")
         elif rate > max_error_rate:
@@ -157,6 +189,15 @@ def failed_levels(results: Sequence[LevelResult], max_error_rate: float) -> list
                 f"(> --max-error-rate {max_error_rate:g}; {errors})"
             )
     return lines
+
+
+def saturations(results: Sequence[LevelResult]) -> dict[str, dict | None]:
+    """Per target with open-loop levels, its saturating level (:func:`saturating_rate`) as a dict, or ``None``."""
+    out: dict[str, dict | None] = {}
+    for name in dict.fromkeys(r.target for r in results if r.rate_per_s is not None):
+        level = saturating_rate([r for r in results if r.target == name])
+        out[name] = level.as_dict() if level else None
+    return out
 
 
 async def _unreachable_targets(specs: Sequence[TargetSpec]) -> list[str]:
@@ -170,7 +211,7 @@ async def _run(
     samples = inputs.samples
     plan = LevelPlan(args.duration or None, args.requests, args.timeout)
     metrics_urls = _metrics_map(args.triton_metrics, specs)
-    targets = [open_target(s, max(args.concurrency), args.model) for s in specs]
+    targets = [open_target(s, max([*args.concurrency, 1]), args.model) for s in specs]
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
         console=console, disable=args.quiet, transient=False,
@@ -192,12 +233,20 @@ async def _run(
         if key in tasks:
             progress.stop_task(tasks[key])
 
+    started = time.monotonic()
     try:
         with progress:
-            return await sweep(
+            results = await sweep(
                 targets, samples, args.concurrency, plan, args.deadline, metrics_urls,
                 args.model, args.warmup, on_outcome, on_level, args.metrics_settle, args.interleave,
             )  # fmt: skip
+        if args.rates:
+            open_plan = OpenPlan(args.rates, args.duration, args.clients, args.arrivals, args.seed, args.timeout)
+            left = args.deadline - (time.monotonic() - started)
+            results += await open_sweep(
+                targets, specs, samples, open_plan, left, metrics_urls, args.model, metrics_settle_s=args.metrics_settle
+            )
+        return results
     finally:
         for target in targets:
             await target.close()
@@ -219,6 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchInputError("target names must be unique")
         if args.duration < 0 or (args.duration == 0 and args.requests is None):
             raise BenchInputError("give a --duration > 0 or a --requests count per level")
+        if args.rates and args.duration <= 0:
+            raise BenchInputError("--rates needs a --duration > 0 (the arrival window of each level)")
+        if not args.concurrency and not args.rates:
+            raise BenchInputError("--concurrency none needs --rates")
+        if args.clients < 1:
+            raise BenchInputError(f"--clients {args.clients}: give at least 1 process")
         if not 0 <= args.max_error_rate <= 1:
             raise BenchInputError(f"--max-error-rate {args.max_error_rate}: give a fraction between 0 and 1")
         inputs = load_inputs(args.audio)
@@ -236,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = asyncio.run(_run(args, specs, inputs, console))
     except (BenchInputError, ValueError) as exc:
         parser.error(str(exc))
+    saturating = saturations(results)
     meta = {
         "title": args.title,
         "started_unix": started,
@@ -251,12 +307,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duration_s_per_level": args.duration,
         "max_requests_per_level": args.requests,
         "request_timeout_s": args.timeout,
+        "open_loop": {"rates_per_s": args.rates, "clients": args.clients, "arrivals": args.arrivals, "seed": args.seed}
+        if args.rates
+        else None,
+        "saturating": saturating,
         "python": platform.python_version(),
         "host": platform.node(),
     }
     paths = write_all(results, meta, args.out, args.prefix)
     Console(width=None if sys.stdout.isatty() else 160).print(results_table(results))
     console.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    for name, level in saturating.items():
+        console.print(f"{name}: " + (f"saturates at {level['rate_per_s']:g}/s ({level['requests_per_s']:.1f} req/s)"
+                                     if level else "still rising at the top rate: raise --rates"), markup=False)  # fmt: skip
     failures = failed_levels(results, args.max_error_rate)
     for line in failures:
         console.print(f"FAILED {line}", markup=False, soft_wrap=True)

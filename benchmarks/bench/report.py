@@ -18,6 +18,7 @@ CSV_COLUMNS = (
     "target", "concurrency", "wall_s", "requests", "ok", "errors",
     "latency_p50_s", "latency_p90_s", "latency_p99_s", "latency_mean_s",
     "requests_per_s", "audio_s_per_s", "rtf", "rtfx", "avg_batch_size",
+    "rate_per_s", "offered_per_s", "clients", "send_lag_p99_s", "mean_active_rows", "rows_source",
 )  # fmt: skip
 
 
@@ -44,7 +45,7 @@ def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper bench
 
     Two panels on a log₂ concurrency axis labelled with the plain concurrencies run: p50 latency
     (p90 dashed) and audio seconds transcribed per second, both from zero. Uses matplotlib's Agg
-    backend (no display).
+    backend (no display). Open-loop levels (no concurrency) are left out.
     """
     import matplotlib
 
@@ -52,6 +53,7 @@ def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper bench
     import matplotlib.pyplot as plt
     from matplotlib import ticker
 
+    results = [r for r in results if r.rate_per_s is None]
     fig, (lat_ax, thr_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     targets = list(dict.fromkeys(r.target for r in results))
     for index, name in enumerate(targets):
@@ -69,7 +71,8 @@ def plot(results: Sequence[LevelResult], path: Path, title: str = "whisper bench
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        if results:
+            ax.legend(fontsize=8)
     lat_ax.set_ylim(bottom=0)
     thr_ax.set_ylim(bottom=0)  # throughput from zero, so that differences are not exaggerated
     lat_ax.set_title("latency vs concurrency")

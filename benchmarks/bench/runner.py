@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import httpx
 
@@ -129,6 +130,40 @@ async def _settled_scrape(
     return await triton_metrics.scrape(client, url, model)
 
 
+async def measure_level(
+    scraper: httpx.AsyncClient,
+    metrics_url: str | None,
+    model: str,
+    settle_s: float,
+    target: Target,
+    concurrency: int,
+    level: Callable[[], Awaitable[tuple[list[Outcome], float]]],
+) -> LevelResult:
+    """Run ``level`` (→ outcomes, wall seconds) between two metrics scrapes and summarize it.
+
+    The batch is Triton's (``metrics_url``) or, for in-process targets, the mean of their engine
+    calls; rows per pass come from :func:`benchmarks.bench.triton_metrics.mean_active_rows`.
+    """
+    calls = getattr(target, "batches", None)  # in-process targets count their own batches
+    first_call = len(calls) if calls is not None else 0
+    before = await _settled_scrape(scraper, metrics_url, model, settle_s)
+    started_unix = time.time()
+    outcomes, wall = await level()
+    after = await _settled_scrape(scraper, metrics_url, model, settle_s)
+    batch = triton_metrics.average_batch_size(before, after)
+    rows, source = triton_metrics.mean_active_rows(before, after)
+    if calls is not None and len(calls) > first_call:
+        batch = rows = sum(calls[first_call:]) / (len(calls) - first_call)
+        source = "engine_calls"
+    return replace(
+        summarize(target.name, concurrency, outcomes, wall, batch),
+        started_unix=started_unix,
+        triton_ms=triton_metrics.server_timings(before, after),
+        mean_active_rows=rows,
+        rows_source=source,
+    )
+
+
 async def sweep(
     targets: Sequence[Target],
     samples: Sequence[AudioSample],
@@ -178,21 +213,10 @@ async def sweep(
             if warmup and target.name not in warmed:
                 warmed.add(target.name)
                 await run_level(target, samples, 1, LevelPlan(None, warmup, plan.request_timeout_s), deadline)
-            url = metrics_urls.get(target.name)
-            calls = getattr(target, "batches", None)  # in-process targets count their own batches
-            first_call = len(calls) if calls is not None else 0
-            before = await _settled_scrape(scraper, url, model, metrics_settle_s)
-            started_unix = time.time()
-            outcomes, wall = await run_level(target, samples, concurrency, plan, deadline, on_outcome)
-            after = await _settled_scrape(scraper, url, model, metrics_settle_s)
-            batch = triton_metrics.average_batch_size(before, after)
-            if calls is not None and len(calls) > first_call:
-                batch = sum(calls[first_call:]) / (len(calls) - first_call)
-            result = replace(
-                summarize(target.name, concurrency, outcomes, wall, batch),
-                started_unix=started_unix,
-                triton_ms=triton_metrics.server_timings(before, after),
-            )
+            result = await measure_level(
+                scraper, metrics_urls.get(target.name), model, metrics_settle_s, target, concurrency,
+                partial(run_level, target, samples, concurrency, plan, deadline, on_outcome),
+            )  # fmt: skip
             results.append(result)
             if on_level:
                 on_level(result)

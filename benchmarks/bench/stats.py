@@ -9,6 +9,8 @@ Definitions (the same as docs/benchmarks.md):
 - ``rtf`` (real-time factor): processing time ÷ audio time, summed over successful requests,
   i.e. ``sum(latency) / sum(audio seconds)``; ``< 1`` is faster than real time.
 - ``rtfx``: ``1 / rtf`` (the per-request speed-up over real time).
+- open-loop levels (``rate_per_s`` set, ``concurrency`` 0): latency from each request's scheduled
+  arrival; :func:`saturating_rate` finds where achieved throughput stops rising.
 - ``avg_batch_size``: Triton's ``Δ nv_inference_count / Δ nv_inference_exec_count`` over the
   level (batch items per model execution; Triton metrics docs), ``None`` without metrics.
 """
@@ -80,6 +82,16 @@ class LevelResult:
     started_unix: float | None = None
     triton_ms: dict[str, float] | None = None
     """Milliseconds inside Triton (:func:`benchmarks.bench.triton_metrics.server_timings`)."""
+    rate_per_s: float | None = None
+    """Open loop: the arrival rate asked for (``None`` = a closed-loop level)."""
+    offered_per_s: float | None = None
+    """Open loop: arrivals scheduled ÷ the level's arrival window."""
+    clients: int | None = None
+    send_lag_p99_s: float | None = None
+    """Open loop: p99 of (actual send − scheduled arrival); small = the generator kept its schedule."""
+    mean_active_rows: float | None = None
+    """Rows per engine pass: the model scheduler's counters when exported, else Triton's batch (``rows_source``)."""
+    rows_source: str | None = None
 
     def as_dict(self) -> dict:
         """Plain dict for JSON (errors stay a nested ``{status: count}`` mapping)."""
@@ -130,3 +142,21 @@ def summarize(
         rtfx=1 / rtf if rtf else None,
         avg_batch_size=avg_batch_size,
     )
+
+
+SATURATION_STEP = 0.02
+"""Saturation: the next rate's achieved throughput is less than this fraction higher."""
+
+
+def saturating_rate(levels: Sequence[LevelResult]) -> LevelResult | None:
+    """The open-loop level at the lowest rate where achieved requests/s stops rising.
+
+    Levels are sorted by ``rate_per_s``; the first whose next level achieves < ``1 + SATURATION_STEP``
+    times its requests/s (successes only, so errors count against it) saturates. ``None`` when every
+    step still rises (raise the rates) or fewer than two open-loop levels ran.
+    """
+    ordered = sorted((r for r in levels if r.rate_per_s is not None), key=lambda r: r.rate_per_s or 0.0)
+    for level, following in zip(ordered, ordered[1:], strict=False):
+        if following.requests_per_s < (1 + SATURATION_STEP) * level.requests_per_s:
+            return level
+    return None

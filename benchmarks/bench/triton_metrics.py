@@ -10,7 +10,8 @@ Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative 
 (waiting in the dynamic batcher), ``..._compute_input_duration_us`` / ``_infer_`` / ``_output_``
 (a request in a batch is charged the batch's time) divided by ``nv_inference_request_success``,
 and the model's own ``whisper_model_stage_seconds{stage}`` (parse / engine / decoding / response,
-:mod:`whisper_build.serving.triton_model.stages`) divided by executions.
+:mod:`whisper_build.serving.triton_model.stages`) divided by executions. Rows per engine pass
+(:func:`mean_active_rows`): the model scheduler's step counters when it exports them, else the batch.
 Docs: docs/benchmarks.md, "Why Triton's batches are half the clients".
 """
 
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from whisper_build.serving.contract import SCHEDULER_STEP_ROWS, SCHEDULER_STEPS
 
 INFERENCE_COUNT = "nv_inference_count"
 EXEC_COUNT = "nv_inference_exec_count"
@@ -48,6 +51,8 @@ class Counts:
     successes: float = 0.0
     durations_us: dict[str, float] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    scheduler: dict[str, float] = field(default_factory=dict)
+    """The model scheduler's ``steps`` and ``step_rows`` counters, when exported (else empty)."""
 
 
 def parse_counts(text: str, model: str) -> Counts:
@@ -58,6 +63,8 @@ def parse_counts(text: str, model: str) -> Counts:
     names = {INFERENCE_COUNT, EXEC_COUNT, SUCCESS, *DURATIONS_US.values()}
     totals = dict.fromkeys(names, 0.0)
     stages: dict[str, float] = {}
+    scheduler: dict[str, float] = {}
+    scheduler_names = {SCHEDULER_STEPS: "steps", SCHEDULER_STEP_ROWS: "step_rows"}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             # the parser names counter samples ``<family>_total``; ``_created`` ones are timestamps
@@ -67,8 +74,11 @@ def parse_counts(text: str, model: str) -> Counts:
                 stages[sample.labels["stage"]] = stages.get(sample.labels["stage"], 0.0) + sample.value
             elif family.name in names and sample.labels.get("model") == model:
                 totals[family.name] += sample.value
+            elif sample.name in scheduler_names and sample.labels.get("model", model) == model:
+                key = scheduler_names[sample.name]
+                scheduler[key] = scheduler.get(key, 0.0) + sample.value
     durations = {short: totals[name] for short, name in DURATIONS_US.items()}
-    return Counts(totals[INFERENCE_COUNT], totals[EXEC_COUNT], totals[SUCCESS], durations, stages)
+    return Counts(totals[INFERENCE_COUNT], totals[EXEC_COUNT], totals[SUCCESS], durations, stages, scheduler)
 
 
 async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float = 5.0) -> Counts | None:
@@ -92,6 +102,21 @@ def average_batch_size(before: Counts | None, after: Counts | None) -> float | N
     if executions <= 0:
         return None
     return (after.inferences - before.inferences) / executions
+
+
+def mean_active_rows(before: Counts | None, after: Counts | None) -> tuple[float | None, str | None]:
+    """(rows per engine pass over a level, its source); ``(None, None)`` if nothing ran.
+
+    Source ``scheduler``: Δ step rows ÷ Δ steps, the model scheduler's own counters, when exported;
+    else ``triton_batch``: :func:`average_batch_size`.
+    """
+    if before is not None and after is not None and "steps" in after.scheduler:
+        steps = after.scheduler["steps"] - before.scheduler.get("steps", 0.0)
+        if steps > 0:
+            rows = after.scheduler.get("step_rows", 0.0) - before.scheduler.get("step_rows", 0.0)
+            return rows / steps, "scheduler"
+    batch = average_batch_size(before, after)
+    return (batch, "triton_batch") if batch is not None else (None, None)
 
 
 def server_timings(before: Counts | None, after: Counts | None) -> dict[str, float] | None:

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from settings.engines import profile
 from whisper_build.serving.contract import EngineKind
+from whisper_build.serving.engines.random_lengths import MIXED
 from whisper_build.serving.prompt import DecodePrompt, normalize_language
 from whisper_build.serving.silence import SILENCE_DBFS
 
@@ -290,6 +291,10 @@ class EngineParams(DecodingThresholds):
             ``model_path/config.json`` with seeded RANDOM weights and decodes exactly this many
             tokens per window (end-of-text suppressed), to time production-sized compute without
             the weights. 0 (default) = real weights. The serving image refuses > 0.
+        random_weights_lengths: benchmarks only, with ``random_weights_fixed_tokens``: ``fixed`` (default)
+            decodes that many tokens per window; ``mixed`` draws each window's count from its samples
+            (:func:`whisper_build.serving.engines.random_lengths.mixed_window_tokens`, 10–140, mean ≈ 60;
+            needs ``random_weights_fixed_tokens`` ≥ 140, the longest draw).
         cuda_graphs: ``torch`` on a GPU: decode through one CUDA graph per batch bucket, all
             captured at start-up (default); ``false`` runs the same static-cache step eagerly
             (the fall-back switch; docs/engines.md "The torch engine's decode path").
@@ -310,8 +315,18 @@ class EngineParams(DecodingThresholds):
     sampling_seed: int = Field(0, ge=0, le=2**32 - 2)  # CTranslate2 reads 2**32 - 1 as "unseeded"
     cpu_threads: int = Field(0, ge=0)
     random_weights_fixed_tokens: int = Field(0, ge=0, le=440)
+    random_weights_lengths: Literal["fixed", "mixed"] = "fixed"
     cuda_graphs: bool = True
     encoder_compile: Literal["none", "default", "max-autotune-no-cudagraphs"] = "default"
+
+    @model_validator(mode="after")
+    def _mixed_needs_room(self) -> EngineParams:
+        if self.random_weights_lengths == "mixed" and self.random_weights_fixed_tokens < MIXED["high"]:
+            raise ValueError(
+                f"random_weights_lengths=mixed needs random_weights_fixed_tokens ≥ {MIXED['high']} "
+                f"(the longest draw), got {self.random_weights_fixed_tokens}"
+            )
+        return self
 
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> EngineParams:

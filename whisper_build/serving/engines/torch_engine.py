@@ -35,6 +35,7 @@ from whisper_build.serving.engines.base import (
 )
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE
+from whisper_build.serving.engines.random_lengths import mixed_window_tokens
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
@@ -212,10 +213,12 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             # the same windows in the same batch sample the same (EngineParams.sampling_seed)
             torch.manual_seed(self._params.sampling_seed)
         rows = [i for i in range(len(audio)) for _ in range(copies)]
+        mixed = [mixed_window_tokens(a) for a in audio] if self._params.random_weights_lengths == "mixed" else []
         chunks = (
             _Chunk(
                 pad_to_bucket([audio[i] for i in idx], c.bucket), pad_to_bucket([prompts[i] for i in idx], c.bucket),
                 pad_to_bucket([repetition_penalty[i] for i in idx], c.bucket), c.size,
+                pad_to_bucket([mixed[i] for i in idx], c.bucket) if mixed else None,
             )
             for c in plan_chunks(len(rows), self._buckets)
             for idx in [rows[c.start : c.stop]]
@@ -225,6 +228,12 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             max(decoded[k * copies : (k + 1) * copies], key=lambda h: h.sum_logprob / max(1, len(h.tokens)))
             for k in range(len(audio))
         ]
+
+    def window_token_limit(self, audio: npt.NDArray[np.float32]) -> int | None:
+        """Benchmark mode ``random_weights_lengths=mixed``: this window's decode length; else ``None``."""
+        if self._params.random_weights_lengths != "mixed":
+            return None
+        return mixed_window_tokens(audio)
 
     def decode_windows(
         self,

@@ -373,7 +373,13 @@ class InflightScheduler:
         """Row state for the arrivals, before their first token (:meth:`RowState.clear`)."""
         d, n = self.decoder, len(arrivals)
         s = RowState.allocate(n, self.width, d.state.seen.shape[1], self.device)
-        limits = d.row_limits([a.window.max_new or self.limit_default for a in arrivals], [len(p) for p in prompts])
+        limits = d.row_limits(
+            [
+                a.window.max_new or self.engine.window_token_limit(a.window.audio) or self.limit_default
+                for a in arrivals
+            ],
+            [len(p) for p in prompts],
+        )
         s.pos.copy_(self._to_device([len(p) for p in prompts]))
         s.limit.copy_(self._to_device(limits))
         s.penalty.copy_(self._to_device([a.window.repetition_penalty for a in arrivals]))
