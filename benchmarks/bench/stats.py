@@ -9,8 +9,8 @@ Definitions (the same as docs/benchmarks.md):
 - ``rtf`` (real-time factor): processing time ÷ audio time, summed over successful requests,
   i.e. ``sum(latency) / sum(audio seconds)``; ``< 1`` is faster than real time.
 - ``rtfx``: ``1 / rtf`` (the per-request speed-up over real time).
-- ``avg_batch_size``: Triton's ``Δ nv_inference_count / Δ nv_inference_exec_count`` over the
-  level (batch items per model execution; Triton metrics docs), ``None`` without metrics.
+- ``avg_batch_size``: rows per engine pass from the model scheduler's counters over the level, else
+  Triton's ``Δ nv_inference_count / Δ nv_inference_exec_count`` (:mod:`.triton_metrics`); ``None`` without metrics.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Triton's Prometheus counters, scraped before and after a level to get the average batch size.
 
-Triton exports ``nv_inference_count`` (inferences = batch items) and ``nv_inference_exec_count``
-(model executions) per ``model``/``version`` on its metrics port (default 8002, path
-``/metrics``; Triton docs "Metrics"). Their deltas over a level give the batch items per
+The model's scheduler exports ``contract.SCHEDULER_STEP_ROWS`` / ``SCHEDULER_STEPS`` (rows per engine
+pass: the batch behind a decoupled front); where it does not, Triton's ``nv_inference_count``
+(inferences = batch items) and ``nv_inference_exec_count`` (model executions) per ``model``/``version``
+on its metrics port (default 8002, path ``/metrics``; Triton docs "Metrics") give the batch items per
 execution, i.e. how much dynamic batching batched.
 
 Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative per-request
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from whisper_build.serving.contract import SCHEDULER_STEP_ROWS, SCHEDULER_STEPS
+
 INFERENCE_COUNT = "nv_inference_count"
 EXEC_COUNT = "nv_inference_exec_count"
 DURATIONS_US = {
@@ -32,6 +35,8 @@ DURATIONS_US = {
 }
 """Triton's cumulative per-request durations (µs) by short name."""
 SUCCESS = "nv_inference_request_success"
+STEP_ROWS, STEPS = SCHEDULER_STEP_ROWS.removesuffix("_total"), SCHEDULER_STEPS.removesuffix("_total")
+"""The scheduler's counters by family name (the parser drops a counter's ``_total``)."""
 STAGE_SECONDS = "whisper_model_stage_seconds"
 """The model's own counter (``whisper_build.serving.triton_model.stages.METRIC``; no ``model`` label)."""
 
@@ -40,7 +45,8 @@ STAGE_SECONDS = "whisper_model_stage_seconds"
 class Counts:
     """Summed counters of one model at one moment.
 
-    ``durations_us`` holds :data:`DURATIONS_US` by short name, ``stage_seconds`` the model's stages.
+    ``durations_us`` holds :data:`DURATIONS_US` by short name, ``stage_seconds`` the model's stages,
+    ``step_rows`` / ``steps`` the scheduler's counters (0 where the model has no scheduler).
     """
 
     inferences: float
@@ -48,6 +54,8 @@ class Counts:
     successes: float = 0.0
     durations_us: dict[str, float] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    step_rows: float = 0.0
+    steps: float = 0.0
 
 
 def parse_counts(text: str, model: str) -> Counts:
@@ -55,7 +63,7 @@ def parse_counts(text: str, model: str) -> Counts:
 
     Reads a Prometheus text exposition; missing counters read as 0.
     """
-    names = {INFERENCE_COUNT, EXEC_COUNT, SUCCESS, *DURATIONS_US.values()}
+    names = {INFERENCE_COUNT, EXEC_COUNT, SUCCESS, STEP_ROWS, STEPS, *DURATIONS_US.values()}
     totals = dict.fromkeys(names, 0.0)
     stages: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -68,7 +76,15 @@ def parse_counts(text: str, model: str) -> Counts:
             elif family.name in names and sample.labels.get("model") == model:
                 totals[family.name] += sample.value
     durations = {short: totals[name] for short, name in DURATIONS_US.items()}
-    return Counts(totals[INFERENCE_COUNT], totals[EXEC_COUNT], totals[SUCCESS], durations, stages)
+    return Counts(
+        totals[INFERENCE_COUNT],
+        totals[EXEC_COUNT],
+        totals[SUCCESS],
+        durations,
+        stages,
+        totals[STEP_ROWS],
+        totals[STEPS],
+    )
 
 
 async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float = 5.0) -> Counts | None:
@@ -85,9 +101,14 @@ async def scrape(client: httpx.AsyncClient, url: str, model: str, timeout: float
 
 
 def average_batch_size(before: Counts | None, after: Counts | None) -> float | None:
-    """``Δ inferences / Δ executions``; ``None`` if a scrape failed or nothing ran."""
+    """Mean batch over a level; ``None`` if a scrape failed or nothing ran.
+
+    ``Δ step rows / Δ steps`` where the model's scheduler counted steps, else ``Δ inferences / Δ executions``.
+    """
     if before is None or after is None:
         return None
+    if after.steps > before.steps:
+        return (after.step_rows - before.step_rows) / (after.steps - before.steps)
     executions = after.executions - before.executions
     if executions <= 0:
         return None

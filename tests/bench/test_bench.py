@@ -106,6 +106,32 @@ def test_triton_counters_and_average_batch() -> None:
     assert (empty.inferences, empty.executions, empty.stage_seconds) == (0.0, 0.0, {})
 
 
+def test_the_schedulers_rows_per_engine_pass_are_the_batch_where_it_counts_them() -> None:
+    def exposition(rows: int, steps: int) -> str:  # a decoupled model: Triton runs one request per execution
+        return (
+            f'nv_inference_count{{model="whisper",version="1"}} {steps}\n'
+            f'nv_inference_exec_count{{model="whisper",version="1"}} {steps}\n'
+            "# TYPE whisper_scheduler_step_rows_total counter\n"
+            f'whisper_scheduler_step_rows_total{{model="whisper"}} {rows}\n'
+            f'whisper_scheduler_step_rows_total{{model="other"}} 999\n'
+            "# TYPE whisper_scheduler_steps_total counter\n"
+            f'whisper_scheduler_steps_total{{model="whisper"}} {steps}\n'
+        )
+
+    before, after = (
+        parse_counts(
+            exposition(
+                100,
+                10,
+            ),
+            "whisper",
+        ),
+        parse_counts(exposition(400, 30), "whisper"),
+    )
+    assert (after.step_rows, after.steps) == (400.0, 30.0)
+    assert average_batch_size(before, after) == pytest.approx(15.0)
+
+
 def test_time_inside_triton_per_request_and_per_execution() -> None:
     def exposition(requests: int, executions: int, queue_us: int, infer_us: int, engine_s: float) -> str:
         return (
