@@ -33,7 +33,7 @@ from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.backend import ServedModel
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import infer_inputs
+from whisper_build.serving.transcription.triton import infer_inputs, scheduler_parameters
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 
@@ -49,14 +49,15 @@ def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 
 def grpc_request_bytes(windows: Sequence[npt.NDArray[np.float32]], options: DecodeOptions) -> bytes:
-    """The serialized ``ModelInferRequest`` the gateway's Triton client sends for ``windows``."""
+    """The serialized ``ModelInferRequest`` the gateway's Triton client sends on its stream for ``windows``."""
     from tritonclient.grpc import InferRequestedOutput
     from tritonclient.grpc._utils import _get_inference_request
 
     inputs = infer_inputs(windows, WindowRequest(parse_prompt(""), 1.0, options))
     request = _get_inference_request(
         model_name="whisper", inputs=inputs, model_version="", request_id="", outputs=[InferRequestedOutput(contract.RESULT.name)],
-        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None, parameters=None,
+        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
+        parameters=scheduler_parameters(0, 60.0),
     )  # fmt: skip
     return bytes(request.SerializeToString())
 

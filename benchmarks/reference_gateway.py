@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import os
+import queue
 
 import numpy as np
 import soundfile
@@ -21,11 +22,15 @@ from fastapi.responses import JSONResponse
 from whisper_build.serving import contract
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import infer_inputs
+from whisper_build.serving.transcription.triton import STREAM_STATUS_HEADERS, infer_inputs, scheduler_parameters
 
 
 def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
-    """The reference design's app: ``POST /invocations`` (sync gRPC in an async handler) and ``GET /ping``."""
+    """The reference design's app: ``POST /invocations`` (sync gRPC in an async handler) and ``GET /ping``.
+
+    The model is reached over a gRPC stream (a decoupled model refuses unary ``ModelInfer``): one
+    stream per request on the synchronous client, waited for in the handler as ``infer`` was.
+    """
     from tritonclient.grpc import InferenceServerClient, InferRequestedOutput
 
     client = InferenceServerClient(url=triton_url)  # the synchronous client, as in the samples
@@ -44,9 +49,20 @@ def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
         if samples.ndim > 1:
             samples = samples.mean(axis=1, dtype=np.float32)
         inputs = infer_inputs([samples], WindowRequest(parse_prompt(body.get("whisper_prompt") or "")))
-        result = client.infer(
-            model_name, inputs, outputs=[InferRequestedOutput(contract.TRANSCRIPTS.name)]
-        )  # blocks the loop
+        answers: queue.Queue = queue.Queue()
+        client.start_stream(callback=lambda result, error: answers.put((result, error)), headers=STREAM_STATUS_HEADERS)
+        try:
+            client.async_stream_infer(
+                model_name,
+                inputs,
+                outputs=[InferRequestedOutput(contract.TRANSCRIPTS.name)],
+                parameters=scheduler_parameters(0, 600.0),
+            )
+            result, error = answers.get(timeout=600)  # blocks the loop
+        finally:
+            client.stop_stream()
+        if error is not None:
+            raise error
         text = result.as_numpy(contract.TRANSCRIPTS.name).reshape(-1)[0].decode()
         return JSONResponse({"code": 0, "message": "Success", "transcribe_text": text})
 

@@ -119,7 +119,9 @@ def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_pat
               "--duration", "1", "--timeout", "10", "--quiet", "--metrics-settle", "0.01"]  # fmt: skip
     with http_server(lambda n, path: ok_answer(path)) as fast, http_server(serial) as slow:
         assert main([*common, "--out", str(tmp_path / "fast"), "--rates", "100,300", "--target", f"fast={fast}"]) == 0
-        assert main([*common, "--out", str(tmp_path / "slow"), "--rates", "10,40,80", "--target", f"slow={slow}"]) == 0
+        assert (
+            main([*common, "--out", str(tmp_path / "slow"), "--rates", "10,40,80,120", "--target", f"slow={slow}"]) == 0
+        )
     fast_run, slow_run = (json.loads((tmp_path / name / "bench.json").read_text()) for name in ("fast", "slow"))
     for level in fast_run["levels"]:  # every arrival sent on schedule (at 300/s the in-test server may lag)
         assert level["requests"] == level["ok"] == level["rate_per_s"] and level["clients"] == 2
@@ -128,4 +130,5 @@ def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_pat
     slow_levels = {level["rate_per_s"]: level for level in slow_run["levels"]}
     assert slow_levels[80]["requests_per_s"] < 40 and slow_levels[80]["latency_p99_s"] > 0.8
     assert fast_run["meta"]["saturating"]["fast"] is None
-    assert slow_run["meta"]["saturating"]["slow"]["rate_per_s"] == 40
+    # ~33/s capacity: 80/s and 120/s achieve what 40/s does; timing noise may move the first flat step to 80
+    assert slow_run["meta"]["saturating"]["slow"]["rate_per_s"] in (40, 80)

@@ -1,9 +1,10 @@
 """Integration: real tritonserver + the ``whisper`` python-backend model + CPU tiny.en, fed real
-speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio``."""
+speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio`` streams (one per request)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tritonclient.grpc import InferInput
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
+from whisper_build.serving.transcription.triton import stream_request
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.workstation.local_triton import LocalTriton
 
@@ -74,7 +76,7 @@ def _inputs(
 
 async def _transcribe(server: LocalTriton, inputs: list[InferInput]) -> list[str]:
     async with InferenceServerClient(server.settings.grpc_url) as client:
-        result = await client.infer("whisper", inputs, client_timeout=300)
+        result = await stream_request(client, "whisper", inputs, 300)
     return [row[0].decode() for row in result.as_numpy("TRANSCRIPTS")]
 
 
@@ -157,6 +159,7 @@ def test_bad_request_is_rejected_alone_and_server_keeps_serving(
         )
         error, good = outcomes
         assert isinstance(error, InferenceServerException), error
+        assert error.status() == "StatusCode.INVALID_ARGUMENT", error  # the status a unary call carries
         return str(error), good  # type: ignore[return-value]
 
     message, [text] = asyncio.run(scenario())
@@ -171,7 +174,7 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
 
     async def send_all() -> list[list[str]]:
         async with InferenceServerClient(triton_server.settings.grpc_url) as client:
-            results = await asyncio.gather(*(client.infer("whisper", r, client_timeout=300) for r in requests))
+            results = await asyncio.gather(*(stream_request(client, "whisper", r, 300) for r in requests))
         return [[row[0].decode() for row in r.as_numpy("TRANSCRIPTS")] for r in results]
 
     texts = asyncio.run(send_all())
@@ -184,6 +187,51 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
     executions = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
     assert inferences == 8
     assert executions < inferences
+
+
+def _failures(server: LocalTriton, reason: str) -> float:
+    """Triton's ``nv_inference_request_failure{reason}`` of the whisper model."""
+    with urllib.request.urlopen(server.settings.metrics_url, timeout=10) as response:  # noqa: S310
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if family.name == "nv_inference_request_failure"
+        and sample.labels.get("model") == "whisper"
+        and sample.labels.get("reason") == reason
+    )
+
+
+def test_a_stream_past_its_timeout_or_cancelled_cancels_its_request(triton_server: LocalTriton) -> None:
+    # GIVEN the model busy with a 30 s window of noise (a full decode, over a second on the CPU)
+    noise = (np.random.default_rng(1).standard_normal(16000 * 30) * 0.1).astype(np.float32)
+    before, counted = _failures(triton_server, "CANCELED"), _counters(triton_server)
+
+    async def scenario() -> InferenceServerException:
+        async with InferenceServerClient(triton_server.settings.grpc_url) as client:
+            busy = asyncio.ensure_future(stream_request(client, "whisper", _inputs([noise]), 300))
+            await asyncio.sleep(0.2)
+            # WHEN a request queued behind it has a 0.3 s stream, and another's awaiting task is cancelled
+            late = asyncio.ensure_future(stream_request(client, "whisper", _inputs([noise]), 0.3))
+            left = asyncio.ensure_future(stream_request(client, "whisper", _inputs([noise]), 300))
+            await asyncio.sleep(0.3)
+            left.cancel()
+            outcomes = await asyncio.gather(busy, late, left, return_exceptions=True)
+        assert isinstance(outcomes[2], asyncio.CancelledError), outcomes
+        assert isinstance(outcomes[1], InferenceServerException), outcomes
+        return outcomes[1]
+
+    late = asyncio.run(scenario())
+    # THEN the first fails as a unary call past its deadline does, Triton cancelled both queued
+    # requests, and the model ran only the busy one
+    assert late.status() == "StatusCode.DEADLINE_EXCEEDED", late
+    for _ in range(50):  # Triton drops a cancelled request when its batcher next looks at the queue
+        if _failures(triton_server, "CANCELED") - before >= 2:
+            break
+        time.sleep(0.2)
+    assert _failures(triton_server, "CANCELED") - before == 2
+    assert _counters(triton_server)["nv_inference_count"] - counted["nv_inference_count"] == 1
 
 
 def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> None:
@@ -199,7 +247,7 @@ def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> No
 
         async def flood() -> list[object]:
             async with InferenceServerClient(server.settings.grpc_url) as client:
-                calls = [client.infer("whisper", _inputs([speech[0]]), client_timeout=300) for _ in range(8)]
+                calls = [stream_request(client, "whisper", _inputs([speech[0]]), 300) for _ in range(8)]
                 return await asyncio.gather(*calls, return_exceptions=True)
 
         outcomes = asyncio.run(flood())

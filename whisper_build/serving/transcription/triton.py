@@ -2,13 +2,15 @@
 
 :class:`TritonBackend` holds ONE ``tritonclient.grpc.aio`` client (one gRPC channel, shared by all
 requests); :func:`infer_inputs` turns a window batch and its
-:class:`~whisper_build.serving.transcription.request.WindowRequest` into the model's inputs.
-Docs: docs/contracts.md §5.
+:class:`~whisper_build.serving.transcription.request.WindowRequest` into the model's inputs;
+:func:`stream_request` sends one ``whisper`` request on a gRPC stream of its own (the only way to reach a
+decoupled model), the one helper every direct caller of the model uses. Docs: docs/contracts.md §5.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +30,30 @@ from whisper_build.serving.transcription.backend import (
 )
 from whisper_build.serving.transcription.request import WindowRequest
 
-__all__ = ["TritonBackend", "infer_inputs", "pack_batch", "request_values", "speaker_inputs"]
+__all__ = [
+    "ENQUEUE_ERRORS",
+    "STREAM_STATUS_HEADERS",
+    "TritonBackend",
+    "infer_inputs",
+    "pack_batch",
+    "request_values",
+    "scheduler_parameters",
+    "speaker_inputs",
+    "stream_request",
+]
+
+STREAM_STATUS_HEADERS = {"triton_grpc_error": "true"}
+"""Stream headers asking Triton to end a failed stream with the request's gRPC status and message, as
+a unary call reports them (Triton docs, "GRPC Status Codes", since 24.08). Errors Triton raises
+before the request reaches the model (queue full, unknown model, a wrong input type) still come as a
+message in the response: :data:`ENQUEUE_ERRORS` gives those their status back."""
+
+ENQUEUE_ERRORS = {
+    "Exceeds maximum queue size": "StatusCode.UNAVAILABLE",
+    "Request timeout expired": "StatusCode.UNAVAILABLE",
+    "Request for unknown model": "StatusCode.NOT_FOUND",
+}
+"""Triton's wording of an error refused at enqueue → the gRPC status a unary ``infer`` carries with it."""
 
 
 def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32]]:
@@ -116,6 +141,74 @@ def speaker_inputs(samples: npt.NDArray[np.float32], options: SpeakerOptions) ->
     return inputs
 
 
+def scheduler_parameters(priority: int, timeout: float) -> dict[str, int]:
+    """The request parameters the model's scheduler reads (docs/contracts.md §5).
+
+    ``contract.PRIORITY_PARAMETER``: ``priority`` (``1..PRIORITY_LEVELS``; 0 = the default level,
+    ``contract.SYNC_PRIORITY``); ``contract.TIMEOUT_PARAMETER``: ``timeout`` (seconds) in whole
+    milliseconds, at least 1.
+    """
+    return {
+        contract.PRIORITY_PARAMETER: priority or contract.SYNC_PRIORITY,
+        contract.TIMEOUT_PARAMETER: max(1, int(timeout * 1000)),
+    }
+
+
+async def stream_request(
+    client: Any,
+    model_name: str,
+    inputs: list[Any],
+    timeout: float,
+    *,
+    outputs: list[Any] | None = None,
+    priority: int = 0,
+) -> Any:
+    """One request of ``model_name`` on a gRPC stream of its own (``ModelStreamInfer``); its one ``InferResult``.
+
+    ``client`` is a ``tritonclient.grpc.aio.InferenceServerClient``. Sent with Triton's ``priority``
+    (0 = the model's default level) and :func:`scheduler_parameters`; the stream lasts at most
+    ``timeout`` seconds. Cancelling the awaiting task cancels the stream, which Triton turns into the
+    request's cancellation.
+
+    Raises: ``tritonclient.utils.InferenceServerException`` with the gRPC status and message a unary
+    ``infer`` would raise (:data:`STREAM_STATUS_HEADERS`, :data:`ENQUEUE_ERRORS`;
+    ``StatusCode.DEADLINE_EXCEEDED`` past ``timeout``); without status for another error Triton only
+    words, or a stream closed with no response.
+    """
+    from grpc import RpcError, StatusCode  # type: ignore[import-untyped]
+    from tritonclient.utils import InferenceServerException
+
+    async def requests() -> Any:
+        yield {
+            "model_name": model_name,
+            "inputs": inputs,
+            "outputs": outputs,
+            "priority": priority,
+            "parameters": scheduler_parameters(priority, timeout),
+        }
+
+    deadline = time.monotonic() + timeout
+    responses = client.stream_infer(requests(), stream_timeout=timeout, headers=STREAM_STATUS_HEADERS)
+    answer = None
+    try:
+        async for result, error in responses:  # one response, then Triton closes the stream
+            if error is not None:
+                message = error.message()
+                status = next((s for words, s in ENQUEUE_ERRORS.items() if words in message), None)
+                raise InferenceServerException(msg=message, status=status)
+            answer = answer or result
+    except RpcError as exc:  # grpc.aio.AioRpcError: the stream ended with a status
+        code, details = exc.code(), exc.details()
+        if time.monotonic() >= deadline:  # a deadline hit while sending reads INTERNAL "error from Core"
+            code, details = StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({details})"
+        raise InferenceServerException(msg=details, status=str(code)) from None
+    finally:
+        responses.cancel()
+    if answer is None:
+        raise InferenceServerException(msg=f"Triton closed the {model_name} stream without a response")
+    return answer
+
+
 class TritonBackend:
     """:class:`~whisper_build.serving.transcription.backend.TranscriptionBackend` over Triton gRPC (model contract: docs/contracts.md §5).
 
@@ -172,17 +265,17 @@ class TritonBackend:
     async def _infer_once(
         self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
     ) -> list[WindowResult]:
-        """One Triton request of at most ``max_batch_size`` windows."""
+        """One Triton request of at most ``max_batch_size`` windows, on a stream of its own (:func:`stream_request`)."""
         from tritonclient.grpc import InferRequestedOutput
 
         batch = len(windows)
-        inputs = infer_inputs(windows, request)
-        result = await self._client.infer(
+        result = await stream_request(
+            self._client,
             self.model_name,
-            inputs,
+            infer_inputs(windows, request),
+            timeout,
             outputs=[InferRequestedOutput(contract.RESULT.name)],
             priority=request.priority or self.priority,
-            client_timeout=timeout,
         )
         out = result.as_numpy(contract.RESULT.name)
         if out is None or out.size != batch:

@@ -1,0 +1,117 @@
+"""What the gateway's Triton client puts on a stream: Triton's priority, the scheduler's parameters, the
+stream's deadline; and how a stream's error reaches the gateway. The client is recorded, not served
+(the wire itself: tests/serving/test_triton_integration.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from whisper_build.serving import contract
+from whisper_build.serving.transcription.backend import BackendRejected, BackendUnavailable, ServedModel
+from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton import STREAM_STATUS_HEADERS, TritonBackend
+
+WINDOW = np.zeros(16000, dtype=np.float32)
+
+
+class _Result:
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def as_numpy(self, name: str) -> np.ndarray:
+        assert name == contract.RESULT.name
+        return np.array([b'{"text": "ok"}'] * self.rows, dtype=object)
+
+
+class _RecordingClient:
+    """Records each stream's request dict, timeout and headers; answers with ``error`` or one result."""
+
+    def __init__(self, error: str | None = None) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.streams: list[tuple[float, dict[str, str]]] = []
+        self.error = error
+
+    def stream_infer(self, requests: AsyncIterator[dict[str, Any]], stream_timeout: float, headers: dict) -> Any:
+        self.streams.append((stream_timeout, headers))
+        return _Stream(self, requests)
+
+
+class _Stream:
+    def __init__(self, client: _RecordingClient, requests: AsyncIterator[dict[str, Any]]) -> None:
+        self.client, self.requests = client, requests
+        self.answers: list[tuple[Any, Any]] | None = None
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> tuple[Any, Any]:
+        if self.answers is None:
+            [request] = [r async for r in self.requests]
+            self.client.sent.append(request)
+            rows = request["inputs"][0].shape()[0]
+            error = self.client.error
+            self.answers = [(None, InferenceServerException(msg=error))] if error else [(_Result(rows), None)]
+        if not self.answers:
+            raise StopAsyncIteration
+        return self.answers.pop(0)
+
+    def cancel(self) -> bool:
+        return True
+
+
+def _backend(client: _RecordingClient, priority: int = 0, max_batch: int = 16) -> TritonBackend:
+    """A backend whose gRPC client is ``client`` (built in a running event loop, as the aio client needs)."""
+    backend = TritonBackend("127.0.0.1:1", "whisper", priority=priority)
+    backend._client = client
+    backend._served = ServedModel("whisper", max_batch)
+    return backend
+
+
+async def _infer(client: _RecordingClient) -> None:
+    await _backend(client).infer([WINDOW], WindowRequest(), 5.0)
+
+
+def test_each_call_carries_its_level_and_remaining_time_to_the_scheduler() -> None:
+    client = _RecordingClient()
+
+    async def calls() -> None:
+        bulk = _backend(client, priority=contract.BULK_PRIORITY, max_batch=2)
+        # a bulk backend's 3 windows: two requests of at most max_batch_size, 10 s for both
+        assert len(await bulk.infer([WINDOW] * 3, WindowRequest(), 10.0)) == 3
+        # a live request's own level wins; a backend at level 0 sends the model's default level
+        await bulk.infer([WINDOW], WindowRequest(priority=contract.LIVE_PRIORITY), 10.0)
+        await _backend(client).infer([WINDOW], WindowRequest(), 2.5)
+
+    asyncio.run(calls())
+    levels = [(r["priority"], r["parameters"][contract.PRIORITY_PARAMETER]) for r in client.sent]
+    assert levels == [(3, 3), (3, 3), (1, 1), (0, contract.SYNC_PRIORITY)]
+    timeouts = [r["parameters"][contract.TIMEOUT_PARAMETER] for r in client.sent]
+    first, second = client.streams[0][0], client.streams[1][0]
+    assert 9_000 < timeouts[0] <= 10_000 and timeouts[1] <= timeouts[0] and second <= first <= 10.0
+    assert 2_000 < timeouts[3] <= 2_500
+    assert all(headers == STREAM_STATUS_HEADERS for _, headers in client.streams)
+    assert all(r["model_name"] == "whisper" for r in client.sent)
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ("[request id: <id_unknown>] Exceeds maximum queue size", BackendUnavailable),
+        ("Request for unknown model: 'whisper' is not found", BackendUnavailable),
+    ],
+)
+def test_an_error_triton_words_in_the_stream_maps_as_the_unary_status_did(message: str, error: type) -> None:
+    with pytest.raises(error, match="Triton is unavailable"):
+        asyncio.run(_infer(_RecordingClient(error=message)))
+
+
+def test_an_unworded_stream_error_is_a_failure_not_a_rejection() -> None:
+    with pytest.raises(Exception, match="Triton failed the request: boom") as caught:
+        asyncio.run(_infer(_RecordingClient(error="boom")))
+    assert not isinstance(caught.value, BackendRejected | BackendUnavailable)
