@@ -349,9 +349,11 @@ def test_a_turn_is_decoded_after_the_earlier_turns_that_fit_in_30_s_with_their_t
     context, second = TurnContext(), np.ones(16000, np.float32)
     for seconds, text in ((20, "first."), (6, ""), (8, "second."), (5, "third.")):  # the silent turn is left out
         context.add(np.full(seconds * 16000, seconds, np.float32), text)
-    audio, prompt = context.window(second, ["so", "far"], "Triton", "en", acoustic=True)
+    audio, prompt = context.window(second, ["so", "far"], "Triton", "en", 30.0)
     # 8 + 5 + 1 s fit; the 20 s turn does not: its text is the previous-text prompt, after the client's
     assert len(audio) == 14 * 16000 and audio[0] == 8 and audio[-1] == 1
     assert (prompt.previous_text, prompt.prefix, prompt.language) == ("Triton first.", "second. third. so far", "en")
-    audio, prompt = context.window(second, [], None, None, acoustic=False)  # the language is not fixed
+    audio, prompt = context.window(second, [], None, None, 10.0)  # at most 10 s of earlier audio: the last turn
+    assert len(audio) == 6 * 16000 and (prompt.previous_text, prompt.prefix) == ("first. second.", "third.")
+    audio, prompt = context.window(second, [], None, None, 0.0)  # the language is not fixed: no earlier audio
     assert len(audio) == 16000 and (prompt.previous_text, prompt.prefix) == ("first. second. third.", "")

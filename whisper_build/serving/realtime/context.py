@@ -18,10 +18,13 @@ import numpy.typing as npt
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.realtime.limits import RATE
 
-__all__ = ["WINDOW_SAMPLES", "TurnContext"]
+__all__ = ["CONTEXT_SECONDS", "WINDOW_SAMPLES", "TurnContext"]
 
 WINDOW_SAMPLES = 30 * RATE
 """Whisper's window: earlier turns and the current one together stay within it."""
+CONTEXT_SECONDS = 30.0
+"""Most earlier turns' audio in front of a decode (updates and final alike; measured in docs/benchmarks.md, "Live
+sessions": 10 s in front of updates, or none, gave 13.3 % and 13.6 % WER against 12.0 % with all that fits)."""
 PROMPT_CHARS = 400
 """Characters of older text (the client's prompt, then earlier transcripts) sent as the previous-text prompt."""
 KEPT_TURNS = 32
@@ -47,24 +50,24 @@ class TurnContext:
 
     def window(
         self, turn: npt.NDArray[np.float32], confirmed: list[str], prompt: str | None, language: str | None,
-        acoustic: bool,
+        context_seconds: float,
     ) -> tuple[npt.NDArray[np.float32], DecodePrompt]:  # fmt: skip
         """The audio and prompt of one decode of the current turn.
 
         Args:
             turn: the turn's audio so far, 16 kHz (≤ ``max_turn_seconds`` < 30 s).
             confirmed: its words sent as deltas; forced, so the decode returns the words after them.
-            prompt: the client's ``transcription.prompt``; language: the decode language (``None``: the
-                engine's).
-            acoustic: whether earlier turns' audio may go in front (the decode language is fixed).
+            prompt: the client's ``transcription.prompt``.
+            language: the decode language (``None``: the engine detects it).
+            context_seconds: most earlier turns' audio in front (0 where the decode language is not fixed).
 
         Returns:
             ``(audio, prompt)``: the earlier turns that fit (whole) and ``turn``, and a prompt whose
             prefix is their transcripts and ``confirmed``, its previous text the client's prompt and the
             transcripts before them (the last :data:`PROMPT_CHARS` characters).
         """
-        room, heard = WINDOW_SAMPLES - len(turn), 0
-        while acoustic and heard < len(self.turns) and len(self.turns[-1 - heard].audio) <= room:
+        room, heard = min(WINDOW_SAMPLES - len(turn), int(context_seconds * RATE)), 0
+        while heard < len(self.turns) and len(self.turns[-1 - heard].audio) <= room:
             room -= len(self.turns[-1 - heard].audio)
             heard += 1
         earlier, context = self.turns[: len(self.turns) - heard], self.turns[len(self.turns) - heard :]

@@ -27,7 +27,7 @@ from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
 from whisper_build.serving.prompt import english_only_refusal, normalize_language
 from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
-from whisper_build.serving.realtime.context import TurnContext
+from whisper_build.serving.realtime.context import CONTEXT_SECONDS, TurnContext
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.limits import (
     AHEAD_TOLERANCE,
@@ -299,7 +299,8 @@ class TranscriptionSession:
         transcription = self.config.audio.input.transcription
         language = normalize_language(transcription.language)
         fixed = language is not None or (bool(self.context.turns) and await self._multilingual() is False)
-        window, prompt = self.context.window(audio, confirmed, transcription.prompt, language, acoustic=fixed)
+        seconds = CONTEXT_SECONDS if fixed else 0.0
+        window, prompt = self.context.window(audio, confirmed, transcription.prompt, language, seconds)
         request = WindowRequest(prompt=prompt, options=DecodeOptions(), priority=LIVE_PRIORITY)
         self.metrics.windows.inc()
         try:
