@@ -95,6 +95,17 @@ def test_tuning_labels_round_trip_and_unknown_parts_are_refused() -> None:
         EngineTuning.parse("sms112+sms104")
 
 
+def test_a_forced_prefix_is_continued_not_repeated(tiny) -> None:
+    # GIVEN a window's greedy decode, and the same window with its first three words forced as the prefix
+    engine, windows = tiny
+    [plain] = engine.generate(windows[:1], [PROMPT], [1.0], timestamps=False, temperature=0.0)
+    text = engine.decode_text(plain.tokens).strip()
+    forced = DecodePrompt("", "en", "transcribe", " ".join(text.split()[:3]))
+    [rest] = engine.generate(windows[:1], [forced], [1.0], timestamps=False, temperature=0.0)
+    # THEN the decode returns only what follows the prefix: the rest of the same words
+    assert len(text.split()) > 4 and engine.decode_text(rest.tokens).split() == text.split()[3:]
+
+
 def test_decode_windows_yields_one_list_per_batch_in_order(tiny) -> None:
     engine, windows = tiny
     parts = list(engine.decode_windows([windows[:1], windows[1:2], windows[:2]], PROMPT))

@@ -45,6 +45,19 @@ def test_mixed_prompts_penalties_and_silence_in_one_batch(tmp_path):
     assert not texts[1].lower().startswith("graphics cards and speech models")
 
 
+def test_a_forced_prefix_is_continued_not_repeated(tmp_path):
+    # GIVEN a clip whose first words are forced as the decoder prefix (openai/whisper DecodingOptions.prefix)
+    path = speech_samples.speak(SENTENCE, tmp_path / "s.wav")
+    speech, _ = sf.read(path, dtype="float32")
+    engine = load_engine(EngineParams(cpu_threads=2))
+    prompts = [DecodePrompt(), DecodePrompt(prefix="We deploy the speech model")]
+    plain, continued = window_texts(engine, [speech, speech], DecodingPolicy(), prompts)
+    # THEN the decode returns only the continuation: the rest of the sentence, without the prefix
+    assert _wer(SENTENCE, plain) <= 0.2, plain
+    assert _wer("on a cluster of graphics cards.", continued) <= 0.2, continued
+    assert not continued.lower().startswith("we deploy"), continued
+
+
 def test_length_mismatch_is_rejected():
     engine = load_engine(EngineParams(cpu_threads=1))
     with pytest.raises(ValueError, match="same length"):

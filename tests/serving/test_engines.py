@@ -96,6 +96,14 @@ def test_previous_text_is_encoded_with_a_leading_space_and_cut_from_the_left(tin
     assert short[1:-2] == _encode(tiny_en)(" Hello")
 
 
+def test_forced_prefix_follows_the_start_of_transcript_tokens(tiny_en):
+    specials = SpecialTokens.from_lookup(tiny_en.token_to_id, multilingual=False)
+    prompt = DecodePrompt("Before.", prefix="The cat")
+    ids = build_prompt_ids(prompt, specials, _encode(tiny_en), tiny_en.token_to_id, None)
+    tail = [specials.sot, specials.no_timestamps, *_encode(tiny_en)(" The cat")]
+    assert ids[-len(tail) :] == tail and ids[0] == specials.sot_prev
+
+
 def test_multilingual_prompt_gets_language_and_task():
     vocab = {"<|startofprev|>": 50361, "<|startoftranscript|>": 50258, "<|notimestamps|>": 50363,
              "<|endoftext|>": 50257, "<|de|>": 50261, "<|translate|>": 50358}  # fmt: skip

@@ -48,6 +48,8 @@ def test_explicit_language_wins_over_language_token():
         DecodePrompt("hello there", None),
         DecodePrompt("Grüße, 你好 <not a token> a|b", "zh", "translate"),
         DecodePrompt("", "yue"),
+        DecodePrompt("earlier turn", "en", "transcribe", "The forced start, of it"),
+        DecodePrompt(prefix="only a prefix"),
     ],
 )
 def test_text_prefix_round_trips(prompt):
@@ -61,6 +63,15 @@ def test_canonical_text_prefix_matches_the_tensorrt_llm_examples():
     assert DecodePrompt("ctx").to_text_prefix() == (
         "<|startofprev|>ctx<|startoftranscript|><|transcribe|><|notimestamps|>"
     )
+
+
+def test_text_after_the_tokens_is_the_forced_prefix():
+    # the special-token form of openai/whisper's DecodingOptions.prefix: text after <|notimestamps|>
+    text = "<|startofprev|>Before.<|startoftranscript|><|en|><|transcribe|><|notimestamps|> The cat sat"
+    assert parse_prompt(text, None) == DecodePrompt("Before.", "en", "transcribe", "The cat sat")
+    assert DecodePrompt(prefix="Hi").to_text_prefix() == "<|startoftranscript|><|transcribe|><|notimestamps|>Hi"
+    with pytest.raises(ValueError, match="prefix must not contain Whisper special tokens"):
+        DecodePrompt(prefix="a <|en|> b")
 
 
 def test_long_previous_text_is_cut_from_the_left_not_rejected():
@@ -90,7 +101,7 @@ def test_truncate_prompt_tokens_keeps_the_newest():
         ("<|startofprev|>a<|startoftranscript|><|startoftranscript|>", None, "exactly once"),
         ("<|startofprev|>only previous", None, "exactly once"),
         ("<|startofprev|>a<|en|>b<|startoftranscript|>", None, r"<\|en\|> is not allowed"),
-        ("<|startoftranscript|><|en|> forced words", None, "text after <|startoftranscript|>"),
+        ("<|startoftranscript|><|en|>stray<|transcribe|>", None, "text between the tokens"),
         ("<|startoftranscript|><|transcribe|><|en|>", None, r"unexpected special token <\|en\|>"),
         ("<|startoftranscript|><|en|><|de|>", None, r"unexpected special token <\|de\|>"),
         ("<|startoftranscript|><|endoftext|>", None, r"unexpected special token <\|endoftext\|>"),

@@ -292,8 +292,11 @@ def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
     asyncio.run(run())
     completed = [e["transcript"] for e in events if e["type"].endswith(".completed")]
     assert completed[0] == "w0:2.0"  # both seconds, not only the one after the update
-    # the client's prompt, then the previous turn's text
-    assert [r.prompt.previous_text for r in backend.requests[-2:]] == ["Triton", "Triton w0:2.0"]
+    # the second turn is decoded after the first (English-only model): its audio in front, its text forced
+    first, second = backend.requests[-2:]
+    assert (first.prompt.previous_text, first.prompt.prefix) == ("Triton", "")
+    assert (second.prompt.previous_text, second.prompt.prefix) == ("Triton", "w0:2.0")
+    assert backend.calls[-1][1] == [32000 + 24000] and completed[1] == "w0:3.5"  # the fake answers the window
 
 
 def test_clear_drops_the_resamplers_leftovers_too() -> None:
@@ -338,3 +341,19 @@ def test_the_load_test_confirmation_rule_confirms_two_new_words_per_update_and_o
     session.limits = LiveLimits(load_test_confirmation=True)
     session.configure(merge(session.config, {"audio": {"input": {"turn_detection": None}}}))
     assert type(session.hypothesis) is FirstWordsBuffer
+
+
+def test_a_turn_is_decoded_after_the_earlier_turns_that_fit_in_30_s_with_their_text_forced() -> None:
+    from whisper_build.serving.realtime.context import TurnContext
+
+    context, second = TurnContext(), np.ones(16000, np.float32)
+    for seconds, text in ((20, "first."), (6, ""), (8, "second."), (5, "third.")):  # the silent turn is left out
+        context.add(np.full(seconds * 16000, seconds, np.float32), text)
+    audio, prompt = context.window(second, ["so", "far"], "Triton", "en", 30.0)
+    # 8 + 5 + 1 s fit; the 20 s turn does not: its text is the previous-text prompt, after the client's
+    assert len(audio) == 14 * 16000 and audio[0] == 8 and audio[-1] == 1
+    assert (prompt.previous_text, prompt.prefix, prompt.language) == ("Triton first.", "second. third. so far", "en")
+    audio, prompt = context.window(second, [], None, None, 10.0)  # at most 10 s of earlier audio: the last turn
+    assert len(audio) == 6 * 16000 and (prompt.previous_text, prompt.prefix) == ("first. second.", "third.")
+    audio, prompt = context.window(second, [], None, None, 0.0)  # the language is not fixed: no earlier audio
+    assert len(audio) == 16000 and (prompt.previous_text, prompt.prefix) == ("first. second. third.", "")

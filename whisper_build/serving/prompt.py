@@ -122,9 +122,12 @@ class DecodePrompt:
         language: Whisper language code, or ``None`` to let the engine decide (detect it, or use
             none for English-only ``.en`` models, which never get a language token).
         task: ``"transcribe"`` (default) or ``"translate"`` (to English; multilingual models only).
+        prefix: text the transcript is forced to start with (openai/whisper ``DecodingOptions.prefix``),
+            stripped; ``""`` for none. Engines put its tokens after ``<|notimestamps|>`` and return only
+            the continuation. A live turn sends the previous turn's text plus its confirmed words here.
 
     Raises:
-        ValueError: unknown language or task, or ``previous_text`` containing a special token.
+        ValueError: unknown language or task, or ``previous_text`` or ``prefix`` containing a special token.
 
     Users send a prompt in one of two forms, and both are accepted:
 
@@ -148,21 +151,23 @@ class DecodePrompt:
     previous_text: str = ""
     language: str | None = None
     task: Task = "transcribe"
+    prefix: str = ""
 
     def __post_init__(self) -> None:
         if self.task not in _TASKS:
             raise ValueError(f"unknown task {self.task!r}: accepted tasks are {', '.join(_TASKS)}")
         if normalize_language(self.language) != self.language:
             raise ValueError(f"language {self.language!r} is not a normalized Whisper language code")
-        if self.previous_text != self.previous_text.strip():
-            raise ValueError("previous_text must not start or end with whitespace")
-        if _SPECIAL_TOKEN.search(self.previous_text):
-            raise ValueError("previous_text must not contain Whisper special tokens like <|en|>")
+        for name, text in (("previous_text", self.previous_text), ("prefix", self.prefix)):
+            if text != text.strip():
+                raise ValueError(f"{name} must not start or end with whitespace")
+            if _SPECIAL_TOKEN.search(text):
+                raise ValueError(f"{name} must not contain Whisper special tokens like <|en|>")
 
     def to_text_prefix(self) -> str:
         """Render the canonical special-token string sent to Triton as ``TEXT_PREFIX``.
 
-        Form: ``[<|startofprev|>TEXT]<|startoftranscript|>[<|LANG|>]<|TASK|><|notimestamps|>``.
+        Form: ``[<|startofprev|>TEXT]<|startoftranscript|>[<|LANG|>]<|TASK|><|notimestamps|>[PREFIX]``.
         Engines decide which of these tokens their model takes (``.en`` models drop language and
         task, as openai/whisper ``get_tokenizer(multilingual=False)`` does).
         """
@@ -170,7 +175,7 @@ class DecodePrompt:
         parts.append(f"<|{_SOT}|>")
         if self.language:
             parts.append(f"<|{self.language}|>")
-        parts.append(f"<|{self.task}|><|{_NO_TIMESTAMPS}|>")
+        parts.append(f"<|{self.task}|><|{_NO_TIMESTAMPS}|>{self.prefix}")
         return "".join(parts)
 
 
@@ -180,7 +185,8 @@ def parse_prompt(text: str | None, language: str | None = None) -> DecodePrompt:
     Args:
         text: ``""``/``None`` (no prompt), plain context text, or the special-token form
             ``[<|startofprev|>TEXT]<|startoftranscript|>[<|LANG|>][<|transcribe|>|<|translate|>]
-            [<|notimestamps|>]``. Timestamps are never produced, so ``<|notimestamps|>`` is implied.
+            [<|notimestamps|>][PREFIX]``. ``<|notimestamps|>`` is implied (the request's options say
+            whether timestamps are produced); text after the last token is the forced prefix.
         language: explicit language code (e.g. the request's ``language`` field); when given it
             wins over a language token inside ``text``.
 
@@ -189,16 +195,16 @@ def parse_prompt(text: str | None, language: str | None = None) -> DecodePrompt:
 
     Raises:
         ValueError: unknown language code, unknown or misplaced special token, more than one
-            language token, or text after the task tokens. Messages say what to change.
+            language token, or text between the tokens after ``<|startoftranscript|>``. Messages say what to change.
     """
     explicit_language = normalize_language(language)
     text = text or ""
     if not _SPECIAL_TOKEN.search(text):
         return DecodePrompt(_cut_left(text), explicit_language)
 
-    previous_text, sot_tokens = _split_special_form(text)
+    previous_text, sot_tokens, prefix = _split_special_form(text)
     token_language, task = _read_sot_tokens(sot_tokens)
-    return DecodePrompt(_cut_left(previous_text), explicit_language or token_language, task)
+    return DecodePrompt(_cut_left(previous_text), explicit_language or token_language, task, _cut_left(prefix))
 
 
 def truncate_prompt_tokens(tokens: Sequence[int], limit: int = MAX_PROMPT_TOKENS) -> list[int]:
@@ -221,10 +227,10 @@ def _cut_left(text: str) -> str:
     return text[-MAX_PREVIOUS_TEXT_CHARS:].lstrip()
 
 
-def _split_special_form(text: str) -> tuple[str, list[str]]:
-    """Split a prompt into previous text and the token names after ``<|startoftranscript|>``.
+def _split_special_form(text: str) -> tuple[str, list[str], str]:
+    """Split a prompt into previous text, the token names after ``<|startoftranscript|>`` and the prefix.
 
-    The prompt has the form ``[<|startofprev|>]TEXT<|startoftranscript|>...``.
+    The prompt has the form ``[<|startofprev|>]TEXT<|startoftranscript|>...[PREFIX]``.
     """
     sot_tag = f"<|{_SOT}|>"
     if text.count(sot_tag) != 1:
@@ -242,14 +248,14 @@ def _split_special_form(text: str) -> tuple[str, list[str]]:
         raise ValueError(
             f"special token <|{name}|> is not allowed in the previous text before <|startoftranscript|>; remove it"
         )
-    pieces = _SPECIAL_TOKEN.split(tail)  # [text, name, text, name, ..., text]
-    stray = "".join(pieces[0::2]).strip()
+    pieces = _SPECIAL_TOKEN.split(tail)  # [text, name, text, name, ..., text (the prefix)]
+    stray = "".join(pieces[0:-1:2]).strip()
     if stray:
         raise ValueError(
-            f"text after <|startoftranscript|> is not supported ({stray[:40]!r}); put context "
-            "text before <|startoftranscript|> (after <|startofprev|>)"
+            f"text between the tokens after <|startoftranscript|> is not supported ({stray[:40]!r}); put "
+            "context text before <|startoftranscript|> (after <|startofprev|>) and a forced prefix last"
         )
-    return head, pieces[1::2]
+    return head, pieces[1::2], pieces[-1]
 
 
 def _read_sot_tokens(names: list[str]) -> tuple[str | None, Task]:

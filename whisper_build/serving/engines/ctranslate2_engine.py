@@ -38,6 +38,7 @@ from whisper_build.serving.engines.tokens import (
     ctranslate2_max_length,
     generated_ids,
     group_indices,
+    prefix_ids,
 )
 from whisper_build.serving.prompt import DecodePrompt
 
@@ -145,7 +146,8 @@ class CTranslate2Engine(TokenizerText):
                     **sampling,
                 )
                 for r, result in zip(rows, results, strict=True):
-                    tokens = generated_ids(result.sequences_ids[0], prompt_ids[r], self.eot)
+                    forced = prefix_ids(prompts[idx[r]], self._encode)  # CTranslate2 returns it first
+                    tokens = generated_ids(result.sequences_ids[0], prompt_ids[r], self.eot, forced)
                     out[idx[r]] = Hypothesis(
                         tokens=tokens,
                         sum_logprob=float(result.scores[0]) * max(1, len(tokens)),

@@ -1,7 +1,7 @@
 """Pure token-level helpers shared by the engines: decoder prompt ids, grouping, output cleanup.
 
 Special-token strings and order follow openai/whisper ``tokenizer.py`` (``sot_sequence``):
-``[<|startofprev|> + previous-text ids] <|startoftranscript|> [<|LANG|> <|TASK|>] <|notimestamps|>``.
+``[<|startofprev|> + previous-text ids] <|startoftranscript|> [<|LANG|> <|TASK|>] <|notimestamps|> [prefix ids]``.
 English-only (``.en``) models take neither a language nor a task token
 (``get_tokenizer(multilingual=False)`` sets both to ``None``).
 Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
@@ -30,6 +30,7 @@ __all__ = [
     "is_multilingual",
     "language_token_ids",
     "max_length_for",
+    "prefix_ids",
     "vocabulary_size",
 ]
 
@@ -139,8 +140,10 @@ def build_prompt_ids(
 
     Returns:
         ``[<|startofprev|>, *prev[-223:]] + [<|startoftranscript|>, (<|lang|>, <|task|>)] +
-        [<|notimestamps|> unless timestamps]``. Previous text is encoded as ``" " + text`` like openai/whisper
-        ``decoding.py`` and cut from the left to :data:`whisper_build.serving.prompt.MAX_PROMPT_TOKENS`.
+        [<|notimestamps|> unless timestamps] + prefix[-223:]``. Previous text and the forced prefix are
+        encoded as ``" " + text`` like openai/whisper ``decoding.py`` and cut from the left to
+        :data:`whisper_build.serving.prompt.MAX_PROMPT_TOKENS`; the model continues after the prefix, so
+        the engines' new tokens are the continuation only (openai/whisper: ``tokens[sample_begin:]``).
 
     Raises:
         ValueError: a multilingual model got no language, or the tokenizer lacks a token.
@@ -155,18 +158,29 @@ def build_prompt_ids(
         ids += [_lookup(token_to_id, f"<|{language}|>"), _lookup(token_to_id, f"<|{prompt.task}|>")]
     if not timestamps:
         ids.append(specials.no_timestamps)
-    return ids
+    return ids + prefix_ids(prompt, encode)
 
 
-def generated_ids(output_ids: Sequence[int], prompt_ids: Sequence[int], eot: int) -> list[int]:
+def prefix_ids(prompt: DecodePrompt, encode: Callable[[str], list[int]]) -> list[int]:
+    """The forced prefix's ids (the last :data:`~whisper_build.serving.prompt.MAX_PROMPT_TOKENS`), ``[]`` for none."""
+    return truncate_prompt_tokens(encode(" " + prompt.prefix)) if prompt.prefix else []
+
+
+def generated_ids(
+    output_ids: Sequence[int], prompt_ids: Sequence[int], eot: int, forced: Sequence[int] = ()
+) -> list[int]:
     """New token ids of one decoded sequence, timestamp tokens kept: prompt echo removed, cut at ``eot``.
 
     Like :func:`clean_output_ids` but keeps ids ``> eot`` (timestamps and other specials) for the
-    decoding layer to parse.
+    decoding layer to parse. ``forced``: the prompt's forced prefix (:func:`prefix_ids`), removed too
+    where the runtime returns it before the new tokens (CTranslate2 returns what follows
+    ``<|notimestamps|>``, the prefix included).
     """
     ids = list(output_ids)
     if prompt_ids and ids[: len(prompt_ids)] == list(prompt_ids):
         ids = ids[len(prompt_ids) :]
+    if forced and ids[: len(forced)] == list(forced):
+        ids = ids[len(forced) :]
     if eot in ids:
         ids = ids[: ids.index(eot)]
     return ids

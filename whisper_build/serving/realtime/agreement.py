@@ -3,7 +3,8 @@
 Each update decodes the whole turn so far; the words two consecutive decodes agree on (compared without
 case and punctuation) are confirmed and sent once as a delta. Confirmed words are never retracted: the
 final decode only adds the tail after them (Macháček et al., "Turning Whisper into Real-Time
-Transcription System", 2023; ufal/whisper_streaming ``HypothesisBuffer``).
+Transcription System", 2023; ufal/whisper_streaming ``HypothesisBuffer``). Each decode is forced to start with
+the confirmed words (``context``), so it is only their continuation that two decodes must agree on.
 """
 
 from __future__ import annotations
@@ -46,10 +47,8 @@ class HypothesisBuffer:
         return self._confirm(words[len(self.confirmed) : agreed])
 
     def finish(self, text: str) -> str:
-        """The final decode's words after the confirmed ones (confirmed words stay even where it disagrees)."""
-        words = text.split()
-        start = self._align(words)
-        return self._confirm(words[start:])
+        """The final decode's words after the confirmed ones, which it starts with (they are its forced prefix)."""
+        return self._confirm(text.split()[len(self.confirmed) :])
 
     @property
     def text(self) -> str:
@@ -58,18 +57,6 @@ class HypothesisBuffer:
 
     def _matches_confirmed(self, words: list[str]) -> bool:
         return [_key(w) for w in words[: len(self.confirmed)]] == [_key(w) for w in self.confirmed]
-
-    def _align(self, words: list[str]) -> int:
-        """Where the confirmed words end in ``words``: after its longest prefix matching them, else their count."""
-        if self._matches_confirmed(words):
-            return len(self.confirmed)
-        keys = [_key(w) for w in words]
-        last = _key(self.confirmed[-1]) if self.confirmed else ""
-        n = len(self.confirmed)
-        for i in range(min(len(keys), n + 3) - 1, max(n - 4, -1), -1):  # the last confirmed word nearby
-            if keys[i] == last:
-                return i + 1
-        return min(n, len(words))
 
     def _confirm(self, new: list[str]) -> str:
         if not new:

@@ -1,8 +1,9 @@
 """One transcription session: configuration, turns, updates, deltas and the events they make.
 
 Audio is cut into 200 ms steps on AUDIO time; each step runs the VAD and, inside a turn, an update
-every ``update_seconds`` of turn audio: the whole turn (≤ ``max_turn_seconds``) is one window request to
-the backend at the live priority; LocalAgreement-2 turns consecutive decodes into deltas. At most one
+every ``update_seconds`` of turn audio: the whole turn (≤ ``max_turn_seconds``), after earlier turns'
+audio, with their text and the confirmed words as the forced prefix (``context``), is one window request to
+the backend at the live priority; LocalAgreement-2 turns consecutive continuations into deltas. At most one
 update per session is with the model. A client is ahead when the audio it sent runs ahead of the wall
 time since its first append (by more than ``AHEAD_TOLERANCE``): its updates are awaited (the turns and
 deltas of real-time pace). At live pace a due update is dropped while its predecessor is out, and the
@@ -23,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
-from whisper_build.serving.prompt import DecodePrompt, english_only_refusal, normalize_language
+from whisper_build.serving.prompt import english_only_refusal, normalize_language
 from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
+from whisper_build.serving.realtime.context import CONTEXT_SECONDS, TurnContext
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.limits import (
     AHEAD_TOLERANCE,
@@ -85,8 +87,8 @@ class TranscriptionSession:
         self.legacy = False
         self._set_audio_state()
         self.previous_item: str | None = None
-        self.previous_text = ""
-        self.multilingual: bool | None = None  # the served model's, once a non-English language asked
+        self.context = TurnContext()  # completed turns: the audio and text in front of each decode
+        self.multilingual: bool | None = None  # the served model's, once asked (a language, or turn context)
 
     def _set_audio_state(self) -> None:
         self.audio = SessionAudio(self.config.audio.input.format.type)
@@ -149,15 +151,7 @@ class TranscriptionSession:
             refusal = english_only_refusal(normalize_language(update.audio.input.transcription.language))
         except ValueError:
             return  # :meth:`configure` names the invalid language
-        if refusal is None:
-            return
-        if self.multilingual is None:
-            try:
-                served = await self.backend.served_model(self.limits.call_timeout_seconds)
-            except BackendError:
-                return
-            self.multilingual = served.multilingual
-        if self.multilingual is False:
+        if refusal is not None and await self._multilingual() is False:
             raise ProtocolError(refusal, "invalid_value", "session.audio.input.transcription.language")
 
     async def append(self, audio_b64: Any, received_at: float | None = None) -> None:
@@ -291,18 +285,26 @@ class TranscriptionSession:
         assert failure is not None  # every BackendError has a mapping
         return failure
 
-    def _request(self) -> WindowRequest:
-        transcription = self.config.audio.input.transcription
-        # the client's prompt, then the previous turn's text (as condition_on_previous_text); measured: streamed
-        # faster than real time, 14.6 % WER with it vs 15.3 % without (docs/benchmarks.md, "Live sessions")
-        context = " ".join(p for p in ((transcription.prompt or "").strip(), self.previous_text) if p)[-400:].strip()
-        prompt = DecodePrompt(previous_text=context, language=normalize_language(transcription.language))
-        return WindowRequest(prompt=prompt, options=DecodeOptions(), priority=LIVE_PRIORITY)
+    async def _multilingual(self) -> bool | None:
+        """Whether the served model is multilingual (asked once), ``None`` when the model server cannot say."""
+        if self.multilingual is None:
+            try:
+                self.multilingual = (await self.backend.served_model(self.limits.call_timeout_seconds)).multilingual
+            except BackendError:
+                return None
+        return self.multilingual
 
-    async def _decode(self, audio: npt.NDArray[np.float32]) -> str:
+    async def _decode(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
+        """The turn's words after ``confirmed`` (its ``audio`` decoded after earlier turns: ``context``)."""
+        transcription = self.config.audio.input.transcription
+        language = normalize_language(transcription.language)
+        fixed = language is not None or (bool(self.context.turns) and await self._multilingual() is False)
+        seconds = CONTEXT_SECONDS if fixed else 0.0
+        window, prompt = self.context.window(audio, confirmed, transcription.prompt, language, seconds)
+        request = WindowRequest(prompt=prompt, options=DecodeOptions(), priority=LIVE_PRIORITY)
         self.metrics.windows.inc()
         try:
-            results = await self.backend.infer([audio], self._request(), self.limits.call_timeout_seconds)
+            results = await self.backend.infer([window], request, self.limits.call_timeout_seconds)
         except BackendError as exc:
             if counts_against_model(exc):  # a timeout or a refusal is not the model's fault
                 self.health.record_failure("request", exc)
@@ -322,13 +324,13 @@ class TranscriptionSession:
         assert self.turn_start is not None
         audio = self.buffer[self.turn_start - self.buffer_start : end - self.buffer_start].copy()
         self.update_sending = False
-        self.pending = asyncio.create_task(self._run_update(self.item, audio))
+        self.pending = asyncio.create_task(self._run_update(self.item, audio, list(self.hypothesis.confirmed)))
 
-    async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32]) -> None:
+    async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32], confirmed: list[str]) -> None:
         self.update_sending = False
         sent = self.clock()
         try:
-            text = await self._decode(audio)
+            text = await self._decode(audio, confirmed)
         except BackendError:
             return  # the final decode reports failures
         self.update_sending = True
@@ -338,7 +340,7 @@ class TranscriptionSession:
         self.metrics.updates.inc()
         if item != self.item:
             return
-        delta = self.hypothesis.insert(text)
+        delta = self.hypothesis.insert(" ".join([*confirmed, text]))
         if delta:
             await self._delta(delta)
 
@@ -375,13 +377,13 @@ class TranscriptionSession:
         self.detector.end_turn()
         self.previous_item = item
         try:
-            text = await self._decode(audio) if spoke else ""
+            text = await self._decode(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
                              "error": failure_error(self.failure(exc))})  # fmt: skip
             return
-        tail = hypothesis.finish(text)
+        tail = hypothesis.finish(" ".join([*hypothesis.confirmed, text]))  # the confirmed words, then the rest
         if tail:
             saved, self.item = self.item, item
             await self._delta(tail)
@@ -389,7 +391,7 @@ class TranscriptionSession:
         if spoke:  # an empty item (idle timeout, a commit of silence) is no finalisation
             self.metrics.finalisation.observe(time.monotonic() - ended)
         transcript = hypothesis.text
-        self.previous_text = transcript
+        self.context.add(audio, transcript)
         await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
                          "item_id": item, "content_index": 0, "transcript": transcript,
                          "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}})  # fmt: skip

@@ -211,7 +211,7 @@ async def translations(
 ) -> Response:
     """OpenAI-compatible translation to English (multilingual models; English-only models answer 400)."""
     base = parse_prompt_or_400(prompt, None)
-    decode_prompt = DecodePrompt(base.previous_text, base.language, "translate")
+    decode_prompt = DecodePrompt(base.previous_text, base.language, "translate", base.prefix)
     return await _audio(
         pipeline, TRANSLATIONS, "translate", file, model, decode_prompt, response_format, temperature, []
     )
