@@ -110,6 +110,13 @@ def test_queueing_behind_a_busy_target_counts_from_the_scheduled_arrival(short_w
     latencies = asyncio.run(run())
     assert latencies[0] == pytest.approx(0.02, abs=0.015) and latencies[-1] == pytest.approx(0.16, abs=0.05)
 
+    async def late() -> tuple[list[float], list[float]]:  # a client behind its schedule: the lag is latency too
+        sent = await send_at(Serial(), load_samples([short_wav]), [(0, 0.0)], time.monotonic() - 0.3, timeout=5)
+        return sent.lags_s, [o.latency_s for o in sent.outcomes]
+
+    lags, [latency] = asyncio.run(late())
+    assert lags[0] >= 0.3 and latency >= 0.3 + 0.02
+
 
 @pytest.mark.integration
 def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_path: Path, short_wav: Path) -> None:
