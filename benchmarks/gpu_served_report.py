@@ -169,10 +169,10 @@ def targets(result: dict) -> list[tuple[str, str, str, str, str]]:
             )
             if same:  # in-flight over static whichever ran first
                 top, bottom = (same, other) if first == "inflight" else (other, same)
-                ratio = top["windows_per_s"] / bottom["windows_per_s"]
+                ratio = f"{top['windows_per_s'] / bottom['windows_per_s']:.3f}" if bottom["windows_per_s"] else "—"
                 rows.append((f"gateway {top.get('scheduler', first)} ÷ {bottom.get('scheduler', first)} at "
                              f"{other['rate_per_s']:g}/s", workload,
-                             f"{top['windows_per_s']:.1f} ÷ {bottom['windows_per_s']:.1f} = {ratio:.3f}", "report", "—"))  # fmt: skip
+                             f"{top['windows_per_s']:.1f} ÷ {bottom['windows_per_s']:.1f} = {ratio}", "report", "—"))  # fmt: skip
         lags = [r["send_lag_p99_s"] for r in mine if r.get("send_lag_p99_s") is not None]
         if lags:
             rows.append(("load generator: worst send lag p99", workload, f"{1000 * max(lags):.1f} ms", "small", "—"))

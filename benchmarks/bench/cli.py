@@ -174,15 +174,16 @@ def results_table(results: Sequence[LevelResult]) -> Table:
 
 
 def failed_levels(results: Sequence[LevelResult], max_error_rate: float) -> list[str]:
-    """One line per level with no successful request or an error rate above ``max_error_rate`` (0–1)."""
+    """One line per level with no successful request or (closed loop) an error rate above ``max_error_rate`` (0–1)."""
     lines = []
     for r in results:
         rate = (r.requests - r.ok) / r.requests if r.requests else 1.0
         errors = ", ".join(f"{k}={v}" for k, v in r.errors.items()) or "no requests finished"
-        if r.rate_per_s is not None:
-            continue  # open loop above capacity sheds by design; the saturating rate counts its errors
         if r.ok == 0:
-            lines.append(f"{r.target} concurrency {r.concurrency}: no successful request ({errors})")
+            at = f"concurrency {r.concurrency}" if r.rate_per_s is None else level_label(r)
+            lines.append(f"{r.target} {at}: no successful request ({errors})")
+        elif r.rate_per_s is not None:
+            continue  # open loop above capacity sheds by design; the saturating rate counts its errors
         elif rate > max_error_rate:
             lines.append(
                 f"{r.target} concurrency {r.concurrency}: {rate:.0%} of {r.requests} requests failed "

@@ -38,6 +38,11 @@ def test_targets_table_computes_each_ratio_against_its_goal() -> None:
         if record.get("scheduler"):
             record["scheduler"] = {"static": "inflight", "inflight": "static"}[record["scheduler"]]
     assert ("gateway inflight ÷ static at 160/s", "mixed", "110.0 ÷ 150.0 = 0.733", "report", "—") in targets(flipped)
+    idle = json.loads(FIXTURE.read_text())
+    for record in idle["records"]:  # a scheduler that served nothing at that rate: the report still prints
+        if record.get("scheduler") == "static" and record["target"] == "gateway" and record["rate_per_s"] == 160:
+            record["windows_per_s"] = 0.0
+    assert ("gateway inflight ÷ static at 160/s", "mixed", "150.0 ÷ 0.0 = —", "report", "—") in targets(idle)
     text = report(json.loads(FIXTURE.read_text()))
     assert text.count("\n| dense |") == 15 and "| dense | gateway | r=170/s | 155.0 | 300 | 600 |" in text
 

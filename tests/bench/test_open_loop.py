@@ -15,7 +15,7 @@ import soundfile
 from bench_fakes import http_server, ok_answer
 
 from benchmarks.bench.audio import load_samples
-from benchmarks.bench.cli import main
+from benchmarks.bench.cli import failed_levels, main
 from benchmarks.bench.open_loop import arrival_offsets, send_at
 from benchmarks.bench.stats import Outcome, saturating_rate, summarize
 from benchmarks.bench.triton_metrics import mean_active_rows, parse_counts
@@ -48,6 +48,12 @@ def test_saturation_is_the_lowest_rate_whose_next_step_gains_under_two_percent()
     assert saturating_rate([_level(10, 10), _level(20, 20), _level(30, 30)]) is None  # still rising
     assert saturating_rate([_level(10, 100), _level(20, 101)]).rate_per_s == 10  # type: ignore[union-attr]
     assert saturating_rate([_level(10, 10)]) is None
+
+
+def test_an_open_loop_level_with_no_success_fails_the_run_while_shedding_does_not() -> None:
+    shedding, dead = _level(40, 29, failed=11), _level(20, 0, failed=80)
+    assert failed_levels([shedding], max_error_rate=0.1) == []  # above capacity, sheds by design
+    assert failed_levels([dead], max_error_rate=0.1) == ["gateway r=20/s: no successful request (http_429=80)"]
 
 
 def test_rows_per_pass_come_from_the_scheduler_counters_when_exported() -> None:
@@ -103,6 +109,13 @@ def test_queueing_behind_a_busy_target_counts_from_the_scheduled_arrival(short_w
 
     latencies = asyncio.run(run())
     assert latencies[0] == pytest.approx(0.02, abs=0.015) and latencies[-1] == pytest.approx(0.16, abs=0.05)
+
+    async def late() -> tuple[list[float], list[float]]:  # a client behind its schedule: the lag is latency too
+        sent = await send_at(Serial(), load_samples([short_wav]), [(0, 0.0)], time.monotonic() - 0.3, timeout=5)
+        return sent.lags_s, [o.latency_s for o in sent.outcomes]
+
+    lags, [latency] = asyncio.run(late())
+    assert lags[0] >= 0.3 and latency >= 0.3 + 0.02
 
 
 @pytest.mark.integration

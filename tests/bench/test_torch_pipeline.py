@@ -73,10 +73,15 @@ def test_overlap_tunings_decode_the_tokens_of_the_untuned_engine(tiny) -> None:
     n = len(windows)
     base = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
     engine.tune(EngineTuning(cross_kv_on_side=True, decode_fused_qkv=True))
+    decoder, from_encoder = engine._decoder, []
+    decoder.set_cross = lambda encoded: from_encoder.append(encoded)
     try:
         tuned = _tokens(engine.generate(windows, [PROMPT] * n, [1.0] * n, timestamps=False, temperature=0.0))
         streamed = [h for part in engine.decode_windows([windows[:1], windows[1:]], PROMPT) for h in _tokens(part)]
+        assert len(decoder.qkv) == len(decoder.decoder.layers)  # the switches took: fused projections,
+        assert from_encoder == []  # and the cross K/V came computed, never from the encoder output
     finally:
+        del decoder.set_cross
         engine.tune(EngineTuning())
     assert tuned == streamed == base
     assert not engine._decoder.qkv  # back to three projections

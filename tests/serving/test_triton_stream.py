@@ -115,3 +115,44 @@ def test_an_unworded_stream_error_is_a_failure_not_a_rejection() -> None:
     with pytest.raises(Exception, match="Triton failed the request: boom") as caught:
         asyncio.run(_infer(_RecordingClient(error="boom")))
     assert not isinstance(caught.value, BackendRejected | BackendUnavailable)
+
+
+class _AnswerThenEndsBadly(_RecordingClient):
+    """The request's one response arrives, then the stream ends with ``code`` (the deadline, a late abort)."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__()
+        self.code = code
+
+    def stream_infer(self, requests: AsyncIterator[dict[str, Any]], stream_timeout: float, headers: dict) -> Any:
+        from grpc.aio import AioRpcError
+
+        stream = super().stream_infer(requests, stream_timeout, headers)
+        code = self.code
+
+        class _Late:
+            def __aiter__(self) -> _Late:
+                return self
+
+            async def __anext__(self) -> tuple[Any, Any]:
+                if stream.answers is None or stream.answers:
+                    return await stream.__anext__()
+                raise AioRpcError(code, details="after the response")
+
+            def cancel(self) -> bool:
+                return True
+
+        return _Late()
+
+
+@pytest.mark.parametrize("code", ["DEADLINE_EXCEEDED", "INTERNAL"])
+def test_an_answer_that_came_is_kept_however_the_stream_then_ends(code: str) -> None:
+    import grpc
+
+    async def infer() -> list:
+        return await _backend(_AnswerThenEndsBadly(getattr(grpc.StatusCode, code))).infer(
+            [WINDOW] * 2, WindowRequest(), 5
+        )
+
+    results = asyncio.run(infer())
+    assert [r.text for r in results] == ["ok", "ok"]

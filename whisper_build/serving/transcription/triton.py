@@ -173,7 +173,8 @@ async def stream_request(
     Raises: ``tritonclient.utils.InferenceServerException`` with the gRPC status and message a unary
     ``infer`` would raise (:data:`STREAM_STATUS_HEADERS`, :data:`ENQUEUE_ERRORS`;
     ``StatusCode.DEADLINE_EXCEEDED`` past ``timeout``); without status for another error Triton only
-    words, or a stream closed with no response.
+    words, or a stream closed with no response. A response that came is returned whatever status
+    then ends the stream (e.g. its deadline passing before Triton closes it).
     """
     from grpc import RpcError, StatusCode  # type: ignore[import-untyped]
     from tritonclient.utils import InferenceServerException
@@ -198,6 +199,8 @@ async def stream_request(
                 raise InferenceServerException(msg=message, status=status)
             answer = answer or result
     except RpcError as exc:  # grpc.aio.AioRpcError: the stream ended with a status
+        if answer is not None:  # the request's one response came: how the stream ends after it changes nothing
+            return answer
         code, details = exc.code(), exc.details()
         if time.monotonic() >= deadline:  # a deadline hit while sending reads INTERNAL "error from Core"
             code, details = StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({details})"
