@@ -67,6 +67,17 @@ class SchedulerConfig(BaseModel):
     max_queue_size: int = Field(64, ge=1)
     bulk_max_queue_size: int = Field(64, ge=1)
 
+    @classmethod
+    def from_batching(cls, batching: Any, max_engine_batch: int) -> SchedulerConfig:
+        """From a :class:`~whisper_build.serving.triton_model.repository.BatchingConfig` and the engine's batch."""
+        return cls(
+            mode=batching.scheduler,
+            max_batch_windows=max_engine_batch,
+            max_queue_delay_s=batching.max_queue_delay_us / 1e6,
+            max_queue_size=batching.max_queue_size,
+            bulk_max_queue_size=batching.bulk_max_queue_size,
+        )
+
     def queue_size(self, level: int) -> int:
         """The bound of ``level``'s queue (requests)."""
         return self.bulk_max_queue_size if level == contract.BULK_PRIORITY else self.max_queue_size
