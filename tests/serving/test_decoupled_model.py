@@ -5,6 +5,7 @@ scheduler honouring priority, deadlines and cancellation, and its gauges on the 
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import time
 
@@ -26,7 +27,10 @@ from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = pytest.mark.integration
 
-LIVE, BULK = {contract.PRIORITY_PARAMETER: contract.LIVE_PRIORITY}, {contract.PRIORITY_PARAMETER: contract.BULK_PRIORITY}
+LIVE, BULK = (
+    {contract.PRIORITY_PARAMETER: contract.LIVE_PRIORITY},
+    {contract.PRIORITY_PARAMETER: contract.BULK_PRIORITY},
+)
 SECONDS_PER_WINDOW = 1.0
 """The slowed engine's added time per window: the first batch (one loud window) decodes for over 1 s."""
 SILENT = np.zeros(8000, np.float32)
@@ -56,6 +60,26 @@ def _metric(server: LocalTriton, name: str, **labels: str) -> float:
     raise AssertionError(f"{name}{wanted} not on Triton's metrics port")
 
 
+def _decode_here(server: LocalTriton, windows: list[np.ndarray]) -> list[WindowResult]:
+    """The windows decoded in this process by ``run_batch`` with the server's engine settings (one request)."""
+    engine = load_engine(server.settings.engine)
+    try:
+        request = parse_request({"WAV": _padded(windows), "WAV_LENS": np.array([[len(w)] for w in windows], np.int32)})
+        [result] = run_batch(engine, [request], DecodingPolicy.from_params(server.settings.engine))
+    finally:
+        del engine  # its CPU threads would slow the server's later stop
+        gc.collect()
+    assert not isinstance(result, Exception), result
+    return result
+
+
+def _padded(windows: list[np.ndarray]) -> np.ndarray:
+    wav = np.zeros((len(windows), max(len(w) for w in windows)), np.float32)
+    for row, window in enumerate(windows):
+        wav[row, : len(window)] = window
+    return wav
+
+
 def test_stream_results_equal_the_batch_path_and_gauges_count_them(triton_server: LocalTriton) -> None:
     windows = [_speechlike(1), SILENT]
     before = _metric(triton_server, contract.SCHEDULER_FINISHED)
@@ -63,9 +87,7 @@ def test_stream_results_equal_the_batch_path_and_gauges_count_them(triton_server
     result = asyncio.run(stream_infer(triton_server.settings.grpc_url, tensors(windows), LIVE))
     served = [WindowResult.from_json(v) for v in result.as_numpy(contract.RESULT.name).reshape(-1)]
     # THEN the windows decode exactly as run_batch decodes them in this process with the same engine
-    params = triton_server.settings.engine
-    local = run_batch(load_engine(params), [parse_request({"WAV": w[None, :]}) for w in windows], DecodingPolicy.from_params(params))
-    assert [w.to_json() for w in served] == [r[0].to_json() for r in local]  # type: ignore[index]
+    assert [w.to_json() for w in served] == [w.to_json() for w in _decode_here(triton_server, windows)]
     assert texts(result)[1] == ""
     # AND the scheduler's counters moved by this request's windows and its batch
     assert _metric(triton_server, contract.SCHEDULER_FINISHED) - before == 2

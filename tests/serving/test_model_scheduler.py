@@ -65,7 +65,10 @@ def engine() -> GatedEngine:
 def _scheduler(engine: GatedEngine, **config: object) -> Iterator[StaticScheduler]:
     settings = {"max_batch_windows": 2, "max_queue_delay_s": 0.0, **config}
     scheduler = StaticScheduler(
-        engine, DecodingPolicy(silence_dbfs=-100.0, cut_speech_db=0.0), SchedulerConfig(**settings), SchedulerMetrics("whisper")
+        engine,
+        DecodingPolicy(silence_dbfs=-100.0, cut_speech_db=0.0),
+        SchedulerConfig(**settings),
+        SchedulerMetrics("whisper"),
     )
     try:
         yield scheduler

@@ -1,5 +1,6 @@
 """Integration: real tritonserver + the ``whisper`` python-backend model + CPU tiny.en, fed real
-speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio``."""
+speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio`` streaming (one stream
+per request: the model is decoupled)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import soundfile as sf
 import speech_samples
 from fixtures_triton import cpu_triton_settings
 from prometheus_client.parser import text_string_to_metric_families
+from triton_stream import stream_infer
 from tritonclient.grpc import InferInput
-from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
 from whisper_build.serving.triton_model.repository import BatchingConfig
@@ -73,22 +74,21 @@ def _inputs(
 
 
 async def _transcribe(server: LocalTriton, inputs: list[InferInput]) -> list[str]:
-    async with InferenceServerClient(server.settings.grpc_url) as client:
-        result = await client.infer("whisper", inputs, client_timeout=300)
+    result = await stream_infer(server.settings.grpc_url, inputs)
     return [row[0].decode() for row in result.as_numpy("TRANSCRIPTS")]
 
 
 def _counters(server: LocalTriton) -> dict[str, float]:
-    """nv_inference_count and nv_inference_exec_count of the whisper model."""
+    """Triton's nv_inference_count and the model scheduler's batches (whisper_scheduler_steps_total)."""
     with urllib.request.urlopen(server.settings.metrics_url, timeout=10) as response:  # noqa: S310
         text = response.read().decode()
-    wanted = {"nv_inference_count", "nv_inference_exec_count"}
+    wanted = {"nv_inference_count", "whisper_scheduler_steps"}
     # The parser reports counter samples as <family>_total, so match on the family name.
     return {
         family.name: sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if family.name in wanted and sample.labels.get("model") == "whisper"
+        if family.name in wanted and sample.labels.get("model") == "whisper" and not sample.name.endswith("_created")
     }
 
 
@@ -170,20 +170,18 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
     requests = [_inputs([speech[i % 3]]) for i in range(8)]
 
     async def send_all() -> list[list[str]]:
-        async with InferenceServerClient(triton_server.settings.grpc_url) as client:
-            results = await asyncio.gather(*(client.infer("whisper", r, client_timeout=300) for r in requests))
-        return [[row[0].decode() for row in r.as_numpy("TRANSCRIPTS")] for r in results]
+        return list(await asyncio.gather(*(_transcribe(triton_server, r) for r in requests)))
 
     texts = asyncio.run(send_all())
     after = _counters(triton_server)
     # THEN every request gets its own correct transcript
     for i, [text] in enumerate(texts):
         assert wer(SENTENCES[i % 3], text) <= MAX_WER, (i, text)
-    # AND Triton ran fewer executions than inferences: batches larger than 1 were formed
+    # AND the model's scheduler ran fewer batches than requests: batches larger than 1 were formed
     inferences = after["nv_inference_count"] - before["nv_inference_count"]
-    executions = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
+    batches = after["whisper_scheduler_steps"] - before["whisper_scheduler_steps"]
     assert inferences == 8
-    assert executions < inferences
+    assert batches < inferences
 
 
 def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> None:
@@ -198,13 +196,14 @@ def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> No
     with LocalTriton(settings) as server:
 
         async def flood() -> list[object]:
-            async with InferenceServerClient(server.settings.grpc_url) as client:
-                calls = [client.infer("whisper", _inputs([speech[0]]), client_timeout=300) for _ in range(8)]
-                return await asyncio.gather(*calls, return_exceptions=True)
+            calls = [stream_infer(server.settings.grpc_url, _inputs([speech[0]])) for _ in range(8)]
+            return await asyncio.gather(*calls, return_exceptions=True)
 
         outcomes = asyncio.run(flood())
     # WHEN 8 requests arrive at once THEN the ones that do not fit are refused with UNAVAILABLE
     rejected = [o for o in outcomes if isinstance(o, InferenceServerException)]
     served = [o for o in outcomes if not isinstance(o, BaseException)]
     assert rejected and served, outcomes
-    assert all(e.status() == "StatusCode.UNAVAILABLE" and "queue size" in e.message() for e in rejected), rejected
+    assert all(
+        e.status() == "StatusCode.UNAVAILABLE" and e.message() == "Exceeds maximum queue size" for e in rejected
+    ), rejected

@@ -236,7 +236,9 @@ def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults
     strings = {key: value.string_value for key, value in config.parameters.items()}
     assert strings.pop(MULTILINGUAL_PARAMETER) == "false"  # the default model, bundled tiny.en
     assert BatchingConfig.from_model_parameters(strings) == BatchingConfig()
-    assert EngineParams.from_strings({k: v for k, v in strings.items() if k not in SCHEDULER_PARAMETERS}) == EngineParams()
+    assert (
+        EngineParams.from_strings({k: v for k, v in strings.items() if k not in SCHEDULER_PARAMETERS}) == EngineParams()
+    )
     assert config.max_batch_size == BatchingConfig().max_batch_size
     assert config.model_transaction_policy.decoupled and not config.HasField("dynamic_batching")
     assert _parse_config(render_config(EngineParams(), BatchingConfig(), False)) == config

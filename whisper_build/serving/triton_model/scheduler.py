@@ -31,7 +31,7 @@ from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.scheduler_metrics import LEVEL_NAMES, SchedulerMetrics
 from whisper_build.serving.triton_model.stages import StageClock, TimedEngine
 
-__all__ = ["LEVELS", "Job", "QueueFull", "RequestTimeout", "SchedulerConfig", "StaticScheduler"]
+__all__ = ["LEVELS", "Job", "QueueFull", "RequestTimeout", "SchedulerConfig", "StaticScheduler", "deliver"]
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,9 @@ class StaticScheduler:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, request: RequestWindows, level: int = contract.SYNC_PRIORITY, timeout_s: float | None = None) -> Job:
+    def submit(
+        self, request: RequestWindows, level: int = contract.SYNC_PRIORITY, timeout_s: float | None = None
+    ) -> Job:
         """Queue one request; its :attr:`Job.future` gets one :class:`WindowResult` per window.
 
         Args:
@@ -183,7 +185,7 @@ class StaticScheduler:
             self._cond.notify_all()
         for job in waiting:
             self.metrics.queued(job.level, -job.windows)
-            _deliver(job.future, RuntimeError("the whisper model is unloading"))
+            deliver(job.future, RuntimeError("the whisper model is unloading"))
         for thread in self._threads:
             thread.join(timeout=30)
 
@@ -201,7 +203,7 @@ class StaticScheduler:
             except Exception as error:  # noqa: BLE001 - a bug answers its batch; the scheduler keeps serving
                 log.exception("whisper scheduler: batch of %d requests failed", len(batch))
                 for job in batch:
-                    _deliver(job.future, RuntimeError(f"whisper model failed: {type(error).__name__}: {error}"))
+                    deliver(job.future, RuntimeError(f"whisper model failed: {type(error).__name__}: {error}"))
 
     def _next_batch(self) -> list[Job] | None:
         """Wait for work and the batching delay; take a batch in priority order (``None``: closed)."""
@@ -255,12 +257,12 @@ class StaticScheduler:
         for job, result in zip(batch, results, strict=True):
             if engine.stopped or job.future.cancelled():
                 self.metrics.rejected(job.level, "cancelled", job.windows)
-                _deliver(job.future, BatchCancelled("cancelled by the client"))
+                deliver(job.future, BatchCancelled("cancelled by the client"))
             elif isinstance(result, Exception):
-                _deliver(job.future, result)
+                deliver(job.future, result)
             else:
                 self.metrics.finished(job.windows)
-                _deliver(job.future, result)
+                deliver(job.future, result)
 
     # --- deadlines -----------------------------------------------------------------------------
 
@@ -282,10 +284,10 @@ class StaticScheduler:
                     self.metrics.rejected(level, "cancelled", job.windows)
                     continue
                 self.metrics.rejected(level, "timeout", job.windows)
-                _deliver(job.future, RequestTimeout("Request timeout expired"))
+                deliver(job.future, RequestTimeout("Request timeout expired"))
 
 
-def _deliver(future: Future[Any], result: Any) -> None:
+def deliver(future: Future[Any], result: Any) -> None:
     """Set ``future``'s result or exception unless it was cancelled meanwhile."""
     try:
         if isinstance(result, BaseException):
@@ -294,4 +296,3 @@ def _deliver(future: Future[Any], result: Any) -> None:
             future.set_result(result)
     except InvalidStateError:
         pass
-

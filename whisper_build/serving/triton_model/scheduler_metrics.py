@@ -87,9 +87,9 @@ class SchedulerMetrics:
         """``rows`` more (or, negative, fewer) windows are being decoded."""
         self._add(contract.SCHEDULER_ACTIVE_ROWS, rows, {})
 
-    def step(self, rows: int) -> None:
-        """One engine pass (a static batch, or an in-flight decode step) over ``rows`` windows."""
-        self._add(contract.SCHEDULER_STEPS, 1, {})
+    def step(self, rows: int, count: int = 1) -> None:
+        """``count`` engine passes (static batches, or in-flight decode steps) over ``rows`` windows in all."""
+        self._add(contract.SCHEDULER_STEPS, count, {})
         self._add(contract.SCHEDULER_STEP_ROWS, rows, {})
 
     def finished(self, windows: int) -> None:

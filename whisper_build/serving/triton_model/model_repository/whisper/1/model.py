@@ -11,6 +11,7 @@ The repository root must be importable (the local launcher puts it on ``PYTHONPA
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class TritonPythonModel:
         if scheduling.mode == "inflight":
             from whisper_build.serving.triton_model.inflight_front import InflightFront
 
-            self._scheduler: Any = InflightFront(self._engine, policy, scheduling, metrics)
+            self._scheduler: Any = InflightFront(self._engine, policy, scheduling, metrics, best_of=params.best_of)
         else:
             self._scheduler = StaticScheduler(
                 self._engine, policy, scheduling, metrics, self._batch_done, self._work.count_windows
@@ -83,7 +84,9 @@ class TritonPythonModel:
         cancelled CANCELLED; an engine failure INTERNAL.
         """
         sender = request.get_response_sender()
-        is_cancelled = getattr(sender, "is_cancelled", None) or getattr(request, "is_cancelled", lambda: False)
+        is_cancelled: Callable[[], bool] = (
+            getattr(sender, "is_cancelled", None) or getattr(request, "is_cancelled", None) or (lambda: False)
+        )
         clock = StageClock()
         try:
             with clock.stage("parse"):
