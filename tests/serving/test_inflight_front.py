@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
+import speech_samples
 from fake_engine import Decoded, ScriptedEngine
 
 from whisper_build.serving import contract
@@ -73,6 +76,7 @@ def _request(*values: float) -> RequestWindows:
     )
 
 
+@contextmanager
 def _front(fake: FakeInflight, **config: object) -> Iterator[InflightFront]:
     front = InflightFront(
         fake.engine, POLICY, SchedulerConfig(mode="inflight", **config), SchedulerMetrics("whisper"),  # type: ignore[arg-type]
@@ -86,7 +90,7 @@ def _front(fake: FakeInflight, **config: object) -> Iterator[InflightFront]:
 
 def test_requests_decode_as_the_static_path_with_fallback_and_best_of_as_submissions() -> None:
     fake = FakeInflight()
-    for front in _front(fake):
+    with _front(fake) as front:
         job = front.submit(_request(1, 2), contract.BULK_PRIORITY)
         served = job.future.result(WAIT_S)
         [static] = run_batch(ScriptedEngine(_script), [_request(1, 2)], POLICY)
@@ -102,7 +106,7 @@ def test_requests_decode_as_the_static_path_with_fallback_and_best_of_as_submiss
 
 def test_a_request_past_its_deadline_is_a_timeout() -> None:
     fake = FakeInflight()
-    for front in _front(fake):
+    with _front(fake) as front:
         job = front.submit(_request(1), contract.SYNC_PRIORITY, timeout_s=-1.0)  # already past
         with pytest.raises(RequestTimeout, match="^Request timeout expired$"):
             job.future.result(WAIT_S)
@@ -111,7 +115,7 @@ def test_a_request_past_its_deadline_is_a_timeout() -> None:
 
 def test_a_cancelled_request_cancels_its_windows_in_the_engine() -> None:
     fake = FakeInflight(hold=True)
-    for front in _front(fake):
+    with _front(fake) as front:
         job = front.submit(_request(1, 3), contract.LIVE_PRIORITY)
         assert _eventually(lambda: len(fake.held) == 1)  # the language detection of its first window
         front.cancel(job)
@@ -124,7 +128,7 @@ def test_a_cancelled_request_cancels_its_windows_in_the_engine() -> None:
 
 def test_each_level_bounds_its_open_requests() -> None:
     fake = FakeInflight(hold=True)
-    for front in _front(fake, max_queue_size=1):
+    with _front(fake, max_queue_size=1) as front:
         first = front.submit(_request(1), contract.SYNC_PRIORITY)
         with pytest.raises(QueueFull, match="^Exceeds maximum queue size$"):
             front.submit(_request(2), contract.SYNC_PRIORITY)
@@ -135,7 +139,7 @@ def test_each_level_bounds_its_open_requests() -> None:
 
 def test_the_gauges_follow_the_engine_schedulers_stats() -> None:
     fake = FakeInflight()
-    for front in _front(fake):
+    with _front(fake) as front:
         fake.stats_now = {"queue_live": 2, "queue_bulk": 5, "active_rows": 7, "steps": 10, "mean_active_rows": 6.5}
         front.refresh()
         fake.stats_now = {"queue_live": 0, "queue_bulk": 1, "active_rows": 3, "steps": 12, "mean_active_rows": 6.0}
@@ -178,11 +182,14 @@ def test_the_torch_engines_inflight_scheduler_decodes_as_its_static_batches(tmp_
         params = EngineParams(engine="torch", model_path=str(tmp_path / "hf"), beam_size=1, device="cpu",
                               max_engine_batch=4, temperature_increment=0.0)  # fmt: skip
         engine = TorchEngine(params)
-        rng = np.random.default_rng(0)
-        t = np.arange(32000) / 16000
-        chirp = (0.2 * np.sin(2 * np.pi * (200 + 300 * t) * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+        if not speech_samples.speech_tools_available():
+            pytest.skip("needs espeak-ng and sox")
+        path = speech_samples.speak(
+            "Please call Stella and ask her to bring these things.", tmp_path / "s.wav", rate=16000
+        )
+        speech = soundfile.read(path, dtype="float32")[0]
         request = RequestWindows(
-            audio=[chirp, chirp[:16000]], prompts=[DecodePrompt()] * 2, repetition_penalty=[1.0] * 2
+            audio=[speech, speech[:16000]], prompts=[DecodePrompt()] * 2, repetition_penalty=[1.0] * 2
         )
         policy = DecodingPolicy.from_params(params)
         [static] = run_batch(engine, [request], policy)  # before the in-flight loop owns the engine's cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -62,6 +63,7 @@ def engine() -> GatedEngine:
     return GatedEngine()
 
 
+@contextmanager
 def _scheduler(engine: GatedEngine, **config: object) -> Iterator[StaticScheduler]:
     settings = {"max_batch_windows": 2, "max_queue_delay_s": 0.0, **config}
     scheduler = StaticScheduler(
@@ -79,7 +81,8 @@ def _scheduler(engine: GatedEngine, **config: object) -> Iterator[StaticSchedule
 
 @pytest.fixture
 def scheduler(engine: GatedEngine) -> Iterator[StaticScheduler]:
-    yield from _scheduler(engine)
+    with _scheduler(engine) as made:
+        yield made
 
 
 def _texts(job) -> list[str]:  # type: ignore[no-untyped-def]
@@ -117,7 +120,7 @@ def test_a_live_window_queued_behind_bulk_work_runs_in_the_next_batch(
 
 
 def test_each_level_has_its_own_bounded_queue(engine: GatedEngine) -> None:
-    for scheduler in _scheduler(engine, max_queue_size=1, bulk_max_queue_size=2):
+    with _scheduler(engine, max_queue_size=1, bulk_max_queue_size=2) as scheduler:
         _busy(scheduler, engine)
         scheduler.submit(_request(1), SYNC)
         with pytest.raises(QueueFull, match="^Exceeds maximum queue size$"):
@@ -168,7 +171,7 @@ def test_a_cancelled_waiting_request_is_dropped(scheduler: StaticScheduler, engi
 def test_a_batch_whose_requests_are_all_cancelled_stops_before_the_next_engine_call() -> None:
     # every decode has a low log-probability, so the temperature fallback decodes each window again
     engine = GatedEngine(sum_logprob=-50.0)
-    for scheduler in _scheduler(engine):
+    with _scheduler(engine) as scheduler:
         job = _busy(scheduler, engine)
         scheduler.cancel(job)
         follower = scheduler.submit(_request(5), SYNC)
@@ -194,7 +197,7 @@ def test_a_failing_engine_call_answers_only_its_batch(scheduler: StaticScheduler
 
 def test_requests_arriving_within_the_batching_delay_share_a_batch(engine: GatedEngine) -> None:
     engine.gate.set()
-    for scheduler in _scheduler(engine, max_batch_windows=4, max_queue_delay_s=0.3):
+    with _scheduler(engine, max_batch_windows=4, max_queue_delay_s=0.3) as scheduler:
         jobs = [scheduler.submit(_request(v), SYNC) for v in (1, 2, 3)]
         assert [_texts(job) for job in jobs] == [["1"], ["2"], ["3"]]
         assert engine.order == [[1.0, 2.0, 3.0]]
