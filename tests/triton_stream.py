@@ -22,12 +22,13 @@ STATUS_HEADERS = {"triton_grpc_error": "true"}
 
 
 def tensors(windows: Sequence[np.ndarray], **optional: np.ndarray) -> list[InferInput]:
-    """``WAV`` [B, T] zero-padded and ``WAV_LENS`` [B, 1] of ``windows``, plus optional inputs by tensor name."""
+    """The audio [B, T] zero-padded and the lengths [B, 1] of ``windows``, plus optional inputs by tensor name."""
     batch, longest = len(windows), max(len(w) for w in windows)
     wav = np.zeros((batch, longest), dtype=np.float32)
     for i, window in enumerate(windows):
         wav[i, : len(window)] = window
-    arrays = {"WAV": wav, "WAV_LENS": np.array([[len(w)] for w in windows], dtype=np.int32), **optional}
+    lens = np.array([[len(w)] for w in windows], dtype=np.int32)
+    arrays = {contract.WAV.name: wav, contract.WAV_LENS.name: lens, **optional}
     types = {t.name: t.wire_type for t in contract.INPUTS}
     inputs = []
     for name, array in arrays.items():
@@ -62,4 +63,4 @@ async def stream_infer(
 
 def texts(result: InferResult) -> list[str]:
     """``TRANSCRIPTS`` of a response, decoded."""
-    return [row[0].decode() for row in result.as_numpy("TRANSCRIPTS")]
+    return [row[0].decode() for row in result.as_numpy(contract.TRANSCRIPTS.name)]

@@ -64,7 +64,8 @@ def _decode_here(server: LocalTriton, windows: list[np.ndarray]) -> list[WindowR
     """The windows decoded in this process by ``run_batch`` with the server's engine settings (one request)."""
     engine = load_engine(server.settings.engine)
     try:
-        request = parse_request({"WAV": _padded(windows), "WAV_LENS": np.array([[len(w)] for w in windows], np.int32)})
+        lens = np.array([[len(w)] for w in windows], np.int32)
+        request = parse_request({contract.WAV.name: _padded(windows), contract.WAV_LENS.name: lens})
         [result] = run_batch(engine, [request], DecodingPolicy.from_params(server.settings.engine))
     finally:
         del engine  # its CPU threads would slow the server's later stop
@@ -105,7 +106,7 @@ def test_unary_and_http_inference_are_refused_for_the_decoupled_model(triton_ser
     assert grpc_error.value.status() == "StatusCode.UNIMPLEMENTED"
     from tritonclient.http import InferInput
 
-    wav = InferInput("WAV", [1, 16000], "FP32")
+    wav = InferInput(contract.WAV.name, [1, 16000], contract.WAV.wire_type)
     wav.set_data_from_numpy(_tone()[None, :])
     with pytest.raises(InferenceServerException, match="decoupled"):
         HttpClient(triton_server.settings.http_url.removeprefix("http://")).infer("whisper", [wav])
@@ -116,7 +117,11 @@ def test_bad_parameters_and_inputs_are_invalid_arguments(triton_server: LocalTri
     for inputs, parameters, message in (
         (tensors([_tone()]), {contract.PRIORITY_PARAMETER: 9}, "whisper_priority must be an integer 1..3"),
         (tensors([_tone()]), {contract.TIMEOUT_PARAMETER: -5}, "whisper_timeout_ms must be a positive integer"),
-        (tensors([_tone()], TEXT_PREFIX=np.array([[b"<|startoftranscript|><|xx|>"]], object)), {}, "unknown language"),
+        (
+            tensors([_tone()], **{contract.TEXT_PREFIX.name: np.array([[b"<|startoftranscript|><|xx|>"]], object)}),
+            {},
+            "unknown language",
+        ),
     ):
         with pytest.raises(InferenceServerException, match=message) as error:
             asyncio.run(stream_infer(url, inputs, parameters))
