@@ -2,9 +2,9 @@
 
 When a gateway request ends early — its client disconnected, or it hit the request timeout — the
 gateway cancels its gRPC call, and Triton marks the request cancelled (Triton's request
-cancellation, docs ``user_guide/request_cancellation.md``; the python backend's
-``InferenceRequest.is_cancelled()``, python_backend README "Request Cancellation Handling").
-:class:`CancellableEngine` asks before each ``generate`` (one per temperature-fallback pass) and
+cancellation, docs ``user_guide/request_cancellation.md``); the decoupled front polls the response
+sender's ``is_cancelled()`` (python_backend README "Request Cancellation Handling") and cancels the
+request's future in the scheduler. :class:`CancellableEngine` asks before each ``generate`` (one per temperature-fallback pass) and
 each ``align`` whether *every* request of the batch is cancelled; if so it raises
 :class:`BatchCancelled` instead of calling the engine, so the device stops within the pass in
 progress. A batch shared with a live request runs on (its cost is bounded by that batch).
