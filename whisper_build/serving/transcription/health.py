@@ -229,9 +229,9 @@ class ModelHealth:
         if busy != self._was_shared_busy:
             if busy:
                 log.warning(
-                    "model %r is busy with other clients' work on Triton: %d request(s) queued, last execution"
-                    " completed %.0f s ago; the canary waits up to %g s (slow, not dead)",
-                    self.settings.model_name, self.shared.pending, self.shared.progress_age(),
+                    "model %r is busy with other clients' work on Triton: %d window(s) queued, last window"
+                    " finished %.0f s ago; the canary waits up to %g s (slow, not dead)",
+                    self.settings.model_name, self.shared.queued, self.shared.progress_age(),
                     self.settings.hang_after_seconds,
                 )  # fmt: skip
             else:
