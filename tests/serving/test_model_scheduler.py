@@ -206,3 +206,50 @@ def test_requests_arriving_within_the_batching_delay_share_a_batch(engine: Gated
 def test_unknown_levels_are_refused(scheduler: StaticScheduler) -> None:
     with pytest.raises(ValueError, match="priority level: one of 1, 2, 3, got 7"):
         scheduler.submit(_request(1), 7)
+
+
+class _Series:
+    """Stands in for one pb_utils metric: records every call (the stub's IPC) and the thread making it."""
+
+    def __init__(self, calls: list[tuple[str, float, str]]) -> None:
+        self.calls = calls
+
+    def set(self, value: float) -> None:
+        self.calls.append(("set", value, threading.current_thread().name))
+
+    def increment(self, value: float) -> None:
+        self.calls.append(("increment", value, threading.current_thread().name))
+
+
+class _Family:
+    GAUGE, COUNTER = "gauge", "counter"
+    calls: list[tuple[str, float, str]] = []
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], _Series] = {}
+
+    def __init__(self, name: str, description: str, kind: str) -> None:
+        self.name = name
+
+    def Metric(self, labels: dict[str, str]) -> _Series:  # noqa: N802 - the backend's spelling
+        series = _Series(_Family.calls)
+        _Family.series[(self.name, tuple(sorted((k, v) for k, v in labels.items() if k != "model")))] = series
+        return series
+
+
+def test_scheduler_threads_never_call_triton_metrics_only_flush_does() -> None:
+    # GIVEN the scheduler's values changed on another thread (the worker's)
+    metrics = SchedulerMetrics("whisper", _Family)
+    worker = threading.Thread(
+        target=lambda: (metrics.queued(2, 3), metrics.step(rows=4), metrics.step(rows=2), metrics.queued(2, -3)),
+        name="whisper-scheduler",
+    )
+    worker.start()
+    worker.join()
+    # THEN no Triton metric was called from it (the stub's IPC is not shared between threads)
+    assert _Family.calls == []
+    # WHEN the loop flushes THEN counters grow by what changed, unchanged gauges are left alone
+    metrics.flush()
+    metrics.step(rows=1)
+    metrics.flush()
+    metrics.flush()
+    assert {c[2] for c in _Family.calls} == {threading.current_thread().name}
+    assert [c[:2] for c in _Family.calls] == [("increment", 2.0), ("increment", 6.0), ("increment", 1.0), ("increment", 1.0)]

@@ -305,11 +305,15 @@ def test_stage_counters_add_each_execution_to_one_counter_per_stage():
         clock = StageClock()
         clock.seconds.update(parse=seconds, engine=2 * seconds)
         counters.add(clock)
+    # only the flush (the stub's event-loop thread) touches the Triton metrics
+    assert {m.value for m in family.metrics.values()} == {0.0}
+    counters.flush()
     assert {k: m.value for k, m in family.metrics.items()} == {
         "parse": 0.75, "engine": 1.5, "decoding": 0.0, "response": 0.0,
     }  # fmt: skip
     assert not StageCounters(None).enabled  # a backend without custom metrics: nothing, no error
     StageCounters(None).add(StageClock())
+    StageCounters(None).flush()
 
 
 def test_the_model_refuses_a_config_whose_multilingual_parameter_contradicts_the_engine():

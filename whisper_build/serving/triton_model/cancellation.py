@@ -11,12 +11,14 @@ progress. A batch shared with a live request runs on (its cost is bounded by tha
 
 Counters (Triton custom metrics, like ``whisper_model_stage_seconds``): ``whisper_model_engine_windows_total``
 — windows handed to the engine (a fallback re-decode counts again), and ``whisper_model_cancelled_batches_total`` —
-executions stopped because every request was cancelled. Tests measure "the model stopped" with them.
+executions stopped because every request was cancelled, noted on any thread and handed to Triton by
+:meth:`WorkCounters.flush` on the stub's event loop. Tests measure "the model stopped" with them.
 Docs: docs/serving.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -92,6 +94,8 @@ class WorkCounters:
     def __init__(self, metric_family: Any | None, counter_kind: Any = None) -> None:
         self._windows: Any = None
         self._cancelled: Any = None
+        self._pending = [0, 0]  # windows, cancelled executions: noted, not yet flushed
+        self._lock = threading.Lock()
         if metric_family is None:
             return
         self._windows_family = metric_family(
@@ -106,11 +110,21 @@ class WorkCounters:
         self._cancelled = self._cancelled_family.Metric(labels={})
 
     def count_windows(self, windows: int) -> None:
-        """Windows handed to the engine by one call, counted as the call starts."""
-        if self._windows is not None:
-            self._windows.increment(windows)
+        """Windows handed to the engine by one call, noted as the call starts (any thread)."""
+        with self._lock:
+            self._pending[0] += windows
 
     def add(self, engine: CancellableEngine) -> None:
-        """Count the execution when it was stopped."""
-        if self._cancelled is not None and engine.stopped:
-            self._cancelled.increment(1)
+        """Note the execution when it was stopped (any thread)."""
+        if engine.stopped:
+            with self._lock:
+                self._pending[1] += 1
+
+    def flush(self) -> None:
+        """Add what was noted since the last flush to the counters (the stub's event-loop thread only)."""
+        with self._lock:
+            (windows, cancelled), self._pending = self._pending, [0, 0]
+        if self._windows is not None and windows:
+            self._windows.increment(windows)
+        if self._cancelled is not None and cancelled:
+            self._cancelled.increment(cancelled)

@@ -2,8 +2,10 @@
 
 Names are :data:`whisper_build.serving.contract.SCHEDULER_METRICS`; every series carries ``model``
 (the Triton model name) and, where it has one, ``level`` (``live``/``sync``/``bulk``) and ``reason``
-(``queue_full``/``timeout``/``cancelled``). Without custom metrics (``metric_family`` ``None``) the
-values are still kept here, so the unit tests read them. Docs: docs/engines.md, "The model's scheduler".
+(``queue_full``/``timeout``/``cancelled``). The scheduler's threads only change plain values here;
+:meth:`SchedulerMetrics.flush`, called on the stub's event-loop thread alone, hands them to Triton: the
+stub's IPC with tritonserver must not be used from several threads at once. Without custom metrics
+(``metric_family`` ``None``) the values are still kept. Docs: docs/engines.md, "The model's scheduler".
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def level_name(level: int) -> str:
 
 
 class SchedulerMetrics:
-    """Thread-safe values of the scheduler's series, mirrored into Triton custom metrics when there are some.
+    """Thread-safe values of the scheduler's series, copied into Triton custom metrics by :meth:`flush`.
 
     Args:
         model: the ``model`` label (the Triton model's name).
@@ -39,6 +41,7 @@ class SchedulerMetrics:
         self.values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self._lock = threading.Lock()
         self._metrics: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+        self._flushed: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         levels = [{"level": name} for name in LEVEL_NAMES.values()]
         series: list[tuple[str, str, list[dict[str, str]]]] = [
             (contract.SCHEDULER_QUEUED, "gauge", levels),
@@ -72,12 +75,23 @@ class SchedulerMetrics:
         key = (name, tuple(sorted(labels.items())))
         with self._lock:
             self.values[key] += amount
-            metric = self._metrics.get(key)
-            if metric is not None:
-                if name in (contract.SCHEDULER_QUEUED, contract.SCHEDULER_ACTIVE_ROWS):
-                    metric.set(self.values[key])
-                else:
-                    metric.increment(amount)
+
+    def flush(self) -> None:
+        """Copy the values changed since the last flush into the Triton metrics; ONE thread only (the stub's loop).
+
+        Gauges are ``set``, counters ``increment``-ed by the difference.
+        """
+        with self._lock:
+            values = dict(self.values)
+        for key, metric in self._metrics.items():
+            value, before = values[key], self._flushed.get(key, 0.0)
+            if value == before:
+                continue
+            if key[0] in (contract.SCHEDULER_QUEUED, contract.SCHEDULER_ACTIVE_ROWS):
+                metric.set(value)
+            else:
+                metric.increment(value - before)
+            self._flushed[key] = value
 
     def queued(self, level: int, windows: int) -> None:
         """``windows`` more (or, negative, fewer) windows wait at ``level``."""

@@ -15,6 +15,7 @@ Docs: docs/contracts.md, "5. Triton model contract".
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -89,6 +90,8 @@ class StageCounters:
 
     def __init__(self, metric_family: Any | None, counter_kind: Any = None) -> None:
         self._metrics: dict[str, Any] = {}
+        self._pending: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+        self._lock = threading.Lock()
         if metric_family is None:
             return
         self._family = metric_family(
@@ -104,9 +107,18 @@ class StageCounters:
         return bool(self._metrics)
 
     def add(self, clock: StageClock) -> None:
-        """Add one execution's stage seconds to the counters."""
+        """Note one execution's stage seconds (any thread); :meth:`flush` adds them to the counters."""
+        with self._lock:
+            for name in STAGES:
+                self._pending[name] += clock.seconds[name]
+
+    def flush(self) -> None:
+        """Add the seconds noted since the last flush to the counters (the stub's event-loop thread only)."""
+        with self._lock:
+            pending, self._pending = self._pending, dict.fromkeys(STAGES, 0.0)
         for name, metric in self._metrics.items():
-            metric.increment(clock.seconds[name])
+            if pending[name]:
+                metric.increment(pending[name])
 
 
 __all__: Sequence[str] = ("METRIC", "STAGES", "StageClock", "StageCounters", "TimedEngine")

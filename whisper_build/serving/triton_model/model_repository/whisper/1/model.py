@@ -5,6 +5,8 @@ HTTP inference for a decoupled model). Each request is parsed, submitted at its 
 its deadline to the scheduler (``triton_model/scheduler.py``, or the ``torch`` engine's in-flight one:
 ``triton_model/inflight_front.py``) and answered with ONE final response. The logic lives in
 ``whisper_build.serving.triton_model`` (unit-tested without a server); this file only moves tensors.
+Every ``pb_utils`` call (send, ``is_cancelled``, custom metrics) happens on the stub's event-loop thread:
+the scheduler's threads only note values, flushed to Triton after each response and every 0.1 s.
 The repository root must be importable (the local launcher puts it on ``PYTHONPATH``; the image sets
 ``PYTHONPATH=/app``).
 """
@@ -34,6 +36,9 @@ from whisper_build.serving.triton_model.scheduler import SchedulerConfig, Static
 from whisper_build.serving.triton_model.scheduler_metrics import SchedulerMetrics
 from whisper_build.serving.triton_model.stages import StageClock, StageCounters
 
+FLUSH_S = 0.1
+"""Seconds between two flushes of the scheduler's values to Triton's metrics while requests wait."""
+
 
 class TritonPythonModel:
     """Loads the engine named by the ``engine`` model-config parameter and starts the scheduler."""
@@ -58,6 +63,8 @@ class TritonPythonModel:
         self._stages = StageCounters(family, counter)
         self._work = WorkCounters(family, counter)
         metrics = SchedulerMetrics(args["model_name"], family)
+        self._metrics = metrics
+        self._flusher: asyncio.Task[None] | None = None
         scheduling = SchedulerConfig.from_batching(batching, params.max_engine_batch)
         if scheduling.mode == "inflight":
             from whisper_build.serving.triton_model.inflight_front import InflightFront
@@ -72,8 +79,21 @@ class TritonPythonModel:
         self._stages.add(clock)
         self._work.add(engine)
 
+    def _flush(self) -> None:
+        """Hand the values the scheduler noted to Triton's metrics (the event-loop thread only)."""
+        self._metrics.flush()
+        self._stages.flush()
+        self._work.flush()
+
+    async def _flush_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            self._flush()
+
     async def execute(self, requests: list[Any]) -> None:
         """Serve every request on its own; each gets one final response through its response sender."""
+        if self._flusher is None:  # the gauges move while requests wait: flush them on the loop, periodically
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_every(FLUSH_S))
         await asyncio.gather(*(self._serve(request) for request in requests))
 
     async def _serve(self, request: Any) -> None:
@@ -102,6 +122,7 @@ class TritonPythonModel:
             response = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
         sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         self._stages.add(clock)
+        self._flush()
 
     @staticmethod
     def _parse(request: Any) -> tuple[int, float | None, RequestWindows]:
@@ -120,4 +141,6 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         """Stop the scheduler: waiting requests are answered with an error."""
+        if self._flusher is not None:
+            self._flusher.cancel()
         self._scheduler.close()
