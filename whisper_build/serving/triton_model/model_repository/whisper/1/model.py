@@ -120,9 +120,9 @@ class TritonPythonModel:
         except Exception as error:  # noqa: BLE001 - every failure is answered to its own request
             code = getattr(pb_utils.TritonError, error_code(error), pb_utils.TritonError.INTERNAL)
             response = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
-        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         self._stages.add(clock)
-        self._flush()
+        self._flush()  # before the answer: a client that sees it also sees its window counted
+        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     @staticmethod
     def _parse(request: Any) -> tuple[int, float | None, RequestWindows]:
