@@ -252,4 +252,9 @@ def test_scheduler_threads_never_call_triton_metrics_only_flush_does() -> None:
     metrics.flush()
     metrics.flush()
     assert {c[2] for c in _Family.calls} == {threading.current_thread().name}
-    assert [c[:2] for c in _Family.calls] == [("increment", 2.0), ("increment", 6.0), ("increment", 1.0), ("increment", 1.0)]
+    assert [c[:2] for c in _Family.calls] == [
+        ("increment", 2.0),
+        ("increment", 6.0),
+        ("increment", 1.0),
+        ("increment", 1.0),
+    ]

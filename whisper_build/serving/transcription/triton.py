@@ -4,7 +4,9 @@
 requests); :func:`infer_inputs` turns a window batch and its
 :class:`~whisper_build.serving.transcription.request.WindowRequest` into the model's inputs;
 :func:`stream_request` sends one ``whisper`` request on a gRPC stream of its own (the only way to reach a
-decoupled model), the one helper every direct caller of the model uses. Docs: docs/contracts.md §5.
+decoupled model), the one helper every direct caller of the model uses. A decoupled model never answers
+the requests its dead stub held: once any call learns the stub died, the backend fails its other
+in-flight calls with :class:`ModelRestarting` too. Docs: docs/contracts.md §5.
 """
 
 from __future__ import annotations
@@ -229,6 +231,8 @@ class TritonBackend:
         self.priority = priority
         self._client = InferenceServerClient(url=url)
         self._served: ServedModel | None = None
+        self._stub_died = asyncio.Event()
+        """Set when a call learns the model's stub died; replaced by a fresh one at once."""
 
     async def served_model(self, timeout: float) -> ServedModel:
         """See :meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.served_model` (tritonclient ``get_model_config``)."""
@@ -260,7 +264,11 @@ class TritonBackend:
                 texts += await self._infer_once(windows[i : i + limit], request, remaining)
             return texts
         except InferenceServerException as exc:
-            raise _translate(exc, timeout) from exc
+            error = _translate(exc, timeout)
+            if isinstance(error, ModelRestarting):  # the calls the dead stub held will never be answered
+                died, self._stub_died = self._stub_died, asyncio.Event()
+                died.set()
+            raise error from exc
 
     async def _infer_once(
         self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
@@ -269,14 +277,26 @@ class TritonBackend:
         from tritonclient.grpc import InferRequestedOutput
 
         batch = len(windows)
-        result = await stream_request(
-            self._client,
-            self.model_name,
-            infer_inputs(windows, request),
-            timeout,
-            outputs=[InferRequestedOutput(contract.RESULT.name)],
-            priority=request.priority or self.priority,
+        died = asyncio.ensure_future(self._stub_died.wait())  # the event of the stub this call reaches
+        call = asyncio.ensure_future(
+            stream_request(
+                self._client,
+                self.model_name,
+                infer_inputs(windows, request),
+                timeout,
+                outputs=[InferRequestedOutput(contract.RESULT.name)],
+                priority=request.priority or self.priority,
+            )
         )
+        try:
+            await asyncio.wait({call, died}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            died.cancel()
+            if not call.done():
+                call.cancel()  # cancelled by the caller, or the stub died: close the stream
+        if not call.done() or call.cancelled():
+            raise ModelRestarting("the model's runtime died with this request in flight; it is being loaded again")
+        result = call.result()
         out = result.as_numpy(contract.RESULT.name)
         if out is None or out.size != batch:
             raise BackendError(f"Triton returned {0 if out is None else out.size} results for {batch} windows")
