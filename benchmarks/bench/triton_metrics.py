@@ -1,9 +1,8 @@
 """Triton's Prometheus counters, scraped before and after a level to get the average batch size.
 
-Triton exports ``nv_inference_count`` (inferences = batch items) and ``nv_inference_exec_count``
-(model executions) per ``model``/``version`` on its metrics port (default 8002, path
-``/metrics``; Triton docs "Metrics"). Their deltas over a level give the batch items per
-execution, i.e. how much dynamic batching batched.
+Triton exports ``nv_inference_count`` (batch items) and ``nv_inference_exec_count`` (executions) per
+``model``/``version`` on its metrics port (``/metrics``; Triton docs "Metrics"): their deltas over a
+level give the batch items per execution.
 
 Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative per-request
 ``nv_inference_request_duration_us`` (the whole request in the server), ``..._queue_duration_us``

@@ -9,10 +9,9 @@ each ``align`` whether *every* request of the batch is cancelled; if so it raise
 :class:`BatchCancelled` instead of calling the engine, so the device stops within the pass in
 progress. A batch shared with a live request runs on (its cost is bounded by that batch).
 
-Counters (Triton custom metrics, like ``whisper_model_stage_seconds``): ``whisper_model_engine_windows_total``
-— windows handed to the engine (a fallback re-decode counts again), and ``whisper_model_cancelled_batches_total`` —
-executions stopped because every request was cancelled, noted on any thread and handed to Triton by
-:meth:`WorkCounters.flush` on the stub's event loop. Tests measure "the model stopped" with them.
+Counters (custom metrics): ``whisper_model_engine_windows_total`` (windows handed to the engine, a fallback
+counting again) and ``whisper_model_cancelled_batches_total`` (batches stopped), noted on any thread and
+flushed to Triton on the stub's event loop (:meth:`WorkCounters.flush`). Tests measure "the model stopped" with them.
 Docs: docs/serving.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
