@@ -12,6 +12,7 @@ The repository root must be importable (the local launcher puts it on ``PYTHONPA
 """
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -141,6 +142,7 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         """Stop the scheduler: waiting requests are answered with an error."""
-        if self._flusher is not None:
-            self._flusher.cancel()
+        if self._flusher is not None:  # finalize runs on the stub's main thread, the task on its loop
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._flusher.get_loop().call_soon_threadsafe(self._flusher.cancel)
         self._scheduler.close()
