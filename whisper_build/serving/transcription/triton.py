@@ -191,21 +191,28 @@ async def stream_request(
 
     deadline = time.monotonic() + timeout
     responses = client.stream_infer(requests(), stream_timeout=timeout, headers=STREAM_STATUS_HEADERS)
-    answer = None
+    answer, failure, ended = None, None, False
     try:
-        async for result, error in responses:  # one response, then Triton closes the stream
-            if error is not None:
+        # One response, then Triton closes the stream. An error response is read to the stream's end,
+        # not cancelled: Triton 2.51 can crash when a cancel races the end of a stream it is closing.
+        async for result, error in responses:
+            if error is not None and failure is None:
                 message = error.message()
                 status = next((s for words, s in ENQUEUE_ERRORS.items() if words in message), None)
-                raise InferenceServerException(msg=message, status=status)
+                failure = InferenceServerException(msg=message, status=status)
             answer = answer or result
+        ended = True
     except RpcError as exc:  # grpc.aio.AioRpcError: the stream ended with a status
+        ended = True
         code, details = exc.code(), exc.details()
         if time.monotonic() >= deadline:  # a deadline hit while sending reads INTERNAL "error from Core"
             code, details = StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({details})"
         raise InferenceServerException(msg=details, status=str(code)) from None
     finally:
-        responses.cancel()
+        if not ended:  # the awaiting task was cancelled: cancelling the stream cancels the request
+            responses.cancel()
+    if failure is not None:
+        raise failure
     if answer is None:
         raise InferenceServerException(msg=f"Triton closed the {model_name} stream without a response")
     return answer
