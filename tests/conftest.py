@@ -25,12 +25,13 @@ the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by t
 (its ``synthesized``). A module joins the group whose words its source holds."""
 
 HEAVY_FIRST = (  # seconds per group on 2 workers of a loaded 2-core machine: ~450 ... 20
-    "tests/serving/test_realtime_integration.py",
+    "tests/bench/test_live_wer.py",
     "tests/infra/test_examples_synth.py",
     "cdk",
     "tests/serving/test_transcripts_integration.py",
     "tests/serving/test_gateway_integration.py",
     "tests/serving/test_pressure_integration.py",
+    "tests/serving/test_realtime_integration.py",
     "tests/bulk/test_bulk_resilience.py",
     "speaker",
     "tests/serving/test_long_upload_load.py",

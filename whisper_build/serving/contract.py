@@ -153,7 +153,8 @@ WAV_LENS = Tensor("WAV_LENS", "TYPE_INT32", (1,), True, "valid samples of the ro
 TEXT_PREFIX = Tensor(
     "TEXT_PREFIX", "TYPE_STRING", (1,), True,
     "decoder prompt, UTF-8: plain context text or the special-token form of "
-    "`DecodePrompt.to_text_prefix()` (the task travels in it); default: none",
+    "`DecodePrompt.to_text_prefix()` (the task travels in it; text after `<|notimestamps|>` is a forced prefix: "
+    "the window's text is what follows it); default: none",
     default=b"",
 )  # fmt: skip
 REPETITION_PENALTY = Tensor(

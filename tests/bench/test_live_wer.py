@@ -1,0 +1,77 @@
+"""Live transcription's completed text against the file endpoint on 301 words (official client, CPU Triton).
+
+The session is streamed faster than real time, so audio time decides turns and updates and the run is
+deterministic. Docs: docs/gateway.md, "Live transcription"; docs/benchmarks.md, "Live sessions".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+import speech_samples as samples
+from gateway_server import running_gateway
+from openai import AsyncOpenAI
+
+from benchmarks import live
+from whisper_build.serving.gateway.settings import GatewaySettings
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox"),
+]
+
+KEY = "sk-live-wer"
+
+
+@pytest.fixture(scope="module")
+def gateway(triton_server) -> Any:
+    settings = GatewaySettings(
+        triton_url=triton_server.settings.grpc_url, api_keys=KEY, realtime_update_seconds=1.0, body_timeout_seconds=1.0
+    )
+    with running_gateway(settings) as url:
+        yield url
+
+
+async def _events(conn: Any, until: str, timeout: float) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        while not out or out[-1]["type"] != until:
+            out.append(json.loads(await conn.recv_bytes()))
+    return out
+
+
+@pytest.mark.slow
+def test_completed_text_of_300_words_is_within_one_wer_point_of_the_file_endpoint(gateway, tmp_path) -> None:
+    # ~121 decodes of up to 30 s (every update awaited), each after up to ~60 forced words: 368 s at load 3.5
+    # GIVEN benchmarks/live.py's speech (24 sentences, 301 words, 1.5 s pauses) streamed faster than real
+    # time (audio time decides turns and updates, so the run is deterministic) and sent to the file endpoint
+    pcm, text, _spans = live.utterance(tmp_path)
+
+    async def run() -> tuple[list[dict[str, Any]], float]:
+        file_wer = await live.file_wer(gateway, KEY, pcm, text)
+        async with AsyncOpenAI(api_key=KEY, base_url=f"{gateway}/v1", max_retries=0).realtime.connect(
+            extra_query={"intent": "transcription"}
+        ) as conn:
+            await conn.send({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
+                "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": {"type": "server_vad"},
+                "transcription": {"model": "whisper-1", "language": "en"}}}}})  # fmt: skip
+            for start in range(0, len(pcm), 4800):
+                chunk = base64.b64encode(pcm[start : start + 4800]).decode()
+                await conn.send({"type": "input_audio_buffer.append", "audio": chunk})
+            await conn.send_raw(json.dumps({"type": "input_audio_buffer.clear"}))  # answered after every turn
+            return await _events(conn, "input_audio_buffer.cleared", 600), file_wer
+
+    events, file_wer = asyncio.run(run())
+    completed = [e for e in events if e["type"].endswith(".completed")]
+    deltas: dict[str, str] = {}
+    for e in events:
+        if e["type"].endswith(".delta"):
+            deltas[e["item_id"]] = deltas.get(e["item_id"], "") + e["delta"]
+    # THEN every turn's completed text is its deltas joined, and the session's WER is within 1 point of the file's
+    assert len(completed) >= 20 and all(deltas.get(c["item_id"], "") == c["transcript"] for c in completed)
+    live_wer = live.wer(text, " ".join(c["transcript"] for c in completed))
+    assert live_wer <= file_wer + 0.01, (live_wer, file_wer, [c["transcript"] for c in completed])
