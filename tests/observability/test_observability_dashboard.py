@@ -15,10 +15,8 @@ from settings import DEFAULT_CONFIG_PATH, load_config
 REQUIRED_PANELS = {
     "Request rate: success / failure",
     "Cumulative requests",
-    "Queued windows by level",
-    "Windows answered and engine passes",
-    "Mean batch (rows per engine pass)",
-    "Active rows (windows decoding)",
+    "Pending requests",
+    "Inference and execution throughput",
     "Load ratio",
     "Load ratio over time",
     "Average latency: total / queue / compute",
