@@ -13,7 +13,8 @@ stack's alarms) and ``make jobs``'.
 from __future__ import annotations
 
 from observability.promql import GROUP_LABELS, group_by, selector, sum_rate
-from observability.queries import RATE_WINDOW, TRITON_MODEL, Query
+from observability.queries import RATE_WINDOW, TRITON_MODEL, Query, scheduler_wait_ms
+from whisper_build.serving.contract import SCHEDULER_FINISHED, SCHEDULER_STEP_ROWS, SCHEDULER_STEPS
 
 JOB_BULK = "whisper-bulk"
 JOB_BULK_TRITON = "whisper-bulk-triton"
@@ -75,35 +76,34 @@ def _triton_rate(metric: str) -> str:
 
 
 class BulkTriton:
-    """The bulk pods' own Triton: ``nv_*`` series of job ``whisper-bulk-triton``.
+    """The bulk pods' own Triton: the model scheduler's series of job ``whisper-bulk-triton``.
 
-    Metric facts as in :mod:`observability.queries` (Triton's metrics guide): one request is one window group
-    of a file, one inference one window.
+    Read as in :class:`observability.queries.Triton` (``contract.SCHEDULER_METRICS``).
     """
 
     WINDOWS = Query(
         "bulk_triton_windows",
-        _triton_rate("nv_inference_count"),
+        _triton_rate(SCHEDULER_FINISHED),
         "short",
-        "Bulk windows the bulk pods' Triton computes per second (inferences: a batch of n counts n)",
+        "Bulk windows the bulk pods' model answers per second",
     )
     EXECUTIONS = Query(
         "bulk_triton_executions",
-        _triton_rate("nv_inference_exec_count"),
+        _triton_rate(SCHEDULER_STEPS),
         "short",
-        "Model executions (batches) per second in the bulk pods' Triton",
+        "Engine passes per second in the bulk pods' model (static batches, or in-flight decode steps)",
     )
     AVERAGE_BATCH = Query(
         "bulk_triton_average_batch",
-        f"{_triton_rate('nv_inference_count')} / {_triton_rate('nv_inference_exec_count')}",
+        f"{_triton_rate(SCHEDULER_STEP_ROWS)} / {_triton_rate(SCHEDULER_STEPS)}",
         "short",
-        "Average batch of the bulk pods' Triton: windows ÷ executions (up to max_batch_size when files fill it)",
+        "Mean batch of the bulk pods' model: rows per engine pass (up to max_batch_size when files fill it)",
     )
     QUEUE_MS = Query(
         "bulk_triton_queue_ms",
-        f"{_triton_rate('nv_inference_queue_duration_us')} / {_triton_rate('nv_inference_request_success')} / 1000",
+        scheduler_wait_ms(_TRITON),
         "ms",
-        "Average time a window group waits in the bulk pods' Triton queue (latency counters count successes only)",
+        "Mean time a window waits in the bulk pods' model scheduler: queued ÷ finished per second",
     )
 
 

@@ -184,16 +184,17 @@ def dashboard_rows(config: DeploymentConfig) -> tuple[tuple[str, tuple[PanelSpec
             ),
         ),
         PanelSpec("Cumulative requests", (Target(Triton.CUMULATIVE_REQUESTS),)),
-        PanelSpec("Pending requests", (Target(Triton.PENDING_REQUESTS),)),
+        PanelSpec("Queued windows by level", (Target(Triton.QUEUED_WINDOWS),)),
         PanelSpec(
-            "Inference and execution throughput",
-            (Target(Triton.INFERENCE_THROUGHPUT, "inferences/s"), Target(Triton.EXECUTION_THROUGHPUT, "executions/s")),
+            "Windows answered and engine passes",
+            (Target(Triton.FINISHED_THROUGHPUT, "windows/s"), Target(Triton.STEP_THROUGHPUT, "passes/s")),
         ),
-        PanelSpec("Average batch size", (Target(Triton.AVERAGE_BATCH),), width=6),
+        PanelSpec("Mean batch (rows per engine pass)", (Target(Triton.MEAN_STEP_ROWS),), width=6),
         PanelSpec("Load ratio", (Target(Triton.LOAD_RATIO),), kind="stat", width=6),
         PanelSpec("Load ratio over time", (Target(Triton.LOAD_RATIO),)),
         PanelSpec("Failure ratio", (Target(Triton.FAILURE_RATIO),), width=6),
         PanelSpec("Ready Triton instances", (Target(Triton.READY_INSTANCES),), kind="stat", width=6),
+        PanelSpec("Active rows (windows decoding)", (Target(Triton.ACTIVE_ROWS),)),
     )
     latency = (
         PanelSpec(
@@ -310,11 +311,11 @@ def bulk_panels(config: DeploymentConfig) -> tuple[PanelSpec, ...]:
         PanelSpec("Wall time ÷ audio duration per file", (Target(Bulk.WALL_PER_AUDIO),), threshold=1.0),
         PanelSpec("Failures by reason (last hour)", (Target(Bulk.FAILURES),)),
         PanelSpec(
-            "Bulk Triton: windows / executions per second",
-            (Target(BulkTriton.WINDOWS, "windows/s"), Target(BulkTriton.EXECUTIONS, "executions/s")),
+            "Bulk Triton: windows answered / engine passes per second",
+            (Target(BulkTriton.WINDOWS, "windows/s"), Target(BulkTriton.EXECUTIONS, "passes/s")),
         ),
-        PanelSpec("Bulk Triton: average batch size", (Target(BulkTriton.AVERAGE_BATCH),), width=6),
-        PanelSpec("Bulk Triton: queue time per window group", (Target(BulkTriton.QUEUE_MS),), width=6),
+        PanelSpec("Bulk Triton: mean batch (rows per pass)", (Target(BulkTriton.AVERAGE_BATCH),), width=6),
+        PanelSpec("Bulk Triton: window wait in the scheduler", (Target(BulkTriton.QUEUE_MS),), width=6),
     )
 
 

@@ -17,6 +17,13 @@ from dataclasses import dataclass
 
 from observability.promql import GROUP_LABELS, check_group, group_by, selector, sum_rate
 from whisper_build.contracts.live_metrics import SESSIONS_ACTIVE
+from whisper_build.serving.contract import (
+    SCHEDULER_ACTIVE_ROWS,
+    SCHEDULER_FINISHED,
+    SCHEDULER_QUEUED,
+    SCHEDULER_STEP_ROWS,
+    SCHEDULER_STEPS,
+)
 
 TRITON_MODEL = "whisper"
 """Triton model whose statistics are shown (docs/contracts.md §5). Nested models (a BLS call to
@@ -48,8 +55,8 @@ GPU_UTIL_THRESHOLD_PERCENT = 90.0
 FAILURE_RATIO_ALERT = 0.05
 QUEUE_MS_ALERT = 2000.0
 GPU_MEMORY_ALERT_RATIO = 0.95
-"""Alert thresholds: failure ratio (fraction), average Triton queue time (ms), framebuffer used
-fraction."""
+"""Alert thresholds: failure ratio (fraction), mean wait of a window in the model's scheduler (ms),
+framebuffer used fraction."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,19 @@ def _per_success_ms(duration_metric: str, *extra: str) -> str:
     )
 
 
+def scheduler_wait_ms(matchers: str, *extra: str) -> str:
+    """Mean wait of a window in the model's scheduler, in ms, summed by the group labels and ``extra``.
+
+    Little's law: windows queued (averaged over the rate window) ÷ windows finished per second; ``+Inf``
+    while windows wait and none finish (the hung case the alert must catch).
+    """
+    by = group_by(*extra)
+    return (
+        f"sum by ({by}) (avg_over_time({SCHEDULER_QUEUED}{matchers}[{RATE_WINDOW}])) / "
+        f"sum by ({by}) (rate({SCHEDULER_FINISHED}{matchers}[{RATE_WINDOW}])) * 1000"
+    )
+
+
 def _all_outcomes(template: str, window: str = RATE_WINDOW) -> str:
     """``template`` applied to success and failure series joined with ``or``.
 
@@ -161,7 +181,9 @@ class Triton:
     counters (``nv_inference_*_duration_us``) grow only on **successful** requests, so averages divide
     by the success rate, never by success + failure. ``nv_inference_load_ratio`` no longer exists
     (removed in 2020); the load ratio here is end-to-end time ÷ compute-infer time, both from the
-    cumulative µs counters.
+    cumulative µs counters. Queue and batches are the model scheduler's (``contract.SCHEDULER_METRICS``,
+    Triton custom metrics): behind the decoupled front no request waits in Triton's queue and Triton's
+    execution counters do not see the batches.
     """
 
     SUCCESS_RATE = Query(
@@ -196,29 +218,36 @@ class Triton:
         "percentunit",
         f"Failed ÷ all inference requests over {RATIO_WINDOW}.",
     )
-    PENDING_REQUESTS = Query(
-        "triton_pending_requests",
-        f"sum by ({group_by()}) (nv_inference_pending_request_count{_TRITON})",
+    QUEUED_WINDOWS = Query(
+        "scheduler_queued_windows",
+        f"sum by ({group_by('level')}) ({SCHEDULER_QUEUED}{_TRITON})",
         "short",
-        "Requests queued in Triton, not yet executing.",
+        "Windows waiting in the model's scheduler, by priority level (live, sync, bulk).",
+        (*GROUP_LABELS, "level"),
     )
-    INFERENCE_THROUGHPUT = Query(
-        "triton_inference_throughput",
-        _sum_rate("nv_inference_count", _TRITON),
+    ACTIVE_ROWS = Query(
+        "scheduler_active_rows",
+        f"sum by ({group_by()}) ({SCHEDULER_ACTIVE_ROWS}{_TRITON})",
         "short",
-        "Inferences per second (a batch of n counts n).",
+        "Windows being decoded now (rows of the running batches).",
     )
-    EXECUTION_THROUGHPUT = Query(
-        "triton_execution_throughput",
-        _sum_rate("nv_inference_exec_count", _TRITON),
+    FINISHED_THROUGHPUT = Query(
+        "scheduler_finished_throughput",
+        _sum_rate(SCHEDULER_FINISHED, _TRITON),
         "short",
-        "Model executions (batches) per second.",
+        "Windows answered per second.",
     )
-    AVERAGE_BATCH = Query(
-        "triton_average_batch",
-        f"{_sum_rate('nv_inference_count', _TRITON)} / {_sum_rate('nv_inference_exec_count', _TRITON)}",
+    STEP_THROUGHPUT = Query(
+        "scheduler_step_throughput",
+        _sum_rate(SCHEDULER_STEPS, _TRITON),
         "short",
-        "Average batch size: inferences ÷ executions.",
+        "Engine passes per second (static batches, or in-flight decode steps).",
+    )
+    MEAN_STEP_ROWS = Query(
+        "scheduler_mean_step_rows",
+        f"{_sum_rate(SCHEDULER_STEP_ROWS, _TRITON)} / {_sum_rate(SCHEDULER_STEPS, _TRITON)}",
+        "short",
+        "Mean batch: rows per engine pass.",
     )
     LOAD_RATIO = Query(
         "triton_load_ratio",
@@ -234,10 +263,10 @@ class Triton:
         "Average end-to-end request time in Triton.",
     )
     LATENCY_QUEUE_MS = Query(
-        "triton_latency_queue_ms",
-        _per_success_ms("nv_inference_queue_duration_us"),
+        "scheduler_wait_ms",
+        scheduler_wait_ms(_TRITON),
         "ms",
-        "Average time a request waits in Triton's queue.",
+        "Mean time a window waits in the model's scheduler: queued ÷ finished per second.",
     )
     LATENCY_COMPUTE_MS = Query(
         "triton_latency_compute_ms",
@@ -268,10 +297,10 @@ class Triton:
         "Average compute-output time per request.",
     )
     QUEUE_MS_BY_POD = Query(
-        "triton_queue_ms_by_pod",
-        _per_success_ms("nv_inference_queue_duration_us", "pod"),
+        "scheduler_wait_ms_by_pod",
+        scheduler_wait_ms(_TRITON, "pod"),
         "ms",
-        "Average queue time per request, per pod.",
+        "Mean time a window waits in the model's scheduler, per pod.",
         (*GROUP_LABELS, "pod"),
     )
     READY_INSTANCES = Query(
@@ -396,7 +425,7 @@ class Gateway:
 RECORDING_RULES: tuple[RecordingRule, ...] = (
     RecordingRule("whisper:triton_requests:rate2m", Triton.REQUEST_RATE),
     RecordingRule("whisper:triton_request_failures:ratio_rate5m", Triton.FAILURE_RATIO),
-    RecordingRule("whisper:triton_queue_duration_ms:mean2m", Triton.LATENCY_QUEUE_MS),
+    RecordingRule("whisper:scheduler_wait_ms:mean2m", Triton.LATENCY_QUEUE_MS),
     RecordingRule("whisper:triton_compute_duration_ms:mean2m", Triton.LATENCY_COMPUTE_MS),
     RecordingRule("whisper:gateway_utilization:ratio", Gateway.UTILIZATION),
     RecordingRule("whisper:gpu_memory_used:ratio", Gpu.MEMORY_USED_RATIO),
@@ -440,7 +469,7 @@ def alert_rules(groups: Sequence[str]) -> tuple[AlertRule, ...]:
             Triton.LATENCY_QUEUE_MS,
             "10m",
             "warning",
-            "Requests wait {{ $value | humanize }} ms in Triton's queue on GPU group "
+            "Windows wait {{ $value | humanize }} ms in the model's scheduler on GPU group "
             "{{ $labels.gpu_group }}: the group needs more replicas.",
         ),
         AlertRule(

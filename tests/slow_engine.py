@@ -21,7 +21,9 @@ from pathlib import Path
 import httpx
 from engine_hook.slowed import CALLS_VARIABLE, CONTROL_VARIABLE
 
+from whisper_build.serving import contract
 from whisper_build.serving.engines.factory import WRAPPER_VARIABLE
+from whisper_build.serving.prometheus_text import sample_sums
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton
 
@@ -112,11 +114,13 @@ def gateway_inflight(metrics_url: str) -> float:
 
 
 def triton_pending(metrics_url: str) -> float:
-    """Requests queued at Triton for the ``whisper`` model (``nv_inference_pending_request_count``)."""
-    text = httpx.get(metrics_url, timeout=10).text
-    match = re.search(r'^nv_inference_pending_request_count\{model="whisper",version="1"\} (\S+)$', text, re.M)
-    assert match, "nv_inference_pending_request_count not on Triton's metrics"
-    return float(match.group(1))
+    """Work queued for the ``whisper`` model: requests in Triton's queue (``nv_inference_pending_request_count``)
+    plus windows in the model's scheduler (``contract.SCHEDULER_QUEUED``, every level; a decoupled model's
+    requests never wait in Triton's queue)."""
+    names = ("nv_inference_pending_request_count", contract.SCHEDULER_QUEUED)
+    sums = sample_sums(httpx.get(metrics_url, timeout=10).text, names, lambda labels: labels.get("model") == "whisper")
+    assert sums, "neither Triton's queue nor the model scheduler's on Triton's metrics"
+    return sum(sums.values())
 
 
 def wait_until_idle(

@@ -1,16 +1,16 @@
 """Triton's Prometheus counters, scraped before and after a level to get the average batch size.
 
-Triton exports ``nv_inference_count`` (inferences = batch items) and ``nv_inference_exec_count``
-(model executions) per ``model``/``version`` on its metrics port (default 8002, path
-``/metrics``; Triton docs "Metrics"). Their deltas over a level give the batch items per
-execution, i.e. how much dynamic batching batched.
+Triton exports ``nv_inference_count`` (batch items) and ``nv_inference_exec_count`` (executions) per
+``model``/``version`` on its metrics port (``/metrics``; Triton docs "Metrics"): their deltas over a
+level give the batch items per execution.
 
 Where the time goes inside Triton (:func:`server_timings`): Triton's cumulative per-request
 ``nv_inference_request_duration_us`` (the whole request in the server), ``..._queue_duration_us``
 (waiting in the dynamic batcher), ``..._compute_input_duration_us`` / ``_infer_`` / ``_output_``
 (a request in a batch is charged the batch's time) divided by ``nv_inference_request_success``,
 and the model's own ``whisper_model_stage_seconds{stage}`` (parse / engine / decoding / response,
-:mod:`whisper_build.serving.triton_model.stages`) divided by executions. Rows per engine pass
+:mod:`whisper_build.serving.triton_model.stages`): ``engine``/``decoding`` per batch (÷ the scheduler's
+steps where exported, else executions), ``parse``/``response`` per request there. Rows per engine pass
 (:func:`mean_active_rows`): the model scheduler's step counters when it exports them, else the batch.
 Docs: docs/benchmarks.md, "Why Triton's batches are half the clients".
 """
@@ -123,8 +123,9 @@ def server_timings(before: Counts | None, after: Counts | None) -> dict[str, flo
     """Milliseconds inside Triton over a level (see the module docstring); ``None`` if a scrape failed or nothing ran.
 
     Keys: ``request``, ``queue``, ``compute_input``, ``compute_infer``, ``compute_output`` (means
-    per successful request) and ``model_<stage>`` (means per execution, when the model reports
-    its stages).
+    per successful request) and ``model_<stage>`` (when the model reports its stages: ``engine`` and
+    ``decoding`` per scheduler step, ``parse`` and ``response`` per request, where the scheduler exports
+    its steps; else each per execution).
     """
     if before is None or after is None:
         return None
@@ -136,6 +137,10 @@ def server_timings(before: Counts | None, after: Counts | None) -> dict[str, flo
         short: round((after.durations_us.get(short, 0.0) - before.durations_us.get(short, 0.0)) / 1000 / requests, 3)
         for short in DURATIONS_US
     }
+    steps = after.scheduler.get("steps", 0.0) - before.scheduler.get("steps", 0.0)
     for stage, seconds in after.stage_seconds.items():
-        out[f"model_{stage}"] = round(1000 * (seconds - before.stage_seconds.get(stage, 0.0)) / executions, 3)
+        per = executions
+        if steps > 0:  # the decoupled model: one execute() per request, batches formed by its scheduler
+            per = steps if stage in ("engine", "decoding") else requests
+        out[f"model_{stage}"] = round(1000 * (seconds - before.stage_seconds.get(stage, 0.0)) / per, 3)
     return out

@@ -18,6 +18,7 @@ from benchmarks.bench.cli import main
 from benchmarks.bench.stats import Outcome, percentile, summarize
 from benchmarks.bench.targets import parse_target
 from benchmarks.bench.triton_metrics import Counts, average_batch_size, parse_counts, server_timings
+from whisper_build.serving import contract
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -131,6 +132,13 @@ def test_time_inside_triton_per_request_and_per_execution() -> None:
     assert timings["model_engine"] == pytest.approx(200.0)  # 1 s over 5 executions
     assert timings["model_parse"] == pytest.approx(2.0)
     assert server_timings(after, after) is None and server_timings(None, after) is None
+    # AND with the model scheduler's steps exported: engine per step (2 s over 4), parse per request
+    steps = f'{contract.SCHEDULER_STEPS}{{model="whisper"}} '
+    before = parse_counts(exposition(10, 10, 0, 0, 0.4) + steps + "1\n", "whisper")
+    after = parse_counts(exposition(30, 30, 0, 0, 2.4) + steps + "5\n", "whisper")
+    timings = server_timings(before, after)
+    assert timings is not None
+    assert timings["model_engine"] == pytest.approx(500.0) and timings["model_parse"] == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- whole runs

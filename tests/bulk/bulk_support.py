@@ -18,7 +18,7 @@ from whisper_build.bulk.local import JobPath, provision
 from whisper_build.bulk.records import CHECKPOINT_FILE, Checkpoint, JobStatus
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.audio import open_audio_file
-from whisper_build.serving.contract import DecodeOptions
+from whisper_build.serving.contract import SCHEDULER_STEP_ROWS, DecodeOptions
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.serving.transcription.triton import TritonBackend
@@ -88,14 +88,14 @@ def checkpoint_of(target: Target, key: str) -> Checkpoint | None:
 
 
 def triton_windows(metrics_url: str) -> int:  # metrics_url: http://host:port/metrics
-    """Windows the ``whisper`` model has run (Triton's ``nv_inference_count``: batch items)."""
+    """Windows the ``whisper`` model has decoded (its scheduler's rows, ``contract.SCHEDULER_STEP_ROWS``)."""
     import httpx
 
     text = httpx.get(metrics_url, timeout=10).text
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
-        if line.startswith("nv_inference_count{") and 'model="whisper"' in line
+        if line.startswith(SCHEDULER_STEP_ROWS + "{") and 'model="whisper"' in line
     )
 
 

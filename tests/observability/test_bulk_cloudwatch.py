@@ -131,9 +131,9 @@ def test_bulk_triton_panels_read_the_bulk_triton_job_and_serving_panels_do_not()
     shown = {t.query for spec in bulk_row for t in spec.targets}
     assert set(BULK_TRITON_QUERIES) <= shown
     for query in BULK_TRITON_QUERIES:
-        assert f'job="{JOB_BULK_TRITON}"' in query.expr and "nv_inference_" in query.expr
+        assert f'job="{JOB_BULK_TRITON}"' in query.expr and "whisper_scheduler_" in query.expr
     for query in queries.panel_queries():
-        if "nv_inference_" in query.expr:
+        if "nv_inference_" in query.expr or "whisper_scheduler_" in query.expr:
             assert f'job="{JOB_TRITON}"' in query.expr and JOB_BULK_TRITON not in query.expr, query.key
 
 

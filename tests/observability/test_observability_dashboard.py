@@ -15,8 +15,10 @@ from settings import DEFAULT_CONFIG_PATH, load_config
 REQUIRED_PANELS = {
     "Request rate: success / failure",
     "Cumulative requests",
-    "Pending requests",
-    "Inference and execution throughput",
+    "Queued windows by level",
+    "Windows answered and engine passes",
+    "Mean batch (rows per engine pass)",
+    "Active rows (windows decoding)",
     "Load ratio",
     "Load ratio over time",
     "Average latency: total / queue / compute",

@@ -67,8 +67,8 @@ def _query(prometheus: str, expr: str) -> list[dict]:
 def _burst(gateway: str, wav: bytes) -> list[int]:
     """REQUESTS_PER_BURST transcriptions over both routes, one after another; returns HTTP statuses.
 
-    Not concurrent: a request that misses another's batch waits in Triton's queue for that whole
-    decode, which on a CPU shared with other work passes WhisperHighQueueTime's 2 s (an alert this
+    Not concurrent: a request that misses another's batch waits in the model's scheduler for that
+    whole decode, which on a CPU shared with other work passes WhisperHighQueueTime's 2 s (an alert this
     module checks stays quiet)."""
 
     def one(i: int) -> int:
@@ -162,8 +162,8 @@ def test_every_expression_returns_data_with_the_expected_labels(after_traffic, q
 RATES_THAT_MUST_BE_POSITIVE = (
     queries.Triton.SUCCESS_RATE,
     queries.Triton.REQUEST_RATE,
-    queries.Triton.INFERENCE_THROUGHPUT,
-    queries.Triton.EXECUTION_THROUGHPUT,
+    queries.Triton.FINISHED_THROUGHPUT,
+    queries.Triton.STEP_THROUGHPUT,
     queries.Triton.LATENCY_TOTAL_MS,
     queries.Triton.LATENCY_COMPUTE_MS,
     queries.Gateway.AUDIO_SECONDS_PER_SECOND,

@@ -25,6 +25,7 @@ from gateway_cases import BAD_REQUESTS, BadRequest, error_message, send_bad_requ
 from gateway_server import running_gateway
 
 from whisper_build.paths import REPO_ROOT
+from whisper_build.serving import contract
 from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -214,15 +215,21 @@ def test_still_serving_after_bad_requests(client, short_wav) -> None:
     assert r.status_code == 200 and wer(SHORT_TEXT, r.json()["transcribe_text"]) <= 0.3
 
 
-def _triton_counts(metrics_url: str) -> tuple[float, float]:
+def _triton_counts(metrics_url: str) -> tuple[float, float, float]:
+    """Triton's inferences of the whisper model, its scheduler's engine passes and their rows."""
     text = httpx.get(metrics_url, timeout=10).text
 
-    def value(name: str) -> float:
-        match = re.search(rf'^{name}{{model="whisper",version="1"}} (\S+)$', text, re.MULTILINE)
+    def value(name: str, labels: str) -> float:
+        match = re.search(rf"^{name}{{{labels}}} (\S+)$", text, re.MULTILINE)
         assert match, f"{name} missing from Triton metrics"
         return float(match.group(1))
 
-    return value("nv_inference_count"), value("nv_inference_exec_count")
+    scheduler = 'model="whisper"'
+    return (
+        value("nv_inference_count", 'model="whisper",version="1"'),
+        value(contract.SCHEDULER_STEPS, scheduler),
+        value(contract.SCHEDULER_STEP_ROWS, scheduler),
+    )
 
 
 CONCURRENT = 16
@@ -231,7 +238,7 @@ CONCURRENT = 16
 
 def test_concurrent_requests_succeed_and_triton_batches(gateway_url, triton, short_wav) -> None:
     audio = base64.b64encode(short_wav.read_bytes()).decode()
-    count_before, exec_before = _triton_counts(triton.settings.metrics_url)
+    count_before, steps_before, rows_before = _triton_counts(triton.settings.metrics_url)
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=gateway_url, timeout=600) as c:
@@ -243,14 +250,14 @@ def test_concurrent_requests_succeed_and_triton_batches(gateway_url, triton, sho
     failed = [(r.status_code, r.text[:200]) for r in responses if r.status_code != 200]
     assert not failed, f"{len(failed)} of {CONCURRENT} requests failed: {failed[:3]}"
     assert all(wer(SHORT_TEXT, r.json()["transcribe_text"]) <= 0.3 for r in responses)
-    count_after, exec_after = _triton_counts(triton.settings.metrics_url)
+    count_after, steps_after, rows_after = _triton_counts(triton.settings.metrics_url)
     elapsed = time.monotonic() - started
-    inferences, executions = count_after - count_before, exec_after - exec_before
+    inferences, steps, rows = count_after - count_before, steps_after - steps_before, rows_after - rows_before
     # one window per request, plus the gateway's canary inferences meanwhile (one per interval)
     canaries = elapsed / GatewaySettings().canary_interval_seconds + 2
     assert CONCURRENT <= inferences <= CONCURRENT + canaries
-    assert executions < inferences  # Triton's dynamic batcher ran batches larger than 1
-    print(f"{CONCURRENT} requests -> {executions:.0f} Triton executions, mean batch {inferences / executions:.1f}")
+    assert rows / steps > 1, (rows, steps)  # the model's scheduler ran batches larger than 1
+    print(f"{CONCURRENT} requests -> {steps:.0f} scheduler batches, mean batch {rows / steps:.1f}")
 
 
 def test_overload_gets_429_and_service_recovers(triton, short_wav) -> None:

@@ -1,8 +1,8 @@
 """``stream=true`` end to end: the official ``openai`` client, the gateway, a real tritonserver (CPU tiny.en).
 
 The file is 150 s: five windows, each one espeak-ng sentence and then silence (each window is
-decoded: none is all silence). Progress and the disconnect are read from Triton's own counter of
-inferences (``nv_inference_count``: one per window, whatever the batching). The engine is slowed to
+decoded: none is all silence). Progress and the disconnect are read from the model scheduler's
+finished windows (one per window, whatever the batching). The engine is slowed to
 :data:`SECONDS_PER_WINDOW` (tests/slow_engine.py), so windows finish one by one on any CPU, and
 "after the disconnect" ends when the gateway and the engine are idle, not after a fixed sleep.
 """
@@ -23,6 +23,7 @@ from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDon
 from prometheus_client.parser import text_string_to_metric_families
 from slow_engine import SlowEngineControl, wait_until_idle
 
+from whisper_build.serving import contract
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.backend import BackendError
@@ -107,14 +108,16 @@ def gateway(triton_server: LocalTriton) -> Iterator[tuple[str, FaultyBackend]]:
 
 
 def _windows_computed(metrics_url: str) -> float:
-    """Triton's ``nv_inference_count`` of the whisper model: windows it has run."""
+    """The whisper model scheduler's finished windows (``contract.SCHEDULER_FINISHED``): windows it has run.
+
+    Not Triton's ``nv_inference_count``: the decoupled model receives every request at once.
+    """
     text = httpx.get(metrics_url, timeout=10).text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
-        if family.name == "nv_inference_count"
         for sample in family.samples
-        if sample.labels.get("model") == "whisper"
+        if sample.name == contract.SCHEDULER_FINISHED and sample.labels.get("model") == "whisper"
     )
 
 

@@ -1,5 +1,6 @@
 """Integration: real tritonserver + the ``whisper`` python-backend model + CPU tiny.en, fed real
-speech synthesized with espeak-ng at test time, over ``tritonclient.grpc.aio`` streams (one per request)."""
+speech synthesized with espeak-ng at test time, over the gateway's client (``stream_request``: one gRPC
+stream per request, the model is decoupled)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tritonclient.grpc import InferInput
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
+from whisper_build.serving import contract
 from whisper_build.serving.transcription.triton import stream_request
 from whisper_build.serving.triton_model.repository import BatchingConfig
 from whisper_build.workstation.local_triton import LocalTriton
@@ -81,16 +83,16 @@ async def _transcribe(server: LocalTriton, inputs: list[InferInput]) -> list[str
 
 
 def _counters(server: LocalTriton) -> dict[str, float]:
-    """nv_inference_count and nv_inference_exec_count of the whisper model."""
+    """Triton's nv_inference_count and the model scheduler's batches (whisper_scheduler_steps_total)."""
     with urllib.request.urlopen(server.settings.metrics_url, timeout=10) as response:  # noqa: S310
         text = response.read().decode()
-    wanted = {"nv_inference_count", "nv_inference_exec_count"}
+    wanted = {"nv_inference_count", "whisper_scheduler_steps"}
     # The parser reports counter samples as <family>_total, so match on the family name.
     return {
         family.name: sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if family.name in wanted and sample.labels.get("model") == "whisper"
+        if family.name in wanted and sample.labels.get("model") == "whisper" and not sample.name.endswith("_created")
     }
 
 
@@ -173,40 +175,40 @@ def test_concurrent_requests_are_batched(triton_server: LocalTriton, speech: lis
     requests = [_inputs([speech[i % 3]]) for i in range(8)]
 
     async def send_all() -> list[list[str]]:
-        async with InferenceServerClient(triton_server.settings.grpc_url) as client:
-            results = await asyncio.gather(*(stream_request(client, "whisper", r, 300) for r in requests))
-        return [[row[0].decode() for row in r.as_numpy("TRANSCRIPTS")] for r in results]
+        return list(await asyncio.gather(*(_transcribe(triton_server, r) for r in requests)))
 
     texts = asyncio.run(send_all())
     after = _counters(triton_server)
     # THEN every request gets its own correct transcript
     for i, [text] in enumerate(texts):
         assert wer(SENTENCES[i % 3], text) <= MAX_WER, (i, text)
-    # AND Triton ran fewer executions than inferences: batches larger than 1 were formed
+    # AND the model's scheduler ran fewer batches than requests: batches larger than 1 were formed
     inferences = after["nv_inference_count"] - before["nv_inference_count"]
-    executions = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
+    batches = after["whisper_scheduler_steps"] - before["whisper_scheduler_steps"]
     assert inferences == 8
-    assert executions < inferences
+    assert batches < inferences
 
 
-def _failures(server: LocalTriton, reason: str) -> float:
-    """Triton's ``nv_inference_request_failure{reason}`` of the whisper model."""
+def _scheduler(server: LocalTriton) -> dict[str, float]:
+    """The whisper model scheduler's finished windows and its windows dropped as cancelled or timed out."""
     with urllib.request.urlopen(server.settings.metrics_url, timeout=10) as response:  # noqa: S310
         text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if family.name == "nv_inference_request_failure"
-        and sample.labels.get("model") == "whisper"
-        and sample.labels.get("reason") == reason
-    )
+    totals = {"finished": 0.0, "dropped": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("model") != "whisper" or sample.name.endswith("_created"):
+                continue
+            if sample.name == contract.SCHEDULER_FINISHED:
+                totals["finished"] += sample.value
+            elif sample.name == contract.SCHEDULER_REJECTED and sample.labels.get("reason") in ("cancelled", "timeout"):
+                totals["dropped"] += sample.value
+    return totals
 
 
 def test_a_stream_past_its_timeout_or_cancelled_cancels_its_request(triton_server: LocalTriton) -> None:
     # GIVEN the model busy with a 30 s window of noise (a full decode, over a second on the CPU)
     noise = (np.random.default_rng(1).standard_normal(16000 * 30) * 0.1).astype(np.float32)
-    before, counted = _failures(triton_server, "CANCELED"), _counters(triton_server)
+    before = _scheduler(triton_server)
 
     async def scenario() -> InferenceServerException:
         async with InferenceServerClient(triton_server.settings.grpc_url) as client:
@@ -223,15 +225,16 @@ def test_a_stream_past_its_timeout_or_cancelled_cancels_its_request(triton_serve
         return outcomes[1]
 
     late = asyncio.run(scenario())
-    # THEN the first fails as a unary call past its deadline does, Triton cancelled both queued
-    # requests, and the model ran only the busy one
+    # THEN the first fails as a unary call past its deadline does; both reached the model (decoupled:
+    # Triton hands requests over at once) and its scheduler dropped them undecoded, decoding only the busy one
     assert late.status() == "StatusCode.DEADLINE_EXCEEDED", late
-    for _ in range(50):  # Triton drops a cancelled request when its batcher next looks at the queue
-        if _failures(triton_server, "CANCELED") - before >= 2:
+    for _ in range(50):  # the scheduler drops a cancelled request when its poll next sees it
+        if _scheduler(triton_server)["dropped"] - before["dropped"] >= 2:
             break
         time.sleep(0.2)
-    assert _failures(triton_server, "CANCELED") - before == 2
-    assert _counters(triton_server)["nv_inference_count"] - counted["nv_inference_count"] == 1
+    after = _scheduler(triton_server)
+    assert after["dropped"] - before["dropped"] == 2
+    assert after["finished"] - before["finished"] == 1
 
 
 def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> None:
@@ -255,4 +258,6 @@ def test_overload_is_rejected_at_once_not_queued(speech: list[np.ndarray]) -> No
     rejected = [o for o in outcomes if isinstance(o, InferenceServerException)]
     served = [o for o in outcomes if not isinstance(o, BaseException)]
     assert rejected and served, outcomes
-    assert all(e.status() == "StatusCode.UNAVAILABLE" and "queue size" in e.message() for e in rejected), rejected
+    assert all(
+        e.status() == "StatusCode.UNAVAILABLE" and e.message() == "Exceeds maximum queue size" for e in rejected
+    ), rejected

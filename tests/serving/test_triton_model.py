@@ -25,6 +25,7 @@ from whisper_build.serving.triton_model.batching import (
 )
 from whisper_build.serving.triton_model.repository import (
     MULTILINGUAL_PARAMETER,
+    SCHEDULER_PARAMETERS,
     BatchingConfig,
     SpeakerConfig,
     check_declared_multilingual,
@@ -173,11 +174,14 @@ def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
     }
     outputs = {o.name: (model_config_pb2.DataType.Name(o.data_type), list(o.dims)) for o in config.output}
     assert outputs == {"TRANSCRIPTS": ("TYPE_STRING", [1]), "RESULT": ("TYPE_STRING", [1])}
-    assert config.dynamic_batching.default_queue_policy.max_queue_size == 8
-    # Engine parameters round-trip through the config into EngineParams; multilingual-ness is beside them.
+    # Decoupled, without Triton's dynamic batcher: the model's own scheduler queues and batches.
+    assert config.model_transaction_policy.decoupled and not config.HasField("dynamic_batching")
+    # Engine and scheduler parameters round-trip through the config; multilingual-ness is beside them.
     strings = {key: value.string_value for key, value in config.parameters.items()}
     assert strings.pop(MULTILINGUAL_PARAMETER) == "true"
-    assert EngineParams.from_strings(strings) == engine
+    assert BatchingConfig.from_model_parameters(strings) == BatchingConfig(max_queue_size=8)
+    engine_strings = {k: v for k, v in strings.items() if k not in SCHEDULER_PARAMETERS}
+    assert EngineParams.from_strings(engine_strings) == engine
     unknown = {
         key: value.string_value
         for key, value in _parse_config(render_config(engine, BatchingConfig(), None)).parameters.items()
@@ -231,10 +235,12 @@ def test_checked_in_config_is_valid_and_its_defaults_match_the_settings_defaults
     config = _parse_config((TEMPLATE_DIR / "config.pbtxt").read_text())
     strings = {key: value.string_value for key, value in config.parameters.items()}
     assert strings.pop(MULTILINGUAL_PARAMETER) == "false"  # the default model, bundled tiny.en
-    assert EngineParams.from_strings(strings) == EngineParams()
+    assert BatchingConfig.from_model_parameters(strings) == BatchingConfig()
+    assert (
+        EngineParams.from_strings({k: v for k, v in strings.items() if k not in SCHEDULER_PARAMETERS}) == EngineParams()
+    )
     assert config.max_batch_size == BatchingConfig().max_batch_size
-    assert config.dynamic_batching.max_queue_delay_microseconds == BatchingConfig().max_queue_delay_us
-    assert config.dynamic_batching.default_queue_policy.max_queue_size == BatchingConfig().max_queue_size
+    assert config.model_transaction_policy.decoupled and not config.HasField("dynamic_batching")
     assert _parse_config(render_config(EngineParams(), BatchingConfig(), False)) == config
 
 
@@ -299,11 +305,15 @@ def test_stage_counters_add_each_execution_to_one_counter_per_stage():
         clock = StageClock()
         clock.seconds.update(parse=seconds, engine=2 * seconds)
         counters.add(clock)
+    # only the flush (the stub's event-loop thread) touches the Triton metrics
+    assert {m.value for m in family.metrics.values()} == {0.0}
+    counters.flush()
     assert {k: m.value for k, m in family.metrics.items()} == {
         "parse": 0.75, "engine": 1.5, "decoding": 0.0, "response": 0.0,
     }  # fmt: skip
     assert not StageCounters(None).enabled  # a backend without custom metrics: nothing, no error
     StageCounters(None).add(StageClock())
+    StageCounters(None).flush()
 
 
 def test_the_model_refuses_a_config_whose_multilingual_parameter_contradicts_the_engine():

@@ -13,7 +13,12 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from whisper_build.serving import contract
-from whisper_build.serving.transcription.backend import BackendRejected, BackendUnavailable, ServedModel
+from whisper_build.serving.transcription.backend import (
+    BackendRejected,
+    BackendUnavailable,
+    ModelRestarting,
+    ServedModel,
+)
 from whisper_build.serving.transcription.request import WindowRequest
 from whisper_build.serving.transcription.triton import STREAM_STATUS_HEADERS, TritonBackend
 
@@ -156,3 +161,46 @@ def test_an_answer_that_came_is_kept_however_the_stream_then_ends(code: str) -> 
 
     results = asyncio.run(infer())
     assert [r.text for r in results] == ["ok", "ok"]
+
+
+class _DeadStubClient(_RecordingClient):
+    """The first stream never answers (its request was on the stub that died); later ones say the stub died."""
+
+    def stream_infer(self, requests: AsyncIterator[dict[str, Any]], stream_timeout: float, headers: dict) -> Any:
+        self.streams.append((stream_timeout, headers))
+        if len(self.streams) == 1:
+            return _Silent()
+        self.error = "Stub process 'whisper_0_0' is not healthy."
+        return _Stream(self, requests)
+
+
+class _Silent(_Stream):
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def __anext__(self) -> tuple[Any, Any]:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+def test_a_request_held_by_a_dead_stub_fails_as_soon_as_a_later_call_learns_it_died() -> None:
+    client = _DeadStubClient()
+
+    async def calls() -> tuple[BaseException | None, BaseException | None, float]:
+        backend = _backend(client)
+        held = asyncio.ensure_future(backend.infer([WINDOW], WindowRequest(), 300.0))
+        await asyncio.sleep(0.05)
+        started = asyncio.get_running_loop().time()
+        # WHEN a later call (the canary) is told the stub is not healthy
+        canary = await asyncio.gather(backend.infer([WINDOW], WindowRequest(), 5.0), return_exceptions=True)
+        [outcome] = await asyncio.gather(held, return_exceptions=True)
+        return canary[0], outcome, asyncio.get_running_loop().time() - started
+
+    canary, held, waited = asyncio.run(calls())
+    # THEN both fail as a restarting model (503 and a retry), the held one at once, not at its 300 s deadline
+    assert isinstance(canary, ModelRestarting) and isinstance(held, ModelRestarting), (canary, held)
+    assert waited < 1.0

@@ -59,20 +59,18 @@ __all__ = [
 ]
 
 PRIORITY_LEVELS = 3
-"""Priority levels of the model's dynamic batcher (``config.pbtxt`` ``dynamic_batching.priority_levels``).
-
-Triton serves every queued request of level 1 before any of level 2, and so on; each level has its own
-queue and queue policy (Triton model configuration docs, "Dynamic Batcher", "Priority" and "Queue Policy").
+"""Priority levels of the model's own scheduler (``triton_model/scheduler.py``; a request sends its level as
+:data:`PRIORITY_PARAMETER`): every waiting request of level 1 is batched before any of level 2, and so on; each
+level has its own bounded queue (``BatchingConfig.max_queue_size``, bulk ``bulk_max_queue_size``).
 """
 LIVE_PRIORITY = 1
 """Live transcription sessions' level (:mod:`whisper_build.serving.realtime`): a session's update waits
-for nothing else, in the default queue policy."""
+for nothing else."""
 SYNC_PRIORITY = 2
-"""The synchronous requests' level: the model's ``default_priority_level`` (a request sending priority 0
-gets it), its queue bounded by ``default_queue_policy.max_queue_size``."""
+"""The synchronous requests' level, the default (a request without :data:`PRIORITY_PARAMETER` gets it)."""
 BULK_PRIORITY = 3
-"""The bulk workers' level (``priority`` of their infer requests): taken only when no live or synchronous
-request waits, in a queue of its own (``priority_queue_policy[3]``), so bulk work never fills the others' queue."""
+"""The bulk workers' level: taken only when no live or synchronous request waits, in a queue of its own
+(``bulk_max_queue_size``), so bulk work never fills the others' queue."""
 
 PRIORITY_PARAMETER = "whisper_priority"
 """Request parameter (int, ``1..PRIORITY_LEVELS``) carrying a request's priority level to the model's own

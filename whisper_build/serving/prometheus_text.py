@@ -42,16 +42,17 @@ def sample_sums(
 ) -> dict[str, float] | None:
     """Per metric family in ``names``, the sum of its samples whose labels pass ``where``.
 
-    A family absent from ``text`` is absent from the answer; ``None`` when ``text`` is not Prometheus
-    text (an HTML page at a wrong port, say).
+    A name matches a family's name or its samples' (a counter exported as ``x_total`` is the family
+    ``x`` with samples ``x_total``). A family absent from ``text`` is absent from the answer; ``None``
+    when ``text`` is not Prometheus text (an HTML page at a wrong port, say).
     """
     sums: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(text):
-            if family.name in names:
-                for sample in family.samples:
-                    if where(sample.labels):
-                        sums[family.name] = sums.get(family.name, 0.0) + sample.value
+            for sample in family.samples:
+                name = family.name if family.name in names else sample.name
+                if name in names and where(sample.labels):
+                    sums[name] = sums.get(name, 0.0) + sample.value
     except ValueError:
         return None
     return sums

@@ -33,7 +33,7 @@ from whisper_build.serving.transcription.metrics import TranscriptionMetrics
 from whisper_build.serving.transcription.recovery import RELOAD_TIMEOUT_SECONDS
 from whisper_build.serving.transcription.triton_load import SharedLoad, TritonLoad
 
-__all__ = ["CANARY_SECONDS", "HealthSettings", "ModelHealth", "canary_clip"]
+__all__ = ["CANARY_SECONDS", "CANARY_STREAM_GRACE_S", "HealthSettings", "ModelHealth", "canary_clip"]
 
 log = logging.getLogger("whisper.gateway.health")  # the name operators' log filters know
 
@@ -41,6 +41,9 @@ SAMPLE_RATE = 16_000
 """Whisper's input rate (docs/contracts.md §5)."""
 CANARY_SECONDS = 1.0
 """Length of the canary clip: enough to run the encoder and the decoder once, cheap on any GPU."""
+CANARY_STREAM_GRACE_S = 1.0
+"""Seconds a canary's stream outlives its timer: at the timeout the canary still waits at Triton, where the
+model scheduler counts it as queued when the load is read (a busy model, not a stuck canary)."""
 
 
 def canary_clip() -> npt.NDArray[np.float32]:
@@ -188,21 +191,29 @@ class ModelHealth:
         """
         busy = self._busy()
         timeout = self._canary_timeout(busy)
+        load_at_timeout: TritonLoad | None = None
+        call = asyncio.ensure_future(backend.infer([self._clip], self._request, timeout + CANARY_STREAM_GRACE_S))
         try:
-            async with asyncio.timeout(timeout):
-                texts = await backend.infer([self._clip], self._request, timeout)
+            if not (await asyncio.wait({call}, timeout=timeout))[0]:
+                if self._triton_load is not None:  # read while the scheduler still counts the canary as queued
+                    load_at_timeout = await self._triton_load()
+                raise TimeoutError(f"canary took over {timeout:g} s")
+            texts = call.result()
             if len(texts) != 1:
                 raise BackendError(f"canary inference returned {len(texts)} transcripts for 1 window")
         except (BackendError, TimeoutError) as exc:
             timed_out = isinstance(exc, TimeoutError | BackendTimeout)
             if timed_out and (busy or self._busy()):
                 return False  # waiting behind client requests: slow, not dead
-            if timed_out and await self._busy_with_others():
+            if timed_out and await self._busy_with_others(load_at_timeout):
                 return False  # waiting behind another client's work on Triton: slow, not dead
             self.shared.observe(None)
             self._log_shared_busy()
             self.record_failure("canary", exc if str(exc) else TimeoutError(f"canary took over {timeout:g} s"))
             return False
+        finally:
+            if not call.done():  # timed out, or this task was cancelled: cancelling the stream cancels the canary
+                call.cancel()
         if self._triton_load is not None:
             self.shared.observe(await self._triton_load())
             self._log_shared_busy()
@@ -215,11 +226,14 @@ class ModelHealth:
             return self.settings.request_timeout_seconds
         return self.settings.hang_after_seconds if self.shared.busy else self.settings.canary_timeout_seconds
 
-    async def _busy_with_others(self) -> bool:
-        """After a canary timed out with the pod idle: does Triton say another client keeps the model busy?"""
+    async def _busy_with_others(self, load: TritonLoad | None = None) -> bool:
+        """After a canary timed out with the pod idle: does Triton say another client keeps the model busy?
+
+        ``load``: the reading taken at the timeout, the canary still queued (``None``: read now).
+        """
         if self._triton_load is None:
             return False
-        busy = self.shared.canary_timed_out(await self._triton_load())
+        busy = self.shared.canary_timed_out(load if load is not None else await self._triton_load())
         self._log_shared_busy()
         return busy
 
@@ -229,9 +243,9 @@ class ModelHealth:
         if busy != self._was_shared_busy:
             if busy:
                 log.warning(
-                    "model %r is busy with other clients' work on Triton: %d request(s) queued, last execution"
-                    " completed %.0f s ago; the canary waits up to %g s (slow, not dead)",
-                    self.settings.model_name, self.shared.pending, self.shared.progress_age(),
+                    "model %r is busy with other clients' work on Triton: %d window(s) queued, last window"
+                    " finished %.0f s ago; the canary waits up to %g s (slow, not dead)",
+                    self.settings.model_name, self.shared.queued, self.shared.progress_age(),
                     self.settings.hang_after_seconds,
                 )  # fmt: skip
             else:

@@ -4,7 +4,9 @@
 requests); :func:`infer_inputs` turns a window batch and its
 :class:`~whisper_build.serving.transcription.request.WindowRequest` into the model's inputs;
 :func:`stream_request` sends one ``whisper`` request on a gRPC stream of its own (the only way to reach a
-decoupled model), the one helper every direct caller of the model uses. Docs: docs/contracts.md §5.
+decoupled model), the one helper every direct caller of the model uses. A decoupled model never answers
+the requests its dead stub held: once any call learns the stub died, the backend fails its other
+in-flight calls with :class:`ModelRestarting` too. Docs: docs/contracts.md §5.
 """
 
 from __future__ import annotations
@@ -190,23 +192,32 @@ async def stream_request(
 
     deadline = time.monotonic() + timeout
     responses = client.stream_infer(requests(), stream_timeout=timeout, headers=STREAM_STATUS_HEADERS)
-    answer = None
+    answer, failure, ended = None, None, False
     try:
-        async for result, error in responses:  # one response, then Triton closes the stream
-            if error is not None:
+        # One response, then Triton closes the stream. An error response is read to the stream's end,
+        # not cancelled: Triton 2.51 can crash when a cancel races the end of a stream it is closing.
+        async for result, error in responses:
+            if error is not None and failure is None:
                 message = error.message()
                 status = next((s for words, s in ENQUEUE_ERRORS.items() if words in message), None)
-                raise InferenceServerException(msg=message, status=status)
+                failure = InferenceServerException(msg=message, status=status)
             answer = answer or result
+        ended = True
     except RpcError as exc:  # grpc.aio.AioRpcError: the stream ended with a status
+        ended = True
         if answer is not None:  # the request's one response came: how the stream ends after it changes nothing
             return answer
+        if failure is not None:  # the model's own error answer says more than the stream's end
+            raise failure from None
         code, details = exc.code(), exc.details()
         if time.monotonic() >= deadline:  # a deadline hit while sending reads INTERNAL "error from Core"
             code, details = StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({details})"
         raise InferenceServerException(msg=details, status=str(code)) from None
     finally:
-        responses.cancel()
+        if not ended:  # the awaiting task was cancelled: cancelling the stream cancels the request
+            responses.cancel()
+    if failure is not None:
+        raise failure
     if answer is None:
         raise InferenceServerException(msg=f"Triton closed the {model_name} stream without a response")
     return answer
@@ -232,6 +243,8 @@ class TritonBackend:
         self.priority = priority
         self._client = InferenceServerClient(url=url)
         self._served: ServedModel | None = None
+        self._stub_died = asyncio.Event()
+        """Set when a call learns the model's stub died; replaced by a fresh one at once."""
 
     async def served_model(self, timeout: float) -> ServedModel:
         """See :meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.served_model` (tritonclient ``get_model_config``)."""
@@ -263,7 +276,11 @@ class TritonBackend:
                 texts += await self._infer_once(windows[i : i + limit], request, remaining)
             return texts
         except InferenceServerException as exc:
-            raise _translate(exc, timeout) from exc
+            error = _translate(exc, timeout)
+            if isinstance(error, ModelRestarting):  # the calls the dead stub held will never be answered
+                died, self._stub_died = self._stub_died, asyncio.Event()
+                died.set()
+            raise error from exc
 
     async def _infer_once(
         self, windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest, timeout: float
@@ -272,14 +289,26 @@ class TritonBackend:
         from tritonclient.grpc import InferRequestedOutput
 
         batch = len(windows)
-        result = await stream_request(
-            self._client,
-            self.model_name,
-            infer_inputs(windows, request),
-            timeout,
-            outputs=[InferRequestedOutput(contract.RESULT.name)],
-            priority=request.priority or self.priority,
+        died = asyncio.ensure_future(self._stub_died.wait())  # the event of the stub this call reaches
+        call = asyncio.ensure_future(
+            stream_request(
+                self._client,
+                self.model_name,
+                infer_inputs(windows, request),
+                timeout,
+                outputs=[InferRequestedOutput(contract.RESULT.name)],
+                priority=request.priority or self.priority,
+            )
         )
+        try:
+            await asyncio.wait({call, died}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            died.cancel()
+            if not call.done():
+                call.cancel()  # cancelled by the caller, or the stub died: close the stream
+        if not call.done() or call.cancelled():
+            raise ModelRestarting("the model's runtime died with this request in flight; it is being loaded again")
+        result = call.result()
         out = result.as_numpy(contract.RESULT.name)
         if out is None or out.size != batch:
             raise BackendError(f"Triton returned {0 if out is None else out.size} results for {batch} windows")

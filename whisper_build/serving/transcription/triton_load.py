@@ -14,35 +14,31 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from whisper_build.serving.contract import SCHEDULER_FINISHED, SCHEDULER_QUEUED
 from whisper_build.serving.prometheus_text import fetch_text, require_http_url, sample_sums
 
-__all__ = ["PENDING", "EXECUTIONS", "SharedLoad", "TritonLoad", "TritonMetricsReader", "parse_load"]
-
-PENDING = "nv_inference_pending_request_count"
-"""Triton gauge: requests of the model queued, not yet executing."""
-EXECUTIONS = "nv_inference_exec_count"
-"""Triton counter: executions (batches) of the model completed."""
+__all__ = ["SharedLoad", "TritonLoad", "TritonMetricsReader", "parse_load"]
 
 
 @dataclass(frozen=True)
 class TritonLoad:
-    """One reading of Triton's metrics for the served model (summed over its versions).
+    """One reading of the model scheduler's metrics on Triton for the served model.
 
     Attributes:
-        pending: requests queued (``nv_inference_pending_request_count``).
-        executions: executions completed since Triton started (``nv_inference_exec_count``).
+        queued: windows waiting in the scheduler, summed over the levels (``contract.SCHEDULER_QUEUED``).
+        finished: windows answered since the model loaded (``contract.SCHEDULER_FINISHED``).
     """
 
-    pending: int
-    executions: int
+    queued: int
+    finished: int
 
 
 def parse_load(text: str, model: str) -> TritonLoad | None:
-    """The model's :class:`TritonLoad` from Triton's Prometheus text; ``None`` when it lacks either metric or is not such text."""
-    values = sample_sums(text, (PENDING, EXECUTIONS), lambda labels: labels.get("model") == model)
-    if values is None or PENDING not in values or EXECUTIONS not in values:
+    """The model's :class:`TritonLoad` from Triton's Prometheus text; ``None`` when it lacks either series or is not such text."""
+    values = sample_sums(text, (SCHEDULER_QUEUED, SCHEDULER_FINISHED), lambda labels: labels.get("model") == model)
+    if values is None or SCHEDULER_QUEUED not in values or SCHEDULER_FINISHED not in values:
         return None
-    return TritonLoad(pending=int(values[PENDING]), executions=int(values[EXECUTIONS]))
+    return TritonLoad(queued=int(values[SCHEDULER_QUEUED]), finished=int(values[SCHEDULER_FINISHED]))
 
 
 class TritonMetricsReader:
@@ -68,19 +64,18 @@ class SharedLoad:
     """Whether the model is busy with other clients' work, from successive :class:`TritonLoad` readings.
 
     Args:
-        hang_after_seconds: longest time without a completed execution that still counts as busy.
+        hang_after_seconds: longest time without a finished window that still counts as busy.
         clock: monotonic seconds (tests pass a fake).
 
-    Measured on Triton 2.51 (one instance, polling every 0.5 s):
-    ``nv_inference_pending_request_count{model}`` counts requests *queued*, not executing (0 while a
-    lone bulk batch executes, 1 while a canary waits behind it); ``nv_inference_exec_count{model}`` —
-    like every other counter and the gRPC statistics — changes only when an execution *ends*. From two
-    readings (:class:`TritonLoad`: the last before the canary, one after its timeout) the canary is
-    *busy* when an execution completed during the wait, or when requests are queued and an execution
-    completed within ``hang_after_seconds``; *not* busy when the metrics cannot be read, when nothing
-    completed for longer than ``hang_after_seconds``, or when nothing is queued and nothing completed
-    (the canary itself is executing past its timeout: from then on queued requests excuse nothing until
-    an execution completes).
+    The scheduler's ``SCHEDULER_QUEUED{model,level}`` counts windows *waiting*, not in a batch or a
+    decoding row (0 while a lone bulk batch decodes, 1 while a canary waits behind it);
+    ``SCHEDULER_FINISHED{model}`` grows only when a window's decode *ends* (as Triton's execution
+    counter did; an in-flight scheduler ends windows one by one, not per batch). From two readings
+    (:class:`TritonLoad`: the last before the canary, one after its timeout) the canary is *busy* when a
+    window finished during the wait, or when windows are queued and one finished within
+    ``hang_after_seconds``; *not* busy when the metrics cannot be read, when nothing finished for
+    longer than ``hang_after_seconds``, or when nothing is queued and nothing finished (the canary itself
+    is decoding past its timeout: from then on queued windows excuse nothing until a window finishes).
     """
 
     def __init__(self, hang_after_seconds: float, clock: Callable[[], float]) -> None:
@@ -90,16 +85,16 @@ class SharedLoad:
         self._progress_at = float("-inf")
         self._canary_stuck = False
         self._busy = False
-        self.pending = 0
-        """Requests queued at the latest reading."""
+        self.queued = 0
+        """Windows queued in the scheduler at the latest reading."""
 
     @property
     def busy(self) -> bool:
-        """True while the latest timed-out canary was judged busy and an execution completed within the bound."""
+        """True while the latest timed-out canary was judged busy and a window finished within the bound."""
         return self._busy and self.progress_age() <= self.hang_after_seconds
 
     def progress_age(self) -> float:
-        """Seconds since a reading first showed more completed executions (``inf`` before any)."""
+        """Seconds since a reading first showed more finished windows (``inf`` before any)."""
         return self._clock() - self._progress_at
 
     def observe(self, load: TritonLoad | None) -> None:
@@ -114,19 +109,19 @@ class SharedLoad:
             self._busy = False
         elif progressed:
             self._busy = True
-        elif load.pending == 0:
+        elif load.queued == 0:
             self._canary_stuck, self._busy = True, False  # the canary itself executes past its timeout
         else:
             self._busy = not self._canary_stuck and self.progress_age() <= self.hang_after_seconds
         return self._busy
 
     def _note(self, load: TritonLoad | None) -> bool:
-        """Record ``load``; True when it shows executions completed since the last reading."""
+        """Record ``load``; True when it shows windows finished since the last reading."""
         if load is None:
             return False
-        progressed = self._last is not None and load.executions > self._last.executions
-        if progressed or self._last is None or load.executions < self._last.executions:  # first, or Triton restarted
+        progressed = self._last is not None and load.finished > self._last.finished
+        if progressed or self._last is None or load.finished < self._last.finished:  # first, or the model reloaded
             self._progress_at = self._clock()
             self._canary_stuck = False
-        self._last, self.pending = load, load.pending
+        self._last, self.queued = load, load.queued
         return progressed

@@ -2,21 +2,22 @@
 
 When a gateway request ends early — its client disconnected, or it hit the request timeout — the
 gateway cancels its gRPC call, and Triton marks the request cancelled (Triton's request
-cancellation, docs ``user_guide/request_cancellation.md``; the python backend's
-``InferenceRequest.is_cancelled()``, python_backend README "Request Cancellation Handling").
-:class:`CancellableEngine` asks before each ``generate`` (one per temperature-fallback pass) and
+cancellation, docs ``user_guide/request_cancellation.md``); the decoupled front polls the response
+sender's ``is_cancelled()`` (python_backend README "Request Cancellation Handling") and cancels the
+request's future in the scheduler. :class:`CancellableEngine` asks before each ``generate`` (one per temperature-fallback pass) and
 each ``align`` whether *every* request of the batch is cancelled; if so it raises
 :class:`BatchCancelled` instead of calling the engine, so the device stops within the pass in
 progress. A batch shared with a live request runs on (its cost is bounded by that batch).
 
-Counters (Triton custom metrics, like ``whisper_model_stage_seconds``): ``whisper_model_engine_windows_total``
-— windows handed to the engine (a fallback re-decode counts again), and ``whisper_model_cancelled_batches_total`` —
-executions stopped because every request was cancelled. Tests measure "the model stopped" with them.
+Counters (custom metrics): ``whisper_model_engine_windows_total`` (windows handed to the engine, a fallback
+counting again) and ``whisper_model_cancelled_batches_total`` (batches stopped), noted on any thread and
+flushed to Triton on the stub's event loop (:meth:`WorkCounters.flush`). Tests measure "the model stopped" with them.
 Docs: docs/serving.md, "Under pressure: disconnect, timeout, overload, fault".
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -92,6 +93,8 @@ class WorkCounters:
     def __init__(self, metric_family: Any | None, counter_kind: Any = None) -> None:
         self._windows: Any = None
         self._cancelled: Any = None
+        self._pending = [0, 0]  # windows, cancelled executions: noted, not yet flushed
+        self._lock = threading.Lock()
         if metric_family is None:
             return
         self._windows_family = metric_family(
@@ -106,11 +109,21 @@ class WorkCounters:
         self._cancelled = self._cancelled_family.Metric(labels={})
 
     def count_windows(self, windows: int) -> None:
-        """Windows handed to the engine by one call, counted as the call starts."""
-        if self._windows is not None:
-            self._windows.increment(windows)
+        """Windows handed to the engine by one call, noted as the call starts (any thread)."""
+        with self._lock:
+            self._pending[0] += windows
 
     def add(self, engine: CancellableEngine) -> None:
-        """Count the execution when it was stopped."""
-        if self._cancelled is not None and engine.stopped:
-            self._cancelled.increment(1)
+        """Note the execution when it was stopped (any thread)."""
+        if engine.stopped:
+            with self._lock:
+                self._pending[1] += 1
+
+    def flush(self) -> None:
+        """Add what was noted since the last flush to the counters (the stub's event-loop thread only)."""
+        with self._lock:
+            (windows, cancelled), self._pending = self._pending, [0, 0]
+        if self._windows is not None and windows:
+            self._windows.increment(windows)
+        if self._cancelled is not None and cancelled:
+            self._cancelled.increment(cancelled)

@@ -24,6 +24,7 @@ from whisper_build.serving.triton_model.contract_files import config_template
 __all__ = [
     "MODEL_NAME",
     "MULTILINGUAL_PARAMETER",
+    "SCHEDULER_PARAMETERS",
     "SPEAKER_TEMPLATE_DIR",
     "TEMPLATE_DIR",
     "BatchingConfig",
@@ -104,14 +105,16 @@ def model_multilingual(engine: EngineParams) -> bool | None:
 
 
 class BatchingConfig(BaseModel):
-    """Triton scheduling of the ``whisper`` model.
+    """Scheduling of the ``whisper`` model: Triton's part and its own scheduler's (docs/engines.md, "The model's scheduler").
 
     Attributes:
-        max_batch_size: most windows per ``execute()``; also the most windows ONE request may
-            carry (Triton rejects larger requests), so clients split longer audio into several
-            requests of at most this many 30 s windows.
-        max_queue_delay_us: how long the dynamic batcher waits to fill a batch (µs).
-        max_queue_size: requests waiting beyond this are rejected at once (UNAVAILABLE).
+        max_batch_size: most windows ONE request may carry (Triton rejects larger requests), so
+            clients split longer audio into several requests of at most this many 30 s windows.
+        scheduler: ``static`` (the model's scheduler forms batches of up to ``max_engine_batch``
+            windows; every engine) or ``inflight`` (the ``torch`` engine's in-flight scheduler).
+        max_queue_delay_us: how long the model's scheduler waits to fill a batch (µs).
+        max_queue_size: requests waiting at the live level, and at the sync level, beyond this are
+            rejected at once (UNAVAILABLE, "Exceeds maximum queue size").
         bulk_max_queue_size: the same for the bulk priority level's own queue
             (:data:`whisper_build.serving.contract.BULK_PRIORITY`).
         instance_count: model instances (each loads the engine once).
@@ -122,19 +125,38 @@ class BatchingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_batch_size: int = Field(16, ge=2, le=1024)
+    scheduler: Literal["static", "inflight"] = "static"
     max_queue_delay_us: int = Field(20_000, ge=0, le=10_000_000)
     max_queue_size: int = Field(64, ge=1)
     bulk_max_queue_size: int = Field(64, ge=1)
     instance_count: int = Field(1, ge=1, le=64)
     instance_kind: Literal["KIND_CPU", "KIND_GPU"] = "KIND_CPU"
 
+    def model_parameters(self) -> dict[str, str]:
+        """The :data:`SCHEDULER_PARAMETERS` as model-config parameter strings."""
+        return {key: str(getattr(self, key)) for key in SCHEDULER_PARAMETERS}
+
+    @classmethod
+    def from_model_parameters(cls, parameters: dict[str, str]) -> BatchingConfig:
+        """The scheduler's fields from a model config's parameters (absent ones: defaults).
+
+        Raises:
+            pydantic.ValidationError: a value out of range; the message names the field.
+        """
+        return cls.model_validate({key: parameters[key] for key in SCHEDULER_PARAMETERS if key in parameters})
+
+
+SCHEDULER_PARAMETERS = ("scheduler", "max_queue_delay_us", "max_queue_size", "bulk_max_queue_size")
+""":class:`BatchingConfig` fields rendered as model-config parameters for the model's own scheduler."""
+
 
 def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: bool | None) -> str:
     """The ``config.pbtxt`` text for these settings.
 
     The checked-in config is parsed with Triton's own protobuf schema (``model_config.proto``,
-    shipped in ``tritonclient``), the batching fields and engine ``parameters`` (string values,
-    read back by ``1/model.py`` with :meth:`EngineParams.from_strings`) are set, and the result is
+    shipped in ``tritonclient``), ``max_batch_size``, the instances and the ``parameters`` (string
+    values: the engine's, read back by ``1/model.py`` with :meth:`EngineParams.from_strings`, and the
+    model scheduler's, :data:`SCHEDULER_PARAMETERS`) are set, and the result is
     printed in protobuf text format; inputs and outputs are those of the tensor table
     (:mod:`whisper_build.serving.contract`, equal to the checked-in ones while they are current).
 
@@ -148,12 +170,8 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
 
     config = text_format.Parse(config_template(), model_config_pb2.ModelConfig())
     config.max_batch_size = batching.max_batch_size
-    config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
-    config.dynamic_batching.default_queue_policy.max_queue_size = batching.max_queue_size
-    config.dynamic_batching.priority_levels = contract.PRIORITY_LEVELS
-    config.dynamic_batching.default_priority_level = contract.SYNC_PRIORITY
-    bulk_queue = config.dynamic_batching.priority_queue_policy[contract.BULK_PRIORITY]
-    bulk_queue.max_queue_size = batching.bulk_max_queue_size
+    config.ClearField("dynamic_batching")
+    config.model_transaction_policy.decoupled = True
     del config.instance_group[:]
     config.instance_group.add(
         count=batching.instance_count,
@@ -162,6 +180,8 @@ def render_config(engine: EngineParams, batching: BatchingConfig, multilingual: 
     config.parameters.clear()
     for key, value in engine.model_dump(mode="json").items():
         config.parameters[key].string_value = str(value).lower() if isinstance(value, bool) else str(value)
+    for key, value in batching.model_parameters().items():
+        config.parameters[key].string_value = value
     if multilingual is not None:
         config.parameters[MULTILINGUAL_PARAMETER].string_value = str(multilingual).lower()
     header = "# Rendered by whisper_build.serving.triton_model.repository.render_config from settings; do not edit.\n"

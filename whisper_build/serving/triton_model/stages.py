@@ -1,20 +1,21 @@
-"""Where one execution of the Triton ``whisper`` model spends its time: parse, engine, decoding layer, response.
+"""Where the Triton ``whisper`` model spends its time: parse, engine, decoding layer, response.
 
-``model.py`` times each ``execute()``: ``parse`` (input tensors read and checked), ``engine``
-(inside the engine's :meth:`~whisper_build.serving.engines.base.WhisperEngine.generate`,
-``align`` and ``detect_language``, measured by :class:`TimedEngine`), ``decoding`` (the decoding layer around those calls:
-silence gate, temperature fallback, text and segments — the batch's time minus ``engine``) and
-``response`` (output tensors and responses built). It adds them to Triton custom metric counters
-(``pb_utils.MetricFamily``, python backend ≥ 23.05) exposed on Triton's metrics port as
-``whisper_model_stage_seconds{stage=...}``; divided by ``nv_inference_exec_count`` they give the
-mean per execution (``benchmarks/bench/triton_metrics.py``). Outside these stages an execution
-also costs Triton's own work (gRPC, the dynamic batcher's queue, the stub's shared-memory hand-off),
-which Triton's ``nv_inference_*_duration_us`` counters report per request.
+``model.py`` times each request's ``parse`` (input tensors and parameters read and checked) and
+``response`` (output tensors built); the scheduler times each batch's ``engine`` (inside the engine's
+:meth:`~whisper_build.serving.engines.base.WhisperEngine.generate`, ``align`` and ``detect_language``,
+measured by :class:`TimedEngine`) and ``decoding`` (the decoding layer around those calls: silence gate,
+temperature fallback, text and segments — the batch's time minus ``engine``). They go to Triton custom
+metric counters (``pb_utils.MetricFamily``, python backend ≥ 23.05) on Triton's metrics port as
+``whisper_model_stage_seconds{stage=...}``: ``parse``/``response`` ÷ ``nv_inference_exec_count`` (one
+execution per request, the model being decoupled) give the mean per request, ``engine``/``decoding`` ÷
+``whisper_scheduler_steps_total`` the mean per batch. Triton's own work (gRPC, the stub's shared-memory
+hand-off) is in its ``nv_inference_*_duration_us`` counters.
 Docs: docs/contracts.md, "5. Triton model contract".
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -89,6 +90,8 @@ class StageCounters:
 
     def __init__(self, metric_family: Any | None, counter_kind: Any = None) -> None:
         self._metrics: dict[str, Any] = {}
+        self._pending: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+        self._lock = threading.Lock()
         if metric_family is None:
             return
         self._family = metric_family(
@@ -104,9 +107,18 @@ class StageCounters:
         return bool(self._metrics)
 
     def add(self, clock: StageClock) -> None:
-        """Add one execution's stage seconds to the counters."""
+        """Note one execution's stage seconds (any thread); :meth:`flush` adds them to the counters."""
+        with self._lock:
+            for name in STAGES:
+                self._pending[name] += clock.seconds[name]
+
+    def flush(self) -> None:
+        """Add the seconds noted since the last flush to the counters (the stub's event-loop thread only)."""
+        with self._lock:
+            pending, self._pending = self._pending, dict.fromkeys(STAGES, 0.0)
         for name, metric in self._metrics.items():
-            metric.increment(clock.seconds[name])
+            if pending[name]:
+                metric.increment(pending[name])
 
 
 __all__: Sequence[str] = ("METRIC", "STAGES", "StageClock", "StageCounters", "TimedEngine")
