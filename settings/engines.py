@@ -51,6 +51,8 @@ class EngineProfile:
         throughput_proxy: the kind whose measured figures stand in for this one's (a lower bound), or
             ``None`` when it has figures of its own.
         bundled_default: an empty ``model_path`` serves the bundled tiny.en (local development only).
+        inflight_scheduler: the engine has an in-flight scheduler (``scheduler: inflight`` in the
+            model's batching config; docs/engines.md "The model's scheduler").
     """
 
     kind: EngineKind
@@ -68,6 +70,7 @@ class EngineProfile:
     chart_sizes_batches: bool = False
     throughput_proxy: EngineKind | None = None
     bundled_default: bool = False
+    inflight_scheduler: bool = False
 
     @property
     def builds_engine(self) -> bool:
@@ -124,6 +127,7 @@ ENGINE_PROFILES: dict[EngineKind, EngineProfile] = {
         min_compute_capability=TORCH_MIN_COMPUTE_CAPABILITY,
         min_compute_capability_reason="fp16/bf16 SDPA attention",
         chart_sizes_batches=True,
+        inflight_scheduler=True,
     ),
 }
 """Every engine kind, in :data:`EngineKind` order (the first is the default ``serving_engine``)."""

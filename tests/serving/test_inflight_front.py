@@ -137,6 +137,13 @@ def test_each_level_bounds_its_open_requests() -> None:
         front.cancel(first)  # the live one is cancelled by close()
 
 
+def test_an_engine_without_an_inflight_scheduler_is_refused_with_the_ones_that_have_it() -> None:
+    engine = ScriptedEngine(_script)
+    engine.name = "ctranslate2"
+    with pytest.raises(ValueError, match="^scheduler=inflight needs engine torch, got ctranslate2$"):
+        InflightFront(engine, POLICY, SchedulerConfig(mode="inflight"), SchedulerMetrics("whisper"))  # type: ignore[arg-type]
+
+
 def test_the_gauges_follow_the_engine_schedulers_stats() -> None:
     fake = FakeInflight()
     with _front(fake) as front:

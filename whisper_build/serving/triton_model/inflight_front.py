@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from settings.engines import ENGINE_PROFILES, profile
 from whisper_build.serving import contract
 from whisper_build.serving.engines.base import Hypothesis
 from whisper_build.serving.engines.inflight_window import DeadlineExceeded, Window
@@ -141,10 +142,10 @@ class InflightFront:
         if scheduler is None:
             from whisper_build.serving.engines.torch_inflight import InflightScheduler
 
-            if getattr(engine, "name", "") != "torch":
-                raise ValueError(
-                    f"scheduler=inflight needs engine=torch (the in-flight scheduler's), got {engine.name}"
-                )
+            name = getattr(engine, "name", "")
+            if not profile(name).inflight_scheduler:
+                able = [kind for kind, each in ENGINE_PROFILES.items() if each.inflight_scheduler]
+                raise ValueError(f"scheduler=inflight needs engine {' or '.join(able)}, got {name}")
             scheduler = InflightScheduler(engine)
             scheduler.start()
         self._engine, self._policy, self.config, self.metrics = engine, policy, config, metrics
