@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
-from whisper_build.serving.transcription.backend import BackendError, BackendTimeout
+from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, ModelRestarting
 from whisper_build.serving.transcription.health import CANARY_SECONDS, ModelHealth, canary_clip
 
 
@@ -75,6 +75,68 @@ def test_a_busy_model_is_slow_not_dead() -> None:
     asyncio.run(health.canary(backend))
     asyncio.run(health.canary(backend))
     assert "2 inferences in a row failed" in health.problem()  # idle and timing out: a hang
+
+
+class HeldFirstCanary(FakeBackend):
+    """The first canary waits until ``release`` (held by a busy model, or by a stub that died holding it);
+    later ones fail with ``later_error`` or wait ``later_wait_s`` and answer (a busy model); probes are counted."""
+
+    def __init__(self, later_error: Exception | None = None, later_wait_s: float = 0.0) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.later_error, self.later_wait_s = later_error, later_wait_s
+        self.probes = self.cancelled = 0
+
+    async def infer(self, windows, request, timeout):  # type: ignore[no-untyped-def]
+        first = self.canaries == 0
+        self.canaries += 1
+        if first:
+            await self.release.wait()
+            return await super().infer(windows, request, timeout)
+        self.probes += 1
+        if self.later_error is not None:
+            raise self.later_error
+        try:
+            await asyncio.sleep(self.later_wait_s)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return await super().infer(windows, request, timeout)
+
+
+def _canary_while_busy(backend: HeldFirstCanary, release_after_s: float | None) -> tuple[bool, float, ModelHealth]:
+    settings = GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=60)
+    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
+    health.record_success()
+
+    async def run() -> tuple[bool, float]:
+        if release_after_s is not None:
+            asyncio.get_running_loop().call_later(release_after_s, backend.release.set)
+        started = asyncio.get_running_loop().time()
+        ok = await health.canary(backend)
+        return ok, asyncio.get_running_loop().time() - started
+
+    ok, took = asyncio.run(run())
+    return ok, took, health
+
+
+def test_a_canary_held_by_a_dead_stub_is_failed_by_a_probe_not_the_request_timeout() -> None:
+    # GIVEN the pod busy (the canary may wait the 60 s request timeout) and a stub that died holding the canary
+    backend = HeldFirstCanary(later_error=ModelRestarting("Stub process 'whisper_0_0' is not healthy."))
+    ok, took, health = _canary_while_busy(backend, release_after_s=None)
+    # THEN a probe after canary_timeout_seconds learns it died, and /ping says so at once
+    assert not ok and took < 5, took
+    assert backend.probes == 1 and "runtime died" in (health.problem() or "")
+
+
+def test_a_busy_model_is_probed_each_canary_timeout_and_the_probes_cancelled() -> None:
+    # GIVEN the pod busy and a live model: the canary answers after 1.5 s, a probe would wait 10 s
+    backend = HeldFirstCanary(later_wait_s=10.0)
+    ok, took, health = _canary_while_busy(backend, release_after_s=1.5)
+    # THEN the canary succeeds; every probe (one per 0.2 s of waiting, at most) was cancelled
+    assert ok and 1.4 < took < 5, took
+    assert 2 <= backend.probes <= 8 and backend.cancelled == backend.probes, (backend.probes, backend.cancelled)
+    assert health.problem() is None
 
 
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -194,7 +194,7 @@ class ModelHealth:
         load_at_timeout: TritonLoad | None = None
         call = asyncio.ensure_future(backend.infer([self._clip], self._request, timeout + CANARY_STREAM_GRACE_S))
         try:
-            if not (await asyncio.wait({call}, timeout=timeout))[0]:
+            if not await self._wait_probing(backend, call, timeout):
                 if self._triton_load is not None:  # read while the scheduler still counts the canary as queued
                     load_at_timeout = await self._triton_load()
                 raise TimeoutError(f"canary took over {timeout:g} s")
@@ -219,6 +219,32 @@ class ModelHealth:
             self._log_shared_busy()
         self.record_success()
         return True
+
+    async def _wait_probing(self, backend: TranscriptionBackend, call: asyncio.Future[Any], timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the canary ``call``; True when it finished.
+
+        A long wait (the pod busy) is probed every ``canary_timeout_seconds``: a second canary that
+        reaches the model's runtime now. A dead stub never answers what it held, but fails a new call at
+        once, so the probe's :class:`ModelRestarting` is raised here; a probe that only waits is
+        cancelled (a busy model).
+        """
+        loop = asyncio.get_running_loop()
+        every = self.settings.canary_timeout_seconds
+        deadline = loop.time() + timeout
+        while (left := deadline - loop.time()) > 0:
+            if (await asyncio.wait({call}, timeout=min(left, every)))[0]:
+                return True
+            if left <= every:
+                break
+            probe = asyncio.ensure_future(backend.infer([self._clip], self._request, every + CANARY_STREAM_GRACE_S))
+            try:
+                await asyncio.wait({call, probe}, timeout=every, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not probe.done():
+                    probe.cancel()
+            if probe.done() and not probe.cancelled() and isinstance(probe.exception(), ModelRestarting):
+                raise probe.exception()  # type: ignore[misc]
+        return call.done()
 
     def _canary_timeout(self, pod_busy: bool) -> float:
         """Seconds the next canary may take: the request timeout while the pod is busy, the hang bound while others keep Triton busy."""
