@@ -19,6 +19,7 @@ from fake_engine import Decoded, ScriptedEngine
 from whisper_build.serving import contract
 from whisper_build.serving.engines.inflight_window import DeadlineExceeded, Window
 from whisper_build.serving.prompt import DecodePrompt
+from whisper_build.serving.triton_model import inflight_front
 from whisper_build.serving.triton_model.batching import RequestWindows, run_batch
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.inflight_front import InflightFront
@@ -113,7 +114,8 @@ def test_a_request_past_its_deadline_is_a_timeout() -> None:
         assert front.metrics.value(contract.SCHEDULER_REJECTED, level="sync", reason="timeout") == 1
 
 
-def test_a_cancelled_request_cancels_its_windows_in_the_engine() -> None:
+def test_a_cancelled_request_cancels_its_windows_in_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inflight_front, "POLL_S", 3600.0)  # no poll: the cancellation itself reaches the windows
     fake = FakeInflight(hold=True)
     with _front(fake) as front:
         job = front.submit(_request(1, 3), contract.LIVE_PRIORITY)

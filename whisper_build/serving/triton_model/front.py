@@ -2,7 +2,8 @@
 
 ``1/model.py`` reads each request's JSON parameters with :func:`read_parameters`
 (:data:`~whisper_build.serving.contract.PRIORITY_PARAMETER`, :data:`~whisper_build.serving.contract.TIMEOUT_PARAMETER`),
-submits it to the scheduler, waits with :func:`wait_for` (which polls the client's cancellation) and
+submits it to the scheduler, waits with :func:`wait_for` (which polls the client's cancellation, at a pace
+bounded over all requests by :class:`CancelPolls`) and
 answers with the gRPC status of :func:`error_code` when it fails. Docs: docs/contracts.md, "5. Triton
 model contract".
 """
@@ -20,10 +21,23 @@ from whisper_build.serving.triton_model.batching import RequestError
 from whisper_build.serving.triton_model.cancellation import BatchCancelled
 from whisper_build.serving.triton_model.scheduler import QueueFull, RequestTimeout
 
-__all__ = ["POLL_S", "ErrorCode", "error_code", "read_parameters", "wait_for"]
+__all__ = [
+    "POLLS_PER_S",
+    "POLL_S",
+    "CancelPolls",
+    "CoalescedFlush",
+    "ErrorCode",
+    "error_code",
+    "read_parameters",
+    "wait_for",
+]
 
-POLL_S = 0.05
-"""Seconds between two looks at the client's cancellation while a request waits."""
+POLL_S = 0.25
+"""Seconds between two looks at one request's cancellation while it waits."""
+POLLS_PER_S = 200.0
+"""Looks at cancellation per second over all waiting requests. Each look (``InferenceResponseSender.is_cancelled``)
+is a round trip to Triton that blocks the stub's event loop (python_backend ``src/pb_cancel.cc``,
+``PbCancel::IsCancelled``): unbounded, hundreds of waiting requests starve the loop that sends the answers."""
 
 ErrorCode = Literal["INVALID_ARG", "UNAVAILABLE", "CANCELLED", "INTERNAL"]
 
@@ -79,10 +93,62 @@ def error_code(error: BaseException) -> ErrorCode:
     return "INTERNAL"
 
 
+class CancelPolls:
+    """Spaces the looks at cancellation of every request waiting on one event loop: at most ``per_s`` per second.
+
+    One instance per loop (the model's); not thread-safe (the loop's thread only).
+    """
+
+    def __init__(self, per_s: float = POLLS_PER_S) -> None:
+        self._gap = 1.0 / per_s
+        self._next = 0.0
+
+    async def turn(self) -> None:
+        """Return when this caller may look (at once, or after the looks already granted)."""
+        now = asyncio.get_running_loop().time()
+        at = max(now, self._next)
+        self._next = at + self._gap
+        if at > now:
+            await asyncio.sleep(at - now)
+
+
+class CoalescedFlush:
+    """``await flush()`` before each answer, one real ``flush`` for every answer ready in the same loop tick.
+
+    Every answer is sent after the metrics it changed reached Triton (a client that sees its answer sees
+    its windows counted), but a custom-metric update is a blocking round trip to Triton, so the answers of
+    one batch share one flush. The loop's thread only.
+    """
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        self._pending: asyncio.Future[None] | None = None
+
+    async def __call__(self) -> None:
+        """Return once a flush that started after this call finished (raises nothing: a failed flush is logged by the loop)."""
+        if self._pending is None:
+            loop = asyncio.get_running_loop()
+            self._pending = loop.create_future()
+            loop.call_soon(self._run)
+        await asyncio.shield(self._pending)
+
+    def _run(self) -> None:
+        pending, self._pending = self._pending, None
+        try:
+            self._flush()
+        finally:
+            if pending is not None:
+                pending.set_result(None)
+
+
 async def wait_for(
-    future: Future[Any], is_cancelled: Callable[[], bool], cancel: Callable[[], None], poll_s: float = POLL_S
+    future: Future[Any],
+    is_cancelled: Callable[[], bool],
+    cancel: Callable[[], None],
+    poll_s: float = POLL_S,
+    polls: CancelPolls | None = None,
 ) -> Any:
-    """``future``'s result, awaited; every ``poll_s`` s ``is_cancelled()`` is asked, and when True ``cancel()`` is called.
+    """``future``'s result, awaited; ``is_cancelled()`` asked every ``poll_s`` s (at ``polls``' pace), ``cancel()`` when True.
 
     Raises:
         BatchCancelled: the client cancelled (or the future was cancelled).
@@ -91,6 +157,9 @@ async def wait_for(
     waiting = asyncio.wrap_future(future)
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=poll_s)
+        if not done and polls is not None:
+            await polls.turn()
+            done = {waiting} if waiting.done() else set()
         if done:
             try:
                 return waiting.result()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from settings.engines import ENGINE_PROFILES, profile
@@ -32,8 +32,10 @@ from whisper_build.serving.triton_model.scheduler_metrics import LEVEL_NAMES, Sc
 
 __all__ = ["InflightEngine", "InflightFront"]
 
-POLL_S = 0.05
-"""Seconds between two looks at a request's cancellation while its windows decode."""
+POLL_S = 0.5
+"""Seconds between two looks at a request's cancellation while its windows decode (a safety net:
+:meth:`InflightFront.cancel` cancels the windows at once). One thread waits per open request, so a short
+poll wakes hundreds of threads that take the GIL from the scheduler's decode loop."""
 
 
 class InflightEngine:
@@ -65,6 +67,15 @@ class InflightEngine:
         """True once a submission waited past the deadline."""
         self.stopped = False
         """True once the request was found cancelled (its windows were cancelled)."""
+        self._pending: set[Future[Hypothesis]] = set()
+        self._lock = threading.Lock()
+
+    def cancel_pending(self) -> None:
+        """Cancel the windows submitted and not finished (any thread): the waiting ``generate`` wakes at once."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
@@ -73,8 +84,18 @@ class InflightEngine:
         futures = [self._scheduler.submit(w) for w in windows]
         self._deadline = None  # later passes (fallback, tails) belong to a request already served
         pending: set[Future[Hypothesis]] = set(futures)
+        with self._lock:
+            self._pending = set(futures)
+        woken = threading.Event()  # set by every window's end, a cancel() included (concurrent.futures.wait
+        for future in futures:  # does not wake on Future.cancel() of a pending future)
+            future.add_done_callback(lambda _: woken.set())
+        if self._cancelled():  # cancelled while submitting
+            self.cancel_pending()
         while pending:
-            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+            woken.wait(POLL_S)
+            woken.clear()
+            done = {f for f in pending if f.done()}
+            pending -= done
             failed = [f for f in done if not f.cancelled() and f.exception() is not None]
             if failed or self._cancelled():
                 for future in pending:
@@ -183,6 +204,7 @@ class InflightFront:
         engine = InflightEngine(
             self._inflight, self._engine, LEVEL_NAMES[job.level], job.deadline, job.future.cancelled, self._best_of
         )
+        job.future.add_done_callback(lambda future: engine.cancel_pending() if future.cancelled() else None)
         try:
             [result] = run_batch(engine, [job.request], self._policy)
             if job.future.cancelled() or engine.stopped:

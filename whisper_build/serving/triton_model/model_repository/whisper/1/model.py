@@ -6,7 +6,8 @@ its deadline to the scheduler (``triton_model/scheduler.py``, or the ``torch`` e
 ``triton_model/inflight_front.py``) and answered with ONE final response. The logic lives in
 ``whisper_build.serving.triton_model`` (unit-tested without a server); this file only moves tensors.
 Every ``pb_utils`` call (send, ``is_cancelled``, custom metrics) happens on the stub's event-loop thread:
-the scheduler's threads only note values, flushed to Triton after each response and every 0.1 s.
+the scheduler's threads only note values, flushed to Triton before each answer (one flush per loop tick)
+and every 0.1 s; cancellation is polled at a bounded pace (``front.py``).
 The repository root must be importable (the local launcher puts it on ``PYTHONPATH``; the image sets
 ``PYTHONPATH=/app``).
 """
@@ -31,7 +32,7 @@ from whisper_build.serving.triton_model.batching import (
 )
 from whisper_build.serving.triton_model.cancellation import WorkCounters
 from whisper_build.serving.triton_model.decoding import DecodingPolicy
-from whisper_build.serving.triton_model.front import error_code, read_parameters, wait_for
+from whisper_build.serving.triton_model.front import CancelPolls, CoalescedFlush, error_code, read_parameters, wait_for
 from whisper_build.serving.triton_model.repository import BatchingConfig, check_declared_multilingual
 from whisper_build.serving.triton_model.scheduler import SchedulerConfig, StaticScheduler
 from whisper_build.serving.triton_model.scheduler_metrics import SchedulerMetrics
@@ -66,6 +67,8 @@ class TritonPythonModel:
         metrics = SchedulerMetrics(args["model_name"], family)
         self._metrics = metrics
         self._flusher: asyncio.Task[None] | None = None
+        self._polls = CancelPolls()
+        self._flush_before_answer = CoalescedFlush(self._flush)
         scheduling = SchedulerConfig.from_batching(batching, params.max_engine_batch)
         if scheduling.mode == "inflight":
             from whisper_build.serving.triton_model.inflight_front import InflightFront
@@ -113,7 +116,7 @@ class TritonPythonModel:
             with clock.stage("parse"):
                 level, timeout_s, windows = self._parse(request)
             job = self._scheduler.submit(windows, level, timeout_s)
-            result = await wait_for(job.future, is_cancelled, lambda: self._scheduler.cancel(job))
+            result = await wait_for(job.future, is_cancelled, lambda: self._scheduler.cancel(job), polls=self._polls)
             with clock.stage("response"):
                 texts = pb_utils.Tensor(contract.TRANSCRIPTS.name, transcripts_array([w.text for w in result]))
                 structured = pb_utils.Tensor(contract.RESULT.name, results_array(result))
@@ -122,7 +125,7 @@ class TritonPythonModel:
             code = getattr(pb_utils.TritonError, error_code(error), pb_utils.TritonError.INTERNAL)
             response = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error), code))
         self._stages.add(clock)
-        self._flush()  # before the answer: a client that sees it also sees its window counted
+        await self._flush_before_answer()  # a client that sees its answer sees its windows counted
         sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     @staticmethod
