@@ -105,7 +105,7 @@ class HeldFirstCanary(FakeBackend):
 
 
 def _canary_while_busy(backend: HeldFirstCanary, release_after_s: float | None) -> tuple[bool, float, ModelHealth]:
-    settings = GatewaySettings(canary_interval_seconds=0.2, request_timeout_seconds=60)
+    settings = GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=60)
     health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
     health.record_success()
 
@@ -124,7 +124,7 @@ def test_a_canary_held_by_a_dead_stub_is_failed_by_a_probe_not_the_request_timeo
     # GIVEN the pod busy (the canary may wait the 60 s request timeout) and a stub that died holding the canary
     backend = HeldFirstCanary(later_error=ModelRestarting("Stub process 'whisper_0_0' is not healthy."))
     ok, took, health = _canary_while_busy(backend, release_after_s=None)
-    # THEN a probe after canary_interval_seconds learns it died, and /ping says so at once
+    # THEN a probe after canary_timeout_seconds learns it died, and /ping says so at once
     assert not ok and took < 5, took
     assert backend.probes == 1 and "runtime died" in (health.problem() or "")
 

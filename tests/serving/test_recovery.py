@@ -71,6 +71,40 @@ def test_a_call_still_queued_when_the_reload_completes_is_sent_again() -> None:
     assert outputs[0].text == "ok" and backend.calls == 2
 
 
+def test_a_reload_by_another_worker_re_sends_what_this_one_queued_and_loads_nothing() -> None:
+    published: list[float] = []
+
+    async def scenario() -> tuple[list[WindowResult], _Backend, list[bool]]:
+        backend = _Backend(failures=0, hang=True)
+        recovery = ModelRecovery(backend, on_reloaded=published.append)
+        retrying = RecoveringBackend(backend, recovery)
+        looks = [recovery.observe_pod(0.0)]  # the first look only notes the pod's time
+        call = asyncio.ensure_future(retrying.infer(WINDOW, WindowRequest(), 30))
+        await asyncio.sleep(0.05)
+        looks.append(recovery.observe_pod(0.0))  # nothing new
+        looks.append(recovery.observe_pod(1_800_000_000.0))  # another worker loaded the model again
+        looks.append(recovery.observe_pod(1_800_000_000.0))  # the same reload, seen again
+        return await asyncio.wait_for(call, 5), backend, looks
+
+    outputs, backend, looks = asyncio.run(scenario())
+    # THEN the queued call is sent once more on the new runtime, without a reload of this worker's own
+    assert outputs[0].text == "ok" and backend.calls == 2 and backend.reloads == 0
+    assert looks == [False, False, True, False] and published == []
+
+
+def test_a_reload_here_is_published_and_not_taken_for_another_workers() -> None:
+    published: list[float] = []
+
+    async def scenario() -> bool:
+        backend = _Backend(failures=0)
+        recovery = ModelRecovery(backend, on_reloaded=published.append)
+        recovery.observe_pod(0.0)
+        assert await recovery.recover()
+        return recovery.observe_pod(published[0])
+
+    assert asyncio.run(scenario()) is False and len(published) == 1 and published[0] > 1.7e9
+
+
 @pytest.mark.parametrize("error", [ModelRestarting("x")])
 def test_model_restarting_is_a_503(error: Exception) -> None:
     from whisper_build.serving.transcription.backend import BackendUnavailable

@@ -117,7 +117,8 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         backend = factory(settings)
-        recovery = ModelRecovery(backend)  # one reload per worker for the canary and the requests' retries
+        # one reload per worker for the canary and the requests' retries, published to the pod's other workers
+        recovery = ModelRecovery(backend, on_reloaded=metrics.model_reloaded.set)
         retrying = RecoveringBackend(backend, recovery, lambda outcome: metrics.window_retries.labels(outcome).inc())
         transcriber = Transcriber(retrying, settings.window_plan())
         app.state.service = TranscriptionService(settings, metrics, admission, health, transcriber)
@@ -125,6 +126,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         app.state.live_backend = retrying
         stop_canary = asyncio.Event()
         canary = asyncio.create_task(health.run(backend, stop_canary, recovery.recover), name="canary")
+        reloads = asyncio.create_task(_watch_pod_reloads(pod, recovery, settings.canary_interval_seconds))
         if auth is not None:
             await auth.start()
         try:
@@ -133,8 +135,11 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
             start_drain()
             stop_canary.set()
             canary.cancel()
+            reloads.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await canary
+            with contextlib.suppress(asyncio.CancelledError):
+                await reloads
             if auth is not None:
                 await auth.stop()
             await backend.close()
@@ -200,3 +205,10 @@ def __getattr__(name: str) -> Any:
         app = create_app()
         return app
     raise AttributeError(name)
+
+
+async def _watch_pod_reloads(pod: PodView, recovery: ModelRecovery, every_s: float) -> None:
+    """Every ``every_s``: a reload by another worker of the pod re-sends what this one queued on the old runtime."""
+    while True:
+        recovery.observe_pod(pod.state().reloaded_at)
+        await asyncio.sleep(every_s)

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from whisper_build.contracts.gateway_metrics import RELOADED
 from whisper_build.serving.transcription.pod_view import multiprocess_dir
 
 # Wall-time buckets in seconds: a 30 s window takes ~0.1-1 s on GPU, long files minutes.
@@ -98,6 +99,14 @@ class GatewayMetrics:
             "busy, not dead), else 0.",
             registry=self.registry,
             multiprocess_mode="livemax",
+        )
+
+        self.model_reloaded = Gauge(
+            RELOADED,
+            "Unix time a worker of this pod last loaded the model again (its runtime died); the other workers "
+            "then re-send what they had queued on the old runtime.",
+            registry=self.registry,
+            multiprocess_mode="max",
         )
 
     def request_started(self) -> None:

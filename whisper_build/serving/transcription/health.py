@@ -223,13 +223,13 @@ class ModelHealth:
     async def _wait_probing(self, backend: TranscriptionBackend, call: asyncio.Future[Any], timeout: float) -> bool:
         """Wait up to ``timeout`` s for the canary ``call``; True when it finished.
 
-        A long wait (the pod busy) is probed after each ``canary_interval_seconds``: a second canary that
+        A long wait (the pod busy) is probed after each ``canary_timeout_seconds``: a second canary that
         reaches the model's runtime now. A dead stub never answers what it held, but fails a new call at
         once, so the probe's :class:`ModelRestarting` is raised here; a probe that only waits is
         cancelled (a busy model).
         """
         loop = asyncio.get_running_loop()
-        every = self.settings.canary_interval_seconds
+        every = self.settings.canary_timeout_seconds  # a probe that only waits is abandoned: keep them rare
         deadline = loop.time() + timeout
         while (left := deadline - loop.time()) > 0:
             if (await asyncio.wait({call}, timeout=min(left, every)))[0]:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from whisper_build.contracts.gateway_metrics import HEALTHY, INFLIGHT
+from whisper_build.contracts.gateway_metrics import HEALTHY, INFLIGHT, RELOADED
 
 __all__ = ["PodState", "PodView", "multiprocess_dir"]
 
@@ -30,10 +30,15 @@ def multiprocess_dir() -> str | None:
 
 @dataclass(frozen=True)
 class PodState:
-    """``inflight``: requests in progress in every worker; ``healthy``: lowest worker health (1.0 = all serve)."""
+    """The pod's workers together.
+
+    ``inflight``: requests in progress in every worker; ``healthy``: lowest worker health (1.0 = all serve);
+    ``reloaded_at``: unix time a worker last loaded the model again (0 = never).
+    """
 
     inflight: float
     healthy: float
+    reloaded_at: float = 0.0
 
 
 class PodView:
@@ -75,6 +80,10 @@ def _read(path: str, fallback: PodState) -> PodState:
     values: dict[str, float] = {}
     for family in multiprocess.MultiProcessCollector(None, path).collect():  # type: ignore[no-untyped-call]
         for sample in family.samples:
-            if sample.name in (INFLIGHT, HEALTHY):
+            if sample.name in (INFLIGHT, HEALTHY, RELOADED):
                 values[sample.name] = sample.value
-    return PodState(values.get(INFLIGHT, fallback.inflight), values.get(HEALTHY, fallback.healthy))
+    return PodState(
+        values.get(INFLIGHT, fallback.inflight),
+        values.get(HEALTHY, fallback.healthy),
+        values.get(RELOADED, fallback.reloaded_at),
+    )

@@ -6,7 +6,9 @@ inference is idempotent, so :class:`RecoveringBackend` asks :class:`ModelRecover
 model again — one reload per worker however many requests failed together (single flight; the
 health loop uses the same one) — and sends the group once more. A call still pending when a
 reload completes was queued on the dead runtime (Triton does not always fail those): it is
-cancelled and sent once more too. If the reload fails, or the
+cancelled and sent once more too, in every worker of the pod: a reload is published
+(``on_reloaded``) and the other workers act on it (:meth:`ModelRecovery.observe_pod`), since a
+decoupled model never answers what its dead runtime held. If the reload fails, or the
 retry fails again, the error reaches the client as unavailable (the gateway: 503 with
 ``Retry-After``). Counted in
 ``whisper_gateway_window_retries_total{outcome="ok"|"failed"}``.
@@ -48,12 +50,19 @@ class ModelRecovery:
         fresh_seconds: a reload that succeeded this recently answers at once (the callers that
             failed on the same dead runtime share it).
         clock: monotonic seconds.
+        on_reloaded: told the unix time of each reload that succeeded here (the pod-wide gauge).
     """
 
     def __init__(
-        self, backend: TranscriptionBackend, fresh_seconds: float = 2.0, clock: Callable[[], float] = time.monotonic
+        self,
+        backend: TranscriptionBackend,
+        fresh_seconds: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_reloaded: Callable[[float], None] = lambda _: None,
     ) -> None:
         self.backend = backend
+        self._on_reloaded = on_reloaded
+        self._pod_reloaded_at: float | None = None
         self.fresh_seconds = fresh_seconds
         self._clock = clock
         self._running: asyncio.Future[bool] | None = None
@@ -84,10 +93,32 @@ class ModelRecovery:
             return False
         self._succeeded_at = self._clock()
         log.warning("the model was loaded again (reload %d)", self.reloads)
+        self._pod_reloaded_at = time.time()
+        self._on_reloaded(self._pod_reloaded_at)
+        self._release_pending()
+        return True
+
+    def observe_pod(self, reloaded_at: float) -> bool:
+        """Act on the pod's latest reload (unix s, 0 = none): True when another worker made it since the last look.
+
+        The calls pending here then were queued on the old runtime: they fail as :class:`ModelRestarting`
+        and are sent once more (the reload counts as fresh here, so they do not load the model again).
+        The first look only notes the time (reloads before this worker started concern nothing here).
+        """
+        seen, self._pod_reloaded_at = self._pod_reloaded_at, max(reloaded_at, self._pod_reloaded_at or 0.0)
+        if seen is None or reloaded_at <= seen:
+            return False
+        log.warning(
+            "another worker of this pod loaded the model again: calls queued here on its old runtime are re-sent"
+        )
+        self._succeeded_at = self._clock()
+        self._release_pending()
+        return True
+
+    def _release_pending(self) -> None:
         if self._reloaded is not None:
             self._reloaded.set()
             self._reloaded = None
-        return True
 
 
 class RecoveringBackend(DelegatingBackend):
