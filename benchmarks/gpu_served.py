@@ -156,8 +156,11 @@ def run_model(
         common = [
             "--audio", *map(str, audio), "--quiet", "--title", f"{run['label']} on {args.device_name}",
             "--warmup", "4", "--timeout", "60", "--metrics-settle", "0.5",
-            "--triton-metrics", f"gateway={settings.metrics_url}", "--triton-metrics", f"triton={settings.metrics_url}",
         ]  # fmt: skip
+
+        def metrics(targets: list[str]) -> list[str]:  # Triton's metrics, for the served targets that run
+            return [f"--triton-metrics={t}={settings.metrics_url}" for t in targets if t in ("gateway", "triton")]
+
         every = {"gateway": gateway.url, "triton": f"grpc://{settings.grpc_url}",
                  "in_process": engine_query(params, args.max_batch)}  # fmt: skip
         cpu_before = gateway.cpu_seconds()
@@ -165,12 +168,12 @@ def run_model(
             bench_main([
                 *common, "--interleave", "--duration", str(args.duration), "--out", str(out),
                 *[f"--target={t}={every[t]}" for t in ("gateway", "triton", "in_process")],
-                "--concurrency", args.concurrency,
+                *metrics(["gateway", "triton"]), "--concurrency", args.concurrency,
             ])  # fmt: skip
         if run["rates"]:
             bench_main([
                 *common, "--duration", str(args.open_duration), "--out", str(out / "open"),
-                *[f"--target={t}={every[t]}" for t in run["targets"]], "--concurrency", "none",
+                *[f"--target={t}={every[t]}" for t in run["targets"]], *metrics(run["targets"]), "--concurrency", "none",
                 "--rates", ",".join(f"{r:.1f}" for r in run["rates"]), "--clients", str(args.clients),
                 "--arrivals", args.arrivals,
             ])  # fmt: skip
