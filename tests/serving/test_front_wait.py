@@ -63,3 +63,22 @@ def test_answers_ready_in_the_same_tick_share_one_flush_each_after_it() -> None:
 
     asyncio.run(run())
     assert order == ["flush", "a", "b", "c", "flush", "d"]
+
+
+def test_an_answer_is_not_held_back_by_the_other_requests_looks() -> None:
+    # GIVEN 30 requests waiting, looks paced at 10 per second over all of them (3 s for one look each)
+    async def run() -> float:
+        loop = asyncio.get_running_loop()
+        polls = CancelPolls(per_s=10.0)
+        futures: list[Future[str]] = [Future() for _ in range(30)]
+        waiters = [asyncio.ensure_future(wait_for(f, lambda: False, lambda: None, 0.01, polls)) for f in futures]
+        await asyncio.sleep(0.2)  # every request now waits for its turn to look
+        answered = loop.time()
+        for i, future in enumerate(futures):
+            future.set_result(str(i))
+        assert await asyncio.wait_for(asyncio.gather(*waiters), 10) == [str(i) for i in range(30)]
+        return loop.time() - answered
+
+    # THEN each answer is returned when it is ready, not after the request's turn to look
+    took = asyncio.run(run())
+    assert took < 0.5, took

@@ -158,7 +158,11 @@ async def wait_for(
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=poll_s)
         if not done and polls is not None:
-            await polls.turn()
+            turn = asyncio.ensure_future(polls.turn())  # an answer ready meanwhile is not held back by the pace
+            try:
+                await asyncio.wait({waiting, turn}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                turn.cancel()
             done = {waiting} if waiting.done() else set()
         if done:
             try:
