@@ -145,6 +145,23 @@ def test_a_busy_model_is_probed_each_canary_timeout_and_the_probes_cancelled() -
     assert health.problem() is None
 
 
+def test_a_canary_held_by_a_stub_another_worker_replaced_passes_on_its_probe() -> None:
+    # GIVEN the pod busy and a canary the dead stub holds forever, the model already loaded again
+    # (by another worker): the probes reach the new runtime and answer after 0.1 s
+    backend = HeldFirstCanary(later_wait_s=0.1)
+    settings = GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=3)
+    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
+
+    async def run() -> tuple[bool, float]:
+        started = asyncio.get_running_loop().time()
+        return await health.canary(backend), asyncio.get_running_loop().time() - started
+
+    ok, took = asyncio.run(run())
+    # THEN the probe's answer is the canary's: a success, not a wait until the request timeout
+    assert ok and took < 1.5 and backend.probes == 1, (ok, took, backend.probes)
+    assert health.last_success is not None and health.problem() is None
+
+
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:
     health, backend, clock, _ = make()
     backend.reload_heals = False

@@ -194,11 +194,12 @@ class ModelHealth:
         load_at_timeout: TritonLoad | None = None
         call = asyncio.ensure_future(backend.infer([self._clip], self._request, timeout + CANARY_STREAM_GRACE_S))
         try:
-            if not await self._wait_probing(backend, call, timeout):
+            answered = await self._wait_probing(backend, call, timeout)
+            if answered is None:
                 if self._triton_load is not None:  # read while the scheduler still counts the canary as queued
                     load_at_timeout = await self._triton_load()
                 raise TimeoutError(f"canary took over {timeout:g} s")
-            texts = call.result()
+            texts = answered.result()
             if len(texts) != 1:
                 raise BackendError(f"canary inference returned {len(texts)} transcripts for 1 window")
         except (BackendError, TimeoutError) as exc:
@@ -220,20 +221,23 @@ class ModelHealth:
         self.record_success()
         return True
 
-    async def _wait_probing(self, backend: TranscriptionBackend, call: asyncio.Future[Any], timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the canary ``call``; True when it finished.
+    async def _wait_probing(
+        self, backend: TranscriptionBackend, call: asyncio.Future[Any], timeout: float
+    ) -> asyncio.Future[Any] | None:
+        """Wait up to ``timeout`` s for the canary ``call``; the call once finished, ``None`` at the timeout.
 
         A long wait (the pod busy) is probed after each ``canary_timeout_seconds``: a second canary that
         reaches the model's runtime now. A dead stub never answers what it held, but fails a new call at
-        once, so the probe's :class:`ModelRestarting` is raised here; a probe that only waits is
-        cancelled (a busy model).
+        once, so the probe's :class:`ModelRestarting` is raised here; a probe that answers is returned
+        (the runtime serves: the held canary was lost with a stub another worker replaced); a probe that
+        only waits is cancelled (a busy model).
         """
         loop = asyncio.get_running_loop()
         every = self.settings.canary_timeout_seconds  # a probe that only waits is abandoned: keep them rare
         deadline = loop.time() + timeout
         while (left := deadline - loop.time()) > 0:
             if (await asyncio.wait({call}, timeout=min(left, every)))[0]:
-                return True
+                return call
             if left <= every:
                 break
             probe = asyncio.ensure_future(backend.infer([self._clip], self._request, every + CANARY_STREAM_GRACE_S))
@@ -244,7 +248,9 @@ class ModelHealth:
                     probe.cancel()
             if probe.done() and not probe.cancelled() and isinstance(probe.exception(), ModelRestarting):
                 raise probe.exception()  # type: ignore[misc]
-        return call.done()
+            if not call.done() and probe.done() and not probe.cancelled() and probe.exception() is None:
+                return probe
+        return call if call.done() else None
 
     def _canary_timeout(self, pod_busy: bool) -> float:
         """Seconds the next canary may take: the request timeout while the pod is busy, the hang bound while others keep Triton busy."""
