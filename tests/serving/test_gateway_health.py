@@ -162,6 +162,21 @@ def test_a_canary_held_by_a_stub_another_worker_replaced_passes_on_its_probe() -
     assert health.last_success is not None and health.problem() is None
 
 
+def test_a_probe_does_not_stretch_the_canary_past_its_timeout() -> None:
+    # GIVEN the pod busy, a canary that may wait 0.5 s and is never answered, probes after each 0.4 s
+    backend = HeldFirstCanary(later_wait_s=10.0)
+    settings = GatewaySettings(canary_timeout_seconds=0.4, request_timeout_seconds=0.5)
+    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
+
+    async def run() -> tuple[bool, float]:
+        started = asyncio.get_running_loop().time()
+        return await health.canary(backend), asyncio.get_running_loop().time() - started
+
+    ok, took = asyncio.run(run())
+    # THEN it gives up at 0.5 s (its stream ends 1 s later: the load is read while it still waits)
+    assert not ok and backend.probes == 1 and took < 0.7, (ok, backend.probes, took)
+
+
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:
     health, backend, clock, _ = make()
     backend.reload_heals = False

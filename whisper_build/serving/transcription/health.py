@@ -242,7 +242,9 @@ class ModelHealth:
                 break
             probe = asyncio.ensure_future(backend.infer([self._clip], self._request, every + CANARY_STREAM_GRACE_S))
             try:
-                await asyncio.wait({call, probe}, timeout=every, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {call, probe}, timeout=min(every, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 if not probe.done():
                     probe.cancel()
