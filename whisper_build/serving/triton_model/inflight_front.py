@@ -161,12 +161,12 @@ class InflightFront:
         best_of: int = 1,
     ) -> None:
         if scheduler is None:
-            from whisper_build.serving.engines.torch_inflight import InflightScheduler
-
             name = getattr(engine, "name", "")
             if not profile(name).inflight_scheduler:
                 able = [kind for kind, each in ENGINE_PROFILES.items() if each.inflight_scheduler]
                 raise ValueError(f"scheduler=inflight needs engine {' or '.join(able)}, got {name}")
+            from whisper_build.serving.engines.torch_inflight import InflightScheduler  # imports torch
+
             scheduler = InflightScheduler(engine)
             scheduler.start()
         self._engine, self._policy, self.config, self.metrics = engine, policy, config, metrics
