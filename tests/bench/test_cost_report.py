@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import cost_report
 from settings import load_config
+from whisper_build.paths import REPO_ROOT
 
 
 def _record(model: str, c: int, rtfx: float, windows_per_s: float, random: bool, target: str = "gateway") -> dict:
@@ -30,6 +31,17 @@ def test_measured_levels_become_usd_per_audio_hour_at_the_gpu_price() -> None:
     ]
     assert points[2].label.endswith("as full 30 s windows") and points[1].label.startswith("H200, large-v3-turbo")
     assert points[0].audio_hours_per_month == 100.0 * 730
+
+
+def test_an_open_loop_level_is_priced_as_full_windows_at_its_mean_active_rows() -> None:
+    open_loop = {**_record("large-v3-turbo-random", 0, 6.4, 86.5, True), "concurrency": None}
+    run = {"records": [{**open_loop, "rate_per_s": 133.5, "mean_active_rows": 56.63}]}
+    (point,) = cost_report.measured_points(run, usd_per_gpu_hour=8.0)
+    # no concurrency, so no RTFx × concurrency row: 86.5 windows/s × 30 s = 2595 audio s/s at batch 56.6
+    assert (point.concurrency, point.audio_s_per_s) == (56.6, pytest.approx(2595.0))
+    assert point.usd_per_audio_hour == pytest.approx(8 / 2595) and "open loop" in point.label
+    # a model outside ``models`` is left out
+    assert cost_report.measured_points(run, usd_per_gpu_hour=8.0, models=("tiny.en",)) == []
 
 
 def test_h200_is_priced_at_p5en_over_eight_gpus() -> None:
@@ -69,5 +81,14 @@ def test_the_report_from_the_stored_h200_run_writes_json_markdown_and_png(tmp_pa
     assert turbo_64["usd_per_audio_hour"] == pytest.approx(
         document["h200_usd_per_gpu_hour"] / turbo_64["audio_s_per_s"]
     )
+    # turbo from the decoupled front's run (its saturating open-loop level: 56.6 rows, 86.46 windows/s),
+    # tiny.en still from the older served run
+    front = json.loads((REPO_ROOT / document["inputs"]["front"]).read_text())
+    assert document["inputs"]["front"].endswith("gpu_served_front_h200.json")
+    turbo = [p for p in document["points"] if p["label"].startswith("H200, large-v3-turbo")]
+    assert max(p["audio_s_per_s"] for p in turbo) == pytest.approx(
+        max(r["windows_per_s"] for r in front["records"] if r["target"] == "gateway") * 30
+    )
+    assert any(p["label"].startswith("H200, tiny.en") for p in document["points"])
     assert "| OpenAI whisper-1 | 0.36 |" in (tmp_path / "cost_per_audio_hour.md").read_text()
     assert (tmp_path / "cost_per_audio_hour.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
