@@ -36,19 +36,16 @@ def test_every_figure_says_where_it_comes_from() -> None:
 
 def test_measured_rows_are_the_documented_runs() -> None:
     turbo = figures_for(H200, "torch", "large-v3-turbo")
-    assert all(f.measured and "gpu_served_front_h200.json" in f.source.run for f in turbo)  # type: ignore[union-attr]
-    assert [(f.batch, f.windows_per_second) for f in turbo] == [(1.0, 8.75), (56.6, 86.5)]
-    # the same figures in the committed run: the gateway target's one-client level and its saturating
-    # open-loop level (133.5 requests/s asked), batch = the in-flight scheduler's mean active rows
+    assert [f.measured for f in turbo] == [True] * 5
+    assert [(f.batch, f.windows_per_second) for f in turbo] == [
+        (1.2, 3.2), (2.1, 6.1), (7.9, 20.7), (27.3, 50.5), (61.1, 74.3),
+    ]  # fmt: skip
+    runs = [f.source.run for f in turbo]  # type: ignore[union-attr]
+    assert all("gpu_served_h200.json" in r for r in runs[:4]) and "gpu_served_front_h200.json" in runs[4]
+    # the last row is the decoupled front's closed-loop c=64 gateway record: batch = its mean active rows
     run = json.loads((REPO_ROOT / "docs/benchmarks/gpu_served_front_h200.json").read_text(encoding="utf-8"))
-    gateway = [r for r in run["records"] if r["target"] == "gateway"]
-    levels = [r for r in gateway if r["concurrency"] == 1] + [r for r in gateway if r["rate_per_s"] == 133.5]
-    assert [(round(r["mean_active_rows"], 1), round(r["windows_per_s"], 2)) for r in levels] == [
-        (1.0, 8.75),
-        (56.6, 86.46),
-    ]
-    tiny = figures_for(H200, "torch", "tiny.en")
-    assert tiny and all("gpu_served_h200.json" in f.source.run for f in tiny)  # type: ignore[union-attr]
+    (c64,) = [r for r in run["records"] if r["target"] == "gateway" and r["concurrency"] == 64]
+    assert (round(c64["mean_active_rows"], 1), round(c64["windows_per_s"], 1)) == (61.1, 74.3)
     cpu = figures_for(CPU_DEVICE, "ctranslate2", "tiny.en")
     assert all(f.measured for f in cpu)
     # the 10-minute recording on the loaded machine: 100.7 s for 600 s of audio
@@ -56,12 +53,10 @@ def test_measured_rows_are_the_documented_runs() -> None:
 
 
 def test_lookup_takes_the_largest_batch_not_above_the_request() -> None:
-    # measured at 1.0 and 56.6 rows only: a batch in between gets the one-row figure, never more
-    assert throughput_at(H200, "torch", "large-v3-turbo", 16).batch == 1.0
-    assert throughput_at(H200, "torch", "large-v3-turbo", 64).batch == 56.6
-    assert throughput_at(H200, "torch", "large-v3-turbo", 0.5).batch == 1.0  # below all: the smallest
-    assert throughput_at(CPU_DEVICE, "ctranslate2", "tiny.en", 0.5).batch == 1.0
-    assert throughput_at(CPU_DEVICE, "ctranslate2", "tiny.en", 9).batch == 8.0
+    assert throughput_at(H200, "torch", "large-v3-turbo", 16).batch == 7.9
+    assert throughput_at(H200, "torch", "large-v3-turbo", 61).batch == 27.3
+    assert throughput_at(H200, "torch", "large-v3-turbo", 64).batch == 61.1
+    assert throughput_at(H200, "torch", "large-v3-turbo", 0.5).batch == 1.2  # below all: the smallest
 
 
 def test_other_gpus_are_estimates_scaled_down_from_the_h200() -> None:
