@@ -1,8 +1,9 @@
 """Cost per audio hour from a measured run, beside hosted list prices (``make bench-cost``).
 
-Prices the served-path run on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``) with the
-config's price list (``settings.prices``), adds the throughput table's estimates for the configured
-GPU types (labelled so) and the break-even volume per month against hosted prices. Writes
+Prices the served-path runs on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``, and the
+decoupled front's ``gpu_served_front_h200.json`` at concurrency 64) with the config's price
+list (``settings.prices``), adds the throughput table's estimates for the configured GPU types
+(labelled so) and the break-even volume per month against hosted prices. Writes
 ``<out>/cost_per_audio_hour.{json,md,png}``. Usage: ``python -m benchmarks.cost_report [--config
 config/default.yaml] [--out docs/benchmarks]``; the arithmetic, in :func:`main`'s docstring.
 Docs: docs/benchmarks.md, "Cost per audio hour".
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from whisper_build.paths import REPO_ROOT as REPO
 from whisper_build.serving.audio.windows import WINDOW_SECONDS
 
 SERVED_RUN = REPO / "docs" / "benchmarks" / "gpu_served_h200.json"
+FRONT_RUN = SERVED_RUN.with_name("gpu_served_front_h200.json")
+FRONT_LEVELS = (64,)
+"""The decoupled front's priced levels: its closed-loop c=64 gateway record (the throughput table's row)."""
 H200_INSTANCE = "ml.p5en.48xlarge"
 
 
@@ -94,18 +98,24 @@ def h200_gpu_price(config: DeploymentConfig) -> float:
 _MODELS = {"tiny.en": "tiny.en (real weights)", "large-v3-turbo-random": "large-v3-turbo shapes (random weights)"}
 
 
-def measured_points(run: dict, usd_per_gpu_hour: float) -> list[CostPoint]:
-    """The gateway target's levels of the served run, priced at ``usd_per_gpu_hour``.
+def measured_points(
+    run: dict, usd_per_gpu_hour: float, concurrencies: Collection[int] | None = None, note: str = ""
+) -> list[CostPoint]:
+    """A served run's closed-loop gateway levels (``concurrencies`` only; ``None``: all), at ``usd_per_gpu_hour``.
 
     large-v3-turbo levels come twice: as sent (RTFx × concurrency) and as full 30 s windows
-    (windows/s × 30, the module docstring's full-window column).
+    (windows/s × 30, the module docstring's full-window column). ``note`` follows the model in each
+    label (``, decoupled front``). Open-loop levels (``concurrency`` null) are left out: 3 s each,
+    they scattered too much to price (docs/benchmarks.md, "GPU, served path").
     """
     points = []
     for record in run["records"]:
-        if record["target"] != "gateway" or record["model"] not in _MODELS:
-            continue
-        label = f"H200, {_MODELS[record['model']]}"
         c = record["concurrency"]
+        if record["target"] != "gateway" or record["model"] not in _MODELS or c is None:
+            continue
+        if concurrencies is not None and c not in concurrencies:
+            continue
+        label = f"H200, {_MODELS[record['model']]}{note}"
         points.append(CostPoint(label, "measured", c, record["rtfx"] * c, usd_per_gpu_hour))
         if record.get("random_weights"):
             full = record["windows_per_s"] * WINDOW_SECONDS
@@ -237,8 +247,10 @@ def plot(points: Sequence[CostPoint], out: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write ``cost_per_audio_hour.{json,md,png}`` under ``--out``; print the markdown; exit status 0.
 
-    Reads the served-path run on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``: gateway →
-    Triton → the ``torch`` engine, one record per model × target × concurrency) and prices it with the
+    Reads the served-path runs on one NVIDIA H200 (``docs/benchmarks/gpu_served_h200.json``: gateway →
+    Triton → the ``torch`` engine, one record per model × target × concurrency; of
+    ``gpu_served_front_h200.json``, the decoupled front with the in-flight scheduler, the closed-loop
+    concurrency-64 gateway record, :data:`FRONT_LEVELS`) and prices them with the
     config's price list (``settings.prices``): the H200 at the ``ml.p5en.48xlarge`` price ÷ its 8 GPUs
     (an EC2 on-demand figure by default). Audio seconds per second at a level = RTFx × concurrency (the
     bench tool's RTFx is Σ audio ÷ Σ latency and a closed loop keeps ``concurrency`` requests in flight,
@@ -263,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--served", type=Path, default=SERVED_RUN, help="served-path run (gpu_served.py output)")
+    parser.add_argument("--front", type=Path, default=FRONT_RUN, help="decoupled-front run (its c=64 gateway level)")
     parser.add_argument("--sweep", type=Path, default=SERVED_RUN.with_name("sweep.json"), help="CPU reference sweep")
     parser.add_argument("--out", type=Path, default=SERVED_RUN.parent)
     args = parser.parse_args(argv)
@@ -270,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu_hour = h200_gpu_price(config)
     points = [
         *measured_points(json.loads(args.served.read_text()), gpu_hour),
+        *measured_points(json.loads(args.front.read_text()), gpu_hour, FRONT_LEVELS, ", decoupled front"),
         *estimated_points(config),
         *cpu_points(json.loads(args.sweep.read_text())),
     ]
@@ -277,7 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = markdown(points, gpu_hour, config)
     (args.out / "cost_per_audio_hour.md").write_text(text)
     document = {
-        "inputs": {"served": str(args.served.relative_to(REPO)), "sweep": str(args.sweep.relative_to(REPO))},
+        "inputs": {
+            "served": str(args.served.relative_to(REPO)),
+            "front": str(args.front.relative_to(REPO)),
+            "sweep": str(args.sweep.relative_to(REPO)),
+        },
         "h200_usd_per_gpu_hour": gpu_hour,
         "points": [{**asdict(p), "usd_per_audio_hour": p.usd_per_audio_hour} for p in points],
         "hosted": [asdict(h) for h in HOSTED],

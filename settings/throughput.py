@@ -65,7 +65,7 @@ class ThroughputFigure:
         device: ``GpuSpec.name`` (``NVIDIA H200``) or :data:`CPU_DEVICE`.
         engine: serving engine.
         model: Whisper checkpoint name (``settings.schema.WHISPER_MODELS``).
-        batch: mean windows per engine call in the run.
+        batch: mean windows per engine call in the run (under the in-flight scheduler: its mean active rows).
         windows_per_second: windows finished per second.
         window_audio_seconds: mean audio per window in the run (30 for long recordings; 30 for the
             fixed-100-token random-weight runs, whose decode load is a dense 30 s window's).
@@ -85,7 +85,8 @@ class ThroughputFigure:
     Units: ``windows_per_second`` is 30-s-or-shorter Whisper windows finished per second by one pod (one
     GPU or MIG-less GPU share; the CPU row: the whole 2-core machine); ``window_audio_seconds`` the mean
     audio per window in that run; RTF = compute seconds per audio second = 1 ÷ (windows/s × audio s per
-    window); RTFx = 1 ÷ RTF. A figure at ``batch`` b is the mean batch Triton (or the engine) ran.
+    window); RTFx = 1 ÷ RTF. A figure at ``batch`` b is the mean batch Triton (or the engine) ran, or
+    the in-flight scheduler's mean active rows.
     """
 
     device: str
@@ -132,6 +133,12 @@ _H200_SERVED = Measured(
     "2026-12-01 02:40 UTC",
     'docs/benchmarks.md "GPU, served path", gateway target (4 workers), docs/benchmarks/gpu_served_h200.json',
 )
+_H200_FRONT = Measured(
+    "NVIDIA H200",
+    "2026-12-02 11:08 UTC",
+    'docs/benchmarks.md "GPU, served path", decoupled front with the in-flight scheduler, gateway target '
+    "(4 workers), closed-loop concurrency 64 record, docs/benchmarks/gpu_served_front_h200.json",
+)
 _H200_ENGINE = Measured(
     "NVIDIA H200",
     "2026-12-01",
@@ -141,7 +148,7 @@ _H200_ENGINE = Measured(
 _UTTERANCE_S = 9.1
 """Mean audio per window of the CPU sweep (8.5 audio s/s ÷ 0.93 requests/s, one window each)."""
 _H200_UTTERANCE_S = 9.3
-"""Mean length of the 8 espeak-ng files (8.3-10.3 s) of the H200 served runs."""
+"""Mean length of the 8 espeak-ng files (8.3-10.3 s) of the H200 tiny.en served runs."""
 
 _MEASURED: tuple[ThroughputFigure, ...] = (
     # CPU, ctranslate2 tiny.en (compute_type default), Triton called directly
@@ -160,6 +167,9 @@ _MEASURED: tuple[ThroughputFigure, ...] = (
     ThroughputFigure("NVIDIA H200", "torch", "large-v3-turbo", 2.1, 6.1, 30.0, "gateway", _H200_SERVED),
     ThroughputFigure("NVIDIA H200", "torch", "large-v3-turbo", 7.9, 20.7, 30.0, "gateway", _H200_SERVED),
     ThroughputFigure("NVIDIA H200", "torch", "large-v3-turbo", 27.3, 50.5, 30.0, "gateway", _H200_SERVED),
+    # decoupled front, in-flight scheduler (batch = its mean active rows), closed loop c=64: the open-loop
+    # levels near saturation lasted 3 s and scattered 59.8 / 86.5 / 73.7 windows/s; 74.3 is about their median
+    ThroughputFigure("NVIDIA H200", "torch", "large-v3-turbo", 61.1, 74.3, 30.0, "gateway", _H200_FRONT),
     # H200, ctranslate2 engine alone (random large-v3-turbo weights, 100 tokens per window)
     ThroughputFigure("NVIDIA H200", "ctranslate2", "large-v3-turbo", 1.0, 8.8, 30.0, "engine", _H200_ENGINE),
     ThroughputFigure("NVIDIA H200", "ctranslate2", "large-v3-turbo", 16.0, 31.6, 30.0, "engine", _H200_ENGINE),

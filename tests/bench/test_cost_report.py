@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import cost_report
 from settings import load_config
+from whisper_build.paths import REPO_ROOT
 
 
 def _record(model: str, c: int, rtfx: float, windows_per_s: float, random: bool, target: str = "gateway") -> dict:
@@ -30,6 +31,20 @@ def test_measured_levels_become_usd_per_audio_hour_at_the_gpu_price() -> None:
     ]
     assert points[2].label.endswith("as full 30 s windows") and points[1].label.startswith("H200, large-v3-turbo")
     assert points[0].audio_hours_per_month == 100.0 * 730
+
+
+def test_only_the_asked_closed_loop_levels_are_priced_and_open_loop_ones_left_out() -> None:
+    open_loop = {**_record("large-v3-turbo-random", 0, 6.4, 86.5, True), "concurrency": None}
+    run = {"records": [
+        _record("large-v3-turbo-random", 1, 78.6, 8.75, True),
+        _record("large-v3-turbo-random", 64, 10.6, 74.3, True),
+        {**open_loop, "rate_per_s": 133.5, "mean_active_rows": 56.63},
+    ]}  # fmt: skip
+    points = cost_report.measured_points(run, usd_per_gpu_hour=8.0, concurrencies=(64,), note=", decoupled front")
+    # c=64 only, as sent (10.6 × 64 = 678.4 audio s/s) and as full windows (74.3 × 30 = 2229); no open-loop row
+    assert [(p.concurrency, p.audio_s_per_s) for p in points] == [(64, pytest.approx(678.4)), (64, pytest.approx(2229))]
+    assert points[1].label == "H200, large-v3-turbo shapes (random weights), decoupled front, as full 30 s windows"
+    assert len(cost_report.measured_points(run, usd_per_gpu_hour=8.0)) == 4  # both closed-loop levels, twice
 
 
 def test_h200_is_priced_at_p5en_over_eight_gpus() -> None:
@@ -69,5 +84,13 @@ def test_the_report_from_the_stored_h200_run_writes_json_markdown_and_png(tmp_pa
     assert turbo_64["usd_per_audio_hour"] == pytest.approx(
         document["h200_usd_per_gpu_hour"] / turbo_64["audio_s_per_s"]
     )
+    # the decoupled front adds its closed-loop c=64 gateway level (61.1 rows, 74.29 windows/s) and nothing else
+    front = json.loads((REPO_ROOT / document["inputs"]["front"]).read_text())
+    (c64,) = [r for r in front["records"] if r["target"] == "gateway" and r["concurrency"] == 64]
+    rows = [p for p in document["points"] if "decoupled front" in p["label"]]
+    assert [(p["concurrency"], p["audio_s_per_s"]) for p in rows] == [
+        (64, pytest.approx(c64["rtfx"] * 64)),
+        (64, pytest.approx(c64["windows_per_s"] * 30)),
+    ]
     assert "| OpenAI whisper-1 | 0.36 |" in (tmp_path / "cost_per_audio_hour.md").read_text()
     assert (tmp_path / "cost_per_audio_hour.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

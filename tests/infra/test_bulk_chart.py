@@ -94,10 +94,12 @@ def test_queue_length_follows_the_throughput_table() -> None:
     config = load_config(BULK)
     (g6e,) = [g for g in config.gpu_groups if g.name == "g6e"]
     assert best_batch(config, g6e) == 7.9
-    # a larger bulk batch share: the 27.3-window figure becomes the best one → ceil(27.3 / 8) = 4 files per worker
-    bigger = config_with(BULK, model={"max_batch_size": 32})
-    (scaled,) = [m for n, m in of_kind(synth(bigger), "ScaledObject").items() if n.startswith("whisper-bulk")]
-    assert scaled["spec"]["triggers"][0]["metadata"]["queueLength"] == "4"
+    # a larger bulk batch share: the 27.3-window figure becomes the best one → ceil(27.3 / 8) = 4 files per worker;
+    # at 64 the decoupled front's 61.1-row figure → ceil(61.1 / 8) = 8
+    for max_batch_size, files in ((32, "4"), (64, "8")):
+        bigger = config_with(BULK, model={"max_batch_size": max_batch_size})
+        (scaled,) = [m for n, m in of_kind(synth(bigger), "ScaledObject").items() if n.startswith("whisper-bulk")]
+        assert scaled["spec"]["triggers"][0]["metadata"]["queueLength"] == files
 
 
 def test_a_short_drain_still_outlasts_the_long_poll_out_at_sigterm() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from settings import gpu_catalog, throughput
@@ -16,6 +18,7 @@ from settings.throughput import (
     figures_for,
     throughput_at,
 )
+from whisper_build.paths import REPO_ROOT
 
 H200 = gpu_catalog.H200.name
 
@@ -33,8 +36,16 @@ def test_every_figure_says_where_it_comes_from() -> None:
 
 def test_measured_rows_are_the_documented_runs() -> None:
     turbo = figures_for(H200, "torch", "large-v3-turbo")
-    assert [f.measured for f in turbo] == [True] * 4
-    assert [(f.batch, f.windows_per_second) for f in turbo] == [(1.2, 3.2), (2.1, 6.1), (7.9, 20.7), (27.3, 50.5)]
+    assert [f.measured for f in turbo] == [True] * 5
+    assert [(f.batch, f.windows_per_second) for f in turbo] == [
+        (1.2, 3.2), (2.1, 6.1), (7.9, 20.7), (27.3, 50.5), (61.1, 74.3),
+    ]  # fmt: skip
+    runs = [f.source.run for f in turbo]  # type: ignore[union-attr]
+    assert all("gpu_served_h200.json" in r for r in runs[:4]) and "gpu_served_front_h200.json" in runs[4]
+    # the last row is the decoupled front's closed-loop c=64 gateway record: batch = its mean active rows
+    run = json.loads((REPO_ROOT / "docs/benchmarks/gpu_served_front_h200.json").read_text(encoding="utf-8"))
+    (c64,) = [r for r in run["records"] if r["target"] == "gateway" and r["concurrency"] == 64]
+    assert (round(c64["mean_active_rows"], 1), round(c64["windows_per_s"], 1)) == (61.1, 74.3)
     cpu = figures_for(CPU_DEVICE, "ctranslate2", "tiny.en")
     assert all(f.measured for f in cpu)
     # the 10-minute recording on the loaded machine: 100.7 s for 600 s of audio
@@ -43,7 +54,8 @@ def test_measured_rows_are_the_documented_runs() -> None:
 
 def test_lookup_takes_the_largest_batch_not_above_the_request() -> None:
     assert throughput_at(H200, "torch", "large-v3-turbo", 16).batch == 7.9
-    assert throughput_at(H200, "torch", "large-v3-turbo", 64).batch == 27.3
+    assert throughput_at(H200, "torch", "large-v3-turbo", 61).batch == 27.3
+    assert throughput_at(H200, "torch", "large-v3-turbo", 64).batch == 61.1
     assert throughput_at(H200, "torch", "large-v3-turbo", 0.5).batch == 1.2  # below all: the smallest
 
 
