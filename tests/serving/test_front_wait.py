@@ -24,7 +24,7 @@ def test_looks_at_cancellation_over_all_waiting_requests_keep_the_pace() -> None
             looks.append(loop.time())
             return False
 
-        waiters = [asyncio.ensure_future(wait_for(f, is_cancelled, lambda: None, 0.01, polls)) for f in futures]
+        waiters = [asyncio.ensure_future(wait_for(f, is_cancelled, lambda: None, polls, 0.01)) for f in futures]
         started = loop.time()
         await asyncio.sleep(0.5)
         for i, future in enumerate(futures):
@@ -41,7 +41,7 @@ def test_a_cancelled_request_is_cancelled_and_its_job_too() -> None:
     cancelled: list[bool] = []
 
     async def run() -> None:
-        await wait_for(Future(), lambda: True, lambda: cancelled.append(True), 0.01, CancelPolls())
+        await wait_for(Future(), lambda: True, lambda: cancelled.append(True), CancelPolls(), 0.01)
 
     with pytest.raises(BatchCancelled, match="cancelled by the client"):
         asyncio.run(run())
@@ -71,7 +71,7 @@ def test_an_answer_is_not_held_back_by_the_other_requests_looks() -> None:
         loop = asyncio.get_running_loop()
         polls = CancelPolls(per_s=10.0)
         futures: list[Future[str]] = [Future() for _ in range(30)]
-        waiters = [asyncio.ensure_future(wait_for(f, lambda: False, lambda: None, 0.01, polls)) for f in futures]
+        waiters = [asyncio.ensure_future(wait_for(f, lambda: False, lambda: None, polls, 0.01)) for f in futures]
         await asyncio.sleep(0.2)  # every request now waits for its turn to look
         answered = loop.time()
         for i, future in enumerate(futures):

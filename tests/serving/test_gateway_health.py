@@ -104,10 +104,17 @@ class HeldFirstCanary(FakeBackend):
         return await super().infer(windows, request, timeout)
 
 
-def _canary_while_busy(backend: HeldFirstCanary, release_after_s: float | None) -> tuple[bool, float, ModelHealth]:
-    settings = GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=60)
+def _canary_while_busy(
+    backend: HeldFirstCanary,
+    release_after_s: float | None,
+    settings: GatewaySettings | None = None,
+    served_before: bool = True,
+) -> tuple[bool, float, ModelHealth]:
+    """One canary with the pod busy (default: probes every 0.2 s, 60 s to wait): (succeeded, seconds, health)."""
+    settings = settings or GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=60)
     health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
-    health.record_success()
+    if served_before:
+        health.record_success()
 
     async def run() -> tuple[bool, float]:
         if release_after_s is not None:
@@ -150,13 +157,7 @@ def test_a_canary_held_by_a_stub_another_worker_replaced_passes_on_its_probe() -
     # (by another worker): the probes reach the new runtime and answer after 0.1 s
     backend = HeldFirstCanary(later_wait_s=0.1)
     settings = GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=3)
-    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
-
-    async def run() -> tuple[bool, float]:
-        started = asyncio.get_running_loop().time()
-        return await health.canary(backend), asyncio.get_running_loop().time() - started
-
-    ok, took = asyncio.run(run())
+    ok, took, health = _canary_while_busy(backend, None, settings, served_before=False)
     # THEN the probe's answer is the canary's: a success, not a wait until the request timeout
     assert ok and took < 1.5 and backend.probes == 1, (ok, took, backend.probes)
     assert health.last_success is not None and health.problem() is None
@@ -166,13 +167,7 @@ def test_a_probe_does_not_stretch_the_canary_past_its_timeout() -> None:
     # GIVEN the pod busy, a canary that may wait 0.5 s and is never answered, probes after each 0.4 s
     backend = HeldFirstCanary(later_wait_s=10.0)
     settings = GatewaySettings(canary_timeout_seconds=0.4, request_timeout_seconds=0.5)
-    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
-
-    async def run() -> tuple[bool, float]:
-        started = asyncio.get_running_loop().time()
-        return await health.canary(backend), asyncio.get_running_loop().time() - started
-
-    ok, took = asyncio.run(run())
+    ok, took, _ = _canary_while_busy(backend, None, settings, served_before=False)
     # THEN it gives up at 0.5 s (its stream ends 1 s later: the load is read while it still waits)
     assert not ok and backend.probes == 1 and took < 0.7, (ok, backend.probes, took)
 

@@ -248,9 +248,11 @@ class ModelHealth:
             finally:
                 if not probe.done():
                     probe.cancel()
-            if probe.done() and not probe.cancelled() and isinstance(probe.exception(), ModelRestarting):
-                raise probe.exception()  # type: ignore[misc]
-            if not call.done() and probe.done() and not probe.cancelled() and probe.exception() is None:
+            answered = probe.done() and not probe.cancelled()
+            error = probe.exception() if answered else None
+            if isinstance(error, ModelRestarting):
+                raise error
+            if answered and error is None and not call.done():
                 return probe
         return call if call.done() else None
 

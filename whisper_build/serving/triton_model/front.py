@@ -145,8 +145,8 @@ async def wait_for(
     future: Future[Any],
     is_cancelled: Callable[[], bool],
     cancel: Callable[[], None],
+    polls: CancelPolls,
     poll_s: float = POLL_S,
-    polls: CancelPolls | None = None,
 ) -> Any:
     """``future``'s result, awaited; ``is_cancelled()`` asked every ``poll_s`` s (at ``polls``' pace), ``cancel()`` when True.
 
@@ -157,7 +157,7 @@ async def wait_for(
     waiting = asyncio.wrap_future(future)
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=poll_s)
-        if not done and polls is not None:
+        if not done:
             turn = asyncio.ensure_future(polls.turn())  # an answer ready meanwhile is not held back by the pace
             try:
                 await asyncio.wait({waiting, turn}, return_when=asyncio.FIRST_COMPLETED)

@@ -116,7 +116,7 @@ class TritonPythonModel:
             with clock.stage("parse"):
                 level, timeout_s, windows = self._parse(request)
             job = self._scheduler.submit(windows, level, timeout_s)
-            result = await wait_for(job.future, is_cancelled, lambda: self._scheduler.cancel(job), polls=self._polls)
+            result = await wait_for(job.future, is_cancelled, lambda: self._scheduler.cancel(job), self._polls)
             with clock.stage("response"):
                 texts = pb_utils.Tensor(contract.TRANSCRIPTS.name, transcripts_array([w.text for w in result]))
                 structured = pb_utils.Tensor(contract.RESULT.name, results_array(result))
