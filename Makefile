@@ -118,7 +118,7 @@ api-key: install-infrastructure ## print how to fetch and rotate the gateway API
 
 # These targets (and DRY_RUN=1) install nothing: they need a set already in .venv, and say in one line which
 # make target installs it: $(call NEED,set,the make target that installs it).
-NEED = @test -f $(call SET,$(1)) || { echo "make $@ installs nothing and needs the $(1) set in $(VENV): run make $(2) first (it installs it)"; exit 2; }
+NEED = @test -f $(call SET,$(1)) || { echo "make $@ needs the $(1) set in $(VENV), which it does not install: run make $(2) first"; exit 2; }
 NEED_VENV = $(call NEED,infrastructure,synth)
 
 deploy: $(if $(DRY_RUN),,install-infrastructure .venv-checkov/.installed node_modules/.installed) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing; APPROVE=1: cdk asks before each change)
@@ -137,7 +137,7 @@ sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make 
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.sizing_cli "$(CONFIG)" $(SIZING)
 
-diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
+diff: $(if $(DRY_RUN),,node_modules/.installed) ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
 	$(NEED_VENV)
 	$(PY) -m whisper_build.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 

@@ -183,6 +183,5 @@ def test_a_target_that_installs_nothing_names_the_target_that_installs_its_set(t
     )  # fmt: skip
     assert completed.returncode == 2
     assert completed.stdout.strip() == (
-        f"make sizing installs nothing and needs the infrastructure set in {tmp_path / 'venv'}: "
-        "run make synth first (it installs it)"
+        f"make sizing needs the infrastructure set in {tmp_path / 'venv'}, which it does not install: run make synth first"
     )
