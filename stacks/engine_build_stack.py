@@ -35,7 +35,7 @@ from whisper_build.paths import REPO_ROOT
 from whisper_build.release import invocations
 
 DOCKERFILE = "whisper_build/image/Dockerfile"
-IMAGE_CONTEXT = ["requirements.txt", "settings", "whisper_build"]
+IMAGE_CONTEXT = ["requirements", "settings", "whisper_build"]
 """What ``whisper_build/image/Dockerfile`` copies from the repository root (its ``COPY`` lines);
 only these are uploaded as the image project's build context. Add a path here when the
 Dockerfile copies a new one."""

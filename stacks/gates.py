@@ -56,16 +56,14 @@ def cfn_lint_executable() -> str:
     """Path of ``cfn-lint`` next to the running interpreter (the venv), else from ``PATH``.
 
     Raises:
-        FileNotFoundError: cfn-lint is not installed (``pip install -r requirements-dev.txt``).
+        FileNotFoundError: cfn-lint is not installed (the infrastructure set: ``make synth`` installs it).
     """
     beside = Path(sys.executable).with_name("cfn-lint")
     if beside.exists():
         return str(beside)
     found = shutil.which("cfn-lint")
     if found is None:
-        raise FileNotFoundError(
-            "cfn-lint not found; install the dev requirements (pip install -r requirements-dev.txt)"
-        )
+        raise FileNotFoundError("cfn-lint not found: make synth installs it (the infrastructure set, in .venv)")
     return found
 
 
@@ -126,7 +124,7 @@ def read_nag_findings(assembly_dir: Path) -> list[Finding]:
 
 CHECKOV_VENV = REPO_ROOT / ".venv-checkov"
 """checkov's own virtual environment (``make checkov``): its pinned dependencies (boto3, packaging…)
-clash with requirements.txt, so it cannot share ``.venv``."""
+clash with the install sets of ``.venv`` (requirements/checkov.txt), so it cannot share it."""
 CHECKOV_FRAMEWORKS = ("cloudformation", "kubernetes")
 
 

@@ -40,6 +40,8 @@ class FakeBackend:
         self.served = ServedModel("whisper", 16, multilingual=False, engine="fake")
         self.language: str | None = None
         """Language every window's answer reports (``None``: as an English-only model's gateway test)."""
+        self.speakers = True
+        """What :meth:`speakers_served` answers (False: a server without the speaker model)."""
 
     async def served_model(self, timeout: float) -> ServedModel:
         if self.error is not None:
@@ -70,6 +72,11 @@ class FakeBackend:
             WindowResult(t, [SegmentResult(0.0, len(w) / 16000, t, [])], temperatures=[0.0], language=self.language)
             for t, w in zip(texts, windows, strict=True)
         ]
+
+    async def speakers_served(self, timeout: float) -> bool:
+        if self.error is not None:
+            raise self.error
+        return self.speakers
 
     async def reload(self, timeout: float) -> None:
         self.reloads += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from whisper_build.serving.audio import AudioError, decode_audio, is_silent, split_windows
-from whisper_build.serving.audio.windows import WINDOW_SECONDS
+from whisper_build.serving.contract import WINDOW_SECONDS
 
 AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".webm"})
 

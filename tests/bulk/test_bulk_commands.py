@@ -30,7 +30,7 @@ def local_aws() -> Iterator[LocalAws]:
 
 def make(target: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["make", "--no-print-directory", "-o", "install", target, *args],
+        ["make", "--no-print-directory", "-o", "install-serving", target, *args],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

@@ -29,7 +29,15 @@ def test_make_bulk_demo_transcribes_a_folder(tmp_path: Path) -> None:
     samples.speak("Please turn off the lights when you leave tonight.", audio / "lights.flac", rate=8000, channels=2)
     (audio / "notes.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
     completed = subprocess.run(
-        ["make", "--no-print-directory", "-o", "install", "bulk-demo", f"AUDIO_DIR={audio}", f"OUT_DIR={out}"],
+        [
+            "make",
+            "--no-print-directory",
+            "-o",
+            "install-development",
+            "bulk-demo",
+            f"AUDIO_DIR={audio}",
+            f"OUT_DIR={out}",
+        ],
         cwd=REPO_ROOT,
         env={**os.environ, "WHISPER_TRITON_SPEAKER__ENABLED": "false"},
         capture_output=True,

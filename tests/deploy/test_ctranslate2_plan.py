@@ -3,6 +3,7 @@ per fallback group, and the refusal of a config without one."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 from pathlib import Path
 
@@ -26,7 +27,11 @@ def test_publish_ctranslate2_converts_once_and_uploads_to_each_fallback_group(tm
     )
     commands = _commands(lines)
     assert commands[0] == "python3 -m venv .venv-ctranslate2"
-    assert commands[1].startswith(".venv-ctranslate2/bin/pip install -q ctranslate2==")
+    # the serving image's CTranslate2 (the serving set's pin), not whatever this environment has
+    assert commands[1].startswith(
+        f".venv-ctranslate2/bin/pip install -q ctranslate2=={cli.image_ctranslate2_version()} "
+    )
+    assert cli.image_ctranslate2_version() == importlib.metadata.version("ctranslate2")  # make test installs the pin
     assert commands[2].startswith(
         ".venv-ctranslate2/bin/ct2-transformers-converter --model openai/whisper-large-v3-turbo"
     )

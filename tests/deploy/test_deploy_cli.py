@@ -91,12 +91,12 @@ def test_make_deploy_dry_run_runs_the_same_plan_and_installs_nothing(custom_conf
     assert "[13/13] serving" in completed.stdout and "speech-prod-rollout" in completed.stdout
     # even with every install input "modified" (-W), a dry run's recipe has no install step
     planned = subprocess.run(
-        ["make", "-n", "-W", "requirements.txt", "-W", "requirements-checkov.txt", "-W", "package.json",
+        ["make", "-n", "-W", "requirements/infrastructure.txt", "-W", "requirements/checkov.txt", "-W", "package.json",
          "deploy", "DRY_RUN=1", f"CONFIG={custom_config}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert "pip install" not in planned and "npm install" not in planned and "--dry-run" in planned
-    planned = subprocess.run(["make", "-n", "-W", "requirements.txt", "deploy", f"CONFIG={custom_config}"],
+    planned = subprocess.run(["make", "-n", "-W", "requirements/infrastructure.txt", "deploy", f"CONFIG={custom_config}"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
     assert "pip install" in planned  # the real deploy does install
 

@@ -74,8 +74,8 @@ def test_each_credential_failure_is_one_line_with_what_to_run(monkeypatch, error
     assert expected in message and "\n" not in message
 
 
-INSTALLED = ("-o", ".venv/.installed", "-o", ".venv-checkov/.installed", "-o", "node_modules/.installed")
-"""Treat ``make install``'s markers as current: installing is not what these tests are about (a worktree whose
+INSTALLED = ("-o", ".venv/.installed-infrastructure", "-o", ".venv-checkov/.installed", "-o", "node_modules/.installed")
+"""Treat the install markers as current: installing is not what these tests are about (a worktree whose
 requirements file is newer than its shared ``.venv`` marker would otherwise try to reinstall)."""
 
 

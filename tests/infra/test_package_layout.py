@@ -1,5 +1,5 @@
-"""The repository as one installable package set: pyproject's ``[project]`` reads its pins from
-requirements.txt and finds every import root; only ``whisper_build/paths.py`` finds the repository
+"""The repository as one installable package set: pyproject's ``[project]`` declares no dependency (the
+install sets of requirements/ hold every pin) and finds every import root; only ``whisper_build/paths.py`` finds the repository
 root; nothing edits ``sys.path``; only ``tests/bench/`` imports ``benchmarks``."""
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ def _python_files(*folders: str) -> list[Path]:
     return [p for p in files if not any(s in p.relative_to(REPO_ROOT).as_posix() for s in skip)]
 
 
-def test_project_reads_its_pins_from_requirements_txt() -> None:
+def test_project_declares_no_dependency_the_install_sets_hold_them() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    assert project["project"]["dynamic"] == ["dependencies"]
-    assert "dependencies" not in project["project"]
-    assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
+    assert project["project"]["dependencies"] == []  # installing the project pulls in no set
+    assert "dynamic" not in project["project"] and "dynamic" not in project["tool"]["setuptools"]
 
 
 def test_every_import_root_is_found_by_the_package_search() -> None:

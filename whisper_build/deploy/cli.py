@@ -13,7 +13,6 @@ Docs: docs/deploy.md, "Deploy".
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import shlex
 import subprocess
 import sys
@@ -253,11 +252,22 @@ def _plan(args: argparse.Namespace, config: DeploymentConfig, config_file: str, 
         return deploy_steps(config, config_file, account, approve=args.approve)
     if args.action == "destroy":
         return destroy_steps(config, config_file, args.purge, account)
-    try:
-        version: str | None = importlib.metadata.version("ctranslate2")
-    except importlib.metadata.PackageNotFoundError:
-        version = None
-    return ctranslate2_steps(config, account, version)
+    return ctranslate2_steps(config, account, image_ctranslate2_version())
+
+
+SERVING_SET = REPO_ROOT / "requirements" / "serving.txt"
+"""The serving install set, whose pins the serving image installs (whisper_build/image/Dockerfile)."""
+
+
+def image_ctranslate2_version(serving_set: Path = SERVING_SET) -> str | None:
+    """The serving image's CTranslate2 version: the ``ctranslate2==`` pin of the serving set; None without one.
+
+    Read from the file, not from this environment: ``make synth``'s infrastructure set has no CTranslate2.
+    """
+    for line in serving_set.read_text(encoding="utf-8").splitlines():
+        if line.startswith("ctranslate2=="):
+            return line.removeprefix("ctranslate2==").strip()
+    return None
 
 
 def _tools(args: argparse.Namespace, config: DeploymentConfig) -> str:

@@ -31,8 +31,8 @@ def ctranslate2_steps(config: DeploymentConfig, account: str, ctranslate2_versio
     Args:
         config: The config; at least one group serves ``ctranslate2`` (else there is nothing to publish).
         account: AWS account id (the model bucket's name has it).
-        ctranslate2_version: The serving image's CTranslate2 version (``requirements.txt`` pin), so the
-            model format matches the runtime that loads it; ``None``: the newest.
+        ctranslate2_version: The serving image's CTranslate2 version (the pin of ``requirements/serving.txt``),
+            so the model format matches the runtime that loads it; ``None``: the newest.
     """
     bucket = names.bucket_name(config.project_name, names.MODEL_BUCKET_PURPOSE, account, config.region)
     targets = ctranslate2_targets(config)

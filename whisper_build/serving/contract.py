@@ -50,6 +50,7 @@ __all__ = [
     "TURNS",
     "WAV",
     "WAV_LENS",
+    "WINDOW_SECONDS",
     "WORD_TIMESTAMPS",
     "DecodeOptions",
     "EngineKind",
@@ -143,6 +144,10 @@ class Tensor:
             self.data_type
         ]
 
+
+WINDOW_SECONDS = 30.0
+"""Longest window one ``WAV`` row carries, seconds: Whisper's fixed input length (openai/whisper
+``whisper/audio.py``, ``CHUNK_LENGTH = 30``). Here for the commands that size windows without numpy."""
 
 WAV = Tensor(
     "WAV", "TYPE_FP32", (-1,), False,

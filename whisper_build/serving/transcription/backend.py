@@ -130,6 +130,16 @@ class TranscriptionBackend(Protocol):
         """
         ...
 
+    async def speakers_served(self, timeout: float) -> bool:
+        """Whether the model server has the speaker model at all (read once, then cached).
+
+        False means speakers are off on this server (a repository rendered without it: the speakers
+        install set is missing, or ``WHISPER_TRITON_SPEAKER__ENABLED=false``), a state a request cannot
+        change; a speaker model that is there but not ready yet still answers True.
+        Raises: BackendUnavailable, BackendTimeout, BackendError.
+        """
+        ...
+
     async def reload(self, timeout: float) -> None:
         """Ask the model server to load the model again (repair after its runtime died).
 
@@ -161,6 +171,10 @@ class DelegatingBackend:
     async def diarize(self, samples: npt.NDArray[np.float32], options: SpeakerOptions, timeout: float) -> list[Turn]:
         """The wrapped backend's."""
         return await self.backend.diarize(samples, options, timeout)
+
+    async def speakers_served(self, timeout: float) -> bool:
+        """The wrapped backend's."""
+        return await self.backend.speakers_served(timeout)
 
     async def reload(self, timeout: float) -> None:
         """The wrapped backend's."""

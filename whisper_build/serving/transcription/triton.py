@@ -243,6 +243,7 @@ class TritonBackend:
         self.priority = priority
         self._client = InferenceServerClient(url=url)
         self._served: ServedModel | None = None
+        self._speakers: bool | None = None
         self._stub_died = asyncio.Event()
         """Set when a call learns the model's stub died; replaced by a fresh one at once."""
 
@@ -341,6 +342,22 @@ class TritonBackend:
             raise BackendError(f"Triton returned no {contract.TURNS.name} [n, 3] from {contract.SPEAKER_MODEL}")
         turns = [(float(start), float(end), int(index)) for start, end, index in rows]
         return name_turns(turns, [name for name, _ in options.known])
+
+    async def speakers_served(self, timeout: float) -> bool:
+        """See :meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.speakers_served`.
+
+        Triton's repository index (tritonclient ``get_model_repository_index``) lists every model of the
+        repository, loaded or not: the speaker model is served when it is listed.
+        """
+        from tritonclient.utils import InferenceServerException
+
+        if self._speakers is None:
+            try:
+                index = await self._client.get_model_repository_index(as_json=True, client_timeout=timeout)
+            except InferenceServerException as exc:
+                raise _translate(exc, timeout) from exc
+            self._speakers = any(model.get("name") == contract.SPEAKER_MODEL for model in index.get("models", []))
+        return self._speakers
 
     async def reload(self, timeout: float) -> None:
         """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).

@@ -25,7 +25,7 @@ from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.gateway.pipeline import Pipeline, PipelineDep, parse_prompt_or_400
 from whisper_build.serving.gateway.routes.form_fields import transcription_fields, translation_fields
 from whisper_build.serving.gateway.routes.multipart_form import ExtendedFilenameRoute
-from whisper_build.serving.gateway.routes.speaker_fields import SpeakerRequest, base_model, speaker_fields
+from whisper_build.serving.gateway.routes.speaker_fields import SPEAKERS_OFF, SpeakerRequest, base_model, speaker_fields
 from whisper_build.serving.gateway.streaming import parse_stream_flag, transcript_stream
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.transcription import formats
@@ -119,7 +119,7 @@ async def _audio(
 ) -> Response:
     _check_model(pipeline, model)
     options = _options(response_format, granularities, temperature)
-    speaker_options = await _speaker_options(speakers)
+    speaker_options = await _speaker_options(pipeline, speakers)
     decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=temperature)
     diarized = None if speaker_options is None else PendingTurns(pipeline, speaker_options)
 
@@ -158,13 +158,22 @@ async def _audio(
     return Response(chosen.body(transcript), media_type=chosen.media_type)
 
 
-async def _speaker_options(speakers: SpeakerRequest | None) -> SpeakerOptions | None:
+async def _speaker_options(pipeline: Pipeline, speakers: SpeakerRequest | None) -> SpeakerOptions | None:
     """The clustering options of a request with speakers on (known references decoded), else None.
 
-    Raises: ApiError 400 naming the known-speaker field to fix.
+    Raises: ApiError 400 naming the known-speaker field to fix, or saying how to turn speakers on when
+    this server has no speaker model (:data:`SPEAKERS_OFF`); 503/504 when the model server cannot tell.
     """
     if speakers is None or not speakers.on:
         return None
+    try:
+        served = await pipeline.service.transcriber.backend.speakers_served(pipeline.settings.request_timeout_seconds)
+    except BackendError as exc:
+        raise pipeline.to_api_error(exc) from exc
+    if not served:
+        raise ApiError(
+            400, ErrorCode.INVALID_FIELD, SPEAKERS_OFF, param="model" if speakers.alias else "response_format"
+        )
     try:
         known = await asyncio.to_thread(known_speakers, speakers.names, speakers.references)
     except SpeakerReferenceError as exc:

@@ -6,7 +6,8 @@ alias for ``verbose_json``, ``srt`` and ``vtt`` too (``json``/``text``: not diar
 applied: the gateway cuts its own windows); its refusals for the diarizing model (``prompt``,
 ``include[]=logprobs``, ``timestamp_granularities[]``) answer 400 for the alias (words stay allowed
 with ``verbose_json``, which OpenAI's diarizing model does not offer). Extensions:
-``min_speakers``/``max_speakers``. Docs: docs/gateway.md, "Speakers (diarization)".
+``min_speakers``/``max_speakers``. A server without the speaker model answers :data:`SPEAKERS_OFF` (400).
+Docs: docs/gateway.md, "Speakers (diarization)".
 """
 
 from __future__ import annotations
@@ -19,14 +20,21 @@ from starlette.datastructures import FormData
 
 from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.diarization.speakers import MAX_SPEAKERS
+from whisper_build.serving.diarization.weights import SPEAKERS_SET_HINT
 from whisper_build.serving.gateway.errors import ApiError
 from whisper_build.serving.transcription import formats
 
-__all__ = ["DIARIZE_SUFFIX", "SpeakerRequest", "base_model", "speaker_fields"]
+__all__ = ["DIARIZE_SUFFIX", "SPEAKERS_OFF", "SpeakerRequest", "base_model", "speaker_fields"]
 
 DIARIZE_SUFFIX = "-diarize"
 """``<served id>-diarize`` is the served model with speakers on (OpenAI: ``gpt-4o-transcribe-diarize``)."""
 VAD_KEYS = {"prefix_padding_ms", "silence_duration_ms", "threshold"}
+SPEAKERS_OFF = (
+    "speakers (diarized_json, rttm, a -diarize model, speaker options) are off on this server: it runs without "
+    f"the speaker model; locally, {SPEAKERS_SET_HINT}; a deployment serves them unless "
+    "WHISPER_TRITON_SPEAKER__ENABLED=false"
+)
+"""The 400 for a request with speakers on when the model server has no speaker model: how to turn them on."""
 
 
 @dataclass(frozen=True)
