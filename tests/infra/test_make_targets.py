@@ -124,6 +124,14 @@ def test_make_help_lists_every_target_the_readme_and_deploy_docs_name() -> None:
     assert named - listed == set()
 
 
+def test_make_help_prints_commands_as_a_shell_takes_them() -> None:
+    # `$$` is make's escape for `$` in a recipe; pasted into a shell it would be the shell's PID
+    completed = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, timeout=60, check=True)  # fmt: skip
+    assert "$$" not in completed.stdout
+    assert 'eval "$(make -s env CONFIG=config/my.yaml)"' in completed.stdout
+
+
 def test_every_config_header_names_make_synth_with_its_own_path() -> None:
     """The configs' headers send a reader to the gated ``make synth CONFIG=…``, never bare ``cdk synth``."""
     configs = sorted(path.relative_to(REPO_ROOT) for path in (REPO_ROOT / "config").rglob("*.yaml"))
