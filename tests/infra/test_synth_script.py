@@ -193,3 +193,21 @@ def test_the_summary_explains_count_0_of_karpenter_groups_and_shows_mig(synth_sc
     assert p5.split()[-2:] == ["1g.10gb", "tensorrt_llm"]
     assert all(" - " in line for line in lines[1:] if not line.startswith("  p5 "))
     assert not any(line.startswith("  count 0") for line in lines)
+
+
+def test_the_group_table_stays_aligned_with_instance_type_lists(synth_script) -> None:
+    from settings import load_config
+
+    capacity = load_config(CONFIGS["capacity"])
+    groups = [
+        {"InstanceGroupName": g.name, "InstanceRequirements": {"InstanceTypes": g.instance_types},
+         "InstanceCount": g.instance_count, "ThreadsPerCore": 2}
+        for g in capacity.gpu_groups
+    ]  # fmt: skip
+    assert any(len(g.instance_types) > 1 for g in capacity.gpu_groups)
+    header, *rows = synth_script.instance_group_lines(capacity, groups)[: 1 + len(groups)]
+    for row, group in zip(rows, capacity.gpu_groups, strict=True):
+        assert " > ".join(group.instance_types) in row
+        # every column starts under its heading
+        assert row.index(group.gpu.name) == header.index("GPU"), f"\n{header}\n{row}"
+        assert row.index(f" {group.serving_engine}") + 1 == header.index("serving engine"), f"\n{header}\n{row}"
