@@ -218,7 +218,8 @@ def save_if_changed(figure: Any, out: Path, dpi: int) -> bool:
     So ``make bench-cost`` on unchanged inputs leaves the tracked file, and ``git status``, as they
     were. The comparison is matplotlib's own image test (``matplotlib.testing.compare.compare_images``).
     """
-    from matplotlib.testing.compare import ImageComparisonFailure, compare_images
+    from matplotlib.testing.compare import compare_images
+    from matplotlib.testing.exceptions import ImageComparisonFailure
 
     with tempfile.TemporaryDirectory() as folder:
         candidate = Path(folder) / out.name
