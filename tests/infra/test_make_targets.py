@@ -162,6 +162,7 @@ def test_make_transcribe_streams_and_translates(tmp_path: Path) -> None:
         assert streamed.returncode == 0, streamed.stderr
         translated = _make("transcribe", f"FILE={wav}", "TRANSLATE=1", env=env)
         assert translated.returncode == 0, translated.stderr
+        assert "Warning" not in translated.stderr, translated.stderr  # the text, and nothing after it
     text = streamed.stdout.strip().splitlines()[-1]
     assert text.startswith("w0:") and text.count("w0:") == 3  # three windows, each its own delta
     assert "<|translate|>" in backend.calls[-1][2] and translated.stdout.strip().splitlines()[-1].startswith("w0:")
