@@ -120,6 +120,28 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         print(f"  wrote {path}")
 
 
+OIDC_PROVIDER_TYPE = "Custom::AWSCDKOpenIdConnectProvider"
+"""The resource aws-cdk-lib's deprecated ``aws_eks_v2.OpenIdConnectProvider`` synthesizes."""
+
+
+def synthesis_notes(templates: dict[str, Path]) -> list[str]:
+    """What the synthesis printed that is not the config's doing: the OIDC provider's deprecation warning."""
+    types = {
+        resource["Type"]
+        for path in templates.values()
+        for resource in json.loads(path.read_text(encoding="utf-8")).get("Resources", {}).values()
+    }
+    if OIDC_PROVIDER_TYPE not in types:
+        return []
+    return [
+        "the '[WARNING] aws-cdk-lib.aws_eks_v2.OpenIdConnectProvider is deprecated' printed above comes from "
+        "aws-cdk-lib (the cluster's IAM OIDC provider for IRSA), not from your config; nothing to do. It stays on "
+        "that construct on purpose: its replacement, OidcProviderNative (cdk.json "
+        "@aws-cdk/aws-eks:useNativeOidcProvider), would replace the provider of a deployed cluster, which fails "
+        "with EntityAlreadyExists (docs/cdk-flags.md)"
+    ]
+
+
 def print_warnings(warnings: list[str]) -> None:
     """``Warnings (n):`` and one line each (:func:`settings.advisories.config_warnings`); nothing when none."""
     if warnings:
@@ -197,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
     print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
     print_summary(config, templates, extra)
+    notes = synthesis_notes(templates)
+    if notes:
+        print(f"\nNotes ({len(notes)}):")
+    for note in notes:
+        print(f"  note: {note}")
     print_warnings(config_warnings(config))
     print()
     for finding in findings:

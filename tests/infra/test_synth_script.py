@@ -211,3 +211,13 @@ def test_the_group_table_stays_aligned_with_instance_type_lists(synth_script) ->
         # every column starts under its heading
         assert row.index(group.gpu.name) == header.index("GPU"), f"\n{header}\n{row}"
         assert row.index(f" {group.serving_engine}") + 1 == header.index("serving engine"), f"\n{header}\n{row}"
+
+
+def test_the_summary_explains_aws_cdk_libs_oidc_deprecation_warning(synth_script, tmp_path: Path) -> None:
+    with_provider, without = tmp_path / "a.template.json", tmp_path / "b.template.json"
+    with_provider.write_text(json.dumps({"Resources": {"P": {"Type": "Custom::AWSCDKOpenIdConnectProvider"}}}))
+    without.write_text(json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}))
+    (note,) = synth_script.synthesis_notes({"Cluster": with_provider, "Storage": without})
+    assert "aws_eks_v2.OpenIdConnectProvider is deprecated" in note and "not from your config" in note
+    assert "OidcProviderNative" in note and "docs/cdk-flags.md" in note
+    assert synth_script.synthesis_notes({"Storage": without}) == []
