@@ -155,7 +155,7 @@ class LocalTriton:
         workdir: where backends, the rendered repository and ``tritonserver.log`` go; a temporary
             directory (removed on :meth:`stop`) when omitted.
         log_to_file: write Triton's output to ``workdir/tritonserver.log`` (default) instead of
-            inheriting this process's stdout/stderr.
+            relaying its output to this process's stderr.
     """
 
     def __init__(self, settings: TritonSettings, workdir: Path | None = None, log_to_file: bool = True) -> None:
@@ -185,7 +185,7 @@ class LocalTriton:
         assert self.command, "start() first"
         output = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 - closed below
         # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
-        # Without a log file the output is relayed (triton_stop: a stop reads it).
+        # Without a log file the output is relayed to stderr (triton_stop: a stop reads it).
         self._process = subprocess.Popen(
             self.command,
             env=self._env,

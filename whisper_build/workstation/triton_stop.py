@@ -38,7 +38,7 @@ class UnloadWatch:
 
     Args:
         log_path: the run's log file; ``None``: the run's output is a pipe that :meth:`relay` copies
-            to this process's stdout.
+            to this process's stderr.
     """
 
     def __init__(self, log_path: Path | None) -> None:
@@ -47,13 +47,16 @@ class UnloadWatch:
         self._seen = threading.Event()
 
     def relay(self, process: subprocess.Popen[bytes]) -> None:
-        """Copy ``process``'s piped output to stdout line by line, noting :data:`UNLOADING` (a daemon thread)."""
+        """Copy ``process``'s piped output to stderr (where Triton logs) line by line, noting :data:`UNLOADING`.
+
+        A daemon thread; it ends with the process's output.
+        """
         if process.stdout is not None:
             self._seen.clear()
             threading.Thread(target=self._copy, args=(process.stdout,), name="triton-output", daemon=True).start()
 
     def _copy(self, stream: IO[bytes]) -> None:
-        out = getattr(sys.stdout, "buffer", None)
+        out = getattr(sys.stderr, "buffer", None)
         for line in stream:
             if UNLOADING.encode() in line:
                 self._seen.set()
