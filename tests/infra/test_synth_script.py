@@ -63,10 +63,13 @@ def test_summary_lists_templates_and_instance_groups(synth_script, capsys) -> No
     for path in result.templates.values():
         assert str(path) in out
     assert "HyperPod instance groups (3):" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("  name "))
     for group in result.config.gpu_groups:
-        line = next(line for line in out.splitlines() if line.startswith(f"  {group.name:<12} "))
-        assert line.startswith(f"  {group.name:<12} {group.instance_type:<18} {group.gpu.name:<24} {group.arch:<6}")
-        assert line.endswith(f"  {group.serving_engine}")
+        line = next(line for line in lines if line.startswith(f"  {group.name} "))
+        for heading, cell in [("instance type", group.instance_type), ("GPU", group.gpu.name), ("arch", group.arch)]:
+            assert line.index(f" {cell}") + 1 == header.index(heading), f"\n{header}\n{line}"
+        assert line.endswith(f" {group.serving_engine}")
 
 
 @pytest.fixture()
