@@ -25,7 +25,7 @@ GATEWAY_WORKERS ?= 2
 .DEFAULT_GOAL := help
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{gsub(/\$$\$$/, "$$", $$2); printf "  %-24s %s\n", $$1, $$2}'
 
 # Install sets (requirements/README.md): one .venv, grown set by set, a stamp per set. make synth
 # installs infrastructure; make serve adds serving (SPEAKERS=1: speakers); make test adds every set.

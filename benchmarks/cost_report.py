@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from settings import DEFAULT_CONFIG_PATH, DeploymentConfig, load_config
 from settings.gpu_catalog import instance_spec_for
@@ -204,6 +207,33 @@ def markdown(points: Sequence[CostPoint], gpu_hour: float, config: DeploymentCon
     return "\n".join(lines) + "\n"
 
 
+SAME_FIGURE_RMS = 0.5
+"""Largest RMS pixel difference (0-255) at which a rendered figure counts as the one already in the
+file: font rasterisation differs by a few pixels between machines, a moved point or label far more."""
+
+
+def save_if_changed(figure: Any, out: Path, dpi: int) -> bool:
+    """Save ``figure`` (matplotlib) to the PNG ``out`` unless ``out`` already shows it; True when written.
+
+    So ``make bench-cost`` on unchanged inputs leaves the tracked file, and ``git status``, as they
+    were. The comparison is matplotlib's own image test (``matplotlib.testing.compare.compare_images``).
+    """
+    from matplotlib.testing.compare import compare_images
+    from matplotlib.testing.exceptions import ImageComparisonFailure
+
+    with tempfile.TemporaryDirectory() as folder:
+        candidate = Path(folder) / out.name
+        figure.savefig(candidate, dpi=dpi)
+        if out.exists():
+            try:
+                if compare_images(str(out), str(candidate), tol=SAME_FIGURE_RMS) is None:
+                    return False
+            except ImageComparisonFailure:  # another size: a changed figure
+                pass
+        shutil.copyfile(candidate, out)
+    return True
+
+
 def plot(points: Sequence[CostPoint], out: Path) -> Path:
     """Cost per audio hour vs load (audio hours per hour), log-log, hosted prices as horizontal lines.
 
@@ -239,7 +269,7 @@ def plot(points: Sequence[CostPoint], out: Path) -> Path:
     axes.legend(fontsize=7, loc="upper right")
     axes.grid(True, which="both", linewidth=0.3)
     figure.tight_layout()
-    figure.savefig(out, dpi=120)
+    save_if_changed(figure, out, dpi=120)
     plt.close(figure)
     return out
 

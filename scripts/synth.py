@@ -72,25 +72,25 @@ def instance_groups(template: dict) -> list[dict]:
 def instance_group_lines(config: DeploymentConfig, groups: list[dict]) -> list[str]:
     """The instance-group table of the summary (``groups``: ``InstanceGroups`` of the templates), with notes.
 
-    Columns: name, instance type, GPU, arch, count, threads/core, MIG profile (``-``: whole GPUs) and
-    serving engine; under it, why Karpenter-managed groups show count 0.
+    Columns: name, instance type (a list: ``a > b``, first preferred), GPU, arch, count, threads/core,
+    MIG profile (``-``: whole GPUs) and serving engine, each as wide as its widest cell; under it, why
+    Karpenter-managed groups show count 0.
     """
     by_name = {group.name: group for group in config.gpu_groups}
     by_name.update({spot_group_name(group): group for group in spot_groups(config)})
-    lines = [
-        f"  {'name':<12} {'instance type':<18} {'GPU':<24} {'arch':<6} {'count':>5} {'threads/core':>12}  "
-        f"{'MIG':<10} serving engine"
-    ]
+    rows = [["name", "instance type", "GPU", "arch", "count", "threads/core", "MIG", "serving engine"]]
     for group in groups:
         spec = by_name[group["InstanceGroupName"]]
         types = group.get("InstanceType") or " > ".join(group["InstanceRequirements"]["InstanceTypes"])
         if "Spot" in group.get("CapacityRequirements", {}):
             types += " (Spot)"
-        lines.append(
-            f"  {group['InstanceGroupName']:<12} {types:<18} {spec.gpu.name:<24} {spec.arch:<6} "
-            f"{group['InstanceCount']:>5} {group.get('ThreadsPerCore', '-'):>12}  {spec.mig_profile or '-':<10} "
-            f"{spec.serving_engine}"
-        )
+        rows.append([group["InstanceGroupName"], types, spec.gpu.name, spec.arch, str(group["InstanceCount"]),
+                     str(group.get("ThreadsPerCore", "-")), spec.mig_profile or "-", spec.serving_engine])  # fmt: skip
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    right = {4, 5}  # count, threads/core
+    cells = [[c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+             for row in rows]  # fmt: skip
+    lines = ["  " + " ".join(row).rstrip() for row in cells]
     if config.cluster.node_autoscaling and any(group["InstanceCount"] == 0 for group in groups):
         lines.append(
             "  count 0: cluster.node_autoscaling is on, so HyperPod's Karpenter owns these groups; they start at 0 "
@@ -118,6 +118,28 @@ def print_summary(config: DeploymentConfig, templates: dict[str, Path], extra: l
         print(f"\nOther outputs ({len(extra)}):")
     for path in extra:
         print(f"  wrote {path}")
+
+
+OIDC_PROVIDER_TYPE = "Custom::AWSCDKOpenIdConnectProvider"
+"""The resource aws-cdk-lib's deprecated ``aws_eks_v2.OpenIdConnectProvider`` synthesizes."""
+
+
+def synthesis_notes(templates: dict[str, Path]) -> list[str]:
+    """What the synthesis printed that is not the config's doing: the OIDC provider's deprecation warning."""
+    types = {
+        resource["Type"]
+        for path in templates.values()
+        for resource in json.loads(path.read_text(encoding="utf-8")).get("Resources", {}).values()
+    }
+    if OIDC_PROVIDER_TYPE not in types:
+        return []
+    return [
+        "the '[WARNING] aws-cdk-lib.aws_eks_v2.OpenIdConnectProvider is deprecated' printed above comes from "
+        "aws-cdk-lib (the cluster's IAM OIDC provider for IRSA), not from your config; nothing to do. It stays on "
+        "that construct on purpose: its replacement, OidcProviderNative (cdk.json "
+        "@aws-cdk/aws-eks:useNativeOidcProvider), would replace the provider of a deployed cluster, which fails "
+        "with EntityAlreadyExists (docs/cdk-flags.md)"
+    ]
 
 
 def print_warnings(warnings: list[str]) -> None:
@@ -197,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
     print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
     print_summary(config, templates, extra)
+    notes = synthesis_notes(templates)
+    if notes:
+        print(f"\nNotes ({len(notes)}):")
+    for note in notes:
+        print(f"  note: {note}")
     print_warnings(config_warnings(config))
     print()
     for finding in findings:

@@ -94,3 +94,21 @@ def test_the_report_from_the_stored_h200_run_writes_json_markdown_and_png(tmp_pa
     ]
     assert "| OpenAI whisper-1 | 0.36 |" in (tmp_path / "cost_per_audio_hour.md").read_text()
     assert (tmp_path / "cost_per_audio_hour.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_rerun_on_the_same_inputs_leaves_the_figure_file_as_it_was(tmp_path) -> None:
+    from PIL import Image
+
+    assert cost_report.main(["--out", str(tmp_path)]) == 0
+    png = tmp_path / "cost_per_audio_hour.png"
+    # GIVEN the figure as another machine renders it: the same picture, a few pixels and bytes apart
+    image = Image.open(png).convert("RGB")
+    image.putpixel((5, 5), (250, 250, 250))
+    image.save(png)
+    stored = png.read_bytes()
+    # WHEN make bench-cost runs again THEN the file is left as it was (git status stays clean)
+    assert cost_report.main(["--out", str(tmp_path)]) == 0
+    assert png.read_bytes() == stored
+    # but a figure that changed is written
+    cost_report.plot(cost_report.estimated_points(load_config(None)), png)
+    assert png.read_bytes() != stored

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from whisper_build.bulk.cli import main
 from whisper_build.paths import REPO_ROOT
 
 RUN_AND_REPORT = """
@@ -49,3 +50,11 @@ def test_without_credentials_one_line_says_what_to_run_and_no_cdk_loads(tmp_path
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1, ran.stderr
     assert lines[0].startswith("error: no AWS credentials found") and "aws sso login" in lines[0]
+    assert "without AWS: `make bulk-local`" in lines[0]  # the way to try bulk with no account
+
+
+def test_a_config_without_bulk_points_to_the_local_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WHISPER_BULK_ENDPOINT_URL", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["--config", str(REPO_ROOT / "config" / "default.yaml"), "jobs"])
+    assert "bulk.enabled is false" in str(exited.value) and "`make bulk-local`" in str(exited.value)

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from whisper_build.bulk.aws import ObjectInfo, Received
 from whisper_build.bulk.job import JobRunner, Lifeline, Outcome
+from whisper_build.bulk.listing import CurrentJob, progress_line, total_line
 from whisper_build.bulk.messages import JobMessage
 from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, JobStatus
 from whisper_build.bulk.settings import WorkerSettings
@@ -85,3 +86,38 @@ def test_the_status_record_has_the_progress_of_every_window_group(tmp_path: Path
     assert all(s.started_at is not None and s.started_at <= s.updated_at for s in running)
     assert store.checkpoints == 2  # still every 4 groups (group 4), plus the final one
     assert store.statuses[-1].state == "completed"
+
+
+def _run_six_groups(tmp_path: Path) -> tuple[RecordingStore, float]:
+    seconds = GROUPS * WINDOWS_PER_GROUP * WINDOW_SAMPLES / RATE
+    soundfile.write(tmp_path / "input.wav", np.zeros(int(seconds * RATE), dtype=np.int16), RATE)
+    store = RecordingStore((tmp_path / "input.wav").read_bytes())
+    settings = WorkerSettings(queue_url="q", bucket="jobs", scratch_dir=str(tmp_path))
+    runner = JobRunner(settings, store, queue=None, transcriber=SixGroups())  # type: ignore[arg-type]
+    life = Lifeline(Received("{}", "receipt", "message", 1))
+    assert asyncio.run(runner.run(JobMessage(bucket="jobs", key="input/long.wav"), life)) is Outcome.COMPLETED
+    return store, seconds
+
+
+def test_a_wav_files_length_is_reported_before_its_first_window_group(tmp_path: Path) -> None:
+    # GIVEN a WAV input, whose header states its length
+    store, seconds = _run_six_groups(tmp_path)
+    # THEN a running record states that length before any window was transcribed
+    before = [s for s in store.statuses if s.state == "running" and s.windows == 0]
+    assert any(s.audio_seconds == seconds for s in before), [s.audio_seconds for s in before]
+
+
+def test_a_job_still_running_is_never_shown_100_percent_done() -> None:
+    # GIVEN a job whose last window group came back (all of its audio) but which is still writing its results
+    running = JobStatus(
+        state="running", bucket="jobs", key="input/a.wav", job_id="j1", model="tiny.en",
+        audio_seconds=48, progress_seconds=48, wall_seconds=12, windows=48, started_at=1000.0, updated_at=1012.0,
+    )  # fmt: skip
+    almost = running.model_copy(update={"key": "input/b.wav", "progress_seconds": 47.9})
+    jobs = [CurrentJob(s.key, s, 1, 1, 990.0) for s in (running, almost)]
+    # THEN it and the total say 99%, never 100%, until the job is final
+    assert "48 s of audio, 99% done" in progress_line(running, now=1013.0)
+    assert "48 s of audio, 99% done" in progress_line(almost, now=1013.0)
+    assert "99% done" in total_line(jobs, now=1013.0) and "100%" not in total_line(jobs, now=1013.0)
+    completed = running.model_copy(update={"state": "completed"})
+    assert "48 s of audio, 100% done" in progress_line(completed, now=1013.0)

@@ -128,3 +128,18 @@ def test_a_fleet_without_mig_is_told_when_the_drain_step_applies_to_it(mig_confi
     assert "always on a first deploy" not in (default.skip or ("",))[0]
     mig = next(s for s in deploy_steps(mig_config, MIG_EXAMPLE, "<account>") if s.name == "mig-drain")
     assert mig.title.startswith("before a GPU group's MIG layout")
+
+
+@pytest.mark.usefixtures("kubectl_installed")
+def test_the_dry_run_lists_the_mig_steps_only_for_a_fleet_with_mig() -> None:
+    from deploy_helpers import _dry_run_lines
+
+    from settings import DEFAULT_CONFIG_PATH
+    from whisper_build.paths import REPO_ROOT
+
+    def steps(config) -> list[str]:
+        return [line.split(":")[0].split("] ")[1] for line in _dry_run_lines("deploy", config) if line.startswith("[")]
+
+    assert "mig-drain" not in steps(DEFAULT_CONFIG_PATH) and "mig-resume" not in steps(DEFAULT_CONFIG_PATH)
+    with_mig = steps(REPO_ROOT / MIG_EXAMPLE)
+    assert with_mig.index("mig-drain") < with_mig.index("stacks") < with_mig.index("mig-resume")

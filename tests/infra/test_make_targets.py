@@ -127,6 +127,14 @@ def test_make_help_lists_every_target_the_readme_and_deploy_docs_name() -> None:
     assert named - listed == set()
 
 
+def test_make_help_prints_commands_as_a_shell_takes_them() -> None:
+    # `$$` is make's escape for `$` in a recipe; pasted into a shell it would be the shell's PID
+    completed = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, timeout=60, check=True)  # fmt: skip
+    assert "$$" not in completed.stdout
+    assert 'eval "$(make -s env CONFIG=config/my.yaml)"' in completed.stdout
+
+
 def test_every_config_header_names_make_synth_with_its_own_path() -> None:
     """The configs' headers send a reader to the gated ``make synth CONFIG=…``, never bare ``cdk synth``."""
     configs = sorted(path.relative_to(REPO_ROOT) for path in (REPO_ROOT / "config").rglob("*.yaml"))
@@ -157,6 +165,7 @@ def test_make_transcribe_streams_and_translates(tmp_path: Path) -> None:
         assert streamed.returncode == 0, streamed.stderr
         translated = _make("transcribe", f"FILE={wav}", "TRANSLATE=1", env=env)
         assert translated.returncode == 0, translated.stderr
+        assert "Warning" not in translated.stderr, translated.stderr  # the text, and nothing after it
     text = streamed.stdout.strip().splitlines()[-1]
     assert text.startswith("w0:") and text.count("w0:") == 3  # three windows, each its own delta
     assert "<|translate|>" in backend.calls[-1][2] and translated.stdout.strip().splitlines()[-1].startswith("w0:")

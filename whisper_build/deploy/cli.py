@@ -231,6 +231,8 @@ def _run_steps(
     steps = _plan(args, config, config_file, account)
     if args.only is not None:
         steps = [step for step in steps if step.name == args.only]
+    elif args.dry_run and args.action == "deploy":
+        steps = _without_mig_steps(steps, config, out)
     try:
         total = Runner(steps, session, out, run_command).run()
     except aws.DeployError as err:
@@ -244,6 +246,23 @@ def _run_steps(
     if args.action == "deploy" and args.only is None:
         return endpoint(config, config_file, account, out, kubectl, args.dry_run, endpoint_wait_s)
     return 0
+
+
+MIG_STEPS = ("mig-drain", "mig-resume")
+
+
+def _without_mig_steps(steps: list[Step], config: DeploymentConfig, out: Out) -> list[Step]:
+    """A dry run of a config where no GPU group has ``mig_profile``: the MIG steps left out, said in one line.
+
+    The real run keeps them: they act only when a deployed group still has a MIG layout the config removes.
+    """
+    if any(group.mig is not None for group in config.gpu_groups):
+        return steps
+    out(
+        f"not listed: {', '.join(MIG_STEPS)} (no GPU group has mig_profile; the real run only checks whether a "
+        "deployed group still has a MIG layout this config removes, and then drains it before step stacks)"
+    )
+    return [step for step in steps if step.name not in MIG_STEPS]
 
 
 def _plan(args: argparse.Namespace, config: DeploymentConfig, config_file: str, account: str) -> list[Step]:

@@ -110,6 +110,9 @@ class ChildSpec:
             launcher passes its own, which also redirects the log and sets the parent-death signal).
         after_exit: called with the exited process before it is restarted or the supervisor
             ends (Triton's: :meth:`whisper_build.serving.triton_cleanup.TritonLaunch.clean_up`).
+        stop: ends the process at shutdown instead of SIGTERM, then SIGKILL after ``stop_timeout_s``
+            (called with the process and ``stop_timeout_s``; False when it had to be killed). The
+            local launcher's does not wait for Triton's model unload.
     """
 
     name: str
@@ -119,6 +122,7 @@ class ChildSpec:
     restart: RestartPolicy | None = None
     spawn: Callable[[], subprocess.Popen[bytes]] | None = field(default=None, compare=False)
     after_exit: Callable[[subprocess.Popen[bytes]], None] | None = field(default=None, compare=False)
+    stop: Callable[[subprocess.Popen[bytes], float], bool] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -366,7 +370,9 @@ class Supervisor:
         clean = True
         for child in reversed(self._running):
             spec, process = child.spec, child.process
-            if process is not None and process.poll() is None:
+            if process is not None and process.poll() is None and spec.stop is not None:
+                clean = spec.stop(process, spec.stop_timeout_s) and clean
+            elif process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
                     code = process.wait(timeout=spec.stop_timeout_s)

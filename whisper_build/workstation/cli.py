@@ -23,6 +23,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +143,14 @@ def openai_text(
     client = openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key or "unused", max_retries=0)
     with path.open("rb") as audio:
         if translate:
-            out.write(
-                client.audio.translations.create(model="whisper-1", file=audio, prompt=prompt or openai.omit).text
-            )
+            # openai marks the method deprecated for ITS hosted endpoint (whisper-1, shut down 2027-02-26);
+            # this gateway serves /v1/audio/translations itself (docs/gateway.md): the warning is not the user's
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                translation = client.audio.translations.create(
+                    model="whisper-1", file=audio, prompt=prompt or openai.omit
+                )
+            out.write(translation.text)
         else:
             events = client.audio.transcriptions.create(
                 model="whisper-1",

@@ -31,6 +31,7 @@ from whisper_build.serving.triton_model.repository import MODEL_NAME, render_mod
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
 from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
 from whisper_build.workstation.process import NotReady, wait_until_ready
+from whisper_build.workstation.triton_stop import UnloadWatch, end_tritonserver
 
 __all__ = [
     "LocalTriton",
@@ -158,7 +159,7 @@ class LocalTriton:
         workdir: where backends, the rendered repository and ``tritonserver.log`` go; a temporary
             directory (removed on :meth:`stop`) when omitted.
         log_to_file: write Triton's output to ``workdir/tritonserver.log`` (default) instead of
-            inheriting this process's stdout/stderr.
+            relaying its output to this process's stderr.
     """
 
     def __init__(self, settings: TritonSettings, workdir: Path | None = None, log_to_file: bool = True) -> None:
@@ -172,6 +173,7 @@ class LocalTriton:
         """tritonserver's argv, set by :meth:`start`."""
         self.launch = TritonLaunch()
         """This server's shared-memory prefix and clean-up after each exit of tritonserver."""
+        self._unload = UnloadWatch(self.log_path)
 
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
@@ -187,16 +189,18 @@ class LocalTriton:
         assert self.command, "start() first"
         output = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 - closed below
         # Own session: a terminal Ctrl-C reaches only this process, which then stops Triton in order.
+        # Without a log file the output is relayed to stderr (triton_stop: a stop reads it).
         self._process = subprocess.Popen(
             self.command,
             env=self._env,
             start_new_session=True,
             preexec_fn=_terminate_with_parent,
-            stdout=output,
-            stderr=subprocess.STDOUT if output else None,
+            stdout=output or subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         if output:
             output.close()  # the child keeps its own descriptor
+        self._unload.relay(self._process)
         return self._process
 
     def start(self, timeout_s: float = 180.0) -> LocalTriton:
@@ -283,8 +287,16 @@ class LocalTriton:
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def end(self, process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+        """SIGTERM ``process`` (a run of this server); end it once every request is answered.
+
+        Its models' unload is not waited for (:func:`whisper_build.workstation.triton_stop.end_tritonserver`).
+        Returns False when it had to be killed with requests in flight after ``timeout_s``.
+        """
+        return end_tritonserver(process, self.launch, self._unload, timeout_s)
+
     def stop(self) -> None:
-        """Stop Triton: SIGTERM (it finishes in-flight requests, up to ``exit_timeout_s``), then SIGKILL.
+        """Stop Triton: :meth:`end` (in-flight requests finish, up to ``exit_timeout_s`` + 5 s).
 
         Then kills what is left of its process group (python stubs) and removes its shared-memory
         regions (:meth:`TritonLaunch.clean_up`), and removes a temporary work directory. Safe to
@@ -292,13 +304,7 @@ class LocalTriton:
         """
         process, self._process = self._process, None
         if process is not None:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=self.settings.exit_timeout_s + 5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            self.end(process, self.settings.exit_timeout_s + 5)
             self.launch.clean_up(process)
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -398,6 +404,7 @@ def _supervise(server: LocalTriton, gateway: bool) -> int:
         restart=RestartPolicy(),
         spawn=server.spawn,
         after_exit=server.launch.clean_up,
+        stop=server.end,
     )
     children = [triton]
     if gateway:

@@ -130,6 +130,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         if auth is not None:
             await auth.start()
         try:
+            await health.first_verdict(2 * settings.canary_timeout_seconds)  # started: /ping 200, or 503 with why
             yield
         finally:
             start_drain()

@@ -182,6 +182,17 @@ class ModelHealth:
             return "another gateway worker of this pod found the model unable to serve (its /ping says why)"
         return None
 
+    async def first_verdict(self, timeout_s: float, poll_s: float = 0.05) -> None:
+        """Wait until the pod serves (:meth:`pod_problem` is ``None``) or this worker's canary failed.
+
+        At most ``timeout_s`` seconds. The gateway's start waits for it, so the server's "Application
+        startup complete" comes with ``/ping`` 200 when the model serves; a model that is down or
+        still loading fails the first canary and the gateway starts at once (``/ping`` 503, the reason).
+        """
+        deadline = self._clock() + timeout_s
+        while self.pod_problem() is not None and self.consecutive_failures == 0 and self._clock() < deadline:
+            await asyncio.sleep(poll_s)
+
     async def canary(self, backend: TranscriptionBackend) -> bool:
         """One canary inference; records its outcome. True when it succeeded.
 
