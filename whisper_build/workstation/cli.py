@@ -37,7 +37,7 @@ def _default_url() -> str:
         settings = GatewaySettings()
     except ValidationError:
         settings = GatewaySettings.model_construct()
-    return f"http://{settings.host}:{settings.port}"
+    return f"http://{settings.server.host}:{settings.server.port}"
 
 
 def invocation_body(path: Path, prompt: str = "", language: str | None = None) -> bytes:

@@ -69,7 +69,9 @@ def http_protocol(settings: GatewaySettings) -> type[H11Protocol]:
     """The bounded protocol with the deadlines of ``settings`` (``WHISPER_GATEWAY_*_TIMEOUT_SECONDS`` …)."""
     return bounded_h11_protocol(
         ClientTimeouts(
-            settings.header_timeout_seconds, settings.body_timeout_seconds, settings.min_upload_bytes_per_second
+            settings.uploads.header_timeout_seconds,
+            settings.uploads.body_timeout_seconds,
+            settings.uploads.min_upload_bytes_per_second,
         )
     )
 

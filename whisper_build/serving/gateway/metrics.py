@@ -154,7 +154,7 @@ def start_metrics_server(metrics: GatewayMetrics | None, host: str, port: int) -
     exposes no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
 
     Args:
-        metrics: The app's metrics (``app.state.metrics``); ``None`` in the parent of worker
+        metrics: The app's metrics (``app.state.runtime.metrics``); ``None`` in the parent of worker
             processes (multiprocess mode: it serves the workers' summed values).
         host: Address to bind (the pod IP, ``0.0.0.0``, in a pod).
         port: Port; 0 picks a free one (``server.server_port`` tells which).

@@ -51,19 +51,22 @@ def worker_settings(settings: GatewaySettings, index: int) -> GatewaySettings:
     Raises:
         ValueError: ``index`` is not in ``[0, workers)``.
     """
-    workers = settings.workers
+    workers = settings.server.workers
     if not 0 <= index < workers:
         raise ValueError(f"worker index {index} is not in [0, {workers})")
     if workers == 1:
         return settings
-    return settings.model_copy(
+    admission = settings.admission.model_copy(
         update={
-            "capacity": _share(settings.capacity, workers, index),
-            "queue_size": _share(settings.queue_size, workers, index),
-            "realtime_max_sessions": _share(settings.realtime_max_sessions, workers, index),
+            "capacity": _share(settings.admission.capacity, workers, index),
+            "queue_size": _share(settings.admission.queue_size, workers, index),
             "audio_budget_seconds": settings.effective_audio_budget_seconds / workers,
         }
     )
+    live = settings.live.model_copy(
+        update={"realtime_max_sessions": _share(settings.live.realtime_max_sessions, workers, index)}
+    )
+    return settings.model_copy(update={"admission": admission, "live": live})
 
 
 def _stop_with_parent(parent: int) -> None:
@@ -88,10 +91,10 @@ def _worker_main(settings: GatewaySettings, index: int, sock: socket.socket, par
 
 def _bind(settings: GatewaySettings) -> socket.socket:
     """The traffic socket, bound and listening, shared by the workers (as uvicorn binds it)."""
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    family = socket.AF_INET6 if ":" in settings.server.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
+    sock.bind((settings.server.host, settings.server.port))
     sock.listen(2048)  # uvicorn's default backlog
     sock.set_inheritable(True)
     return sock
@@ -123,13 +126,13 @@ def run_workers(settings: GatewaySettings) -> int:
 
     from whisper_build.serving.gateway.metrics import start_metrics_server
 
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(message)s")
+    logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s:     %(message)s")
     metrics_dir = tempfile.mkdtemp(prefix="whisper-gateway-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by the workers (before their imports)
     sock = _bind(settings)
     metrics_server = None
-    if not settings.metrics_on_traffic_port:
-        metrics_server, _ = start_metrics_server(None, settings.host, settings.metrics_port)
+    if not settings.server.metrics_on_traffic_port:
+        metrics_server, _ = start_metrics_server(None, settings.server.host, settings.server.metrics_port)
     context = multiprocessing.get_context("spawn")
     processes: dict[int, tuple[BaseProcess, float]] = {}
     stopping: list[int] = []  # signals received
@@ -151,7 +154,7 @@ def run_workers(settings: GatewaySettings) -> int:
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     status = 0
     try:
-        for index in range(settings.workers):
+        for index in range(settings.server.workers):
             start(index)
         while processes:
             by_sentinel = {process.sentinel: index for index, (process, _) in processes.items()}
