@@ -121,7 +121,9 @@ def audio_reason(exc: AudioError) -> str:
 
 def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
     """Delay before a failed message is visible again: base × 2^(receives − 1), at most the maximum."""
-    return int(min(settings.retry_max_seconds, settings.retry_base_seconds * 2 ** max(0, receive_count - 1)))
+    return int(
+        min(settings.queue.retry_max_seconds, settings.queue.retry_base_seconds * 2 ** max(0, receive_count - 1))
+    )
 
 
 def decode_options(options: JobOptions) -> DecodeOptions:
@@ -156,7 +158,9 @@ class JobRunner:
     def continuation_due(self, life: Lifeline) -> bool:
         """True once the receipt is within the continuation margin of SQS's total visibility limit."""
         settings = self.settings
-        return life.elapsed() >= settings.max_total_visibility_seconds - settings.continuation_margin_seconds
+        return (
+            life.elapsed() >= settings.queue.max_total_visibility_seconds - settings.queue.continuation_margin_seconds
+        )
 
     async def run(self, job: JobMessage, life: Lifeline) -> Outcome:
         """Work one job of a received message (module docstring); never raises for a job's own failure.
@@ -217,7 +221,7 @@ class JobRunner:
             return await self._retry(prefix, status, JobError(reason=reason, message=str(exc), retryable=True), life)
 
     def _lease(self, life: Lifeline, seconds: float | None = None) -> Lease:
-        ttl = self.settings.visibility_timeout_seconds if seconds is None else seconds
+        ttl = self.settings.queue.visibility_timeout_seconds if seconds is None else seconds
         return Lease(owner=life.received.message_id, expires_at=time.time() + ttl)
 
     async def claim(self, prefix: str, life: Lifeline, fresh: bool = False) -> bool:
@@ -280,7 +284,7 @@ class JobRunner:
             status.audio_seconds = stream.declared_seconds  # make jobs' percent and estimate
             diarized = None
             if job.options.speakers is not None:  # the speaker model runs beside the windows' transcription
-                timeout = settings.diarization_timeout_seconds
+                timeout = settings.calls.diarization_timeout_seconds
                 backend = self.transcriber.backend
                 diarized = asyncio.create_task(diarize_file(backend, path, job.options.speakers, timeout))
             try:
@@ -330,7 +334,7 @@ class JobRunner:
                 since_checkpoint += 1
                 stop = Outcome.RETURNED if life.draining.is_set() else None
                 stop = Outcome.CONTINUED if stop is None and self.continuation_due(life) else stop
-                if stop is not None or since_checkpoint >= self.settings.checkpoint_every_groups:
+                if stop is not None or since_checkpoint >= self.settings.calls.checkpoint_every_groups:
                     await self._save_progress(prefix, status, checkpoint)
                     since_checkpoint = 0
                 else:
