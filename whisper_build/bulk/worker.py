@@ -26,8 +26,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from whisper_build.bulk import metrics
 from whisper_build.bulk.admission import ActiveJobs, AdmissionBackend, BulkAdmission
 from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
-from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
+from whisper_build.bulk.job import JobRunner, backoff_seconds
 from whisper_build.bulk.messages import BadMessage, parse_body
+from whisper_build.bulk.outcome import Lifeline, Outcome
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.yielding import YieldGate, YieldingBackend
 from whisper_build.serving.contract import BULK_PRIORITY
