@@ -252,6 +252,25 @@ def assemble(check_path: Path, random_path: Path, out: Path) -> dict:
     return report
 
 
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))
+    p.add_argument("--batch-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--modes", default="graphs,eager", help="comma list of MODE[:ATTENTION], e.g. graphs:sdpa")
+    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    p.add_argument("--encoder-compile", default="default", choices=["none", "default", "max-autotune-no-cudagraphs"])
+    p.add_argument("--profile", action="store_true", help="also profile one decoder step at batch 1 and the largest")
+    p.add_argument("--encoder-variants", action="store_true", help="also time encoder variants at the largest batch")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--assemble", type=Path, nargs=2, metavar=("CHECK_JSON", "RANDOM_JSON"),
+                   help="only merge gpu_engine_check.py's and this script's JSON into --out")  # fmt: skip
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     """Both modes, every batch size; prints one line per batch, writes ``--out``.
 
@@ -272,20 +291,7 @@ def main(argv: list[str] | None = None) -> int:
 
         PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_engine_random --tokenizer-dir DIR --out gpu_engine_random.json
     """
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))
-    p.add_argument("--batch-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[1, 2, 4, 8, 16, 32, 64])
-    p.add_argument("--modes", default="graphs,eager", help="comma list of MODE[:ATTENTION], e.g. graphs:sdpa")
-    p.add_argument("--new-tokens", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    p.add_argument("--encoder-compile", default="default", choices=["none", "default", "max-autotune-no-cudagraphs"])
-    p.add_argument("--profile", action="store_true", help="also profile one decoder step at batch 1 and the largest")
-    p.add_argument("--encoder-variants", action="store_true", help="also time encoder variants at the largest batch")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--assemble", type=Path, nargs=2, metavar=("CHECK_JSON", "RANDOM_JSON"),
-                   help="only merge gpu_engine_check.py's and this script's JSON into --out")  # fmt: skip
+    p = _parser()
     args = p.parse_args(argv)
     if args.assemble:
         check, random = args.assemble

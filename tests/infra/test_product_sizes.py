@@ -36,14 +36,10 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("benchmarks/bench/cli.py", "build_parser"): 63,
     ("benchmarks/bench/cli.py", "main"): 72,
     ("benchmarks/bulk_throughput.py", "run"): 61,
-    ("benchmarks/cost_report.py", "main"): 66,
     ("benchmarks/gpu_engine_check.py", "check_model"): 67,
-    ("benchmarks/gpu_engine_random.py", "main"): 63,
     ("benchmarks/gpu_engine_random.py", "run_mode"): 73,
-    ("benchmarks/gpu_engine_sustained.py", "main"): 93,
     ("benchmarks/gpu_served.py", "main"): 61,
     ("benchmarks/gpu_served.py", "run_model"): 67,
-    ("benchmarks/gpu_whisper_random.py", "main"): 93,
     ("benchmarks/reference.py", "main"): 117,
     ("benchmarks/reference.py", "render_markdown"): 67,
     ("k8s_charts/bulk.py", "BulkWorkers.__init__"): 88,
@@ -54,7 +50,6 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("k8s_charts/workload.py", "GpuGroupWorkload.__init__"): 87,
     ("observability/dashboard.py", "dashboard_rows"): 85,
     ("observability/grafana_provisioner/handler.py", "provision"): 72,
-    ("scripts/synth.py", "main"): 78,
     ("stacks/bulk_stack.py", "BulkStack.__init__"): 77,
     ("stacks/cluster_stack.py", "ClusterStack.__init__"): 100,
     ("stacks/engine_build_stack.py", "EngineBuildStack.__init__"): 69,
@@ -70,12 +65,9 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("whisper_build/podstart/preflight.py", "run_preflight"): 95,
     ("whisper_build/serving/engines/ctranslate2_engine.py", "CTranslate2Engine.generate"): 61,
     ("whisper_build/serving/engines/torch_engine.py", "TorchEngine.__init__"): 63,
-    ("whisper_build/serving/gateway/metrics.py", "GatewayMetrics.__init__"): 73,
-    ("whisper_build/serving/gateway/workers.py", "run_workers"): 86,
     ("whisper_build/serving/transcription/triton.py", "stream_request"): 65,
     ("whisper_build/serving/triton_model/batching.py", "parse_request"): 62,
     ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 126,
-    ("whisper_build/workstation/cli.py", "main"): 75,
 }
 """Functions over :data:`MAX_FUNCTION_LINES` today, ``(file, qualified name)`` to lines: may only shrink."""
 
@@ -140,7 +132,7 @@ def test_no_file_grows_past_400_lines_and_no_function_past_60() -> None:
 
 
 def test_the_allowlists_only_shrink_toward_the_targets() -> None:
-    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 43
+    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 35
     assert all(size > MAX_FILE_LINES for size in FILES_OVER.values())
     assert all(size > MAX_FUNCTION_LINES for size in FUNCTIONS_OVER.values())
 
