@@ -320,6 +320,24 @@ def _workload_runs(
         save()
 
 
+def _result_header(args: argparse.Namespace, audio: list[Path], records: list[dict]) -> dict[str, object]:
+    """``gpu_served.json`` before its first record: versions, batching, gateway, method, audio; ``records`` grows."""
+    result: dict[str, object] = {
+        "versions": versions(), "wall_s": None,
+        "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
+                     "instance_count": args.instance_count, "engine_max_batch": args.max_batch,
+                     "schedulers": args.schedulers.split(","), "in_process": "no-delay batcher, same max"},
+        "gateway": {"workers": args.gateway_workers, "capacity": args.gateway_capacity},
+        "method": {"closed_levels_s": args.duration, "open_levels_s": args.open_duration, "clients": args.clients,
+                   "arrivals": args.arrivals, "rate_fractions_of_engine_best": args.rate_fractions,
+                   "engine_batches": args.engine_batches, "engine_batch_sizes": args.engine_batch_sizes,
+                   "mixed_distribution": MIXED, "mixed_files": args.mixed_files,
+                   "requests": "single-window (one ≤ 30 s file per request)"},
+        "audio": [a.name for a in audio], "records": records,
+    }  # fmt: skip
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI (``--help``); run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (``--device cpu``: a smoke run).
 
@@ -351,19 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     records: list[dict] = []
     started = time.monotonic()
-    result: dict[str, object] = {
-        "versions": versions(), "wall_s": None,
-        "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
-                     "instance_count": args.instance_count, "engine_max_batch": args.max_batch,
-                     "schedulers": args.schedulers.split(","), "in_process": "no-delay batcher, same max"},
-        "gateway": {"workers": args.gateway_workers, "capacity": args.gateway_capacity},
-        "method": {"closed_levels_s": args.duration, "open_levels_s": args.open_duration, "clients": args.clients,
-                   "arrivals": args.arrivals, "rate_fractions_of_engine_best": args.rate_fractions,
-                   "engine_batches": args.engine_batches, "engine_batch_sizes": args.engine_batch_sizes,
-                   "mixed_distribution": MIXED, "mixed_files": args.mixed_files,
-                   "requests": "single-window (one ≤ 30 s file per request)"},
-        "audio": [a.name for a in audio], "records": records,
-    }  # fmt: skip
+    result = _result_header(args, audio, records)
 
     def save() -> None:
         result["wall_s"] = round(time.monotonic() - started)
