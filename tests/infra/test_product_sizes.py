@@ -19,7 +19,7 @@ MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 FILES_OVER: dict[str, int] = {
-    "benchmarks/reference.py": 520,
+    "benchmarks/reference.py": 452,
     "observability/queries.py": 612,
     "settings/schema.py": 915,
     "stacks/engine_build_stack.py": 491,
@@ -33,11 +33,8 @@ FILES_OVER: dict[str, int] = {
 """Files over :data:`MAX_FILE_LINES` today, with their line count: may only shrink."""
 
 FUNCTIONS_OVER: dict[tuple[str, str], int] = {
-    ("benchmarks/gpu_engine_check.py", "check_model"): 67,
-    ("benchmarks/gpu_engine_random.py", "run_mode"): 73,
     ("benchmarks/gpu_served.py", "run_model"): 67,
     ("benchmarks/reference.py", "main"): 117,
-    ("benchmarks/reference.py", "render_markdown"): 67,
     ("k8s_charts/bulk.py", "BulkWorkers.__init__"): 88,
     ("k8s_charts/gpu_metrics.py", "GpuMetricsExporter.__init__"): 70,
     ("k8s_charts/inference_endpoint.py", "WhisperInferenceEndpoint.__init__"): 61,
@@ -128,7 +125,7 @@ def test_no_file_grows_past_400_lines_and_no_function_past_60() -> None:
 
 
 def test_the_allowlists_only_shrink_toward_the_targets() -> None:
-    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 31
+    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 28
     assert all(size > MAX_FILE_LINES for size in FILES_OVER.values())
     assert all(size > MAX_FUNCTION_LINES for size in FUNCTIONS_OVER.values())
 
