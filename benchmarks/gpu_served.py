@@ -130,6 +130,20 @@ def start_triton(
             os.environ.pop(key, None)
 
 
+def _levels(out: Path, gateway_cpu_s: float, gpu: GpuSampler) -> list[dict]:
+    """The bench levels written under ``out`` (closed, open, reference), with the gateway's CPU and the GPU's SMs."""
+    levels = []
+    for part in (out, out / "open", out / "reference"):
+        if (part / "bench.json").exists():
+            levels += json.loads((part / "bench.json").read_text())["levels"]
+    gateway_requests = sum(level["requests"] for level in levels if level["target"] == "gateway")
+    for level in levels:
+        if level["target"] == "gateway" and gateway_requests:  # the sweep's mean, warm-up and canaries included
+            level["gateway_cpu_ms_per_request"] = round(1000 * gateway_cpu_s / gateway_requests, 2)
+        level["gpu_sm_util_pct"] = gpu.mean_sm(level.get("started_unix"), level["wall_s"])
+    return levels
+
+
 def run_model(
     name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], references: dict, run: dict
 ) -> list[dict]:
@@ -187,16 +201,7 @@ def run_model(
                     "--concurrency", args.reference_concurrency,
                 ])  # fmt: skip
     (args.out / f"checks_{run['label']}.json").write_text(json.dumps(checks, indent=2))
-    levels = []
-    for part in (out, out / "open", out / "reference"):
-        if (part / "bench.json").exists():
-            levels += json.loads((part / "bench.json").read_text())["levels"]
-    gateway_requests = sum(level["requests"] for level in levels if level["target"] == "gateway")
-    for level in levels:
-        if level["target"] == "gateway" and gateway_requests:  # the sweep's mean, warm-up and canaries included
-            level["gateway_cpu_ms_per_request"] = round(1000 * checks["gateway_cpu_s"] / gateway_requests, 2)
-        level["gpu_sm_util_pct"] = run["gpu"].mean_sm(level.get("started_unix"), level["wall_s"])
-    return levels
+    return _levels(out, checks["gateway_cpu_s"], run["gpu"])
 
 
 def served_models(

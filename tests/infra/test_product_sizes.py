@@ -33,11 +33,9 @@ FILES_OVER: dict[str, int] = {
 """Files over :data:`MAX_FILE_LINES` today, with their line count: may only shrink."""
 
 FUNCTIONS_OVER: dict[tuple[str, str], int] = {
-    ("benchmarks/gpu_served.py", "run_model"): 67,
     ("benchmarks/reference.py", "main"): 117,
     ("k8s_charts/bulk.py", "BulkWorkers.__init__"): 88,
     ("k8s_charts/gpu_metrics.py", "GpuMetricsExporter.__init__"): 70,
-    ("k8s_charts/inference_endpoint.py", "WhisperInferenceEndpoint.__init__"): 61,
     ("k8s_charts/network_policy.py", "ServingNetworkPolicies.__init__"): 67,
     ("k8s_charts/pod_ranker.py", "PodRanker.__init__"): 85,
     ("k8s_charts/workload.py", "GpuGroupWorkload.__init__"): 87,
@@ -58,7 +56,6 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("whisper_build/podstart/preflight.py", "run_preflight"): 95,
     ("whisper_build/serving/engines/ctranslate2_engine.py", "CTranslate2Engine.generate"): 61,
     ("whisper_build/serving/engines/torch_engine.py", "TorchEngine.__init__"): 63,
-    ("whisper_build/serving/transcription/triton.py", "stream_request"): 65,
     ("whisper_build/serving/triton_model/batching.py", "parse_request"): 62,
     ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 126,
 }
@@ -125,7 +122,7 @@ def test_no_file_grows_past_400_lines_and_no_function_past_60() -> None:
 
 
 def test_the_allowlists_only_shrink_toward_the_targets() -> None:
-    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 28
+    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 25
     assert all(size > MAX_FILE_LINES for size in FILES_OVER.values())
     assert all(size > MAX_FUNCTION_LINES for size in FUNCTIONS_OVER.values())
 
