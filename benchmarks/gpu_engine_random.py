@@ -162,7 +162,7 @@ def _time_batch(engine: Any, mode: str, attention: StepAttention, batch: int, ar
     tokens = min(len(h.tokens) for h in hyps)
     stages = [stage_times(engine, audio, prompts, args.new_tokens) for _ in range(args.repeats)]
     wall = statistics.median(walls)
-    record = {
+    record: dict[str, Any] = {
         "mode": mode, "attention": attention, "batch": batch, "wall_s": wall, "windows_per_s": batch / wall, "ms_per_window": 1000 * wall / batch,
         "rtfx": batch * WINDOW_SECONDS / wall, "tokens": tokens, "walls_s": walls,
         **{k: statistics.median(s[k] for s in stages) for k in stages[0]},

@@ -27,7 +27,6 @@ FILES_OVER: dict[str, int] = {
     "whisper_build/serving/audio/decode.py": 443,
     "whisper_build/serving/engines/torch_engine.py": 425,
     "whisper_build/serving/engines/torch_graphs.py": 411,
-    "whisper_build/serving/supervisor.py": 404,
     "whisper_build/workstation/local_triton.py": 469,
 }
 """Files over :data:`MAX_FILE_LINES` today, with their line count: may only shrink."""
@@ -122,7 +121,7 @@ def test_no_file_grows_past_400_lines_and_no_function_past_60() -> None:
 
 
 def test_the_allowlists_only_shrink_toward_the_targets() -> None:
-    assert len(FILES_OVER) <= 10 and len(FUNCTIONS_OVER) <= 25
+    assert len(FILES_OVER) <= 9 and len(FUNCTIONS_OVER) <= 25
     assert all(size > MAX_FILE_LINES for size in FILES_OVER.values())
     assert all(size > MAX_FUNCTION_LINES for size in FUNCTIONS_OVER.values())
 
