@@ -177,6 +177,24 @@ def worker(stack: LocalStack, path: JobPath, work: Path, files_in_flight: int, y
         stop_worker(process)
 
 
+def _figures(args: argparse.Namespace, files: list[Path], audio_s: float, rounds: list[dict]) -> dict[str, object]:
+    """The run's figures: every round, then the medians and ratios over them."""
+
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
+    return {
+        "machine": machine_info(),
+        "corpus": args.corpus, "yield_gate": args.yield_gate, "files": len(files), "audio_seconds": audio_s, "files_in_flight": args.files_in_flight, "pairs": args.pairs,
+        "rounds": rounds,
+        "bulk_over_engine": statistics.median(r["bulk_audio_s_per_s"] / r["engine_audio_s_per_s"] for r in rounds),
+        "sync_c16_over_engine": statistics.median(r["sync_c16_audio_s_per_s"] / r["engine_audio_s_per_s"] for r in rounds),
+        "p50_with_bulk_over_alone": median("probe_p50_with_bulk_s") / median("probe_p50_alone_s"),
+        "medians": {key: median(key) for key in rounds[0] if key != "bulk_ran_through_probes"},
+        "bulk_ran_through_probes": all(r["bulk_ran_through_probes"] for r in rounds),
+    }  # fmt: skip
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
     """Every round; the figures as a JSON-ready dict."""
     make = recordings if args.corpus == "recordings" else utterances
@@ -225,19 +243,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, object]:
                 )  # fmt: skip
                 print(json.dumps(rounds[-1]), flush=True)
 
-    def median(key: str) -> float:
-        return statistics.median(r[key] for r in rounds)
-
-    return {
-        "machine": machine_info(),
-        "corpus": args.corpus, "yield_gate": args.yield_gate, "files": len(files), "audio_seconds": audio_s, "files_in_flight": args.files_in_flight, "pairs": args.pairs,
-        "rounds": rounds,
-        "bulk_over_engine": statistics.median(r["bulk_audio_s_per_s"] / r["engine_audio_s_per_s"] for r in rounds),
-        "sync_c16_over_engine": statistics.median(r["sync_c16_audio_s_per_s"] / r["engine_audio_s_per_s"] for r in rounds),
-        "p50_with_bulk_over_alone": median("probe_p50_with_bulk_s") / median("probe_p50_alone_s"),
-        "medians": {key: median(key) for key in rounds[0] if key != "bulk_ran_through_probes"},
-        "bulk_ran_through_probes": all(r["bulk_ran_through_probes"] for r in rounds),
-    }  # fmt: skip
+    return _figures(args, files, audio_s, rounds)
 
 
 def main(argv: list[str] | None = None) -> int:

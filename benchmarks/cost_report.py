@@ -274,6 +274,38 @@ def plot(points: Sequence[CostPoint], out: Path) -> Path:
     return out
 
 
+def _document(args: argparse.Namespace, points: list, gpu_hour: float, config: DeploymentConfig) -> dict:
+    """The JSON record of the report: its inputs, the H200's hourly price, every point, the break-even volumes."""
+    document = {
+        "inputs": {
+            "served": str(args.served.relative_to(REPO)),
+            "front": str(args.front.relative_to(REPO)),
+            "sweep": str(args.sweep.relative_to(REPO)),
+        },
+        "h200_usd_per_gpu_hour": gpu_hour,
+        "points": [{**asdict(p), "usd_per_audio_hour": p.usd_per_audio_hour} for p in points],
+        "hosted": [asdict(h) for h in HOSTED],
+        "break_even_audio_hours_per_month": {
+            "one_h200": break_even(gpu_hour * HOURS_PER_MONTH),
+            "configured_fleet": None
+            if fleet_monthly_usd(config) is None
+            else break_even(fleet_monthly_usd(config) or 0),
+        },
+    }
+    return document
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
+    parser.add_argument("--served", type=Path, default=SERVED_RUN, help="served-path run (gpu_served.py output)")
+    parser.add_argument("--front", type=Path, default=FRONT_RUN, help="decoupled-front run (its c=64 gateway level)")
+    parser.add_argument("--sweep", type=Path, default=SERVED_RUN.with_name("sweep.json"), help="CPU reference sweep")
+    parser.add_argument("--out", type=Path, default=SERVED_RUN.parent)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Write ``cost_per_audio_hour.{json,md,png}`` under ``--out``; print the markdown; exit status 0.
 
@@ -302,13 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         python -m benchmarks.cost_report [--config config/default.yaml] [--out docs/benchmarks]
     """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
-    parser.add_argument("--served", type=Path, default=SERVED_RUN, help="served-path run (gpu_served.py output)")
-    parser.add_argument("--front", type=Path, default=FRONT_RUN, help="decoupled-front run (its c=64 gateway level)")
-    parser.add_argument("--sweep", type=Path, default=SERVED_RUN.with_name("sweep.json"), help="CPU reference sweep")
-    parser.add_argument("--out", type=Path, default=SERVED_RUN.parent)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     config = load_config(args.config)
     gpu_hour = h200_gpu_price(config)
     points = [
@@ -320,22 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(points, gpu_hour, config)
     (args.out / "cost_per_audio_hour.md").write_text(text)
-    document = {
-        "inputs": {
-            "served": str(args.served.relative_to(REPO)),
-            "front": str(args.front.relative_to(REPO)),
-            "sweep": str(args.sweep.relative_to(REPO)),
-        },
-        "h200_usd_per_gpu_hour": gpu_hour,
-        "points": [{**asdict(p), "usd_per_audio_hour": p.usd_per_audio_hour} for p in points],
-        "hosted": [asdict(h) for h in HOSTED],
-        "break_even_audio_hours_per_month": {
-            "one_h200": break_even(gpu_hour * HOURS_PER_MONTH),
-            "configured_fleet": None
-            if fleet_monthly_usd(config) is None
-            else break_even(fleet_monthly_usd(config) or 0),
-        },
-    }
+    document = _document(args, points, gpu_hour, config)
     (args.out / "cost_per_audio_hour.json").write_text(json.dumps(document, indent=2) + "\n")
     plot(points, args.out / "cost_per_audio_hour.png")
     print(text)

@@ -146,7 +146,7 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
     from fastapi.testclient import TestClient
 
     from whisper_build.serving.gateway.app import create_app
-    from whisper_build.serving.gateway.settings import GatewaySettings
+    from whisper_build.serving.gateway.settings import GatewaySettings, ModelHealthSettings, ServerSettings
 
     class InstantBackend:
         async def served_model(self, timeout: float) -> ServedModel:
@@ -168,7 +168,10 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def close(self) -> None:
             return None
 
-    settings = GatewaySettings(log_level="warning", canary_interval_seconds=5.0, stale_after_seconds=60.0)
+    settings = GatewaySettings(
+        server=ServerSettings(log_level="warning"),
+        health=ModelHealthSettings(canary_interval_seconds=5.0, stale_after_seconds=60.0),
+    )
     body = json.dumps({"audio_data": base64.b64encode(data).decode(), "whisper_prompt": ""}).encode()
     out: dict[str, float] = {}
     with TestClient(create_app(settings, lambda s: InstantBackend())) as client:

@@ -11,8 +11,9 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -55,6 +56,30 @@ def wer(reference: str, hypothesis: str) -> float:
     return row[-1] / max(1, len(ref))
 
 
+def _graphs_vs_eager(
+    engine: Any, run: Callable[..., list], buckets: list[int], use: list[int], refs: list[dict]
+) -> tuple[list[dict], bool]:
+    """Per bucket, greedy and timestamped: do graphed and eager decodes give the same tokens (greedy: its WER)."""
+    comparisons, equal = [], True
+    for bucket in buckets:
+        idx = [use[k % len(use)] for k in range(bucket)]
+        for label, kw in (
+            ("greedy", {"timestamps": False, "temperature": 0.0}),
+            ("timestamps", {"timestamps": True, "temperature": 0.0}),
+        ):
+            graphed, eager = run(idx, "graphs", **kw), run(idx, "eager", **kw)
+            same = [g.tokens for g in graphed] == [e.tokens for e in eager]
+            equal &= same
+            comparisons.append({"bucket": bucket, "decode": label, "token_ids_equal": same,
+                                "windows_differing": sum(g.tokens != e.tokens for g, e in zip(graphed, eager, strict=True))})  # fmt: skip
+            if label == "greedy":
+                texts = [engine.decode_text(h.tokens).strip() for h in graphed]
+                comparisons[-1]["wer"] = float(
+                    np.mean([wer(refs[i]["text"], t) for i, t in zip(idx, texts, strict=True)])
+                )
+    return comparisons, equal
+
+
 def check_model(
     name: str,
     folder: Path,
@@ -82,23 +107,7 @@ def check_model(
         engine._decoder.mode = mode if engine.mode == "graphs" else "eager"  # --device cpu: a smoke run only
         return engine.generate([audio[i] for i in idx], [prompts[0]] * len(idx), [1.0] * len(idx), **kw)
 
-    comparisons, equal = [], True
-    for bucket in buckets:
-        idx = [use[k % len(use)] for k in range(bucket)]
-        for label, kw in (
-            ("greedy", {"timestamps": False, "temperature": 0.0}),
-            ("timestamps", {"timestamps": True, "temperature": 0.0}),
-        ):
-            graphed, eager = run(idx, "graphs", **kw), run(idx, "eager", **kw)
-            same = [g.tokens for g in graphed] == [e.tokens for e in eager]
-            equal &= same
-            comparisons.append({"bucket": bucket, "decode": label, "token_ids_equal": same,
-                                "windows_differing": sum(g.tokens != e.tokens for g, e in zip(graphed, eager, strict=True))})  # fmt: skip
-            if label == "greedy":
-                texts = [engine.decode_text(h.tokens).strip() for h in graphed]
-                comparisons[-1]["wer"] = float(
-                    np.mean([wer(refs[i]["text"], t) for i, t in zip(idx, texts, strict=True)])
-                )
+    comparisons, equal = _graphs_vs_eager(engine, run, buckets, use, refs)
     engine._decoder.mode = "graphs"
     hyps = run(use, "graphs", timestamps=False, temperature=0.0)
     record["windows"] = [

@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 if TYPE_CHECKING:
     from whisper_build.serving.engines.torch_graphs import StepAttention
@@ -145,6 +145,38 @@ def profile_step(engine, batch: int, steps: int = 20) -> list[dict]:
     return [{"op": e.key, "us_per_step": e.device_time_total / steps, "calls_per_step": e.count / steps} for e in rows]
 
 
+def _time_batch(engine: Any, mode: str, attention: StepAttention, batch: int, args: argparse.Namespace) -> dict:
+    """One batch size: warm-up, ``args.repeats`` timed ``generate`` calls and their stages; printed, returned."""
+    import torch
+
+    prompt = DecodePrompt("", "en", "transcribe")
+    audio, prompts = _windows(batch), [prompt] * batch
+    engine.generate(audio, prompts, [1.0] * batch, timestamps=False, temperature=0.0)  # warm-up
+    walls = []
+    for _ in range(args.repeats):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        hyps = engine.generate(audio, prompts, [1.0] * batch, timestamps=False, temperature=0.0)
+        torch.cuda.synchronize()
+        walls.append(time.perf_counter() - t)
+    tokens = min(len(h.tokens) for h in hyps)
+    stages = [stage_times(engine, audio, prompts, args.new_tokens) for _ in range(args.repeats)]
+    wall = statistics.median(walls)
+    record: dict[str, Any] = {
+        "mode": mode, "attention": attention, "batch": batch, "wall_s": wall, "windows_per_s": batch / wall, "ms_per_window": 1000 * wall / batch,
+        "rtfx": batch * WINDOW_SECONDS / wall, "tokens": tokens, "walls_s": walls,
+        **{k: statistics.median(s[k] for s in stages) for k in stages[0]},
+    }  # fmt: skip
+    record["decode_ms_per_step"] = 1000 * record["decode_s"] / args.new_tokens
+    print(
+        f"{mode:6s} {attention:6s} batch {batch:3d}: wall {wall * 1000:7.1f} ms  {record['windows_per_s']:7.1f} windows/s  "
+        f"encoder {record['encoder_s'] * 1000:6.1f} ms  cross {record['cross_kv_s'] * 1000:5.1f} ms  "
+        f"decode {record['decode_s'] * 1000:6.1f} ms ({record['decode_ms_per_step']:.2f} ms/step)  tokens {tokens}",
+        flush=True,
+    )
+    return record
+
+
 def run_mode(mode: str, model_dir: Path, args: argparse.Namespace, attention: StepAttention) -> tuple[list[dict], dict]:
     """Load the engine in ``mode``, time every batch size; returns (records, start-up record).
 
@@ -178,34 +210,7 @@ def run_mode(mode: str, model_dir: Path, args: argparse.Namespace, attention: St
                     for s in engine._decoder.startup],
     }  # fmt: skip
     print(json.dumps(startup), flush=True)
-    records = []
-    prompt = DecodePrompt("", "en", "transcribe")
-    for batch in args.batch_sizes:
-        audio, prompts = _windows(batch), [prompt] * batch
-        engine.generate(audio, prompts, [1.0] * batch, timestamps=False, temperature=0.0)  # warm-up
-        walls = []
-        for _ in range(args.repeats):
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            hyps = engine.generate(audio, prompts, [1.0] * batch, timestamps=False, temperature=0.0)
-            torch.cuda.synchronize()
-            walls.append(time.perf_counter() - t)
-        tokens = min(len(h.tokens) for h in hyps)
-        stages = [stage_times(engine, audio, prompts, args.new_tokens) for _ in range(args.repeats)]
-        wall = statistics.median(walls)
-        record = {
-            "mode": mode, "attention": attention, "batch": batch, "wall_s": wall, "windows_per_s": batch / wall, "ms_per_window": 1000 * wall / batch,
-            "rtfx": batch * WINDOW_SECONDS / wall, "tokens": tokens, "walls_s": walls,
-            **{k: statistics.median(s[k] for s in stages) for k in stages[0]},
-        }  # fmt: skip
-        record["decode_ms_per_step"] = 1000 * record["decode_s"] / args.new_tokens
-        records.append(record)
-        print(
-            f"{mode:6s} {attention:6s} batch {batch:3d}: wall {wall * 1000:7.1f} ms  {record['windows_per_s']:7.1f} windows/s  "
-            f"encoder {record['encoder_s'] * 1000:6.1f} ms  cross {record['cross_kv_s'] * 1000:5.1f} ms  "
-            f"decode {record['decode_s'] * 1000:6.1f} ms ({record['decode_ms_per_step']:.2f} ms/step)  tokens {tokens}",
-            flush=True,
-        )
+    records = [_time_batch(engine, mode, attention, batch, args) for batch in args.batch_sizes]
     startup["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
     if mode == "graphs" and args.profile:
         startup["profile_step"] = {str(b): profile_step(engine, b) for b in (1, max(args.batch_sizes))}
@@ -252,6 +257,25 @@ def assemble(check_path: Path, random_path: Path, out: Path) -> dict:
     return report
 
 
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))
+    p.add_argument("--batch-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--modes", default="graphs,eager", help="comma list of MODE[:ATTENTION], e.g. graphs:sdpa")
+    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    p.add_argument("--encoder-compile", default="default", choices=["none", "default", "max-autotune-no-cudagraphs"])
+    p.add_argument("--profile", action="store_true", help="also profile one decoder step at batch 1 and the largest")
+    p.add_argument("--encoder-variants", action="store_true", help="also time encoder variants at the largest batch")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--assemble", type=Path, nargs=2, metavar=("CHECK_JSON", "RANDOM_JSON"),
+                   help="only merge gpu_engine_check.py's and this script's JSON into --out")  # fmt: skip
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     """Both modes, every batch size; prints one line per batch, writes ``--out``.
 
@@ -272,20 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
         PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_engine_random --tokenizer-dir DIR --out gpu_engine_random.json
     """
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokenizer-dir", type=Path, help="folder with a Whisper tokenizer.json (required to run)")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpu-engine-random"))
-    p.add_argument("--batch-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[1, 2, 4, 8, 16, 32, 64])
-    p.add_argument("--modes", default="graphs,eager", help="comma list of MODE[:ATTENTION], e.g. graphs:sdpa")
-    p.add_argument("--new-tokens", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    p.add_argument("--encoder-compile", default="default", choices=["none", "default", "max-autotune-no-cudagraphs"])
-    p.add_argument("--profile", action="store_true", help="also profile one decoder step at batch 1 and the largest")
-    p.add_argument("--encoder-variants", action="store_true", help="also time encoder variants at the largest batch")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--assemble", type=Path, nargs=2, metavar=("CHECK_JSON", "RANDOM_JSON"),
-                   help="only merge gpu_engine_check.py's and this script's JSON into --out")  # fmt: skip
+    p = _parser()
     args = p.parse_args(argv)
     if args.assemble:
         check, random = args.assemble

@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -165,8 +166,8 @@ def sweep(engine, labels: list[str], batch: int, batches: int, new_tokens: int, 
     print("\n" + "\n".join(" | ".join(f"{c:>12}" for c in r) for r in [head, *rows]), flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Load the engine once, print and write one JSON record per measurement (``--out``)."""
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokenizer-dir", type=Path, required=True)
     p.add_argument("--label", required=True, help="which code this is, e.g. before / after")
@@ -193,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="instead of the usual records: a sweep of EngineTuning labels, e.g. base,kv,sms112+kv (dense, largest batch)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def _load_engine(args: argparse.Namespace) -> tuple[Any, bool, dict]:
+    """The engine of ``args`` on random weights, whether it has ``decode_windows``, and the report's header."""
     import torch
     import transformers
 
@@ -215,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         "startup_s": time.perf_counter() - started, "engine_file": TorchEngine.__module__.replace(".", "/") + ".py",  # repo-relative: no machine path
         "mixed_distribution": MIXED, "records": [],
     }  # fmt: skip
+    return engine, pipelined, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the engine once, print and write one JSON record per measurement (``--out``)."""
+    args = _parser().parse_args(argv)
+    engine, pipelined, report = _load_engine(args)
 
     def emit(record: dict) -> None:
         record = {"label": args.label, **record}

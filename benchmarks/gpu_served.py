@@ -130,6 +130,20 @@ def start_triton(
             os.environ.pop(key, None)
 
 
+def _levels(out: Path, gateway_cpu_s: float, gpu: GpuSampler) -> list[dict]:
+    """The bench levels written under ``out`` (closed, open, reference), with the gateway's CPU and the GPU's SMs."""
+    levels = []
+    for part in (out, out / "open", out / "reference"):
+        if (part / "bench.json").exists():
+            levels += json.loads((part / "bench.json").read_text())["levels"]
+    gateway_requests = sum(level["requests"] for level in levels if level["target"] == "gateway")
+    for level in levels:
+        if level["target"] == "gateway" and gateway_requests:  # the sweep's mean, warm-up and canaries included
+            level["gateway_cpu_ms_per_request"] = round(1000 * gateway_cpu_s / gateway_requests, 2)
+        level["gpu_sm_util_pct"] = gpu.mean_sm(level.get("started_unix"), level["wall_s"])
+    return levels
+
+
 def run_model(
     name: str, params: EngineParams, args: argparse.Namespace, audio: list[Path], references: dict, run: dict
 ) -> list[dict]:
@@ -187,16 +201,7 @@ def run_model(
                     "--concurrency", args.reference_concurrency,
                 ])  # fmt: skip
     (args.out / f"checks_{run['label']}.json").write_text(json.dumps(checks, indent=2))
-    levels = []
-    for part in (out, out / "open", out / "reference"):
-        if (part / "bench.json").exists():
-            levels += json.loads((part / "bench.json").read_text())["levels"]
-    gateway_requests = sum(level["requests"] for level in levels if level["target"] == "gateway")
-    for level in levels:
-        if level["target"] == "gateway" and gateway_requests:  # the sweep's mean, warm-up and canaries included
-            level["gateway_cpu_ms_per_request"] = round(1000 * checks["gateway_cpu_s"] / gateway_requests, 2)
-        level["gpu_sm_util_pct"] = run["gpu"].mean_sm(level.get("started_unix"), level["wall_s"])
-    return levels
+    return _levels(out, checks["gateway_cpu_s"], run["gpu"])
 
 
 def served_models(
@@ -320,6 +325,24 @@ def _workload_runs(
         save()
 
 
+def _result_header(args: argparse.Namespace, audio: list[Path], records: list[dict]) -> dict[str, object]:
+    """``gpu_served.json`` before its first record: versions, batching, gateway, method, audio; ``records`` grows."""
+    result: dict[str, object] = {
+        "versions": versions(), "wall_s": None,
+        "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
+                     "instance_count": args.instance_count, "engine_max_batch": args.max_batch,
+                     "schedulers": args.schedulers.split(","), "in_process": "no-delay batcher, same max"},
+        "gateway": {"workers": args.gateway_workers, "capacity": args.gateway_capacity},
+        "method": {"closed_levels_s": args.duration, "open_levels_s": args.open_duration, "clients": args.clients,
+                   "arrivals": args.arrivals, "rate_fractions_of_engine_best": args.rate_fractions,
+                   "engine_batches": args.engine_batches, "engine_batch_sizes": args.engine_batch_sizes,
+                   "mixed_distribution": MIXED, "mixed_files": args.mixed_files,
+                   "requests": "single-window (one ≤ 30 s file per request)"},
+        "audio": [a.name for a in audio], "records": records,
+    }  # fmt: skip
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI (``--help``); run by ``benchmarks/gpu_served_run.sh`` on the H200 machine (``--device cpu``: a smoke run).
 
@@ -351,19 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     records: list[dict] = []
     started = time.monotonic()
-    result: dict[str, object] = {
-        "versions": versions(), "wall_s": None,
-        "batching": {"triton_max_batch_size": args.max_batch, "max_queue_delay_us": args.queue_delay_us,
-                     "instance_count": args.instance_count, "engine_max_batch": args.max_batch,
-                     "schedulers": args.schedulers.split(","), "in_process": "no-delay batcher, same max"},
-        "gateway": {"workers": args.gateway_workers, "capacity": args.gateway_capacity},
-        "method": {"closed_levels_s": args.duration, "open_levels_s": args.open_duration, "clients": args.clients,
-                   "arrivals": args.arrivals, "rate_fractions_of_engine_best": args.rate_fractions,
-                   "engine_batches": args.engine_batches, "engine_batch_sizes": args.engine_batch_sizes,
-                   "mixed_distribution": MIXED, "mixed_files": args.mixed_files,
-                   "requests": "single-window (one ≤ 30 s file per request)"},
-        "audio": [a.name for a in audio], "records": records,
-    }  # fmt: skip
+    result = _result_header(args, audio, records)
 
     def save() -> None:
         result["wall_s"] = round(time.monotonic() - started)

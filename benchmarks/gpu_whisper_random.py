@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 WINDOW_SECONDS = 30.0
 """Whisper input length (openai/whisper audio.py ``CHUNK_LENGTH``); 3000 mel frames at hop 160."""
@@ -250,6 +251,75 @@ def plot_results(paths: list[Path], out: Path) -> Path:
     return out
 
 
+def _build(args: argparse.Namespace) -> tuple[Any, int, dict, float]:
+    """The random-weight model of ``args`` (converted for ctranslate2), its mel bins, the run's metadata, its start."""
+    import torch
+    import transformers
+
+    started = time.perf_counter()
+    model = build_model(args.model, "cpu" if args.runtime == "ctranslate2" else args.device, args.dtype)
+    params = sum(t.numel() for t in model.parameters())
+    n_mels = model.config.num_mel_bins
+    if args.runtime == "ctranslate2":
+        import ctranslate2
+
+        model = convert_to_ctranslate2(model, args.workdir, args.device, args.dtype)
+    meta = {
+        "label": "RANDOM weights, fixed output length; shapes of Whisper " + args.model,
+        "model": args.model, "runtime": args.runtime, "parameters": params, "device": args.device, "dtype": args.dtype,
+        "new_tokens_per_window": args.new_tokens, "repeats": args.repeats,
+        "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "ctranslate2": ctranslate2.__version__ if args.runtime == "ctranslate2" else None,
+        "python": platform.python_version(), "build_s": time.perf_counter() - started,
+    }  # fmt: skip
+    return model, n_mels, meta, started
+
+
+def _time_batches(model: Any, args: argparse.Namespace, n_mels: int, started: float) -> list[dict]:
+    """One summary row per batch size of ``args`` (printed as it is made), until the budget or an OOM."""
+    import torch
+
+    rows = []
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        if time.perf_counter() - started > args.budget_s:
+            print(f"budget reached, skipping batch {batch}", flush=True)
+            break
+        try:
+            if args.runtime == "ctranslate2":
+                timing = time_batch_ct2(model, batch, args.new_tokens, n_mels, args.repeats)
+            else:
+                timing = time_batch(model, batch, args.new_tokens, args.device, args.repeats)
+            row = summarize_batch(batch, args.new_tokens, timing)
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            print(f"batch {batch}: stopped by {type(exc).__name__}: {exc}", flush=True)
+            break
+        rows.append(row)
+        print(
+            f"batch {batch:3d}: encoder {row['encoder_s'] * 1000:8.1f} ms  total {row['total_s'] * 1000:8.1f} ms  "
+            f"tokens {row['generated_tokens']}  RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
+            flush=True,
+        )
+    return rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=sorted(MODEL_SHAPES), default="large-v3-turbo")
+    p.add_argument("--runtime", choices=["transformers", "ctranslate2"], default="transformers")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/whisper-random"), help="ctranslate2: conversion folder")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    p.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
+    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=300.0, help="skip remaining batch sizes after this")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--plot", type=Path, nargs="+", metavar="PNG JSON", help="only plot: PNG path, then result JSONs")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep, print one line per batch size, write ``--out`` JSON (or only plot).
 
@@ -279,66 +349,19 @@ def main(argv: list[str] | None = None) -> int:
     machine it fails with "Library libcublas.so.12 is not found or cannot be loaded" unless a
     CUDA 12 cuBLAS is on ``LD_LIBRARY_PATH``.
     """
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=sorted(MODEL_SHAPES), default="large-v3-turbo")
-    p.add_argument("--runtime", choices=["transformers", "ctranslate2"], default="transformers")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/whisper-random"), help="ctranslate2: conversion folder")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
-    p.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
-    p.add_argument("--new-tokens", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--budget-s", type=float, default=300.0, help="skip remaining batch sizes after this")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--plot", type=Path, nargs="+", metavar="PNG JSON", help="only plot: PNG path, then result JSONs")
+    p = _parser()
     args = p.parse_args(argv)
     if args.plot:
         if len(args.plot) < 2:
             p.error("--plot needs the PNG path and at least one results JSON")
         print(plot_results(args.plot[1:], args.plot[0]))
         return 0
-    import torch
-    import transformers
-
-    started = time.perf_counter()
-    model = build_model(args.model, "cpu" if args.runtime == "ctranslate2" else args.device, args.dtype)
-    params = sum(t.numel() for t in model.parameters())
-    n_mels = model.config.num_mel_bins
-    if args.runtime == "ctranslate2":
-        import ctranslate2
-
-        model = convert_to_ctranslate2(model, args.workdir, args.device, args.dtype)
-    meta = {
-        "label": "RANDOM weights, fixed output length; shapes of Whisper " + args.model,
-        "model": args.model, "runtime": args.runtime, "parameters": params, "device": args.device, "dtype": args.dtype,
-        "new_tokens_per_window": args.new_tokens, "repeats": args.repeats,
-        "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "ctranslate2": ctranslate2.__version__ if args.runtime == "ctranslate2" else None,
-        "python": platform.python_version(), "build_s": time.perf_counter() - started,
-    }  # fmt: skip
+    model, n_mels, meta, started = _build(args)
     print(json.dumps(meta), flush=True)
-    rows = []
-    for batch in (int(b) for b in args.batch_sizes.split(",")):
-        if time.perf_counter() - started > args.budget_s:
-            print(f"budget reached, skipping batch {batch}", flush=True)
-            break
-        try:
-            if args.runtime == "ctranslate2":
-                timing = time_batch_ct2(model, batch, args.new_tokens, n_mels, args.repeats)
-            else:
-                timing = time_batch(model, batch, args.new_tokens, args.device, args.repeats)
-            row = summarize_batch(batch, args.new_tokens, timing)
-        except (torch.OutOfMemoryError, RuntimeError) as exc:
-            print(f"batch {batch}: stopped by {type(exc).__name__}: {exc}", flush=True)
-            break
-        rows.append(row)
-        print(
-            f"batch {batch:3d}: encoder {row['encoder_s'] * 1000:8.1f} ms  total {row['total_s'] * 1000:8.1f} ms  "
-            f"tokens {row['generated_tokens']}  RTFx {row['rtfx']:8.1f}  windows/s {row['windows_per_s']:7.2f}  tokens/s {row['tokens_per_s']:8.0f}",
-            flush=True,
-        )
+    rows = _time_batches(model, args, n_mels, started)
     if args.device.startswith("cuda") and args.runtime == "transformers":
+        import torch
+
         meta["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=2))

@@ -22,6 +22,7 @@ from k8s_charts.sizing import quantities
 from observability.scrape_config import DCGM_EXPORTER_APP, DCGM_EXPORTER_PORT
 from settings import labels
 from settings.capacity import SPOT_SUFFIX
+from settings.gpu_catalog import ec2_instance_type
 from settings.schema import GpuGroup
 
 DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"
@@ -106,7 +107,7 @@ class GpuMetricsExporter(Construct):
         self.name = naming.gpu_metrics_name(group)
         self.pod_labels = naming.group_labels(group, app=DCGM_EXPORTER_APP)
         if instance_type is not None:  # one DaemonSet per type of a priority list: its pods name their type
-            self.name += "-" + instance_type.removeprefix("ml.").replace(".", "-")
+            self.name += "-" + ec2_instance_type(instance_type).replace(".", "-")
             self.pod_labels[labels.POD_INSTANCE_TYPE_LABEL] = instance_type
         if spot:  # the group's Spot nodes: their own DaemonSet, so their series (and cost) say Spot
             self.name += SPOT_SUFFIX

@@ -174,6 +174,29 @@ def _path(probe: k8s.Probe) -> str:
     return probe.http_get.path
 
 
+def _worker(
+    config: DeploymentConfig, shape: ResourceShape, inputs: ChartInputs
+) -> iec.InferenceEndpointConfigSpecWorker:
+    """The worker container: image, command, environment, invocation port, model mount, resources, probes."""
+    serving = config.serving
+    return iec.InferenceEndpointConfigSpecWorker(
+        image=inputs.image(serving.image_tag),
+        command=worker_command(config, shape, inputs.bucket_name),
+        environment_variables=[
+            iec.InferenceEndpointConfigSpecWorkerEnvironmentVariables(name=key, value=str(value))
+            for key, value in worker_env(config, shape).items()
+        ],
+        model_invocation_port=iec.InferenceEndpointConfigSpecWorkerModelInvocationPort(
+            container_port=serving.gateway_port, name=PORT_NAME
+        ),
+        model_volume_mount=iec.InferenceEndpointConfigSpecWorkerModelVolumeMount(
+            name=MODEL_VOLUME_NAME, mount_path=MODEL_MOUNT_PATH
+        ),
+        resources=_resources(shape),
+        probes=_probes(config),
+    )
+
+
 def _resources(shape: ResourceShape) -> iec.InferenceEndpointConfigSpecWorkerResources:
     group = shape.smallest
     size = pod_resources(group.instance, group.pods_per_node)
@@ -286,22 +309,7 @@ class WhisperInferenceEndpoint(Construct):
                     ),
                     model_location=f"{storage.MODELS_ROOT}{config.model.name}/",
                 ),
-                worker=iec.InferenceEndpointConfigSpecWorker(
-                    image=inputs.image(serving.image_tag),
-                    command=worker_command(config, shape, inputs.bucket_name),
-                    environment_variables=[
-                        iec.InferenceEndpointConfigSpecWorkerEnvironmentVariables(name=key, value=str(value))
-                        for key, value in worker_env(config, shape).items()
-                    ],
-                    model_invocation_port=iec.InferenceEndpointConfigSpecWorkerModelInvocationPort(
-                        container_port=serving.gateway_port, name=PORT_NAME
-                    ),
-                    model_volume_mount=iec.InferenceEndpointConfigSpecWorkerModelVolumeMount(
-                        name=MODEL_VOLUME_NAME, mount_path=MODEL_MOUNT_PATH
-                    ),
-                    resources=_resources(shape),
-                    probes=_probes(config),
-                ),
+                worker=_worker(config, shape, inputs),
                 invocation_endpoint=INVOCATION_PATH,
                 load_balancer=iec.InferenceEndpointConfigSpecLoadBalancer(
                     health_check_path=probes.PING_PATH,

@@ -38,7 +38,7 @@ from settings.advisories import config_warnings
 from settings.fleet import spot_group_name, spot_groups
 from stacks.assembly import synthesize
 from stacks.cluster_request import template_problems
-from stacks.gates import Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates
+from stacks.gates import CheckovResult, Finding, read_nag_findings, run_cfn_lint, run_checkov, stack_templates
 
 
 def _write_dashboard(config: DeploymentConfig, repo_root: Path) -> list[Path]:
@@ -166,14 +166,47 @@ def _replace_dir(source: Path, target: Path) -> None:
     source.rename(target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Validate, synthesize into a staging directory, gate, then swap it into ``--outdir``; returns the exit status."""
+def _print_gates(
+    findings: list[Finding],
+    synth_error: str | None,
+    templates: int,
+    manifests: int,
+    checkov: CheckovResult | None,
+    ok: bool,
+) -> None:
+    """Every finding, then one verdict line per gate (``checkov``: its result, ``None`` when it did not run)."""
+    for finding in findings:
+        print(finding)
+    if synth_error and not findings:
+        print(f"synthesis failed: {synth_error}")
+    print(
+        "CreateCluster request check (botocore model): "
+        + ("FAIL" if any(f.gate == "create-cluster" for f in findings) else "PASS")
+    )
+    scanned = f"{templates} templates" + (f" + {manifests} manifests (checkov)" if checkov else "")
+    if checkov is not None:
+        print(
+            f"checkov: {checkov.passed} passed, {len(checkov.findings)} failed, {len(checkov.skipped)} skipped per resource"
+        )
+    print(
+        f"Gates: cfn-lint + cdk-nag AwsSolutions + checkov over {scanned}: "
+        f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config", type=Path, default=None, help="deployment config YAML (default: config/default.yaml)"
     )
     parser.add_argument("--outdir", type=Path, default=REPO_ROOT / "cdk.out", help="cloud assembly directory")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Validate, synthesize into a staging directory, gate, then swap it into ``--outdir``; returns the exit status."""
+    args = _parser().parse_args(argv)
     config_name = str(args.config) if args.config is not None else f"{DEFAULT_CONFIG_PATH} (embedded default)"
 
     try:
@@ -226,23 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  note: {note}")
     print_warnings(config_warnings(config))
     print()
-    for finding in findings:
-        print(finding)
-    if synth_error and not findings:
-        print(f"synthesis failed: {synth_error}")
-    print(
-        "CreateCluster request check (botocore model): "
-        + ("FAIL" if any(f.gate == "create-cluster" for f in findings) else "PASS")
-    )
-    scanned = f"{len(templates)} templates" + (f" + {len(manifests)} manifests (checkov)" if checkov else "")
-    if checkov is not None:
-        print(
-            f"checkov: {checkov.passed} passed, {len(checkov.findings)} failed, {len(checkov.skipped)} skipped per resource"
-        )
-    print(
-        f"Gates: cfn-lint + cdk-nag AwsSolutions + checkov over {scanned}: "
-        f"{'PASS' if ok else f'FAIL ({len(findings)} findings)'}"
-    )
+    _print_gates(findings, synth_error, len(templates), len(manifests), checkov, ok)
     if ok:
         if failed_dir.exists():
             shutil.rmtree(failed_dir)

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from settings.gpu_catalog import ec2_instance_type
+
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "ec2_gpu_offerings.json"
 
 
@@ -29,7 +31,7 @@ class OfferingTable:
 
     def offered(self, instance_type: str, region: str) -> bool | None:
         """True/False for an ``ml.*`` type the table lists; ``None`` when the table does not list it."""
-        regions = self.regions.get(instance_type.removeprefix("ml."))
+        regions = self.regions.get(ec2_instance_type(instance_type))
         return None if regions is None else region in regions
 
 

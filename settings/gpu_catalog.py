@@ -205,6 +205,11 @@ def split_instance_type(instance_type: str) -> tuple[str, str]:
     return parts[1], parts[2]
 
 
+def ec2_instance_type(instance_type: str) -> str:
+    """The EC2 instance type behind a SageMaker HyperPod one: ``ml.g5.2xlarge`` → ``g5.2xlarge`` (others unchanged)."""
+    return instance_type.removeprefix("ml.")
+
+
 def gpu_for(instance_type: str) -> GpuSpec | None:
     """The GPU of an ``ml.*`` instance type, or ``None`` when the family is not in the catalog."""
     family, _ = split_instance_type(instance_type)

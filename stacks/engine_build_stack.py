@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from settings import labels, storage
+from settings import gpu_catalog, labels, storage
 from settings.names import engine_project_name, image_project_name, rollout_project_name  # noqa: F401 (re-exported)
 from settings.schema import DeploymentConfig, GpuGroup
 from stacks import buildspecs, engine_job
@@ -63,7 +63,7 @@ def build_timeout(config: DeploymentConfig) -> Duration:
 
 def fleet_instance_type(group: GpuGroup) -> str:
     """EC2 instance type of a HyperPod instance type: ``ml.g5.2xlarge`` → ``g5.2xlarge``."""
-    return group.instance_type.removeprefix("ml.")
+    return gpu_catalog.ec2_instance_type(group.instance_type)
 
 
 class EngineBuildStack(Stack):

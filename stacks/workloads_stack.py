@@ -22,7 +22,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from k8s_charts import naming
-from k8s_charts.charts import build_charts
+from k8s_charts.charts import WhisperCharts, build_charts
 from k8s_charts.inputs import ChartInputs
 from settings import namespaces
 from settings.endpoint_auth import SECRET_ARN_OUTPUT
@@ -109,28 +109,42 @@ class WorkloadsStack(Stack):
         operator_target = config.serving.target == "inference_operator"
         if operator_target and tls_bucket_name is None:
             raise ValueError("serving.target inference_operator needs tls_bucket_name (the storage stack's TLS bucket)")
-        cluster = cluster_stack.cluster
         self.alb_controller: eks.AlbController | None = None
         self.keda: eks.HelmChart | None = None
         self.inference_operator: InferenceOperatorAddon | None = None
         if operator_target:
             assert tls_bucket_name is not None
-            self.inference_operator = InferenceOperatorAddon(
-                self,
-                "InferenceOperator",
-                cluster=cluster,
-                model_bucket=cluster_stack.model_bucket,
-                tls_bucket=s3.Bucket.from_bucket_name(self, "TlsBucket", tls_bucket_name),
-            )
-            # the operator's controller runs on the system nodes and mounts engines with the Mountpoint driver
-            self.inference_operator.addon.node.add_dependency(
-                cluster_stack.system_nodegroup, *cluster_stack.addons.values()
-            )
+            self.inference_operator = self._add_inference_operator(cluster_stack, tls_bucket_name)
         else:
             self.alb_controller = self._add_alb_controller(cluster_stack)
             if amp_workspace_arn is not None or bulk is not None:
                 self.keda = self._add_keda(cluster_stack, amp_workspace_arn, bulk)
+        self._skip_oidc_handler_check(cluster_stack)
+        self.api_keys: GatewayApiKeys | None = None
+        if config.endpoint.auth == "api_key" and not operator_target:
+            self.api_keys = self._add_api_keys(config, cluster_stack)
+        inputs = self._chart_inputs(cluster_stack, serving_repository_name, amp_workspace_id, tls_bucket_name, bulk)
+        charts = build_charts(cdk8s.App(), config, inputs)
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        for chart in charts.all():
+            self.manifests[chart.node.id] = eks.KubernetesManifest(
+                self, chart.node.id, cluster=as_icluster(cluster_stack.cluster), manifest=chart.to_json()
+            )
+        self._order_manifests(cluster_stack, charts)
 
+    def _add_inference_operator(self, cluster_stack: ClusterStack, tls_bucket_name: str) -> InferenceOperatorAddon:
+        operator = InferenceOperatorAddon(
+            self,
+            "InferenceOperator",
+            cluster=cluster_stack.cluster,
+            model_bucket=cluster_stack.model_bucket,
+            tls_bucket=s3.Bucket.from_bucket_name(self, "TlsBucket", tls_bucket_name),
+        )
+        # the operator's controller runs on the system nodes and mounts engines with the Mountpoint driver
+        operator.addon.node.add_dependency(cluster_stack.system_nodegroup, *cluster_stack.addons.values())
+        return operator
+
+    def _skip_oidc_handler_check(self, cluster_stack: ClusterStack) -> None:
         # IRSA (the controller's or the inference operator's role) makes aws-cdk-lib add the cluster's
         # OIDC provider handler to the cluster stack
         oidc_handler = cluster_stack.node.try_find_child(OIDC_PROVIDER_HANDLER)
@@ -142,27 +156,36 @@ class WorkloadsStack(Stack):
                 "whose ARN exists only after creation (iam:*OpenIDConnectProvider on *)",
             )
 
-        self.api_keys: GatewayApiKeys | None = None
-        if config.endpoint.auth == "api_key" and not operator_target:
-            self.api_keys = GatewayApiKeys(
-                self,
-                "GatewayApiKeys",
-                cluster=as_icluster(cluster),
-                namespace=config.serving.namespace,
-                service_account=naming.SERVING_SERVICE_ACCOUNT,
-                project_name=config.project_name,
-            )
-            self.api_keys.association.node.add_dependency(cluster_stack.addons["eks-pod-identity-agent"])
-            CfnOutput(
-                self,
-                SECRET_ARN_OUTPUT,
-                value=self.api_keys.secret.secret_arn,
-                description="Secrets Manager secret of the gateway API keys (make api-key prints how to read/rotate)",
-            )
+    def _add_api_keys(self, config: DeploymentConfig, cluster_stack: ClusterStack) -> GatewayApiKeys:
+        api_keys = GatewayApiKeys(
+            self,
+            "GatewayApiKeys",
+            cluster=as_icluster(cluster_stack.cluster),
+            namespace=config.serving.namespace,
+            service_account=naming.SERVING_SERVICE_ACCOUNT,
+            project_name=config.project_name,
+        )
+        api_keys.association.node.add_dependency(cluster_stack.addons["eks-pod-identity-agent"])
+        CfnOutput(
+            self,
+            SECRET_ARN_OUTPUT,
+            value=api_keys.secret.secret_arn,
+            description="Secrets Manager secret of the gateway API keys (make api-key prints how to read/rotate)",
+        )
+        return api_keys
 
-        app = cdk8s.App()
-        private_subnets = cluster.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
-        inputs = ChartInputs(
+    def _chart_inputs(
+        self,
+        cluster_stack: ClusterStack,
+        serving_repository_name: str,
+        amp_workspace_id: str | None,
+        tls_bucket_name: str | None,
+        bulk: BulkStack | None,
+    ) -> ChartInputs:
+        private_subnets = cluster_stack.cluster.vpc.select_subnets(
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS
+        ).subnets
+        return ChartInputs(
             bucket_name=cluster_stack.model_bucket.bucket_name,
             image_repository=ecr.Repository.from_repository_name(
                 self, "ServingRepository", serving_repository_name
@@ -174,12 +197,8 @@ class WorkloadsStack(Stack):
             scraper_cidrs=tuple(subnet.ipv4_cidr_block for subnet in private_subnets),
             **({"bulk_queue_url": bulk.queue.queue_url, "bulk_bucket_name": bulk.bucket.bucket_name} if bulk else {}),
         )
-        charts = build_charts(app, config, inputs)
-        self.manifests: dict[str, eks.KubernetesManifest] = {}
-        for chart in charts.all():
-            self.manifests[chart.node.id] = eks.KubernetesManifest(
-                self, chart.node.id, cluster=as_icluster(cluster), manifest=chart.to_json()
-            )
+
+    def _order_manifests(self, cluster_stack: ClusterStack, charts: WhisperCharts) -> None:
         serving = self.manifests[charts.serving.node.id]
         # model volumes need the Mountpoint CSI driver; pods need the HyperPod GPU nodes
         serving.node.add_dependency(*cluster_stack.workload_dependencies)

@@ -39,7 +39,7 @@ def running_gateway(
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     app = create_app(settings, backend_factory)
-    metrics_server, _ = start_metrics_server(app.state.metrics, "127.0.0.1", 0)
+    metrics_server, _ = start_metrics_server(app.state.runtime.metrics, "127.0.0.1", 0)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, http=http_protocol(settings))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -65,26 +65,8 @@ def level_label(result: LevelResult) -> str:
     return f"c={result.concurrency}" if result.rate_per_s is None else f"r={result.rate_per_s:g}/s"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI's arguments (``--help`` lists them)."""
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench",
-        description="Send real audio files to Whisper servers at a sweep of concurrencies; report "
-        "p50/p90/p99 latency, requests/s, audio-seconds/s, RTF, RTFx, errors by status and "
-        "Triton's average batch size; write JSON, CSV and a PNG plot.",
-    )
-    p.add_argument("--audio", nargs="+", required=True, type=Path, help="audio files or folders of them")
-    p.add_argument(
-        "--target", action="append", required=True, metavar="NAME=URL",
-        help="repeatable: http://host:port[/invocations] or http://host:port/v1/audio/transcriptions "
-        "(gateway), grpc://host:port (Triton), 'engine:?engine=torch&model_path=DIR&max_batch=64' (the engine "
-        "in this process; keys are EngineParams fields)",
-    )  # fmt: skip
-    p.add_argument(
-        "--triton-metrics", action="append", default=[], metavar="[NAME=]URL",
-        help="Triton metrics URL (e.g. http://127.0.0.1:8002/metrics) for the average batch size; "
-        "NAME= limits it to one target, else it applies to all",
-    )  # fmt: skip
+def _add_load_arguments(p: argparse.ArgumentParser) -> None:
+    """The load's options: closed- and open-loop levels, their length, timeouts and the failure bound."""
     p.add_argument(
         "--concurrency", type=_concurrencies, default=[1, 2, 4, 8, 16, 32],
         help="closed-loop levels, comma list (default 1,2,4,8,16,32; none = only --rates)",
@@ -117,6 +99,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a level's failed requests ÷ requests exceeds this (default 0.5; 429/503 shed by an "
         "overloaded server count as failures); a level with no successful request always fails",
     )  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's arguments (``--help`` lists them)."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench",
+        description="Send real audio files to Whisper servers at a sweep of concurrencies; report "
+        "p50/p90/p99 latency, requests/s, audio-seconds/s, RTF, RTFx, errors by status and "
+        "Triton's average batch size; write JSON, CSV and a PNG plot.",
+    )
+    p.add_argument("--audio", nargs="+", required=True, type=Path, help="audio files or folders of them")
+    p.add_argument(
+        "--target", action="append", required=True, metavar="NAME=URL",
+        help="repeatable: http://host:port[/invocations] or http://host:port/v1/audio/transcriptions "
+        "(gateway), grpc://host:port (Triton), 'engine:?engine=torch&model_path=DIR&max_batch=64' (the engine "
+        "in this process; keys are EngineParams fields)",
+    )  # fmt: skip
+    p.add_argument(
+        "--triton-metrics", action="append", default=[], metavar="[NAME=]URL",
+        help="Triton metrics URL (e.g. http://127.0.0.1:8002/metrics) for the average batch size; "
+        "NAME= limits it to one target, else it applies to all",
+    )  # fmt: skip
+    _add_load_arguments(p)
     p.add_argument("--model", default="whisper", help="Triton model name (default whisper)")
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default bench-results)")
     p.add_argument("--prefix", default="bench", help="file name prefix of the outputs (default bench)")
@@ -253,46 +258,31 @@ async def _run(
             await target.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status.
+def _check_arguments(args: argparse.Namespace, specs: list[TargetSpec]) -> None:
+    """Raise :class:`BenchInputError` for options that do not make a sweep."""
+    if len({s.name for s in specs}) != len(specs):
+        raise BenchInputError("target names must be unique")
+    if args.duration < 0 or (args.duration == 0 and args.requests is None):
+        raise BenchInputError("give a --duration > 0 or a --requests count per level")
+    if args.rates and args.duration <= 0:
+        raise BenchInputError("--rates needs a --duration > 0 (the arrival window of each level)")
+    if not args.concurrency and not args.rates:
+        raise BenchInputError("--concurrency none needs --rates")
+    if args.clients < 1:
+        raise BenchInputError(f"--clients {args.clients}: give at least 1 process")
+    if not 0 <= args.max_error_rate <= 1:
+        raise BenchInputError(f"--max-error-rate {args.max_error_rate}: give a fraction between 0 and 1")
 
-    0 every level passed; 1 a level failed (no success, or errors above ``--max-error-rate``; reports
-    are still written); 2 bad arguments/input (via argparse); 3 a target was unreachable before the
-    sweep (nothing written).
-    """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    console = Console(stderr=True)
-    try:
-        specs = [parse_target(t) for t in args.target]
-        if len({s.name for s in specs}) != len(specs):
-            raise BenchInputError("target names must be unique")
-        if args.duration < 0 or (args.duration == 0 and args.requests is None):
-            raise BenchInputError("give a --duration > 0 or a --requests count per level")
-        if args.rates and args.duration <= 0:
-            raise BenchInputError("--rates needs a --duration > 0 (the arrival window of each level)")
-        if not args.concurrency and not args.rates:
-            raise BenchInputError("--concurrency none needs --rates")
-        if args.clients < 1:
-            raise BenchInputError(f"--clients {args.clients}: give at least 1 process")
-        if not 0 <= args.max_error_rate <= 1:
-            raise BenchInputError(f"--max-error-rate {args.max_error_rate}: give a fraction between 0 and 1")
-        inputs = load_inputs(args.audio)
-        for skipped in inputs.skipped:
-            console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False, soft_wrap=True)
-        problems = asyncio.run(_unreachable_targets(specs))
-        if problems:
-            for problem in problems:
-                console.print(f"error: {problem}", markup=False, soft_wrap=True)
-            console.print(
-                "nothing was measured; start the server (make serve) or fix --target", markup=False, soft_wrap=True
-            )
-            return EXIT_UNREACHABLE
-        started = time.time()
-        results = asyncio.run(_run(args, specs, inputs, console))
-    except (BenchInputError, ValueError) as exc:
-        parser.error(str(exc))
-    saturating = saturations(results)
+
+def _meta(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    specs: list[TargetSpec],
+    inputs: Inputs,
+    started: float,
+    saturating: dict,
+) -> dict:
+    """The reports' header: what was asked, what was measured, on what."""
     meta = {
         "title": args.title,
         "started_unix": started,
@@ -315,6 +305,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python": platform.python_version(),
         "host": platform.node(),
     }
+    return meta
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status.
+
+    0 every level passed; 1 a level failed (no success, or errors above ``--max-error-rate``; reports
+    are still written); 2 bad arguments/input (via argparse); 3 a target was unreachable before the
+    sweep (nothing written).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        specs = [parse_target(t) for t in args.target]
+        _check_arguments(args, specs)
+        inputs = load_inputs(args.audio)
+        for skipped in inputs.skipped:
+            console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False, soft_wrap=True)
+        problems = asyncio.run(_unreachable_targets(specs))
+        if problems:
+            for problem in problems:
+                console.print(f"error: {problem}", markup=False, soft_wrap=True)
+            console.print(
+                "nothing was measured; start the server (make serve) or fix --target", markup=False, soft_wrap=True
+            )
+            return EXIT_UNREACHABLE
+        started = time.time()
+        results = asyncio.run(_run(args, specs, inputs, console))
+    except (BenchInputError, ValueError) as exc:
+        parser.error(str(exc))
+    saturating = saturations(results)
+    meta = _meta(args, argv, specs, inputs, started, saturating)
     paths = write_all(results, meta, args.out, args.prefix)
     Console(width=None if sys.stdout.isatty() else 160).print(results_table(results))
     console.print("wrote " + ", ".join(str(p) for p in paths.values()))

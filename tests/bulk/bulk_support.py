@@ -131,7 +131,7 @@ def reference_segments(triton_server, path: Path) -> list[tuple[float, float, st
 
     async def run() -> list[tuple[float, float, str]]:
         backend = TritonBackend(triton_server.settings.grpc_url, "whisper")
-        transcriber = Transcriber(backend, GatewaySettings().window_plan())
+        transcriber = Transcriber(backend, GatewaySettings().requests.window_plan())
         try:
             with open_audio_file(path) as stream:
                 result = await transcriber.transcribe(stream, WindowRequest(options=DecodeOptions(timestamps=True)))

@@ -14,9 +14,10 @@ import soundfile
 from pydantic import BaseModel
 
 from whisper_build.bulk.aws import ObjectInfo, Received
-from whisper_build.bulk.job import JobRunner, Lifeline, Outcome
+from whisper_build.bulk.job import JobRunner
 from whisper_build.bulk.listing import CurrentJob, progress_line, total_line
 from whisper_build.bulk.messages import JobMessage
+from whisper_build.bulk.outcome import Lifeline, Outcome
 from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, JobStatus
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio.windows import Window

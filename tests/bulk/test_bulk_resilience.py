@@ -163,7 +163,8 @@ def test_transient_failures_are_retried_then_dead_lettered(local_aws, speech, tm
 
     async def work_until_dead_lettered() -> int:
         from whisper_build.bulk.aws import JobQueue, JobStore, clients
-        from whisper_build.bulk.job import JobRunner, Outcome
+        from whisper_build.bulk.job import JobRunner
+        from whisper_build.bulk.outcome import Outcome
 
         s3, sqs = clients(path.region, path.endpoint_url)
         queue = JobQueue(sqs, path.queue_url)

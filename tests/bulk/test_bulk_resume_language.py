@@ -19,8 +19,9 @@ from pydantic import BaseModel
 
 from tests.bulk.test_bulk_progress import RATE, RecordingStore
 from whisper_build.bulk.aws import Received
-from whisper_build.bulk.job import JobRunner, Lifeline, Outcome
+from whisper_build.bulk.job import JobRunner
 from whisper_build.bulk.messages import JobMessage, JobOptions
+from whisper_build.bulk.outcome import Lifeline, Outcome
 from whisper_build.bulk.records import CHECKPOINT_FILE, STATUS_FILE, Checkpoint, JobStatus
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.serving.audio.windows import Window

@@ -14,8 +14,9 @@ from botocore.exceptions import ClientError
 from prometheus_client import REGISTRY
 
 from whisper_build.bulk.aws import JobStore, ObjectInfo, Received
-from whisper_build.bulk.job import JobRunner, Lifeline, Outcome
+from whisper_build.bulk.job import JobRunner
 from whisper_build.bulk.messages import JobMessage
+from whisper_build.bulk.outcome import Lifeline, Outcome
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.worker import Worker
 

@@ -212,19 +212,23 @@ def test_the_image_reads_the_pod_environment(config, deployments, monkeypatch: p
             for name, value in _env(_container(deployment)).items():
                 patch.setenv(name, value)
             gateway, triton, supervisor = GatewaySettings(), TritonSettings(), SupervisorSettings()
-        assert (gateway.host, gateway.port, gateway.capacity) == ("0.0.0.0", 8080, group.effective_capacity)
+        assert (gateway.server.host, gateway.server.port, gateway.admission.capacity) == (
+            "0.0.0.0",
+            8080,
+            group.effective_capacity,
+        )
         assert gateway.triton_url == f"127.0.0.1:{triton.grpc_port}"
-        assert gateway.request_timeout_seconds == config.serving.request_timeout_seconds
-        assert gateway.max_body_bytes == config.serving.max_body_mb * 1024 * 1024
+        assert gateway.requests.request_timeout_seconds == config.serving.request_timeout_seconds
+        assert gateway.uploads.max_body_bytes == config.serving.max_body_mb * 1024 * 1024
         assert triton.engine.engine == group.serving_engine
         assert (triton.http_port, triton.grpc_port, triton.metrics_port) == (8000, 8001, 8002)
         assert str(supervisor.model_repository_file) == "/run/whisper/model_repository"
         # Triton's HTTP/gRPC on the loopback, its metrics on the pod IP; gateway metrics off the traffic port
         args = tritonserver_args(triton, Path("/models"))
         assert {"--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=0.0.0.0"} <= set(args)
-        assert gateway.metrics_port == config.serving.gateway_metrics_port != gateway.port
+        assert gateway.server.metrics_port == config.serving.gateway_metrics_port != gateway.server.port
         # API keys from the stack's secret (placeholder ARN in the plain YAML)
-        assert gateway.api_keys_secret == PLACEHOLDER_INPUTS.api_keys_secret_arn and gateway.api_keys is None
+        assert gateway.auth.api_keys_secret == PLACEHOLDER_INPUTS.api_keys_secret_arn and gateway.auth.api_keys is None
 
 
 def test_termination_outlasts_the_longest_request_with_a_drain(config, deployments) -> None:

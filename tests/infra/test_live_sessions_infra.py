@@ -94,7 +94,7 @@ def test_the_gateway_limits_sessions_to_the_session_capacity_keda_assumes() -> N
     gateway = GatewaySettings(
         **{k.removeprefix("WHISPER_GATEWAY_").lower(): v for k, v in env.items() if k.startswith("WHISPER_GATEWAY_")}
     )
-    assert gateway.realtime_max_sessions == 48
+    assert gateway.live.realtime_max_sessions == 48
 
 
 @pytest.mark.parametrize("bad", [-1, 1025])

@@ -47,4 +47,5 @@ def test_the_charts_set_the_groups_conservative_rtf_from_the_table() -> None:
         assert predicted_rtf(config, group) == expected
         # a large-v3-turbo hour fits the default 300 s timeout on every catalog GPU, not on the CPU row
         assert 3600 * expected < config.serving.request_timeout_seconds
-    assert 3600 * GatewaySettings().predicted_rtf > GatewaySettings().request_timeout_seconds
+    requests = GatewaySettings().requests
+    assert 3600 * requests.predicted_rtf > requests.request_timeout_seconds

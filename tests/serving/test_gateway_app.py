@@ -27,7 +27,7 @@ WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 
 def metrics_text(app) -> str:
     """The app's Prometheus exposition (served on the metrics port by ``serve.serve``, not by the app)."""
-    return app.state.metrics.render().decode()
+    return app.state.runtime.metrics.render().decode()
 
 
 def make_client(**overrides: object) -> tuple[TestClient, FakeBackend]:
@@ -199,7 +199,7 @@ def test_ping_follows_the_canary_the_repair_and_drain() -> None:
         assert backend.reloads == 2 and backend.calls == []
         assert "whisper_gateway_model_healthy 1.0" in metrics_text(client.app)
         # draining wins over health
-        client.app.state.admission.start_drain()
+        client.app.state.runtime.admission.start_drain()
         assert client.get("/ping").status_code == 503
         r = client.post("/invocations", json={"audio_data": b64(WAV)})
         assert r.status_code == 503 and "shutting down" in r.json()["message"]

@@ -24,7 +24,15 @@ class Clock:
 
 def make(busy: bool = False) -> tuple[ModelHealth, FakeBackend, Clock, dict[str, bool]]:
     clock, state = Clock(), {"busy": busy}
-    health = ModelHealth(GatewaySettings(), GatewayMetrics(8), busy=lambda: state["busy"], clock=clock)
+    settings = GatewaySettings()
+    health = ModelHealth(
+        settings.health,
+        GatewayMetrics(8),
+        model_name=settings.model_name,
+        request_timeout_seconds=settings.requests.request_timeout_seconds,
+        busy=lambda: state["busy"],
+        clock=clock,
+    )
     return health, FakeBackend(), clock, state
 
 
@@ -112,7 +120,13 @@ def _canary_while_busy(
 ) -> tuple[bool, float, ModelHealth]:
     """One canary with the pod busy (default: probes every 0.2 s, 60 s to wait): (succeeded, seconds, health)."""
     settings = settings or GatewaySettings(canary_timeout_seconds=0.2, request_timeout_seconds=60)
-    health = ModelHealth(settings, GatewayMetrics(8), busy=lambda: True)
+    health = ModelHealth(
+        settings.health,
+        GatewayMetrics(8),
+        model_name=settings.model_name,
+        request_timeout_seconds=settings.requests.request_timeout_seconds,
+        busy=lambda: True,
+    )
     if served_before:
         health.record_success()
 

@@ -254,7 +254,7 @@ def test_concurrent_requests_succeed_and_triton_batches(gateway_url, triton, sho
     elapsed = time.monotonic() - started
     inferences, steps, rows = count_after - count_before, steps_after - steps_before, rows_after - rows_before
     # one window per request, plus the gateway's canary inferences meanwhile (one per interval)
-    canaries = elapsed / GatewaySettings().canary_interval_seconds + 2
+    canaries = elapsed / GatewaySettings().health.canary_interval_seconds + 2
     assert CONCURRENT <= inferences <= CONCURRENT + canaries
     assert rows / steps > 1, (rows, steps)  # the model's scheduler ran batches larger than 1
     print(f"{CONCURRENT} requests -> {steps:.0f} scheduler batches, mean batch {rows / steps:.1f}")

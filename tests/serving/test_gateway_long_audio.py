@@ -86,6 +86,6 @@ def test_admission_budgets_audio_seconds_429_for_a_long_upload_while_a_short_one
                     await asyncio.sleep(0.01)
                 backend.gate.set()
                 assert [(await first).status_code, (await short).status_code] == [200, 200]
-                assert app.state.admission.audio_seconds == 0
+                assert app.state.runtime.admission.audio_seconds == 0
 
     asyncio.run(scenario())

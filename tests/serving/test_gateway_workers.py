@@ -24,10 +24,10 @@ from whisper_build.workstation.local_triton import free_ports
 def test_capacity_queue_and_audio_budget_are_split_and_add_up_to_the_pod_totals() -> None:
     settings = GatewaySettings(workers=3, capacity=10, queue_size=5, max_audio_seconds=600)
     shares = [worker_settings(settings, i) for i in range(3)]
-    assert [s.capacity for s in shares] == [4, 3, 3]
-    assert [s.queue_size for s in shares] == [2, 2, 1]
+    assert [s.admission.capacity for s in shares] == [4, 3, 3]
+    assert [s.admission.queue_size for s in shares] == [2, 2, 1]
     assert [s.effective_audio_budget_seconds for s in shares] == pytest.approx([400.0] * 3)  # 2 × 600 / 3
-    assert all(s.max_audio_seconds == 600 and s.port == settings.port for s in shares)
+    assert all(s.requests.max_audio_seconds == 600 and s.server.port == settings.server.port for s in shares)
     with pytest.raises(ValueError, match=r"worker index 3 is not in \[0, 3\)"):
         worker_settings(settings, 3)
 

@@ -140,6 +140,6 @@ def test_eight_concurrent_hour_uploads_complete_or_shed_without_a_crash(triton_s
         # transient copy while parsing) and, per running upload, 64 MiB + two window groups. Keeping
         # an hour of decoded 16 kHz audio (230 MB, twice while concatenating) per running upload
         # would not fit.
-        defaults = GatewaySettings()
+        defaults = GatewaySettings().requests
         group = defaults.window_group_size * int(defaults.window_seconds * 16000) * 4  # float32 samples
         assert memory["VmHWM"] - idle <= UPLOADS * 3 * len(data) + 2 * (64 * MIB + 2 * group)

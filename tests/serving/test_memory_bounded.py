@@ -35,7 +35,7 @@ def peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 data = Path(sys.argv[1]).read_bytes()
-transcriber = Transcriber(backend=None, plan=GatewaySettings(max_audio_seconds=7200).window_plan())
+transcriber = Transcriber(backend=None, plan=GatewaySettings(max_audio_seconds=7200).requests.window_plan())
 with transcriber.open(data[: 1 << 20]) as warm:  # first MiB: FFmpeg, soxr and numpy set up
     next(transcriber.window_groups(warm), None)
 before = peak()
@@ -59,7 +59,7 @@ def _measure(path: Path) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_rss_growth_per_request_is_bounded_whatever_the_duration() -> None:
-    settings = GatewaySettings()
+    settings = GatewaySettings().requests
     group_bytes = settings.window_group_size * int(settings.window_seconds * 16000) * 4
     results = {minutes: _measure(tone_flac(minutes)) for minutes in (30, 60)}
     growth = {minutes: r["after"] - r["before"] for minutes, r in results.items()}

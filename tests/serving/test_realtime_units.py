@@ -148,7 +148,7 @@ def test_drain_finishes_the_open_turn_then_closes_1012_and_refuses_new_sessions(
         assert ws.receive_json()["type"] == "session.updated"
         for i in range(0, len(pcm), 9600):
             ws.send_json({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[i : i + 9600]).decode()})
-        app.state.start_drain()  # what SIGTERM does (DrainingServer)
+        app.state.runtime.start_drain()  # what SIGTERM does (DrainingServer)
         events = []
         with pytest.raises(WebSocketDisconnect) as closed:
             while True:
@@ -182,7 +182,7 @@ def test_a_session_without_audio_is_closed_after_the_idle_timeout() -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
     assert closed.value.code == 1000
-    assert app.state.live.open == 0  # the slot is given back
+    assert app.state.runtime.live.open == 0  # the slot is given back
 
 
 @pytest.mark.skipif(not samples.speech_tools_available(), reason="needs espeak-ng and sox")
@@ -333,9 +333,9 @@ def test_the_load_test_confirmation_rule_confirms_two_new_words_per_update_and_o
     deltas = [buffer.insert("zq fo ba xu"), buffer.insert("mm nn oo pp qq"), buffer.insert("a b c d e f")]
     assert deltas == ["zq fo", " oo pp", " e f"]
     assert buffer.finish("a b c d e f g h") == " g h" and buffer.text == "zq fo oo pp e f g h"
-    assert GatewaySettings().realtime_load_test_confirmation is False
+    assert GatewaySettings().live.realtime_load_test_confirmation is False
     monkeypatch.setenv("WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION", "true")
-    assert GatewaySettings().realtime_load_test_confirmation is True
+    assert GatewaySettings().live.realtime_load_test_confirmation is True
     session = _session(object(), [])
     assert type(session.hypothesis) is HypothesisBuffer  # the default: LocalAgreement-2
     session.limits = LiveLimits(load_test_confirmation=True)

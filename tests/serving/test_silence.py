@@ -80,6 +80,6 @@ def test_the_thresholds_are_the_modules_and_keep_their_values() -> None:
     from whisper_build.serving.gateway.settings import GatewaySettings
 
     assert silence.GATEWAY_SILENCE_RMS == 1e-3 and silence.level_dbfs(silence.GATEWAY_SILENCE_RMS) == pytest.approx(-60)
-    assert GatewaySettings().silence_rms == silence.GATEWAY_SILENCE_RMS
+    assert GatewaySettings().requests.silence_rms == silence.GATEWAY_SILENCE_RMS
     assert EngineParams().silence_dbfs == DecodingPolicy().silence_dbfs == silence.SILENCE_DBFS == -55.0
     assert (silence.CUT_FRAME, silence.CUT_HOP, silence.TIMESTAMP_FRAME) == (400, 160, 320)  # 25 ms, 10 ms, 20 ms

@@ -72,7 +72,9 @@ def _service(settings: Settings | None = None) -> tuple[TranscriptionService, Fa
     settings = settings or Settings()
     backend, metrics = FakeBackend(), Metrics()
     admission = AdmissionController(capacity=1, queue_size=0, queue_timeout=1.0, audio_budget_seconds=240.0)
-    health = ModelHealth(settings, metrics)
+    health = ModelHealth(
+        settings, metrics, model_name=settings.model_name, request_timeout_seconds=settings.request_timeout_seconds
+    )
     plan = WindowPlan(30.0, 0.0, 0.0, 16, settings.max_audio_seconds, settings.request_timeout_seconds)
     return TranscriptionService(settings, metrics, admission, health, Transcriber(backend, plan)), backend, metrics
 

@@ -72,7 +72,15 @@ def make() -> tuple[ModelHealth, TimingBackend, Clock, Triton, GatewayMetrics]:
     from whisper_build.serving.gateway.settings import GatewaySettings
 
     clock, triton, metrics = Clock(), Triton(), GatewayMetrics(8)
-    health = ModelHealth(GatewaySettings(), metrics, clock=clock, triton_load=triton.read)
+    settings = GatewaySettings()
+    health = ModelHealth(
+        settings.health,
+        metrics,
+        model_name=settings.model_name,
+        request_timeout_seconds=settings.requests.request_timeout_seconds,
+        clock=clock,
+        triton_load=triton.read,
+    )
     backend = TimingBackend()
     assert asyncio.run(health.canary(backend)) and health.problem() is None
     return health, backend, clock, triton, metrics

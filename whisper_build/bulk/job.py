@@ -22,8 +22,6 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -31,8 +29,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from whisper_build.bulk import metrics
 from whisper_build.bulk.admission import ActiveJobs
-from whisper_build.bulk.aws import JobQueue, JobStore, ObjectInfo, Received
+from whisper_build.bulk.aws import JobQueue, JobStore, ObjectInfo
 from whisper_build.bulk.messages import JobMessage, JobOptions
+from whisper_build.bulk.outcome import InputProblem, Lifeline, Outcome
 from whisper_build.bulk.outputs import diarize_file, render_outputs
 from whisper_build.bulk.records import (
     CHECKPOINT_FILE,
@@ -66,48 +65,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class Outcome(Enum):
-    """What became of one message (the ``outcome`` label of ``whisper_bulk_jobs_total``)."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    DUPLICATE = "duplicate"
-    RETRIED = "retried"
-    CONTINUED = "continued"
-    RETURNED = "returned"
-
-
-@dataclass
-class Lifeline:
-    """The message's clock and the worker's stop signal, shared with the heartbeat.
-
-    Attributes:
-        received: the message.
-        received_at: ``time.monotonic()`` at receipt (SQS's 12-hour limit counts from it).
-        draining: set on SIGTERM: stop at the next window group boundary.
-        lease_prefix: the job's folder while this message holds its lease (the heartbeat renews it).
-        lease_etag: the ETag of the lease this message last wrote (renewals are conditional on it).
-    """
-
-    received: Received
-    received_at: float = field(default_factory=time.monotonic)
-    draining: asyncio.Event = field(default_factory=asyncio.Event)
-    lease_prefix: str | None = None
-    lease_etag: str | None = None
-
-    def elapsed(self) -> float:
-        """Seconds since receipt."""
-        return time.monotonic() - self.received_at
-
-
-class InputProblem(Exception):
-    """The input cannot be transcribed (a bad-input failure); ``reason`` is the metrics label."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
 def audio_reason(exc: AudioError) -> str:
     """The failure reason of an audio error: ``not_audio``, ``empty_audio``, ``too_long`` or ``invalid_audio``."""
     if isinstance(exc, EmptyAudioError):
@@ -121,7 +78,8 @@ def audio_reason(exc: AudioError) -> str:
 
 def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
     """Delay before a failed message is visible again: base × 2^(receives − 1), at most the maximum."""
-    return int(min(settings.retry_max_seconds, settings.retry_base_seconds * 2 ** max(0, receive_count - 1)))
+    queue = settings.queue
+    return int(min(queue.retry_max_seconds, queue.retry_base_seconds * 2 ** max(0, receive_count - 1)))
 
 
 def decode_options(options: JobOptions) -> DecodeOptions:
@@ -155,8 +113,8 @@ class JobRunner:
 
     def continuation_due(self, life: Lifeline) -> bool:
         """True once the receipt is within the continuation margin of SQS's total visibility limit."""
-        settings = self.settings
-        return life.elapsed() >= settings.max_total_visibility_seconds - settings.continuation_margin_seconds
+        queue = self.settings.queue
+        return life.elapsed() >= queue.max_total_visibility_seconds - queue.continuation_margin_seconds
 
     async def run(self, job: JobMessage, life: Lifeline) -> Outcome:
         """Work one job of a received message (module docstring); never raises for a job's own failure.
@@ -217,7 +175,7 @@ class JobRunner:
             return await self._retry(prefix, status, JobError(reason=reason, message=str(exc), retryable=True), life)
 
     def _lease(self, life: Lifeline, seconds: float | None = None) -> Lease:
-        ttl = self.settings.visibility_timeout_seconds if seconds is None else seconds
+        ttl = self.settings.queue.visibility_timeout_seconds if seconds is None else seconds
         return Lease(owner=life.received.message_id, expires_at=time.time() + ttl)
 
     async def claim(self, prefix: str, life: Lifeline, fresh: bool = False) -> bool:
@@ -281,7 +239,7 @@ class JobRunner:
             await self._io(self.store.write_model, prefix + STATUS_FILE, status)  # the length, before the 1st group
             diarized = None
             if job.options.speakers is not None:  # the speaker model runs beside the windows' transcription
-                timeout = settings.diarization_timeout_seconds
+                timeout = settings.calls.diarization_timeout_seconds
                 backend = self.transcriber.backend
                 diarized = asyncio.create_task(diarize_file(backend, path, job.options.speakers, timeout))
             try:
@@ -331,7 +289,7 @@ class JobRunner:
                 since_checkpoint += 1
                 stop = Outcome.RETURNED if life.draining.is_set() else None
                 stop = Outcome.CONTINUED if stop is None and self.continuation_due(life) else stop
-                if stop is not None or since_checkpoint >= self.settings.checkpoint_every_groups:
+                if stop is not None or since_checkpoint >= self.settings.calls.checkpoint_every_groups:
                     await self._save_progress(prefix, status, checkpoint)
                     since_checkpoint = 0
                 else:

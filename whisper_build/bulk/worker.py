@@ -26,8 +26,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from whisper_build.bulk import metrics
 from whisper_build.bulk.admission import ActiveJobs, AdmissionBackend, BulkAdmission
 from whisper_build.bulk.aws import JobQueue, JobStore, Received, clients
-from whisper_build.bulk.job import JobRunner, Lifeline, Outcome, backoff_seconds
+from whisper_build.bulk.job import JobRunner, backoff_seconds
 from whisper_build.bulk.messages import BadMessage, parse_body
+from whisper_build.bulk.outcome import Lifeline, Outcome
 from whisper_build.bulk.settings import WorkerSettings
 from whisper_build.bulk.yielding import YieldGate, YieldingBackend
 from whisper_build.serving.contract import BULK_PRIORITY
@@ -53,9 +54,9 @@ def window_plan(settings: WorkerSettings) -> WindowPlan:
         window_seconds=WINDOW_SECONDS,
         cut_search_seconds=CUT_SEARCH_SECONDS,
         silence_rms=SILENCE_RMS,
-        group_size=settings.window_group_size,
+        group_size=settings.calls.window_group_size,
         max_audio_seconds=math.inf,  # storage is the only limit (max_file_bytes)
-        call_timeout_seconds=settings.call_timeout_seconds,
+        call_timeout_seconds=settings.calls.call_timeout_seconds,
     )
 
 
@@ -191,12 +192,15 @@ class Worker:
             free = settings.files_in_flight - len(self.jobs)
             try:
                 messages = await asyncio.to_thread(
-                    self.queue.receive_many, free, settings.receive_wait_seconds, settings.visibility_timeout_seconds
+                    self.queue.receive_many,
+                    free,
+                    settings.queue.receive_wait_seconds,
+                    settings.queue.visibility_timeout_seconds,
                 )
             except Exception as exc:  # noqa: BLE001 (the queue's errors are logged and retried, never fatal)
                 log.warning("ReceiveMessage failed: %s", exc)
                 with contextlib.suppress(TimeoutError):  # a pause before the next try; the drain ends it
-                    await asyncio.wait_for(self.draining.wait(), settings.receive_wait_seconds or 1)
+                    await asyncio.wait_for(self.draining.wait(), settings.queue.receive_wait_seconds or 1)
                 continue
             if self.draining.is_set():
                 await self._give_back(messages)
@@ -205,8 +209,8 @@ class Worker:
                 job = asyncio.create_task(self._work(received))
                 self.jobs.add(job)
                 job.add_done_callback(self._job_done)
-            if not messages and not settings.receive_wait_seconds:  # short polling: pause between empty receives
-                await asyncio.sleep(settings.idle_poll_seconds)
+            if not messages and not settings.queue.receive_wait_seconds:  # short polling: pause between empty receives
+                await asyncio.sleep(settings.queue.idle_poll_seconds)
 
     async def _give_back(self, messages: list[Received]) -> None:
         """Make ``messages`` visible again at once (visibility 0); one that fails is logged and comes back later."""
@@ -284,11 +288,11 @@ class Worker:
         settings = self.settings
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopped.wait(), settings.heartbeat_seconds)
+                await asyncio.wait_for(stopped.wait(), settings.queue.heartbeat_seconds)
             if stopped.is_set():
                 return
-            remaining = settings.max_total_visibility_seconds - life.elapsed()
-            timeout = int(max(1, min(settings.visibility_timeout_seconds, remaining)))
+            remaining = settings.queue.max_total_visibility_seconds - life.elapsed()
+            timeout = int(max(1, min(settings.queue.visibility_timeout_seconds, remaining)))
             try:
                 await asyncio.to_thread(self.queue.set_visibility, life.received.receipt, timeout)
                 await self.runner.renew(life)
@@ -335,15 +339,15 @@ def build_worker(settings: WorkerSettings) -> Worker:
     queue = JobQueue(sqs, settings.queue_url)
     active = ActiveJobs()
     backend: TranscriptionBackend = TritonBackend(settings.triton_url, settings.triton_model, priority=BULK_PRIORITY)
-    if settings.yield_to_metrics_url:  # the gate right before Triton: it holds calls already admitted too
+    if settings.calls.yield_to_metrics_url:  # the gate right before Triton: it holds calls already admitted too
         gate = YieldGate(
-            settings.yield_to_metrics_url,
-            hold_seconds=settings.yield_hold_seconds,
-            max_wait_seconds=settings.yield_max_wait_seconds,
+            settings.calls.yield_to_metrics_url,
+            hold_seconds=settings.calls.yield_hold_seconds,
+            max_wait_seconds=settings.calls.yield_max_wait_seconds,
         )
         backend = YieldingBackend(backend, gate)
-    shared = settings.yield_to_metrics_url is not None
-    backend = AdmissionBackend(backend, BulkAdmission(active, settings.gather_seconds, shared=shared))
+    shared = settings.calls.yield_to_metrics_url is not None
+    backend = AdmissionBackend(backend, BulkAdmission(active, settings.calls.gather_seconds, shared=shared))
     transcriber = Transcriber(backend, window_plan(settings))
     return Worker(settings, JobRunner(settings, JobStore(s3, settings.bucket), queue, transcriber, active), queue)
 

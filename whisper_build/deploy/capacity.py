@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from settings.gpu_catalog import ec2_instance_type
 from settings.schema import DeploymentConfig
 
 CODEBUILD_IMAGE_COMPUTE = "Linux/Large"
@@ -48,7 +49,7 @@ class Quota:
 def ec2_types(config: DeploymentConfig) -> list[str]:
     """The EC2 instance types behind the config, in config order: system nodes, then each GPU group's."""
     types = [config.cluster.system_node_instance_type]
-    types += [t.removeprefix("ml.") for group in config.gpu_groups for t in group.instance_types]
+    types += [ec2_instance_type(t) for group in config.gpu_groups for t in group.instance_types]
     return list(dict.fromkeys(types))
 
 

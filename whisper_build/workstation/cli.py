@@ -38,7 +38,7 @@ def _default_url() -> str:
         settings = GatewaySettings()
     except ValidationError:
         settings = GatewaySettings.model_construct()
-    return f"http://{settings.host}:{settings.port}"
+    return f"http://{settings.server.host}:{settings.server.port}"
 
 
 def invocation_body(path: Path, prompt: str = "", language: str | None = None) -> bytes:
@@ -217,6 +217,28 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
         sagemaker_client: A ``sagemaker-runtime`` client for ``--sagemaker-endpoint`` (tests pass a
             stubbed one); default ``boto3.client("sagemaker-runtime", region_name=--region)``.
     """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _refuse_conflicts(parser, args)
+    url = args.url or _default_url()
+    if args.file.is_file() and args.file.stat().st_size == 0:
+        print(f"{args.file} is empty: nothing to transcribe", file=sys.stderr)
+        return 2
+    if args.stream or args.translate:
+        return _openai_mode(args, url)
+    if args.sagemaker_endpoint:
+        if not args.file.is_file():
+            print(f"cannot read {args.file}: no such file", file=sys.stderr)
+            return 2
+        status, result = _sagemaker(args, sagemaker_client)
+        if result is not None:
+            print(json.dumps(result, indent=2) if args.json else result.get("transcribe_text", ""))
+        return status
+    return _invocations_mode(args, url)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
     parser = argparse.ArgumentParser(
         prog="python -m whisper_build.workstation.cli", description="Transcribe an audio file with the gateway."
     )
@@ -243,7 +265,12 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
     parser.add_argument(
         "--api-key", default=None, help="gateway API key (default: WHISPER_API_KEY / WHISPER_GATEWAY_API_KEYS)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _refuse_conflicts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with the usage (status 2) for options that do not go together."""
+    openai_mode = args.stream or args.translate
     if args.sagemaker_endpoint and args.url:
         parser.error("give --url or --sagemaker-endpoint, not both")
     openai_mode = args.stream or args.translate
@@ -253,20 +280,10 @@ def main(argv: list[str] | None = None, sagemaker_client: Any = None) -> int:
         parser.error("--translate takes no --language (the source language is detected; the text is English)")
     if args.stream and args.translate:
         parser.error("give --stream or --translate, not both (translations are not streamed)")
-    url = args.url or _default_url()
-    if args.file.is_file() and args.file.stat().st_size == 0:
-        print(f"{args.file} is empty: nothing to transcribe", file=sys.stderr)
-        return 2
-    if openai_mode:
-        return _openai_mode(args, url)
-    if args.sagemaker_endpoint:
-        if not args.file.is_file():
-            print(f"cannot read {args.file}: no such file", file=sys.stderr)
-            return 2
-        status, result = _sagemaker(args, sagemaker_client)
-        if result is not None:
-            print(json.dumps(result, indent=2) if args.json else result.get("transcribe_text", ""))
-        return status
+
+
+def _invocations_mode(args: argparse.Namespace, url: str) -> int:
+    """``/invocations`` on the gateway at ``url``: print the text (or the JSON answer); the exit status."""
     try:
         answer = transcribe_file(args.file, url, args.prompt, args.language, api_key=args.api_key or default_api_key())
     except urllib.error.HTTPError as exc:

@@ -430,11 +430,11 @@ def _refuse_busy_gateway_port() -> None:
     """
     from whisper_build.serving.gateway.settings import GatewaySettings
 
-    gateway = GatewaySettings()
-    ports = {"WHISPER_GATEWAY_PORT": gateway.port}
-    if not gateway.metrics_on_traffic_port and gateway.metrics_port:
-        ports["WHISPER_GATEWAY_METRICS_PORT"] = gateway.metrics_port
-    busy = ports_in_use(gateway.host, ports)
+    server = GatewaySettings().server
+    ports = {"WHISPER_GATEWAY_PORT": server.port}
+    if not server.metrics_on_traffic_port and server.metrics_port:
+        ports["WHISPER_GATEWAY_METRICS_PORT"] = server.metrics_port
+    busy = ports_in_use(server.host, ports)
     if busy:
         examples = {"WHISPER_GATEWAY_PORT": 9080, "WHISPER_GATEWAY_METRICS_PORT": 9081}
         example = " ".join(f"{name.split('=')[0]}={examples[name.split('=')[0]]}" for name in busy)
@@ -444,7 +444,7 @@ def _refuse_busy_gateway_port() -> None:
             else ""
         )
         raise TritonStartError(
-            f"the gateway's port is already in use on {gateway.host}: {', '.join(busy)} (another `make serve`?): "
+            f"the gateway's port is already in use on {server.host}: {', '.join(busy)} (another `make serve`?): "
             f"stop it, or set {'that variable' if len(busy) == 1 else 'those variables'} to a free port, "
             f"e.g. {example} make serve{transcribe}"
         )

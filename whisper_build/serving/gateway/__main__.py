@@ -19,7 +19,7 @@ def main(settings: GatewaySettings | None = None) -> None:
     Exits with status 2 when a ``WHISPER_GATEWAY_*`` variable is invalid.
     """
     settings = settings or load_settings()
-    if settings.workers > 1:
+    if settings.server.workers > 1:
         raise SystemExit(run_workers(settings))
     serve(settings)
 

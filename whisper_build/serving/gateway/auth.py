@@ -247,11 +247,12 @@ def auth_from_settings(settings: GatewaySettings, client: Any = None) -> ApiKeyA
             :class:`GatewaySettings` checks that).
         client: boto3 ``secretsmanager`` client for the secret (default: built from the environment).
     """
-    if settings.api_keys_secret:
-        loader = secrets_manager_loader(settings.api_keys_secret, client)
+    keys = settings.auth
+    if keys.api_keys_secret:
+        loader = secrets_manager_loader(keys.api_keys_secret, client)
         return ApiKeyAuth(
-            loader, refresh_seconds=settings.api_keys_refresh_seconds, source=f"secret {settings.api_keys_secret}"
+            loader, refresh_seconds=keys.api_keys_refresh_seconds, source=f"secret {keys.api_keys_secret}"
         )
-    if settings.api_keys is not None:
-        return ApiKeyAuth(keys=parse_keys_csv(settings.api_keys.get_secret_value()))
+    if keys.api_keys is not None:
+        return ApiKeyAuth(keys=parse_keys_csv(keys.api_keys.get_secret_value()))
     return None

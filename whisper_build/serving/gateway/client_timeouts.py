@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -69,102 +69,108 @@ def http_protocol(settings: GatewaySettings) -> type[H11Protocol]:
     """The bounded protocol with the deadlines of ``settings`` (``WHISPER_GATEWAY_*_TIMEOUT_SECONDS`` …)."""
     return bounded_h11_protocol(
         ClientTimeouts(
-            settings.header_timeout_seconds, settings.body_timeout_seconds, settings.min_upload_bytes_per_second
+            settings.uploads.header_timeout_seconds,
+            settings.uploads.body_timeout_seconds,
+            settings.uploads.min_upload_bytes_per_second,
         )
     )
 
 
-def bounded_h11_protocol(timeouts: ClientTimeouts) -> type[H11Protocol]:
-    """The ``H11Protocol`` of uvicorn with the deadlines of ``timeouts`` (for ``uvicorn.Config(http=...)``)."""
+class BoundedH11Protocol(H11Protocol):
+    """H11Protocol + header deadline + body minimum rate; :func:`bounded_h11_protocol` sets :attr:`timeouts`."""
 
-    class BoundedH11Protocol(H11Protocol):
-        """H11Protocol + header deadline + body minimum rate."""
+    timeouts: ClassVar[ClientTimeouts]
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._header_timer: asyncio.TimerHandle | None = None
-            self._body_timer: asyncio.TimerHandle | None = None
-            self._body_started = 0.0
-            self._body_bytes = 0
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_started = 0.0
+        self._body_bytes = 0
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_header_deadline()
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_deadline()
 
-        def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        reading_body = self._body_timer is not None
+        super().data_received(data)
+        if self.transport.get_protocol() is not self:  # upgraded to a WebSocket: not an upload to time
             self._cancel_timers()
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            reading_body = self._body_timer is not None
-            super().data_received(data)
-            if self.transport.get_protocol() is not self:  # upgraded to a WebSocket: not an upload to time
-                self._cancel_timers()
-                return
-            state = self.conn.their_state
-            if state is h11.IDLE:  # a request's headers are arriving
-                if self._header_timer is None:
-                    self._arm_header_deadline()
-            elif state is h11.SEND_BODY:
-                self._cancel_header_deadline()
-                if reading_body:
-                    self._body_bytes += len(data)
-                else:
-                    self._body_started, self._body_bytes = self.loop.time(), 0
-                    self._body_timer = self.loop.call_later(timeouts.body_seconds, self._check_body)
-            else:  # the request is complete (or the connection is done): nothing to time here
-                self._cancel_timers()
-
-        def _arm_header_deadline(self) -> None:
-            self._header_timer = self.loop.call_later(timeouts.header_seconds, self._header_expired)
-
-        def _cancel_header_deadline(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _cancel_timers(self) -> None:
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:  # a request's headers are arriving
+            if self._header_timer is None:
+                self._arm_header_deadline()
+        elif state is h11.SEND_BODY:
             self._cancel_header_deadline()
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
+            if reading_body:
+                self._body_bytes += len(data)
+            else:
+                self._body_started, self._body_bytes = self.loop.time(), 0
+                self._body_timer = self.loop.call_later(self.timeouts.body_seconds, self._check_body)
+        else:  # the request is complete (or the connection is done): nothing to time here
+            self._cancel_timers()
 
-        def _header_expired(self) -> None:
+    def _arm_header_deadline(self) -> None:
+        self._header_timer = self.loop.call_later(self.timeouts.header_seconds, self._header_expired)
+
+    def _cancel_header_deadline(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
             self._header_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self._time_out(
-                    f"request headers not received within {timeouts.header_seconds:g} s "
-                    "(WHISPER_GATEWAY_HEADER_TIMEOUT_SECONDS)",
-                    "",
-                )
 
-        def _check_body(self) -> None:
+    def _cancel_timers(self) -> None:
+        self._cancel_header_deadline()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
             self._body_timer = None
-            if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
-                return
-            deadline = self._body_started + timeouts.body_seconds + self._body_bytes / timeouts.min_bytes_per_second
-            remaining = deadline - self.loop.time()
-            if remaining > 0:
-                self._body_timer = self.loop.call_later(remaining, self._check_body)
-                return
+
+    def _header_expired(self) -> None:
+        self._header_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self._time_out(
-                f"request body too slow: {self._body_bytes} bytes in {self.loop.time() - self._body_started:.0f} s; "
-                f"the upload must finish within {timeouts.body_seconds:g} s plus 1 s per "
-                f"{timeouts.min_bytes_per_second:g} bytes (WHISPER_GATEWAY_BODY_TIMEOUT_SECONDS, "
-                "WHISPER_GATEWAY_MIN_UPLOAD_BYTES_PER_SECOND)",
-                self.scope["path"] if self.scope else "",
+                f"request headers not received within {self.timeouts.header_seconds:g} s "
+                "(WHISPER_GATEWAY_HEADER_TIMEOUT_SECONDS)",
+                "",
             )
 
-        def _time_out(self, message: str, path: str) -> None:
-            """408 (when no response has started), close; the app's ``receive()`` returns ``http.disconnect``."""
-            client = f"{self.client[0]}:{self.client[1]}" if self.client else "client"
-            log.warning("%s: %s; closing the connection", client, message)
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
-                self.transport.write(_timeout_response(message, path))
-            if cycle is not None and not cycle.response_complete:
-                cycle.disconnected = True
-                cycle.message_event.set()
-            self.transport.close()
+    def _check_body(self) -> None:
+        self._body_timer = None
+        if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+            return
+        deadline = (
+            self._body_started + self.timeouts.body_seconds + self._body_bytes / self.timeouts.min_bytes_per_second
+        )
+        remaining = deadline - self.loop.time()
+        if remaining > 0:
+            self._body_timer = self.loop.call_later(remaining, self._check_body)
+            return
+        self._time_out(
+            f"request body too slow: {self._body_bytes} bytes in {self.loop.time() - self._body_started:.0f} s; "
+            f"the upload must finish within {self.timeouts.body_seconds:g} s plus 1 s per "
+            f"{self.timeouts.min_bytes_per_second:g} bytes (WHISPER_GATEWAY_BODY_TIMEOUT_SECONDS, "
+            "WHISPER_GATEWAY_MIN_UPLOAD_BYTES_PER_SECOND)",
+            self.scope["path"] if self.scope else "",
+        )
 
-    return BoundedH11Protocol
+    def _time_out(self, message: str, path: str) -> None:
+        """408 (when no response has started), close; the app's ``receive()`` returns ``http.disconnect``."""
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "client"
+        log.warning("%s: %s; closing the connection", client, message)
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            self.transport.write(_timeout_response(message, path))
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self.transport.close()
+
+
+def bounded_h11_protocol(timeouts: ClientTimeouts) -> type[H11Protocol]:
+    """The ``H11Protocol`` of uvicorn with the deadlines of ``timeouts`` (for ``uvicorn.Config(http=...)``)."""
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"timeouts": timeouts})

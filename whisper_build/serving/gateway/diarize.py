@@ -31,9 +31,9 @@ class PendingTurns:
 
     async def _run(self, data: bytes) -> list[Turn]:
         settings = self._pipeline.settings
-        audio = await asyncio.to_thread(decode_audio, data, max_seconds=settings.max_audio_seconds)
+        audio = await asyncio.to_thread(decode_audio, data, max_seconds=settings.requests.max_audio_seconds)
         backend = self._pipeline.service.transcriber.backend
-        return await backend.diarize(audio.samples, self._options, settings.diarization_timeout_seconds)
+        return await backend.diarize(audio.samples, self._options, settings.requests.diarization_timeout_seconds)
 
     async def turns(self) -> list[Turn]:
         """The turns, in time order. Raises: AudioError (the whole file is not decodable), BackendError."""

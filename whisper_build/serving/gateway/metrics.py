@@ -37,6 +37,11 @@ class GatewayMetrics:
 
     def __init__(self, capacity: int) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._add_request_series(capacity)  # registration order is the exposition's order
+        self._add_model_series()
+
+    def _add_request_series(self, capacity: int) -> None:
+        """Requests, their duration and audio, in flight, the capacity, window decodes by temperature."""
         self.requests = Counter(
             "whisper_gateway_requests_total",
             "Finished HTTP requests.",
@@ -75,6 +80,9 @@ class GatewayMetrics:
             ["temperature"],
             registry=self.registry,
         )
+
+    def _add_model_series(self) -> None:
+        """The model server's failures, retried window groups, health, busy with others, reloads."""
         self.backend_failures = Counter(
             "whisper_gateway_backend_failures",  # exposed with the _total suffix
             "Inferences the model server failed, by source: canary (the gateway's own probe) or request.",
@@ -100,7 +108,6 @@ class GatewayMetrics:
             registry=self.registry,
             multiprocess_mode="livemax",
         )
-
         self.model_reloaded = Gauge(
             RELOADED,
             "Unix time a worker of this pod last loaded the model again (its runtime died); the other workers "
@@ -154,7 +161,7 @@ def start_metrics_server(metrics: GatewayMetrics | None, host: str, port: int) -
     exposes no metrics (an NLB cannot filter by path) and the NetworkPolicy opens it to the scraper only.
 
     Args:
-        metrics: The app's metrics (``app.state.metrics``); ``None`` in the parent of worker
+        metrics: The app's metrics (``app.state.runtime.metrics``); ``None`` in the parent of worker
             processes (multiprocess mode: it serves the workers' summed values).
         host: Address to bind (the pod IP, ``0.0.0.0``, in a pod).
         port: Port; 0 picks a free one (``server.server_port`` tells which).

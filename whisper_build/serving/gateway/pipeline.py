@@ -1,6 +1,6 @@
 """What the gateway's routers share: the transcription service and its mapping to HTTP answers.
 
-One :class:`Pipeline`, built when the app starts, lives on ``app.state.pipeline``; routers receive
+One :class:`Pipeline`, built when the app starts, lives on the runtime (``app.state.runtime.pipeline``); routers receive
 it through the FastAPI dependency :data:`PipelineDep` and call :meth:`Pipeline.run` for every
 transcription (the stream: :meth:`Pipeline.admitted`). Admission, timeouts, metrics and failure
 accounting are the core's
@@ -57,7 +57,9 @@ class Pipeline:
         """
         settings = self.settings
         failure = describe_failure(
-            exc, timeout_seconds=settings.request_timeout_seconds, max_audio_seconds=settings.max_audio_seconds
+            exc,
+            timeout_seconds=settings.requests.request_timeout_seconds,
+            max_audio_seconds=settings.requests.max_audio_seconds,
         )
         if failure is None:
             raise exc
@@ -121,7 +123,7 @@ class Pipeline:
 
 def get_pipeline(request: Request) -> Pipeline:
     """FastAPI dependency: the app's :class:`Pipeline`."""
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline = request.app.state.runtime.pipeline
     return pipeline
 
 

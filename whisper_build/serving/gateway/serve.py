@@ -75,15 +75,15 @@ def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
     app = create_app(settings)
     config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=int(settings.graceful_shutdown_seconds),
-        timeout_keep_alive=settings.keep_alive_seconds,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_level=settings.server.log_level,
+        timeout_graceful_shutdown=int(settings.server.graceful_shutdown_seconds),
+        timeout_keep_alive=settings.server.keep_alive_seconds,
         proxy_headers=False,
         http=http_protocol(settings),
     )
-    return DrainingServer(config, app.state.start_drain, settings.drain_seconds), app
+    return DrainingServer(config, app.state.runtime.start_drain, settings.server.drain_seconds), app
 
 
 def serve(settings: GatewaySettings) -> None:
@@ -93,8 +93,10 @@ def serve(settings: GatewaySettings) -> None:
     """
     server, app = build_server(settings)
     metrics_server = None
-    if not settings.metrics_on_traffic_port:
-        metrics_server, _ = start_metrics_server(app.state.metrics, settings.host, settings.metrics_port)
+    if not settings.server.metrics_on_traffic_port:
+        metrics_server, _ = start_metrics_server(
+            app.state.runtime.metrics, settings.server.host, settings.server.metrics_port
+        )
     try:
         server.run()
     finally:

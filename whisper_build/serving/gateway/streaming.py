@@ -41,8 +41,13 @@ AUDIO_TOKENS_PER_SECOND = 50
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
-def parse_stream_flag(value: str | None, response_format: str) -> bool:
+def parse_stream_flag(value: str | None, response_format: str, chosen: formats.ResponseFormat | None) -> bool:
     """The multipart ``stream`` field as a bool (``true``/``false``, ``1``/``0``, any case; absent = false).
+
+    Args:
+        value: the field as sent.
+        response_format: the format field as sent (for the message).
+        chosen: its entry of :data:`~whisper_build.serving.transcription.formats.FORMATS`, ``None`` if unknown.
 
     Raises:
         ApiError: 400 naming ``stream`` for another value, or for ``stream`` with a
@@ -51,7 +56,6 @@ def parse_stream_flag(value: str | None, response_format: str) -> bool:
     flag = (value or "false").strip().lower()
     if flag not in _TRUE + _FALSE:
         raise ApiError(400, ErrorCode.INVALID_FIELD, f"stream must be true or false, got {value!r}", param="stream")
-    chosen = formats.FORMATS.get(response_format)
     if flag in _TRUE and (chosen is None or not chosen.streamable):
         streamable = formats.names(lambda f: f.streamable)
         raise ApiError(
@@ -208,8 +212,8 @@ async def transcript_stream(
       raises ``openai.APIError`` on an event whose data has ``error`` (``openai/_streaming.py``).
 
     Failures before the first byte (bad audio, too long, overload) are ordinary HTTP errors. Window
-    groups are :attr:`GatewaySettings.stream_window_group_size` windows (default 1: a delta per 30 s of
-    audio), each bounded by :attr:`GatewaySettings.stream_group_timeout_seconds`; a stream has no
+    groups are :attr:`RequestSettings.stream_window_group_size` windows (default 1: a delta per 30 s of
+    audio), each bounded by :attr:`RequestSettings.stream_group_timeout_seconds`; a stream has no
     whole-request limit, so it takes no part in any up-front "too long for a synchronous request"
     refusal. A client that disconnects cancels the generator (sse-starlette watches the connection):
     the pipeline cancels the model call in flight and sends no further group
@@ -222,4 +226,4 @@ async def transcript_stream(
             speakers.cancel()
         raise
     events = _events(pipeline, route, pipeline.stream_transcriber(), opened, request, speakers)
-    return _TranscriptEvents(events, opened, pipeline.settings.graceful_shutdown_seconds, speakers)
+    return _TranscriptEvents(events, opened, pipeline.settings.server.graceful_shutdown_seconds, speakers)

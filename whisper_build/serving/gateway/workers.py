@@ -51,19 +51,22 @@ def worker_settings(settings: GatewaySettings, index: int) -> GatewaySettings:
     Raises:
         ValueError: ``index`` is not in ``[0, workers)``.
     """
-    workers = settings.workers
+    workers = settings.server.workers
     if not 0 <= index < workers:
         raise ValueError(f"worker index {index} is not in [0, {workers})")
     if workers == 1:
         return settings
-    return settings.model_copy(
+    admission = settings.admission.model_copy(
         update={
-            "capacity": _share(settings.capacity, workers, index),
-            "queue_size": _share(settings.queue_size, workers, index),
-            "realtime_max_sessions": _share(settings.realtime_max_sessions, workers, index),
+            "capacity": _share(settings.admission.capacity, workers, index),
+            "queue_size": _share(settings.admission.queue_size, workers, index),
             "audio_budget_seconds": settings.effective_audio_budget_seconds / workers,
         }
     )
+    live = settings.live.model_copy(
+        update={"realtime_max_sessions": _share(settings.live.realtime_max_sessions, workers, index)}
+    )
+    return settings.model_copy(update={"admission": admission, "live": live})
 
 
 def _stop_with_parent(parent: int) -> None:
@@ -88,10 +91,10 @@ def _worker_main(settings: GatewaySettings, index: int, sock: socket.socket, par
 
 def _bind(settings: GatewaySettings) -> socket.socket:
     """The traffic socket, bound and listening, shared by the workers (as uvicorn binds it)."""
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    family = socket.AF_INET6 if ":" in settings.server.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
+    sock.bind((settings.server.host, settings.server.port))
     sock.listen(2048)  # uvicorn's default backlog
     sock.set_inheritable(True)
     return sock
@@ -119,67 +122,88 @@ def run_workers(settings: GatewaySettings) -> int:
     (:data:`STARTUP_FAILURE`, e.g. a broken configuration), which stops the gateway with status 1 so
     that the pod's supervisor sees it. A worker whose parent is gone stops itself.
     """
-    from prometheus_client import multiprocess
-
     from whisper_build.serving.gateway.metrics import start_metrics_server
 
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(message)s")
+    logging.basicConfig(level=settings.server.log_level.upper(), format="%(levelname)s:     %(message)s")
     metrics_dir = tempfile.mkdtemp(prefix="whisper-gateway-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by the workers (before their imports)
     sock = _bind(settings)
     metrics_server = None
-    if not settings.metrics_on_traffic_port:
-        metrics_server, _ = start_metrics_server(None, settings.host, settings.metrics_port)
-    context = multiprocessing.get_context("spawn")
-    processes: dict[int, tuple[BaseProcess, float]] = {}
-    stopping: list[int] = []  # signals received
-
-    def start(index: int) -> None:
-        process = context.Process(
-            target=_worker_main, args=(settings, index, sock, os.getpid()), name=f"gateway-worker-{index}"
-        )
-        process.start()
-        processes[index] = (process, time.monotonic())
-        logger.info("gateway worker %d started (pid %s)", index, process.pid)
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        stopping.append(signum)
-        for process, _ in processes.values():
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    status = 0
+    if not settings.server.metrics_on_traffic_port:
+        metrics_server, _ = start_metrics_server(None, settings.server.host, settings.server.metrics_port)
+    pool = _WorkerPool(settings, sock)
+    previous = {sig: signal.signal(sig, pool.forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for index in range(settings.workers):
-            start(index)
-        while processes:
-            by_sentinel = {process.sentinel: index for index, (process, _) in processes.items()}
-            for sentinel in wait(list(by_sentinel), timeout=0.5):
-                index = by_sentinel[sentinel]  # type: ignore[index]  # wait() returns the sentinels given
-                process, started = processes.pop(index)
-                process.join()
-                if process.pid is not None:
-                    multiprocess.mark_process_dead(process.pid)  # type: ignore[no-untyped-call]  # its live gauges leave the sums
-                if stopping:
-                    continue
-                if process.exitcode == STARTUP_FAILURE:
-                    logger.error("gateway worker %d failed to start; stopping the gateway", index)
-                    status = 1
-                    forward(signal.SIGTERM, None)
-                    continue
-                logger.warning("gateway worker %d exited with %s; starting it again", index, process.exitcode)
-                if time.monotonic() - started < RESTART_PAUSE_SECONDS:
-                    time.sleep(RESTART_PAUSE_SECONDS)
-                start(index)
+        return pool.run()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for process, _ in processes.values():
-            process.kill()
+        pool.kill()
         sock.close()
         if metrics_server is not None:
             metrics_server.shutdown()
         shutil.rmtree(metrics_dir, ignore_errors=True)
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return status
+
+
+class _WorkerPool:
+    """The worker processes of :func:`run_workers`: started, restarted, signalled, reaped."""
+
+    def __init__(self, settings: GatewaySettings, sock: socket.socket) -> None:
+        self.settings = settings
+        self.sock = sock
+        self.context = multiprocessing.get_context("spawn")
+        self.processes: dict[int, tuple[BaseProcess, float]] = {}
+        self.stopping: list[int] = []  # signals received
+        self.status = 0
+
+    def start(self, index: int) -> None:
+        """Start worker ``index``."""
+        process = self.context.Process(
+            target=_worker_main, args=(self.settings, index, self.sock, os.getpid()), name=f"gateway-worker-{index}"
+        )
+        process.start()
+        self.processes[index] = (process, time.monotonic())
+        logger.info("gateway worker %d started (pid %s)", index, process.pid)
+
+    def forward(self, signum: int, _frame: FrameType | None) -> None:
+        """Signal handler: pass ``signum`` to every live worker; no worker is restarted after it."""
+        self.stopping.append(signum)
+        for process, _ in self.processes.values():
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signum)
+
+    def run(self) -> int:
+        """Start every worker and supervise them until all have stopped; the exit status."""
+        for index in range(self.settings.server.workers):
+            self.start(index)
+        while self.processes:
+            by_sentinel = {process.sentinel: index for index, (process, _) in self.processes.items()}
+            for sentinel in wait(list(by_sentinel), timeout=0.5):
+                self._reap(by_sentinel[sentinel])  # type: ignore[index]  # wait() returns the sentinels given
+        return self.status
+
+    def _reap(self, index: int) -> None:
+        """Worker ``index`` exited: stop the gateway if it failed to start, else start it again (unless stopping)."""
+        from prometheus_client import multiprocess
+
+        process, started = self.processes.pop(index)
+        process.join()
+        if process.pid is not None:
+            multiprocess.mark_process_dead(process.pid)  # type: ignore[no-untyped-call]  # its live gauges leave the sums
+        if self.stopping:
+            return
+        if process.exitcode == STARTUP_FAILURE:
+            logger.error("gateway worker %d failed to start; stopping the gateway", index)
+            self.status = 1
+            self.forward(signal.SIGTERM, None)
+            return
+        logger.warning("gateway worker %d exited with %s; starting it again", index, process.exitcode)
+        if time.monotonic() - started < RESTART_PAUSE_SECONDS:
+            time.sleep(RESTART_PAUSE_SECONDS)
+        self.start(index)
+
+    def kill(self) -> None:
+        """Kill the workers still running (after :meth:`run`, or when it raised)."""
+        for process, _ in self.processes.values():
+            process.kill()

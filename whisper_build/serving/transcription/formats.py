@@ -341,7 +341,12 @@ def lookup(name: str) -> ResponseFormat:
     try:
         return FORMATS[name]
     except KeyError:
-        raise ValueError(f"unknown response_format {name!r}: use one of {', '.join(names())}") from None
+        raise unknown_format(name) from None
+
+
+def unknown_format(name: str) -> ValueError:
+    """The error for a format ``name`` that is not in :data:`FORMATS`, naming the formats there are."""
+    return ValueError(f"unknown response_format {name!r}: use one of {', '.join(names())}")
 
 
 def render(name: str, transcript: Transcript) -> bytes:

@@ -59,20 +59,12 @@ class HealthSettings(Protocol):
     """The health rules' bounds (the gateway's ``WHISPER_GATEWAY_*`` settings of the same names)."""
 
     @property
-    def model_name(self) -> str:
-        """The served model's name (for the log)."""
-
-    @property
     def canary_interval_seconds(self) -> float:
         """Pause between canaries."""
 
     @property
     def canary_timeout_seconds(self) -> float:
         """Longest canary with the pod idle and Triton not busy with other clients."""
-
-    @property
-    def request_timeout_seconds(self) -> float:
-        """Longest canary while the pod has requests in flight."""
 
     @property
     def hang_after_seconds(self) -> float:
@@ -97,6 +89,8 @@ class ModelHealth:
     Args:
         settings: canary interval/timeout, thresholds (:class:`HealthSettings`).
         metrics: the worker's metrics (failures counter, healthy gauge).
+        model_name: the served model's name (for the log).
+        request_timeout_seconds: longest canary while the pod has requests in flight, seconds.
         busy: True while client requests are running — in the whole pod
             (:class:`~.pod_view.PodView`), not only this worker.
         clock: monotonic seconds (tests pass a fake).
@@ -110,6 +104,9 @@ class ModelHealth:
         self,
         settings: HealthSettings,
         metrics: TranscriptionMetrics,
+        *,
+        model_name: str,
+        request_timeout_seconds: float,
         busy: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         pod_healthy: Callable[[], float] = lambda: 1.0,
@@ -117,6 +114,8 @@ class ModelHealth:
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.model_name = model_name
+        self.request_timeout_seconds = request_timeout_seconds
         self._busy = busy
         self._clock = clock
         self.last_failure_timed_out = False
@@ -270,7 +269,7 @@ class ModelHealth:
     def _canary_timeout(self, pod_busy: bool) -> float:
         """Seconds the next canary may take: the request timeout while the pod is busy, the hang bound while others keep Triton busy."""
         if pod_busy:
-            return self.settings.request_timeout_seconds
+            return self.request_timeout_seconds
         return self.settings.hang_after_seconds if self.shared.busy else self.settings.canary_timeout_seconds
 
     async def _busy_with_others(self, load: TritonLoad | None = None) -> bool:
@@ -292,11 +291,11 @@ class ModelHealth:
                 log.warning(
                     "model %r is busy with other clients' work on Triton: %d window(s) queued, last window"
                     " finished %.0f s ago; the canary waits up to %g s (slow, not dead)",
-                    self.settings.model_name, self.shared.queued, self.shared.progress_age(),
+                    self.model_name, self.shared.queued, self.shared.progress_age(),
                     self.settings.hang_after_seconds,
                 )  # fmt: skip
             else:
-                log.info("model %r is no longer busy with other clients' work", self.settings.model_name)
+                log.info("model %r is no longer busy with other clients' work", self.model_name)
             self._was_shared_busy = busy
         self.publish()
 
@@ -319,7 +318,7 @@ class ModelHealth:
         log.error(
             "model %r failed %d inferences in a row (%s); reloading it (attempt %d; next attempt no sooner than"
             " %g s after this one)",
-            self.settings.model_name, self.consecutive_failures, self.last_error, self.reloads, delay,
+            self.model_name, self.consecutive_failures, self.last_error, self.reloads, delay,
         )  # fmt: skip
         try:
             if reload is not None:
@@ -327,7 +326,7 @@ class ModelHealth:
             else:
                 await backend.reload(RELOAD_TIMEOUT_SECONDS)
         except (BackendError, TimeoutError) as exc:
-            log.error("reloading model %r failed: %s", self.settings.model_name, exc)
+            log.error("reloading model %r failed: %s", self.model_name, exc)
         self._next_reload_at = self._clock() + delay
 
     async def run(
@@ -340,7 +339,7 @@ class ModelHealth:
             self.publish()
             healthy = self.problem() is None
             if healthy != was_healthy:
-                log.log(logging.INFO if healthy else logging.ERROR, "model %r %s", self.settings.model_name,
+                log.log(logging.INFO if healthy else logging.ERROR, "model %r %s", self.model_name,
                         "serves: canary inference succeeded" if healthy else f"cannot serve: {self.problem()}")  # fmt: skip
                 was_healthy = healthy
             if not healthy:

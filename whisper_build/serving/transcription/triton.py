@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,19 @@ def scheduler_parameters(priority: int, timeout: float) -> dict[str, int]:
     }
 
 
+async def _one_request(
+    model_name: str, inputs: list[Any], outputs: list[Any] | None, priority: int, timeout: float
+) -> AsyncIterator[dict[str, Any]]:
+    """The stream's one request: ``stream_infer``'s keyword arguments, with :func:`scheduler_parameters`."""
+    yield {
+        "model_name": model_name,
+        "inputs": inputs,
+        "outputs": outputs,
+        "priority": priority,
+        "parameters": scheduler_parameters(priority, timeout),
+    }
+
+
 async def stream_request(
     client: Any,
     model_name: str,
@@ -181,17 +194,9 @@ async def stream_request(
     from grpc import RpcError, StatusCode  # type: ignore[import-untyped]
     from tritonclient.utils import InferenceServerException
 
-    async def requests() -> Any:
-        yield {
-            "model_name": model_name,
-            "inputs": inputs,
-            "outputs": outputs,
-            "priority": priority,
-            "parameters": scheduler_parameters(priority, timeout),
-        }
-
     deadline = time.monotonic() + timeout
-    responses = client.stream_infer(requests(), stream_timeout=timeout, headers=STREAM_STATUS_HEADERS)
+    request = _one_request(model_name, inputs, outputs, priority, timeout)
+    responses = client.stream_infer(request, stream_timeout=timeout, headers=STREAM_STATUS_HEADERS)
     answer, failure, ended = None, None, False
     try:
         # One response, then Triton closes the stream. An error response is read to the stream's end,

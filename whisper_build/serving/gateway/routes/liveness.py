@@ -16,36 +16,38 @@ from fastapi.responses import JSONResponse
 
 from whisper_build.contracts.error_codes import ErrorCode
 from whisper_build.serving.gateway.errors import ApiError
-from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.settings import ModelHealthSettings
 
 LIVE = "/live"
 
 router = APIRouter()
 
 
-def heartbeat_problem(settings: GatewaySettings, now: float | None = None) -> str | None:
+def heartbeat_problem(health: ModelHealthSettings, now: float | None = None) -> str | None:
     """Why the supervisor looks dead (``None`` when fine, or when no heartbeat file is configured).
 
     Args:
-        settings: the heartbeat file and its largest age, seconds.
+        health: the heartbeat file and its largest age, seconds.
         now: wall-clock time (``time.time()``) to compare the file's mtime with.
     """
-    path = settings.supervisor_heartbeat_file
+    path = health.supervisor_heartbeat_file
     if path is None:
         return None
     try:
         age = (time.time() if now is None else now) - path.stat().st_mtime
     except OSError as err:
         return f"supervisor heartbeat {path} unreadable: {err.strerror}"
-    if age > settings.supervisor_heartbeat_max_age_seconds:
-        return f"supervisor heartbeat {path} is {age:.0f} s old (limit {settings.supervisor_heartbeat_max_age_seconds:g} s)"
+    if age > health.supervisor_heartbeat_max_age_seconds:
+        return (
+            f"supervisor heartbeat {path} is {age:.0f} s old (limit {health.supervisor_heartbeat_max_age_seconds:g} s)"
+        )
     return None
 
 
 @router.get(LIVE)
 async def live(request: Request) -> JSONResponse:
     """200 while the event loop runs and the supervisor's heartbeat is fresh; 503 otherwise."""
-    problem = heartbeat_problem(request.app.state.settings)
+    problem = heartbeat_problem(request.app.state.runtime.settings.health)
     if problem is not None:
         raise ApiError(503, ErrorCode.UNAVAILABLE, problem)
     return JSONResponse({"status": "alive"})

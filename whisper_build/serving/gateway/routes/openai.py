@@ -9,6 +9,7 @@ docs/gateway.md ("OpenAI API parity"). Errors on every ``/v1/`` path use OpenAI'
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
@@ -53,8 +54,7 @@ GranularityPlainField = Annotated[list[str] | None, Form(alias="timestamp_granul
 
 def served_ids(pipeline: Pipeline) -> list[str]:
     """Model ids this gateway answers to: the served model name, then its aliases."""
-    settings = pipeline.settings
-    return [settings.model_name, *(a for a in settings.model_aliases if a != settings.model_name)]
+    return pipeline.settings.served_ids
 
 
 def _check_model(pipeline: Pipeline, model: str | None) -> None:
@@ -68,23 +68,48 @@ def _check_model(pipeline: Pipeline, model: str | None) -> None:
         )
 
 
-def response_format_or_400(response_format: str) -> ResponseFormat:
-    """The entry of :data:`whisper_build.serving.transcription.formats.FORMATS` named ``response_format``.
+@dataclass(frozen=True)
+class AudioRequest:
+    """One OpenAI audio request, its form fields parsed once; the route's only value past the form.
 
-    Raises: ApiError 400 naming ``response_format`` and the formats there are.
+    Attributes:
+        route: the path (metrics label). task: ``transcribe`` or ``translate``.
+        file: the upload (read once, by the pipeline). model: the ``model`` field, ``None`` if absent.
+        prompt: prompt, language and task for the decoder. response_format: the field as sent.
+        chosen: its entry of :data:`~whisper_build.serving.transcription.formats.FORMATS`, resolved once;
+            ``None`` for an unknown name (400 after the model check).
+        temperature: 0-1. granularities: ``timestamp_granularities`` as sent, both spellings.
+        stream: ``stream=true``. speakers: the speaker fields (transcriptions only).
     """
-    try:
-        return formats.lookup(response_format)
-    except ValueError as exc:
-        raise ApiError(400, ErrorCode.INVALID_FIELD, str(exc), param="response_format") from exc
+
+    route: str
+    task: Literal["transcribe", "translate"]
+    file: UploadFile
+    model: str | None
+    prompt: DecodePrompt
+    response_format: str
+    chosen: ResponseFormat | None
+    temperature: float
+    granularities: tuple[str, ...] = ()
+    stream: bool = False
+    speakers: SpeakerRequest | None = None
 
 
-def _options(response_format: str, granularities: list[str], temperature: float) -> DecodeOptions:
-    """Decoding options for a request, the same for every format (:meth:`DecodeOptions.transcript`).
+def _response_format_or_400(request: AudioRequest) -> ResponseFormat:
+    """The request's format. Raises: ApiError 400 naming ``response_format`` and the formats there are."""
+    if request.chosen is None:
+        raise ApiError(
+            400, ErrorCode.INVALID_FIELD, str(formats.unknown_format(request.response_format)), param="response_format"
+        )
+    return request.chosen
 
-    Raises: ApiError 400 for an unknown format or granularity, or granularities with a format without words.
+
+def _options(request: AudioRequest, chosen: ResponseFormat) -> DecodeOptions:
+    """Decoding options for a request in format ``chosen``, the same for every format (:meth:`DecodeOptions.transcript`).
+
+    Raises: ApiError 400 for an unknown granularity, or granularities with a format without words.
     """
-    chosen = response_format_or_400(response_format)
+    granularities = request.granularities
     unknown = [g for g in granularities if g not in GRANULARITIES]
     if unknown:
         raise ApiError(
@@ -98,41 +123,32 @@ def _options(response_format: str, granularities: list[str], temperature: float)
             400,
             ErrorCode.INVALID_FIELD,
             f"timestamp_granularities needs response_format {' or '.join(formats.names(lambda f: f.words))} "
-            f"(got {response_format!r})",
+            f"(got {request.response_format!r})",
             param="timestamp_granularities",
         )
-    return DecodeOptions.transcript(word_timestamps="word" in granularities, temperature=temperature)
+    return DecodeOptions.transcript(word_timestamps="word" in granularities, temperature=request.temperature)
 
 
-async def _audio(
-    pipeline: Pipeline,
-    route: str,
-    task: Literal["transcribe", "translate"],
-    file: UploadFile,
-    model: str | None,
-    prompt: DecodePrompt,
-    response_format: str,
-    temperature: float,
-    granularities: list[str],
-    stream: bool = False,
-    speakers: SpeakerRequest | None = None,
-) -> Response:
-    _check_model(pipeline, model)
-    options = _options(response_format, granularities, temperature)
-    speaker_options = await _speaker_options(pipeline, speakers)
-    decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=temperature)
+async def _audio(pipeline: Pipeline, request: AudioRequest) -> Response:
+    """Transcribe (or stream) one request and answer in its format, with speakers when asked."""
+    _check_model(pipeline, request.model)
+    chosen = _response_format_or_400(request)
+    options = _options(request, chosen)
+    speaker_options = await _speaker_options(pipeline, request.speakers)
+    decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=request.temperature)
     diarized = None if speaker_options is None else PendingTurns(pipeline, speaker_options)
 
     async def audio_bytes() -> bytes:
-        data = await file.read()
+        data = await request.file.read()
         if diarized is not None:  # the speaker model runs concurrently with the windows' transcription
             diarized.start(data)
         return data
 
-    if stream:
-        return await transcript_stream(pipeline, route, audio_bytes, WindowRequest(prompt, 1.0, decoded), diarized)
+    window_request = WindowRequest(request.prompt, 1.0, decoded)
+    if request.stream:
+        return await transcript_stream(pipeline, request.route, audio_bytes, window_request, diarized)
     try:
-        result = await pipeline.run(route, audio_bytes, WindowRequest(prompt, 1.0, decoded))
+        result = await pipeline.run(request.route, audio_bytes, window_request)
     except BaseException:
         if diarized is not None:
             diarized.cancel()
@@ -147,14 +163,13 @@ async def _audio(
         result.text,
         result.segments,
         result.duration,
-        result.language or ("en" if task == "translate" else None),
-        task=task,
+        result.language or ("en" if request.task == "translate" else None),
+        task=request.task,
         words=options.word_timestamps,
         line_chars=pipeline.settings.subtitle_line_chars,
         speakers=labelled,
-        file_id=formats.rttm_file_id(file.filename),
+        file_id=formats.rttm_file_id(request.file.filename),
     )
-    chosen = formats.lookup(response_format)
     return Response(chosen.body(transcript), media_type=chosen.media_type)
 
 
@@ -167,7 +182,9 @@ async def _speaker_options(pipeline: Pipeline, speakers: SpeakerRequest | None) 
     if speakers is None or not speakers.on:
         return None
     try:
-        served = await pipeline.service.transcriber.backend.speakers_served(pipeline.settings.request_timeout_seconds)
+        served = await pipeline.service.transcriber.backend.speakers_served(
+            pipeline.settings.requests.request_timeout_seconds
+        )
     except BackendError as exc:
         raise pipeline.to_api_error(exc) from exc
     if not served:
@@ -201,12 +218,14 @@ async def transcriptions(
     for every served id, ``whisper-1`` included (OpenAI ignores ``stream`` for ``whisper-1``).
     """
     decode_prompt = parse_prompt_or_400(prompt, language)
-    chosen = [*(granularities or []), *(granularities_plain or [])]
-    streamed = parse_stream_flag(stream, response_format)
-    return await _audio(
-        pipeline, TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, temperature, chosen,
-        streamed, speakers,
+    chosen = formats.FORMATS.get(response_format)  # the request's one format lookup
+    request = AudioRequest(
+        TRANSCRIPTIONS, "transcribe", file, model, decode_prompt, response_format, chosen, temperature,
+        granularities=(*(granularities or []), *(granularities_plain or [])),
+        stream=parse_stream_flag(stream, response_format, chosen),
+        speakers=speakers,
     )  # fmt: skip
+    return await _audio(pipeline, request)
 
 
 @router.post(TRANSLATIONS, dependencies=[Depends(translation_fields)])
@@ -221,9 +240,11 @@ async def translations(
     """OpenAI-compatible translation to English (multilingual models; English-only models answer 400)."""
     base = parse_prompt_or_400(prompt, None)
     decode_prompt = DecodePrompt(base.previous_text, base.language, "translate", base.prefix)
-    return await _audio(
-        pipeline, TRANSLATIONS, "translate", file, model, decode_prompt, response_format, temperature, []
-    )
+    chosen = formats.FORMATS.get(response_format)  # the request's one format lookup
+    request = AudioRequest(
+        TRANSLATIONS, "translate", file, model, decode_prompt, response_format, chosen, temperature
+    )  # fmt: skip
+    return await _audio(pipeline, request)
 
 
 def _model_object(model_id: str, served: ServedModel) -> dict[str, object]:
