@@ -39,6 +39,7 @@ from whisper_build.serving.realtime.limits import (
     validate_transcription,
 )
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
+from whisper_build.serving.realtime.speakers import LiveSpeakers
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
 from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
@@ -89,6 +90,7 @@ class TranscriptionSession:
         self.previous_item: str | None = None
         self.context = TurnContext()  # completed turns: the audio and text in front of each decode
         self.multilingual: bool | None = None  # the served model's, once asked (a language, or turn context)
+        self.speakers = LiveSpeakers(backend, limits.speaker_timeout_seconds, send)  # off until -diarize
 
     def _set_audio_state(self) -> None:
         self.audio = SessionAudio(self.config.audio.input.format.type)
@@ -376,9 +378,11 @@ class TranscriptionSession:
         self.hypothesis = self._hypothesis()
         self.detector.end_turn()
         self.previous_item = item
+        labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
         try:
             text = await self._decode(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
+            self.speakers.cancel(labelling)
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
                              "error": failure_error(self.failure(exc))})  # fmt: skip
@@ -392,6 +396,7 @@ class TranscriptionSession:
             self.metrics.finalisation.observe(time.monotonic() - ended)
         transcript = hypothesis.text
         self.context.add(audio, transcript)
+        speaker = await self.speakers.finish(labelling, item, start, transcript, len(audio) / RATE)
         await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
                          "item_id": item, "content_index": 0, "transcript": transcript,
-                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}})  # fmt: skip
+                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}, **speaker})  # fmt: skip
