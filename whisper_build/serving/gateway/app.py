@@ -33,7 +33,7 @@ from whisper_build.serving.gateway.disconnect import DisconnectMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
 from whisper_build.serving.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from whisper_build.serving.gateway.pipeline import Pipeline
-from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
+from whisper_build.serving.gateway.routes import liveness, openai, page, sagemaker
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.realtime.endpoint import LiveSessions
 from whisper_build.serving.realtime.ports import LiveMetrics, SessionSlots
@@ -169,6 +169,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
     app.include_router(liveness.router)
+    app.include_router(page.router)  # GET /: the try-it page (WHISPER_GATEWAY_PAGE)
 
     @app.websocket(REALTIME)
     async def realtime(websocket: WebSocket) -> None:

@@ -150,6 +150,11 @@ class GatewaySettings(BaseSettings):
         None, description="file the in-pod supervisor touches; /live fails when it is older than the limit below"
     )
     supervisor_heartbeat_max_age_seconds: float = Field(30.0, gt=0, description="largest heartbeat age /live accepts")
+    page: bool = Field(
+        True,
+        description="serve the try-it page at GET / (live and file transcription in a browser; "
+        'docs/gateway.md, "The page"); false = 404',
+    )
     realtime_max_sessions: int = Field(
         64,
         ge=0,
