@@ -36,7 +36,12 @@ WAIT = 240.0
 
 @pytest.fixture(scope="module")
 def gateway(triton_server) -> Any:
-    settings = GatewaySettings(triton_url=triton_server.settings.grpc_url, api_keys=KEY, body_timeout_seconds=5.0)
+    settings = GatewaySettings(
+        triton_url=triton_server.settings.grpc_url,
+        api_keys=KEY,
+        body_timeout_seconds=5.0,
+        realtime_call_timeout_seconds=120.0,  # slack for a shared CPU: a final decode may queue behind others' work
+    )
     with running_gateway(settings) as url:
         yield url
 

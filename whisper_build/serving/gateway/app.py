@@ -97,6 +97,7 @@ def create_app(settings: GatewaySettings | None = None, backend_factory: Backend
         slots,
         LiveLimits(
             update_seconds=settings.realtime_update_seconds,
+            call_timeout_seconds=settings.realtime_call_timeout_seconds,
             max_event_bytes=settings.realtime_max_event_bytes,
             idle_audio_seconds=settings.realtime_idle_audio_seconds,
             load_test_confirmation=settings.realtime_load_test_confirmation,

@@ -161,6 +161,9 @@ class GatewaySettings(BaseSettings):
         description="open live transcription sessions per pod (split between workers); beyond it -> close 1013",
     )
     realtime_update_seconds: float = Field(1.0, gt=0, description="turn audio between two live updates, seconds")
+    realtime_call_timeout_seconds: float = Field(
+        30.0, gt=0, description="deadline of one live model call (a final decode past it is retried once)"
+    )
     realtime_max_event_bytes: int = Field(
         8 * 1024 * 1024, gt=0, le=16 * 1024 * 1024, description="largest live client event; larger -> error event"
     )

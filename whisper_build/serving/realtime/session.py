@@ -41,7 +41,7 @@ from whisper_build.serving.realtime.limits import (
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
 from whisper_build.serving.realtime.speakers import LiveSpeakers
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
-from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, TranscriptionBackend
 from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
 from whisper_build.serving.transcription.request import WindowRequest
 
@@ -353,6 +353,24 @@ class TranscriptionSession:
         await self.send({"type": "conversation.item.input_audio_transcription.delta", "event_id": event_id(),
                          "item_id": self.item, "content_index": 0, "delta": delta})  # fmt: skip
 
+    async def _final(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
+        """The final decode's words after ``confirmed``, retried once when it missed its deadline.
+
+        When the retry fails too, the turn ends with its confirmed words (``""`` here).
+
+        Raises: BackendError: the decode failed and no word was confirmed (the turn is ``failed``).
+        """
+        try:
+            return await self._decode(audio, confirmed)
+        except BackendTimeout:
+            self.metrics.final_retries.inc()
+        try:
+            return await self._decode(audio, confirmed)
+        except BackendError:
+            if not confirmed:
+                raise
+            return ""
+
     async def _finish_turn(self, end: int, stopped: bool, stopped_ms: int | None = None) -> None:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
         ended = time.monotonic()
@@ -380,9 +398,10 @@ class TranscriptionSession:
         self.previous_item = item
         labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
         try:
-            text = await self._decode(audio, hypothesis.confirmed) if spoke else ""
+            text = await self._final(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
             self.speakers.cancel(labelling)
+            self.metrics.failed.inc()
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
                              "error": failure_error(self.failure(exc))})  # fmt: skip
