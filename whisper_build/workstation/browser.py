@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 __all__ = ["BrowserError", "Tab", "chromium", "chromium_path"]
 
@@ -57,7 +58,7 @@ def chromium_path() -> str | None:
 class Tab:
     """One page target over a DevTools WebSocket (flattened session)."""
 
-    def __init__(self, socket: ClientConnection, session: str) -> None:
+    def __init__(self, socket: Connection, session: str) -> None:
         self._socket = socket
         self._session = session
         self._ids = itertools.count(1)
@@ -168,7 +169,7 @@ def chromium(fake_microphone: Path | None = None, timeout: float = 60.0) -> Iter
             process = subprocess.Popen([*args, "about:blank"], stdout=out, stderr=subprocess.STDOUT)
         try:
             endpoint = _devtools_endpoint(Path(profile), process, timeout, log)
-            with connect(endpoint, max_size=None, open_timeout=timeout) as socket:
+            with connect(endpoint, max_size=None, open_timeout=timeout, proxy=None) as socket:
                 yield _open_tab(socket)
         finally:
             process.terminate()
@@ -193,7 +194,7 @@ def _devtools_endpoint(profile: Path, process: subprocess.Popen[bytes], timeout:
     raise BrowserError(f"chromium's DevTools endpoint did not appear within {timeout:g} s")
 
 
-def _open_tab(socket: ClientConnection) -> Tab:
+def _open_tab(socket: Connection) -> Tab:
     ids = itertools.count(10_000)
 
     def browser(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -164,8 +164,9 @@ class LiveSessions:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await reader
-            if session.pending is not None:
-                session.pending.cancel()
+            for task in (session.pending, session.finishing):
+                if task is not None:
+                    task.cancel()
         if websocket.application_state == WebSocketState.CONNECTED:
             with contextlib.suppress(RuntimeError, WebSocketDisconnect):
                 await websocket.close(code, reason)
