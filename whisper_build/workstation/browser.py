@@ -106,19 +106,39 @@ class Tab:
         """The JSON value of ``expression`` (a promise is awaited). Raises: BrowserError on a thrown exception."""
         result = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True})
         if "exceptionDetails" in result:
-            raise BrowserError(f"{expression!r} threw: {result['exceptionDetails'].get('text')}")
+            details = result["exceptionDetails"]
+            thrown = details.get("exception", {}).get("description") or details.get("text")
+            raise BrowserError(f"{expression!r} threw: {thrown}")
         return result.get("result", {}).get("value")
 
     def wait_for(self, expression: str, timeout: float, every: float = 0.25) -> Any:
-        """Poll ``expression`` until it is truthy; its value. Raises: BrowserError after ``timeout`` s."""
+        """Poll ``expression`` until it is truthy; its value.
+
+        One that throws counts as false (a page may be between documents). Raises: BrowserError after
+        ``timeout`` s, with the last exception, the page's URL and console lines.
+        """
         deadline = time.monotonic() + timeout
+        problem = ""
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except BrowserError as exc:
+                value, problem = None, str(exc)
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise BrowserError(f"still false after {timeout:g} s: {expression}; console: {self.console[-5:]}")
+                raise BrowserError(
+                    f"still false after {timeout:g} s: {expression}; {problem}; page: {self.location()}; "
+                    f"console: {self.console[-5:]}"
+                )
             time.sleep(every)
+
+    def location(self) -> str:
+        """The tab's URL (``chrome-error://…`` when the page did not load)."""
+        try:
+            return str(self.evaluate("location.href"))
+        except BrowserError as exc:
+            return str(exc)
 
     def click(self, selector: str) -> None:
         """Click the element's centre with the mouse (a trusted event: a user gesture for the page)."""
