@@ -58,7 +58,7 @@ def _live(url: str, speech: Path, out: Path) -> None:
         tab.navigate(f"{url}/")
         tab.wait_for("document.getElementById('status').textContent === 'Ready.'", WAIT)
         tab.click("#live-start")
-        tab.wait_for("!!document.querySelector('#transcript li.final')", WAIT)
+        tab.wait_for("!!document.querySelector('#transcript li.final, #transcript li.failed')", WAIT)
         tab.click("#live-stop")
         tab.wait_for("document.getElementById('status').textContent === 'Stopped.'", WAIT)
         _shoot(tab, out / "page-live.png")
