@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fixtures_triton import slow_triton_server, speaker_triton_server, triton_server  # noqa: F401
 
-CI_TOOLS = ("espeak-ng", "sox", "prometheus", "promtool")
+CI_TOOLS = ("espeak-ng", "sox", "prometheus", "promtool", "chromium")
 """Debian tools some tests need (.ci/apt-packages.txt). Locally a missing tool skips those tests;
 in CI it fails the run, so a broken install can never turn into silently skipped tests."""
 

@@ -315,6 +315,8 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_realtime_updates_total",
         "whisper_realtime_updates_dropped_total",
         "whisper_realtime_update_windows_total",
+        "whisper_realtime_turns_failed_total",
+        "whisper_realtime_final_retries_total",
     }
     assert 'whisper_gateway_requests_total{route="/invocations",status="200"}' in text
     assert 'whisper_gateway_audio_seconds_total{route="/invocations"}' in text

@@ -247,3 +247,21 @@ def test_a_websocket_without_a_valid_key_is_refused_at_the_handshake(gateway: st
     assert refused.value.response.status_code == 401
     assert json.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
     assert asyncio.run(handshake({"Authorization": f"Bearer {KEYS[0]}"})) == "session.created"
+
+
+def test_a_browser_sends_the_key_as_a_websocket_subprotocol_and_gets_realtime_echoed(gateway: str) -> None:
+    """A browser cannot set headers on a WebSocket: OpenAI's browser clients offer ``realtime`` and
+    ``openai-insecure-api-key.<key>``; the handshake answers with ``realtime`` (never the key), a wrong key is 401."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    url = gateway.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+
+    async def handshake(key: str) -> tuple[str | None, str]:
+        async with connect(url, subprotocols=["realtime", f"openai-insecure-api-key.{key}"]) as ws:  # type: ignore[list-item]
+            return ws.subprotocol, json.loads(await ws.recv())["type"]
+
+    with pytest.raises(InvalidStatus) as refused:
+        asyncio.run(handshake("key-three-0000"))
+    assert refused.value.response.status_code == 401  # refused before accept
+    assert asyncio.run(handshake(KEYS[1])) == ("realtime", "session.created")

@@ -65,6 +65,7 @@ def run_turn(backend: TimedBackend, speedup: float) -> tuple[list[dict], Transcr
             await session.append(APPEND, arrival)
         committed = time.monotonic()
         await session.commit()
+        await session.settle()  # the turn completes beside the session
         return session, time.monotonic() - committed
 
     session, final_latency = asyncio.run(run())

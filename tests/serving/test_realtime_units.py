@@ -220,6 +220,7 @@ def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failu
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
         await session.append(base64.b64encode(pcm).decode())
         await session.commit()
+        await session.settle()  # the turn completes beside the session
 
     asyncio.run(run())
     failed = events[-1]
@@ -249,22 +250,22 @@ def test_the_idle_timeout_commits_the_idle_audio_as_an_empty_item_as_openai_docu
         silence = bytes(24000 * 2 * 5 // 2)  # 2.5 s of 24 kHz PCM16
         for start in range(0, len(silence), 9600):
             await session.append(base64.b64encode(silence[start : start + 9600]).decode())
+        await session.settle()
 
     asyncio.run(run())
-    kinds = [e["type"] for e in events]
-    assert (
-        kinds
-        == [
+    items: dict[str, list[dict]] = {}
+    for event in events:  # an ended turn completes beside the session: items may interleave, each in order
+        items.setdefault(event["item_id"], []).append(event)
+    assert [[e["type"] for e in item] for item in items.values()] == [
+        [
             "input_audio_buffer.timeout_triggered",
             "input_audio_buffer.committed",
             "conversation.item.input_audio_transcription.completed",
         ]
-        * 2
-    )
-    first, committed, completed = events[:3]
+    ] * 2
+    (first, committed, completed), (_, second_committed, _) = items.values()
     assert abs(first["audio_end_ms"] - 1000) <= 32 and first["audio_end_ms"] - first["audio_start_ms"] == 1000
-    assert first["item_id"] == committed["item_id"] == completed["item_id"] != events[3]["item_id"]
-    assert committed["previous_item_id"] is None and events[4]["previous_item_id"] == first["item_id"]
+    assert committed["previous_item_id"] is None and second_committed["previous_item_id"] == first["item_id"]
     assert completed["transcript"] == "" and backend.requests == []  # no decode on silence
 
 
@@ -285,9 +286,11 @@ def test_a_session_update_of_the_prompt_mid_turn_keeps_the_turn_audio() -> None:
         await session.append(second)
         session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
         await session.commit()
+        await session.settle()  # the turn completes beside the session
         await session.append(base64.b64encode(bytes(72000)).decode())  # a second turn (1.5 s)
         session.detector.speech_chunks = 10
         await session.commit()
+        await session.settle()  # the turn completes beside the session
 
     asyncio.run(run())
     completed = [e["transcript"] for e in events if e["type"].endswith(".completed")]
@@ -317,6 +320,7 @@ def test_clear_drops_the_resamplers_leftovers_too() -> None:
         await session.append(base64.b64encode(bytes(57600)).decode())  # 1.2 s of silence at 24 kHz
         session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
         await session.commit()
+        await session.settle()  # the turn completes beside the session
 
     asyncio.run(run())
     assert [e["type"] for e in events][:1] == ["input_audio_buffer.cleared"]

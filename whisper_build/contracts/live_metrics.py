@@ -16,3 +16,8 @@ UPDATES_DROPPED = "whisper_realtime_updates_dropped"
 """Updates dropped as stale: their successor was due before the previous one came back (counter, ``_total``)."""
 UPDATE_WINDOWS = "whisper_realtime_update_windows"
 """Windows sent for updates and finals (counter, ``_total``); ÷ ``updates_total`` = windows per update."""
+TURNS_FAILED = "whisper_realtime_turns_failed"
+"""Turns ended with ``…transcription.failed``: the final decode and its retry failed and no word was confirmed
+(counter, ``_total``); a turn with confirmed words completes with them instead."""
+FINAL_RETRIES = "whisper_realtime_final_retries"
+"""Final decodes retried after missing their deadline (counter, ``_total``)."""

@@ -28,7 +28,7 @@ from whisper_build.serving.gateway.body_limit import BodyLimitMiddleware
 from whisper_build.serving.gateway.disconnect import DisconnectMiddleware
 from whisper_build.serving.gateway.errors import install_error_handlers
 from whisper_build.serving.gateway.metrics import MetricsMiddleware
-from whisper_build.serving.gateway.routes import liveness, openai, sagemaker
+from whisper_build.serving.gateway.routes import liveness, openai, page, sagemaker
 from whisper_build.serving.gateway.runtime import BackendFactory, GatewayRuntime
 from whisper_build.serving.gateway.settings import GatewaySettings
 
@@ -85,6 +85,7 @@ def _mount_routes(app: FastAPI, runtime: GatewayRuntime) -> None:
     app.include_router(sagemaker.router)
     app.include_router(openai.router)
     app.include_router(liveness.router)
+    app.include_router(page.router)  # GET /: the try-it page (WHISPER_GATEWAY_PAGE)
 
     @app.websocket(REALTIME)
     async def realtime(websocket: WebSocket) -> None:

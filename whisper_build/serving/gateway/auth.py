@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 PROTECTED_PREFIXES = ("/v1/", "/invocations")
 """Paths that need a key; everything else (``/ping``) is open."""
 API_KEY_HEADER = "x-api-key"
+KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+"""A WebSocket subprotocol carrying the key (the handshake's ``Sec-WebSocket-Protocol``; never echoed)."""
 
 KeyLoader = Callable[[], Awaitable[frozenset[str]]]
 """Returns the active keys; raises on failure (the caller keeps the previous keys)."""
@@ -172,12 +174,23 @@ class ApiKeyAuth:
 
 
 def presented_key(headers: Headers) -> str | None:
-    """The key of a request: ``Authorization: Bearer <key>`` or ``X-Api-Key: <key>``."""
+    """The key of a request: ``Authorization: Bearer``, ``X-Api-Key``, or a WebSocket subprotocol.
+
+    Browsers cannot set headers on a WebSocket: OpenAI's browser clients send the key as the subprotocol
+    ``openai-insecure-api-key.<key>`` beside ``realtime`` (``Sec-WebSocket-Protocol``; openai-node
+    ``src/realtime/websocket.ts``).
+    """
     authorization = headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return headers.get(API_KEY_HEADER) or None
+    if key := headers.get(API_KEY_HEADER):
+        return key
+    for protocol in headers.get("sec-websocket-protocol", "").split(","):
+        name = protocol.strip()
+        if name.startswith(KEY_SUBPROTOCOL_PREFIX) and len(name) > len(KEY_SUBPROTOCOL_PREFIX):
+            return name[len(KEY_SUBPROTOCOL_PREFIX) :]
+    return None
 
 
 def _denied(path: str, status: int, message: str, retry_after: int | None = None) -> JSONResponse:

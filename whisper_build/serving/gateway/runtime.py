@@ -48,6 +48,7 @@ def live_limits(live: LiveSessionSettings) -> LiveLimits:
     """The per-session limits of the ``WHISPER_GATEWAY_REALTIME_*`` settings."""
     return LiveLimits(
         update_seconds=live.realtime_update_seconds,
+        call_timeout_seconds=live.realtime_call_timeout_seconds,
         max_event_bytes=live.realtime_max_event_bytes,
         idle_audio_seconds=live.realtime_idle_audio_seconds,
         load_test_confirmation=live.realtime_load_test_confirmation,

@@ -56,6 +56,11 @@ class ServerSettings(BaseSettings):
     graceful_shutdown_seconds: float = Field(
         120.0, gt=0, description="longest wait for in-flight requests after SIGTERM"
     )
+    page: bool = Field(
+        True,
+        description="serve the try-it page at GET / (live and file transcription in a browser; "
+        'docs/gateway.md, "The page"); false = 404',
+    )
 
 
 class AdmissionSettings(BaseSettings):
@@ -212,6 +217,9 @@ class LiveSessionSettings(BaseSettings):
         description="open live transcription sessions per pod (split between workers); beyond it -> close 1013",
     )
     realtime_update_seconds: float = Field(1.0, gt=0, description="turn audio between two live updates, seconds")
+    realtime_call_timeout_seconds: float = Field(
+        30.0, gt=0, description="deadline of one live model call (a final decode past it is retried once)"
+    )
     realtime_max_event_bytes: int = Field(
         8 * 1024 * 1024, gt=0, le=16 * 1024 * 1024, description="largest live client event; larger -> error event"
     )

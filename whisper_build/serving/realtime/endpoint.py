@@ -82,7 +82,7 @@ class LiveSessions:
         query = websocket.query_params
         if query.get("intent") != "transcription" or "model" in query:
             self.metrics.refused.labels("bad_request").inc()
-            await websocket.accept()
+            await _accept(websocket)
             if query.get("intent") == "transcription":  # with a model, as OpenAI answers it
                 event = error_event(
                     "You must not provide a model parameter for transcription sessions.", "invalid_model"
@@ -95,12 +95,12 @@ class LiveSessions:
             return
         if self.draining:
             self.metrics.refused.labels("draining").inc()
-            await websocket.accept()
+            await _accept(websocket)
             await websocket.close(CLOSE_DRAINING, "server is draining; reconnect")
             return
         if not self.limiter.try_acquire():
             self.metrics.refused.labels("full").inc()
-            await websocket.accept()
+            await _accept(websocket)
             await websocket.close(CLOSE_FULL, "no session slot free on this server; retry")
             return
         self.metrics.active.inc()
@@ -115,7 +115,7 @@ class LiveSessions:
             self.limiter.release()
 
     async def _run(self, websocket: WebSocket) -> None:
-        await websocket.accept()
+        await _accept(websocket)
         inbox: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()  # (event, arrival)
         session_id = "sess_" + secrets.token_hex(12)
         expires_at = int(time.time() + self.limits.max_session_seconds)
@@ -164,8 +164,9 @@ class LiveSessions:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await reader
-            if session.pending is not None:
-                session.pending.cancel()
+            for task in (session.pending, session.finishing):
+                if task is not None:
+                    task.cancel()
         if websocket.application_state == WebSocketState.CONNECTED:
             with contextlib.suppress(RuntimeError, WebSocketDisconnect):
                 await websocket.close(code, reason)
@@ -199,6 +200,7 @@ class LiveSessions:
                 merged = merge(session.config, update if kind == "session.update" else legacy_to_ga(update))
                 await session.check_language(merged)
                 session.configure(merged)
+                await session.speakers.configure(merged)  # known speakers' clips are decoded in a thread
                 session.legacy = kind == "transcription_session.update"
                 reply = "session.updated" if kind == "session.update" else "transcription_session.updated"
                 await send({"type": reply, "event_id": event_id(), "session": described()})
@@ -231,6 +233,18 @@ class LiveSessions:
                 await inbox.put((text or "", time.monotonic()))
         finally:
             await inbox.put(None)
+
+
+SUBPROTOCOL = "realtime"
+"""The WebSocket subprotocol OpenAI's browser clients offer (beside the key's); echoed when offered: Chromium fails
+a handshake that offered protocols and whose answer names none ("Sent non-empty 'Sec-WebSocket-Protocol' header
+but no response was received")."""
+
+
+async def _accept(websocket: WebSocket) -> None:
+    """Accept, echoing :data:`SUBPROTOCOL` when the client offered it (never the key's subprotocol)."""
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
 
 
 _TIMEOUT: Any = object()

