@@ -76,6 +76,19 @@ class SchedulerMetrics:
         with self._lock:
             self.values[key] += amount
 
+    def snapshot(self) -> list[tuple[str, dict[str, str], float]]:
+        """Every series' value as ``(name, labels, value)`` (the engine core ships them to the stub)."""
+        with self._lock:
+            return [(name, dict(labels), value) for (name, labels), value in self.values.items()]
+
+    def load(self, series: list[Any]) -> None:
+        """Take the values of another process's :meth:`snapshot` (unknown series are ignored)."""
+        with self._lock:
+            for name, labels, value in series:
+                key = (name, tuple(sorted(dict(labels).items())))
+                if key in self.values:
+                    self.values[key] = float(value)
+
     def flush(self) -> None:
         """Copy the values changed since the last flush into the Triton metrics; ONE thread only (the stub's loop).
 
