@@ -204,3 +204,13 @@ def test_core_gauges_are_rates_over_the_last_second() -> None:
     assert gauges.values[rows] == pytest.approx(32.0) and gauges.values[encoder] == pytest.approx(15.0)
     gauges.flush(up=True, restarts=2)
     assert gauges.values[contract.ENGINE_CORE_METRICS[0]] == 1.0
+
+
+def test_a_new_core_s_counters_continue_from_the_last_core_s_and_gauges_are_taken_as_they_are() -> None:
+    from whisper_build.serving.triton_model.scheduler_metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics("whisper")
+    metrics.load([(contract.SCHEDULER_FINISHED, {}, 5), (contract.SCHEDULER_QUEUED, {"level": "sync"}, 4)], 1)
+    metrics.load([(contract.SCHEDULER_FINISHED, {}, 2), (contract.SCHEDULER_QUEUED, {"level": "sync"}, 1)], 2)
+    assert metrics.value(contract.SCHEDULER_FINISHED) == 7  # a Triton counter never goes down
+    assert metrics.value(contract.SCHEDULER_QUEUED, level="sync") == 1

@@ -239,25 +239,33 @@ class CoreClient:
                 frames = self._answers.recv_multipart(copy=False)
             except zmq.ZMQError:
                 return  # the context was destroyed (close)
-            header = wire.decode_header(frames[0].buffer)
-            kind = header["kind"]
-            if kind in ("result", "error"):
-                entry = self._open.pop(int(header["id"]), None)
-                if entry is not None:  # else: cancelled and answered already, or a dead core's
-                    self._out.put((entry.handle, Answer(header.get("texts"), header.get("results"),
-                                                        header.get("code", ""), header.get("message", ""))))  # fmt: skip
-            elif kind == "stats":
-                self._on_stats(header)
-            elif kind in ("ready", "failed") and header.get("generation") == self._generation:
-                self._info = header
-                self._ready.set()
+            try:
+                self._receive(wire.decode_header(frames[0].buffer))
+            except Exception:  # noqa: BLE001 - one bad message must not stop the answers
+                log.exception("engine core client: a message from the core could not be read")
+
+    def _receive(self, header: dict[str, Any]) -> None:
+        """Route one message of the core: an answer to the sender, stats to ``on_stats``, ``ready``/``failed``."""
+        kind = header["kind"]
+        if kind in ("result", "error"):
+            if "stats" in header:  # the result's windows are counted before it is answered
+                self._on_stats(header["stats"])
+            entry = self._open.pop(int(header["id"]), None)
+            if entry is not None:  # else: cancelled and answered already, or a dead core's
+                self._out.put((entry.handle, Answer(header.get("texts"), header.get("results"),
+                                                    header.get("code", ""), header.get("message", ""))))  # fmt: skip
+        elif kind == "stats":
+            self._on_stats(header)
+        elif kind in ("ready", "failed") and header.get("generation") == self._generation:
+            self._info = header
+            self._ready.set()
 
     def _send_loop(self) -> None:
         while True:
             try:
                 first = self._out.get(timeout=0.1)
             except queue.Empty:
-                self._flush()  # the gauges move while requests wait
+                self._safe_flush()  # the gauges move while requests wait
                 continue
             if first is None:
                 return
@@ -271,31 +279,45 @@ class CoreClient:
                     self._out.put(None)
                     break
                 batch.append(item)
-            self._flush()  # a client that sees its answer sees its windows counted
+            self._safe_flush()  # a client that sees its answer sees its windows counted
             for handle, answer in batch:
                 try:
                     self._answer(handle, answer)
                 except Exception:  # noqa: BLE001 - one failed send must not stop the others
                     log.exception("engine core client: an answer could not be sent")
 
+    def _safe_flush(self) -> None:
+        """``flush``; a failure is logged, never the end of the sender thread (answers must keep flowing)."""
+        try:
+            self._flush()
+        except Exception:  # noqa: BLE001
+            log.exception("engine core client: the gauges could not be flushed")
+
     def _sweep_loop(self) -> None:
         while not self._closed.wait(SWEEP_S):
-            process = self._process
-            if process is not None and process.poll() is not None and not self._restarting:
-                self._core_died(process)
-                continue
-            cancelled = []
-            for request_id, entry in list(self._open.items()):
-                try:
-                    gone = entry.is_cancelled()
-                except Exception:  # noqa: BLE001 - an unreadable request counts as open
-                    gone = False
-                if gone and self._open.pop(request_id, None) is not None:
-                    cancelled.append(request_id)
-                    self._out.put((entry.handle, Answer(code="CANCELLED", message="cancelled by the client")))
-            if cancelled:
-                with self._send_lock, contextlib.suppress(zmq.ZMQError):
-                    self._requests.send(wire.encode({"kind": "cancel", "ids": cancelled}), flags=zmq.NOBLOCK)
+            try:
+                self._sweep()
+            except Exception:  # noqa: BLE001 - the sweeper must outlive any one failure
+                log.exception("engine core client: a sweep failed")
+
+    def _sweep(self) -> None:
+        """One look at the core's life and at every open request's cancellation."""
+        process = self._process
+        if process is not None and process.poll() is not None and not self._restarting:
+            self._core_died(process)
+            return
+        cancelled = []
+        for request_id, entry in list(self._open.items()):
+            try:
+                gone = entry.is_cancelled()
+            except Exception:  # noqa: BLE001 - an unreadable request counts as open
+                gone = False
+            if gone and self._open.pop(request_id, None) is not None:
+                cancelled.append(request_id)
+                self._out.put((entry.handle, Answer(code="CANCELLED", message="cancelled by the client")))
+        if cancelled:
+            with self._send_lock, contextlib.suppress(zmq.ZMQError):
+                self._requests.send(wire.encode({"kind": "cancel", "ids": cancelled}), flags=zmq.NOBLOCK)
 
     def _core_died(self, process: subprocess.Popen[bytes]) -> None:
         """Answer what the dead core held, then start a new core on a thread of its own."""

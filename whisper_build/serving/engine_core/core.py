@@ -187,7 +187,7 @@ class EngineCore:
             return
         windows = future.result()
         self._out.put([wire.encode({"kind": "result", "id": request_id, "texts": [w.text for w in windows],
-                                    "results": [w.to_json() for w in windows]})])  # fmt: skip
+                                    "results": [w.to_json() for w in windows], "stats": self._stats()})])  # fmt: skip
 
     # --- output --------------------------------------------------------------------------------
 
@@ -209,9 +209,11 @@ class EngineCore:
                 next_stats = time.monotonic() + STATS_S
 
     def _stats(self) -> dict[str, Any]:
+        """The gauges' values; sent every :data:`STATS_S` and with every result (its windows counted before it)."""
         windows, stopped = self._work.take()
         return {
             "kind": "stats",
+            "generation": self.config.generation,
             "scheduler": self.scheduler.metrics.snapshot(),
             "counters": self.scheduler.counters(),
             "stages": self._stages.take(),

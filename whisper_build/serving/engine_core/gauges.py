@@ -43,6 +43,7 @@ class CoreGauges:
         self._lock = threading.Lock()
         self._history: list[tuple[float, dict[str, float]]] = []
         self._flushed_restarts = 0.0
+        self._flushed: dict[str, float] = {}
         self._metrics: dict[str, Any] = {}
         self._families: list[Any] = []
         if metric_family is None:
@@ -57,6 +58,8 @@ class CoreGauges:
         """Take one cumulative counter reading (the receiver thread)."""
         now = time.monotonic() if now is None else now
         with self._lock:
+            if self._history and counters.get("steps", 0.0) < self._history[-1][1].get("steps", 0.0):
+                self._history.clear()  # a new core counts from zero
             self._history.append((now, dict(counters)))
             while len(self._history) > 2 and self._history[1][0] <= now - WINDOW_S:
                 self._history.pop(0)
@@ -80,5 +83,6 @@ class CoreGauges:
                 if values[name] > self._flushed_restarts:
                     metric.increment(values[name] - self._flushed_restarts)
                     self._flushed_restarts = values[name]
-            else:
+            elif values[name] != self._flushed.get(name):
                 metric.set(values[name])
+                self._flushed[name] = values[name]

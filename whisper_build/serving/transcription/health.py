@@ -302,6 +302,8 @@ class ModelHealth:
         requests' retries) replaces ``backend.reload``.
         """
         now = self._clock()
+        if self.last_failure_core:  # the model starts its engine core again by itself; a reload would only add one
+            return
         if (
             (self.consecutive_failures < self.settings.reload_after_failures and not self.last_failure_restarting)
             or self.last_failure_timed_out

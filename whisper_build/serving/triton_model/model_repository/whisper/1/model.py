@@ -69,7 +69,7 @@ class TritonPythonModel:
 
     def _stats(self, stats: dict[str, Any]) -> None:
         """The core's values (receiver thread): scheduler series, stage seconds, work counts, core gauges."""
-        self._metrics.load(stats.get("scheduler", []))
+        self._metrics.load(stats.get("scheduler", []), int(stats.get("generation", 0)))
         self._stages.note(stats.get("stages", {}))
         self._work.note(*stats.get("work", (0, 0)))
         self._gauges.update(stats.get("counters", {}))
