@@ -73,6 +73,8 @@ class OpenRequest:
     handle: Any
     is_cancelled: Callable[[], bool]
     generation: int
+    finished: bool = False
+    """Set (under the client's lock) as its final response is sent: no ``is_cancelled()`` after that."""
 
 
 class CoreClient:
@@ -108,7 +110,8 @@ class CoreClient:
         self._send_lock = threading.Lock()
         self._open: dict[int, OpenRequest] = {}
         self._ids = itertools.count(1)
-        self._out: queue.SimpleQueue[tuple[Any, Answer] | None] = queue.SimpleQueue()
+        self._out: queue.SimpleQueue[tuple[OpenRequest, Answer] | None] = queue.SimpleQueue()
+        self._pb_lock = threading.Lock()  # one call into Triton at a time: send, is_cancelled, metrics
         self._ready = threading.Event()
         self._info: dict[str, Any] = {}
         self._generation = 0
@@ -204,7 +207,7 @@ class CoreClient:
     ) -> None:
         """Hand one parsed request to the core; ``answer(handle, …)`` follows on the sender thread."""
         if not self.alive:
-            self._out.put((handle, self._unavailable()))
+            self.reject(handle, self._unavailable())
             return
         request_id = next(self._ids)
         self._open[request_id] = OpenRequest(handle, is_cancelled, self._generation)
@@ -215,7 +218,11 @@ class CoreClient:
         except zmq.ZMQError as error:
             if self._open.pop(request_id, None) is not None:
                 message = f"{contract.ENGINE_CORE_RESTARTING} (unreachable: {error}): retry in {RETRY_AFTER_S} s"
-                self._out.put((handle, Answer(code="UNAVAILABLE", message=message)))
+                self.reject(handle, Answer(code="UNAVAILABLE", message=message))
+
+    def reject(self, handle: Any, answer: Answer) -> None:
+        """Answer a request that was never handed to the core (bad input, no core) from the sender thread."""
+        self._out.put((OpenRequest(handle, lambda: False, self._generation), answer))
 
     def _unavailable(self) -> Answer:
         return Answer(code="UNAVAILABLE", message=f"{contract.ENGINE_CORE_RESTARTING}: retry in {RETRY_AFTER_S} s")
@@ -227,7 +234,7 @@ class CoreClient:
                 continue
             entry = self._open.pop(request_id, None)
             if entry is not None:
-                self._out.put((entry.handle, Answer(code=code, message=message)))
+                self._out.put((entry, Answer(code=code, message=message)))
 
     # --- threads ---------------------------------------------------------------------------------
 
@@ -252,7 +259,7 @@ class CoreClient:
                 self._on_stats(header["stats"])
             entry = self._open.pop(int(header["id"]), None)
             if entry is not None:  # else: cancelled and answered already, or a dead core's
-                self._out.put((entry.handle, Answer(header.get("texts"), header.get("results"),
+                self._out.put((entry, Answer(header.get("texts"), header.get("results"),
                                                     header.get("code", ""), header.get("message", ""))))  # fmt: skip
         elif kind == "stats":
             self._on_stats(header)
@@ -280,16 +287,19 @@ class CoreClient:
                     break
                 batch.append(item)
             self._safe_flush()  # a client that sees its answer sees its windows counted
-            for handle, answer in batch:
+            for entry, answer in batch:
                 try:
-                    self._answer(handle, answer)
+                    with self._pb_lock:  # never is_cancelled() on a request once its final response is sent
+                        entry.finished = True
+                        self._answer(entry.handle, answer)
                 except Exception:  # noqa: BLE001 - one failed send must not stop the others
                     log.exception("engine core client: an answer could not be sent")
 
     def _safe_flush(self) -> None:
         """``flush``; a failure is logged, never the end of the sender thread (answers must keep flowing)."""
         try:
-            self._flush()
+            with self._pb_lock:
+                self._flush()
         except Exception:  # noqa: BLE001
             log.exception("engine core client: the gauges could not be flushed")
 
@@ -309,12 +319,13 @@ class CoreClient:
         cancelled = []
         for request_id, entry in list(self._open.items()):
             try:
-                gone = entry.is_cancelled()
+                with self._pb_lock:
+                    gone = not entry.finished and entry.is_cancelled()
             except Exception:  # noqa: BLE001 - an unreadable request counts as open
                 gone = False
             if gone and self._open.pop(request_id, None) is not None:
                 cancelled.append(request_id)
-                self._out.put((entry.handle, Answer(code="CANCELLED", message="cancelled by the client")))
+                self._out.put((entry, Answer(code="CANCELLED", message="cancelled by the client")))
         if cancelled:
             with self._send_lock, contextlib.suppress(zmq.ZMQError):
                 self._requests.send(wire.encode({"kind": "cancel", "ids": cancelled}), flags=zmq.NOBLOCK)

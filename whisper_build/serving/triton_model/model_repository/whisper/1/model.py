@@ -109,7 +109,7 @@ class TritonPythonModel:
                 level, timeout_s, windows, wav = self._parse(request)
             except Exception as error:  # noqa: BLE001 - answered to its own request
                 code = "INVALID_ARG" if isinstance(error, RequestError) else "INTERNAL"
-                self._answer(sender, Answer(code=code, message=str(error)))
+                self._client.reject(sender, Answer(code=code, message=str(error)))
                 continue
             finally:
                 self._stages.note({"parse": time.perf_counter() - started})
