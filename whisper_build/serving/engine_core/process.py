@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import whisper_build
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.engine_core.core import PROCESS_NAME, CoreConfig
 
 __all__ = ["PYTHON_VARIABLE", "core_command", "core_python", "spawn_core"]
@@ -50,6 +50,5 @@ def spawn_core(config: CoreConfig) -> subprocess.Popen[bytes]:
     Its stdout/stderr are this process's (the pod log). It ignores SIGINT (Ctrl-C drains through the stub).
     """
     env = dict(os.environ)
-    root = str(Path(whisper_build.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return subprocess.Popen(core_command(config), env=env, stdin=subprocess.DEVNULL, close_fds=True)  # noqa: S603
