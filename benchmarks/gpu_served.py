@@ -55,6 +55,12 @@ def engine_query(params: EngineParams, max_batch: int) -> str:
     return "engine:?" + "&".join(f"{k}={v}" for k, v in {**fields, "max_batch": max_batch}.items())
 
 
+def core_query(params: EngineParams, max_batch: int, scheduler: str, queue_delay_us: int) -> str:
+    """``core:`` target URL (the engine core driven without Triton) with these parameters and scheduler."""
+    query = engine_query(params, max_batch).removeprefix("engine:?")
+    return f"core:?{query}&scheduler={scheduler}&queue_delay_us={queue_delay_us}"
+
+
 def check_transcripts(gateway_url: str, audio: list[Path], references: dict, params: EngineParams) -> dict:
     """Check transcripts: each file once through the gateway and through the in-process engine.
 
@@ -177,11 +183,16 @@ def run_model(
 
         every = {"gateway": gateway.url, "triton": f"grpc://{settings.grpc_url}",
                  "in_process": engine_query(params, args.max_batch)}  # fmt: skip
+        for policy in [p for p in args.core_schedulers.split(",") if p not in ("", "none")]:  # B: the core, no Triton
+            every[f"engine_core_{policy}"] = core_query(params, args.max_batch, policy, args.queue_delay_us)
+        closed = [t for t in args.closed_targets.split(",") if t in every] + [
+            t for t in every if t.startswith("engine_core_")
+        ]
         cpu_before = gateway.cpu_seconds()
         if args.concurrency not in ("none", ""):
             bench_main([
                 *common, "--interleave", "--duration", str(args.duration), "--out", str(out),
-                *[f"--target={t}={every[t]}" for t in ("gateway", "triton", "in_process")],
+                *[f"--target={t}={every[t]}" for t in closed],
                 *metrics(["gateway", "triton"]), "--concurrency", args.concurrency,
             ])  # fmt: skip
         if run["rates"]:
@@ -258,6 +269,8 @@ _OPTIONS = (  # flag, default (its type is the option's), help
     ("--fixed-tokens", 100, "decode length of the random-weight model (dense)"),
     ("--gateway-workers", 4, "WHISPER_GATEWAY_WORKERS of our gateway"),
     ("--gateway-capacity", 128, "WHISPER_GATEWAY_CAPACITY (above the top concurrency)"),
+    ("--closed-targets", "gateway,triton,in_process", "closed-loop targets besides the engine core"),
+    ("--core-schedulers", "static,inflight", "the engine core driven without Triton, per scheduler (none: skip)"),
     ("--reference-concurrency", "none", "levels for the seeds' reference gateway design (none = skip)"),
 )  # fmt: skip
 

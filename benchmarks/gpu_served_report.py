@@ -25,8 +25,10 @@ def summary(levels: list[dict], model: str, extra: dict) -> list[dict]:
     records = []
     for level in levels:
         rows_source = level.get("rows_source")
+        target, core, policy = level["target"].partition("engine_core_")
+        path = {"path": policy} if core else {}
         records.append({
-            "target": level["target"], "model": model,
+            "target": "engine_core" if core else target, "model": model, **path,
             "concurrency": level["concurrency"] if level.get("rate_per_s") is None else None,
             "rate_per_s": level.get("rate_per_s"), "offered_per_s": level.get("offered_per_s"),
             "p50_s": level.get("latency_p50_s"), "p99_s": level.get("latency_p99_s"),

@@ -8,7 +8,7 @@
 # Each call copies the parts it carries into /tmp/gpustage, checks every staged file against the
 # MANIFEST (sha256) and, while parts are missing, names them and stops. Once all are there it merges
 # them into /tmp/gpustage/all, installs the wheels into /tmp/site, unpacks tritonserver into /tmp/rt and
-# runs the benchmark from the carried code (~7 min, cut at 470 s; GPU_SERVED_ARGS adds flags to
+# runs the benchmark from the carried code (~7 min, cut at GPU_SERVED_TIMEOUT s, 470 by default; GPU_SERVED_ARGS adds flags to
 # benchmarks/gpu_served.py; gpu_served.json is written after each workload), then prints the levels and the
 # targets with pass/fail (benchmarks/gpu_served_report.py). $OUT: gpu_served.json, table.md, details (tar), log.
 # --live (first argument): instead, live sessions at real-time pace (benchmarks/gpu_live.py: tiny.en for latency
@@ -74,7 +74,7 @@ if [ "${1:-}" = "--live" ]; then
   exit $status
 fi
 # shellcheck disable=SC2086
-timeout 470 python3 -m benchmarks.gpu_served --stage "$all" --out /tmp/gpu-served \
+timeout "${GPU_SERVED_TIMEOUT:-470}" python3 -m benchmarks.gpu_served --stage "$all" --out /tmp/gpu-served \
   --triton-env GPU_SERVED_STUB_NUMPY1=1 ${GPU_SERVED_ARGS:-} 2>&1 \
   | grep -v "Loading weights\|attention mask" | tee "$OUT/log.txt"
 status=$?

@@ -2,6 +2,8 @@
 # Prepare, HERE, what benchmarks/gpu_served_run.sh needs on the GPU machine (no network there; one device
 # call carries at most 64 MiB, the sent checkout's tracked files included). Writes .gpucarry/ (git-ignored)
 # in the checkout the device tool sends (the first worktree, or GPU_CARRY_ROOT):
+# (GPU_CARRY_ROOT=<sent checkout>/<folder> with GPU_CARRY_SENT=<sent checkout>: .gpucarry/ goes in that folder;
+#  the run command then starts with `cd <folder> &&` and carries <folder>/.gpucarry/<k>)
 #   .gpucarry/0    this checkout's code (whisper_build/, settings/, benchmarks/) + MANIFEST: every call carries it
 #   .gpucarry/1..N the rest, packed to fit beside part 0 and the sent tree with GPU_CARRY_MARGIN_MIB (12) to spare:
 #                  wheels/ (the served path's pins the machine lacks), numpy/ (the numpy 1.26 pin, see the run
@@ -65,7 +67,8 @@ echo "== speech, reference transcripts, tiny.en in the transformers layout; this
 tar --exclude=__pycache__ -cf - whisper_build settings benchmarks | tar -C "$carry/0/code" -xf -
 
 # 64 MiB = 67 108 864 bytes a call: the sent checkout's tracked files + part 0 + one part + the margin
-tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb 2>/dev/null) | tail -1 | cut -f1)
+sent=${GPU_CARRY_SENT:-$root}  # the checkout the device tool sends (GPU_CARRY_ROOT may be a folder inside it)
+tree=$(git -C "$sent" ls-files -z | (cd "$sent" && xargs -0 du -cb 2>/dev/null) | tail -1 | cut -f1)
 code=$(du -sb "$carry/0" | cut -f1)
 budget=$((67108864 - tree - code - ${GPU_CARRY_MARGIN_MIB:-12} * 1048576 - 65536))
 parts=$("$py" -m benchmarks.gpu_carry pack "$work/flat" "$carry" --budget "$budget")

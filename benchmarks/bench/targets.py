@@ -72,6 +72,8 @@ def parse_target(spec: str) -> TargetSpec:
     parts = urlsplit(url.strip())
     if parts.scheme == "engine":
         return TargetSpec(name.strip(), "in_process", parts.query)
+    if parts.scheme == "core":
+        return TargetSpec(name.strip(), "engine_core", parts.query)
     if not parts.hostname or parts.port is None:
         raise BenchInputError(f"target {spec!r}: the URL needs a host and a port")
     if parts.scheme == "grpc":
@@ -307,6 +309,65 @@ class InProcessTarget:
         self._executor.shutdown(wait=False)
 
 
+class CoreTarget:
+    """The engine-core process driven by a synthetic client in this process: no Triton, no gateway.
+
+    The same :class:`~whisper_build.serving.engine_core.client.CoreClient` as the Triton stub's (audio as
+    16-bit PCM over ZMQ, the core's scheduler), one request per file. Query: :class:`EngineParams` fields
+    plus ``max_batch`` (rows), ``scheduler`` (``static``/``inflight``) and ``queue_delay_us``.
+    """
+
+    def __init__(self, spec: TargetSpec) -> None:
+        from whisper_build.serving.engine_core.client import CoreClient
+        from whisper_build.serving.engine_core.core import CoreConfig
+        from whisper_build.serving.engines import EngineParams
+        from whisper_build.serving.triton_model.scheduler import SchedulerConfig
+
+        values = dict(parse_qsl(spec.address))
+        max_batch = int(values.pop("max_batch", "64"))
+        mode = values.pop("scheduler", "static")
+        delay_s = int(values.pop("queue_delay_us", "2000")) / 1e6
+        params = EngineParams.from_strings(values)
+        scheduling = SchedulerConfig(mode=mode, max_batch_windows=max_batch, max_queue_delay_s=delay_s,
+                                     max_queue_size=1024, bulk_max_queue_size=1024)  # fmt: skip
+        self.name = spec.name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        config = CoreConfig(requests="", answers="", parent=0, params=params.model_dump(),
+                            scheduling=scheduling.model_dump())  # fmt: skip
+        self._client = CoreClient(config, self._answered)
+        self._client.start()
+
+    def _answered(self, handle: object, answer: object) -> None:
+        future: asyncio.Future[object] = handle  # type: ignore[assignment]
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(lambda: None if future.done() else future.set_result(answer))
+
+    async def send(self, sample: AudioSample, timeout: float) -> str:
+        """See :meth:`Target.send`: one request of the sample's windows through the core."""
+        from whisper_build.serving import contract
+        from whisper_build.serving.transcription.triton import pack_batch
+        from whisper_build.serving.triton_model.batching import parse_request
+
+        self._loop = asyncio.get_running_loop()
+        wav, lens = pack_batch(sample.windows)
+        request = parse_request({contract.WAV.name: wav, contract.WAV_LENS.name: lens,
+                                 contract.TIMESTAMPS.name: np.ones((len(lens), 1), dtype=bool)})  # fmt: skip
+        future: asyncio.Future[object] = self._loop.create_future()
+        self._client.submit(future, lambda: False, contract.SYNC_PRIORITY, None, request, wav)
+        try:
+            answer = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return "timeout"
+        texts = getattr(answer, "texts", None)
+        if texts is None:
+            return "unavailable" if getattr(answer, "code", "") == "UNAVAILABLE" else "engine_error"
+        return OK if len(texts) == len(sample.windows) else "bad_response"
+
+    async def close(self) -> None:
+        """Stop the core."""
+        await asyncio.get_running_loop().run_in_executor(None, self._client.close)
+
+
 def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") -> Target:
     """Create the client for ``spec``; HTTP targets get ``max_concurrency`` connections.
 
@@ -325,12 +386,16 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
     - ``engine:?engine=torch&model_path=...&max_batch=64`` — the engine and the Triton model's
       decoding layer in this process, no server (:class:`InProcessTarget`): query keys are :class:`~whisper_build.serving.engines.EngineParams`
       fields plus ``max_batch`` (most windows per engine call, default 64).
+    - ``core:?engine=torch&model_path=...&max_batch=64&scheduler=inflight`` — the engine-core process
+      driven from this process without Triton (:class:`CoreTarget`).
 
     Every :meth:`Target.send` returns a status string: ``ok``, ``http_<code>``, ``timeout``,
     ``connection_error``, ``unavailable``, ``triton_error`` or ``bad_response``.
     """
     if spec.kind == "in_process":
         return InProcessTarget(spec)
+    if spec.kind == "engine_core":
+        return CoreTarget(spec)
     if spec.kind == "triton":
         return TritonTarget(spec, model)
     if spec.kind == "openai":
@@ -340,6 +405,7 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
 
 __all__ = [
     "BenchInputError",
+    "CoreTarget",
     "InProcessTarget",
     "OpenAITarget",
     "Target",
@@ -355,7 +421,7 @@ async def unreachable(spec: TargetSpec, timeout: float = 3.0) -> str | None:
     In-process targets always pass. Checked before the sweep, so that a dead server fails the run at
     once instead of after a full sweep of ``connection_error``.
     """
-    if spec.kind == "in_process":
+    if spec.kind in ("in_process", "engine_core"):
         return None
     if spec.kind == "triton":
         host, _, port = spec.address.rpartition(":")

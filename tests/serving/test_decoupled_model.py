@@ -19,6 +19,7 @@ from tritonclient.http import InferenceServerClient as HttpClient
 from tritonclient.utils import InferenceServerException
 
 from whisper_build.serving import contract
+from whisper_build.serving.engine_core.wire import from_pcm16, to_pcm16
 from whisper_build.serving.engines import load_engine
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.triton_model.batching import parse_request, run_batch
@@ -61,11 +62,15 @@ def _metric(server: LocalTriton, name: str, **labels: str) -> float:
 
 
 def _decode_here(server: LocalTriton, windows: list[np.ndarray]) -> list[WindowResult]:
-    """The windows decoded in this process by ``run_batch`` with the server's engine settings (one request)."""
+    """The windows decoded in this process by ``run_batch`` with the server's engine settings (one request).
+
+    The audio is quantized to 16-bit PCM first, as it crosses to the model's engine core.
+    """
     engine = load_engine(server.settings.engine)
     try:
         lens = np.array([[len(w)] for w in windows], np.int32)
-        request = parse_request({contract.WAV.name: _padded(windows), contract.WAV_LENS.name: lens})
+        wav = from_pcm16(to_pcm16(_padded(windows)))
+        request = parse_request({contract.WAV.name: wav, contract.WAV_LENS.name: lens})
         [result] = run_batch(engine, [request], DecodingPolicy.from_params(server.settings.engine))
     finally:
         del engine  # its CPU threads would slow the server's later stop

@@ -22,6 +22,8 @@ __all__ = [
     "BULK_PRIORITY",
     "INPUTS",
     "LIVE_PRIORITY",
+    "ENGINE_CORE_METRICS",
+    "ENGINE_CORE_RESTARTING",
     "MAX_SPEAKERS",
     "MIN_SPEAKERS",
     "OUTPUTS",
@@ -103,6 +105,23 @@ SCHEDULER_METRICS: tuple[str, ...] = (
 )
 """The model scheduler's Triton custom metrics (``pb_utils.MetricFamily``, on Triton's metrics port); each
 carries the ``model`` label like Triton's own series. ``level`` values: ``live``, ``sync``, ``bulk``."""
+
+ENGINE_CORE_RESTARTING = "the engine core is restarting"
+"""Start of the UNAVAILABLE message of a request the model could not serve because its engine-core process
+died (or is being started again); the gateway reads it as :class:`ModelRestarting`'s sibling ``CoreRestarting``:
+/ping 503 at once, no reload (the model restarts its core itself)."""
+
+ENGINE_CORE_METRICS: tuple[str, ...] = (
+    "whisper_engine_core_up",
+    "whisper_engine_core_restarts_total",
+    "whisper_engine_core_step_ms",
+    "whisper_engine_core_rows_per_step",
+    "whisper_engine_core_encoder_batch",
+)
+"""The engine-core process's gauges on Triton's metrics port (``model`` label): up (1 while a core serves),
+restarts (cores started after a death), and over the last second: host ms per engine pass (a static batch
+or an in-flight decode step), rows per pass, windows per encoder pass. Queue depth per priority level is
+:data:`SCHEDULER_QUEUED`."""
 
 TritonType = Literal["TYPE_FP32", "TYPE_INT32", "TYPE_BOOL", "TYPE_STRING"]
 

@@ -91,6 +91,7 @@ class InflightScheduler:
         # an encoder pass under way (GPU, overlap): its rows, windows, cross K/V and the event of its end
         self._encoding: tuple[list[int], list[Entry], torch.Tensor, torch.cuda.Event | None] | None = None
         self.steps = self.row_steps = self.encoder_passes = self.encoded = 0
+        self.step_seconds = 0.0  # host wall time of the loop's steps that launched a decode step
         self.delivered = self.cancelled = self.expired = 0
 
     def submit(self, window: Window) -> Future[Hypothesis]:
@@ -126,6 +127,7 @@ class InflightScheduler:
             "active_rows": float(sum(r is not None for r in self.rows)),
             "steps": float(self.steps),
             "mean_active_rows": self.row_steps / self.steps if self.steps else 0.0,
+            "step_seconds": self.step_seconds,
             "encoder_passes": float(self.encoder_passes),
             "mean_encoder_batch": self.encoded / self.encoder_passes if self.encoder_passes else 0.0,
             **{name: float(getattr(self, name)) for name in ("delivered", "cancelled", "expired")},
@@ -154,7 +156,11 @@ class InflightScheduler:
     def _loop(self) -> None:
         try:
             while not self._stop:
-                if not self.step():
+                started, before = time.perf_counter(), self.steps
+                more = self.step()
+                if self.steps != before:
+                    self.step_seconds += time.perf_counter() - started
+                if not more:
                     with self._lock:
                         if not self._stop and not any(self.waiting.values()):
                             self._lock.wait(0.05)

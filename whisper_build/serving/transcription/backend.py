@@ -26,6 +26,7 @@ __all__ = [
     "BackendRejected",
     "BackendTimeout",
     "BackendUnavailable",
+    "CoreRestarting",
     "DelegatingBackend",
     "ModelRestarting",
     "ServedModel",
@@ -47,6 +48,13 @@ class ModelRestarting(BackendUnavailable):
 
     A window's inference is idempotent, so the gateway retries it once on the reloaded model
     (:mod:`whisper_build.serving.transcription.recovery`).
+    """
+
+
+class CoreRestarting(BackendUnavailable):
+    """The model's engine-core process died and the model is starting a new one (503, retry after a pause).
+
+    The model restarts its core itself, so the gateway reports it on /ping at once and does not reload.
     """
 
 

@@ -25,6 +25,7 @@ from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.transcription.backend import (
     BackendError,
     BackendTimeout,
+    CoreRestarting,
     ModelRestarting,
     TranscriptionBackend,
     WindowRequest,
@@ -120,6 +121,7 @@ class ModelHealth:
         self._clock = clock
         self.last_failure_timed_out = False
         self.last_failure_restarting = False
+        self.last_failure_core = False
         self.consecutive_failures = 0
         self.last_success: float | None = None
         self.last_error = "no canary inference has succeeded yet (the model is loading)"
@@ -151,6 +153,7 @@ class ModelHealth:
         self.last_error = str(error) or type(error).__name__
         self.last_failure_timed_out = isinstance(error, TimeoutError | BackendTimeout)
         self.last_failure_restarting = isinstance(error, ModelRestarting)
+        self.last_failure_core = isinstance(error, CoreRestarting)
         self.metrics.backend_failed(source)
         self.publish()
 
@@ -165,6 +168,8 @@ class ModelHealth:
             return self.last_error
         if self.last_failure_restarting and self.consecutive_failures:  # unambiguous: no second failure needed
             return f"the model's runtime died and is being loaded again; last error: {self.last_error}"
+        if self.last_failure_core and self.consecutive_failures:  # the model restarts its core
+            return f"the model's engine core died and is being started again; last error: {self.last_error}"
         if self.consecutive_failures >= settings.unhealthy_after_failures:
             return f"{self.consecutive_failures} inferences in a row failed; last error: {self.last_error}"
         age = self._clock() - self.last_success
@@ -307,6 +312,8 @@ class ModelHealth:
         requests' retries) replaces ``backend.reload``.
         """
         now = self._clock()
+        if self.last_failure_core:  # the model starts its engine core again by itself; a reload would only add one
+            return
         if (
             (self.consecutive_failures < self.settings.reload_after_failures and not self.last_failure_restarting)
             or self.last_failure_timed_out

@@ -27,6 +27,7 @@ from whisper_build.serving.transcription.backend import (
     BackendRejected,
     BackendTimeout,
     BackendUnavailable,
+    CoreRestarting,
     ModelRestarting,
     ServedModel,
 )
@@ -390,6 +391,8 @@ def _translate(exc: Exception, timeout: float) -> BackendError:
         return BackendTimeout(f"Triton did not answer within {timeout:g} s")
     if "INVALID_ARG" in status:
         return BackendRejected(message)
+    if "UNAVAILABLE" in status and contract.ENGINE_CORE_RESTARTING in message:
+        return CoreRestarting(f"Triton is unavailable: {message}")
     if "UNAVAILABLE" in status or "NOT_FOUND" in status:
         return BackendUnavailable(f"Triton is unavailable: {message}")
     if "Stub process" in message and "not healthy" in message:

@@ -119,10 +119,21 @@ class WorkCounters:
             with self._lock:
                 self._pending[1] += 1
 
-    def flush(self) -> None:
-        """Add what was noted since the last flush to the counters (the stub's event-loop thread only)."""
+    def take(self) -> tuple[int, int]:
+        """``(windows, stopped executions)`` noted since the last ``take``/``flush``, removed."""
         with self._lock:
             (windows, cancelled), self._pending = self._pending, [0, 0]
+        return windows, cancelled
+
+    def note(self, windows: int, cancelled: int) -> None:
+        """Note counts taken elsewhere (another process's :meth:`take`)."""
+        with self._lock:
+            self._pending[0] += int(windows)
+            self._pending[1] += int(cancelled)
+
+    def flush(self) -> None:
+        """Add what was noted since the last flush to the counters (one thread at a time)."""
+        windows, cancelled = self.take()
         if self._windows is not None and windows:
             self._windows.increment(windows)
         if self._cancelled is not None and cancelled:

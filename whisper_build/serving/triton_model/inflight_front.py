@@ -224,6 +224,19 @@ class InflightFront:
                 self._open[job.level] -= 1
                 self._jobs.discard(job)
 
+    def counters(self) -> dict[str, float]:
+        """The cumulative scheduler counters (``scheduler.COUNTERS``) from the in-flight scheduler's ``stats()``."""
+        stats = self._inflight.stats()
+        steps = stats.get("steps", 0.0)
+        passes = stats.get("encoder_passes", 0.0)
+        return {
+            "steps": steps,
+            "step_seconds": stats.get("step_seconds", 0.0),
+            "row_steps": stats.get("mean_active_rows", 0.0) * steps,
+            "encoder_passes": passes,
+            "encoded": stats.get("mean_encoder_batch", 0.0) * passes,
+        }
+
     def refresh(self) -> None:
         """Copy the in-flight scheduler's ``stats()`` into the gauges (queued, active rows, steps and their rows)."""
         stats = self._inflight.stats()

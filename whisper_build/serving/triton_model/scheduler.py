@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +31,17 @@ from whisper_build.serving.triton_model.decoding import DecodingPolicy
 from whisper_build.serving.triton_model.scheduler_metrics import LEVEL_NAMES, SchedulerMetrics
 from whisper_build.serving.triton_model.stages import StageClock, TimedEngine
 
-__all__ = ["LEVELS", "Job", "QueueFull", "RequestTimeout", "SchedulerConfig", "StaticScheduler", "deliver"]
+__all__ = [
+    "COUNTERS",
+    "LEVELS",
+    "Job",
+    "QueueFull",
+    "RequestTimeout",
+    "Scheduler",
+    "SchedulerConfig",
+    "StaticScheduler",
+    "deliver",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +93,37 @@ class SchedulerConfig(BaseModel):
         return self.bulk_max_queue_size if level == contract.BULK_PRIORITY else self.max_queue_size
 
 
+COUNTERS = ("steps", "step_seconds", "row_steps", "encoder_passes", "encoded")
+"""Cumulative counters every scheduler keeps (:meth:`Scheduler.counters`): engine passes (a static batch or an
+in-flight decode step), their host wall seconds, rows summed over them, encoder passes and windows encoded."""
+
+
+class Scheduler(Protocol):
+    """What the engine core drives: static batches or in-flight batching, one protocol.
+
+    :class:`StaticScheduler` and ``inflight_front.InflightFront`` share one :class:`Job` type and the same
+    errors (:class:`QueueFull`, :class:`RequestTimeout`, ``cancellation.BatchCancelled``).
+    """
+
+    metrics: SchedulerMetrics
+
+    def submit(self, request: RequestWindows, level: int = ..., timeout_s: float | None = None) -> Job:
+        """Queue one request (raises ValueError for an unknown level, :class:`QueueFull`)."""
+        ...
+
+    def cancel(self, job: Job) -> None:
+        """The client gave up: the job's windows leave the queue or the rows; its future is cancelled."""
+        ...
+
+    def close(self) -> None:
+        """Stop; open requests are answered with an error."""
+        ...
+
+    def counters(self) -> dict[str, float]:
+        """The cumulative :data:`COUNTERS`."""
+        ...
+
+
 @dataclass(eq=False)
 class Job:
     """One submitted request: its windows, level, deadline (``time.monotonic()`` s) and future.
@@ -127,6 +168,7 @@ class StaticScheduler:
         self._engine, self._policy, self.config, self.metrics = engine, policy, config, metrics
         self._on_batch, self._on_windows = on_batch, on_windows
         self._queues: dict[int, deque[Job]] = {level: deque() for level in LEVELS}
+        self._counters = dict.fromkeys(COUNTERS, 0.0)
         self._cond = threading.Condition()
         self._closed = False
         self._threads = [
@@ -188,6 +230,11 @@ class StaticScheduler:
             deliver(job.future, RuntimeError("the whisper model is unloading"))
         for thread in self._threads:
             thread.join(timeout=30)
+
+    def counters(self) -> dict[str, float]:
+        """The cumulative :data:`COUNTERS` (a static batch is one pass that encodes all its windows)."""
+        with self._cond:
+            return dict(self._counters)
 
     def queued(self) -> dict[int, int]:
         """Waiting requests per level."""
@@ -252,6 +299,10 @@ class StaticScheduler:
             clock.split_engine("decoding")
             self._on_batch(clock, engine)
             self.metrics.step(rows)
+            with self._cond:
+                for name, amount in (("steps", 1), ("row_steps", rows), ("encoder_passes", 1), ("encoded", rows),
+                                     ("step_seconds", clock.seconds["engine"] + clock.seconds["decoding"])):  # fmt: skip
+                    self._counters[name] += amount
         finally:
             self.metrics.active(-rows)
         for job, result in zip(batch, results, strict=True):

@@ -42,6 +42,8 @@ class SchedulerMetrics:
         self._lock = threading.Lock()
         self._metrics: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         self._flushed: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._generation = 0
+        self._base: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         levels = [{"level": name} for name in LEVEL_NAMES.values()]
         series: list[tuple[str, str, list[dict[str, str]]]] = [
             (contract.SCHEDULER_QUEUED, "gauge", levels),
@@ -76,6 +78,26 @@ class SchedulerMetrics:
         with self._lock:
             self.values[key] += amount
 
+    def snapshot(self) -> list[tuple[str, dict[str, str], float]]:
+        """Every series' value as ``(name, labels, value)`` (the engine core ships them to the stub)."""
+        with self._lock:
+            return [(name, dict(labels), value) for (name, labels), value in self.values.items()]
+
+    def load(self, series: list[Any], generation: int = 0) -> None:
+        """Take the values of another process's :meth:`snapshot` (unknown series are ignored).
+
+        ``generation`` counts the processes that sent them: a new one (an engine core started again) counts
+        from zero, so its counters continue from the values reached before it (a counter never goes down).
+        """
+        with self._lock:
+            if generation != self._generation:
+                self._generation = generation
+                self._base = {key: value for key, value in self.values.items() if key[0] not in _GAUGES}
+            for name, labels, value in series:
+                key = (name, tuple(sorted(dict(labels).items())))
+                if key in self.values:
+                    self.values[key] = self._base.get(key, 0.0) + float(value)
+
     def flush(self) -> None:
         """Copy the values changed since the last flush into the Triton metrics; ONE thread only (the stub's loop).
 
@@ -87,7 +109,7 @@ class SchedulerMetrics:
             value, before = values[key], self._flushed.get(key, 0.0)
             if value == before:
                 continue
-            if key[0] in (contract.SCHEDULER_QUEUED, contract.SCHEDULER_ACTIVE_ROWS):
+            if key[0] in _GAUGES:
                 metric.set(value)
             else:
                 metric.increment(value - before)
@@ -116,6 +138,8 @@ class SchedulerMetrics:
             raise ValueError(f"reason: one of {', '.join(REASONS)}, got {reason!r}")
         self._add(contract.SCHEDULER_REJECTED, windows, {"level": level_name(level), "reason": reason})
 
+
+_GAUGES = (contract.SCHEDULER_QUEUED, contract.SCHEDULER_ACTIVE_ROWS)
 
 _DESCRIPTIONS = {
     contract.SCHEDULER_QUEUED: "Windows waiting in the whisper model's scheduler, by priority level.",

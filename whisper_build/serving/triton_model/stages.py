@@ -112,10 +112,21 @@ class StageCounters:
             for name in STAGES:
                 self._pending[name] += clock.seconds[name]
 
-    def flush(self) -> None:
-        """Add the seconds noted since the last flush to the counters (the stub's event-loop thread only)."""
+    def take(self) -> dict[str, float]:
+        """The seconds noted since the last ``take``/``flush``, removed (the engine core ships them to the stub)."""
         with self._lock:
             pending, self._pending = self._pending, dict.fromkeys(STAGES, 0.0)
+        return pending
+
+    def note(self, seconds: dict[str, float]) -> None:
+        """Note seconds per stage taken elsewhere (another process's :meth:`take`); unknown stages are ignored."""
+        with self._lock:
+            for name in STAGES:
+                self._pending[name] += float(seconds.get(name, 0.0))
+
+    def flush(self) -> None:
+        """Add the seconds noted since the last flush to the counters (one thread at a time)."""
+        pending = self.take()
         for name, metric in self._metrics.items():
             if pending[name]:
                 metric.increment(pending[name])

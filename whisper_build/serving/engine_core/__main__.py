@@ -1,0 +1,7 @@
+"""``python -m whisper_build.serving.engine_core whisper-engine-core --config JSON``: the engine-core process."""
+
+import sys
+
+from whisper_build.serving.engine_core.core import main
+
+sys.exit(main())
