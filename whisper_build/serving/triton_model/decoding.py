@@ -216,7 +216,7 @@ def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> 
     if any(o.word_timestamps for o in options) and not caps.word_timestamps:
         raise UnsupportedOption(
             f"word timestamps are not available with engine {engine.name}: it exposes no cross-attention "
-            "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2"
+            "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2 or torch"
         )
     if any(o.timestamps or o.word_timestamps for o in options) and not caps.timestamps:
         raise UnsupportedOption(
