@@ -31,7 +31,7 @@ import numpy as np
 from benchmarks.gpu_whisper_random import random_model_dir
 
 
-def _timed(call) -> float:  # type: ignore[no-untyped-def]
+def _timed(call) -> float:
     import torch
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
