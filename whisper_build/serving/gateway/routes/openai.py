@@ -120,7 +120,10 @@ async def _audio(
     _check_model(pipeline, model)
     options = _options(response_format, granularities, temperature)
     speaker_options = await _speaker_options(speakers)
-    decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=temperature)
+    decoded = options
+    if speaker_options is not None:  # speakers word by word where the engine has word times, else by segment
+        words = options.word_timestamps or (await pipeline.served_model()).word_timings
+        decoded = DecodeOptions.transcript(words, temperature=temperature)
     diarized = None if speaker_options is None else PendingTurns(pipeline, speaker_options)
 
     async def audio_bytes() -> bytes:
