@@ -56,7 +56,7 @@ def measure(
 
     params = EngineParams(
         engine="torch", model_path=str(model_dir), beam_size=1, device=device,  # type: ignore[arg-type]
-        random_weights_fixed_tokens=new_tokens, max_engine_batch=batch, encoder_compile=encoder_compile,
+        random_weights_fixed_tokens=new_tokens, max_engine_batch=batch, encoder_compile=encoder_compile,  # type: ignore[arg-type]
     )  # fmt: skip
     engine = TorchEngine(params)
     rng = np.random.default_rng(0)
