@@ -1,22 +1,13 @@
 """GPU cost of word timings on the ``torch`` engine: windows/s with words ÷ without, large-v3-turbo shapes, RANDOM weights.
 
-One process, no Triton: :meth:`TorchEngine.generate` over the same batch of noise windows with
-``timestamps=True``, alternately without and with ``words=True`` (the alignment pass over the
-decode's text tokens: :mod:`whisper_build.serving.engines.torch_alignment`), ``--repeats`` times each
-after a warm-up, a device sync around each call. Random weights decode exactly ``--new-tokens`` tokens
-per window (end-of-text suppressed), so both modes decode the same work and the words pass aligns that
-many tokens a window; the text is meaningless, the compute is the served model's. The random model has
-no ``alignment_heads``: the engine takes openai/whisper's default, every head of the last half of the
-decoder layers (40 of turbo's 4 × 20), more than a real checkpoint lists, so the cost is an upper bound.
-
-Usage (on the GPU machine, from the repository root)::
-
-    python3 -m benchmarks.gpu_words_cost --tokenizer-dir DIR --out words.json [--batch 64 --new-tokens 100]
-
-Prints and writes ``{"device", "batch", "new_tokens", "plain_s", "words_s", "plain_windows_per_s",
-"words_windows_per_s", "ratio", "words_pass_s"}``. Target: ratio ≥ 0.85 with the compiled encoder
-(``--encoder-compile none`` starts in seconds, not minutes, but its slower encoder flatters the ratio:
-``words_pass_s``, the pass's own seconds a batch, is the figure to carry over). Docs: docs/engines.md, "Word timings".
+One process, no Triton: :meth:`TorchEngine.generate` over one batch of noise windows with timestamps,
+alternately without and with ``words=True``, after a warm-up, a device sync around each call; random
+weights decode exactly ``--new-tokens`` a window, so both modes decode the same work. The random model
+has no ``alignment_heads``: openai/whisper's default (every head of the last half of the decoder
+layers) is more than a real checkpoint lists, so the cost is an upper bound. ``--encoder-compile none``
+starts in seconds but its slower encoder flatters the ratio: ``words_pass_s`` is the figure to carry.
+Usage: ``python3 -m benchmarks.gpu_words_cost --tokenizer-dir DIR --out words.json``. Target: ratio ≥
+0.85. Docs: docs/engines.md, "Word timings".
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """Long-form WER: this endpoint's windows against faster-whisper, sequential and batched, on the same CTranslate2 weights.
 
-``python -m benchmarks.long_form [--model tiny.en] [--out long_form.json]`` builds four recordings, decodes
-each three ways on the CPU and prints one JSON object (WER per recording and system, pooled WER over all
-words, CPU-free wall seconds):
-
-- ``endpoint``: what the gateway and the Triton model do: the recording cut into ≤ 30 s windows at the
-  quietest 200 ms of each window's last 5 s (:func:`whisper_build.serving.audio.iter_windows`), silent
-  windows dropped, every window decoded independently in ONE batch with timestamps
-  (:func:`whisper_build.serving.triton_model.decoding.decode_windows`: fallback, tails, cut words),
-  the CTranslate2 engine at beam 5;
-- ``fw_sequential``: faster-whisper ``WhisperModel.transcribe`` (beam 5, seek-based 30 s windows, the
-  previous text as the prompt), the same model folder;
-- ``fw_batched``: faster-whisper ``BatchedInferencePipeline`` (batch 8, its Silero VAD chunks, no
-  previous text), the same model folder.
-
-Recordings: the three committed Festival dialogues (``tests/data/speakers``: voices kal, ked, slt; 0.5 s
-pauses between turns) joined with 1 s pauses (about 100 s); the same 24 turns' speech (``truth.json``
-times) joined without any pause (about 85 s: cuts must fall inside speech); espeak-ng sentences
-(:data:`benchmarks.speech.SENTENCES`) with 900 ms pauses and without pauses. WER: jiwer over lower-cased
-words, punctuation removed (numbers said as words count against every system alike). Docs: docs/serving.md,
-"Long recordings".
+``python -m benchmarks.long_form [--model tiny.en] [--out long_form.json]``: four recordings (the three
+committed Festival dialogues joined, with pauses; their 24 turns joined without pauses; espeak-ng
+sentences with and without pauses), each decoded three ways on the CPU at beam 5: ``endpoint`` (windows
+cut at silences, decoded independently in one batch through ``decode_windows``), ``fw_sequential``
+(faster-whisper ``WhisperModel.transcribe``, previous text as prompt) and ``fw_batched``
+(``BatchedInferencePipeline``, batch 8). Prints WER per recording and system and pooled (jiwer over
+lower-cased words, punctuation removed). Docs: docs/serving.md, "Long recordings".
 """
 
 from __future__ import annotations
