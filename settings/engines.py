@@ -53,6 +53,8 @@ class EngineProfile:
         bundled_default: an empty ``model_path`` serves the bundled tiny.en (local development only).
         inflight_scheduler: the engine has an in-flight scheduler (``scheduler: inflight`` in the
             model's batching config; docs/engines.md "The model's scheduler").
+        word_timings: the engine gives word timings (``timestamp_granularities[]=word``); speakers
+            are then assigned word by word, else segment by segment (docs/engines.md "Word timings").
     """
 
     kind: EngineKind
@@ -71,6 +73,7 @@ class EngineProfile:
     throughput_proxy: EngineKind | None = None
     bundled_default: bool = False
     inflight_scheduler: bool = False
+    word_timings: bool = True
 
     @property
     def builds_engine(self) -> bool:
@@ -107,6 +110,7 @@ ENGINE_PROFILES: dict[EngineKind, EngineProfile] = {
         operator_target=True,
         chart_engine_params=False,
         throughput_proxy="torch",
+        word_timings=False,
     ),
     "ctranslate2": EngineProfile(
         kind="ctranslate2",

@@ -39,6 +39,8 @@ HEAVY_FIRST = (  # seconds per group on 2 workers of a loaded 2-core machine: ~4
     "tests/serving/test_shared_triton_integration.py",
     "tests/serving/test_one_transcript.py",
     "tests/bench/test_torch_pipeline.py",
+    "tests/bench/test_torch_words.py",
+    "tests/serving/test_torch_words_integration.py",
     "tests/bulk/test_bulk_jobs.py",
     "tests/serving/test_self_healing.py",
     "tests/deploy/test_deploy_credentials.py",

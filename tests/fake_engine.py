@@ -74,7 +74,9 @@ class ScriptedEngine:
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
+        """``words`` (``capabilities.aligns_in_decode``): :meth:`align`'s words in ``Hypothesis.words``."""
         self.calls.append((len(audio), list(prompts), list(repetition_penalty), timestamps, temperature))
         if self.fail:
             raise self.fail
@@ -82,7 +84,8 @@ class ScriptedEngine:
         for window, prompt in zip(audio, prompts, strict=True):
             decoded = self.script(window, prompt, temperature)
             tokens = [ts(p) if isinstance(p, float) else self.token(p) for p in decoded.pieces]
-            out.append(Hypothesis(tokens, decoded.sum_logprob, decoded.no_speech_prob, prompt.language))
+            aligned = self.align([window], [prompt], [[t for t in tokens if t < EOT]])[0] if words else None
+            out.append(Hypothesis(tokens, decoded.sum_logprob, decoded.no_speech_prob, prompt.language, aligned))
         return out
 
     def align(

@@ -115,6 +115,32 @@ def test_no_timestamps_is_one_segment_over_the_window():
     assert _segments(engine, [" Hi."], duration=3.2) == [(0.0, 3.2, "Hi.")]
 
 
+def test_an_engine_that_aligns_while_decoding_gives_the_words_of_its_decode_and_its_tail():
+    def script(window: np.ndarray, *_: object) -> Decoded:  # the decode ends at 1 s; the tail after it has " c"
+        return Decoded([0.0, " a", " b", 1.0] if len(window) == len(SPEECH) else [0.0, " c", 1.0])
+
+    class AlignsInDecode(ScriptedEngine):
+        late = 0
+        decoding = False
+
+        def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.decoding = True
+            try:
+                return super().generate(*args, **kwargs)
+            finally:
+                self.decoding = False
+
+        def align(self, audio, prompts, text_tokens):  # type: ignore[no-untyped-def]
+            self.late += not self.decoding  # the decoding layer's own align call, after the decode
+            return super().align(audio, prompts, text_tokens)
+
+    engine = AlignsInDecode(script, capabilities=EngineCapabilities(True, True, True, aligns_in_decode=True))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True, word_timestamps=True))
+    words = [(w.word, w.start, w.end) for s in result.segments for w in s.words]
+    assert words == [(" a", 0.0, 0.4), (" b", 0.5, 0.9), (" c", 1.0, 1.4)]  # the tail's, shifted by its 1 s start
+    assert len(engine.calls) == 2 and engine.late == 0
+
+
 def test_words_lie_inside_their_segments_in_order():
     def script(window: np.ndarray, *_: object) -> Decoded:  # the tail after 3.6 s decodes to nothing
         return Decoded([0.0, " a", " b", 1.0, 3.0, " c", " d", 3.6] if len(window) == len(SPEECH) else [])

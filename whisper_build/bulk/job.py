@@ -82,9 +82,13 @@ def backoff_seconds(settings: WorkerSettings, receive_count: int) -> int:
     return int(min(queue.retry_max_seconds, queue.retry_base_seconds * 2 ** max(0, receive_count - 1)))
 
 
-def decode_options(options: JobOptions) -> DecodeOptions:
-    """What every window of a job asks the model for: the gateway's options (:meth:`DecodeOptions.transcript`)."""
-    words = options.word_timestamps or options.speakers is not None  # speakers are given word by word
+def decode_options(options: JobOptions, engine_words: bool = True) -> DecodeOptions:
+    """What every window of a job asks the model for: the gateway's options (:meth:`DecodeOptions.transcript`).
+
+    ``engine_words``: the served engine gives word timings (``ServedModel.word_timings``); speakers
+    are then given word by word, else segment by segment.
+    """
+    words = options.word_timestamps or (options.speakers is not None and engine_words)
     return DecodeOptions.transcript(word_timestamps=words, temperature=options.temperature)
 
 
@@ -274,7 +278,8 @@ class JobRunner:
         # a resumed job keeps the language its first attempt detected: one language for the whole file
         language = options.language or checkpoint.language
         prompt = DecodePrompt(previous_text=options.prompt, language=language, task=options.task)
-        request = WindowRequest(prompt=prompt, options=decode_options(options))
+        engine_words = options.speakers is None or (await self.transcriber.backend.served_model(10.0)).word_timings
+        request = WindowRequest(prompt=prompt, options=decode_options(options, engine_words))
         since_checkpoint = 0
         base_wall = checkpoint.wall_seconds
         async with aclosing(self.transcriber.results(stream, request, checkpoint.start_sample)) as results:

@@ -57,7 +57,7 @@ class JobOptions(BaseModel):
         language: Whisper language code, or ``None`` to detect (English-only models: ``en`` or ``None``).
         prompt: previous-text prompt for every window.
         task: ``transcribe`` or ``translate`` (to English).
-        word_timestamps: word timings in ``verbose_json`` (ctranslate2 engine only).
+        word_timestamps: word timings in ``verbose_json`` (ctranslate2 and torch engines).
         temperature: first decoding temperature (0-1; the model's fallback goes up from it).
         speakers: diarize the file and write the speaker outputs (``None``: no speakers).
     """

@@ -55,12 +55,16 @@ class Hypothesis:
         no_speech_prob: probability of ``<|nospeech|>`` at the ``<|startoftranscript|>`` position;
             ``None`` when the engine cannot give it.
         language: language code the window was decoded in (multilingual models), else ``None``.
+        words: word timings of the text tokens of ``tokens``, in order, from an engine that aligns
+            while decoding (``capabilities.aligns_in_decode``, asked with ``generate(words=True)``);
+            ``None`` when not aligned.
     """
 
     tokens: list[int]
     sum_logprob: float
     no_speech_prob: float | None
     language: str | None = None
+    words: list[WordTiming] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,11 +94,15 @@ class EngineCapabilities:
         timestamps: predicts Whisper timestamp tokens (prompt without ``<|notimestamps|>``).
         word_timestamps: implements :meth:`WhisperEngine.align`.
         sampling: really samples at temperature > 0 (needed for the temperature fallback).
+        aligns_in_decode: ``generate(words=True)`` fills :attr:`Hypothesis.words` from the decode's
+            own cross-attention keys/values (no second encoder pass); the decoding layer then uses
+            those words and does not call :meth:`WhisperEngine.align`.
     """
 
     timestamps: bool
     word_timestamps: bool
     sampling: bool
+    aligns_in_decode: bool = False
 
 
 class WhisperEngine(Protocol):
@@ -122,6 +130,7 @@ class WhisperEngine(Protocol):
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
         """Decode every window once (no silence gate, no fallback: the decoding layer does those).
 
@@ -132,6 +141,8 @@ class WhisperEngine(Protocol):
             timestamps: predict timestamp tokens (only when ``capabilities.timestamps``).
             temperature: 0 = the configured beam search / greedy; > 0 = sampling at this
                 temperature (only when ``capabilities.sampling``).
+            words: also align each decode's text tokens into :attr:`Hypothesis.words` (only when
+                ``capabilities.aligns_in_decode``; other engines ignore it and leave ``words`` ``None``).
 
         Returns:
             One :class:`Hypothesis` per window, in order.

@@ -102,6 +102,7 @@ class CTranslate2Engine(TokenizerText):
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate`.
 
@@ -111,7 +112,8 @@ class CTranslate2Engine(TokenizerText):
         would be greedy at any temperature) and keeps the most likely one; the samples follow
         ``sampling_seed``, set when the engine loaded (:class:`EngineParams`). ``scores`` are
         CTranslate2's length-normalised cumulative log-probs, so ``sum = score × len(tokens)``
-        (``length_penalty`` 1; faster-whisper ``generate_with_fallback``).
+        (``length_penalty`` 1; faster-whisper ``generate_with_fallback``). ``words`` is ignored
+        (``capabilities.aligns_in_decode`` is false): the decoding layer calls :meth:`align`.
         """
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")

@@ -40,6 +40,8 @@ class Window:
         deadline: ``time.monotonic()`` seconds by which it must have started decoding (``None`` = none).
         timestamps: predict timestamp tokens.
         repetition_penalty: 1 = off.
+        words: align the decoded text before the row is freed (:attr:`Hypothesis.words`, from the
+            row's cross-attention keys/values; ``torch`` engine).
     """
 
     audio: npt.NDArray[np.float32]
@@ -50,6 +52,7 @@ class Window:
     deadline: float | None = None
     timestamps: bool = False
     repetition_penalty: float = 1.0
+    words: bool = False
 
 
 @dataclass(eq=False)

@@ -239,8 +239,12 @@ class TensorRTLLMEngine(TokenizerText, NoWordAlignment):
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
-        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (UNVERIFIED on a GPU)."""
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (UNVERIFIED on a GPU).
+
+        ``words`` is ignored: no word timings (``capabilities.word_timestamps`` is false).
+        """
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
         languages = [p.language for p in prompts]  # set by the decoding layer (detected, else default_language)

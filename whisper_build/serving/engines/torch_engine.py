@@ -3,7 +3,8 @@
 Serves a Hugging Face Whisper folder (``config.json``, ``*.safetensors``, ``tokenizer.json``) as it
 is, e.g. a fine-tune, with no conversion: batch buckets (:mod:`.buckets`), log-Mel on the device (:mod:`.torch_features`), a
 compiled encoder (:mod:`.torch_encoder`), graphed decode steps (:mod:`.torch_graphs`) and openai/whisper's
-logit rules (:mod:`.torch_logits`). No beam search, no word timings. Entry point: :class:`TorchEngine`
+logit rules (:mod:`.torch_logits`); word timings from the decode's own cross-attention keys/values
+(:mod:`.torch_alignment`). No beam search. Entry point: :class:`TorchEngine`
 (the decode path and benchmark mode, in its docstring).
 Docs: docs/engines.md, "The `torch` engine's decode path".
 """
@@ -30,8 +31,8 @@ from whisper_build.serving.engines.base import (
     EngineParams,
     EngineParamsError,
     Hypothesis,
-    NoWordAlignment,
     TokenizerText,
+    WordTiming,
 )
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
 from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE
@@ -43,11 +44,13 @@ from whisper_build.serving.engines.tokens import (
     is_multilingual,
     language_token_ids,
 )
+from whisper_build.serving.engines.torch_alignment import TokenAligner, align_encoded, alignment_heads, sot_sequence
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
 from whisper_build.serving.engines.torch_features import N_FFT, fill_windows, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.engines.torch_overlap import EngineTuning, gemm_sm_target, side_stream
+from whisper_build.serving.engines.word_alignment import dtw_paths
 from whisper_build.serving.prompt import DecodePrompt
 
 __all__ = ["TorchEngine", "log_mel_torch"]
@@ -66,9 +69,10 @@ class _Chunk:
     penalties: list[float]
     size: int
     limits: list[int] | None = None
+    words: bool = False
 
 
-class TorchEngine(TokenizerText, NoWordAlignment):
+class TorchEngine(TokenizerText):
     """Whisper through ``transformers`` ``WhisperForConditionalGeneration`` on PyTorch.
 
     Args:
@@ -93,8 +97,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
     sampling above it (``best_of`` samples, the most likely kept), the ``<|nospeech|>`` probability at
     the ``<|startoftranscript|>`` position, summed log-probs, language detection for multilingual
     models when the request names no language, and the ``translate`` task. No beam search
-    (``beam_size`` > 1 is refused) and no word timings (no cross-attention weights out of SDPA:
-    ``capabilities.word_timestamps`` is false).
+    (``beam_size`` > 1 is refused). Word timings (``generate(words=True)``, :meth:`align`): a
+    teacher-forced pass over the decoded tokens that computes the alignment heads' scores only,
+    from the cross-attention keys/values the decode left in the cache (:mod:`.torch_alignment`);
+    the decode itself keeps SDPA and its graphs.
 
     Benchmark mode (``random_weights_fixed_tokens`` > 0): the model is built from ``config.json``
     with seeded random weights and every window decodes exactly that many tokens (end-of-text
@@ -121,7 +127,9 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         self._specials = SpecialTokens.from_lookup(self._tokenizer.token_to_id, is_multilingual(config.vocab_size))
         self.name = "torch"
-        self.capabilities = EngineCapabilities(timestamps=True, word_timestamps=False, sampling=True)
+        self.capabilities = EngineCapabilities(
+            timestamps=True, word_timestamps=True, sampling=True, aligns_in_decode=True
+        )
         self.multilingual = self._specials.multilingual
         self.eot = self._specials.eot
         self.timestamp_begin = self._specials.timestamp_begin
@@ -156,6 +164,10 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             self._decoder = StaticDecoder(
                 self._model, rules, self._buckets, max_new, self.mode, self._specials.sot, no_speech
             )
+        heads = alignment_heads(generation, config.decoder_layers, config.decoder_attention_heads)
+        self.aligner = TokenAligner(self._decoder, heads, self._specials.no_timestamps, self.eot, self.decode_text)
+        if self._device.type == "cuda":
+            dtw_paths([np.zeros((2, 2))])  # numba compiles the DTW now, before the model reports ready
         self.startup_s = time.perf_counter() - started
         log.warning(
             "torch whisper loaded: %s device=%s dtype=%s multilingual=%s n_mels=%d decode=%s buckets=%s "
@@ -197,13 +209,15 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
         """See :meth:`whisper_build.serving.engines.base.WhisperEngine.generate`.
 
         Each window is decoded once at temperature 0 (greedy); at temperature > 0 ``best_of``
         samples are drawn and the one with the highest length-normalised log-prob is kept (as the
         ``ctranslate2`` engine keeps CTranslate2's best hypothesis). A window without a language
-        on a multilingual model gets the detected one (``Hypothesis.language``).
+        on a multilingual model gets the detected one (``Hypothesis.language``). ``words``: each
+        decode's text is aligned while its keys/values are still in the cache (``Hypothesis.words``).
         """
         if not len(audio) == len(prompts) == len(repetition_penalty):
             raise ValueError("audio, prompts and repetition_penalty must have the same length")
@@ -218,7 +232,7 @@ class TorchEngine(TokenizerText, NoWordAlignment):
             _Chunk(
                 pad_to_bucket([audio[i] for i in idx], c.bucket), pad_to_bucket([prompts[i] for i in idx], c.bucket),
                 pad_to_bucket([repetition_penalty[i] for i in idx], c.bucket), c.size,
-                pad_to_bucket([mixed[i] for i in idx], c.bucket) if mixed else None,
+                pad_to_bucket([mixed[i] for i in idx], c.bucket) if mixed else None, words,
             )
             for c in plan_chunks(len(rows), self._buckets)
             for idx in [rows[c.start : c.stop]]
@@ -358,12 +372,35 @@ class TorchEngine(TokenizerText, NoWordAlignment):
         ]
         max_new = chunk.limits or self._params.random_weights_fixed_tokens or self._params.max_new_tokens
         result = self._decoder.decode(prompt_ids, penalties, temperature, timestamps, max_new)
-        return [
+        decoded = [
             Hypothesis(generated_ids(tokens, [], self.eot), logprob, no_speech, lang)
             for tokens, logprob, no_speech, lang in zip(
                 result.tokens, result.sum_logprob, result.no_speech_prob, languages, strict=True
             )
         ]
+        if not chunk.words:
+            return decoded
+        n = chunk.size  # the padded rows are not aligned
+        starts = [
+            sot_sequence(p, lang, self._specials, self._tokenizer)
+            for p, lang in zip(prompts[:n], languages[:n], strict=True)
+        ]
+        samples = [len(a) for a in chunk.audio[:n]]
+        return self.aligner.with_words(decoded[:n], slice(0, n), None, starts, samples) + decoded[n:]
+
+    @torch.inference_mode()
+    def align(
+        self,
+        audio: Sequence[npt.NDArray[np.float32]],
+        prompts: Sequence[DecodePrompt],
+        text_tokens: Sequence[Sequence[int]],
+    ) -> list[list[WordTiming]]:
+        """See :meth:`whisper_build.serving.engines.base.WhisperEngine.align` (:func:`.torch_alignment.align_encoded`).
+
+        The decoding layer does not call it (``aligns_in_decode``: ``generate(words=True)`` aligns
+        without a second encoder pass); kept for callers that hold text without its decode.
+        """
+        return align_encoded(self, audio, prompts, text_tokens)
 
     @torch.inference_mode()
     def detect_language(self, audio: Sequence[npt.NDArray[np.float32]]) -> list[str | None]:

@@ -25,6 +25,7 @@ from whisper_build.serving.engines.base import Hypothesis
 from whisper_build.serving.engines.buckets import choose_bucket
 from whisper_build.serving.engines.inflight_window import PRIORITY_LEVELS, DeadlineExceeded, Entry, Priority, Window
 from whisper_build.serving.engines.tokens import build_prompt_ids, generated_ids
+from whisper_build.serving.engines.torch_alignment import sot_sequence
 from whisper_build.serving.engines.torch_engine import TorchEngine
 from whisper_build.serving.engines.torch_logits import RowState
 from whisper_build.serving.engines.torch_overlap import gemm_sm_target
@@ -243,12 +244,25 @@ class InflightScheduler:
             event.synchronize()
         finished, history, logprob, no_speech = self._snaps[snap]
         done = finished.tolist()
+        ready: list[tuple[int, Entry, Hypothesis]] = []
         for slot, r in enumerate(self.rows):
             if r is None or r.joined >= step or not done[slot]:
                 continue
-            self.rows[slot] = None
             tokens = generated_ids(history[slot].tolist(), [], self.decoder.eot)
-            self._deliver(r.future, Hypothesis(tokens, float(logprob[slot]), float(no_speech[slot]), r.language))
+            ready.append((slot, r, Hypothesis(tokens, float(logprob[slot]), float(no_speech[slot]), r.language)))
+        worded = [(slot, r, h) for slot, r, h in ready if r.window.words]
+        if worded:  # aligned while the rows still hold their cross-attention keys/values (torch_alignment)
+            e = self.engine
+            starts = [sot_sequence(r.window.prompt, r.language, e._specials, e._tokenizer) for _, r, _ in worded]
+            aligned = e.aligner.with_words(
+                [h for _, _, h in worded], self._to_device([slot for slot, _, _ in worded]), None, starts,
+                [len(r.window.audio) for _, r, _ in worded],
+            )  # fmt: skip
+            with_words = {slot: h for (slot, _, _), h in zip(worded, aligned, strict=True)}
+            ready = [(slot, r, with_words.get(slot, h)) for slot, r, h in ready]
+        for slot, r, hypothesis in ready:
+            self.rows[slot] = None
+            self._deliver(r.future, hypothesis)
 
     def _deliver(self, future: Future[Hypothesis], result: Hypothesis | BaseException) -> None:
         try:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from settings.engines import ENGINE_PROFILES, profile
 from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.request import WindowRequest
@@ -84,6 +85,11 @@ class ServedModel:
     max_batch_size: int
     multilingual: bool | None = None
     engine: str | None = None
+
+    @property
+    def word_timings(self) -> bool:
+        """Whether the served engine gives word timings (its profile's; ``True`` when the config names none)."""
+        return self.engine not in ENGINE_PROFILES or profile(self.engine).word_timings
 
     @classmethod
     def from_triton_config(cls, config: dict[str, Any]) -> ServedModel:

@@ -18,13 +18,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.engines.base import DecodingThresholds, EngineParams, Hypothesis, WhisperEngine
+from whisper_build.serving.engines.base import DecodingThresholds, EngineParams, Hypothesis, WhisperEngine, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import SegmentResult, WindowResult
 from whisper_build.serving.triton_model.segments import (
     SECONDS_PER_TIMESTAMP,
+    decoded_words,
     drop_last_word,
     ends_in_speech,
     parse_segments,
@@ -133,6 +134,25 @@ def _segments(
     return trim_leading_silence(segments, audio, policy.silence_dbfs)
 
 
+def _in_decode(engine: WhisperEngine) -> bool:
+    """Whether ``engine.generate(words=True)`` aligns (``capabilities.aligns_in_decode``)."""
+    return bool(getattr(engine.capabilities, "aligns_in_decode", False))
+
+
+def _generate(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    prompts: Sequence[DecodePrompt],
+    penalties: Sequence[float],
+    timestamps: bool,
+    temperature: float,
+    words: bool,
+) -> list[Hypothesis]:
+    """One engine call; ``words`` asks an engine that aligns while decoding for :attr:`Hypothesis.words`."""
+    extra = {"words": True} if words and _in_decode(engine) else {}
+    return engine.generate(audio, prompts, penalties, timestamps=timestamps, temperature=temperature, **extra)
+
+
 def _tails(
     engine: WhisperEngine,
     audio: Sequence[np.ndarray],
@@ -142,6 +162,7 @@ def _tails(
     policy: DecodingPolicy,
     best_of: dict[int, _Attempt],
     found: dict[int, list[SegmentResult]],
+    words: dict[int, list[WordTiming]],
 ) -> dict[int, list[SegmentResult]]:
     """Segments extended by a decode of the speech after the last timestamp, for the rows that have it.
 
@@ -153,7 +174,8 @@ def _tails(
     its segments, offset by the tail's start, are appended unless that decode is silence or fails the
     fallback thresholds.
 
-    Returns: the rows whose segments grew, with all their segments.
+    Returns: the rows whose segments grew, with all their segments. ``words`` (rows aligned while
+    decoding) gains the tails' words, shifted by the tail's start.
     """
     starts: dict[int, float] = {}
     tail_of: dict[int, np.ndarray] = {}
@@ -165,13 +187,12 @@ def _tails(
                 starts[i], tail_of[i] = start, tail
     rows = list(starts)
     grown: dict[int, list[SegmentResult]] = {}
-    for temperature, members in group_indices([best_of[i].temperature for i in rows]).items():
+    keys = [(best_of[i].temperature, i in words) for i in rows]
+    for (temperature, aligned), members in group_indices(keys).items():
         idx = [rows[m] for m in members]
         tails = [tail_of[i] for i in idx]
         penalties = [repetition_penalty[i] for i in idx]
-        hypotheses = engine.generate(
-            tails, [prompts[i] for i in idx], penalties, timestamps=True, temperature=temperature
-        )
+        hypotheses = _generate(engine, tails, [prompts[i] for i in idx], penalties, True, temperature, aligned)
         for i, tail, hypothesis in zip(idx, tails, hypotheses, strict=True):
             attempt = _attempt(engine, hypothesis, temperature)
             if _is_silence(attempt, policy) or _failed(attempt, policy):
@@ -183,6 +204,9 @@ def _tails(
             ]
             if more:
                 grown[i] = found[i] + more
+                if hypothesis.words is not None and i in words:
+                    text = [t for t in hypothesis.tokens if t < engine.eot]
+                    words[i] = words[i] + decoded_words(more, text, hypothesis.words, offset)
     return grown
 
 
@@ -192,7 +216,7 @@ def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> 
     if any(o.word_timestamps for o in options) and not caps.word_timestamps:
         raise UnsupportedOption(
             f"word timestamps are not available with engine {engine.name}: it exposes no cross-attention "
-            "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2"
+            "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2 or torch"
         )
     if any(o.timestamps or o.word_timestamps for o in options) and not caps.timestamps:
         raise UnsupportedOption(
@@ -240,8 +264,9 @@ def decode_windows(
     moves to the first voiced 20 ms frame (:func:`trim_leading_silence`). When the audio still carries
     speech in its last 20 ms (:func:`ends_in_speech`), the window's last word is dropped
     (:func:`drop_last_word`): Whisper completes a cut word with a guess (tiny.en: "Please turn off …"
-    cut 20 ms into "off" decodes as "Please turn on."). Word timings come from
-    :meth:`WhisperEngine.align`, placed in their segments. Not reproduced on purpose:
+    cut 20 ms into "off" decodes as "Please turn on."). Word timings come from the
+    decode itself where the engine aligns while decoding (``generate(words=True)``: ``torch``), else
+    from :meth:`WhisperEngine.align`; either way placed in their segments. Not reproduced on purpose:
     ``condition_on_previous_text`` (windows decode independently, so all windows of all requests
     decode in ONE batch) and seek-based re-decoding (the gateway cuts windows at silences, so a
     segment without a closing timestamp is closed at the window's end).
@@ -258,15 +283,20 @@ def decode_windows(
     step = 0
     while pending:
         # One engine call per (temperature, timestamps) group: normally one call per step.
-        keys = [(schedule[i][step], options[i].timestamps or options[i].word_timestamps) for i in pending]
-        for (temperature, timestamps), rows in group_indices(keys).items():
+        keys = [
+            (schedule[i][step], options[i].timestamps or options[i].word_timestamps, options[i].word_timestamps)
+            for i in pending
+        ]
+        for (temperature, timestamps, words), rows in group_indices(keys).items():
             idx = [pending[r] for r in rows]
-            hypotheses = engine.generate(
+            hypotheses = _generate(
+                engine,
                 [audio[i] for i in idx],
                 [prompts[i] for i in idx],
                 [repetition_penalty[i] for i in idx],
-                timestamps=timestamps,
-                temperature=temperature,
+                timestamps,
+                temperature,
+                words,
             )
             if len(hypotheses) != len(idx):
                 raise RuntimeError(f"engine returned {len(hypotheses)} hypotheses for {len(idx)} windows")
@@ -285,7 +315,12 @@ def decode_windows(
         i: [] if _is_silence(best, policy) else _segments(engine, best.hypothesis, audio[i], policy)
         for i, best in best_of.items()
     }
-    found |= _tails(engine, audio, prompts, repetition_penalty, options, policy, best_of, found)
+    aligned = {
+        i: decoded_words(found[i], [t for t in best.hypothesis.tokens if t < engine.eot], best.hypothesis.words)
+        for i, best in best_of.items()
+        if options[i].word_timestamps and best.hypothesis.words is not None
+    }
+    found |= _tails(engine, audio, prompts, repetition_penalty, options, policy, best_of, found, aligned)
     for i in range(len(audio)):
         tried = attempts.get(i)
         if not tried:
@@ -308,25 +343,18 @@ def decode_windows(
         )
         if options[i].word_timestamps and segments:
             word_rows.append(i)
-    if word_rows:
-        words = engine.align(
-            [audio[i] for i in word_rows],
-            [prompts[i] for i in word_rows],
-            [[t for s in results[i].segments for t in s.tokens] for i in word_rows],  # type: ignore[union-attr]
+    late = [i for i in word_rows if i not in aligned]  # engines that align after the decode
+    if late:
+        late_words = engine.align(
+            [audio[i] for i in late],
+            [prompts[i] for i in late],
+            [[t for s in results[i].segments for t in s.tokens] for i in late],  # type: ignore[union-attr]
         )
-        for i, window_words in zip(word_rows, words, strict=True):
-            result = results[i]
-            assert result is not None
-            results[i] = WindowResult(
-                result.text,
-                place_words(result.segments, window_words),
-                result.avg_logprob,
-                result.compression_ratio,
-                result.no_speech_prob,
-                result.temperature,
-                result.temperatures,
-                result.language,
-            )
+        aligned |= dict(zip(late, late_words, strict=True))
+    for i in word_rows:
+        result = results[i]
+        assert result is not None
+        results[i] = replace(result, segments=place_words(result.segments, aligned[i]))
     return [r for r in results if r is not None]
 
 

@@ -6,8 +6,9 @@ silence gate, language, temperature fallback, segments) on a thread of its own t
 whose ``generate`` submits every window to :class:`~whisper_build.serving.engines.torch_inflight.InflightScheduler`
 at the request's level (a fallback re-decode is a new submission; ``best_of`` samples are that many) and
 whose ``detect_language`` submits a one-token decode. The deadline bounds the request's first submission;
-a cancelled request's windows are cancelled in the engine's queue or rows. Word timestamps stay
-unsupported (the ``torch`` engine has no alignment). Gauges come from the scheduler's ``stats()``.
+a cancelled request's windows are cancelled in the engine's queue or rows. Words: a window asked for
+them is aligned by the scheduler before its row is freed (``Window.words``). Gauges come from the
+scheduler's ``stats()``.
 Docs: docs/engines.md, "In-flight batching (`torch` engine)".
 """
 
@@ -116,11 +117,12 @@ class InflightEngine:
         *,
         timestamps: bool,
         temperature: float,
+        words: bool = False,
     ) -> list[Hypothesis]:
         """One submission per window (``best_of`` at temperature > 0, the best by mean log-prob kept)."""
         copies = self._best_of if temperature > 0 else 1
         windows = [
-            Window(a, p, temperature, None, self._priority, self._deadline, timestamps, r)  # type: ignore[arg-type]
+            Window(a, p, temperature, None, self._priority, self._deadline, timestamps, r, words)  # type: ignore[arg-type]
             for a, p, r in zip(audio, prompts, repetition_penalty, strict=True)
             for _ in range(copies)
         ]

@@ -18,6 +18,7 @@ from whisper_build.serving.silence import TIMESTAMP_FRAME, frame_dbfs
 
 __all__ = [
     "SECONDS_PER_TIMESTAMP",
+    "decoded_words",
     "drop_last_word",
     "ends_in_speech",
     "parse_segments",
@@ -165,3 +166,29 @@ def place_words(segments: list[SegmentResult], words: list[WordTiming]) -> list[
             last_end = end
         placed.append(SegmentResult(segment.start, segment.end, segment.text, segment.tokens, mine))
     return placed
+
+
+def decoded_words(
+    segments: list[SegmentResult], text_tokens: Sequence[int], words: Sequence[WordTiming], offset: float = 0.0
+) -> list[WordTiming]:
+    """The words an engine aligned over ``text_tokens`` that the ``segments`` kept, shifted by ``offset`` s.
+
+    The segments' tokens are a subsequence of the decode's text tokens (:func:`parse_segments` drops
+    segments whose text is blank); each word keeps the count of its tokens still there, and a word
+    with none left goes, so :func:`place_words` gives each segment its own words.
+    """
+    kept = [t for s in segments for t in s.tokens]
+    present: list[bool] = []
+    k = 0
+    for token in text_tokens:
+        hit = k < len(kept) and kept[k] == token
+        present.append(hit)
+        k += hit
+    out: list[WordTiming] = []
+    first = 0
+    for word in words:
+        count = sum(present[first : first + word.tokens])
+        first += word.tokens
+        if count:
+            out.append(WordTiming(word.word, word.start + offset, word.end + offset, word.probability, count))
+    return out

@@ -135,7 +135,10 @@ async def _audio(pipeline: Pipeline, request: AudioRequest) -> Response:
     chosen = _response_format_or_400(request)
     options = _options(request, chosen)
     speaker_options = await _speaker_options(pipeline, request.speakers)
-    decoded = options if speaker_options is None else DecodeOptions.transcript(True, temperature=request.temperature)
+    decoded = options
+    if speaker_options is not None:  # speakers word by word where the engine has word times, else by segment
+        words = options.word_timestamps or (await pipeline.served_model()).word_timings
+        decoded = DecodeOptions.transcript(words, temperature=request.temperature)
     diarized = None if speaker_options is None else PendingTurns(pipeline, speaker_options)
 
     async def audio_bytes() -> bytes:
