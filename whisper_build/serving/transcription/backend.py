@@ -27,6 +27,7 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "DelegatingBackend",
+    "ModelFailed",
     "ModelRestarting",
     "ServedModel",
     "TranscriptionBackend",
@@ -47,6 +48,14 @@ class ModelRestarting(BackendUnavailable):
 
     A window's inference is idempotent, so the gateway retries it once on the reloaded model
     (:mod:`whisper_build.serving.transcription.recovery`).
+    """
+
+
+class ModelFailed(BackendUnavailable):
+    """A model that died on every load was marked failed (the ``speaker`` model: ``diarization.self_test``).
+
+    Answered 503 at once with the cause and ``x-should-retry: false``: retrying cannot help until the
+    pod is fixed. Does not count against the ``whisper`` model's health.
     """
 
 
@@ -130,6 +139,13 @@ class TranscriptionBackend(Protocol):
         """
         ...
 
+    async def speaker_problem(self, timeout: float) -> str | None:
+        """Why the speaker model refuses every request (it was marked failed), else ``None`` (serving, off or busy).
+
+        A probe with no audio: a serving model refuses it as invalid at once.
+        """
+        ...
+
     async def reload(self, timeout: float) -> None:
         """Ask the model server to load the model again (repair after its runtime died).
 
@@ -161,6 +177,10 @@ class DelegatingBackend:
     async def diarize(self, samples: npt.NDArray[np.float32], options: SpeakerOptions, timeout: float) -> list[Turn]:
         """The wrapped backend's."""
         return await self.backend.diarize(samples, options, timeout)
+
+    async def speaker_problem(self, timeout: float) -> str | None:
+        """The wrapped backend's."""
+        return await self.backend.speaker_problem(timeout)
 
     async def reload(self, timeout: float) -> None:
         """The wrapped backend's."""
