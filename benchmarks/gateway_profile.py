@@ -159,6 +159,9 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def diarize(self, *_: Any, **__: Any) -> list[Turn]:
             return []
 
+        async def speaker_problem(self, timeout: float) -> str | None:
+            return None
+
         async def reload(self, timeout: float) -> None:
             return None
 
