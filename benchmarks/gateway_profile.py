@@ -162,6 +162,9 @@ def whole_app(data: bytes, requests: int) -> dict[str, float]:
         async def speakers_served(self, timeout: float) -> bool:
             return True
 
+        async def speaker_problem(self, timeout: float) -> str | None:
+            return None
+
         async def reload(self, timeout: float) -> None:
             return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -36,23 +37,29 @@ def gateway(triton_server) -> Any:
         yield url
 
 
-async def _events(conn: Any, until: str, timeout: float) -> list[dict[str, Any]]:
+async def _events(conn: Any, until: str, idle_seconds: float) -> list[dict[str, Any]]:
+    """Events up to ``until``; fails when none comes for ``idle_seconds`` (no progress), however long the whole takes."""
     out: list[dict[str, Any]] = []
-    async with asyncio.timeout(timeout):
-        while not out or out[-1]["type"] != until:
+    while not out or out[-1]["type"] != until:
+        async with asyncio.timeout(idle_seconds):
             out.append(json.loads(await conn.recv_bytes()))
     return out
 
 
 @pytest.mark.slow
 def test_completed_text_of_300_words_is_within_one_wer_point_of_the_file_endpoint(gateway, tmp_path) -> None:
-    # ~121 decodes of up to 30 s (every update awaited), each after up to ~60 forced words: 368 s at load 3.5
+    # ~121 decodes of up to 30 s (every update awaited), each after up to ~60 forced words: 206 s alone and
+    # ~370 s at load 3.5 where it was written, longer on a slower CPU: no wall-clock bound on the whole. The
+    # wait is bounded by progress: each event comes within one decode of the previous, and one decode (≤ 30 s
+    # of audio) costs less than the file endpoint's decode of the whole ~2 min, timed first on this machine.
     # GIVEN benchmarks/live.py's speech (24 sentences, 301 words, 1.5 s pauses) streamed faster than real
     # time (audio time decides turns and updates, so the run is deterministic) and sent to the file endpoint
     pcm, text, _spans = live.utterance(tmp_path)
 
     async def run() -> tuple[list[dict[str, Any]], float]:
+        started = time.monotonic()
         file_wer = await live.file_wer(gateway, KEY, pcm, text)
+        idle_seconds = 60.0 + 4 * (time.monotonic() - started)
         async with AsyncOpenAI(api_key=KEY, base_url=f"{gateway}/v1", max_retries=0).realtime.connect(
             extra_query={"intent": "transcription"}
         ) as conn:
@@ -63,7 +70,7 @@ def test_completed_text_of_300_words_is_within_one_wer_point_of_the_file_endpoin
                 chunk = base64.b64encode(pcm[start : start + 4800]).decode()
                 await conn.send({"type": "input_audio_buffer.append", "audio": chunk})
             await conn.send_raw(json.dumps({"type": "input_audio_buffer.clear"}))  # answered after every turn
-            return await _events(conn, "input_audio_buffer.cleared", 600), file_wer
+            return await _events(conn, "input_audio_buffer.cleared", idle_seconds), file_wer
 
     events, file_wer = asyncio.run(run())
     completed = [e for e in events if e["type"].endswith(".completed")]

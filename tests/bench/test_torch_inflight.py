@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
@@ -167,13 +168,19 @@ def test_a_failing_loop_answers_every_open_window_with_its_error(tiny, monkeypat
     for _ in range(2):
         sched.step()  # one row decodes, one waits
 
-    def broken() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def broken() -> None:  # holds the loop alive until the second start was tried, then fails
+        entered.set()
+        release.wait()
         raise RuntimeError("device lost")
 
     monkeypatch.setattr(sched, "_launch", broken)
     sched.start()
+    assert entered.wait(timeout=60)  # the loop runs (on any CPU speed)
     with pytest.raises(RuntimeError, match="already started"):
         sched.start()  # two loops on one KV cache
+    release.set()
     for future in futures:
         with pytest.raises(RuntimeError, match="device lost"):
             future.result(timeout=60)

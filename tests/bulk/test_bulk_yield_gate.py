@@ -94,18 +94,21 @@ def test_a_gate_url_that_is_not_http_fails_at_start() -> None:
 
 @pytest.mark.integration
 def test_an_unreadable_gateway_is_logged_once_and_polled_on(not_http, caplog) -> None:
+    def unreadable() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "unreadable" in r.getMessage()]
+
     async def scenario() -> YieldGate:
         gate = YieldGate(not_http, poll_seconds=0.05)
         gate.start()
-        await asyncio.sleep(0.5)
+        await until(lambda: len(unreadable()) >= 3, 120)  # three readings, however slow this CPU is
         await gate.close()
         return gate
 
     with caplog.at_level(logging.DEBUG, logger="whisper.bulk"):
         asyncio.run(scenario())
-    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
-    assert [r.levelno for r in unreadable].count(logging.WARNING) == 1
-    assert len(unreadable) >= 3  # the poller kept reading (one debug line per reading)
+    records = unreadable()
+    assert [r.levelno for r in records].count(logging.WARNING) == 1
+    assert len(records) >= 3  # the poller kept reading (one debug line per reading)
 
 
 class RecordingGate(YieldGate):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import speaker_support as support
+from pyannote.metrics.diarization import DiarizationErrorRate
 
 from whisper_build.serving import contract
 from whisper_build.serving.diarization.assign import label_segments, speaker_of
@@ -63,6 +64,25 @@ def test_speaker_count_and_der(model: SpeakerModel, dialogue: str) -> None:
     assert der < support.DER_BOUND
     assert confusion < support.CONFUSION_BOUND
     assert all(a.end <= b.start for a, b in zip(turns, turns[1:], strict=False))  # exclusive, in order
+
+
+@pytest.mark.skipif(
+    not (support.SPEAKERS_DIR / "senko_reference.npz").exists(),
+    reason="senko_reference.npz not recorded yet: run tests/data/speakers/record_reference.py on an AVX-512 CPU",
+)
+@pytest.mark.parametrize("dialogue", support.DIALOGUES)
+def test_turns_equal_senkos_own_on_an_avx512_cpu(model: SpeakerModel, dialogue: str) -> None:
+    # GIVEN the turns senko made with its own (AVX-512) extractor, recorded on such a CPU (test_speaker_features.py)
+    recorded = np.load(support.SPEAKERS_DIR / "senko_reference.npz")[f"{dialogue}__turns"]
+    reference = [(float(start), float(end), letters(int(index))) for start, end, index in recorded]
+    # WHEN this CPU diarizes the dialogue with the numpy features
+    turns = model.diarize(support.samples(dialogue))
+    # THEN as many speakers, and the turns differ from senko's by a DER of at most 0.02
+    assert len({t.speaker for t in turns}) == len({r[2] for r in reference})
+    metric = DiarizationErrorRate(collar=support.COLLAR_S, skip_overlap=False)
+    assert (
+        metric(support.annotation(reference), support.annotation([(t.start, t.end, t.speaker) for t in turns])) <= 0.02
+    )
 
 
 def test_known_speakers_take_their_names(model: SpeakerModel) -> None:

@@ -304,6 +304,7 @@ def test_metrics_have_exactly_the_contract_names(client_and_backend) -> None:
         "whisper_gateway_backend_failures_total",
         "whisper_gateway_model_healthy",
         "whisper_gateway_model_busy_with_others",
+        "whisper_gateway_speaker_model_failed",
         "whisper_gateway_model_reloaded_timestamp_seconds",
         "whisper_gateway_window_decodes_total",
         "whisper_gateway_window_retries_total",

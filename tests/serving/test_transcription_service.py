@@ -67,6 +67,9 @@ class Metrics:
     def backend_failed(self, source: str) -> None:
         self.failures.append(source)
 
+    def speaker_model_failed(self, failed: bool) -> None:
+        pass
+
 
 def _service(settings: Settings | None = None) -> tuple[TranscriptionService, FakeBackend, Metrics]:
     settings = settings or Settings()

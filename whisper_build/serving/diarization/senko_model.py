@@ -1,28 +1,87 @@
 """senko's diarization pipeline, loaded once per Triton ``speaker`` model instance: audio → indexed turns.
 
-The CPU path is what the serving image runs and what the tests prove: Silero VAD, senko's Kaldi
-fbank (C++), CAM++ (3D-Speaker, eager PyTorch), spectral clustering below 20 min of audio (UMAP +
-HDBSCAN above). senko's CUDA path differs (pyannote segmentation VAD, a TorchScript CAM++ build,
-kaldifeat fbank) and is not used: :class:`SpeakerModel` pins ``device="cpu"``. Imported only by the
-model (``model_repository/speaker/1/model.py``); the gateway and bulk never import senko.
+The CPU path is what the serving image runs and what the tests prove: Silero VAD, Kaldi fbank
+features (:mod:`.fbank`, numpy: senko's own C++ extractor needs AVX-512 and is never loaded), CAM++
+(3D-Speaker, eager PyTorch), spectral clustering below 20 min of audio (UMAP + HDBSCAN above).
+senko's CUDA path differs (pyannote segmentation VAD, a TorchScript CAM++ build, kaldifeat fbank)
+and is not used: :class:`SpeakerModel` pins ``device="cpu"``. Imported only by the model
+(``model_repository/speaker/1/model.py``); the gateway and bulk never import senko.
 Docs: docs/gateway.md, "Speakers (diarization)".
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import tempfile
 import threading
+import types
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving import contract
+from whisper_build.serving.diarization.fbank import subsegment_features
 from whisper_build.serving.diarization.speakers import MATCH_THRESHOLD, MAX_SPEAKERS, SAMPLE_RATE
 from whisper_build.serving.diarization.weights import SpeakerWeightsError, check_weights
 
 __all__ = ["SpeakerModel", "parse_speaker_request"]
+
+NATIVE_FBANK = "libfbank_extractor.so"
+"""senko's feature extractor (AVX-512, no CPU dispatch): never loaded by :class:`SpeakerModel`."""
+_patching = threading.Lock()
+
+
+class _Unloaded:
+    """Stands in for a function of senko's extractor: accepts senko's ``argtypes``/``restype``, is never called."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: object) -> None:
+        if self.name != "create_fbank_extractor":  # senko's __init__ calls it and keeps the falsy handle
+            raise RuntimeError(f"senko's {NATIVE_FBANK} is not loaded here: {self.name} has no implementation")
+
+
+@contextlib.contextmanager
+def _without_native_fbank(module: Any) -> Iterator[None]:
+    """While senko's ``Diarizer.__init__`` runs: its ``ctypes.CDLL`` of the extractor loads nothing."""
+
+    class _Library:
+        def __init__(self, path: str, *args: object, **kwargs: object) -> None:
+            if os.path.basename(path) != NATIVE_FBANK:
+                raise RuntimeError(f"senko asked to load {path}: only {NATIVE_FBANK} is expected here")
+
+        def __getattr__(self, name: str) -> _Unloaded:
+            function = _Unloaded(name)
+            setattr(self, name, function)
+            return function
+
+    proxy = types.SimpleNamespace(**{name: getattr(ctypes, name) for name in dir(ctypes) if not name.startswith("__")})
+    proxy.CDLL = _Library
+    with _patching:
+        original = module.ctypes
+        module.ctypes = proxy
+        try:
+            yield
+        finally:
+            module.ctypes = original
+
+
+def _portable_diarizer(**kwargs: Any) -> Any:
+    """The ``senko.Diarizer`` with features from :func:`.fbank.subsegment_features`; its C++ extractor is not loaded."""
+    import senko  # noqa: PLC0415 - torch + numba: loaded only in the speaker model's process
+    import senko.diarizer  # noqa: PLC0415
+
+    class PortableDiarizer(senko.Diarizer):
+        def _extract_fbank_features(self, audio_source: Any, subsegments: Any, *, sample_offset: int = 0) -> Any:
+            return subsegment_features(audio_source, subsegments, sample_offset=sample_offset)
+
+    with _without_native_fbank(senko.diarizer):
+        return PortableDiarizer(**kwargs)
 
 
 def _clipped(samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -51,9 +110,7 @@ class SpeakerModel:
         os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "numba-cache"))
         if problems := check_weights():
             raise SpeakerWeightsError("; ".join(problems))
-        import senko  # noqa: PLC0415 - torch + numba: loaded only in the speaker model's process
-
-        self._diarizer: Any = senko.Diarizer(device="cpu", vad="silero", warmup=warmup, quiet=True)
+        self._diarizer: Any = _portable_diarizer(device="cpu", vad="silero", warmup=warmup, quiet=True)
         self._diarizer.logical_cores = threads  # senko sets torch's thread count from it before each stage
         self._lock = threading.Lock()
 

@@ -101,6 +101,12 @@ class GatewayMetrics:
             registry=self.registry,
             multiprocess_mode="livemin",
         )
+        self.speaker_failed = Gauge(
+            "whisper_gateway_speaker_model_failed",
+            "1 while the speaker model refuses every request: it died on every load (/ping names it, still 200).",
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
         self.model_busy_with_others = Gauge(
             "whisper_gateway_model_busy_with_others",
             "1 while the canary waits behind other clients' work on Triton (judged from Triton's metrics: "
@@ -134,6 +140,10 @@ class GatewayMetrics:
         """Set values (multiprocess mode reads files): the healthy and busy-with-others gauges."""
         self.model_healthy.set(float(healthy))
         self.model_busy_with_others.set(float(busy_with_others))
+
+    def speaker_model_failed(self, failed: bool) -> None:
+        """Set ``whisper_gateway_speaker_model_failed``."""
+        self.speaker_failed.set(float(failed))
 
     def backend_failed(self, source: str) -> None:
         """``whisper_gateway_backend_failures_total{source}`` + 1."""

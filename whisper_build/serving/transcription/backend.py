@@ -29,6 +29,7 @@ __all__ = [
     "BackendUnavailable",
     "CoreRestarting",
     "DelegatingBackend",
+    "ModelFailed",
     "ModelRestarting",
     "ServedModel",
     "TranscriptionBackend",
@@ -56,6 +57,14 @@ class CoreRestarting(BackendUnavailable):
     """The model's engine-core process died and the model is starting a new one (503, retry after a pause).
 
     The model restarts its core itself, so the gateway reports it on /ping at once and does not reload.
+    """
+
+
+class ModelFailed(BackendUnavailable):
+    """A model that died on every load was marked failed (the ``speaker`` model: ``diarization.self_test``).
+
+    Answered 503 at once with the cause and ``x-should-retry: false``: retrying cannot help until the
+    pod is fixed. Does not count against the ``whisper`` model's health.
     """
 
 
@@ -154,6 +163,13 @@ class TranscriptionBackend(Protocol):
         """
         ...
 
+    async def speaker_problem(self, timeout: float) -> str | None:
+        """Why the speaker model refuses every request (it was marked failed), else ``None`` (serving, off or busy).
+
+        A probe with no audio: a serving model refuses it as invalid at once.
+        """
+        ...
+
     async def reload(self, timeout: float) -> None:
         """Ask the model server to load the model again (repair after its runtime died).
 
@@ -189,6 +205,10 @@ class DelegatingBackend:
     async def speakers_served(self, timeout: float) -> bool:
         """The wrapped backend's."""
         return await self.backend.speakers_served(timeout)
+
+    async def speaker_problem(self, timeout: float) -> str | None:
+        """The wrapped backend's."""
+        return await self.backend.speaker_problem(timeout)
 
     async def reload(self, timeout: float) -> None:
         """The wrapped backend's."""

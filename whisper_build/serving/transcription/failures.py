@@ -22,6 +22,7 @@ from whisper_build.serving.transcription.backend import (
     BackendRejected,
     BackendTimeout,
     BackendUnavailable,
+    ModelFailed,
 )
 
 __all__ = [
@@ -145,6 +146,8 @@ def describe_failure(
             f"({timeout_source}); its work was cancelled. {timeout_advice}",
             retry="never",
         )
+    if isinstance(exc, ModelFailed):
+        return Failure(503, ErrorCode.UNAVAILABLE, str(exc), retry="never")
     if isinstance(exc, BackendUnavailable):
         return Failure(503, ErrorCode.UNAVAILABLE, str(exc), retry="later")
     if isinstance(exc, BackendError):
@@ -158,7 +161,7 @@ def counts_against_model(exc: BaseException) -> TypeGuard[BackendError]:
     A model-server failure does, except a timeout (which may be the request's own length or the
     load) and a refusal (the request's own fault).
     """
-    return isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected)
+    return isinstance(exc, BackendError) and not isinstance(exc, BackendTimeout | BackendRejected | ModelFailed)
 
 
 REJECTED_PARAMS = (

@@ -125,6 +125,8 @@ class ModelHealth:
         self.consecutive_failures = 0
         self.last_success: float | None = None
         self.last_error = "no canary inference has succeeded yet (the model is loading)"
+        self.speaker_failure: str | None = None
+        """Why the speaker model refuses every request (it was marked failed); ``None`` while it may serve."""
         self.reloads = 0
         self._backoff = Backoff()
         self._next_reload_at = 0.0
@@ -336,6 +338,19 @@ class ModelHealth:
             log.error("reloading model %r failed: %s", self.model_name, exc)
         self._next_reload_at = self._clock() + delay
 
+    async def check_speakers(self, backend: TranscriptionBackend) -> None:
+        """Probe the speaker model; a failed one is named in ``/ping`` and the metric (transcription is unaffected)."""
+        probe = getattr(backend, "speaker_problem", None)  # test doubles of the seam may lack it
+        if probe is None:
+            return
+        failure = self.speaker_failure
+        with contextlib.suppress(BackendError, TimeoutError):  # busy or unreachable: keep the last answer
+            failure = await probe(self.settings.canary_timeout_seconds)
+        if failure != self.speaker_failure:
+            log.log(logging.ERROR if failure else logging.INFO, "speaker model: %s", failure or "serves again")
+        self.speaker_failure = failure
+        self.metrics.speaker_model_failed(failure is not None)
+
     async def run(
         self, backend: TranscriptionBackend, stop: asyncio.Event, reload: Callable[[], Awaitable[bool]] | None = None
     ) -> None:
@@ -343,6 +358,7 @@ class ModelHealth:
         was_healthy = False
         while not stop.is_set():
             await self.canary(backend)  # also while busy: another worker's requests tell this one nothing
+            await self.check_speakers(backend)
             self.publish()
             healthy = self.problem() is None
             if healthy != was_healthy:

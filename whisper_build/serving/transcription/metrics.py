@@ -28,5 +28,8 @@ class TranscriptionMetrics(Protocol):
     def model_health(self, healthy: bool, busy_with_others: bool) -> None:
         """This worker's verdict on the model, and whether it waits behind other clients' work on Triton."""
 
+    def speaker_model_failed(self, failed: bool) -> None:
+        """Whether the speaker model was marked failed (it died on every load; diarization answers 503)."""
+
     def backend_failed(self, source: str) -> None:
         """An inference the model server failed; ``source`` is ``canary`` or ``request``."""

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving import contract
+from whisper_build.serving.diarization.self_test import FAILED_MARKER
 from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn, name_turns
 from whisper_build.serving.results import ResultError, WindowResult
 from whisper_build.serving.transcription.backend import (
@@ -28,6 +29,7 @@ from whisper_build.serving.transcription.backend import (
     BackendTimeout,
     BackendUnavailable,
     CoreRestarting,
+    ModelFailed,
     ModelRestarting,
     ServedModel,
 )
@@ -365,6 +367,20 @@ class TritonBackend:
             self._speakers = any(model.get("name") == contract.SPEAKER_MODEL for model in index.get("models", []))
         return self._speakers
 
+    async def speaker_problem(self, timeout: float) -> str | None:
+        """See :meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.speaker_problem`."""
+        from tritonclient.grpc import InferInput
+        from tritonclient.utils import InferenceServerException
+
+        probe = InferInput(contract.AUDIO.name, [0], "FP32")
+        probe.set_data_from_numpy(np.zeros(0, dtype=np.float32))
+        try:
+            await self._client.infer(contract.SPEAKER_MODEL, [probe], client_timeout=timeout)
+        except InferenceServerException as exc:
+            error = _translate(exc, timeout)
+            return str(error) if isinstance(error, ModelFailed) else None
+        return None
+
     async def reload(self, timeout: float) -> None:
         """``load_model`` of Triton's repository API (needs ``--model-control-mode=explicit``).
 
@@ -387,6 +403,8 @@ def _translate(exc: Exception, timeout: float) -> BackendError:
     """Map a tritonclient error to the gateway's backend errors by gRPC status."""
     status = str(getattr(exc, "status", lambda: "")() or "")
     message = getattr(exc, "message", lambda: str(exc))() or str(exc)
+    if FAILED_MARKER in message:
+        return ModelFailed(message)
     if "DEADLINE_EXCEEDED" in status:
         return BackendTimeout(f"Triton did not answer within {timeout:g} s")
     if "INVALID_ARG" in status:

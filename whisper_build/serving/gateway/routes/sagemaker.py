@@ -127,4 +127,7 @@ async def ping(pipeline: PipelineDep) -> JSONResponse:
             f"model {settings.model_name!r} at {settings.triton_url} cannot serve: {problem}",
             pipeline.retry_headers(),
         )
-    return JSONResponse({"status": "ok"})
+    speakers = pipeline.service.health.speaker_failure  # the pod transcribes: still ready, the detail says what not
+    return JSONResponse(
+        {"status": "ok"} if speakers is None else {"status": "ok", "detail": f"model 'speaker': {speakers}"}
+    )
