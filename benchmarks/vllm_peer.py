@@ -281,7 +281,7 @@ def prompt_check(hf_dir: Path, corpus: Corpus) -> dict:
     from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizerFast
     from transformers.generation.utils import GenerationMixin
 
-    model = WhisperForConditionalGeneration.from_pretrained(str(hf_dir)).eval()
+    model = WhisperForConditionalGeneration.from_pretrained(str(hf_dir)).float().eval()  # fp16 on disk; CPU: fp32
     tokenizer = WhisperTokenizerFast(tokenizer_file=str(hf_dir / "tokenizer.json"))
     features = WhisperFeatureExtractor(feature_size=80)
     prompts = {"english_only": [50257, 50362], "vllm": [50257, 50258, 50358, 50362]}
@@ -353,8 +353,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     corpus = load_corpus(args.stage, args.peer)
     if args.prompt_check:
-        print(json.dumps({k: {x: y for x, y in v.items() if x != "transcripts"} for k, v in
-                          prompt_check(args.stage / "hf-tiny-en", corpus).items()}, indent=1))  # fmt: skip
+        checked = prompt_check(args.stage / "hf-tiny-en", corpus)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "prompt_check.json").write_text(json.dumps(checked, indent=1))
+        print(json.dumps({label: {k: v for k, v in c.items() if k != "transcripts"} for label, c in checked.items()}))
         return 0
     args.vllm_max_num_seqs = args.vllm_max_num_seqs or None
     args.out.mkdir(parents=True, exist_ok=True)

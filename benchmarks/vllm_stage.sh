@@ -33,14 +33,17 @@ cache=$src/.vllm-wheels; carry=$root/.vllmcarry; work=$(mktemp -d)
 mkdir -p "$cache"; rm -rf "$carry"; mkdir -p "$carry" "$work/flat/wheels"
 [ -d "$root/.gpucarry/0" ] || { echo "run benchmarks/gpu_served_stage.sh first (its .gpucarry/0 travels in every call)"; exit 1; }
 
-echo "== $pin resolved for cp312 manylinux x86-64 with $("$py312" --version)"
 platforms=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64)
 for n in $(seq 5 39); do platforms+=(--platform "manylinux_2_${n}_x86_64"); done  # pip matches N exactly
-"$py312" -m pip install -q --dry-run --ignore-installed --report "$cache/report.json" --only-binary=:all: \
-  --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "$pin" 2> >(grep -v '^WARNING: Location' >&2)
-"$py" -m benchmarks.gpu_carry missing "$cache/report.json" benchmarks/gpu_machine_packages.txt > "$work/all.txt"
+report=$cache/report-$pin.json  # the resolution takes minutes: kept per pin, VLLM_RESOLVE=1 redoes it
+if [ ! -f "$report" ] || [ -n "${VLLM_RESOLVE:-}" ]; then
+  echo "== $pin resolved for cp312 manylinux x86-64 with $("$py312" --version)"
+  "$py312" -m pip install -q --dry-run --ignore-installed --report "$report" --only-binary=:all: \
+    --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "$pin" 2> >(grep -v '^WARNING: Location' >&2)
+fi
+"$py" -m benchmarks.gpu_carry missing "$report" benchmarks/gpu_machine_packages.txt > "$work/all.txt"
 "$py" -m benchmarks.vllm_closure select "$work/all.txt" --without "${without[@]}" > "$work/wheels.txt"
-echo "$(wc -l < "$work/all.txt") of $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["install"]))' "$cache/report.json") resolved packages are missing on the machine; $(wc -l < "$work/wheels.txt") travel"
+echo "$(wc -l < "$work/all.txt") of $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["install"]))' "$report") resolved packages are missing on the machine; $(wc -l < "$work/wheels.txt") travel"
 while read -r wheel; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$cache" "$wheel" 2> >(grep -v '^WARNING: Location' >&2)
@@ -55,7 +58,7 @@ tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb 2>/dev/null) 
 code=$(du -sb "$root/.gpucarry/0" | cut -f1)
 budget=$((67108864 - tree - code - ${GPU_CARRY_MARGIN_MIB:-4} * 1048576 - 65536))
 cap=$((${VLLM_PART_MIB:-60} * 1048576)); [ "$budget" -le "$cap" ] || budget=$cap
-"$py" -m benchmarks.vllm_closure summary "$cache/report.json" "$work/all.txt" "$work/flat/wheels" \
+"$py" -m benchmarks.vllm_closure summary "$report" "$work/all.txt" "$work/flat/wheels" \
   --budget "$budget" --without "${without[@]}" > "$carry/closure.json"
 parts=$("$py" -m benchmarks.gpu_carry pack "$work/flat" "$carry" --budget "$budget" --split --prefix v)
 rm -rf "$work"
