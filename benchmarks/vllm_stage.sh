@@ -45,13 +45,16 @@ fi
 "$py" -m benchmarks.vllm_closure select "$work/all.txt" --without "${without[@]}" > "$work/wheels.txt"
 echo "$(wc -l < "$work/all.txt") of $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["install"]))' "$report") resolved packages are missing on the machine; $(wc -l < "$work/wheels.txt") travel"
 while read -r wheel; do
+  stem=$(echo "${wheel%%==*}" | tr '[:upper:]' '[:lower:]' | sed 's/[-_.]\{1,\}/_/g')-${wheel##*==}-
+  compgen -G "$cache/$stem*.whl" > /dev/null && continue  # cached (wheel names: PEP 427)
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$cache" "$wheel" 2> >(grep -v '^WARNING: Location' >&2)
 done < "$work/wheels.txt"
 "$py" -m benchmarks.vllm_closure link "$work/wheels.txt" "$cache" "$work/flat/wheels"
 
 echo "== the peer's inputs: the long file and the real-voice corpus with their text"
-"$py" -m benchmarks.vllm_peer --prepare --stage "$work/flat"
+"$py" -m benchmarks.vllm_peer --prepare --peer "$work/flat/peer"
+[ -f "$work/flat/peer/texts.json" ] || { echo "the peer's inputs were not written"; exit 1; }
 
 # 64 MiB = 67 108 864 bytes a call: the sent checkout's files + .gpucarry/0 + one part + the margin
 tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb 2>/dev/null) | tail -1 | cut -f1)
