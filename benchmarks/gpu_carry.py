@@ -1,15 +1,19 @@
 """What a GPU benchmark run carries to the device machine, derived instead of listed by hand.
 
 :func:`served_requirements`: the pins of the install sets whose packages the served path imports
-(an ``ast`` scan of its source, lazy imports included, mapped to distributions); :func:`pack`: files
-into parts that each fit one device call beside the sent checkout, with room for that checkout to
-grow. Used by ``benchmarks/gpu_served_stage.sh``. Docs: docs/benchmarks.md, "GPU, served path".
+(an ``ast`` scan of its source, lazy imports included, mapped to distributions); :func:`missing_pins`:
+what a resolved closure (``pip install --dry-run --report``) needs beyond the machine's packages;
+:func:`pack`: files into parts that each fit one device call beside the sent checkout, with room for
+that checkout to grow; :func:`split_large` / :func:`join_split`: a file larger than a part travels in
+pieces. Used by ``benchmarks/gpu_served_stage.sh`` and ``benchmarks/vllm_stage.sh``.
+Docs: docs/benchmarks.md, "GPU, served path" and "Side by side with vLLM".
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import shutil
 import sys
@@ -67,6 +71,71 @@ def served_requirements(requirements: str, modules: set[str], without: Iterable[
     return [pin for name, pin in pins.items() if name in provided and name not in skip]
 
 
+def missing_pins(report: Mapping[str, object], machine: Iterable[str], keep: Iterable[str] = ()) -> list[str]:
+    """``name==version`` of each package a pip report installs that the machine lacks, in the report's order.
+
+    Args:
+        report: ``pip install --dry-run --report`` JSON (``install[].metadata.name/version``).
+        machine: distribution names the device machine already has (benchmarks/gpu_machine_packages.txt).
+        keep: names that travel although the machine has them (another version is needed).
+    """
+    have = {_norm(name) for name in machine} - {_norm(name) for name in keep}
+    items = report.get("install", [])
+    assert isinstance(items, list), "a pip report has an install list"
+    return [
+        f"{item['metadata']['name']}=={item['metadata']['version']}"
+        for item in items
+        if _norm(item["metadata"]["name"]) not in have
+    ]
+
+
+def machine_packages(path: Path) -> list[str]:
+    """The names of a package list file (one a line, ``#`` comments)."""
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+SPLIT = ".split-"
+"""Suffix of a piece of a file split for travel: ``NAME.split-000``, ``NAME.split-001``, ..."""
+
+
+def split_large(folder: Path, budget: int) -> list[str]:
+    """Split every file under ``folder`` larger than ``budget`` bytes into pieces of at most ``budget``.
+
+    The pieces replace the file (``NAME.split-NNN``); :func:`join_split` puts it back. Returns the
+    relative paths of the files split.
+    """
+    split = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.stat().st_size > budget):
+        with path.open("rb") as source:
+            for k, piece in enumerate(iter(lambda: source.read(budget), b"")):
+                path.with_name(f"{path.name}{SPLIT}{k:03d}").write_bytes(piece)
+        path.unlink()
+        split.append(str(path.relative_to(folder)))
+    return split
+
+
+def join_split(folder: Path) -> list[str]:
+    """Join every ``NAME.split-000..`` under ``folder`` back into ``NAME`` (pieces removed); returns the names.
+
+    Raises:
+        ValueError: a piece is missing (numbers not 0..N-1).
+    """
+    groups: dict[Path, list[Path]] = {}
+    for piece in folder.rglob(f"*{SPLIT}[0-9][0-9][0-9]"):
+        groups.setdefault(piece.with_name(piece.name.rsplit(SPLIT, 1)[0]), []).append(piece)
+    for whole, pieces in groups.items():
+        pieces.sort()
+        numbers = [int(p.name.rsplit(SPLIT, 1)[1]) for p in pieces]
+        if numbers != list(range(len(pieces))):
+            raise ValueError(f"{whole.name}: pieces {numbers} of {len(pieces)}; one is missing")
+        with whole.open("wb") as out:
+            for piece in pieces:
+                out.write(piece.read_bytes())
+        for piece in pieces:
+            piece.unlink()
+    return sorted(str(w.relative_to(folder)) for w in groups)
+
+
 def pack(sizes: Mapping[str, int], budget: int) -> list[list[str]]:
     """Files (relative path → bytes) into parts of at most ``budget`` bytes each, largest first (first fit).
 
@@ -89,7 +158,11 @@ def pack(sizes: Mapping[str, int], budget: int) -> list[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``requirements`` prints the served pins; ``pack SRC DEST`` moves SRC's files into DEST/1..N."""
+    """The CLI: ``requirements``, ``missing``, ``pack``, ``join``.
+
+    ``requirements``: the served pins; ``missing``: a report's pins the machine lacks; ``pack SRC DEST``:
+    SRC's files into DEST/<prefix>1..N (``--split``: pieces first); ``join DIR``: pieces back into files.
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     req = sub.add_parser("requirements")
@@ -99,12 +172,29 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("source", type=Path)
     pk.add_argument("dest", type=Path)
     pk.add_argument("--budget", type=int, required=True, help="bytes one part may hold")
+    pk.add_argument("--split", action="store_true", help="split files over the budget into pieces first")
+    pk.add_argument("--prefix", default="", help="part folder names: PREFIX1..PREFIXN")
+    ms = sub.add_parser("missing")
+    ms.add_argument("report", type=Path, help="pip install --dry-run --report JSON")
+    ms.add_argument("machine", type=Path, help="the machine's package list (one name a line)")
+    ms.add_argument("--keep", nargs="*", default=[], help="names that travel although the machine has them")
+    jn = sub.add_parser("join")
+    jn.add_argument("folder", type=Path)
     args = p.parse_args(argv)
     if args.command == "requirements":
         modules = imported_modules(Path(s) for s in SERVED_SOURCES)
         text = "\n".join(path.read_text() for path in args.requirements_txt)
         print("\n".join(served_requirements(text, modules, args.without)))
         return 0
+    if args.command == "missing":
+        report = json.loads(args.report.read_text())
+        print("\n".join(missing_pins(report, machine_packages(args.machine), args.keep)))
+        return 0
+    if args.command == "join":
+        print("\n".join(join_split(args.folder)))
+        return 0
+    if args.split:
+        split_large(args.source, args.budget)
     files = {str(f.relative_to(args.source)): f.stat().st_size for f in args.source.rglob("*") if f.is_file()}
     try:
         parts = pack(files, args.budget)
@@ -113,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for k, names in enumerate(parts, start=1):
         for name in names:
-            (args.dest / str(k) / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(args.source / name, args.dest / str(k) / name)
+            (args.dest / f"{args.prefix}{k}" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(args.source / name, args.dest / f"{args.prefix}{k}" / name)
     print(len(parts))
     return 0
 

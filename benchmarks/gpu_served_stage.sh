@@ -39,14 +39,7 @@ echo "pins: ${pins[*]}"
   --python-version 3.12 --implementation cp "${platforms[@]}" --target "$work/none" "${pins[@]}"
 # numpy travels although the machine has one: its numpy 2.x breaks the python backend stub of Triton 2.51
 # (nvidia-pytriton 0.7.0 requires numpy<2), so the project's pin goes along for the stub (gpu_served_run.sh).
-"$py" - "$work/report.json" benchmarks/gpu_machine_packages.txt numpy > "$work/wheels.txt" <<'PY'
-import json, re, sys
-norm = lambda n: re.sub(r"[-_.]+", "-", n.lower())
-have = {norm(l.strip()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")} - set(sys.argv[3:])
-for item in json.load(open(sys.argv[1]))["install"]:
-    if norm(item["metadata"]["name"]) not in have:
-        print(item["metadata"]["name"] + "==" + item["metadata"]["version"])
-PY
+"$py" -m benchmarks.gpu_carry missing "$work/report.json" benchmarks/gpu_machine_packages.txt --keep numpy > "$work/wheels.txt"
 while read -r pin; do
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$work/flat/wheels" "$pin"

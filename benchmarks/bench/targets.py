@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 
 from benchmarks.bench.audio import AudioSample, BenchInputError
+from benchmarks.bench.forced_tokens import FORCED_TOKENS, forced_fields
 from benchmarks.bench.stats import OK
 from whisper_build.serving.transcription.request import WindowRequest
 
@@ -50,12 +51,14 @@ class TargetSpec:
     """A parsed ``NAME=URL`` benchmark target.
 
     ``kind`` is ``invocations``, ``openai``, ``triton`` or ``in_process``; ``address`` is the base URL
-    (HTTP), ``host:port`` (gRPC) or the query string (``in_process``).
+    (HTTP), ``host:port`` (gRPC) or the query string (``in_process``); ``form``: the ``openai`` URL's
+    query, form fields sent with every request (:class:`OpenAITarget`).
     """
 
     name: str
     kind: str
     address: str
+    form: tuple[tuple[str, str], ...] = ()
 
 
 def parse_target(spec: str) -> TargetSpec:
@@ -84,7 +87,7 @@ def parse_target(spec: str) -> TargetSpec:
         if path in ("", INVOCATIONS):
             return TargetSpec(name.strip(), "invocations", base)
         if path == OPENAI:
-            return TargetSpec(name.strip(), "openai", base)
+            return TargetSpec(name.strip(), "openai", base, tuple(parse_qsl(parts.query)))
         raise BenchInputError(f"target {spec!r}: path must be empty, {INVOCATIONS} or {OPENAI}")
     raise BenchInputError(f"target {spec!r}: scheme must be http, https, grpc or engine")
 
@@ -150,20 +153,37 @@ class InvocationsTarget(_HttpTarget):
 
 
 class OpenAITarget(_HttpTarget):
-    """Gateway ``POST /v1/audio/transcriptions`` (multipart ``file``, ``response_format=json``).
+    """``POST /v1/audio/transcriptions`` (multipart ``file``, ``response_format=json``).
+
+    The gateway, or any OpenAI-compatible server (vLLM's).
 
     ``form`` adds or replaces form fields, e.g. ``{"response_format": "verbose_json",
-    "timestamp_granularities[]": "word"}``.
+    "timestamp_granularities[]": "word"}``, after the target URL's query (``spec.form``); the key
+    :data:`FORCED_TOKENS` is not sent but turned into per-window fields (:func:`forced_fields`).
     """
 
     def __init__(self, spec: TargetSpec, max_connections: int, form: dict[str, str] | None = None) -> None:
         super().__init__(spec, max_connections)
-        self.form = {"model": "whisper", "response_format": "json", **(form or {})}
+        self.form = {"model": "whisper", "response_format": "json", **dict(spec.form), **(form or {})}
+        self._forced = self.form.pop(FORCED_TOKENS, None)
+        self._forms: dict[str, dict[str, str]] = {}
+
+    def form_for(self, sample: AudioSample) -> dict[str, str]:
+        """The form fields sent with ``sample`` (built once per file)."""
+        if sample.name not in self._forms:
+            extra = forced_fields(self._forced, sample) if self._forced else {}
+            self._forms[sample.name] = {**self.form, **extra}
+        return self._forms[sample.name]
 
     async def send(self, sample: AudioSample, timeout: float) -> str:
         """See :meth:`Target.send`: success = HTTP 200 with a JSON ``text``."""
-        result = await self._post(timeout, url=OPENAI, files={"file": (sample.name, sample.data)}, data=self.form)
+        result = await self.transcribe(sample, timeout)
         return result if isinstance(result, str) else _http_status(result, "text")
+
+    async def transcribe(self, sample: AudioSample, timeout: float) -> httpx.Response | str:
+        """POST ``sample``; the response, or ``timeout`` / ``connection_error``."""
+        files = {"file": (sample.name, sample.data)}
+        return await self._post(timeout, url=OPENAI, files=files, data=self.form_for(sample))
 
 
 class TritonTarget:
@@ -375,8 +395,9 @@ def open_target(spec: TargetSpec, max_concurrency: int, model: str = "whisper") 
 
     - ``http://host:port`` or ``http://host:port/invocations`` — gateway, SageMaker-style JSON
       ``{"audio_data": <base64>, "whisper_prompt": ""}``, success = HTTP 200 and ``"code": 0``.
-    - ``http://host:port/v1/audio/transcriptions`` — gateway, OpenAI multipart, success = HTTP 200
-      and a JSON ``text`` field.
+    - ``http://host:port/v1/audio/transcriptions[?field=value&...]`` — gateway (or any OpenAI-compatible
+      server, e.g. vLLM's), OpenAI multipart, success = HTTP 200 and a JSON ``text`` field; the query's
+      fields go with every request (``forced_tokens=100`` or ``=mixed``: :func:`forced_fields`).
     - the seeds' reference gateway design (:mod:`benchmarks.reference_gateway`, a benchmark baseline)
       speaks the same ``/invocations`` contract: ``reference_gateway=http://host:port/invocations``
       (``benchmarks/gpu_served.py`` and ``benchmarks/gateway_profile.py --served`` start and name it so).
