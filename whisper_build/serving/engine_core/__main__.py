@@ -1,4 +1,7 @@
-"""``python -m whisper_build.serving.engine_core whisper-engine-core --config JSON``: the engine-core process."""
+"""``python -m whisper_build.serving.engine_core whisper-engine-core --config JSON``: the engine-core process.
+
+Docs: docs/engines.md, "The engine core"
+"""
 
 import sys
 
