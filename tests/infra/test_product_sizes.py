@@ -53,7 +53,6 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("stacks/whisper_app.py", "add_whisper_stacks"): 95,
     ("whisper_build/podstart/preflight.py", "main"): 93,
     ("whisper_build/podstart/preflight.py", "run_preflight"): 95,
-    ("whisper_build/serving/engines/torch_engine.py", "TorchEngine.__init__"): 63,
     ("whisper_build/serving/triton_model/batching.py", "parse_request"): 62,
     ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 126,
 }

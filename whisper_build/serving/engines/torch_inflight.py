@@ -334,10 +334,10 @@ class InflightScheduler:
         e, d = self.engine, self.decoder
         side = e._side if self.overlap else None
         if side is None:
-            return d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals]))), None
+            return d.cross_kv(e._encoder(e._mel.features([a.window.audio for a in arrivals]))), None
         audio = [a.window.audio for a in arrivals]
         with torch.cuda.stream(side), gemm_sm_target(e._device, e.tuning.encoder_gemm_sms):
-            features = e._staged_features(audio) if e.tuning.inflight_staged else e._features(audio)
+            features = e._mel.staged(audio) if e.tuning.inflight_staged else e._mel.features(audio)
             kv = d.cross_kv(e._encoder(features))
             event = torch.cuda.Event()
             event.record()
