@@ -54,7 +54,7 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("whisper_build/podstart/preflight.py", "main"): 93,
     ("whisper_build/podstart/preflight.py", "run_preflight"): 95,
     ("whisper_build/serving/triton_model/batching.py", "parse_request"): 62,
-    ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 126,
+    ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 97,
 }
 """Functions over :data:`MAX_FUNCTION_LINES` today, ``(file, qualified name)`` to lines: may only shrink."""
 
