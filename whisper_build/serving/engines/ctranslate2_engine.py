@@ -24,14 +24,9 @@ import numpy as np
 import numpy.typing as npt
 import tokenizers
 
-from whisper_build.serving.engines.base import (
-    EngineCapabilities,
-    EngineParams,
-    Hypothesis,
-    TokenizerText,
-    WordTiming,
-)
+from whisper_build.serving.engines.base import EngineCapabilities, Hypothesis, TokenizerText, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, log_mel_batch
+from whisper_build.serving.engines.params import EngineParams
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,

@@ -25,16 +25,10 @@ import tokenizers
 import torch
 from transformers import WhisperConfig, WhisperForConditionalGeneration
 
-from whisper_build.serving.engines.base import (
-    EngineCapabilities,
-    EngineParams,
-    EngineParamsError,
-    Hypothesis,
-    TokenizerText,
-    WordTiming,
-)
+from whisper_build.serving.engines.base import EngineCapabilities, Hypothesis, TokenizerText, WordTiming
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
 from whisper_build.serving.engines.features import N_SAMPLES
+from whisper_build.serving.engines.params import EngineParams, EngineParamsError
 from whisper_build.serving.engines.random_lengths import mixed_window_tokens
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.engines.base import DecodingThresholds, EngineParams, Hypothesis, WhisperEngine, WordTiming
+from whisper_build.serving.engines.base import Hypothesis, WhisperEngine, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
+from whisper_build.serving.engines.params import DecodingThresholds, EngineParams
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import SegmentResult, WindowResult
