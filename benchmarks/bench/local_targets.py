@@ -176,7 +176,7 @@ class CoreTarget:
     async def send(self, sample: AudioSample, timeout: float) -> str:
         """See :meth:`Target.send`: one request of the sample's windows through the core."""
         from whisper_build.serving import contract
-        from whisper_build.serving.transcription.triton import pack_batch
+        from whisper_build.serving.transcription.triton_inputs import pack_batch
         from whisper_build.serving.triton_model.batching import parse_request
 
         self._loop = asyncio.get_running_loop()
