@@ -27,7 +27,7 @@ FILES_OVER: dict[str, int] = {
     "whisper_build/serving/audio/decode.py": 443,
     "whisper_build/serving/engines/torch_engine.py": 419,
     "whisper_build/serving/engines/torch_graphs.py": 411,
-    "whisper_build/workstation/local_triton.py": 469,
+    "whisper_build/workstation/local_triton.py": 423,
 }
 """Files over :data:`MAX_FILE_LINES` today, with their line count: may only shrink."""
 
