@@ -99,6 +99,11 @@ def closed_loop(url: str, concurrency: int, seconds: float, samples: int = 16000
     finally:
         client.stop_stream()
         client.close()
+    return _level(concurrency, latencies, errors, elapsed)
+
+
+def _level(concurrency: int, latencies: list[float], errors: list[str], elapsed: float) -> dict[str, Any]:
+    """One closed-loop level's record: answers/s over ``elapsed`` s, p50/p99 latency (ms), errors."""
     ordered = sorted(latencies)
     return {
         "concurrency": concurrency,

@@ -33,7 +33,7 @@ from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.results import WindowResult
 from whisper_build.serving.transcription.backend import ServedModel
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import infer_inputs, scheduler_parameters
+from whisper_build.serving.transcription.triton_inputs import infer_inputs, scheduler_parameters
 
 _RESULT = json.dumps({"text": " Good morning everyone.", "segments": [], "temperature": 0.0, "temperatures": [0.0]})
 

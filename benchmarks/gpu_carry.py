@@ -24,7 +24,7 @@ from pathlib import Path
 SERVED_SOURCES = ("whisper_build/serving", "whisper_build/workstation", "settings", "benchmarks/bench", "benchmarks/gpu_served.py",
                   "benchmarks/gpu_whisper_random.py", "benchmarks/reference_gateway.py", "benchmarks/live.py",
                   "benchmarks/gpu_live.py", "benchmarks/gpu_served_engine.py", "benchmarks/gpu_served_report.py",
-                  "benchmarks/gpu_engine_sustained.py", "benchmarks/gpu_engine_random.py")  # fmt: skip
+                  "benchmarks/gpu_served_stack.py", "benchmarks/gpu_engine_sustained.py", "benchmarks/gpu_engine_random.py")  # fmt: skip
 """What the served benchmark runs on the device machine (gateway, Triton model, engines, load tool)."""
 
 CALL_BYTES = 64 * 1024 * 1024

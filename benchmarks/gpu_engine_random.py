@@ -46,7 +46,7 @@ def stage_times(engine, audio: list[np.ndarray], prompts: list[DecodePrompt], ne
 
     with torch.inference_mode():
         t0 = now()
-        features = engine._features(audio)
+        features = engine._mel.features(audio)
         tf = now()
         encoded = engine._encoder(features)
         t1 = now()
@@ -79,7 +79,7 @@ def encoder_variants(engine, batch: int, repeats: int) -> list[dict]:
 
     from whisper_build.serving.engines.torch_encoder import FusedEncoder
 
-    features = engine._features(_windows(batch, seed=1))
+    features = engine._mel.features(_windows(batch, seed=1))
     hf = engine._model.model.encoder
     candidates = {
         "transformers_eager": lambda x: hf(input_features=x).last_hidden_state,
@@ -132,7 +132,7 @@ def profile_step(engine, batch: int, steps: int = 20) -> list[dict]:
     decoder = engine._decoder
     audio, prompt = _windows(batch), DecodePrompt("", "en", "transcribe")
     with torch.inference_mode():
-        decoder.set_cross(engine._encoder(engine._features(audio)))
+        decoder.set_cross(engine._encoder(engine._mel.features(audio)))
         ids = [build_prompt_ids(prompt, engine._specials, engine._encode, engine._tokenizer.token_to_id, "en")] * batch
         decoder.decode(ids, [1.0] * batch, 0.0, False, 2)  # fills the cache and state for the steps below
         decoder._step(batch, False)

@@ -1,6 +1,6 @@
 """GPU live sessions through the served path: ``benchmarks.live`` against gateway → Triton → ``torch`` engine.
 
-For each model of ``benchmarks.gpu_served.served_models`` (``tiny.en`` real weights: latency and WER;
+For each model of ``benchmarks.gpu_served_stack.served_models`` (``tiny.en`` real weights: latency and WER;
 ``large-v3-turbo-random``: random weights, fixed decode length, the gateway's test-only confirmation
 rule: load only) Triton and the gateway are started once and N = 8, 16, 32, 64 sessions stream the
 staged speech at real-time pace. Run by ``benchmarks/gpu_served_run.sh --live`` on the GPU machine;
@@ -56,7 +56,7 @@ def gateway_env(weights: str, max_sessions: int, workers: int) -> dict[str, str]
 
 def run_model(name: str, params: EngineParams, args: argparse.Namespace, speech: tuple) -> list[dict]:
     """Start Triton + gateway for ``params`` and run every session count; the rows."""
-    from benchmarks.gpu_served import start_triton
+    from benchmarks.gpu_served_stack import start_triton
     from whisper_build.workstation.process import GatewayProcess
 
     triton = start_triton(params, args.max_batch, args.queue_delay_us, args.triton_env, args.work / f"triton_{name}")
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(live.table(json.loads(args.table.read_text())["rows"]))
         return 0
-    from benchmarks.gpu_served import served_models
+    from benchmarks.gpu_served_stack import served_models
 
     args.out.mkdir(parents=True, exist_ok=True)
     models = served_models(args.stage / "hf-tiny-en", args.work, args.device, args.max_batch, args.fixed_tokens)

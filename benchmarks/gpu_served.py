@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, get_args
 
 from benchmarks.bench.audio import load_samples
 from benchmarks.bench.cli import main as bench_main
@@ -35,30 +33,11 @@ from benchmarks.gpu_served_engine import (
     workload_params,
 )
 from benchmarks.gpu_served_report import plot, report, saturating_record, summary
-from benchmarks.gpu_whisper_random import random_model_dir
+from benchmarks.gpu_served_stack import core_query, engine_query, served_models, start_triton
 from whisper_build.serving.engines import EngineParams, load_engine
 from whisper_build.serving.engines.random_lengths import MIXED
 from whisper_build.serving.triton_model.decoding import DecodingPolicy, window_texts
-from whisper_build.serving.triton_model.repository import BatchingConfig
-from whisper_build.serving.triton_model.settings import TritonSettings
-from whisper_build.workstation.local_triton import LocalTriton, free_ports
 from whisper_build.workstation.process import GatewayProcess
-
-_SCHEDULER_FIELD = BatchingConfig.model_fields.get("scheduler")
-SCHEDULERS: tuple[str, ...] = get_args(_SCHEDULER_FIELD.annotation) if _SCHEDULER_FIELD else ("static",)
-"""The Triton model's schedulers in this tree (``static`` only before the model had its own scheduler)."""
-
-
-def engine_query(params: EngineParams, max_batch: int) -> str:
-    """``engine:`` target URL for the bench tool with these parameters."""
-    fields = {k: str(v) for k, v in params.model_dump(mode="json").items() if v != EngineParams.model_fields[k].default}
-    return "engine:?" + "&".join(f"{k}={v}" for k, v in {**fields, "max_batch": max_batch}.items())
-
-
-def core_query(params: EngineParams, max_batch: int, scheduler: str, queue_delay_us: int) -> str:
-    """``core:`` target URL (the engine core driven without Triton) with these parameters and scheduler."""
-    query = engine_query(params, max_batch).removeprefix("engine:?")
-    return f"core:?{query}&scheduler={scheduler}&queue_delay_us={queue_delay_us}"
 
 
 def check_transcripts(gateway_url: str, audio: list[Path], references: dict, params: EngineParams) -> dict:
@@ -97,45 +76,6 @@ def check_transcripts(gateway_url: str, audio: list[Path], references: dict, par
     }
 
 
-def start_triton(
-    params: EngineParams,
-    max_batch: int,
-    queue_delay_us: int,
-    triton_env: list[str],
-    workdir: Path,
-    instance_count: int = 1,
-    scheduler: str = "static",
-) -> LocalTriton:
-    """A started Triton on free ports serving ``params``; read its endpoints from ``.settings``.
-
-    Batching: ``max_batch`` rows (queue 4×), ``queue_delay_us`` of delay, ``instance_count`` instances,
-    the model's ``scheduler`` where this tree's model has one (:data:`SCHEDULERS`);
-    ``triton_env`` (``KEY=VALUE``) is set for the tritonserver process only.
-    """
-    http, grpc, metrics = free_ports(3)
-    if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler {scheduler!r}: this tree's Triton model offers {', '.join(SCHEDULERS)}")
-    fields: dict[str, object] = {
-        "max_batch_size": max_batch,
-        "max_queue_delay_us": queue_delay_us,
-        "max_queue_size": 4 * max_batch,
-        "instance_count": instance_count,
-    }
-    if "scheduler" in BatchingConfig.model_fields:
-        fields["scheduler"] = scheduler
-    batching = BatchingConfig.model_validate(fields)
-    settings = TritonSettings(
-        http_port=http, grpc_port=grpc, metrics_port=metrics, engine=params, batching=batching, exit_timeout_s=5
-    )
-    extra_env = dict(item.split("=", 1) for item in triton_env)
-    os.environ.update(extra_env)  # read by LocalTriton.start (server_environment) only
-    try:
-        return LocalTriton(settings, workdir=workdir).start()
-    finally:
-        for key in extra_env:
-            os.environ.pop(key, None)
-
-
 def _levels(out: Path, gateway_cpu_s: float, gpu: GpuSampler) -> list[dict]:
     """The bench levels written under ``out`` (closed, open, reference), with the gateway's CPU and the GPU's SMs."""
     levels = []
@@ -148,6 +88,19 @@ def _levels(out: Path, gateway_cpu_s: float, gpu: GpuSampler) -> list[dict]:
             level["gateway_cpu_ms_per_request"] = round(1000 * gateway_cpu_s / gateway_requests, 2)
         level["gpu_sm_util_pct"] = gpu.mean_sm(level.get("started_unix"), level["wall_s"])
     return levels
+
+
+def _bench_targets(
+    params: EngineParams, args: argparse.Namespace, gateway_url: str, grpc_url: str
+) -> tuple[dict[str, str], list[str]]:
+    """Every bench target of a run by name (served, in-process, engine cores), and the closed-loop ones."""
+    every = {"gateway": gateway_url, "triton": f"grpc://{grpc_url}", "in_process": engine_query(params, args.max_batch)}
+    for policy in [p for p in args.core_schedulers.split(",") if p not in ("", "none")]:  # B: the core, no Triton
+        every[f"engine_core_{policy}"] = core_query(params, args.max_batch, policy, args.queue_delay_us)
+    closed = [t for t in args.closed_targets.split(",") if t in every] + [
+        t for t in every if t.startswith("engine_core_")
+    ]
+    return every, closed
 
 
 def run_model(
@@ -181,13 +134,7 @@ def run_model(
         def metrics(targets: list[str]) -> list[str]:  # Triton's metrics, for the served targets that run
             return [f"--triton-metrics={t}={settings.metrics_url}" for t in targets if t in ("gateway", "triton")]
 
-        every = {"gateway": gateway.url, "triton": f"grpc://{settings.grpc_url}",
-                 "in_process": engine_query(params, args.max_batch)}  # fmt: skip
-        for policy in [p for p in args.core_schedulers.split(",") if p not in ("", "none")]:  # B: the core, no Triton
-            every[f"engine_core_{policy}"] = core_query(params, args.max_batch, policy, args.queue_delay_us)
-        closed = [t for t in args.closed_targets.split(",") if t in every] + [
-            t for t in every if t.startswith("engine_core_")
-        ]
+        every, closed = _bench_targets(params, args, gateway.url, settings.grpc_url)
         cpu_before = gateway.cpu_seconds()
         if args.concurrency not in ("none", ""):
             bench_main([
@@ -213,34 +160,6 @@ def run_model(
                 ])  # fmt: skip
     (args.out / f"checks_{run['label']}.json").write_text(json.dumps(checks, indent=2))
     return _levels(out, checks["gateway_cpu_s"], run["gpu"])
-
-
-def served_models(
-    tiny: Path,
-    out: Path,
-    device: Literal["cpu", "cuda", "auto"],
-    max_batch: int,
-    fixed_tokens: int,
-    shape: str = "large-v3-turbo",
-) -> dict[str, EngineParams]:
-    """Engine parameters per benchmark model: ``tiny.en`` (real weights in ``tiny``) and the random-weight turbo.
-
-    The random-weight model runs with the temperature fallback off (``temperature_increment=0``):
-    meaningless text always fails the fallback's thresholds, and re-decoding every window at rising
-    temperatures would time the fallback, not the engine (seen on an H200: 4.25 windows/s at c=64).
-    """
-    print(f"large-v3-turbo-random: RANDOM weights, {fixed_tokens} tokens per window, temperature fallback OFF "
-          "(temperature_increment=0)", flush=True)  # fmt: skip
-    return {
-        "tiny.en": EngineParams(
-            engine="torch", model_path=str(tiny), device=device, beam_size=1, max_engine_batch=max_batch
-        ),
-        "large-v3-turbo-random": EngineParams(
-            engine="torch", model_path=str(random_model_dir(tiny, out / f"random-{shape}", shape)),
-            device=device, beam_size=1, max_engine_batch=max_batch, random_weights_fixed_tokens=fixed_tokens,
-            temperature_increment=0.0,
-        ),
-    }  # fmt: skip
 
 
 _OPTIONS = (  # flag, default (its type is the option's), help

@@ -22,7 +22,8 @@ from fastapi.responses import JSONResponse
 from whisper_build.serving import contract
 from whisper_build.serving.prompt import parse_prompt
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import STREAM_STATUS_HEADERS, infer_inputs, scheduler_parameters
+from whisper_build.serving.transcription.triton import STREAM_STATUS_HEADERS
+from whisper_build.serving.transcription.triton_inputs import infer_inputs, scheduler_parameters
 
 
 def create_app(triton_url: str, model_name: str = "whisper") -> FastAPI:
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     inside the async handler, so the event loop is blocked for the whole inference and requests in
     one process reach Triton one at a time. Same JSON contract as our gateway's ``/invocations``
     (``{"audio_data", "whisper_prompt"}`` → ``{"code", "message", "transcribe_text"}``) and the same
-    Triton model inputs (:func:`whisper_build.serving.transcription.triton.infer_inputs`: ``WAV``,
+    Triton model inputs (:func:`whisper_build.serving.transcription.triton_inputs.infer_inputs`: ``WAV``,
     ``WAV_LENS``, ``TEXT_PREFIX``, ``REPETITION_PENALTY``, ``TIMESTAMPS``, ``WORD_TIMESTAMPS``,
     ``TEMPERATURE``; one row for the whole clip, which must be ≤ 30 s), so that "our gateway ÷ the
     reference design on the same Triton" compares the gateways alone. It has none of the product's

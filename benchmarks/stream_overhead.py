@@ -17,7 +17,8 @@ import numpy as np
 from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import infer_inputs, stream_request
+from whisper_build.serving.transcription.triton import stream_request
+from whisper_build.serving.transcription.triton_inputs import infer_inputs
 from whisper_build.serving.triton_model.repository import MODEL_NAME
 from whisper_build.serving.triton_model.settings import TritonSettings
 from whisper_build.workstation.local_triton import LocalTriton

@@ -216,7 +216,7 @@ def prepare(peer: Path, repo: Path) -> None:
 @contextlib.contextmanager
 def our_server(run: Run, params: EngineParams, label: str) -> Iterator[str]:
     """Triton (the ``torch`` engine with ``params``) and our gateway, as benchmarks/gpu_served.py starts them."""
-    from benchmarks.gpu_served import start_triton
+    from benchmarks.gpu_served_stack import start_triton
     from whisper_build.workstation.process import GatewayProcess
 
     args, started = run.args, time.monotonic()
@@ -236,8 +236,8 @@ def our_server(run: Run, params: EngineParams, label: str) -> Iterator[str]:
 
 def run_ours(run: Run, workload: str) -> None:
     """Our served path on ``workload`` (Triton started for it: the engine's mode is per workload)."""
-    from benchmarks.gpu_served import served_models
     from benchmarks.gpu_served_engine import release_gpu_memory, workload_params
+    from benchmarks.gpu_served_stack import served_models
 
     args = run.args
     models = served_models(args.stage / "hf-tiny-en", args.out, args.device, args.max_batch, args.fixed_tokens)

@@ -204,6 +204,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_report(config: DeploymentConfig, config_name: str, templates: dict[str, Path], extra: list[Path]) -> None:
+    """Print what was synthesized: the config, the stacks and manifests, the synthesis notes, config warnings."""
+    print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
+    print_summary(config, templates, extra)
+    notes = synthesis_notes(templates)
+    if notes:
+        print(f"\nNotes ({len(notes)}):")
+    for note in notes:
+        print(f"  note: {note}")
+    print_warnings(config_warnings(config))
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Validate, synthesize into a staging directory, gate, then swap it into ``--outdir``; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -250,15 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     final_dir = outdir if ok else failed_dir
     _replace_dir(staging, final_dir)
     templates = {name: final_dir / path.relative_to(staging) for name, path in staged_templates.items()}
-    print(f"Config: {config_name} (project {config.project_name}, region {config.region})\n")
-    print_summary(config, templates, extra)
-    notes = synthesis_notes(templates)
-    if notes:
-        print(f"\nNotes ({len(notes)}):")
-    for note in notes:
-        print(f"  note: {note}")
-    print_warnings(config_warnings(config))
-    print()
+    _print_report(config, config_name, templates, extra)
     _print_gates(findings, synth_error, len(templates), len(manifests), checkov, ok)
     if ok:
         if failed_dir.exists():

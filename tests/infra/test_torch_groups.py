@@ -146,7 +146,7 @@ def test_the_image_renders_a_torch_model_from_the_pod_env(mixed, monkeypatch, tm
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
-    from whisper_build.serving.engines.base import EngineParams
+    from whisper_build.serving.engines.params import EngineParams
     from whisper_build.serving.supervisor import SupervisorSettings, resolve_model_repository
     from whisper_build.serving.triton_model.settings import TritonSettings
 

@@ -316,7 +316,7 @@ def test_layout_repository(tmp_path):
     assert parameters["max_engine_batch"] == parameters["max_batch_size"] == "8"
     assert parameters["multilingual"] == "false"  # tiny.en's tokenizer (the gateway's GET /v1/models reads it)
     # The Triton model resolves the relative path against its own folder: the moved engines.
-    from whisper_build.serving.engines.base import EngineParams
+    from whisper_build.serving.engines.params import EngineParams
 
     params = EngineParams.from_strings({k: v for k, v in parameters.items() if k in EngineParams.model_fields})
     assert params.relative_to(model).resolved_model_path() == engine_dir

@@ -18,7 +18,7 @@ from whisper_build.serving import contract
 from whisper_build.serving.engines import EngineParams
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.transcription.request import WindowRequest
-from whisper_build.serving.transcription.triton import infer_inputs
+from whisper_build.serving.transcription.triton_inputs import infer_inputs
 from whisper_build.serving.triton_model.batching import parse_request
 from whisper_build.serving.triton_model.contract_files import stale_files
 from whisper_build.serving.triton_model.repository import BatchingConfig, render_config

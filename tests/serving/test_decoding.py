@@ -240,7 +240,7 @@ def test_drop_last_word_keeps_earlier_segments_and_cuts_unspaced_scripts_by_toke
 def test_thresholds_are_declared_once_and_the_policy_takes_them_from_the_engine_params():
     from pydantic import ValidationError
 
-    from whisper_build.serving.engines.base import DecodingThresholds, EngineParams
+    from whisper_build.serving.engines.params import DecodingThresholds, EngineParams
 
     shared = set(DecodingThresholds.model_fields)
     # declared in one class: the model config's parameters and the policy extend it, neither re-declares

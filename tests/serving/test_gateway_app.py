@@ -20,7 +20,7 @@ from gateway_cases import BAD_REQUESTS, BadRequest, error_message, send_bad_requ
 from whisper_build.serving.gateway.app import create_app
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, BackendUnavailable
-from whisper_build.serving.transcription.triton import pack_batch
+from whisper_build.serving.transcription.triton_inputs import pack_batch
 
 WAV = samples.encode(samples.tone(2.0, 16000), 16000, "wav_s16")
 

@@ -2,7 +2,7 @@
 
 CTranslate2 seeds each worker thread's generator once, at its first sample, so the engine sets
 the seed when it loads: a freshly loaded engine given the same calls in the same order samples
-the same (whisper_build/serving/engines/base.py, ``sampling_seed``).
+the same (whisper_build/serving/engines/params.py, ``sampling_seed``).
 """
 
 from __future__ import annotations

@@ -14,10 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import get_args
@@ -32,6 +30,7 @@ from whisper_build.serving.triton_model.settings import TritonSettings, tritonse
 from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
 from whisper_build.workstation.process import NotReady, wait_until_ready
 from whisper_build.workstation.triton_stop import UnloadWatch, end_tritonserver
+from whisper_build.workstation.triton_wheel import TritonStartError, TritonWheel, assemble_backends, server_environment
 
 __all__ = [
     "LocalTriton",
@@ -60,10 +59,6 @@ def _terminate_with_parent() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class TritonStartError(RuntimeError):
-    """tritonserver exited or did not become ready; the message carries the end of its log."""
-
-
 class TritonPortTaken(TritonStartError, PortTaken):
     """One of tritonserver's ports is held by another process (before the start, or when it binds)."""
 
@@ -73,81 +68,6 @@ PORTS = {"http_port": "WHISPER_TRITON_HTTP_PORT", "grpc_port": "WHISPER_TRITON_G
 """The settings' port fields and their variables."""
 METRICS_STARTED = "Started Metrics Service"
 """Triton's log line once its metrics port is bound (it keeps running when that bind fails)."""
-
-
-@dataclass(frozen=True)
-class TritonWheel:
-    """Paths inside an installed ``nvidia-pytriton`` wheel.
-
-    Attributes:
-        server_dir: ``site-packages/pytriton/tritonserver`` (``bin/``, ``backends/``, stubs).
-        libs_dir: ``site-packages/nvidia_pytriton.libs`` (libtritonserver, libcudart, …).
-    """
-
-    server_dir: Path
-    libs_dir: Path
-
-    @classmethod
-    def find(cls) -> TritonWheel:
-        """Locate the wheel installed in the running interpreter's environment.
-
-        Raises:
-            TritonStartError: ``nvidia-pytriton`` is not installed or lacks ``tritonserver``.
-        """
-        try:
-            import pytriton
-        except ImportError as error:
-            raise TritonStartError(
-                "nvidia-pytriton is not installed: make serve installs it (the serving set)"
-            ) from error
-        site = Path(pytriton.__file__).resolve().parent.parent
-        wheel = cls(site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs")
-        if not wheel.binary.is_file():
-            raise TritonStartError(f"{wheel.binary} not found; reinstall nvidia-pytriton")
-        return wheel
-
-    @property
-    def binary(self) -> Path:
-        """The ``tritonserver`` executable."""
-        return self.server_dir / "bin" / "tritonserver"
-
-    def stub(self, version: tuple[int, int] = sys.version_info[:2]) -> Path:
-        """The python backend stub built for Python ``version`` (default: the running one).
-
-        Raises:
-            TritonStartError: the wheel has no stub for that version.
-        """
-        path = self.server_dir / "python_backend_stubs" / f"{version[0]}.{version[1]}" / "triton_python_backend_stub"
-        if not path.is_file():
-            raise TritonStartError(f"nvidia-pytriton has no python backend stub for Python {version[0]}.{version[1]}")
-        return path
-
-
-def assemble_backends(wheel: TritonWheel, target: Path) -> Path:
-    """Build a backend directory: ``target/python/`` = the wheel's python backend + the stub.
-
-    Returns:
-        ``target``, for ``tritonserver --backend-directory``.
-    """
-    python_dir = target / "python"
-    if python_dir.exists():
-        shutil.rmtree(python_dir)
-    shutil.copytree(wheel.server_dir / "backends" / "python", python_dir)
-    shutil.copy2(wheel.stub(), python_dir / "triton_python_backend_stub")
-    return target
-
-
-def server_environment(wheel: TritonWheel, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for tritonserver and its python stubs (see the module docstring)."""
-    env = dict(os.environ if base is None else base)
-
-    def prepend(name: str, *paths: str) -> None:
-        env[name] = os.pathsep.join([*paths, *filter(None, [env.get(name)])])
-
-    prepend("LD_LIBRARY_PATH", str(wheel.libs_dir), str(sysconfig.get_config_var("LIBDIR")))
-    prepend("PATH", str(Path(sys.executable).parent))
-    prepend("PYTHONPATH", str(REPO_ROOT))
-    return env
 
 
 class LocalTriton:

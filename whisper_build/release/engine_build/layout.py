@@ -10,7 +10,7 @@ from pathlib import Path
 
 from settings.storage import MODEL_REPOSITORY_DIR
 from whisper_build.release.engine_build.spec import BuildSpec
-from whisper_build.serving.engines.base import EngineParams
+from whisper_build.serving.engines.params import EngineParams
 from whisper_build.serving.triton_model.repository import (
     MODEL_NAME,
     BatchingConfig,

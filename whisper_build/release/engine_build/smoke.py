@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from whisper_build.serving.engines.base import EngineParams
+from whisper_build.serving.engines.params import EngineParams
 
 DEFAULT_MAX_WER = 0.25
 """Loose on purpose: it catches broken engines (garbage, empty output, wrong mel bins), not accuracy."""

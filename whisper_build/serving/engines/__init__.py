@@ -7,12 +7,8 @@ Import :func:`load_engine` and :class:`EngineParams`; runtime libraries are impo
 Docs: docs/serving.md, "Engines (`whisper_build/serving/engines/`)".
 """
 
-from whisper_build.serving.engines.base import (
-    EngineKind,
-    EngineParams,
-    EngineParamsError,
-    WhisperEngine,
-)
+from whisper_build.serving.engines.base import EngineKind, WhisperEngine
 from whisper_build.serving.engines.factory import load_engine
+from whisper_build.serving.engines.params import EngineParams, EngineParamsError
 
 __all__ = ["EngineKind", "EngineParams", "EngineParamsError", "WhisperEngine", "load_engine"]

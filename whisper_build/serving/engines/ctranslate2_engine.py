@@ -24,14 +24,9 @@ import numpy as np
 import numpy.typing as npt
 import tokenizers
 
-from whisper_build.serving.engines.base import (
-    EngineCapabilities,
-    EngineParams,
-    Hypothesis,
-    TokenizerText,
-    WordTiming,
-)
+from whisper_build.serving.engines.base import EngineCapabilities, Hypothesis, TokenizerText, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, log_mel_batch
+from whisper_build.serving.engines.params import EngineParams
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     build_prompt_ids,
@@ -129,12 +124,7 @@ class CTranslate2Engine(TokenizerText):
                 )
                 for i, lang in zip(idx, languages, strict=True)
             ]
-            sampling = (
-                {"beam_size": 1, "num_hypotheses": self._params.best_of, "sampling_topk": 0,
-                 "sampling_temperature": temperature}
-                if temperature > 0
-                else {"beam_size": self._params.beam_size}
-            )  # fmt: skip
+            sampling = self._sampling(temperature)
             keys = [(repetition_penalty[i], len(ids)) for i, ids in zip(idx, prompt_ids, strict=True)]
             groups = group_indices(keys)
             for (penalty, _length), rows in groups.items():
@@ -157,6 +147,13 @@ class CTranslate2Engine(TokenizerText):
                         language=languages[r],
                     )
         return [h for h in out if h is not None]
+
+    def _sampling(self, temperature: float) -> dict[str, float | int]:
+        """``generate`` keywords: beam search at temperature 0, else ``best_of`` full-distribution samples."""
+        if temperature > 0:
+            return {"beam_size": 1, "num_hypotheses": self._params.best_of, "sampling_topk": 0,
+                    "sampling_temperature": temperature}  # fmt: skip
+        return {"beam_size": self._params.beam_size}
 
     def align(
         self,

@@ -17,7 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from settings.engines import profile
-from whisper_build.serving.engines.base import EngineParams, EngineParamsError, WhisperEngine
+from whisper_build.serving.engines.base import WhisperEngine
+from whisper_build.serving.engines.params import EngineParams, EngineParamsError
 
 log = logging.getLogger(__name__)
 

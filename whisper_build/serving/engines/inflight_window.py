@@ -54,6 +54,15 @@ class Window:
     repetition_penalty: float = 1.0
     words: bool = False
 
+    def check(self) -> None:
+        """Raises ValueError: unknown priority, audio not 1-D, or ``max_new`` < 1."""
+        if self.priority not in PRIORITY_LEVELS:
+            raise ValueError(f"priority: one of {', '.join(PRIORITY_LEVELS)}, got {self.priority!r}")
+        if np.ndim(self.audio) != 1:
+            raise ValueError(f"audio window must be 1-D, got shape {np.shape(self.audio)}")
+        if self.max_new is not None and self.max_new < 1:
+            raise ValueError(f"max_new: at least 1, got {self.max_new}")
+
 
 @dataclass(eq=False)
 class Entry:

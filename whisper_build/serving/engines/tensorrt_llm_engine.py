@@ -22,15 +22,9 @@ import numpy as np
 import numpy.typing as npt
 import tokenizers
 
-from whisper_build.serving.engines.base import (
-    EngineCapabilities,
-    EngineParams,
-    EngineParamsError,
-    Hypothesis,
-    NoWordAlignment,
-    TokenizerText,
-)
+from whisper_build.serving.engines.base import EngineCapabilities, Hypothesis, NoWordAlignment, TokenizerText
 from whisper_build.serving.engines.features import N_FRAMES, log_mel_batch
+from whisper_build.serving.engines.params import EngineParams, EngineParamsError
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
     best_language,

@@ -246,7 +246,7 @@ def align_encoded(
         part = slice(c.start, c.stop)
         windows = pad_to_bucket(list(audio[part]), c.bucket)
         with torch.inference_mode():
-            kv = engine._decoder.cross_kv(engine._encoder(engine._features(windows)))[:, :, : c.size]
+            kv = engine._decoder.cross_kv(engine._encoder(engine._mel.features(windows)))[:, :, : c.size]
         languages = [p.language for p in prompts[part]]
         if engine.multilingual and any(lang is None for lang in languages):
             detected = engine.detect_language(audio[part])

@@ -24,18 +24,11 @@ import numpy.typing as npt
 import tokenizers
 import torch
 from transformers import WhisperConfig, WhisperForConditionalGeneration
-from transformers.audio_utils import mel_filter_bank
 
-from whisper_build.serving.engines.base import (
-    EngineCapabilities,
-    EngineParams,
-    EngineParamsError,
-    Hypothesis,
-    TokenizerText,
-    WordTiming,
-)
+from whisper_build.serving.engines.base import EngineCapabilities, Hypothesis, TokenizerText, WordTiming
 from whisper_build.serving.engines.buckets import bucket_sizes, decode_mode, pad_to_bucket, plan_chunks
-from whisper_build.serving.engines.features import N_SAMPLES, SAMPLE_RATE
+from whisper_build.serving.engines.features import N_SAMPLES
+from whisper_build.serving.engines.params import EngineParams, EngineParamsError
 from whisper_build.serving.engines.random_lengths import mixed_window_tokens
 from whisper_build.serving.engines.tokens import (
     SpecialTokens,
@@ -46,7 +39,7 @@ from whisper_build.serving.engines.tokens import (
 )
 from whisper_build.serving.engines.torch_alignment import TokenAligner, align_encoded, alignment_heads, sot_sequence
 from whisper_build.serving.engines.torch_encoder import FusedEncoder
-from whisper_build.serving.engines.torch_features import N_FFT, fill_windows, log_mel_torch
+from whisper_build.serving.engines.torch_features import PinnedMel, log_mel_torch
 from whisper_build.serving.engines.torch_graphs import StaticDecoder
 from whisper_build.serving.engines.torch_logits import LogitRules
 from whisper_build.serving.engines.torch_overlap import EngineTuning, gemm_sm_target, side_stream
@@ -141,17 +134,8 @@ class TorchEngine(TokenizerText):
             generation.get("suppress_tokens") or [], generation.get("begin_suppress_tokens") or [],
             forbid_eot=bool(params.random_weights_fixed_tokens), device=self._device,
         )  # fmt: skip
-        filters = mel_filter_bank(
-            num_frequency_bins=1 + N_FFT // 2, num_mel_filters=config.num_mel_bins, min_frequency=0.0,
-            max_frequency=SAMPLE_RATE / 2, sampling_rate=SAMPLE_RATE, norm="slaney", mel_scale="slaney",
-        )  # fmt: skip
-        self._filters = torch.from_numpy(np.ascontiguousarray(filters.T, dtype=np.float32)).to(self._device)
         self._buckets = bucket_sizes(params.max_engine_batch)
-        cuda = self._device.type == "cuda"
-        # two pinned slots: the host fills one while the other's copy to the device may still run
-        self._host_audio = torch.zeros((2, self._buckets[-1], N_SAMPLES), dtype=torch.float32, pin_memory=cuda)
-        self._slot = 0
-        self._copied: list[torch.cuda.Event | None] = [None, None]
+        self._mel = PinnedMel(config.num_mel_bins, self._buckets[-1], self._device, self._model.dtype)
         self.tuning = EngineTuning()
         self._side, self._green = side_stream(self._device, None)
         self.mode = decode_mode(params.cuda_graphs, self._device.type)
@@ -328,10 +312,10 @@ class TorchEngine(TokenizerText):
         """
         early_kv = self._decoder.cross_kv if self.tuning.cross_kv_on_side else (lambda encoded: encoded)
         if self._side is None or not overlap:
-            return early_kv(self._encoder(self._features(chunk.audio))), None
+            return early_kv(self._encoder(self._mel.features(chunk.audio))), None
         self._side.wait_stream(torch.cuda.current_stream())  # the weights and buffers are ready
         with torch.cuda.stream(self._side), gemm_sm_target(self._device, self.tuning.encoder_gemm_sms):
-            encoded = early_kv(self._encoder(self._staged_features(chunk.audio)))
+            encoded = early_kv(self._encoder(self._mel.staged(chunk.audio)))
             finished = torch.cuda.Event()
             finished.record()
         encoded.record_stream(self._decoder.stream or torch.cuda.current_stream())
@@ -415,44 +399,17 @@ class TorchEngine(TokenizerText):
         out: list[str | None] = []
         for chunk in plan_chunks(len(audio), self._buckets):
             windows = pad_to_bucket(list(audio[chunk.start : chunk.stop]), chunk.bucket)
-            self._decoder.set_cross(self._encoder(self._features(windows)))
+            self._decoder.set_cross(self._encoder(self._mel.features(windows)))
             detected = self._decoder.detect_language(chunk.bucket, list(self._languages))
             out += [self._languages[d] for d in detected[: chunk.size]]
         return out
-
-    def _fill(self, slot: int, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
-        """``audio`` zero-padded to 30 s into pinned slot ``slot`` (``[b, 480000]`` float32 view)."""
-        return fill_windows(self._host_audio[slot, : len(audio)], audio)
-
-    def _staged_features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
-        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream (GPU), no host wait on the copy.
-
-        The windows go through one of two pinned slots, in turn: the host fills one while the other's
-        copy to the device may still run.
-        """
-        slot = self._slot = 1 - self._slot
-        copied = self._copied[slot]
-        if copied is not None:
-            copied.synchronize()  # the slot's last copy to the device has finished reading it
-        batch = self._fill(slot, audio).to(self._device, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
-        self._copied[slot] = event
-        return log_mel_torch(batch, self._filters).to(self._model.dtype)
-
-    def _features(self, audio: list[npt.NDArray[np.float32]]) -> torch.Tensor:
-        """Log-Mel features ``[b, n_mels, 3000]`` (model dtype) on the current stream, blocking on the copy."""
-        if self._copied[0] is not None:
-            self._copied[0].synchronize()
-        batch = self._fill(0, audio).to(self._device)  # blocking: the slot is refilled by the next call
-        return log_mel_torch(batch, self._filters).to(self._model.dtype)
 
     @torch.inference_mode()
     def _warm(self) -> None:
         """Run the compiled encoder once per bucket, so that it compiles before the model reports ready."""
         silence = np.zeros(N_SAMPLES, dtype=np.float32)
         for bucket in self._buckets:
-            self._encoder(self._features([silence] * bucket))
+            self._encoder(self._mel.features([silence] * bucket))
 
     def _encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids

@@ -16,9 +16,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
 
-import numpy as np
 import torch
 
 from whisper_build.serving.engines.base import Hypothesis
@@ -28,7 +26,7 @@ from whisper_build.serving.engines.tokens import build_prompt_ids, generated_ids
 from whisper_build.serving.engines.torch_alignment import sot_sequence
 from whisper_build.serving.engines.torch_engine import TorchEngine
 from whisper_build.serving.engines.torch_logits import RowState
-from whisper_build.serving.engines.torch_overlap import gemm_sm_target
+from whisper_build.serving.engines.torch_overlap import gemm_sm_target, host_to_device
 
 __all__ = ["PRIORITY_LEVELS", "DeadlineExceeded", "InflightScheduler", "Priority", "Window"]
 
@@ -104,12 +102,7 @@ class InflightScheduler:
         Raises:
             ValueError: unknown priority, audio not 1-D, or ``max_new`` < 1.
         """
-        if window.priority not in PRIORITY_LEVELS:
-            raise ValueError(f"priority: one of {', '.join(PRIORITY_LEVELS)}, got {window.priority!r}")
-        if np.ndim(window.audio) != 1:
-            raise ValueError(f"audio window must be 1-D, got shape {np.shape(window.audio)}")
-        if window.max_new is not None and window.max_new < 1:
-            raise ValueError(f"max_new: at least 1, got {window.max_new}")
+        window.check()
         future: Future[Hypothesis] = Future()
         with self._lock:
             if self._failed is not None:
@@ -255,7 +248,7 @@ class InflightScheduler:
             e = self.engine
             starts = [sot_sequence(r.window.prompt, r.language, e._specials, e._tokenizer) for _, r, _ in worded]
             aligned = e.aligner.with_words(
-                [h for _, _, h in worded], self._to_device([slot for slot, _, _ in worded]), None, starts,
+                [h for _, _, h in worded], host_to_device([slot for slot, _, _ in worded], self.device), None, starts,
                 [len(r.window.audio) for _, r, _ in worded],
             )  # fmt: skip
             with_words = {slot: h for (slot, _, _), h in zip(worded, aligned, strict=True)}
@@ -334,10 +327,10 @@ class InflightScheduler:
         e, d = self.engine, self.decoder
         side = e._side if self.overlap else None
         if side is None:
-            return d.cross_kv(e._encoder(e._features([a.window.audio for a in arrivals]))), None
+            return d.cross_kv(e._encoder(e._mel.features([a.window.audio for a in arrivals]))), None
         audio = [a.window.audio for a in arrivals]
         with torch.cuda.stream(side), gemm_sm_target(e._device, e.tuning.encoder_gemm_sms):
-            features = e._staged_features(audio) if e.tuning.inflight_staged else e._features(audio)
+            features = e._mel.staged(audio) if e.tuning.inflight_staged else e._mel.features(audio)
             kv = d.cross_kv(e._encoder(features))
             event = torch.cuda.Event()
             event.record()
@@ -349,7 +342,7 @@ class InflightScheduler:
         e, d = self.engine, self.decoder
         if event is not None:
             torch.cuda.current_stream().wait_event(event)
-        rows = self._to_device(slots)
+        rows = host_to_device(slots, self.device)
         for i in range(len(d.cross_k)):
             d.cross_k[i].index_copy_(0, rows, kv[i, 0])
             d.cross_v[i].index_copy_(0, rows, kv[i, 1])
@@ -359,7 +352,7 @@ class InflightScheduler:
         if e._specials.multilingual and any(lang is None for lang in languages):
             sot = torch.full((len(arrivals), 1), d.sot, device=self.device)
             logits = d._prefill(sot, torch.zeros_like(sot), rows, kv)[:, 0]
-            ids = self._to_device(list(e._languages))
+            ids = host_to_device(list(e._languages), self.device)
             best = ids[logits[:, ids].argmax(-1)].tolist()  # token ids, as StaticDecoder.detect_language
             languages = [lang or e._languages[k] for lang, k in zip(languages, best, strict=True)]
         prompts = [
@@ -369,7 +362,7 @@ class InflightScheduler:
             for a, lang in zip(arrivals, languages, strict=True)
         ]
         padded, positions = d.prompt_rows(prompts)
-        tokens, read = self._to_device(padded), self._to_device(positions)
+        tokens, read = host_to_device(padded, self.device), host_to_device(positions, self.device)
         logits = d._prefill(tokens, read, rows, kv)
         if d.no_speech is not None:
             self.no_speech[rows] = logits[:, 0].softmax(-1)[:, d.no_speech]
@@ -382,13 +375,6 @@ class InflightScheduler:
             a.language, a.fed, a.joined, a.full = lang, len(p), self.steps, f
             self.rows[slot] = a
 
-    def _to_device(self, data: list[Any]) -> torch.Tensor:
-        """A small host list on the device without a host wait: pinned, copied in stream order (GPU)."""
-        host = torch.tensor(data)
-        if self.device.type != "cuda":
-            return host
-        return host.pin_memory().to(self.device, non_blocking=True)
-
     def _fresh(self, arrivals: list[Entry], prompts: list[list[int]]) -> RowState:
         """Row state for the arrivals, before their first token (:meth:`RowState.clear`)."""
         d, n = self.decoder, len(arrivals)
@@ -400,10 +386,10 @@ class InflightScheduler:
             ],
             [len(p) for p in prompts],
         )
-        s.pos.copy_(self._to_device([len(p) for p in prompts]))
-        s.limit.copy_(self._to_device(limits))
-        s.penalty.copy_(self._to_device([a.window.repetition_penalty for a in arrivals]))
-        s.temperature.copy_(self._to_device([a.window.temperature for a in arrivals]))
-        s.timestamps.copy_(self._to_device([a.window.timestamps for a in arrivals]))
+        s.pos.copy_(host_to_device([len(p) for p in prompts], self.device))
+        s.limit.copy_(host_to_device(limits, self.device))
+        s.penalty.copy_(host_to_device([a.window.repetition_penalty for a in arrivals], self.device))
+        s.temperature.copy_(host_to_device([a.window.temperature for a in arrivals], self.device))
+        s.timestamps.copy_(host_to_device([a.window.timestamps for a in arrivals], self.device))
         s.clear(d.eot)
         return s

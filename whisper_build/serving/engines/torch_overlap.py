@@ -15,10 +15,11 @@ import ctypes
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import torch
 
-__all__ = ["SM_GRANULE", "EngineTuning", "gemm_sm_target", "side_stream"]
+__all__ = ["SM_GRANULE", "EngineTuning", "gemm_sm_target", "host_to_device", "side_stream"]
 
 SM_GRANULE = 8
 """SMs come in groups of 8 in a green context on compute capability 9.x (CUDA driver API, ``cuDevSmResourceSplitByCount``)."""
@@ -141,3 +142,11 @@ def gemm_sm_target(device: torch.device, sms: int | None) -> Iterator[None]:
     finally:
         _cublas().cublasSetSmCountTarget(handle, ctypes.c_int(0))
         torch._C._set_sm_carveout_experimental(previous)
+
+
+def host_to_device(data: list[Any], device: torch.device) -> torch.Tensor:
+    """A small host list on ``device`` without a host wait: pinned, copied in stream order (GPU)."""
+    host = torch.tensor(data)
+    if device.type != "cuda":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from whisper_build.serving.contract import LIVE_PRIORITY, DecodeOptions
 from whisper_build.serving.prompt import english_only_refusal, normalize_language
 from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
-from whisper_build.serving.realtime.context import CONTEXT_SECONDS, TurnContext
+from whisper_build.serving.realtime.context import TurnContext
+from whisper_build.serving.realtime.decoder import TurnDecoder
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
 from whisper_build.serving.realtime.limits import (
     AHEAD_TOLERANCE,
@@ -41,9 +41,7 @@ from whisper_build.serving.realtime.limits import (
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
 from whisper_build.serving.realtime.speakers import LiveSpeakers
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
-from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, TranscriptionBackend
-from whisper_build.serving.transcription.failures import Failure, counts_against_model, describe_failure
-from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
 
 __all__ = ["RATE", "LiveLimits", "TranscriptionSession", "vad_params"]
 
@@ -89,7 +87,9 @@ class TranscriptionSession:
         self._set_audio_state()
         self.previous_item: str | None = None
         self.context = TurnContext()  # completed turns: the audio and text in front of each decode
-        self.multilingual: bool | None = None  # the served model's, once asked (a language, or turn context)
+        self.decoder = TurnDecoder(
+            backend, limits, metrics, health, self.context, lambda: self.config.audio.input.transcription
+        )
         self.speakers = LiveSpeakers(backend, limits.speaker_timeout_seconds, send)  # off until -diarize
         self.finishing: asyncio.Task[None] | None = None  # the last ended turn's final decode and completed
 
@@ -154,7 +154,7 @@ class TranscriptionSession:
             refusal = english_only_refusal(normalize_language(update.audio.input.transcription.language))
         except ValueError:
             return  # :meth:`configure` names the invalid language
-        if refusal is not None and await self._multilingual() is False:
+        if refusal is not None and await self.decoder.multilingual() is False:
             raise ProtocolError(refusal, "invalid_value", "session.audio.input.transcription.language")
 
     async def append(self, audio_b64: Any, received_at: float | None = None) -> None:
@@ -282,48 +282,6 @@ class TranscriptionSession:
 
     # ----- model calls ---------------------------------------------------------------------------
 
-    def failure(self, exc: BackendError) -> Failure:
-        """A failed model call as the core maps it for every front end (the HTTP gateway's mapping)."""
-        failure = describe_failure(
-            exc,
-            timeout_seconds=self.limits.call_timeout_seconds,
-            max_audio_seconds=self.limits.max_turn_seconds,
-            timeout_source="the live model-call deadline",
-            timeout_advice="The server is busy: the session goes on with the next turn",
-        )
-        assert failure is not None  # every BackendError has a mapping
-        return failure
-
-    async def _multilingual(self) -> bool | None:
-        """Whether the served model is multilingual (asked once), ``None`` when the model server cannot say."""
-        if self.multilingual is None:
-            try:
-                self.multilingual = (await self.backend.served_model(self.limits.call_timeout_seconds)).multilingual
-            except BackendError:
-                return None
-        return self.multilingual
-
-    async def _decode(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
-        """The turn's words after ``confirmed`` (its ``audio`` decoded after earlier turns: ``context``)."""
-        transcription = self.config.audio.input.transcription
-        language = normalize_language(transcription.language)
-        fixed = language is not None or (bool(self.context.turns) and await self._multilingual() is False)
-        seconds = CONTEXT_SECONDS if fixed else 0.0
-        window, prompt = self.context.window(audio, confirmed, transcription.prompt, language, seconds)
-        request = WindowRequest(prompt=prompt, options=DecodeOptions(), priority=LIVE_PRIORITY)
-        self.metrics.windows.inc()
-        try:
-            results = await self.backend.infer([window], request, self.limits.call_timeout_seconds)
-        except BackendError as exc:
-            if counts_against_model(exc):  # a timeout or a refusal is not the model's fault
-                self.health.record_failure("request", exc)
-            raise
-        self.health.record_success()
-        result = results[0]
-        if (result.no_speech_prob or 0.0) > 0.6 and (result.avg_logprob or 0.0) < -1.0:
-            return ""  # Whisper's own silence rule (openai/whisper transcribe.py)
-        return result.text
-
     async def _update(self, end: int) -> None:
         if self.finishing is not None and not self.finishing.done() and not self.ahead:
             self.metrics.dropped.inc()  # live pace: a turn's final decode goes first, updates are shed
@@ -342,7 +300,7 @@ class TranscriptionSession:
         self.update_sending = False
         sent = self.clock()
         try:
-            text = await self._decode(audio, confirmed)
+            text = await self.decoder.decode(audio, confirmed)
         except BackendError:
             return  # the final decode reports failures
         self.update_sending = True
@@ -365,24 +323,6 @@ class TranscriptionSession:
             self.metrics.first_delta.observe(time.monotonic() - first)
         await self.send({"type": "conversation.item.input_audio_transcription.delta", "event_id": event_id(),
                          "item_id": item or self.item, "content_index": 0, "delta": delta})  # fmt: skip
-
-    async def _final(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
-        """The final decode's words after ``confirmed``, retried once when it missed its deadline.
-
-        When the retry fails too, the turn ends with its confirmed words (``""`` here).
-
-        Raises: BackendError: the decode failed and no word was confirmed (the turn is ``failed``).
-        """
-        try:
-            return await self._decode(audio, confirmed)
-        except BackendTimeout:
-            self.metrics.final_retries.inc()
-        try:
-            return await self._decode(audio, confirmed)
-        except BackendError:
-            if not confirmed:
-                raise
-            return ""
 
     async def _finish_turn(self, end: int, stopped: bool, stopped_ms: int | None = None) -> None:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
@@ -434,13 +374,13 @@ class TranscriptionSession:
         ended, first = times
         labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
         try:
-            text = await self._final(audio, hypothesis.confirmed) if spoke else ""
+            text = await self.decoder.final(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
             self.speakers.cancel(labelling)
             self.metrics.failed.inc()
             await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
                              "item_id": item, "content_index": 0,
-                             "error": failure_error(self.failure(exc))})  # fmt: skip
+                             "error": failure_error(self.decoder.failure(exc))})  # fmt: skip
             return
         tail = hypothesis.finish(" ".join([*hypothesis.confirmed, text]))  # the confirmed words, then the rest
         if tail:

@@ -1,8 +1,7 @@
 """The Triton gRPC implementation of the backend Protocol, and the request's tensors.
 
 :class:`TritonBackend` holds ONE ``tritonclient.grpc.aio`` client (one gRPC channel, shared by all
-requests); :func:`infer_inputs` turns a window batch and its
-:class:`~whisper_build.serving.transcription.request.WindowRequest` into the model's inputs;
+requests); the model's inputs are built by :mod:`~whisper_build.serving.transcription.triton_inputs`;
 :func:`stream_request` sends one ``whisper`` request on a gRPC stream of its own (the only way to reach a
 decoupled model), the one helper every direct caller of the model uses. A decoupled model never answers
 the requests its dead stub held: once any call learns the stub died, the backend fails its other
@@ -34,16 +33,12 @@ from whisper_build.serving.transcription.backend import (
     ServedModel,
 )
 from whisper_build.serving.transcription.request import WindowRequest
+from whisper_build.serving.transcription.triton_inputs import infer_inputs, scheduler_parameters, speaker_inputs
 
 __all__ = [
     "ENQUEUE_ERRORS",
     "STREAM_STATUS_HEADERS",
     "TritonBackend",
-    "infer_inputs",
-    "pack_batch",
-    "request_values",
-    "scheduler_parameters",
-    "speaker_inputs",
     "stream_request",
 ]
 
@@ -59,104 +54,6 @@ ENQUEUE_ERRORS = {
     "Request for unknown model": "StatusCode.NOT_FOUND",
 }
 """Triton's wording of an error refused at enqueue → the gRPC status a unary ``infer`` carries with it."""
-
-
-def pack_batch(windows: Sequence[npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32]]:
-    """Zero-pad windows into ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]``.
-
-    ``T`` is the longest window; ``WAV_LENS[i]`` is the true length of window ``i`` in samples
-    (docs/contracts.md §5).
-
-    Raises: ValueError if ``windows`` is empty.
-    """
-    if not windows:
-        raise ValueError("pack_batch needs at least one window")
-    if len(windows) == 1:  # the common single-window request: a view, no copy
-        one = np.ascontiguousarray(windows[0], dtype=np.float32)
-        return one.reshape(1, -1), np.array([[len(one)]], dtype=np.int32)
-    longest = max(len(w) for w in windows)
-    wav = np.zeros((len(windows), longest), dtype=np.float32)
-    for i, w in enumerate(windows):
-        wav[i, : len(w)] = w
-    lens = np.array([[len(w)] for w in windows], dtype=np.int32)
-    return wav, lens
-
-
-def request_values(request: WindowRequest) -> dict[str, object]:
-    """The one value per row of every per-row input ``request`` sets, by tensor name.
-
-    Inputs of :data:`whisper_build.serving.contract.INPUTS` not named here are sent with their
-    table default.
-    """
-    values: dict[str, object] = {
-        contract.TEXT_PREFIX.name: request.text_prefix().encode(),
-        contract.REPETITION_PENALTY.name: request.repetition_penalty,
-    }
-    values.update({t.name: getattr(request.options, t.option) for t in contract.INPUTS if t.option is not None})
-    return values
-
-
-def infer_inputs(windows: Sequence[npt.NDArray[np.float32]], request: WindowRequest) -> list[Any]:
-    """The ``tritonclient.grpc.InferInput`` s of one Triton request, one per input of the table (docs/contracts.md §5).
-
-    ``WAV`` FP32 ``[B, T]`` and ``WAV_LENS`` INT32 ``[B, 1]`` from :func:`pack_batch`; every other
-    input ``[B, 1]`` with the same value for every window (:func:`request_values`, else the
-    table's default), in the table's type.
-
-    Raises: ValueError if ``windows`` is empty.
-    """
-    from tritonclient.grpc import InferInput
-
-    wav, lens = pack_batch(windows)
-    batch = len(windows)
-    arrays: dict[str, npt.NDArray[Any]] = {contract.WAV.name: wav, contract.WAV_LENS.name: lens}
-    values = request_values(request)
-    inputs = []
-    for tensor in contract.INPUTS:
-        array = arrays.get(tensor.name)
-        if array is None:
-            value = values.get(tensor.name, tensor.default)
-            array = np.empty((batch, 1), dtype=tensor.numpy_type)
-            array.fill(value)
-        item = InferInput(tensor.name, list(array.shape), tensor.wire_type)
-        item.set_data_from_numpy(array)
-        inputs.append(item)
-    return inputs
-
-
-def speaker_inputs(samples: npt.NDArray[np.float32], options: SpeakerOptions) -> list[Any]:
-    """The ``InferInput`` s of one ``speaker`` request: the file, the speaker counts, the known speakers' clips."""
-    from tritonclient.grpc import InferInput
-
-    clips = [clip for _, clip in options.known]
-    arrays: dict[str, npt.NDArray[Any]] = {
-        contract.AUDIO.name: np.ascontiguousarray(samples, dtype=np.float32).reshape(-1),
-        contract.MIN_SPEAKERS.name: np.array([options.min_speakers], dtype=np.int32),
-        contract.MAX_SPEAKERS.name: np.array([options.max_speakers], dtype=np.int32),
-    }
-    if clips:
-        arrays[contract.REFERENCES.name] = np.concatenate(clips).astype(np.float32)
-        arrays[contract.REFERENCE_LENS.name] = np.array([len(c) for c in clips], dtype=np.int32)
-    inputs = []
-    for tensor in contract.SPEAKER_INPUTS:
-        if (array := arrays.get(tensor.name)) is not None:
-            item = InferInput(tensor.name, list(array.shape), tensor.wire_type)
-            item.set_data_from_numpy(array)
-            inputs.append(item)
-    return inputs
-
-
-def scheduler_parameters(priority: int, timeout: float) -> dict[str, int]:
-    """The request parameters the model's scheduler reads (docs/contracts.md §5).
-
-    ``contract.PRIORITY_PARAMETER``: ``priority`` (``1..PRIORITY_LEVELS``; 0 = the default level,
-    ``contract.SYNC_PRIORITY``); ``contract.TIMEOUT_PARAMETER``: ``timeout`` (seconds) in whole
-    milliseconds, at least 1.
-    """
-    return {
-        contract.PRIORITY_PARAMETER: priority or contract.SYNC_PRIORITY,
-        contract.TIMEOUT_PARAMETER: max(1, int(timeout * 1000)),
-    }
 
 
 async def _one_request(

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from whisper_build.serving.contract import DecodeOptions
-from whisper_build.serving.engines.base import DecodingThresholds, EngineParams, Hypothesis, WhisperEngine, WordTiming
+from whisper_build.serving.engines.base import Hypothesis, WhisperEngine, WordTiming
 from whisper_build.serving.engines.features import SAMPLE_RATE, is_silent
+from whisper_build.serving.engines.params import DecodingThresholds, EngineParams
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import SegmentResult, WindowResult
@@ -226,6 +227,52 @@ def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> 
         raise UnsupportedOption(f"temperature > 0 is not available with engine {engine.name} (greedy only)")
 
 
+def _attempts(
+    engine: WhisperEngine,
+    audio: Sequence[np.ndarray],
+    prompts: Sequence[DecodePrompt],
+    repetition_penalty: Sequence[float],
+    options: Sequence[DecodeOptions],
+    policy: DecodingPolicy,
+) -> dict[int, list[_Attempt]]:
+    """Per voiced window, its decodes in temperature order: :func:`decode_windows`' fallback (rules: there)."""
+    attempts: dict[int, list[_Attempt]] = {}
+    schedule = {
+        i: policy.temperatures(o.temperature) if engine.capabilities.sampling else [o.temperature]
+        for i, o in enumerate(options)
+    }
+    pending = [i for i, window in enumerate(audio) if not is_silent(window, policy.silence_dbfs)]
+    step = 0
+    while pending:
+        # One engine call per (temperature, timestamps) group: normally one call per step.
+        keys = [
+            (schedule[i][step], options[i].timestamps or options[i].word_timestamps, options[i].word_timestamps)
+            for i in pending
+        ]
+        for (temperature, timestamps, words), rows in group_indices(keys).items():
+            idx = [pending[r] for r in rows]
+            hypotheses = _generate(
+                engine,
+                [audio[i] for i in idx],
+                [prompts[i] for i in idx],
+                [repetition_penalty[i] for i in idx],
+                timestamps,
+                temperature,
+                words,
+            )
+            if len(hypotheses) != len(idx):
+                raise RuntimeError(f"engine returned {len(hypotheses)} hypotheses for {len(idx)} windows")
+            for i, hypothesis in zip(idx, hypotheses, strict=True):
+                attempts.setdefault(i, []).append(_attempt(engine, hypothesis, temperature))
+        step += 1
+        pending = [
+            i
+            for i in pending
+            if step < len(schedule[i]) and not _is_silence(attempts[i][-1], policy) and _failed(attempts[i][-1], policy)
+        ]
+    return attempts
+
+
 def decode_windows(
     engine: WhisperEngine,
     audio: Sequence[np.ndarray],
@@ -274,40 +321,7 @@ def decode_windows(
     if not len(audio) == len(prompts) == len(repetition_penalty) == len(options):
         raise ValueError("audio, prompts, repetition_penalty and options must have the same length")
     check_supported(engine, options)
-    attempts: dict[int, list[_Attempt]] = {}
-    schedule = {
-        i: policy.temperatures(o.temperature) if engine.capabilities.sampling else [o.temperature]
-        for i, o in enumerate(options)
-    }
-    pending = [i for i, window in enumerate(audio) if not is_silent(window, policy.silence_dbfs)]
-    step = 0
-    while pending:
-        # One engine call per (temperature, timestamps) group: normally one call per step.
-        keys = [
-            (schedule[i][step], options[i].timestamps or options[i].word_timestamps, options[i].word_timestamps)
-            for i in pending
-        ]
-        for (temperature, timestamps, words), rows in group_indices(keys).items():
-            idx = [pending[r] for r in rows]
-            hypotheses = _generate(
-                engine,
-                [audio[i] for i in idx],
-                [prompts[i] for i in idx],
-                [repetition_penalty[i] for i in idx],
-                timestamps,
-                temperature,
-                words,
-            )
-            if len(hypotheses) != len(idx):
-                raise RuntimeError(f"engine returned {len(hypotheses)} hypotheses for {len(idx)} windows")
-            for i, hypothesis in zip(idx, hypotheses, strict=True):
-                attempts.setdefault(i, []).append(_attempt(engine, hypothesis, temperature))
-        step += 1
-        pending = [
-            i
-            for i in pending
-            if step < len(schedule[i]) and not _is_silence(attempts[i][-1], policy) and _failed(attempts[i][-1], policy)
-        ]
+    attempts = _attempts(engine, audio, prompts, repetition_penalty, options, policy)
     results: list[WindowResult | None] = [None] * len(audio)
     word_rows: list[int] = []
     best_of = {i: _best(tried, policy) for i, tried in attempts.items()}

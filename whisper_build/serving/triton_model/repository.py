@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from whisper_build.serving import contract
-from whisper_build.serving.engines.base import EngineParams
+from whisper_build.serving.engines.params import EngineParams
 from whisper_build.serving.engines.tokens import is_multilingual, vocabulary_size
 from whisper_build.serving.triton_model.contract_files import config_template
 

@@ -23,7 +23,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from whisper_build.serving import contract
-from whisper_build.serving.engines.base import EngineParams
+from whisper_build.serving.engines.params import EngineParams
 from whisper_build.serving.triton_model.repository import MODEL_NAME, BatchingConfig, SpeakerConfig
 
 __all__ = ["TritonSettings", "tritonserver_args"]
