@@ -7,7 +7,7 @@ Modules: :mod:`~benchmarks.bench.stats` (arithmetic), :mod:`~benchmarks.bench.au
 :mod:`~benchmarks.bench.targets` (clients), :mod:`~benchmarks.bench.target_spec` (``NAME=URL``),
 :mod:`~benchmarks.bench.local_targets` (in-process engine), :mod:`~benchmarks.bench.triton_metrics` (batch size),
 :mod:`~benchmarks.bench.runner` (the sweep), :mod:`~benchmarks.bench.open_loop` (arrival rates),
-:mod:`~benchmarks.bench.report` (JSON/CSV/PNG),
+:mod:`~benchmarks.bench.report` (JSON/CSV/PNG), :mod:`~benchmarks.bench.forced_tokens` (vLLM's decode length),
 :mod:`~benchmarks.bench.cli`.
 Docs: docs/benchmarks.md, "The `bench` tool".
 """

@@ -40,7 +40,7 @@ def failing_speakers() -> Iterator[tuple[GatewayUrl, float, LocalTriton]]:
 
 def _wav() -> bytes:
     body = io.BytesIO()
-    sf.write(body, support.samples("male_female")[: 16000 * 8], 16000, format="WAV")
+    sf.write(body, support.samples("male_female")[: 16000 * 8], 16000, format="wav")
     return body.getvalue()
 
 
