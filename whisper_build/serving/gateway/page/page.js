@@ -307,7 +307,7 @@ async function readStream(response, format) {
   for (;;) {
     const { value, done: finished } = await reader.read();
     if (finished) break;
-    buffer += value;
+    buffer += value.replace(/\r\n?/g, "\n"); // SSE lines end in CRLF, LF or CR (sse-starlette: CRLF)
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
       const data = buffer.slice(0, end).split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("");
