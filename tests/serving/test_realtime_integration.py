@@ -83,7 +83,7 @@ def _update(fmt: dict[str, Any], turn_detection: Any = ONE_TURN) -> dict[str, An
     return {"type": "session.update", "session": {"type": "transcription", "audio": {"input": audio}}}
 
 
-async def _events(conn: Any, until: str, count: int = 1, timeout: float = 120) -> list[dict[str, Any]]:
+async def _events(conn: Any, until: str, count: int = 1, timeout: float = 600) -> list[dict[str, Any]]:
     """Raw server events up to and including the ``count``-th of type ``until``."""
     out: list[dict[str, Any]] = []
     async with asyncio.timeout(timeout):
@@ -100,7 +100,7 @@ async def _stream(conn: Any, audio: bytes, chunk: int) -> None:
 
 
 async def _transcribe(
-    url: str, fmt: dict[str, Any], audio: bytes, chunk: int, timeout: float = 120
+    url: str, fmt: dict[str, Any], audio: bytes, chunk: int, timeout: float = 600
 ) -> list[dict[str, Any]]:
     async with _client(url).realtime.connect(extra_query={"intent": "transcription"}) as conn:
         created = json.loads(await conn.recv_bytes())
