@@ -136,9 +136,12 @@ def test_open_loop_run_keeps_its_schedule_and_finds_the_servers_capacity(tmp_pat
             main([*common, "--out", str(tmp_path / "slow"), "--rates", "10,40,80,120", "--target", f"slow={slow}"]) == 0
         )
     fast_run, slow_run = (json.loads((tmp_path / name / "bench.json").read_text()) for name in ("fast", "slow"))
-    for level in fast_run["levels"]:  # every arrival sent on schedule (at 300/s the in-test server may lag)
+    for level in fast_run["levels"]:  # every arrival sent (at 300/s the in-test server may lag)
         assert level["requests"] == level["ok"] == level["rate_per_s"] and level["clients"] == 2
-        assert level["send_lag_p99_s"] < 0.1  # on 2 shared cores; GPU runs record theirs per level
+    # Sends keep their schedule while the slow server queues: a client that waited for answers would fall
+    # behind by ~(120 - 33) × 30 ms ≈ 2.6 s at 120/s. 0.5 s leaves a busy CPU's scheduling room.
+    for level in [*fast_run["levels"], *slow_run["levels"]]:
+        assert level["send_lag_p99_s"] < 0.5, level
     assert fast_run["levels"][0]["requests_per_s"] >= 90
     slow_levels = {level["rate_per_s"]: level for level in slow_run["levels"]}
     assert slow_levels[80]["requests_per_s"] < 40 and slow_levels[80]["latency_p99_s"] > 0.8

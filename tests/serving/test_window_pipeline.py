@@ -29,7 +29,7 @@ def _four_voiced_windows() -> bytes:
 
 
 def _transcriber(backend: FakeBackend, group_size: int = 2) -> Transcriber:
-    return Transcriber(backend, GatewaySettings(window_group_size=group_size).window_plan())
+    return Transcriber(backend, GatewaySettings(window_group_size=group_size).requests.window_plan())
 
 
 async def _collect(transcriber: Transcriber, audio: bytes, start_sample: int = 0) -> list[GroupResult]:
