@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import uvicorn
 
 from whisper_build.serving.gateway.app import BackendFactory, create_app
-from whisper_build.serving.gateway.client_timeouts import http_protocol
 from whisper_build.serving.gateway.metrics import start_metrics_server
+from whisper_build.serving.gateway.serve import protocol_options
 from whisper_build.serving.gateway.settings import GatewaySettings
 
 
@@ -40,7 +40,7 @@ def running_gateway(
     port = sock.getsockname()[1]
     app = create_app(settings, backend_factory)
     metrics_server, _ = start_metrics_server(app.state.runtime.metrics, "127.0.0.1", 0)
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, http=http_protocol(settings))
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, **protocol_options(settings))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -26,6 +27,7 @@ from whisper_build.serving.gateway.app import create_app
 from whisper_build.serving.gateway.client_timeouts import http_protocol
 from whisper_build.serving.gateway.metrics import start_metrics_server
 from whisper_build.serving.gateway.settings import GatewaySettings
+from whisper_build.serving.gateway.websocket_limits import websocket_protocol
 
 
 class DrainingServer(uvicorn.Server):
@@ -70,6 +72,11 @@ def load_settings() -> GatewaySettings:
         raise SystemExit(2) from None
 
 
+def protocol_options(settings: GatewaySettings) -> dict[str, Any]:
+    """``uvicorn.Config`` arguments of the gateway's protocols: bounded HTTP clients, skipped oversized live events."""
+    return {"http": http_protocol(settings), **websocket_protocol(settings.live.realtime_max_event_bytes)}
+
+
 def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
     """The app of ``settings`` and the :class:`DrainingServer` serving it (not yet running: ``run([sockets])``)."""
     app = create_app(settings)
@@ -81,7 +88,7 @@ def build_server(settings: GatewaySettings) -> tuple[DrainingServer, FastAPI]:
         timeout_graceful_shutdown=int(settings.server.graceful_shutdown_seconds),
         timeout_keep_alive=settings.server.keep_alive_seconds,
         proxy_headers=False,
-        http=http_protocol(settings),
+        **protocol_options(settings),
     )
     return DrainingServer(config, app.state.runtime.start_drain, settings.server.drain_seconds), app
 

@@ -221,7 +221,11 @@ class LiveSessionSettings(BaseSettings):
         30.0, gt=0, description="deadline of one live model call (a final decode past it is retried once)"
     )
     realtime_max_event_bytes: int = Field(
-        8 * 1024 * 1024, gt=0, le=16 * 1024 * 1024, description="largest live client event; larger -> error event"
+        8 * 1024 * 1024,
+        gt=0,
+        le=16 * 1024 * 1024,
+        description="largest live client event, bytes (the WebSocket message limit); larger -> an error event, "
+        "the session stays open",
     )
     realtime_idle_audio_seconds: float = Field(
         300.0, gt=0, description="a live session receiving no audio this long is closed"

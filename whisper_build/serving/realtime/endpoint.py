@@ -28,6 +28,7 @@ from whisper_build.serving.realtime.events import (
     merge,
     session_object,
 )
+from whisper_build.serving.realtime.limits import OVERSIZED_KEY
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics, SessionLimiter
 from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
 from whisper_build.serving.transcription.backend import TranscriptionBackend
@@ -116,7 +117,7 @@ class LiveSessions:
 
     async def _run(self, websocket: WebSocket) -> None:
         await _accept(websocket)
-        inbox: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()  # (event, arrival)
+        inbox: asyncio.Queue[tuple[str | int, float] | None] = asyncio.Queue()  # (event or skipped size, arrival)
         session_id = "sess_" + secrets.token_hex(12)
         expires_at = int(time.time() + self.limits.max_session_seconds)
 
@@ -174,17 +175,21 @@ class LiveSessions:
     async def _dispatch(
         self,
         session: TranscriptionSession,
-        text: str,
+        text: str | int,
         arrived: float,
         send: Any,
         described: Callable[[], dict[str, Any]],
     ) -> str:
-        """Handle one client event (``arrived``: its monotonic arrival time); a refused one gets an ``error`` event."""
+        """Handle one client event (``arrived``: its monotonic arrival time); a refused one gets an ``error`` event.
+
+        ``text`` is the event's JSON, or the size in bytes of one the server skipped as too large.
+        """
         kind, client_id = "", None
         try:
-            if len(text) > self.limits.max_event_bytes:
+            if isinstance(text, int) or len(text) > self.limits.max_event_bytes:
+                size = text if isinstance(text, int) else len(text)
                 raise ProtocolError(
-                    f"event is {len(text)} bytes; the largest accepted is {self.limits.max_event_bytes} "
+                    f"event is {size} bytes; the largest accepted is {self.limits.max_event_bytes} "
                     "(send audio in smaller appends)",
                     "event_too_large",
                 )
@@ -221,13 +226,16 @@ class LiveSessions:
         return kind
 
     @staticmethod
-    async def _read(websocket: WebSocket, inbox: asyncio.Queue[tuple[str, float] | None]) -> None:
+    async def _read(websocket: WebSocket, inbox: asyncio.Queue[tuple[str | int, float] | None]) -> None:
         try:
             while True:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     break
                 text = message.get("text")
+                if message.get(OVERSIZED_KEY) is not None:  # skipped by the server: its size in bytes
+                    await inbox.put((int(message[OVERSIZED_KEY]), time.monotonic()))
+                    continue
                 if text is None and message.get("bytes") is not None:
                     text = message["bytes"].decode("utf-8", "replace")
                 await inbox.put((text or "", time.monotonic()))
@@ -251,7 +259,7 @@ _TIMEOUT: Any = object()
 _DRAIN: Any = object()
 
 
-async def _next(inbox: asyncio.Queue[tuple[str, float] | None], drain: asyncio.Event, timeout: float) -> Any:
+async def _next(inbox: asyncio.Queue[tuple[str | int, float] | None], drain: asyncio.Event, timeout: float) -> Any:
     """The next inbox item; ``_TIMEOUT`` after ``timeout`` s; ``_DRAIN`` when ``drain`` is set first."""
     if not inbox.empty():
         return inbox.get_nowait()

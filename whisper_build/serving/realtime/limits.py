@@ -13,7 +13,7 @@ from whisper_build.serving.prompt import normalize_language
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
 from whisper_build.serving.realtime.vad import VadParams
 
-__all__ = ["LiveLimits", "speakers_requested", "validate_transcription", "vad_params"]
+__all__ = ["OVERSIZED_KEY", "LiveLimits", "speakers_requested", "validate_transcription", "vad_params"]
 
 RATE = 16_000
 STEP_SAMPLES = 3200
@@ -24,6 +24,10 @@ AHEAD_TOLERANCE = 0.5
 """Seconds the audio received may run ahead of wall time (chunking, network jitter) and still be live pace."""
 DIARIZE_SUFFIX = "-diarize"
 """``<served id>-diarize`` turns speakers on, as on the file endpoint (OpenAI: ``gpt-4o-transcribe-diarize``)."""
+OVERSIZED_KEY = "whisper.oversized_bytes"
+"""Extra key of a ``websocket.receive`` ASGI message that stands for a client event the server skipped
+because it passed ``max_event_bytes``: its size in bytes (``text`` and ``bytes`` are ``None``; the gateway's
+``websocket_limits.SkippingWSProtocol`` sends it instead of closing with 1009)."""
 SEMANTIC_SILENCE_MS = {"low": 1200, "medium": 800, "auto": 800, "high": 500}
 """``semantic_vad`` eagerness → ``server_vad`` silence duration (ms); threshold and prefix keep their defaults."""
 
