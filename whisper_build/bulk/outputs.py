@@ -5,16 +5,15 @@ Docs: docs/bulk.md, "Messages and outputs".
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from whisper_build.bulk.messages import JobOptions, SpeakerJob
-from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.diarization.assign import label_segments
 from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn
 from whisper_build.serving.results import Segment
 from whisper_build.serving.transcription.backend import TranscriptionBackend
 from whisper_build.serving.transcription.formats import Transcript, bulk_files, rttm_file_id
+from whisper_build.serving.transcription.speakers import file_turns
 
 
 def render_outputs(
@@ -50,11 +49,11 @@ def render_outputs(
 
 
 async def diarize_file(backend: TranscriptionBackend, path: Path, speakers: SpeakerJob, timeout: float) -> list[Turn]:
-    """Speaker turns of the whole downloaded input from the Triton ``speaker`` model (decoded in a thread).
+    """Speaker turns of the whole downloaded input, from the core's :func:`file_turns` (decoded in a thread).
 
     Started beside the windows' transcription; runs once, on the whole file: a job resumed from a
     checkpoint gets the labels of one clustering, never two halves labelled apart. Holds the decoded
     file (64 kB per audio second) until the call returns. Raises: AudioError, BackendError.
     """
-    audio = await asyncio.to_thread(lambda: decode_audio(path.read_bytes()))
-    return await backend.diarize(audio.samples, SpeakerOptions(speakers.min_speakers, speakers.max_speakers), timeout)
+    options = SpeakerOptions(speakers.min_speakers, speakers.max_speakers)
+    return await file_turns(backend, path, options, timeout)

@@ -1,18 +1,18 @@
 """One upload's diarization, started when the upload is read and run beside its transcription.
 
-The turns come from the Triton ``speaker`` model through the backend seam
-(:meth:`~whisper_build.serving.transcription.backend.TranscriptionBackend.diarize`, gRPC, bounded by
-``diarization_timeout_seconds``); :meth:`PendingTurns.cancel` cancels the call when the client
-leaves. Docs: docs/gateway.md, "Speakers (diarization)".
+The turns come from the transcription core's :func:`~whisper_build.serving.transcription.speakers.file_turns`
+(the Triton ``speaker`` model through the backend seam, gRPC, bounded by ``diarization_timeout_seconds``);
+:meth:`PendingTurns.cancel` cancels the call when the client leaves. Docs: docs/gateway.md, "Speakers
+(diarization)".
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.diarization.speakers import SpeakerOptions, Turn
 from whisper_build.serving.gateway.pipeline import Pipeline
+from whisper_build.serving.transcription.speakers import file_turns
 
 __all__ = ["PendingTurns"]
 
@@ -27,13 +27,12 @@ class PendingTurns:
 
     def start(self, data: bytes) -> None:
         """Decode ``data`` (16 kHz mono, whole; in a thread) and ask the speaker model for its turns."""
-        self._task = asyncio.create_task(self._run(data))
-
-    async def _run(self, data: bytes) -> list[Turn]:
-        settings = self._pipeline.settings
-        audio = await asyncio.to_thread(decode_audio, data, max_seconds=settings.requests.max_audio_seconds)
+        requests = self._pipeline.settings.requests
         backend = self._pipeline.service.transcriber.backend
-        return await backend.diarize(audio.samples, self._options, settings.requests.diarization_timeout_seconds)
+        turns = file_turns(
+            backend, data, self._options, requests.diarization_timeout_seconds, requests.max_audio_seconds
+        )
+        self._task = asyncio.create_task(turns)
 
     async def turns(self) -> list[Turn]:
         """The turns, in time order. Raises: AudioError (the whole file is not decodable), BackendError."""

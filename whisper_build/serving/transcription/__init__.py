@@ -5,7 +5,7 @@ Transport-agnostic: imports no web framework and nothing of ``whisper_build.serv
 - ``request`` — :class:`~.request.WindowRequest`, what every window of one request is decoded with.
 - ``backend`` — the model-server Protocol (``infer``), its errors, the wrapper base.
 - ``triton`` — the Triton gRPC backend; ``triton_inputs`` — the request's tensors; ``recovery`` — a retry on reload.
-- ``speakers`` — a live session's speaker labels, stable through the session.
+- ``speakers`` — the speaker model's one way in: a whole file's turns, a live session's stable labels.
 - ``windows`` — the window pipeline (:class:`~.windows.Transcriber`).
 - ``formats`` — the response formats table (:data:`~.formats.FORMATS`).
 - ``service`` — :class:`~.service.TranscriptionService`: admission, timeouts, failure accounting;

@@ -1,27 +1,29 @@
-"""Who spoke each turn of a live session: speaker labels that stay the same through the session.
+"""The core's speaker API: every front end reaches the speaker model here, through the backend seam's ``diarize``.
 
-A live session sees its audio one turn at a time, while the speaker model clusters one clip per call
-and numbers its clusters afresh each time. :class:`SessionSpeakers` makes the labels stable with the
-model's known-speaker matching (the file endpoint's ``known_speaker_references``): each turn is sent
-with a reference clip of every voice the session has heard so far, named by its label, so the same
-voice comes back under its label (CAM++ centroid cosine ≥ ``MATCH_THRESHOLD``) and a new voice under
-the next free letter. The session's own known speakers (names + clips) go first and keep their names.
-The model is reached only through the backend seam's ``diarize``. Docs: docs/gateway.md, "Live
-transcription", "Speakers in a session".
+:func:`file_turns` clusters a whole file in one call (an upload, sync or stream; a bulk job).
+:class:`SessionSpeakers` labels a live session, which sees its audio one turn at a time while the model
+numbers its clusters afresh each call: each turn is sent with a reference clip of every voice heard so
+far, named by its label (the file endpoint's ``known_speaker_references``), so the same voice comes back
+under its label (CAM++ centroid cosine ≥ ``MATCH_THRESHOLD``) and a new voice under the next free
+letter; the session's own known speakers (names + clips) go first and keep their names. Docs:
+docs/gateway.md, "Speakers (diarization)", "Speakers in a session".
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.diarization.assign import speaker_of
 from whisper_build.serving.diarization.speakers import MAX_SPEAKERS, SAMPLE_RATE, SpeakerOptions, Turn, letters
 from whisper_build.serving.transcription.backend import BackendUnavailable, TranscriptionBackend
 
-__all__ = ["ENABLE_SPEAKERS", "REFERENCE_SECONDS", "SessionSpeakers", "TurnSpeakers"]
+__all__ = ["ENABLE_SPEAKERS", "REFERENCE_SECONDS", "SessionSpeakers", "TurnSpeakers", "file_turns"]
 
 REFERENCE_SECONDS = 8.0
 """Longest reference clip kept per voice (each turn re-embeds every reference: this bounds the cost)."""
@@ -34,6 +36,38 @@ ENABLE_SPEAKERS = (
     '(requirements.txt); docs/gateway.md, "Speakers (diarization)"'
 )
 """What to do when the speaker model is missing (sent to the client in words)."""
+
+
+async def file_turns(
+    backend: TranscriptionBackend,
+    source: bytes | Path,
+    options: SpeakerOptions,
+    timeout: float,
+    max_seconds: float | None = None,
+) -> list[Turn]:
+    """Speaker turns of one whole file from the speaker model, in time order (``start``/``end`` in seconds).
+
+    The file is read and decoded (16 kHz mono, whole) in a thread, then sent in one call: one clustering
+    for the whole file. Holds the decoded file (64 kB per audio second) until the call returns; cancelling
+    the awaiting task cancels the call.
+
+    Args:
+        backend: the model server (``diarize``).
+        source: the file's bytes, or the path of a file on disk.
+        options: the clustering's speaker counts and known speakers.
+        timeout: deadline of the speaker-model call, seconds (the decoding is not bounded by it).
+        max_seconds: refuse audio longer than this (``None``: no limit).
+
+    Raises: AudioError (the file is not decodable, or longer than ``max_seconds``), BackendUnavailable
+    (no speaker model loaded), BackendRejected, BackendTimeout, BackendError.
+    """
+
+    def decoded() -> npt.NDArray[np.float32]:
+        data = source.read_bytes() if isinstance(source, Path) else source
+        return decode_audio(data, max_seconds=max_seconds).samples
+
+    samples = await asyncio.to_thread(decoded)
+    return await backend.diarize(samples, options, timeout)
 
 
 @dataclass(frozen=True)
