@@ -30,7 +30,7 @@ from stacks.whisper_app import WhisperStacks  # noqa: E402
 
 PIPELINE_CONFIG = REPO_ROOT / "config" / "examples" / "pipeline.yaml"
 """Three groups + a pipeline source: the app synthesizes the pipeline stack with the stacks inside a
-stage (gated in tests/infra/test_pipeline_stack.py; stage stack ids differ from the plain ones)."""
+stage (gated in tests/infra/synthesis/test_pipeline_stack.py; stage stack ids differ from the plain ones)."""
 CONFIGS = {
     "default": REPO_ROOT / "config" / "default.yaml",
     "three-groups": REPO_ROOT / "config" / "examples" / "three-groups.yaml",

@@ -1,6 +1,6 @@
 """A stand-in for ``vllm serve`` in the side-by-side benchmark's tests (never a measurement).
 
-``python -m tests.fake_openai_server serve MODEL --port N [any vllm flag...]`` serves, on 127.0.0.1:
+``python -m tests.support.fake_openai_server serve MODEL --port N [any vllm flag...]`` serves, on 127.0.0.1:
 ``GET /health``, ``GET /v1/models`` (the ``--served-model-name``), ``GET /metrics`` (vLLM's counter names),
 ``POST /v1/audio/transcriptions`` (multipart; answers ``{"text": ...}`` with the file's text from
 ``FAKE_TEXTS`` (JSON file name → text, an environment variable) or ``hello``; counts

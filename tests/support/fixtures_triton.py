@@ -65,7 +65,7 @@ def speaker_triton_server() -> Iterator[LocalTriton]:
 @pytest.fixture(scope="session")
 def slow_triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTriton, SlowEngineControl]]:
     """A second tritonserver (CPU tiny.en, fallback off: one decode per window) whose engine a test slows
-    with ``control.delay(seconds_per_window)`` (tests/slow_engine.py); shared by the session, delay 0
+    with ``control.delay(seconds_per_window)`` (tests/support/slow_engine.py); shared by the session, delay 0
     between tests."""
     with slow_triton(no_fallback(cpu_triton_settings()), tmp_path_factory.mktemp("slow-triton")) as (server, control):
         yield server, control

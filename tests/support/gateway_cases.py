@@ -1,7 +1,7 @@
 """The table of bad requests every gateway must answer with a 4xx in the error shape.
 
-Shared by the fake-backend tests (tests/serving/test_gateway_app.py) and the real-Triton integration
-tests (tests/serving/test_gateway_integration.py). Each case builds its request from the gateway's
+Shared by the fake-backend tests (tests/serving/gateway/test_gateway_app.py) and the real-Triton integration
+tests (tests/serving/gateway/test_gateway_integration.py). Each case builds its request from the gateway's
 limits so the same table fits any settings.
 """
 

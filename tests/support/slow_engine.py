@@ -1,9 +1,9 @@
 """A real tritonserver whose engine is slowed from outside, for tests that need the model busy.
 
 :func:`slow_triton` starts :class:`~whisper_build.workstation.local_triton.LocalTriton` with
-the engine wrapper ``tests/engine_hook/slowed.py:wrap`` named in ``WHISPER_ENGINE_WRAPPER``: the product's ``model.py``, decoding layer, batching, cancellation and
+the engine wrapper ``tests/support/engine_hook/slowed.py:wrap`` named in ``WHISPER_ENGINE_WRAPPER``: the product's ``model.py``, decoding layer, batching, cancellation and
 engine all run, and each ``generate`` first sleeps :attr:`SlowEngineControl.seconds_per_window` per
-window (``tests/engine_hook/slowed.py``). A test sets the delay, so "busy for N seconds" or
+window (``tests/support/engine_hook/slowed.py``). A test sets the delay, so "busy for N seconds" or
 "outlives its timeout" holds on a fast or a slow CPU, and reads the engine's call log to know when it
 is idle. docs/development.md "Tests that need the model busy".
 """

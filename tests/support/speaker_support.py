@@ -20,7 +20,7 @@ from pyannote.metrics.diarization import DiarizationErrorRate
 from whisper_build.serving.audio import decode_audio
 from whisper_build.serving.diarization.speakers import Turn
 
-SPEAKERS_DIR = Path(__file__).parent / "data" / "speakers"
+SPEAKERS_DIR = Path(__file__).resolve().parents[1] / "data" / "speakers"
 TRUTH: dict[str, list[dict[str, object]]] = json.loads((SPEAKERS_DIR / "truth.json").read_text())
 DIALOGUES = tuple(TRUTH)
 COLLAR_S = 0.25

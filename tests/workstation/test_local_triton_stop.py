@@ -1,6 +1,6 @@
 """Ctrl-C on ``make serve``: Triton is ended once every request is answered, not after its models' unload.
 
-The ``whisper`` stub is made slow to exit (``tests/engine_hook/slow_exit.py``), as a stub with torch
+The ``whisper`` stub is made slow to exit (``tests/support/engine_hook/slow_exit.py``), as a stub with torch
 loaded is on a busy CPU, so Triton's own unload would outlast its exit timeout.
 """
 

@@ -1,6 +1,6 @@
 """An engine is one unit: one :class:`settings.engines.EngineProfile` per kind, read everywhere by lookup.
 
-A fitness test in the shape of tests/deploy/test_deploy_layout.py: no product module compares an engine
+A fitness test in the shape of tests/deploy/plans/test_deploy_layout.py: no product module compares an engine
 name as a string; and the table is what the refusals, the chart env and the factory follow.
 """
 

@@ -15,7 +15,7 @@ from typing import Any
 import grimp
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIG: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
 CONTRACTS = {contract["id"]: contract for contract in CONFIG["contracts"]}
 

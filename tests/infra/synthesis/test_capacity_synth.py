@@ -1,4 +1,4 @@
-"""config/examples/capacity.yaml through the full app synthesis (the shared cache of tests/cdk_assembly.py):
+"""config/examples/capacity.yaml through the full app synthesis (the shared cache of tests/support/cdk_assembly.py):
 the flexible groups, Continuous mode, the Spot group, the bulk NodeClass's order and the NodePool weights."""
 
 from __future__ import annotations

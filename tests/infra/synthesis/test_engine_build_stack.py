@@ -1,6 +1,6 @@
 """Engine build stack: one CodeBuild project per GPU architecture, least-privilege roles, the Job it
 starts, the CodeBuild-fleet switch, buildspecs. Synthesis is shared with the other stack tests
-(tests/cdk_assembly.py); the fleet variant synthesizes the engine build stack alone."""
+(tests/support/cdk_assembly.py); the fleet variant synthesizes the engine build stack alone."""
 
 from __future__ import annotations
 

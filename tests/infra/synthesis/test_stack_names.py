@@ -2,7 +2,7 @@
 
 ``make deploy`` waits on and ``make destroy`` deletes and checks ``names.stacks(config)``; a stack the
 app creates outside that list would be neither. Reuses the per-process synthesis cache
-(``tests/cdk_assembly.py``), which the other stack tests fill with the same configs.
+(``tests/support/cdk_assembly.py``), which the other stack tests fill with the same configs.
 """
 
 from __future__ import annotations

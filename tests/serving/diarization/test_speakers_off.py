@@ -70,7 +70,7 @@ def test_requests_without_speakers_are_served_as_before(client_and_backend):
 
 @pytest.mark.integration
 def test_a_real_triton_without_the_speaker_model_makes_diarized_json_a_400(triton_server):
-    # the session's CPU Triton renders its repository without the speaker model (tests/fixtures_triton.py)
+    # the session's CPU Triton renders its repository without the speaker model (tests/support/fixtures_triton.py)
     assert not triton_server.settings.speaker.enabled
     settings = GatewaySettings(triton_url=triton_server.settings.grpc_url)
     with running_gateway(settings) as url, httpx.Client(base_url=url, timeout=120) as client:

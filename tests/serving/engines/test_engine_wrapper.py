@@ -13,7 +13,7 @@ from engine_hook.slowed import SlowEngine
 from whisper_build.serving.engines import EngineParams, EngineParamsError
 from whisper_build.serving.engines.factory import WRAPPER_VARIABLE, load_engine, wrap_engine
 
-HOOK = Path(__file__).resolve().parents[1] / "engine_hook" / "slowed.py"
+HOOK = Path(__file__).resolve().parents[2] / "support" / "engine_hook" / "slowed.py"
 
 
 class _Engine:

@@ -1,6 +1,6 @@
 """Gateway HTTP behaviour with an injected fake backend (Triton-free): errors, formats,
 windows, admission, drain, metrics. The same error table also runs against real Triton in
-tests/serving/test_gateway_integration.py."""
+tests/serving/gateway/test_gateway_integration.py."""
 
 from __future__ import annotations
 

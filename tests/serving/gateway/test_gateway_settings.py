@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings
 
 from whisper_build.serving.gateway.settings import GROUPS, GatewaySettings
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "gateway.md"
 ROW = re.compile(r"^\| `WHISPER_GATEWAY_(?P<name>[A-Z_]+)` \| (?P<default>[^|]+) \|", re.MULTILINE)
 MAX_FIELDS = 20
 

@@ -15,7 +15,7 @@ Choices that keep it bounded on a 2-core CI machine:
   at once, 4 wait (``queue_size``) at most 60 s and the others are refused at once: the admission
   control, not the machine, decides what runs.
 
-The file is built once and cached (``tests/long_audio.py``); the measured figures are printed.
+The file is built once and cached (``tests/support/long_audio.py``); the measured figures are printed.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * A long request keeps the model busy: ``/ping``, polled every second on fresh connections (so
   every worker answers some), stays 200 — busy is not dead (health judged per pod). The engine is
-  slowed from outside (tests/slow_engine.py, fallback off) so the request keeps it busy at least
+  slowed from outside (tests/support/slow_engine.py, fallback off) so the request keeps it busy at least
   :data:`BUSY_AT_LEAST_S` on any CPU, longer than the canary's timeout; the test checks it did.
 * The python stub is killed with 8 requests in flight: none gets 502; at least one completes
   through the single retry on the reloaded model (counted in ``whisper_gateway_window_retries_total``),

@@ -3,7 +3,7 @@ tritonserver behind the gateway, driven by the official ``openai`` client, on th
 corpus ``tests/data/languages/`` (Spanish, German, French, English; texts in ``corpus.json``).
 
 The English-only refusals (``language`` other than ``en``, translations) stay covered on tiny.en by
-``tests/serving/test_transcripts_integration.py``.
+``tests/serving/transcription/test_transcripts_integration.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from whisper_build.workstation.local_triton import LocalTriton
 
 pytestmark = pytest.mark.integration
 
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "languages"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "languages"
 CORPUS = json.loads((CORPUS_DIR / "corpus.json").read_text())
 NAMES = {"es": "spanish", "de": "german", "fr": "french", "en": "english"}
 

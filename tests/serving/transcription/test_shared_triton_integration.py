@@ -3,7 +3,7 @@
 A second client — as bulk workers do, at ``contract.BULK_PRIORITY``, half a batch per call
 (``whisper_build.bulk.worker.bulk_plan``) — keeps two calls of 8 speech windows in flight, while
 the gateway has no request of its own. Triton batches them (16 windows; the engine is slowed to
-:data:`SECONDS_PER_WINDOW` from outside, tests/slow_engine.py, so an execution takes ≥ 8 s on any CPU,
+:data:`SECONDS_PER_WINDOW` from outside, tests/support/slow_engine.py, so an execution takes ≥ 8 s on any CPU,
 far longer than the canary timeout); the gateway's canary waits behind those batches, the model
 scheduler's metrics (queued windows, finished windows) say the model is busy, so /ping, polled every
 0.5 s, never turns 503 and the busy state is visible in ``whisper_gateway_model_busy_with_others``

@@ -3,7 +3,7 @@
 The file is 150 s: five windows, each one espeak-ng sentence and then silence (each window is
 decoded: none is all silence). Progress and the disconnect are read from the model scheduler's
 finished windows (one per window, whatever the batching). The engine is slowed to
-:data:`SECONDS_PER_WINDOW` (tests/slow_engine.py), so windows finish one by one on any CPU, and
+:data:`SECONDS_PER_WINDOW` (tests/support/slow_engine.py), so windows finish one by one on any CPU, and
 "after the disconnect" ends when the gateway and the engine are idle, not after a fixed sleep.
 """
 

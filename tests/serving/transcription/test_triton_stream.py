@@ -1,6 +1,6 @@
 """What the gateway's Triton client puts on a stream: Triton's priority, the scheduler's parameters, the
 stream's deadline; and how a stream's error reaches the gateway. The client is recorded, not served
-(the wire itself: tests/serving/test_triton_integration.py)."""
+(the wire itself: tests/serving/transcription/test_triton_integration.py)."""
 
 from __future__ import annotations
 

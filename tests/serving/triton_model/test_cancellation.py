@@ -2,7 +2,7 @@
 
 Real Triton (CPU tiny.en, fallback off) and the gateway with 2 workers; the measure is the model's own
 counter ``whisper_model_engine_windows_total`` (windows handed to the engine) on Triton's metrics port.
-The engine is slowed to :data:`SECONDS_PER_WINDOW` (tests/slow_engine.py), so the file takes at least
+The engine is slowed to :data:`SECONDS_PER_WINDOW` (tests/support/slow_engine.py), so the file takes at least
 ``FILE_WINDOWS`` × that, far past the client's 3 s and the 8 s timeout on any CPU; "settled" means the
 gateway has no request in progress and the engine no call (not a quiet spell, which a slow engine
 call could outlast).
