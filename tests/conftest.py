@@ -24,6 +24,11 @@ SHARED_GROUPS = {
 the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by tests/support/cdk_assembly.py
 (its ``synthesized``). A module joins the group whose words its source holds."""
 
+REAL_TRITON = frozenset({"triton_server", "speaker_triton_server", "slow_triton_server"})
+"""The session fixtures that start a real tritonserver (tests/support/fixtures_triton.py). A test that asks
+for one is marked ``integration``, and a test of the ``cdk`` group (:data:`SHARED_GROUPS`: about a minute
+of synthesis per config) ``slow``, as if each said so itself: ``make test-fast`` leaves both out."""
+
 HEAVY_FIRST = (  # seconds per group on 2 workers of a loaded 2-core machine: ~450 ... 20
     "tests/bench/test_live_wer.py",
     "tests/infra/synthesis/test_examples_synth.py",
@@ -79,11 +84,16 @@ def _group(path: Path, rootpath: Path, cache: dict[Path, str]) -> str:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test the xdist group of its module (or of its shared resource, :data:`SHARED_GROUPS`):
-    with ``--dist loadgroup`` a module's tests then share one worker and its module fixtures; and
-    order the groups longest first (:data:`HEAVY_FIRST`), the rest in collection order."""
+    with ``--dist loadgroup`` a module's tests then share one worker and its module fixtures; mark the
+    tests :data:`REAL_TRITON` names; and order the groups longest first (:data:`HEAVY_FIRST`), the rest
+    in collection order. Runs before the ``-m`` selection, which sees the marks added here."""
     cache: dict[Path, str] = {}
     rank = {group: i for i, group in enumerate(HEAVY_FIRST)}
     groups = {item.nodeid: _group(item.path, config.rootpath, cache) for item in items}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+        if REAL_TRITON & set(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+        if groups[item.nodeid] == "cdk":
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable: the rest keep their order

@@ -220,6 +220,7 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
         server.__enter__()
 
 
+@pytest.mark.slow
 def test_wer_pass_and_levels_through_the_shared_client(
     fake_vllm: VllmServer, audio: list[Path], tmp_path: Path
 ) -> None:
