@@ -1,6 +1,6 @@
 """Shared fixtures. Fixture modules live in tests/support/ (on the path, pytest.ini) and are imported
 here so that every test module can request them by name. The suite runs on pytest-xdist workers (pytest.ini); the
-collection hook below groups and orders modules for them (docs/development.md, "Tests, by area")."""
+collection hook below groups and orders modules for them (docs/development.md, "Test tiers")."""
 
 # triton_server: real tritonserver + CPU whisper on free ports, session-scoped (tests/support/fixtures_triton.py);
 # speaker_triton_server: the same with the speaker model; slow_triton_server: another one whose engine a
