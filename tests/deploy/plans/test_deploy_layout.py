@@ -1,4 +1,4 @@
-"""The deploy tool's shape (docs/contracts.md): small modules and functions, a typed step/session seam,
+"""The deploy tool's shape (docs/development.md, "Layers"): small modules and functions, a typed step/session seam,
 and no import cycle inside the package (function-local imports included)."""
 
 from __future__ import annotations
