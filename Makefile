@@ -103,6 +103,9 @@ fmt: install-development ## format the tree and apply ruff's safe fixes (ruff fo
 test: install system-deps lint ## lint (above), then the whole test suite (unit + integration with real Triton, gateway, Prometheus)
 	$(VENV)/bin/pytest
 
+test-fast: install-development ## the unit tests alone, in a few minutes: no tritonserver, gateway process, Prometheus, browser or CDK synthesis (docs/development.md, "Test tiers")
+	$(VENV)/bin/pytest -m "not integration and not slow"
+
 serve: install-serving $(if $(SPEAKERS),install-speakers) ## run real Triton (CPU model) + the gateway on 127.0.0.1:8080 in the foreground (Ctrl-C stops; GATEWAY_WORKERS=2; MODEL=base: multilingual; SPEAKERS=1: diarization, installs the speakers set)
 	WHISPER_TRITON_SPEAKER__WARMUP=$${WHISPER_TRITON_SPEAKER__WARMUP:-false} WHISPER_GATEWAY_WORKERS=$${WHISPER_GATEWAY_WORKERS:-$(GATEWAY_WORKERS)} $(PY) -m whisper_build.workstation.local_triton --gateway $(if $(MODEL),--model $(MODEL))
 
@@ -186,7 +189,7 @@ bench-cost: ## cost per audio hour from the stored H200 served run and the CPU s
 bench-synth: install-infrastructure ## time synthesis of the default and the three-group config
 	$(PY) -m scripts.bench_synth
 
-.PHONY: help system-deps install install-infrastructure install-serving install-speakers install-development checkov api-key synth lint golden fmt test serve page-screenshots transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk bench-live
+.PHONY: help system-deps install install-infrastructure install-serving install-speakers install-development checkov api-key synth lint golden fmt test test-fast serve page-screenshots transcribe publish-hyperpod-chart deploy capacity prices sizing diff publish-ctranslate2 destroy kubeconfig endpoint pods env bench bench-audio bench-report bench-cost bench-synth submit jobs fetch bulk-local bulk-demo model-contract bench-bulk bench-live
 
 submit: install-serving ## bulk jobs: upload a folder or enqueue an s3:// prefix of CONFIG's job bucket (make submit CONFIG=… SRC=<dir or s3://…>; local: after make bulk-local's exports)
 	@test -n "$(SRC)" || { echo 'usage: make submit CONFIG=config/examples/bulk.yaml SRC=<dir or s3://<job bucket>/input/…>'; exit 2; }

@@ -6,7 +6,7 @@ bundled model (:mod:`whisper_build.serving.engines.bundled`: tiny.en and base) t
 ``execute()`` runs; CTranslate2 on the CPU): once with ``DecodeOptions(timestamps=False)`` (plain
 text), once with ``timestamps=True`` (openai/whisper's ``transcribe()`` default). Corpora: every
 sentence of ``benchmarks/speech.py`` said alone (one window each), all of them in one recording cut
-into windows as the gateway cuts them, the sentences of ``tests/speech_samples.py`` (the transcript tests' corpus)
+into windows as the gateway cuts them, the sentences of ``tests/support/speech_samples.py`` (the transcript tests' corpus)
 said alone, and the files of ``tests/data/languages/`` (base: all; tiny.en: the English one). Prints one JSON object: per model, corpus and mode the WER (jiwer, lower case,
 punctuation removed) over the corpus's words and the decode's CPU seconds (the steadier figure on a
 shared machine); ``--show`` adds every hypothesis that differs by mode. The choice it supports: docs/serving.md
@@ -58,7 +58,7 @@ def _gateway_windows(audio: np.ndarray) -> list[np.ndarray]:
     return [w for _, w in iter_windows([audio], 30.0, 5.0) if not is_silent(w)]
 
 
-def test_sentences(path: Path = REPO / "tests/speech_samples.py") -> list[str]:
+def test_sentences(path: Path = REPO / "tests/support/speech_samples.py") -> list[str]:
     """The ``SENTENCES`` literal of the tests' speech helpers (read, not imported: benchmarks do not import tests)."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SENTENCES" for t in node.targets):

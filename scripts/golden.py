@@ -5,7 +5,7 @@
 templates of every stack + the cdk8s manifests of ``dist/k8s``) and writes
 ``tests/data/golden/default.json``: ``{"templates": {stack id: template}, "manifests": {file name:
 [documents]}}`` as sorted, indented JSON. ``--check`` compares instead and prints the first differing
-paths (exit status 1). ``tests/infra/test_behaviour_freeze.py`` runs the same comparison.
+paths (exit status 1). ``tests/infra/synthesis/test_behaviour_freeze.py`` runs the same comparison.
 
 Entry point: :func:`main` (the details, in its docstring).
 Docs: docs/development.md, "The behaviour freeze (`make golden`)".

@@ -81,7 +81,7 @@ def main() -> int:
 
     The tree is the packages below plus ``tests/`` (a folder without ``__init__.py``, which grimp reads as
     a namespace package); run it from the root as ``python -m scripts.import_cycles``. Test modules import their shared helpers by bare name
-    (``pytest.ini``: ``pythonpath = . tests``; a folder's ``conftest.py`` puts that folder on the path),
+    (``pytest.ini``: ``pythonpath = . tests/support``; a folder's ``conftest.py`` puts that folder on the path),
     so a bare import that names a module of ``tests/`` is added to the graph as the import of that module.
     ``app.py`` and the Triton model file (``…/model_repository/whisper/1/model.py``, in a folder that is no
     package) are entry points that grimp cannot name; nothing imports them (checked here), so they cannot

@@ -1,7 +1,7 @@
 """Markdown tables of config fields, generated from the pydantic schema (docs stay in step with it).
 
 ``python -m settings.field_docs`` prints the ``gpu_groups`` table that docs/deploy.md embeds;
-``tests/infra/test_field_docs.py`` fails when the two differ.
+``tests/infra/config/test_field_docs.py`` fails when the two differ.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def _unknown_field_message(location: tuple[Any, ...]) -> str:
 
 def _pattern_message(value: Any, pattern: str) -> str:
     rule = PATTERN_RULES.get(pattern)
-    if rule is None:  # a new pattern without its sentence (tests/infra/test_settings.py catches this)
+    if rule is None:  # a new pattern without its sentence (tests/infra/config/test_settings.py catches this)
         return f"'{value}' does not have the expected form (regular expression {pattern})"
     return f"'{value}' must be {rule}"
 

@@ -4,7 +4,7 @@
 (``k8s_charts.charts``, ``k8s_charts.network_policy``); applied to ``kube-system`` they would stop
 CoreDNS, the VPC CNI and the controllers. :data:`RESERVED_NAMESPACES` is Kubernetes' own namespaces
 plus every namespace this product's add-ons and controllers run in; the stacks take their add-on
-namespaces from here, and ``tests/infra/test_namespaces.py`` checks that the synthesized templates
+namespaces from here, and ``tests/infra/synthesis/test_namespaces.py`` checks that the synthesized templates
 use no namespace outside it (besides the serving namespace and those derived from it).
 Docs: docs/deploy.md, "Synthesize and check (`make synth`)".
 """

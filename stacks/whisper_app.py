@@ -3,7 +3,7 @@
 ``app.py`` (``cdk synth``), the CDK Pipelines stage and the tests all call :func:`add_whisper_stacks`.
 Which stacks a config gets, and their ids, come from :mod:`settings.names` (``names.stacks``), which
 ``make deploy`` and ``make destroy`` wait on too: a new stack is its suffix in ``names.STACKS``, one
-constructor call here and one attribute on :class:`WhisperStacks` (tests/infra/test_stack_names.py
+constructor call here and one attribute on :class:`WhisperStacks` (tests/infra/synthesis/test_stack_names.py
 checks the assembly against ``names.stacks`` for every shipped config).
 Docs: docs/deploy.md, "Stacks".
 """

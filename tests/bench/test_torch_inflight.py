@@ -60,6 +60,7 @@ def _tokens(future: Future) -> list[int]:
     return list(future.result(timeout=0).tokens)
 
 
+@pytest.mark.slow
 def test_rows_joining_and_leaving_at_different_steps_decode_the_static_tokens(tiny) -> None:
     engine, windows, static = tiny
     sched = InflightScheduler(engine, encoder_batch=1)
@@ -78,6 +79,7 @@ def test_rows_joining_and_leaving_at_different_steps_decode_the_static_tokens(ti
     assert 1 < stats["mean_active_rows"] <= 4
 
 
+@pytest.mark.slow
 def test_waiting_windows_are_served_by_priority_then_arrival(tiny) -> None:
     engine, windows, _ = tiny
     sched = InflightScheduler(engine, slots=2, encoder_batch=2)

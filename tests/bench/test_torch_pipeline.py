@@ -49,6 +49,7 @@ def test_spans_double_up_to_the_context() -> None:
     assert attention_spans(64) == (64,)
 
 
+@pytest.mark.slow
 def test_pipelined_and_span_limited_decodes_match_whole_cache_generate(tiny) -> None:
     engine, windows = tiny
     assert len(windows) >= 2
@@ -68,6 +69,7 @@ def test_pipelined_and_span_limited_decodes_match_whole_cache_generate(tiny) -> 
     assert streamed == whole
 
 
+@pytest.mark.slow
 def test_overlap_tunings_decode_the_tokens_of_the_untuned_engine(tiny) -> None:
     engine, windows = tiny
     n = len(windows)
@@ -100,6 +102,7 @@ def test_tuning_labels_round_trip_and_unknown_parts_are_refused() -> None:
         EngineTuning.parse("sms112+sms104")
 
 
+@pytest.mark.slow
 def test_a_forced_prefix_is_continued_not_repeated(tiny) -> None:
     # GIVEN a window's greedy decode, and the same window with its first three words forced as the prefix
     engine, windows = tiny
@@ -111,6 +114,7 @@ def test_a_forced_prefix_is_continued_not_repeated(tiny) -> None:
     assert len(text.split()) > 4 and engine.decode_text(rest.tokens).split() == text.split()[3:]
 
 
+@pytest.mark.slow
 def test_decode_windows_yields_one_list_per_batch_in_order(tiny) -> None:
     engine, windows = tiny
     parts = list(engine.decode_windows([windows[:1], windows[1:2], windows[:2]], PROMPT))

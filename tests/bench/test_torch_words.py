@@ -19,6 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow  # minutes of CPU decoding per test
 
 from benchmarks.bench.audio import load_samples  # noqa: E402
 from benchmarks.speech import utterances  # noqa: E402

@@ -1,6 +1,6 @@
 """The side-by-side harness on the CPU: requests, the fixed-length processor, WER, records, report, the server process.
 
-A stand-in OpenAI-compatible server (tests/fake_openai_server.py) on 127.0.0.1 plays vLLM here; it is
+A stand-in OpenAI-compatible server (tests/support/fake_openai_server.py) on 127.0.0.1 plays vLLM here; it is
 never the measurement (benchmarks/vllm_peer_run.sh runs ``vllm serve`` on the GPU machine).
 """
 
@@ -33,7 +33,7 @@ from whisper_build.serving.engines.random_lengths import MIXED, mixed_window_tok
 from whisper_build.workstation.local_triton import free_ports
 from whisper_build.workstation.process import NotReady
 
-FAKE = (sys.executable, "-m", "tests.fake_openai_server")
+FAKE = (sys.executable, "-m", "tests.support.fake_openai_server")
 
 
 def _sample(seed: int, windows: int = 1) -> AudioSample:
@@ -220,6 +220,7 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
         server.__enter__()
 
 
+@pytest.mark.slow
 def test_wer_pass_and_levels_through_the_shared_client(
     fake_vllm: VllmServer, audio: list[Path], tmp_path: Path
 ) -> None:

@@ -1,6 +1,6 @@
 """Helpers shared by the deploy tool's tests: boto3 clients for moto/Stubber, dry runs, stand-ins.
 
-Imported by name (``tests/deploy`` is the test modules' own directory on ``sys.path``).
+Imported by name (``tests/deploy/conftest.py`` puts its folder on ``sys.path``, as pytest does for every conftest).
 """
 
 from __future__ import annotations

