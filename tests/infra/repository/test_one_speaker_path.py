@@ -12,7 +12,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGES = ("whisper_build", "settings", "stacks", "k8s_charts", "observability", "benchmarks", "scripts")
 CORE = "whisper_build/serving/transcription/"
 SPEAKER_MODEL_SIDE = {
