@@ -67,3 +67,17 @@ def test_only_tests_bench_imports_benchmarks() -> None:
             if any(n == "benchmarks" or n.startswith("benchmarks.") for n in names):
                 importers.append(path.relative_to(REPO_ROOT).as_posix())
     assert sorted({i for i in importers if not i.startswith("tests/bench/")}) == []
+
+
+MAX_TEST_FILES_PER_FOLDER = 20
+"""Test folders follow the product's packages (docs/development.md, "Test tiers"): a folder that outgrows
+this splits by the package its tests cover."""
+
+
+def test_no_test_folder_holds_more_than_twenty_test_files() -> None:
+    counts: dict[str, int] = {}
+    for path in (REPO_ROOT / "tests").rglob("test_*.py"):
+        folder = path.parent.relative_to(REPO_ROOT).as_posix()
+        counts[folder] = counts.get(folder, 0) + 1
+    assert counts["tests/serving/gateway"] >= 10  # the scan sees the tree
+    assert {folder: n for folder, n in counts.items() if n > MAX_TEST_FILES_PER_FOLDER} == {}
