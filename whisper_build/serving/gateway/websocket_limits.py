@@ -1,7 +1,7 @@
 """A WebSocket message over the size limit is skipped and reported to the app, not answered by close 1009.
 
 Entry points: :func:`websocket_protocol` (the ``uvicorn.Config`` arguments), :class:`SkippingWSProtocol`.
-Docs: docs/gateway.md, "Live transcription sessions".
+Docs: docs/gateway.md, "Live transcription (`GET /v1/realtime`)".
 """
 
 from __future__ import annotations
