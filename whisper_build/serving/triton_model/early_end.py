@@ -26,9 +26,10 @@ from whisper_build.serving.triton_model.segments import place_words
 __all__ = ["EARLY_END_GAP", "MAX_SECONDS_PER_WORD", "close_early_ends", "is_slow"]
 
 MAX_SECONDS_PER_WORD = 1.4
-"""A segment lasting longer than this per word is checked: openai/whisper ``timing.py`` caps a word at a
-sentence boundary at twice the median word duration, the median capped at 0.7 s, so no word it keeps
-lasts longer (speech runs at about 0.4 s per word)."""
+"""Seconds each word of a segment may take before the rest counts as unexplained (:func:`is_slow`):
+openai/whisper ``timing.py`` caps a word at a sentence boundary at twice the median word duration, the
+median capped at 0.7 s (speech runs at about 0.4 s per word; on benchmarks/long_form.py's recordings every
+other segment stays 2.4 s or more under the :data:`EARLY_END_GAP` this leaves)."""
 
 EARLY_END_GAP = 2.0
 """Seconds from the last word's end to the segment's end that make an early end: openai/whisper
