@@ -4,7 +4,8 @@ Over :meth:`whisper_build.serving.engines.base.WhisperEngine.generate` (tokens, 
 no-speech probability per window) it does per 30 s window what openai/whisper ``transcribe()`` and
 faster-whisper ``generate_with_fallback`` do: quality signals, temperature fallback, the silence
 rule, segments from timestamp tokens, dropping a word cut by the window's end, word timings; speech
-after a decode's last timestamp is decoded once more, alone (:func:`_tails`).
+after a decode's last timestamp, or after the last word of a final segment far longer than its text
+(:mod:`.early_end`), is decoded once more, alone (:func:`_tails`).
 Entry points: :func:`decode_windows` (the rules, in its docstring), :class:`DecodingPolicy` (the
 thresholds), :func:`parse_segments`. Docs: docs/serving.md, "Model repository".
 """
@@ -24,6 +25,7 @@ from whisper_build.serving.engines.params import DecodingThresholds, EngineParam
 from whisper_build.serving.engines.tokens import group_indices
 from whisper_build.serving.prompt import DecodePrompt
 from whisper_build.serving.results import SegmentResult, WindowResult
+from whisper_build.serving.triton_model.early_end import close_early_ends
 from whisper_build.serving.triton_model.segments import (
     SECONDS_PER_TIMESTAMP,
     decoded_words,
@@ -298,24 +300,23 @@ def decode_windows(
         UnsupportedOption: an option the engine cannot do (checked before any decoding).
         ValueError: the sequences differ in length.
 
-    Rules: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio`` = UTF-8 bytes ÷
-    zlib-compressed bytes. A decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0`` is
-    re-decoded at the next temperature (``t, t + 0.2, … ≤ 1.0``); only the failed windows, all in one
-    engine call per temperature, sampling with the engine's ``sampling_seed``. A window that never
-    passes keeps the attempt with the best ``avg_logprob`` among those under the compression
-    threshold, else the best overall (faster-whisper's choice; openai/whisper keeps the last).
-    ``no_speech_prob > no_speech_threshold`` (and, with ``no_speech_needs_low_logprob``,
-    ``avg_logprob < logprob_threshold``) makes the window silent: no segments, no fallback; windows
-    below ``silence_dbfs`` are not decoded. Segments (:func:`parse_segments`) have window-relative
-    times, clamped to the window's audio, monotonic, never with empty text; a start in leading silence
-    moves to the first voiced 20 ms frame (:func:`trim_leading_silence`). When the audio still carries
-    speech in its last 20 ms (:func:`ends_in_speech`), the window's last word is dropped
-    (:func:`drop_last_word`): Whisper completes a cut word with a guess (tiny.en: "Please turn off …"
-    cut 20 ms into "off" decodes as "Please turn on."). Word timings come from the
-    decode itself where the engine aligns while decoding (``generate(words=True)``: ``torch``), else
-    from :meth:`WhisperEngine.align`; either way placed in their segments. Not reproduced on purpose:
-    ``condition_on_previous_text`` (windows decode independently, so all windows of all requests
-    decode in ONE batch) and seek-based re-decoding (the gateway cuts windows at silences, so a
+    Rules: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio`` = UTF-8 bytes ÷ zlib-compressed
+    bytes. A decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0`` is re-decoded at the next temperature
+    (``t, t + 0.2, … ≤ 1.0``); only the failed windows, all in one engine call per temperature, sampling with the
+    engine's ``sampling_seed``. A window that never passes keeps the attempt with the best ``avg_logprob`` among those
+    under the compression threshold, else the best overall (faster-whisper's choice; openai/whisper keeps the last).
+    ``no_speech_prob > no_speech_threshold`` (and, with ``no_speech_needs_low_logprob``, ``avg_logprob <
+    logprob_threshold``) makes the window silent: no segments, no fallback; windows below ``silence_dbfs`` are not
+    decoded. Segments (:func:`parse_segments`) have window-relative times, clamped to the window's audio, monotonic,
+    never with empty text; a start in leading silence moves to the first voiced 20 ms frame
+    (:func:`trim_leading_silence`). A final segment far longer than its text ends at its last word
+    (:func:`.early_end.close_early_ends`); speech after the last segment is decoded again (:func:`_tails`). When the
+    audio still carries speech in its last 20 ms (:func:`ends_in_speech`), the window's last word is dropped
+    (:func:`drop_last_word`): Whisper completes a cut word with a guess (tiny.en: "Please turn off …" cut 20 ms into
+    "off" decodes as "Please turn on."). Word timings come from the decode itself where the engine aligns while
+    decoding (``generate(words=True)``: ``torch``), else from :meth:`WhisperEngine.align`; either way placed in their
+    segments. Not reproduced on purpose: ``condition_on_previous_text`` (windows decode independently, so all windows
+    of all requests decode in ONE batch) and seek-based re-decoding (the gateway cuts windows at silences, so a
     segment without a closing timestamp is closed at the window's end).
     """
     if not len(audio) == len(prompts) == len(repetition_penalty) == len(options):
@@ -334,6 +335,7 @@ def decode_windows(
         for i, best in best_of.items()
         if options[i].word_timestamps and best.hypothesis.words is not None
     }
+    found |= close_early_ends(engine, audio, prompts, options, found, aligned)
     found |= _tails(engine, audio, prompts, repetition_penalty, options, policy, best_of, found, aligned)
     for i in range(len(audio)):
         tried = attempts.get(i)
