@@ -145,7 +145,11 @@ class TranscriptionSession:
                 change while audio is buffered.
         """
         validate_transcription(update, self.served_ids)
-        if update.audio.input.format != self.config.audio.input.format and len(self.buffer.samples) and self.turn:
+        if (
+            update.audio.input.format != self.config.audio.input.format
+            and len(self.buffer.samples)
+            and self.turn is not None
+        ):
             raise ProtocolError(
                 "the audio format cannot change inside a turn; commit or clear the buffer first",
                 "invalid_value",
