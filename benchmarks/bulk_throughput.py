@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from benchmarks.bench.audio import AudioSample, load_sample
 from benchmarks.bench.runner import timed_request
 from benchmarks.bench.targets import InProcessTarget, TargetSpec, open_target
-from benchmarks.reference import IN_PROCESS_QUERY, machine_info
+from benchmarks.reference import IN_PROCESS_QUERY
+from benchmarks.reference_machine import machine_info
 from benchmarks.speech import recordings, require_tools, utterances
 from whisper_build.bulk.cli import Target, submit
 from whisper_build.bulk.demo import (

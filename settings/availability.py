@@ -64,7 +64,7 @@ def offering_warnings(region: str, instance_types: dict[str, str], table: Offeri
         if table.offered(instance_type, region) is False:
             warnings.append(
                 f"{field}: {instance_type} is not in the offering table for {region} (its EC2 hardware "
-                f"{instance_type.removeprefix('ml.')} was not offered there on demand as of {table.as_of}; source: "
+                f"{ec2_instance_type(instance_type)} was not offered there on demand as of {table.as_of}; source: "
                 f"{table.source}); HyperPod likely cannot run it there. The table may be out of date: "
                 "make capacity checks the account's real offerings and quotas"
             )

@@ -18,6 +18,7 @@ import functools
 import re
 
 from settings import regions
+from settings.gpu_catalog import ec2_instance_type
 
 FIELD = "cluster.system_node_instance_type"
 _FAMILY = re.compile(r"^(?P<series>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z-]*)$")
@@ -48,10 +49,10 @@ def check_system_node_type(value: str) -> str:
     Raises:
         ValueError: a SageMaker ``ml.`` type, an unknown type (with close matches), or an Arm type.
     """
-    if value.startswith("ml."):
+    if (ec2 := ec2_instance_type(value)) != value:
         raise ValueError(
             f"'{value}' is a SageMaker type; the system nodes are an EKS managed node group of EC2 instances: "
-            f"write the EC2 type, e.g. {value.removeprefix('ml.')}"
+            f"write the EC2 type, e.g. {ec2}"
         )
     known = ec2_instance_types()
     if value not in known:

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from fixtures_triton import make_serve_command
 
+from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
+from whisper_build.workstation.local_gateway import refuse_busy_gateway_port
 from whisper_build.workstation.local_triton import (
-    REPO_ROOT,
     LocalTriton,
     TritonStartError,
     TritonWheel,
     _parse_args,
-    _refuse_busy_gateway_port,
     assemble_backends,
     free_ports,
     ports_in_use,
@@ -215,7 +215,7 @@ def test_a_busy_gateway_metrics_port_is_refused_with_that_variable_to_change(mon
         monkeypatch.setenv("WHISPER_GATEWAY_METRICS_PORT", str(busy))
         # THEN the refusal names the metrics variable, and its example changes that one only
         with pytest.raises(TritonStartError) as refused:
-            _refuse_busy_gateway_port()
+            refuse_busy_gateway_port()
     message = str(refused.value)
     assert f"WHISPER_GATEWAY_METRICS_PORT={busy}" in message
     assert "e.g. WHISPER_GATEWAY_METRICS_PORT=9081 make serve" in message

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -20,13 +19,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import get_args
 
-from whisper_build.paths import REPO_ROOT
 from whisper_build.serving.contract import EngineKind
 from whisper_build.serving.diarization.weights import SPEAKERS_SET_HINT, speakers_installed
 from whisper_build.serving.engines.bundled import BUNDLED_MODELS, bundled_model_path
 from whisper_build.serving.triton_cleanup import TritonLaunch
 from whisper_build.serving.triton_model.repository import MODEL_NAME, render_model_repository
 from whisper_build.serving.triton_model.settings import TritonSettings, tritonserver_args
+from whisper_build.workstation.local_gateway import refuse_busy_gateway_port, supervise
 from whisper_build.workstation.ports import PortTaken, free_ports, port_taken_in, ports_in_use, start_on_free_ports
 from whisper_build.workstation.process import NotReady, wait_until_ready
 from whisper_build.workstation.triton_stop import UnloadWatch, end_tritonserver
@@ -309,67 +308,6 @@ def settings_from_args(args: argparse.Namespace, base: TritonSettings | None = N
     return TritonSettings.model_validate({**settings.model_dump(exclude_unset=True), **top}) if top else settings
 
 
-def _supervise(server: LocalTriton, gateway: bool) -> int:
-    """Watch the started ``server`` and, with ``gateway``, run the gateway in the foreground.
-
-    Triton is restarted with back-off 1 s → 60 s when it exits, as in the serving image. Ctrl-C or
-    SIGTERM stops the gateway first, then Triton. Returns the exit code.
-    """
-    from whisper_build.serving.supervisor import ChildSpec, RestartPolicy, Supervisor
-
-    triton = ChildSpec(
-        "tritonserver",
-        server.command,
-        server.settings.exit_timeout_s + 5,
-        restart=RestartPolicy(),
-        spawn=server.spawn,
-        after_exit=server.launch.clean_up,
-        stop=server.end,
-    )
-    children = [triton]
-    if gateway:
-        env = {
-            **os.environ,
-            "WHISPER_GATEWAY_TRITON_URL": server.settings.grpc_url,
-            "WHISPER_GATEWAY_TRITON_METRICS_URL": server.settings.metrics_url,
-        }
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        children.append(ChildSpec("gateway", [sys.executable, "-m", "whisper_build.serving.gateway"], 300.0, env))
-    supervisor = Supervisor(children)
-    signal.signal(signal.SIGTERM, supervisor.request_stop)
-    signal.signal(signal.SIGINT, supervisor.request_stop)
-    assert server.process is not None
-    return supervisor.run(adopted={triton.name: server.process})
-
-
-def _refuse_busy_gateway_port() -> None:
-    """Raise when the gateway's traffic or metrics port (``WHISPER_GATEWAY_PORT``/``_METRICS_PORT``) cannot be bound.
-
-    Raises:
-        TritonStartError: naming the variable to change.
-    """
-    from whisper_build.serving.gateway.settings import GatewaySettings
-
-    server = GatewaySettings().server
-    ports = {"WHISPER_GATEWAY_PORT": server.port}
-    if not server.metrics_on_traffic_port and server.metrics_port:
-        ports["WHISPER_GATEWAY_METRICS_PORT"] = server.metrics_port
-    busy = ports_in_use(server.host, ports)
-    if busy:
-        examples = {"WHISPER_GATEWAY_PORT": 9080, "WHISPER_GATEWAY_METRICS_PORT": 9081}
-        example = " ".join(f"{name.split('=')[0]}={examples[name.split('=')[0]]}" for name in busy)
-        transcribe = (
-            " (and export the same WHISPER_GATEWAY_PORT for make transcribe)"
-            if "WHISPER_GATEWAY_PORT=" in example
-            else ""
-        )
-        raise TritonStartError(
-            f"the gateway's port is already in use on {server.host}: {', '.join(busy)} (another `make serve`?): "
-            f"stop it, or set {'that variable' if len(busy) == 1 else 'those variables'} to a free port, "
-            f"e.g. {example} make serve{transcribe}"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: run until interrupted; 0 after Ctrl-C/SIGTERM, else the failing child's code.
 
@@ -402,14 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     try:
         if args.gateway:
-            _refuse_busy_gateway_port()  # before Triton starts, so nothing is left half-running
+            refuse_busy_gateway_port()  # before Triton starts, so nothing is left half-running
         server.start(timeout_s=args.timeout)
         print(
             f"whisper on Triton is ready: gRPC {settings.grpc_url}, HTTP {settings.http_url}, "
             f"metrics {settings.metrics_url} (Ctrl-C stops)",
             flush=True,
         )
-        return _supervise(server, gateway=args.gateway)
+        return supervise(server, gateway=args.gateway)
     except KeyboardInterrupt:
         return 0
     except TritonStartError as error:

@@ -22,7 +22,7 @@ assumption, not a measurement (AWS publishes interruption frequencies per EC2 ty
 
 def same_gpu_types(config: DeploymentConfig, group: GpuGroup) -> list[str]:
     """Every HyperPod size of ``group``'s family with its GPU count, offered in the region (listed ones first)."""
-    family = group.instance_type.split(".")[1]
+    family, _ = gpu_catalog.split_instance_type(group.instance_type)
     gpus = gpu_catalog.instance_spec_for(group.instance_type)
     sizes = [
         f"ml.{family}.{size}"

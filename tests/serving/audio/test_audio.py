@@ -27,7 +27,7 @@ from whisper_build.serving.audio import (
     open_audio,
     split_windows,
 )
-from whisper_build.serving.audio.decode import _av_reader, _sndfile_reader
+from whisper_build.serving.audio.readers import av_reader, sndfile_reader
 
 PAYLOAD = bytes(range(256)) * 3
 
@@ -115,7 +115,7 @@ def test_wav_and_flac_are_read_by_libsndfile_like_ffmpeg_reads_them(
         assert fast.codec == codec  # libsndfile's reader, not FFmpeg's
         assert fast.declared_seconds == pytest.approx(2.0, abs=1e-3)
         fast_samples = np.concatenate(list(fast.chunks()))
-    with AudioStream(_av_reader(data), None) as ffmpeg:
+    with AudioStream(av_reader(data), None) as ffmpeg:
         ffmpeg_samples = np.concatenate(list(ffmpeg.chunks()))
     assert len(fast_samples) == len(ffmpeg_samples)
     if rate == SAMPLE_RATE:
@@ -126,7 +126,7 @@ def test_wav_and_flac_are_read_by_libsndfile_like_ffmpeg_reads_them(
 
 def test_a_wav_libsndfile_cannot_open_goes_to_ffmpeg() -> None:
     data = bytearray(samples.encode(samples.tone(1.0, 16000), 16000, "wav_s16"))
-    assert _sndfile_reader(bytes(data)) is not None
+    assert sndfile_reader(bytes(data)) is not None
     data[20:22] = (0x1234).to_bytes(2, "little")  # an audio format tag libsndfile does not know
     with pytest.raises(NotAudioError):
         decode_audio(bytes(data))  # FFmpeg does not know it either: the same 400 message

@@ -120,7 +120,7 @@ def test_a_session_sends_a_segment_and_a_speaker_on_completed_and_nothing_when_o
     async def send(event: dict[str, Any]) -> None:
         sent.append(event)
 
-    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def scenario() -> tuple[str | None, str | None]:
         live = LiveSpeakers(model, 5, send)  # type: ignore[arg-type]
         await live.configure(_config("whisper-1"))
         off = await live.finish(live.start(voice(0.1, 2)), "item_1", 0, "hi", 2.0)
@@ -129,8 +129,8 @@ def test_a_session_sends_a_segment_and_a_speaker_on_completed_and_nothing_when_o
         return off, on
 
     off, on = asyncio.run(scenario())
-    assert off == {} and len(model.calls) == 1  # off: no speaker-model call
-    assert on == {"speaker": "A"}
+    assert off is None and len(model.calls) == 1  # off: no speaker-model call
+    assert on == "A"
     (segment,) = sent
     assert segment["type"] == "conversation.item.input_audio_transcription.segment"
     assert (segment["start"], segment["end"], segment["speaker"], segment["text"]) == (2.0, 4.0, "A", "hello there")
@@ -145,12 +145,12 @@ def test_a_failed_speaker_call_is_reported_once_in_words_and_the_turn_still_comp
     async def send(event: dict[str, Any]) -> None:
         sent.append(event)
 
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[str | None]:
         live = LiveSpeakers(model, 5, send)  # type: ignore[arg-type]
         await live.configure(_config("whisper-1-diarize"))
         return [await live.finish(live.start(voice(0.1, 2)), f"item_{i}", 0, "hi", 2.0) for i in range(2)]
 
-    assert asyncio.run(scenario()) == [{}, {}]
+    assert asyncio.run(scenario()) == [None, None]
     (error,) = sent
     assert error["type"] == "error" and "WHISPER_TRITON_SPEAKER__ENABLED=true" in error["error"]["message"]
 

@@ -341,10 +341,9 @@ def test_the_load_test_confirmation_rule_confirms_two_new_words_per_update_and_o
     monkeypatch.setenv("WHISPER_GATEWAY_REALTIME_LOAD_TEST_CONFIRMATION", "true")
     assert GatewaySettings().live.realtime_load_test_confirmation is True
     session = _session(object(), [])
-    assert type(session.hypothesis) is HypothesisBuffer  # the default: LocalAgreement-2
+    assert type(session._new_turn(0).hypothesis) is HypothesisBuffer  # the default: LocalAgreement-2
     session.limits = LiveLimits(load_test_confirmation=True)
-    session.configure(merge(session.config, {"audio": {"input": {"turn_detection": None}}}))
-    assert type(session.hypothesis) is FirstWordsBuffer
+    assert type(session._new_turn(0).hypothesis) is FirstWordsBuffer
 
 
 def test_a_turn_is_decoded_after_the_earlier_turns_that_fit_in_30_s_with_their_text_forced() -> None:
@@ -361,3 +360,58 @@ def test_a_turn_is_decoded_after_the_earlier_turns_that_fit_in_30_s_with_their_t
     assert len(audio) == 6 * 16000 and (prompt.previous_text, prompt.prefix) == ("first. second.", "third.")
     audio, prompt = context.window(second, [], None, None, 0.0)  # the language is not fixed: no earlier audio
     assert len(audio) == 16000 and (prompt.previous_text, prompt.prefix) == ("first. second. third.", "")
+
+
+def test_server_events_go_out_in_openais_shapes_type_and_event_id_first() -> None:
+    import json
+
+    from whisper_build.serving.realtime import server_events as ev
+
+    usage = ev.DurationUsage(seconds=1.5)
+    completed = ["item_id", "content_index", "transcript", "usage"]
+    shapes = [
+        (ev.BufferCleared(), []),
+        (ev.SpeechStarted(item_id="i", audio_start_ms=0), ["item_id", "audio_start_ms"]),
+        (ev.SpeechStopped(item_id="i", audio_end_ms=9), ["item_id", "audio_end_ms"]),
+        (ev.TimeoutTriggered(item_id="i", audio_start_ms=0, audio_end_ms=9), ["item_id", "audio_start_ms", "audio_end_ms"]),
+        (ev.BufferCommitted(item_id="i", previous_item_id=None), ["item_id", "previous_item_id"]),
+        (ev.TranscriptDelta(item_id="i", delta=" hi"), ["item_id", "content_index", "delta"]),
+        (ev.TranscriptCompleted(item_id="i", transcript="hi", usage=usage), completed),
+        (ev.TranscriptCompleted(item_id="i", transcript="hi", usage=usage, speaker="A"), [*completed, "speaker"]),
+        (ev.SessionEvent(type="session.created", session={"id": "s"}), ["session"]),
+    ]  # fmt: skip
+    for event, fields in shapes:
+        wire = json.loads(json.dumps(event.wire()))
+        assert list(wire) == ["type", "event_id", *fields] and wire["event_id"].startswith("event_")
+    completed = ev.TranscriptCompleted(item_id="i", transcript="hi", usage=usage).wire()
+    assert (
+        completed["type"] == "conversation.item.input_audio_transcription.completed" and completed["content_index"] == 0
+    )
+    assert completed["usage"] == {"type": "duration", "seconds": 1.5} and list(completed["usage"]) == [
+        "type",
+        "seconds",
+    ]
+    error = ev.error_event("too big", "event_too_large", client_event_id="c1").wire()
+    assert list(error) == ["type", "event_id", "error"] and error["type"] == "error"
+    assert error["error"] == {"type": "invalid_request_error", "code": "event_too_large", "message": "too big",
+                              "param": None, "event_id": "c1"}  # fmt: skip
+    assert list(error["error"]) == ["type", "code", "message", "param", "event_id"]
+
+
+def test_a_decode_takes_the_models_verdict_on_silence_not_a_threshold_of_its_own() -> None:
+    """The model's no-speech thresholds are the operator's (``no_speech_threshold`` raised to 0.8 here): a window
+    it kept words for is a turn's words, whatever its no-speech probability and log-prob."""
+    import asyncio
+
+    from whisper_build.serving.realtime.context import TurnContext
+    from whisper_build.serving.realtime.decoder import TurnDecoder
+    from whisper_build.serving.realtime.events import TranscriptionConfig
+    from whisper_build.serving.results import WindowResult
+
+    class Unsure:
+        async def infer(self, windows: object, request: object, timeout: float) -> list[WindowResult]:
+            return [WindowResult("quiet words", no_speech_prob=0.7, avg_logprob=-1.5)]
+
+    metrics = LiveMetrics(CollectorRegistry())
+    decoder = TurnDecoder(Unsure(), LiveLimits(), metrics, _Health(), TurnContext(), TranscriptionConfig)  # type: ignore[arg-type]
+    assert asyncio.run(decoder.decode(np.zeros(16000, np.float32), [])) == "quiet words"

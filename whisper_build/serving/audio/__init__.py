@@ -9,6 +9,7 @@ Public surface:
 - :func:`decode_audio` / :func:`split_windows` — the same for a whole clip held in memory.
 - :func:`is_silent` — does a window hold no signal worth transcribing.
 - :class:`AudioError` and its subclasses name what the caller must fix.
+Modules: ``b64``, ``decode`` (the stream) over ``readers`` (libsndfile, PyAV), ``windows``, ``errors``.
 Docs: docs/gateway.md, "What happens to a request".
 """
 

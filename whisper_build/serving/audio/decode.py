@@ -1,7 +1,7 @@
 """Decode any audio container FFmpeg knows into 16 kHz mono float32, as a stream of chunks.
 
-Two readers behind one API: WAV and FLAC by libsndfile (``soundfile``; 10-50x less CPU than frame
-by frame), everything else — or what libsndfile refuses — by PyAV (FFmpeg). Channels are averaged,
+Two readers behind one API (:mod:`.readers`): WAV and FLAC by libsndfile (``soundfile``; 10-50x less CPU
+than frame by frame), everything else — or what libsndfile refuses — by PyAV (FFmpeg). Channels are averaged,
 the rate converted with soxr ("HQ"). Memory does not grow with the audio's length: the header is
 read first (over-long audio refused before decoding), then chunks are decoded as they are asked
 for. Entry points: :func:`open_audio` / :func:`open_audio_file` → :class:`AudioStream` (where the
@@ -11,31 +11,21 @@ Docs: docs/gateway.md, "What happens to a request".
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, Protocol
 
-import av
 import numpy as np
 import numpy.typing as npt
-import soundfile
 import soxr
 
 from whisper_build.serving.audio.errors import AudioTooLongError, AudioTooShortError, EmptyAudioError, NotAudioError
+from whisper_build.serving.audio.readers import FileReader, Reader, av_reader, sndfile_reader
 
 SAMPLE_RATE = 16_000
 """Whisper's input rate in Hz (openai/whisper audio.py ``SAMPLE_RATE``)."""
-
-SNDFILE_BLOCK_SECONDS = 10.0
-"""Longest block libsndfile reads at once, in seconds of the source (bounds a WAV/FLAC's decode buffer)."""
-
-_UNKNOWN_LENGTH_SECONDS = 2.0**40  # libsndfile's frame count when a header states none (SF_COUNT_MAX-like)
-
-_NOT_AUDIO = "the bytes are not a decodable audio file (supported: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus, M4A/AAC, WebM)"
 
 
 @dataclass(frozen=True)
@@ -68,97 +58,6 @@ def _too_long(length: str, limit: float) -> AudioTooLongError:
     )
 
 
-class _Reader(Protocol):
-    """One decoder behind :class:`AudioStream`: header facts, then mono float32 blocks at the source rate."""
-
-    source_rate: int
-    source_channels: int
-    codec: str
-    declared_seconds: float | None
-
-    def blocks(self) -> Iterator[npt.NDArray[np.float32]]:
-        """Mono float32 ``[n]`` blocks in order at ``source_rate``; a damaged tail ends them quietly.
-
-        Raises: NotAudioError when nothing decodes.
-        """
-        ...
-
-    def close(self) -> None:
-        """Release the decoder."""
-        ...
-
-
-class _AvReader:
-    """PyAV (FFmpeg): any container/codec; frames converted to planar float and averaged to mono."""
-
-    def __init__(self, container: av.container.InputContainer) -> None:
-        self._container = container
-        stream = container.streams.audio[0]
-        self._stream = stream
-        self.source_rate = int(stream.codec_context.sample_rate or stream.rate or 0)
-        self.source_channels = int(stream.codec_context.channels)
-        self.codec = str(stream.codec_context.name)
-        self.declared_seconds = _declared_seconds(container, stream)
-
-    def blocks(self) -> Iterator[npt.NDArray[np.float32]]:
-        """See :meth:`_Reader.blocks`."""
-        converter = av.AudioResampler(format="fltp")  # planar float whatever the source format
-        decoded = 0
-        frames = self._container.decode(self._stream)
-        while True:
-            try:
-                frame = next(frames, None)
-                converted = converter.resample(frame)
-            except (av.FFmpegError, UnicodeDecodeError, IndexError) as exc:
-                if decoded == 0:
-                    raise NotAudioError(_NOT_AUDIO) from exc
-                converted, frame = converter.resample(None), None
-            for out in converted:
-                decoded += out.samples
-                yield out.to_ndarray().mean(axis=0, dtype=np.float32)
-            if frame is None:
-                return
-
-    def close(self) -> None:
-        """See :meth:`_Reader.close`."""
-        self._container.close()
-
-
-class _SndfileReader:
-    """libsndfile (``soundfile``) for WAV and FLAC: blocks of :data:`SNDFILE_BLOCK_SECONDS` read as float32 in C.
-
-    Raises (constructor): ``soundfile.LibsndfileError`` (a ``RuntimeError``) when libsndfile cannot
-    open the bytes; the caller then falls back to PyAV.
-    """
-
-    def __init__(self, data: bytes | BinaryIO) -> None:
-        self._file = soundfile.SoundFile(io.BytesIO(data) if isinstance(data, bytes) else data)
-        self.source_rate = int(self._file.samplerate)
-        self.source_channels = int(self._file.channels)
-        self.codec = f"{self._file.format}/{self._file.subtype}".lower()  # e.g. wav/pcm_16
-        self.declared_seconds = self._file.frames / self.source_rate if self.source_rate else None
-        self._block = max(1, int(SNDFILE_BLOCK_SECONDS * self.source_rate))
-
-    def blocks(self) -> Iterator[npt.NDArray[np.float32]]:
-        """See :meth:`_Reader.blocks`."""
-        decoded = 0
-        while True:
-            try:
-                block = self._file.read(self._block, dtype="float32", always_2d=True)
-            except (RuntimeError, ValueError) as exc:  # libsndfile read error: a damaged file
-                if decoded == 0:
-                    raise NotAudioError(_NOT_AUDIO) from exc
-                return
-            if not len(block):
-                return
-            decoded += len(block)
-            yield block.reshape(-1) if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
-
-    def close(self) -> None:
-        """See :meth:`_Reader.close`."""
-        self._file.close()
-
-
 class AudioStream:
     """An opened audio file that decodes on demand; build it with :func:`open_audio`.
 
@@ -177,7 +76,7 @@ class AudioStream:
     Memory does not grow with the audio's length: :func:`open_audio` reads only the container's
     header (and refuses audio whose declared duration is over the limit before decoding anything),
     then :meth:`AudioStream.chunks` decodes block by block (FFmpeg frames, or libsndfile blocks of
-    at most :data:`SNDFILE_BLOCK_SECONDS`), downmixing and resampling each as it arrives
+    at most :data:`~.readers.SNDFILE_BLOCK_SECONDS`), downmixing and resampling each as it arrives
     (``soxr.ResampleStream``), and yields 16 kHz chunks. Callers
     cut the chunks into windows as they come (:func:`whisper_build.serving.audio.iter_windows`), so
     a one-hour upload never exists as one decoded array. :func:`decode_audio` concatenates the stream
@@ -191,7 +90,7 @@ class AudioStream:
     FLAC ``STREAMINFO`` total too; a FLAC without a total goes to PyAV.
     """
 
-    def __init__(self, reader: _Reader, max_seconds: float | None, min_seconds: float | None = None) -> None:
+    def __init__(self, reader: Reader, max_seconds: float | None, min_seconds: float | None = None) -> None:
         self._reader = reader
         self.source_rate = reader.source_rate
         self.source_channels = reader.source_channels
@@ -291,7 +190,7 @@ def open_audio(data: bytes, max_seconds: float | None = None, min_seconds: float
     """
     if not data:
         raise EmptyAudioError("the audio is empty (0 bytes): send a WAV/FLAC/MP3/OGG/M4A file")
-    reader = _sndfile_reader(data) or _av_reader(data)
+    reader = sndfile_reader(data) or av_reader(data)
     return _checked_stream(reader, max_seconds, min_seconds)
 
 
@@ -306,34 +205,18 @@ def open_audio_file(path: str | Path, max_seconds: float | None = None) -> Audio
         if not header:
             raise EmptyAudioError("the audio is empty (0 bytes): send a WAV/FLAC/MP3/OGG/M4A file")
         file.seek(0)
-        reader: _Reader | None = _sndfile_reader(file, header)
+        reader: Reader | None = sndfile_reader(file, header)
         if reader is None:
             file.seek(0)
-            reader = _av_reader(file)
-        stream = _checked_stream(_FileReader(reader, file), max_seconds)
+            reader = av_reader(file)
+        stream = _checked_stream(FileReader(reader, file), max_seconds)
     except BaseException:
         file.close()
         raise
     return stream
 
 
-class _FileReader:
-    """A reader that also closes the file it reads from."""
-
-    def __init__(self, reader: _Reader, file: BinaryIO) -> None:
-        self._reader, self._file = reader, file
-        self.source_rate, self.source_channels = reader.source_rate, reader.source_channels
-        self.codec, self.declared_seconds = reader.codec, reader.declared_seconds
-
-    def blocks(self) -> Iterator[npt.NDArray[np.float32]]:
-        return self._reader.blocks()
-
-    def close(self) -> None:
-        self._reader.close()
-        self._file.close()
-
-
-def _checked_stream(reader: _Reader, max_seconds: float | None, min_seconds: float | None = None) -> AudioStream:
+def _checked_stream(reader: Reader, max_seconds: float | None, min_seconds: float | None = None) -> AudioStream:
     """An :class:`AudioStream` over ``reader`` once its rate and declared length pass (reader closed if not)."""
     try:
         stream = AudioStream(reader, max_seconds, min_seconds)
@@ -346,41 +229,6 @@ def _checked_stream(reader: _Reader, max_seconds: float | None, min_seconds: flo
         reader.close()
         raise
     return stream
-
-
-def _sndfile_reader(data: bytes | BinaryIO, header: bytes | None = None) -> _SndfileReader | None:
-    """The libsndfile reader for a WAV or FLAC whose header states its length, else ``None`` (PyAV then)."""
-    head = header if header is not None else data[:12] if isinstance(data, bytes) else b""
-    if not (head[:4] == b"fLaC" or (head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE")):
-        return None
-    try:
-        reader = _SndfileReader(data)
-    except (RuntimeError, ValueError, TypeError):  # libsndfile refused it: FFmpeg may still read it
-        return None
-    declared = reader.declared_seconds
-    if reader.source_rate > 0 and declared is not None and 0 < declared < _UNKNOWN_LENGTH_SECONDS:
-        return reader
-    reader.close()  # no stated length (e.g. a FLAC without STREAMINFO total): PyAV stops at the limit
-    return None
-
-
-def _av_reader(data: bytes | BinaryIO) -> _AvReader:
-    """PyAV's reader; NotAudioError when FFmpeg cannot open the bytes or finds no audio stream."""
-    try:
-        container = av.open(io.BytesIO(data) if isinstance(data, bytes) else data, mode="r", metadata_errors="ignore")
-    except (av.FFmpegError, UnicodeDecodeError, IndexError) as exc:
-        raise NotAudioError(_NOT_AUDIO) from exc
-    if not container.streams.audio:
-        container.close()
-        raise NotAudioError("the file has no audio stream: send a WAV/FLAC/MP3/OGG/M4A audio file")
-    if container.streams.audio[0].codec_context is None:  # a codec FFmpeg does not know
-        container.close()
-        raise NotAudioError(_NOT_AUDIO)
-    try:
-        return _AvReader(container)
-    except BaseException:
-        container.close()
-        raise
 
 
 def decode_audio(data: bytes, max_seconds: float | None = None) -> Audio:
@@ -402,15 +250,6 @@ def decode_audio(data: bytes, max_seconds: float | None = None) -> Audio:
         chunks = list(stream.chunks())
     samples = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
     return Audio(samples, stream.source_rate, stream.source_channels, stream.codec)
-
-
-def _declared_seconds(container: av.container.InputContainer, stream: av.AudioStream) -> float | None:
-    """The duration the header states, in seconds; ``None`` when FFmpeg has none."""
-    if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
-        return float(stream.duration * stream.time_base)
-    if container.duration is not None and container.duration > 0:
-        return container.duration / av.time_base
-    return None
 
 
 class _Mono16k:

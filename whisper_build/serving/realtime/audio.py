@@ -14,12 +14,13 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
+from whisper_build.serving.realtime.timeline import RATE
+
 __all__ = ["FORMAT_RATES", "AudioFormat", "SessionAudio", "alaw_table", "ulaw_table"]
 
 AudioFormat = Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
 FORMAT_RATES: dict[str, int] = {"audio/pcm": 24_000, "audio/pcmu": 8_000, "audio/pcma": 8_000}
 """Sample rate of each format, Hz."""
-TARGET_RATE = 16_000
 
 
 def ulaw_table() -> npt.NDArray[np.float32]:
@@ -54,7 +55,7 @@ class SessionAudio:
         self.format = audio_format
         self.rate = FORMAT_RATES[audio_format]
         self._carry = b""
-        self._resampler = soxr.ResampleStream(self.rate, TARGET_RATE, 1, dtype="float32", quality="HQ")
+        self._resampler = soxr.ResampleStream(self.rate, RATE, 1, dtype="float32", quality="HQ")
 
     def decode(self, data: bytes) -> npt.NDArray[np.float32]:
         """16 kHz float32 samples of ``data`` (bytes in the session's format)."""

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.prompt import DecodePrompt
-from whisper_build.serving.realtime.limits import RATE
+from whisper_build.serving.realtime.timeline import RATE, seconds_to_samples
 
 __all__ = ["CONTEXT_SECONDS", "WINDOW_SAMPLES", "TurnContext"]
 
@@ -66,7 +66,7 @@ class TurnContext:
             prefix is their transcripts and ``confirmed``, its previous text the client's prompt and the
             transcripts before them (the last :data:`PROMPT_CHARS` characters).
         """
-        room, heard = min(WINDOW_SAMPLES - len(turn), int(context_seconds * RATE)), 0
+        room, heard = min(WINDOW_SAMPLES - len(turn), seconds_to_samples(context_seconds)), 0
         while heard < len(self.turns) and len(self.turns[-1 - heard].audio) <= room:
             room -= len(self.turns[-1 - heard].audio)
             heard += 1

@@ -1,8 +1,9 @@
 """A live session's model calls: a turn's decode after its context, the final decode's retry, failures.
 
 :class:`TurnDecoder` sends one window request per decode at the live priority (the turn's audio after
-earlier turns' audio and text, :class:`~.context.TurnContext`), applies Whisper's silence rule, tells
-the health recorder of each call's outcome and maps a failed call to its error (:meth:`TurnDecoder.failure`).
+earlier turns' audio and text, :class:`~.context.TurnContext`), tells the health recorder of each call's
+outcome and maps a failed call to its error (:meth:`TurnDecoder.failure`). Silence is the model's verdict,
+as for files: its own thresholds (``no_speech_threshold``, …; docs/serving.md) give a silent window no text.
 Used by :class:`~.session.TranscriptionSession`. Docs: docs/gateway.md, "Live transcription".
 """
 
@@ -76,7 +77,10 @@ class TurnDecoder:
         return self._multilingual
 
     async def decode(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
-        """The turn's words after ``confirmed`` (its ``audio`` decoded after earlier turns: ``context``)."""
+        """The turn's words after ``confirmed`` (its ``audio`` decoded after earlier turns: ``context``).
+
+        ``""`` when the model found no words, or silence by its own no-speech thresholds.
+        """
         transcription = self.transcription()
         language = normalize_language(transcription.language)
         fixed = language is not None or (bool(self.context.turns) and await self.multilingual() is False)
@@ -91,10 +95,7 @@ class TurnDecoder:
                 self.health.record_failure("request", exc)
             raise
         self.health.record_success()
-        result = results[0]
-        if (result.no_speech_prob or 0.0) > 0.6 and (result.avg_logprob or 0.0) < -1.0:
-            return ""  # Whisper's own silence rule (openai/whisper transcribe.py)
-        return result.text
+        return results[0].text  # "" for a window the model's no-speech thresholds call silent
 
     async def final(self, audio: npt.NDArray[np.float32], confirmed: list[str]) -> str:
         """The final decode's words after ``confirmed``, retried once when it missed its deadline.

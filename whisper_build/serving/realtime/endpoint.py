@@ -19,17 +19,10 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from whisper_build.serving.realtime.events import (
-    ProtocolError,
-    error_event,
-    event_id,
-    legacy_to_ga,
-    legacy_view,
-    merge,
-    session_object,
-)
+from whisper_build.serving.realtime.events import ProtocolError, legacy_to_ga, legacy_view, merge, session_object
 from whisper_build.serving.realtime.limits import OVERSIZED_KEY
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics, SessionLimiter
+from whisper_build.serving.realtime.server_events import Send, SessionEvent, error_event
 from whisper_build.serving.realtime.session import LiveLimits, TranscriptionSession
 from whisper_build.serving.transcription.backend import TranscriptionBackend
 
@@ -91,7 +84,7 @@ class LiveSessions:
             else:
                 message = "this endpoint serves transcription sessions only: connect with ?intent=transcription"
                 event = error_event(message, "invalid_intent", "intent")
-            await websocket.send_json(event)
+            await websocket.send_json(event.wire())
             await websocket.close(CLOSE_POLICY)
             return
         if self.draining:
@@ -131,7 +124,7 @@ class LiveSessions:
             return legacy_view(body) if session.legacy else body  # legacy clients get their shape
 
         session = TranscriptionSession(self.backend(), send, self.served_ids(), self.limits, self.metrics, self.health)
-        await send({"type": "session.created", "event_id": event_id(), "session": described()})
+        await send(SessionEvent(type="session.created", session=described()).wire())
         drain = asyncio.Event()
         entry = (asyncio.get_running_loop(), drain)
         self._drain_events.append(entry)
@@ -154,7 +147,7 @@ class LiveSessions:
                 elif item is _TIMEOUT:
                     expired = time.monotonic() >= deadline
                     message = "session reached its maximum length" if expired else "no audio received for too long"
-                    await send(error_event(message, "session_expired" if expired else "idle_timeout"))
+                    await send(error_event(message, "session_expired" if expired else "idle_timeout").wire())
                     break
                 if drain.is_set() and inbox.empty():  # what had arrived is processed first
                     await session.drain()
@@ -177,7 +170,7 @@ class LiveSessions:
         session: TranscriptionSession,
         text: str | int,
         arrived: float,
-        send: Any,
+        send: Send,
         described: Callable[[], dict[str, Any]],
     ) -> str:
         """Handle one client event (``arrived``: its monotonic arrival time); a refused one gets an ``error`` event.
@@ -208,7 +201,7 @@ class LiveSessions:
                 await session.speakers.configure(merged)  # known speakers' clips are decoded in a thread
                 session.legacy = kind == "transcription_session.update"
                 reply = "session.updated" if kind == "session.update" else "transcription_session.updated"
-                await send({"type": reply, "event_id": event_id(), "session": described()})
+                await send(SessionEvent(type=reply, session=described()).wire())
             elif kind == "input_audio_buffer.append":
                 await session.append(event.get("audio"), arrived)
             elif kind == "input_audio_buffer.commit":
@@ -222,7 +215,7 @@ class LiveSessions:
                     "type",
                 )
         except ProtocolError as exc:
-            await send(error_event(str(exc), exc.code, exc.param, client_id))
+            await send(error_event(str(exc), exc.code, exc.param, client_id).wire())
         return kind
 
     @staticmethod

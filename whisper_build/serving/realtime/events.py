@@ -1,30 +1,20 @@
-"""Realtime transcription events in OpenAI's shapes: the session configuration, client events, server events.
+"""Realtime transcription client events in OpenAI's shapes: the session configuration and its updates.
 
 Shapes follow openai-python 3.51.0 ``types/realtime`` (GA: ``session.update`` with ``session.type:
 "transcription"``) and ``types/beta/realtime`` (legacy ``transcription_session.update``, flat fields).
 A partial update merges into the effective configuration; ``null`` clears a field (OpenAI's
-semantics). Errors are :class:`ProtocolError` (sent as an ``error`` event; the session goes on).
+semantics). Errors are :class:`ProtocolError` (sent as an ``error`` event; the session goes on). The
+session object the server echoes is :func:`session_object`; the server events are :mod:`.server_events`.
 Docs: docs/gateway.md, "Live transcription".
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from whisper_build.serving.transcription.failures import Failure
-
-__all__ = [
-    "ProtocolError",
-    "SessionConfig",
-    "error_event",
-    "event_id",
-    "failure_error",
-    "legacy_to_ga",
-    "merge",
-]
+__all__ = ["ProtocolError", "SessionConfig", "legacy_to_ga", "legacy_view", "merge", "session_object"]
 
 
 class ProtocolError(Exception):
@@ -172,11 +162,6 @@ def legacy_view(session: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_id() -> str:
-    """A fresh server ``event_id``."""
-    return "event_" + secrets.token_hex(10)
-
-
 def session_object(session_id: str, config: SessionConfig, expires_at: int) -> dict[str, Any]:
     """``RealtimeTranscriptionSessionCreateResponse``: the effective session, as ``session.created/updated`` carry it."""
     body = config.model_dump(mode="json")
@@ -186,39 +171,3 @@ def session_object(session_id: str, config: SessionConfig, expires_at: int) -> d
             f"<{len(r)} characters>" for r in transcription["known_speaker_references"]
         ]
     return {"id": session_id, "object": "realtime.transcription_session", "expires_at": expires_at, **body}
-
-
-LIVE_PARAMS = {
-    "language": "session.audio.input.transcription.language",
-    "model": "session.audio.input.transcription.model",
-    "prompt": "session.audio.input.transcription.prompt",
-}
-"""A file request's field → the session field that sets it (other fields do not exist in a session)."""
-
-
-def failure_error(failure: Failure) -> dict[str, Any]:
-    """The ``error`` object of a core :class:`~whisper_build.serving.transcription.failures.Failure`.
-
-    ``type``/``code`` are those the HTTP gateway answers for the same failure (``server_error`` /
-    ``timeout``, ``backend_error``, ``unavailable``; ``invalid_request_error`` / ``invalid_field``
-    for a model refusal); ``param`` is the session field at fault, if one is.
-    """
-    param = LIVE_PARAMS.get(failure.param or "")
-    return {"type": failure.openai_type, "code": failure.openai_code, "message": failure.message, "param": param}
-
-
-def error_event(
-    message: str, code: str, param: str | None = None, client_event_id: str | None = None, kind: str = ""
-) -> dict[str, Any]:
-    """OpenAI's ``error`` server event (``invalid_request_error`` unless ``kind`` says otherwise)."""
-    return {
-        "type": "error",
-        "event_id": event_id(),
-        "error": {
-            "type": kind or "invalid_request_error",
-            "code": code,
-            "message": message,
-            "param": param,
-            "event_id": client_event_id,
-        },
-    }

@@ -1,7 +1,7 @@
 """Live sessions' cadence, limits and configuration checks (docs/gateway.md, "Live transcription").
 
-Audio time is counted in 16 kHz samples; ``LiveLimits`` are the per-session limits the gateway sets;
-``vad_params`` maps a session's ``turn_detection`` to the VAD's parameters (``semantic_vad``'s
+Audio time is counted in 16 kHz samples (:mod:`.timeline`); ``LiveLimits`` are the per-session limits
+the gateway sets; ``vad_params`` maps a session's ``turn_detection`` to the VAD's parameters (``semantic_vad``'s
 eagerness to a silence duration); ``validate_transcription`` refuses what no turn could decode.
 """
 
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from whisper_build.serving.prompt import normalize_language
 from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
+from whisper_build.serving.realtime.timeline import ms_to_samples
 from whisper_build.serving.realtime.vad import VadParams
 
 __all__ = ["OVERSIZED_KEY", "LiveLimits", "speakers_requested", "validate_transcription", "vad_params"]
 
-RATE = 16_000
-STEP_SAMPLES = 3200
+STEP_SAMPLES = ms_to_samples(200)
 """Audio per processing step (200 ms at 16 kHz)."""
 MIN_SPEECH_CHUNKS = 4
 """A turn with fewer 32 ms chunks above the threshold is not decoded (clicks, noise bursts)."""

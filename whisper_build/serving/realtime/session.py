@@ -17,7 +17,8 @@ import base64
 import binascii
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,30 +27,56 @@ import numpy.typing as npt
 from whisper_build.serving.prompt import english_only_refusal, normalize_language
 from whisper_build.serving.realtime.agreement import FirstWordsBuffer, HypothesisBuffer
 from whisper_build.serving.realtime.audio import SessionAudio
+from whisper_build.serving.realtime.buffer import ClientPace, SessionBuffer
 from whisper_build.serving.realtime.context import TurnContext
 from whisper_build.serving.realtime.decoder import TurnDecoder
-from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, event_id, failure_error
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
 from whisper_build.serving.realtime.limits import (
-    AHEAD_TOLERANCE,
     MIN_SPEECH_CHUNKS,
-    RATE,
     STEP_SAMPLES,
     LiveLimits,
     vad_params,
     validate_transcription,
 )
 from whisper_build.serving.realtime.ports import HealthRecorder, LiveMetrics
+from whisper_build.serving.realtime.server_events import (
+    BufferCleared,
+    BufferCommitted,
+    DurationUsage,
+    Send,
+    ServerEvent,
+    SpeechStarted,
+    SpeechStopped,
+    TimeoutTriggered,
+    TranscriptCompleted,
+    TranscriptDelta,
+    TranscriptFailed,
+    failure_error,
+)
 from whisper_build.serving.realtime.speakers import LiveSpeakers
+from whisper_build.serving.realtime.timeline import (
+    RATE,
+    ms_to_samples,
+    samples_to_ms,
+    samples_to_seconds,
+    seconds_to_samples,
+)
 from whisper_build.serving.realtime.vad import TurnDetector, TurnEvent, VadParams
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
 
 __all__ = ["RATE", "LiveLimits", "TranscriptionSession", "vad_params"]
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+@dataclass
+class _Turn:
+    """The turn in progress: its item, its first session sample, its updates' words and timing."""
 
-def _item_id() -> str:
-    return "item_" + secrets.token_hex(10)
+    item: str
+    start: int  # session sample
+    hypothesis: HypothesisBuffer
+    started_wall: float  # time.monotonic() at its start (speech start → first delta)
+    last_update: int  # session sample where the last update's audio ended
+    first_delta_sent: bool = False
 
 
 class TranscriptionSession:
@@ -57,7 +84,7 @@ class TranscriptionSession:
 
     Args:
         backend: the model server (window requests go out with ``priority = LIVE_PRIORITY``).
-        send: sends one server event (a JSON-able dict).
+        send: sends one server event (its JSON object, :mod:`.server_events`).
         served_ids: model names accepted in ``transcription.model`` (the served model and its aliases).
         limits: cadence and limits.
         metrics: the live series; health: told of model calls' outcomes.
@@ -74,21 +101,18 @@ class TranscriptionSession:
         health: HealthRecorder,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.backend = backend
         self.send = send
         self.served_ids = served_ids
         self.limits = limits
         self.metrics = metrics
-        self.health = health
         self.clock = clock
         self.config = SessionConfig()
         self.configured = False
         self.legacy = False
         self._set_audio_state()
         self.previous_item: str | None = None
-        self.context = TurnContext()  # completed turns: the audio and text in front of each decode
-        self.decoder = TurnDecoder(
-            backend, limits, metrics, health, self.context, lambda: self.config.audio.input.transcription
+        self.decoder = TurnDecoder(  # completed turns (its ``context``) are the audio and text before each decode
+            backend, limits, metrics, health, TurnContext(), lambda: self.config.audio.input.transcription
         )
         self.speakers = LiveSpeakers(backend, limits.speaker_timeout_seconds, send)  # off until -diarize
         self.finishing: asyncio.Task[None] | None = None  # the last ended turn's final decode and completed
@@ -97,23 +121,19 @@ class TranscriptionSession:
         self.audio = SessionAudio(self.config.audio.input.format.type)
         self.vad = vad_params(self.config)
         self.detector = TurnDetector(self.vad or VadParams())
-        self.buffer = np.zeros(0, dtype=np.float32)  # session audio not yet committed or trimmed
-        self.buffer_start = 0  # its first sample's index in the session
-        self.turn_start: int | None = None  # session sample where the current turn starts
-        self.item: str | None = None
-        self.hypothesis = self._hypothesis()
-        self.last_update = 0
-        self.update_interval = int(self.limits.update_seconds * RATE)  # samples; stretched by load at live pace
-        self.received_samples = 0  # 16 kHz samples of every append so far
-        self.first_received: float | None = None  # clock when the first append's audio had been captured
-        self.ahead = False
+        self.buffer = SessionBuffer()
+        self.turn: _Turn | None = None
+        self.update_interval = seconds_to_samples(self.limits.update_seconds)  # stretched by load at live pace
+        self.pace = ClientPace()
         self.pending: asyncio.Task[None] | None = None
         self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
-        self.started_wall = 0.0
-        self.first_delta_sent = False
 
-    def _hypothesis(self) -> HypothesisBuffer:
-        return FirstWordsBuffer() if self.limits.load_test_confirmation else HypothesisBuffer()
+    def _new_turn(self, start: int) -> _Turn:
+        hypothesis = FirstWordsBuffer() if self.limits.load_test_confirmation else HypothesisBuffer()
+        return _Turn("item_" + secrets.token_hex(10), start, hypothesis, time.monotonic(), last_update=start)
+
+    async def _emit(self, event: ServerEvent) -> None:
+        await self.send(event.wire())
 
     # ----- client events -------------------------------------------------------------------------
 
@@ -125,7 +145,11 @@ class TranscriptionSession:
                 change while audio is buffered.
         """
         validate_transcription(update, self.served_ids)
-        if update.audio.input.format != self.config.audio.input.format and len(self.buffer) and self.item:
+        if (
+            update.audio.input.format != self.config.audio.input.format
+            and len(self.buffer.samples)
+            and self.turn is not None
+        ):
             raise ProtocolError(
                 "the audio format cannot change inside a turn; commit or clear the buffer first",
                 "invalid_value",
@@ -179,7 +203,7 @@ class TranscriptionSession:
         except (binascii.Error, ValueError):
             raise ProtocolError("audio is not valid base64", "invalid_value", "audio") from None
         samples = self.audio.decode(data)
-        self._note_received(len(samples), self.clock() if received_at is None else received_at)
+        self.pace.note(len(samples), self.clock() if received_at is None else received_at)
         for start in range(0, len(samples), STEP_SAMPLES):
             await self._step(samples[start : start + STEP_SAMPLES])
 
@@ -189,34 +213,30 @@ class TranscriptionSession:
         Raises:
             ProtocolError: the buffer holds less than 100 ms of audio.
         """
-        self.buffer = np.concatenate([self.buffer, self.audio.flush()])  # what the resampler still holds
-        end = self.buffer_start + len(self.buffer)
-        start = self.turn_start if self.turn_start is not None else self.buffer_start
-        if end - start < RATE // 10:
+        self.buffer.extend(self.audio.flush())  # what the resampler still holds
+        start = self.turn.start if self.turn is not None else self.buffer.start
+        if self.buffer.end - start < ms_to_samples(100):
             raise ProtocolError(
                 "Error committing input audio buffer: buffer too small (at least 100 ms of audio is needed)",
                 "input_audio_buffer_commit_empty",
             )
-        await self._finish_turn(end, stopped=False)
+        await self._finish_turn(self.buffer.end, stopped=False)
 
     async def clear(self) -> None:
         """``input_audio_buffer.clear``: drop buffered audio and the current turn."""
         if self.pending is not None:
             self.pending.cancel()
-        self.buffer_start += len(self.buffer)
-        self.buffer = np.zeros(0, dtype=np.float32)
+        self.buffer.clear()
         self.audio.reset()  # the resampler's leftovers belong to the cleared audio
-        self.turn_start = None
-        self.item = None
-        self.hypothesis = self._hypothesis()
+        self.turn = None
         self.detector.end_turn()
-        await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
+        await self._emit(BufferCleared())
 
     async def drain(self) -> None:
         """Finish the turn in progress (its ``completed`` is sent); called before the server closes."""
-        if self.item is not None and self.turn_start is not None and self.detector.speech_chunks:
-            self.buffer = np.concatenate([self.buffer, self.audio.flush()])
-            await self._finish_turn(self.buffer_start + len(self.buffer), stopped=False)
+        if self.turn is not None and self.detector.speech_chunks:
+            self.buffer.extend(self.audio.flush())
+            await self._finish_turn(self.buffer.end, stopped=False)
         await self.settle()
 
     async def settle(self) -> None:
@@ -224,79 +244,58 @@ class TranscriptionSession:
         while self.finishing is not None and not self.finishing.done():
             await asyncio.wait([self.finishing])
 
-    def _note_received(self, count: int, received_at: float) -> None:
-        """Update ``ahead``: the audio received (s) against the wall time since the first append was captured."""
-        self.received_samples += count
-        if self.first_received is None:  # its audio was captured over the len(samples) before it arrived
-            self.first_received = received_at - count / RATE
-        lead = self.received_samples / RATE - (received_at - self.first_received)
-        self.ahead = lead > AHEAD_TOLERANCE
-
     # ----- audio steps ---------------------------------------------------------------------------
 
     async def _step(self, samples: npt.NDArray[np.float32]) -> None:
-        self.buffer = np.concatenate([self.buffer, samples])
+        self.buffer.extend(samples)
         events = self.detector.feed(samples)
         if self.vad is not None:
             for event in events:
                 await self._turn_event(event)
-            if self.turn_start is None:
-                keep = self.vad.prefix_padding_ms * 16 + STEP_SAMPLES
-                if len(self.buffer) > keep:  # outside a turn only the prefix padding is kept
-                    self.buffer_start += len(self.buffer) - keep
-                    self.buffer = self.buffer[-keep:]
-        elif self.item is None:
-            self.item = _item_id()
-            self.turn_start = self.last_update = self.buffer_start
-            self.started_wall = time.monotonic()
-            self.first_delta_sent = False
-        if self.turn_start is None:
+            if self.turn is None:  # outside a turn only the prefix padding is kept
+                self.buffer.keep_last(ms_to_samples(self.vad.prefix_padding_ms) + STEP_SAMPLES)
+        elif self.turn is None:
+            self.turn = self._new_turn(self.buffer.start)
+        turn, end = self.turn, self.buffer.end
+        if turn is None:
             return
-        end = self.buffer_start + len(self.buffer)
-        if end - self.turn_start >= self.limits.max_turn_seconds * RATE:
+        if end - turn.start >= seconds_to_samples(self.limits.max_turn_seconds):
             await self._finish_turn(end, stopped=self.vad is not None)
             return
-        if end - self.last_update >= self.update_interval and self.detector.speech_chunks >= MIN_SPEECH_CHUNKS:
-            self.last_update = end
-            await self._update(end)
+        if end - turn.last_update >= self.update_interval and self.detector.speech_chunks >= MIN_SPEECH_CHUNKS:
+            turn.last_update = end
+            await self._update(turn, end)
 
     async def _turn_event(self, event: TurnEvent) -> None:
         if event.kind == "started":
-            self.item = _item_id()
-            self.turn_start = max(self.buffer_start, event.ms * 16)
-            self.last_update = self.turn_start
-            self.started_wall = time.monotonic()
-            self.first_delta_sent = False
-            await self.send({"type": "input_audio_buffer.speech_started", "event_id": event_id(),
-                             "item_id": self.item, "audio_start_ms": event.ms})  # fmt: skip
-        elif event.kind == "stopped" and self.item is not None:
-            await self._finish_turn(event.ms * 16, stopped=True, stopped_ms=event.ms)
-        elif event.kind == "timeout" and self.item is None:
+            self.turn = self._new_turn(max(self.buffer.start, ms_to_samples(event.ms)))
+            await self._emit(SpeechStarted(item_id=self.turn.item, audio_start_ms=event.ms))
+        elif event.kind == "stopped" and self.turn is not None:
+            await self._finish_turn(ms_to_samples(event.ms), stopped=True)
+        elif event.kind == "timeout" and self.turn is None:
             # OpenAI: the idle audio is committed as an item (committed, then its transcription)
-            self.item = _item_id()
+            self.turn = self._new_turn(self.buffer.start)
             idle_ms = (self.vad.idle_timeout_ms or 0) if self.vad else 0
-            await self.send({"type": "input_audio_buffer.timeout_triggered", "event_id": event_id(),
-                             "item_id": self.item, "audio_start_ms": max(0, event.ms - idle_ms),
-                             "audio_end_ms": event.ms})  # fmt: skip
-            await self._finish_turn(event.ms * 16, stopped=False)
+            await self._emit(TimeoutTriggered(item_id=self.turn.item, audio_start_ms=max(0, event.ms - idle_ms),
+                                              audio_end_ms=event.ms))  # fmt: skip
+            await self._finish_turn(ms_to_samples(event.ms), stopped=False)
 
     # ----- model calls ---------------------------------------------------------------------------
 
-    async def _update(self, end: int) -> None:
-        if self.finishing is not None and not self.finishing.done() and not self.ahead:
+    async def _update(self, turn: _Turn, end: int) -> None:
+        if self.finishing is not None and not self.finishing.done() and not self.pace.ahead:
             self.metrics.dropped.inc()  # live pace: a turn's final decode goes first, updates are shed
             return
         if self.pending is not None and not self.pending.done():
-            if not self.ahead:
+            if not self.pace.ahead:
                 self.metrics.dropped.inc()  # live pace: its successor is due before it came back
                 return
             await asyncio.wait([self.pending])
-        assert self.turn_start is not None
-        audio = self.buffer[self.turn_start - self.buffer_start : end - self.buffer_start].copy()
+        audio = self.buffer.span(turn.start, end)
         self.update_sending = False
-        self.pending = asyncio.create_task(self._run_update(self.item, audio, list(self.hypothesis.confirmed)))
+        self.pending = asyncio.create_task(self._run_update(turn, audio, list(turn.hypothesis.confirmed)))
 
-    async def _run_update(self, item: str | None, audio: npt.NDArray[np.float32], confirmed: list[str]) -> None:
+    async def _run_update(self, turn: _Turn, audio: npt.NDArray[np.float32], confirmed: list[str]) -> None:
         self.update_sending = False
         sent = self.clock()
         try:
@@ -305,91 +304,73 @@ class TranscriptionSession:
             return  # the final decode reports failures
         self.update_sending = True
         base = self.limits.update_seconds
-        seconds = base if self.ahead else max(base, self.clock() - sent)  # the next is due when this one's time is
-        self.update_interval = int(seconds * RATE)
+        seconds = base if self.pace.ahead else max(base, self.clock() - sent)  # the next is due when this one's is
+        self.update_interval = seconds_to_samples(seconds)
         self.metrics.updates.inc()
-        if item != self.item:
+        if turn is not self.turn:
             return
-        delta = self.hypothesis.insert(" ".join([*confirmed, text]))
+        delta = turn.hypothesis.insert(" ".join([*confirmed, text]))
         if delta:
-            await self._delta(delta)
+            await self._delta(turn, delta)
 
-    async def _delta(self, delta: str, item: str | None = None, first: float | None = None) -> None:
-        """Send a delta of the current turn, or of the ended turn ``item`` (``first``: its start, if no delta yet)."""
-        if item is None and not self.first_delta_sent:
-            self.first_delta_sent = True
-            first = self.started_wall
-        if first is not None:
-            self.metrics.first_delta.observe(time.monotonic() - first)
-        await self.send({"type": "conversation.item.input_audio_transcription.delta", "event_id": event_id(),
-                         "item_id": item or self.item, "content_index": 0, "delta": delta})  # fmt: skip
+    async def _delta(self, turn: _Turn, delta: str) -> None:
+        """Send a delta of ``turn`` (the current one, or an ended one's tail); the first is timed from its start."""
+        if not turn.first_delta_sent:
+            turn.first_delta_sent = True
+            self.metrics.first_delta.observe(time.monotonic() - turn.started_wall)
+        await self._emit(TranscriptDelta(item_id=turn.item, delta=delta))
 
-    async def _finish_turn(self, end: int, stopped: bool, stopped_ms: int | None = None) -> None:
+    async def _finish_turn(self, end: int, stopped: bool) -> None:
         """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
-            if not self.update_sending and not self.ahead:  # live pace: the final decode supersedes it
+            if not self.update_sending and not self.pace.ahead:  # live pace: the final decode supersedes it
                 self.pending.cancel()
                 self.metrics.dropped.inc()
             await asyncio.wait([self.pending])  # its delta comes before the tail; a cancelled one is gone first
-        item = self.item or _item_id()
-        start = self.turn_start if self.turn_start is not None else self.buffer_start
-        audio = self.buffer[start - self.buffer_start : end - self.buffer_start].copy()
+        turn = self.turn or self._new_turn(self.buffer.start)  # a commit outside a turn commits an item too
+        audio = self.buffer.span(turn.start, end)
         if stopped:
-            await self.send({"type": "input_audio_buffer.speech_stopped", "event_id": event_id(), "item_id": item,
-                             "audio_end_ms": stopped_ms if stopped_ms is not None else end // 16})  # fmt: skip
-        await self.send({"type": "input_audio_buffer.committed", "event_id": event_id(), "item_id": item,
-                         "previous_item_id": self.previous_item})  # fmt: skip
+            await self._emit(SpeechStopped(item_id=turn.item, audio_end_ms=samples_to_ms(end)))
+        await self._emit(BufferCommitted(item_id=turn.item, previous_item_id=self.previous_item))
         spoke = self.detector.speech_chunks >= MIN_SPEECH_CHUNKS
-        hypothesis = self.hypothesis
-        self.buffer = self.buffer[end - self.buffer_start :]
-        self.buffer_start = end
-        self.turn_start = None
-        self.item = None
-        self.hypothesis = self._hypothesis()
+        self.buffer.drop_before(end)
+        self.turn = None
         self.detector.end_turn()
-        self.previous_item = item
-        first = None if self.first_delta_sent else self.started_wall
+        self.previous_item = turn.item
         previous = self.finishing  # turns complete in order; the session goes on meanwhile
-        self.finishing = asyncio.create_task(
-            self._complete(previous, item, audio, start, spoke, hypothesis, (ended, first))
-        )
+        self.finishing = asyncio.create_task(self._complete(previous, turn, audio, spoke, ended))
 
     async def _complete(
         self,
         previous: asyncio.Task[None] | None,
-        item: str,
+        turn: _Turn,
         audio: npt.NDArray[np.float32],
-        start: int,
         spoke: bool,
-        hypothesis: HypothesisBuffer,
-        times: tuple[float, float | None],
+        ended: float,
     ) -> None:
         """An ended turn's final decode (after the previous turn's, for its context), then ``completed``.
 
-        ``times``: when the turn ended and, if it sent no delta yet, when it started (wall clock).
+        ``audio``: the turn's samples; ``spoke``: it held enough speech to decode; ``ended``: its end (wall clock).
         """
         if previous is not None:
             await asyncio.wait([previous])
-        ended, first = times
+        hypothesis = turn.hypothesis
         labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
         try:
             text = await self.decoder.final(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
             self.speakers.cancel(labelling)
             self.metrics.failed.inc()
-            await self.send({"type": "conversation.item.input_audio_transcription.failed", "event_id": event_id(),
-                             "item_id": item, "content_index": 0,
-                             "error": failure_error(self.decoder.failure(exc))})  # fmt: skip
+            await self._emit(TranscriptFailed(item_id=turn.item, error=failure_error(self.decoder.failure(exc))))
             return
         tail = hypothesis.finish(" ".join([*hypothesis.confirmed, text]))  # the confirmed words, then the rest
         if tail:
-            await self._delta(tail, item, first)
+            await self._delta(turn, tail)
         if spoke:  # an empty item (idle timeout, a commit of silence) is no finalisation
             self.metrics.finalisation.observe(time.monotonic() - ended)
-        transcript = hypothesis.text
-        self.context.add(audio, transcript)
-        speaker = await self.speakers.finish(labelling, item, start, transcript, len(audio) / RATE)
-        await self.send({"type": "conversation.item.input_audio_transcription.completed", "event_id": event_id(),
-                         "item_id": item, "content_index": 0, "transcript": transcript,
-                         "usage": {"type": "duration", "seconds": round(len(audio) / RATE, 3)}, **speaker})  # fmt: skip
+        transcript, seconds = hypothesis.text, samples_to_seconds(len(audio))
+        self.decoder.context.add(audio, transcript)
+        speaker = await self.speakers.finish(labelling, turn.item, turn.start, transcript, seconds)
+        usage = DurationUsage(seconds=round(seconds, 3))
+        await self._emit(TranscriptCompleted(item_id=turn.item, transcript=transcript, usage=usage, speaker=speaker))

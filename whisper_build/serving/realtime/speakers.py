@@ -12,18 +12,18 @@ Known speakers: ``known_speaker_names`` + ``known_speaker_references`` in ``sess
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from whisper_build.serving.diarization.references import SpeakerReferenceError, known_speakers
-from whisper_build.serving.realtime.events import ProtocolError, SessionConfig, error_event, event_id
-from whisper_build.serving.realtime.limits import RATE, speakers_requested
+from whisper_build.serving.realtime.events import ProtocolError, SessionConfig
+from whisper_build.serving.realtime.limits import speakers_requested
+from whisper_build.serving.realtime.server_events import Send, TranscriptSegment, error_event
+from whisper_build.serving.realtime.timeline import samples_to_seconds
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
 from whisper_build.serving.transcription.speakers import SessionSpeakers, TurnSpeakers
 
 __all__ = ["LiveSpeakers"]
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 PARAM = "session.audio.input.transcription"
 
 
@@ -79,28 +79,29 @@ class LiveSpeakers:
 
     async def finish(
         self, task: asyncio.Task[TurnSpeakers] | None, item: str, start_sample: int, transcript: str, seconds: float
-    ) -> dict[str, Any]:
-        """The fields the turn's ``completed`` gains (``speaker``), after its ``segment`` event is sent.
+    ) -> str | None:
+        """The turn's speaker (its ``completed`` carries it), after its ``segment`` event is sent; ``None`` when off.
 
         A failed call sends one ``error`` event per distinct failure (how to enable a missing speaker
         model, a timeout), and the turn completes without a speaker.
         """
         if task is None:
-            return {}
+            return None
         try:
             who = await task
         except BackendError as exc:
             message = f"no speaker for this turn: {exc}"
             if message not in self._reported:
                 self._reported.add(message)
-                await self.send(error_event(message, "speakers_unavailable", f"{PARAM}.model", kind="server_error"))
-            return {}
-        start = round(start_sample / RATE, 3)
+                error = error_event(message, "speakers_unavailable", f"{PARAM}.model", kind="server_error")
+                await self.send(error.wire())
+            return None
+        start = round(samples_to_seconds(start_sample), 3)
         self._segments += 1
-        await self.send({"type": "conversation.item.input_audio_transcription.segment", "event_id": event_id(),
-                         "item_id": item, "content_index": 0, "id": f"seg_{self._segments}", "start": start,
-                         "end": round(start + seconds, 3), "speaker": who.speaker, "text": transcript})  # fmt: skip
-        return {"speaker": who.speaker}
+        segment = TranscriptSegment(item_id=item, id=f"seg_{self._segments}", start=start,
+                                    end=round(start + seconds, 3), speaker=who.speaker, text=transcript)  # fmt: skip
+        await self.send(segment.wire())
+        return who.speaker
 
     @staticmethod
     def cancel(task: asyncio.Task[TurnSpeakers] | None) -> None:

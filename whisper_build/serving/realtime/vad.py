@@ -18,12 +18,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from whisper_build.serving.realtime.timeline import samples_to_ms
+
 __all__ = ["CHUNK_SAMPLES", "SileroStream", "TurnDetector", "TurnEvent", "VadParams"]
 
 CHUNK_SAMPLES = 512
 """Samples per VAD step at 16 kHz (32 ms)."""
 CONTEXT_SAMPLES = 64
-SAMPLE_RATE = 16_000
 
 
 @functools.cache
@@ -77,7 +78,7 @@ class VadParams:
 
 @dataclass(frozen=True)
 class TurnEvent:
-    """A turn boundary, at ``ms`` of session audio (16 kHz samples / 16)."""
+    """A turn boundary, at ``ms`` of session audio (:func:`~.timeline.samples_to_ms`)."""
 
     kind: Literal["started", "stopped", "timeout"]
     ms: int
@@ -116,22 +117,22 @@ class TurnDetector:
                     self.in_speech = True
                     self.speech_chunks = 0
                     begin = self.samples - CHUNK_SAMPLES
-                    events.append(TurnEvent("started", max(0, begin // 16 - p.prefix_padding_ms)))
+                    events.append(TurnEvent("started", max(0, samples_to_ms(begin) - p.prefix_padding_ms)))
                 self.speech_chunks += 1
             elif self.in_speech and probability < p.threshold - 0.15:
                 if self._silent_since is None:
                     self._silent_since = self.samples - CHUNK_SAMPLES
-                if (self.samples - self._silent_since) // 16 >= p.silence_duration_ms:
+                if samples_to_ms(self.samples - self._silent_since) >= p.silence_duration_ms:
                     self.in_speech = False
                     self._silent_since = None
                     self._idle_since = self.samples
-                    events.append(TurnEvent("stopped", self.samples // 16))
+                    events.append(TurnEvent("stopped", samples_to_ms(self.samples)))
             if (
                 not self.in_speech
                 and p.idle_timeout_ms is not None
-                and (self.samples - self._idle_since) // 16 >= p.idle_timeout_ms
+                and samples_to_ms(self.samples - self._idle_since) >= p.idle_timeout_ms
             ):
-                events.append(TurnEvent("timeout", self.samples // 16))
+                events.append(TurnEvent("timeout", samples_to_ms(self.samples)))
                 self._idle_since = self.samples
         self._pending = buffer[whole:].copy()
         return events

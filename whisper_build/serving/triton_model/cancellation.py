@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["BatchCancelled", "CancellableEngine", "WorkCounters", "all_cancelled"]
+__all__ = ["BatchCancelled", "CancellableEngine", "WorkCounters"]
 
 WINDOWS_METRIC = "whisper_model_engine_windows_total"
 CANCELLED_METRIC = "whisper_model_cancelled_batches_total"
@@ -29,14 +29,6 @@ CANCELLED_METRIC = "whisper_model_cancelled_batches_total"
 
 class BatchCancelled(RuntimeError):
     """Every request of the batch was cancelled by its client; nothing more is computed for it."""
-
-
-def all_cancelled(requests: Sequence[Any]) -> Callable[[], bool]:
-    """A check: True when every request has ``is_cancelled()`` true (never, on a backend without it)."""
-    checks = [getattr(request, "is_cancelled", None) for request in requests]
-    if not checks or any(check is None for check in checks):
-        return lambda: False
-    return lambda: all(check() for check in checks)  # type: ignore[misc]  # None excluded above
 
 
 class CancellableEngine:

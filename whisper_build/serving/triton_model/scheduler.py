@@ -236,11 +236,6 @@ class StaticScheduler:
         with self._cond:
             return dict(self._counters)
 
-    def queued(self) -> dict[int, int]:
-        """Waiting requests per level."""
-        with self._cond:
-            return {level: len(queue) for level, queue in self._queues.items()}
-
     # --- worker ------------------------------------------------------------------------------
 
     def _work(self) -> None:
