@@ -11,7 +11,7 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -173,12 +173,13 @@ class ApiKeyAuth:
             await self.refresh()
 
 
-def presented_key(headers: Headers) -> str | None:
+def presented_key(headers: Headers, subprotocols: Sequence[str] = ()) -> str | None:
     """The key of a request: ``Authorization: Bearer``, ``X-Api-Key``, or a WebSocket subprotocol.
 
     Browsers cannot set headers on a WebSocket: OpenAI's browser clients send the key as the subprotocol
     ``openai-insecure-api-key.<key>`` beside ``realtime`` (``Sec-WebSocket-Protocol``; openai-node
-    ``src/realtime/websocket.ts``).
+    ``src/realtime/websocket.ts``). ``subprotocols`` is the ASGI scope's list of them: uvicorn's wsproto
+    protocol passes them there and leaves the header out of the scope's headers.
     """
     authorization = headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
@@ -186,7 +187,7 @@ def presented_key(headers: Headers) -> str | None:
         return token.strip()
     if key := headers.get(API_KEY_HEADER):
         return key
-    for protocol in headers.get("sec-websocket-protocol", "").split(","):
+    for protocol in [*headers.get("sec-websocket-protocol", "").split(","), *subprotocols]:
         name = protocol.strip()
         if name.startswith(KEY_SUBPROTOCOL_PREFIX) and len(name) > len(KEY_SUBPROTOCOL_PREFIX):
             return name[len(KEY_SUBPROTOCOL_PREFIX) :]
@@ -225,7 +226,7 @@ class ApiKeyMiddleware:
             response = _denied(
                 path, 503, f"API keys are not loaded yet from {self.auth.source}; retry", self.retry_after_seconds
             )
-        elif not self.auth.accepts(presented_key(Headers(scope=scope))):
+        elif not self.auth.accepts(presented_key(Headers(scope=scope), scope.get("subprotocols") or ())):
             response = _denied(
                 path,
                 401,
