@@ -246,6 +246,11 @@ class DecodeOptions:
     word_timestamps: bool = False
     temperature: float = 0.0
 
+    @property
+    def timed(self) -> bool:
+        """Whether the window decodes with timestamp tokens: segment times asked, or word times (which imply them)."""
+        return self.timestamps or self.word_timestamps
+
     @classmethod
     def transcript(cls, word_timestamps: bool = False, temperature: float = 0.0) -> DecodeOptions:
         """What every transcript the gateway or a bulk worker makes is decoded with, whatever its output format.

@@ -183,7 +183,7 @@ def _tails(
     starts: dict[int, float] = {}
     tail_of: dict[int, np.ndarray] = {}
     for i, segments in found.items():
-        if segments and (options[i].timestamps or options[i].word_timestamps):
+        if segments and options[i].timed:
             start = segments[-1].end
             tail = audio[i][round(start * SAMPLE_RATE) :]
             if len(tail) >= MIN_TAIL_SECONDS * SAMPLE_RATE and not is_silent(tail, policy.silence_dbfs):
@@ -221,7 +221,7 @@ def check_supported(engine: WhisperEngine, options: Sequence[DecodeOptions]) -> 
             f"word timestamps are not available with engine {engine.name}: it exposes no cross-attention "
             "alignment; ask for segment timestamps only, or serve the model with engine ctranslate2 or torch"
         )
-    if any(o.timestamps or o.word_timestamps for o in options) and not caps.timestamps:
+    if any(o.timed for o in options) and not caps.timestamps:
         raise UnsupportedOption(
             f"timestamps are not available with engine {engine.name}; serve the model with engine ctranslate2"
         )
@@ -247,10 +247,7 @@ def _attempts(
     step = 0
     while pending:
         # One engine call per (temperature, timestamps) group: normally one call per step.
-        keys = [
-            (schedule[i][step], options[i].timestamps or options[i].word_timestamps, options[i].word_timestamps)
-            for i in pending
-        ]
+        keys = [(schedule[i][step], options[i].timed, options[i].word_timestamps) for i in pending]
         for (temperature, timestamps, words), rows in group_indices(keys).items():
             idx = [pending[r] for r in rows]
             hypotheses = _generate(

@@ -71,11 +71,7 @@ def close_early_ends(
     Rows with a slow final segment and no words are aligned with ONE :meth:`WhisperEngine.align`
     call over their segments' text tokens.
     """
-    slow = [
-        i
-        for i, segments in found.items()
-        if segments and (options[i].timestamps or options[i].word_timestamps) and is_slow(segments[-1])
-    ]
+    slow = [i for i, segments in found.items() if segments and options[i].timed and is_slow(segments[-1])]
     words = {i: aligned[i] for i in slow if i in aligned}
     late = [i for i in slow if i not in aligned] if engine.capabilities.word_timestamps else []
     if late:
