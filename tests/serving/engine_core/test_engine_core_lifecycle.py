@@ -14,9 +14,9 @@ Bounds are generous (a busy 2-core box); the measured times are printed.
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -55,15 +55,30 @@ def _wait(condition, timeout: float, what: str) -> float:  # noqa: ANN001
     return time.monotonic() - start
 
 
+_SEEN_FOLDERS: set[Path] = set()
+"""Every socket folder a core of this module's ``make serve`` was told to use (other tests' cores run beside it)."""
+
+
 def _cores(launcher: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The live engine cores under ``launcher``; records each core's socket folder in ``_SEEN_FOLDERS``."""
     found = []
     for process in psutil.Process(launcher.pid).children(recursive=True):
         try:
-            if PROCESS_NAME in process.cmdline() and process.status() != psutil.STATUS_ZOMBIE:
+            args = process.cmdline()
+            if PROCESS_NAME in args and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process)
+                _SEEN_FOLDERS.add(_folder_of(args))
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def _folder_of(core_args: list[str]) -> Path:
+    """A core's socket folder, from the ``requests`` endpoint (``ipc://<folder>/requests``) of its ``--config``."""
+    config = json.loads(core_args[core_args.index("--config") + 1])
+    folder = Path(config["requests"].removeprefix("ipc://")).parent
+    assert folder.name.startswith(IPC_PREFIX), folder
+    return folder
 
 
 def _tree_rss(launcher: subprocess.Popen[bytes]) -> int:
@@ -74,10 +89,6 @@ def _tree_rss(launcher: subprocess.Popen[bytes]) -> int:
         except psutil.NoSuchProcess:
             continue
     return total
-
-
-def _folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{IPC_PREFIX}*")}
 
 
 def _transcribe(client: httpx.Client, audio: bytes) -> httpx.Response:
@@ -107,20 +118,21 @@ class _PingWatch:
 def serve(tmp_path: Path):
     """``make serve`` on free ports; yields (launcher, gateway client); then SIGTERM and nothing left behind."""
     command, env, gateway_port = make_serve_command(tmp_path, cpu_threads=1)
-    folders_before = _folders()
+    _SEEN_FOLDERS.clear()
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{gateway_port}") as client:
             _wait(lambda: _ping(client) == 200, 240, "make serve did not get ready")
             yield process, client
+        _cores(process)
         children = psutil.Process(process.pid).children(recursive=True)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0
         alive = [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert not alive, alive
         assert not list(Path("/dev/shm").glob(f"whisper_{process.pid}_*"))
-        assert _folders() <= folders_before, _folders() - folders_before
+        assert _SEEN_FOLDERS and not [f for f in _SEEN_FOLDERS if f.exists()], _SEEN_FOLDERS
     finally:
         if process.poll() is None:
             process.kill()
@@ -161,12 +173,13 @@ def test_the_engine_core_heals_after_kill_9_of_it_or_its_stub_and_reloads_leave_
     # WHEN the stub is killed, its core exits by itself and removes its socket folder
     [core] = _cores(launcher)
     stub = core.parent()
-    folders = _folders()
+    folder = _folder_of(core.cmdline())
+    assert folder.is_dir(), folder
     stub.send_signal(signal.SIGKILL)
     report["stub_killed_core_gone_s"] = _wait(
         lambda: not core.is_running() or core.status() == psutil.STATUS_ZOMBIE, CORE_GONE_WITHIN_S, "core orphaned"
     )
-    _wait(lambda: len(_folders()) < len(folders), CORE_GONE_WITHIN_S, "the dead stub's socket folder is left")
+    _wait(lambda: not folder.exists(), CORE_GONE_WITHIN_S, "the dead stub's socket folder is left")
     report["stub_killed_healed_s"] = _wait(
         lambda: _ping(client) == 200 and _transcribe(client, audio).status_code == 200, HEALED_WITHIN_S, "no heal"
     )
