@@ -24,6 +24,7 @@ __all__ = [
     "LIVE_PRIORITY",
     "ENGINE_CORE_METRICS",
     "ENGINE_CORE_RESTARTING",
+    "FALLBACK",
     "MAX_SPEAKERS",
     "MIN_SPEAKERS",
     "OUTPUTS",
@@ -197,6 +198,11 @@ TEMPERATURE = Tensor(
     "TEMPERATURE", "TYPE_FP32", (1,), True, "first fallback temperature, 0–1; default 0",
     default=0.0, option="temperature",
 )  # fmt: skip
+FALLBACK = Tensor(
+    "FALLBACK", "TYPE_BOOL", (1,), True,
+    "re-decode at higher temperatures when the thresholds fail (false: one decode at TEMPERATURE); default true",
+    default=True, option="fallback",
+)  # fmt: skip
 TRANSCRIPTS = Tensor(
     "TRANSCRIPTS", "TYPE_STRING", (1,), False, "the window's text, UTF-8 (for old clients); empty for silence"
 )
@@ -207,7 +213,9 @@ RESULT = Tensor(
     "temperatures, language",
 )  # fmt: skip
 
-INPUTS: tuple[Tensor, ...] = (WAV, WAV_LENS, TEXT_PREFIX, REPETITION_PENALTY, TIMESTAMPS, WORD_TIMESTAMPS, TEMPERATURE)
+INPUTS: tuple[Tensor, ...] = (
+    WAV, WAV_LENS, TEXT_PREFIX, REPETITION_PENALTY, TIMESTAMPS, WORD_TIMESTAMPS, TEMPERATURE, FALLBACK
+)
 """The model's inputs, in config order."""
 OUTPUTS: tuple[Tensor, ...] = (TRANSCRIPTS, RESULT)
 """The model's outputs, in config order."""
@@ -234,17 +242,21 @@ SPEAKER_OUTPUTS: tuple[Tensor, ...] = (TURNS,)
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """Per-window decoding options (the Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE``).
+    """Per-window decoding options (the Triton inputs ``TIMESTAMPS``, ``WORD_TIMESTAMPS``, ``TEMPERATURE``, ``FALLBACK``).
 
     Attributes:
         timestamps: segment timestamps from Whisper's timestamp tokens.
         word_timestamps: word timings (implies ``timestamps`` in the model).
         temperature: first temperature; the model's fallback continues ``+ increment`` up to 1.0.
+        fallback: whether a decode that fails the thresholds is re-decoded at the next temperature; ``False``
+            for a provisional decode that is replaced soon anyway (a live session's update): one decode, its
+            cost bounded (each fallback pass samples ``best_of`` hypotheses of up to ``max_new_tokens``).
     """
 
     timestamps: bool = False
     word_timestamps: bool = False
     temperature: float = 0.0
+    fallback: bool = True
 
     @property
     def timed(self) -> bool:

@@ -67,6 +67,13 @@ def test_request_temperature_starts_the_sequence():
     assert result.temperatures == [0.6, 0.8, 1.0]
 
 
+def test_fallback_off_decodes_a_failing_window_once_at_its_temperature():
+    engine = ScriptedEngine(lambda _w, _p, _t: Decoded(LOOP, sum_logprob=-60.0))
+    [result] = _decode(engine, [SPEECH], DecodeOptions(fallback=False))
+    assert result.temperatures == [0.0] and len(engine.calls) == 1
+    assert compression_ratio(result.text) > 2.4  # it failed the thresholds and was kept: no second pass
+
+
 def test_silence_by_no_speech_probability_skips_fallback_and_segments():
     engine = ScriptedEngine(lambda _w, _p, _t: Decoded([" Thank", " you."], sum_logprob=-8.0, no_speech_prob=0.9))
     [result] = _decode(engine, [SPEECH], DecodeOptions(timestamps=True))

@@ -171,6 +171,7 @@ def test_rendered_config_is_a_valid_triton_model_config_with_the_contract_io():
         "TIMESTAMPS": ("TYPE_BOOL", [1], True),
         "WORD_TIMESTAMPS": ("TYPE_BOOL", [1], True),
         "TEMPERATURE": ("TYPE_FP32", [1], True),
+        "FALLBACK": ("TYPE_BOOL", [1], True),
     }
     outputs = {o.name: (model_config_pb2.DataType.Name(o.data_type), list(o.dims)) for o in config.output}
     assert outputs == {"TRANSCRIPTS": ("TYPE_STRING", [1]), "RESULT": ("TYPE_STRING", [1])}

@@ -158,9 +158,7 @@ class LiveSessions:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
                 await reader
-            for task in (session.pending, session.finishing):
-                if task is not None:
-                    task.cancel()
+            session.close()
         if websocket.application_state == WebSocketState.CONNECTED:
             with contextlib.suppress(RuntimeError, WebSocketDisconnect):
                 await websocket.close(code, reason)

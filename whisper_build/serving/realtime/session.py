@@ -7,7 +7,8 @@ the backend at the live priority; LocalAgreement-2 turns consecutive continuatio
 update per session is with the model. A client is ahead when the audio it sent runs ahead of the wall
 time since its first append (by more than ``AHEAD_TOLERANCE``): its updates are awaited (the turns and
 deltas of real-time pace). At live pace a due update is dropped while its predecessor is out, and the
-cadence stretches to the last decode's wall time. Docs: docs/gateway.md, "Live transcription".
+cadence stretches to the wall time of the last model call: an update that came back, one a final decode
+superseded, or a final decode. Docs: docs/gateway.md, "Live transcription".
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class TranscriptionSession:
         )
         self.speakers = LiveSpeakers(backend, limits.speaker_timeout_seconds, send)  # off until -diarize
         self.finishing: asyncio.Task[None] | None = None  # the last ended turn's final decode and completed
+        self._finals: set[asyncio.Task[None]] = set()  # every ended turn still decoding (each waits for the one before)
 
     def _set_audio_state(self) -> None:
         self.audio = SessionAudio(self.config.audio.input.format.type)
@@ -126,6 +128,7 @@ class TranscriptionSession:
         self.update_interval = seconds_to_samples(self.limits.update_seconds)  # stretched by load at live pace
         self.pace = ClientPace()
         self.pending: asyncio.Task[None] | None = None
+        self.pending_sent = 0.0  # clock time the pending update went to the model
         self.update_sending = False  # the pending update is past its decode (cancelling it could cut a delta)
 
     def _new_turn(self, start: int) -> _Turn:
@@ -239,6 +242,15 @@ class TranscriptionSession:
             await self._finish_turn(self.buffer.end, stopped=False)
         await self.settle()
 
+    def close(self) -> None:
+        """The client left: cancel every model call of the session (its update and every ended turn's final).
+
+        Nobody is left to receive their events, and a call cancelled while it waits is never decoded.
+        """
+        for task in [self.pending, *self._finals]:
+            if task is not None:
+                task.cancel()
+
     async def settle(self) -> None:
         """Wait until every ended turn has its ``completed`` (or ``failed``) sent."""
         while self.finishing is not None and not self.finishing.done():
@@ -293,7 +305,13 @@ class TranscriptionSession:
             await asyncio.wait([self.pending])
         audio = self.buffer.span(turn.start, end)
         self.update_sending = False
+        self.pending_sent = self.clock()
         self.pending = asyncio.create_task(self._run_update(turn, audio, list(turn.hypothesis.confirmed)))
+
+    def _stretch(self, seconds: float) -> None:
+        """Updates are due every ``seconds`` (a model call's wall time) at live pace, never more often than configured."""
+        base = self.limits.update_seconds
+        self.update_interval = seconds_to_samples(base if self.pace.ahead else max(base, seconds))
 
     async def _run_update(self, turn: _Turn, audio: npt.NDArray[np.float32], confirmed: list[str]) -> None:
         self.update_sending = False
@@ -303,9 +321,7 @@ class TranscriptionSession:
         except BackendError:
             return  # the final decode reports failures
         self.update_sending = True
-        base = self.limits.update_seconds
-        seconds = base if self.pace.ahead else max(base, self.clock() - sent)  # the next is due when this one's is
-        self.update_interval = seconds_to_samples(seconds)
+        self._stretch(self.clock() - sent)  # the next is due when this one's answer would be
         self.metrics.updates.inc()
         if turn is not self.turn:
             return
@@ -327,6 +343,7 @@ class TranscriptionSession:
             if not self.update_sending and not self.pace.ahead:  # live pace: the final decode supersedes it
                 self.pending.cancel()
                 self.metrics.dropped.inc()
+                self._stretch(self.clock() - self.pending_sent)  # it had not come back: the model is that slow
             await asyncio.wait([self.pending])  # its delta comes before the tail; a cancelled one is gone first
         turn = self.turn or self._new_turn(self.buffer.start)  # a commit outside a turn commits an item too
         audio = self.buffer.span(turn.start, end)
@@ -340,6 +357,8 @@ class TranscriptionSession:
         self.previous_item = turn.item
         previous = self.finishing  # turns complete in order; the session goes on meanwhile
         self.finishing = asyncio.create_task(self._complete(previous, turn, audio, spoke, ended))
+        self._finals.add(self.finishing)
+        self.finishing.add_done_callback(self._finals.discard)
 
     async def _complete(
         self,
@@ -357,6 +376,7 @@ class TranscriptionSession:
             await asyncio.wait([previous])
         hypothesis = turn.hypothesis
         labelling = self.speakers.start(audio) if spoke else None  # beside the final decode
+        sent = self.clock()
         try:
             text = await self.decoder.final(audio, hypothesis.confirmed) if spoke else ""
         except BackendError as exc:
@@ -364,6 +384,8 @@ class TranscriptionSession:
             self.metrics.failed.inc()
             await self._emit(TranscriptFailed(item_id=turn.item, error=failure_error(self.decoder.failure(exc))))
             return
+        if spoke:
+            self._stretch(self.clock() - sent)
         tail = hypothesis.finish(" ".join([*hypothesis.confirmed, text]))  # the confirmed words, then the rest
         if tail:
             await self._delta(turn, tail)

@@ -83,7 +83,7 @@ def parse_request(inputs: Mapping[str, np.ndarray | None]) -> RequestWindows:
             ``WAV_LENS`` valid samples per row (default ``T``); ``TEXT_PREFIX`` UTF-8 bytes, parsed
             with :func:`whisper_build.serving.prompt.parse_prompt`; ``REPETITION_PENALTY`` each > 0;
             ``TIMESTAMPS`` / ``WORD_TIMESTAMPS`` bool (words imply timestamps); ``TEMPERATURE`` in
-            ``[0, 1]``, the first temperature of the fallback sequence.
+            ``[0, 1]``, the first temperature of the fallback sequence; ``FALLBACK`` bool (false: that one).
 
     Returns:
         The windows, with every per-row input's values in :attr:`RequestWindows.rows`.
@@ -141,7 +141,7 @@ def _options(rows: dict[str, list[Any]], row: int) -> DecodeOptions:
     """Row ``row``'s :class:`DecodeOptions` from the inputs that carry its fields (words imply timestamps)."""
     raw = DecodeOptions(**{t.option: rows[t.name][row] for t in contract.INPUTS if t.option is not None})
     words = bool(raw.word_timestamps)
-    return DecodeOptions(bool(raw.timestamps) or words, words, float(raw.temperature))
+    return DecodeOptions(bool(raw.timestamps) or words, words, float(raw.temperature), bool(raw.fallback))
 
 
 def _per_row(tensor: np.ndarray | None, name: str, batch: int, default: object) -> list[Any]:

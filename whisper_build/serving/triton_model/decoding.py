@@ -240,7 +240,7 @@ def _attempts(
     """Per voiced window, its decodes in temperature order: :func:`decode_windows`' fallback (rules: there)."""
     attempts: dict[int, list[_Attempt]] = {}
     schedule = {
-        i: policy.temperatures(o.temperature) if engine.capabilities.sampling else [o.temperature]
+        i: policy.temperatures(o.temperature) if engine.capabilities.sampling and o.fallback else [o.temperature]
         for i, o in enumerate(options)
     }
     pending = [i for i, window in enumerate(audio) if not is_silent(window, policy.silence_dbfs)]
@@ -299,7 +299,7 @@ def decode_windows(
 
     Rules: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio`` = UTF-8 bytes ÷ zlib-compressed
     bytes. A decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0`` is re-decoded at the next temperature
-    (``t, t + 0.2, … ≤ 1.0``); only the failed windows, all in one engine call per temperature, sampling with the
+    (``t, t + 0.2, … ≤ 1.0``; not with ``options[i].fallback`` off); only the failed windows, all in one engine call per temperature, sampling with the
     engine's ``sampling_seed``. A window that never passes keeps the attempt with the best ``avg_logprob`` among those
     under the compression threshold, else the best overall (faster-whisper's choice; openai/whisper keeps the last).
     ``no_speech_prob > no_speech_threshold`` (and, with ``no_speech_needs_low_logprob``, ``avg_logprob <
