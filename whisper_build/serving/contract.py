@@ -214,7 +214,14 @@ RESULT = Tensor(
 )  # fmt: skip
 
 INPUTS: tuple[Tensor, ...] = (
-    WAV, WAV_LENS, TEXT_PREFIX, REPETITION_PENALTY, TIMESTAMPS, WORD_TIMESTAMPS, TEMPERATURE, FALLBACK
+    WAV,
+    WAV_LENS,
+    TEXT_PREFIX,
+    REPETITION_PENALTY,
+    TIMESTAMPS,
+    WORD_TIMESTAMPS,
+    TEMPERATURE,
+    FALLBACK,
 )
 """The model's inputs, in config order."""
 OUTPUTS: tuple[Tensor, ...] = (TRANSCRIPTS, RESULT)
