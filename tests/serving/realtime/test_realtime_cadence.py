@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from live_fakes import NullHealth
 from prometheus_client import CollectorRegistry
 
 from whisper_build.serving.realtime.events import SessionConfig, merge
@@ -40,11 +41,6 @@ class TimedBackend:
         return [WindowResult(" ".join(f"word{i}" for i in range(int(len(windows[0]) / RATE * 2))))]
 
 
-class Health:
-    def record_success(self) -> None: ...
-    def record_failure(self, source: str, error: Exception) -> None: ...
-
-
 def run_turn(backend: TimedBackend, speedup: float) -> tuple[list[dict], TranscriptionSession, float]:
     """One manual turn of ``SECONDS`` s in 200 ms appends sent at ``speedup`` × real time (arrival stamps
     as the endpoint takes them); the events, the session and the wall time from commit to ``completed``."""
@@ -55,7 +51,7 @@ def run_turn(backend: TimedBackend, speedup: float) -> tuple[list[dict], Transcr
         events.append(event)
 
     async def run() -> tuple[TranscriptionSession, float]:
-        session = TranscriptionSession(backend, send, ["whisper-1"], LiveLimits(), metrics, Health())
+        session = TranscriptionSession(backend, send, ["whisper-1"], LiveLimits(), metrics, NullHealth())
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
         session.detector.speech_chunks = 10  # silence stands in for speech: the fake model answers any audio
         start = time.monotonic()

@@ -11,8 +11,8 @@ import base64
 from typing import Any
 
 import pytest
-import soundfile
 import speech_samples as samples
+from live_fakes import NullHealth, speech_pcm24k
 from prometheus_client import CollectorRegistry
 
 from whisper_build.serving.realtime.events import SessionConfig, merge
@@ -45,16 +45,9 @@ class WordsThenTimeouts:
         return ServedModel("whisper", 16, multilingual=False)
 
 
-class _Health:
-    def record_success(self) -> None: ...
-
-    def record_failure(self, source: str, error: Exception) -> None: ...
-
-
 @pytest.fixture(scope="module")
 def pcm(tmp_path_factory) -> bytes:
-    wav = samples.speak(samples.SENTENCES[0], tmp_path_factory.mktemp("retry") / "s.wav", rate=24000)
-    return (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    return speech_pcm24k(samples.SENTENCES[0], tmp_path_factory.mktemp("retry") / "s.wav")
 
 
 def _turn(pcm: bytes, timeouts: int, from_start: bool = False) -> tuple[list[dict[str, Any]], LiveMetrics]:
@@ -66,7 +59,7 @@ def _turn(pcm: bytes, timeouts: int, from_start: bool = False) -> tuple[list[dic
         events.append(event)
 
     async def run() -> None:
-        session = TranscriptionSession(backend, send, ["whisper-1"], LiveLimits(), metrics, _Health())  # type: ignore[arg-type]
+        session = TranscriptionSession(backend, send, ["whisper-1"], LiveLimits(), metrics, NullHealth())  # type: ignore[arg-type]
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))
         for start in range(0, len(pcm), 9600):  # 200 ms appends, sent faster than real time: updates are awaited
             await session.append(base64.b64encode(pcm[start : start + 9600]).decode())
@@ -140,7 +133,7 @@ def test_the_next_turn_is_not_held_behind_a_final_decode_in_flight(pcm: bytes) -
 
         metrics = LiveMetrics(CollectorRegistry())
         session = TranscriptionSession(backend, held_after_the_first_turn, ["whisper-1"], LiveLimits(), metrics,
-                                       _Health(), clock=lambda: sent[0])  # type: ignore[arg-type]  # fmt: skip
+                                       NullHealth(), clock=lambda: sent[0])  # type: ignore[arg-type]  # fmt: skip
         session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}))
         async with asyncio.timeout(300):  # a session held behind the final would never get here
             for audio in (pcm + silence, pcm + silence):

@@ -12,8 +12,8 @@ import base64
 from typing import Any
 
 import pytest
-import soundfile
 import speech_samples as samples
+from live_fakes import NullHealth, speech_pcm24k
 from prometheus_client import CollectorRegistry
 
 from whisper_build.serving.realtime.events import SessionConfig, merge
@@ -55,16 +55,9 @@ class SlowModel:
         return ServedModel("whisper", 16, multilingual=False)
 
 
-class _Health:
-    def record_success(self) -> None: ...
-
-    def record_failure(self, source: str, error: Exception) -> None: ...
-
-
 @pytest.fixture(scope="module")
 def pcm(tmp_path_factory) -> bytes:
-    wav = samples.speak(samples.SENTENCES[0], tmp_path_factory.mktemp("load") / "s.wav", rate=24000)
-    return (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    return speech_pcm24k(samples.SENTENCES[0], tmp_path_factory.mktemp("load") / "s.wav")
 
 
 def _session(model: SlowModel, clock: list[float], events: list[dict[str, Any]]) -> TranscriptionSession:
@@ -78,7 +71,7 @@ def _session(model: SlowModel, clock: list[float], events: list[dict[str, Any]])
         ["whisper-1"],
         LiveLimits(),
         metrics,
-        _Health(),
+        NullHealth(),
         clock=lambda: clock[0],
     )
     session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": None}}}))

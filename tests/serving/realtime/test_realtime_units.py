@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile
 import speech_samples as samples
+from live_fakes import speech_pcm24k
 from prometheus_client import CollectorRegistry
 
 from whisper_build.serving.realtime.agreement import HypothesisBuffer
@@ -138,8 +139,7 @@ def test_drain_finishes_the_open_turn_then_closes_1012_and_refuses_new_sessions(
     from whisper_build.serving.gateway.app import create_app
     from whisper_build.serving.gateway.settings import GatewaySettings
 
-    wav = samples.speak(samples.SENTENCES[1], tmp_path / "s.wav", rate=24000)
-    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    pcm = speech_pcm24k(samples.SENTENCES[1], tmp_path / "s.wav")
     app = create_app(GatewaySettings(), lambda _: FakeBackend())
     manual = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
     with TestClient(app) as client, client.websocket_connect("/v1/realtime?intent=transcription") as ws:
@@ -210,8 +210,7 @@ def test_a_failed_turn_reports_what_the_file_endpoint_answers_for_the_same_failu
 
     http = Pipeline(GatewaySettings(), None).to_api_error(error)  # type: ignore[arg-type]
     http_error = openai_error_body(http.status, http.code, http.message, http.param)["error"]
-    wav = samples.speak(samples.SENTENCES[0], tmp_path / "s.wav", rate=24000)
-    pcm = (soundfile.read(str(wav), dtype="float32")[0] * 32767).astype("<i2").tobytes()
+    pcm = speech_pcm24k(samples.SENTENCES[0], tmp_path / "s.wav")
     backend, events, health = FakeBackend(), [], _Health()
     backend.error = error
 

@@ -315,13 +315,12 @@ class TranscriptionSession:
 
     async def _run_update(self, turn: _Turn, audio: npt.NDArray[np.float32], confirmed: list[str]) -> None:
         self.update_sending = False
-        sent = self.clock()
         try:
             text = await self.decoder.decode(audio, confirmed)
         except BackendError:
             return  # the final decode reports failures
         self.update_sending = True
-        self._stretch(self.clock() - sent)  # the next is due when this one's answer would be
+        self._stretch(self.clock() - self.pending_sent)  # the next is due when this one's answer would be
         self.metrics.updates.inc()
         if turn is not self.turn:
             return

@@ -299,8 +299,8 @@ def decode_windows(
 
     Rules: ``avg_logprob = sum_logprob / (len(tokens) + 1)``, ``compression_ratio`` = UTF-8 bytes ÷ zlib-compressed
     bytes. A decode with ``compression_ratio > 2.4`` or ``avg_logprob < -1.0`` is re-decoded at the next temperature
-    (``t, t + 0.2, … ≤ 1.0``; not with ``options[i].fallback`` off); only the failed windows, all in one engine call per temperature, sampling with the
-    engine's ``sampling_seed``. A window that never passes keeps the attempt with the best ``avg_logprob`` among those
+    (``t, t + 0.2, … ≤ 1.0``; not with ``options[i].fallback`` off); only the failed windows, all in one engine call
+    per temperature, sampling with the engine's ``sampling_seed``. A window that never passes keeps the attempt with the best ``avg_logprob`` among those
     under the compression threshold, else the best overall (faster-whisper's choice; openai/whisper keeps the last).
     ``no_speech_prob > no_speech_threshold`` (and, with ``no_speech_needs_low_logprob``, ``avg_logprob <
     logprob_threshold``) makes the window silent: no segments, no fallback; windows below ``silence_dbfs`` are not
