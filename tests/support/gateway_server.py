@@ -59,3 +59,15 @@ def running_gateway(
         sock.close()
         metrics_server.shutdown()
         metrics_server.server_close()
+
+
+def first_sse_event(chunks: Iterator[bytes]) -> bytes:
+    """The first raw chunk of an SSE body that is not a keep-alive comment (``: ping …``).
+
+    sse-starlette sends a comment every 15 s while no event is due, so a slow first group on a busy
+    machine comes after one or more of them (https://github.com/sysid/sse-starlette, ``ping``).
+    """
+    chunk = next(chunks)
+    while chunk.startswith(b":"):
+        chunk = next(chunks)
+    return chunk

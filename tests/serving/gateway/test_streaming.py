@@ -14,7 +14,7 @@ import openai
 import pytest
 import speech_samples as samples
 from fake_backend import FakeBackend
-from gateway_server import running_gateway
+from gateway_server import first_sse_event, running_gateway
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 
 from whisper_build.serving.gateway.settings import GatewaySettings
@@ -140,7 +140,7 @@ def test_a_disconnect_mid_stream_sends_no_further_group_and_cancels_the_call_in_
         )  # fmt: skip
         response = http.send(request, stream=True)
         chunks = response.iter_raw()  # kept: a dropped iterator closes the connection at once
-        assert next(chunks).startswith(b'data: {"type": "transcript.text.delta"')
+        assert first_sse_event(chunks).startswith(b'data: {"type": "transcript.text.delta"')
         deadline = time.monotonic() + 20  # slack for a busy CI box
         while len(backend.calls) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -18,7 +18,7 @@ import openai
 import pytest
 import soundfile
 import speech_samples as samples
-from gateway_server import running_gateway
+from gateway_server import first_sse_event, running_gateway
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 from prometheus_client.parser import text_string_to_metric_families
 from slow_engine import SlowEngineControl, wait_until_idle
@@ -175,7 +175,7 @@ def test_a_disconnect_mid_stream_computes_no_later_group(
     )  # fmt: skip
     response = http.send(request, stream=True)
     chunks = response.iter_raw()  # kept: a dropped iterator closes the connection at once
-    assert next(chunks).startswith(b'data: {"type": "transcript.text.delta"')
+    assert first_sse_event(chunks).startswith(b'data: {"type": "transcript.text.delta"')
     sent_at_disconnect = backend.windows_sent - sent
     response.close()
     http.close()
