@@ -175,9 +175,34 @@ def targets(result: dict) -> list[tuple[str, str, str, str, str]]:
                 rows.append((f"gateway {top.get('scheduler', first)} ÷ {bottom.get('scheduler', first)} at "
                              f"{other['rate_per_s']:g}/s", workload,
                              f"{top['windows_per_s']:.1f} ÷ {bottom['windows_per_s']:.1f} = {ratio}", "report", "—"))  # fmt: skip
+        rows += _core_rows(mine, best, workload)
         lags = [r["send_lag_p99_s"] for r in mine if r.get("send_lag_p99_s") is not None]
         if lags:
             rows.append(("load generator: worst send lag p99", workload, f"{1000 * max(lags):.1f} ms", "small", "—"))
+    return rows
+
+
+def _core_rows(records: list[dict], best: dict | None, workload: str) -> list[tuple[str, str, str, str, str]]:
+    """B ÷ A figures: each batching policy's best closed-loop engine-core level over the engine alone's best.
+
+    On dense windows also the core's in-flight best over its static best.
+    """
+    cores: dict[str, dict] = {}
+    closed = [r for r in records if r["target"] == "engine_core" and r.get("rate_per_s") is None]
+    for r in closed:
+        if r.get("windows_per_s") and r["windows_per_s"] > cores.get(r["path"], {}).get("windows_per_s", 0):
+            cores[r["path"]] = r
+    rows = []
+    for path, top in sorted(cores.items()):
+        if best is not None:
+            ratio = top["windows_per_s"] / best["windows_per_s"]
+            measured = (f"{top['windows_per_s']:.1f} (c={top.get('concurrency')}) ÷ {best['windows_per_s']:.1f} "
+                        f"= {ratio:.3f}")  # fmt: skip
+            rows.append((f"engine core ({path}) ÷ engine best", workload, measured, "≥ 0.95", _verdict(ratio >= 0.95)))
+    if workload == "dense" and {"static", "inflight"} <= cores.keys():
+        ratio = cores["inflight"]["windows_per_s"] / cores["static"]["windows_per_s"]
+        measured = f"{cores['inflight']['windows_per_s']:.1f} ÷ {cores['static']['windows_per_s']:.1f} = {ratio:.3f}"
+        rows.append(("engine core in-flight ÷ static", workload, measured, "≥ 0.95", _verdict(ratio >= 0.95)))
     return rows
 
 
@@ -199,7 +224,7 @@ def levels_table(records: list[dict]) -> str:
                 f" ({r['scheduler']})" if r.get("scheduler") not in (None, "static") else ""
             )
         else:
-            level = f"c={r['concurrency']}"
+            level = f"c={r['concurrency']}" + (f" ({r['path']})" if r.get("path") else "")
         rows = f"{num(r.get('mean_active_rows'))} ({r.get('rows_source') or '—'})"
         errors = ", ".join(f"{k}={v}" for k, v in (r.get("errors") or {}).items()) or "—"
         lines.append(f"| {r.get('workload', 'dense')} | {r['target']} | {level} | {num(r['windows_per_s'])} | "

@@ -47,6 +47,22 @@ def test_targets_table_computes_each_ratio_against_its_goal() -> None:
     assert text.count("\n| dense |") == 15 and "| dense | gateway | r=170/s | 155.0 | 300 | 600 |" in text
 
 
+def test_engine_core_rows_take_each_policys_best_closed_level() -> None:
+    result = json.loads(FIXTURE.read_text())
+    core = {"target": "engine_core", "workload": "dense", "random_weights": True, "rate_per_s": None}
+    result["records"] += [
+        {**core, "path": "static", "concurrency": 64, "windows_per_s": 150.0, "p50_s": 0.4},
+        {**core, "path": "static", "concurrency": 128, "windows_per_s": 165.0, "p50_s": 0.7},
+        {**core, "path": "inflight", "concurrency": 128, "windows_per_s": 158.4, "p50_s": 0.6},
+    ]
+    rows = {(figure, workload): (measured, verdict) for figure, workload, measured, _, verdict in targets(result)}
+    assert rows[("engine core (static) ÷ engine best", "dense")] == ("165.0 (c=128) ÷ 170.0 = 0.971", "**pass**")
+    assert rows[("engine core (inflight) ÷ engine best", "dense")] == ("158.4 (c=128) ÷ 170.0 = 0.932", "**FAIL**")
+    assert rows[("engine core in-flight ÷ static", "dense")] == ("158.4 ÷ 165.0 = 0.960", "**pass**")
+    assert ("engine core in-flight ÷ static", "mixed") not in rows
+    assert "| dense | engine_core | c=128 (inflight) | 158.4 | 600 |" in levels_table(result["records"])
+
+
 def test_saturation_needs_a_step_that_gains_under_two_percent() -> None:
     records = json.loads(FIXTURE.read_text())["records"]
     rising = [r for r in records if r["workload"] == "dense" and r["target"] == "gateway" and r["rate_per_s"] != 187.0]
