@@ -117,14 +117,22 @@ async def session(url: str, name: str, model: str, silence_ms: int) -> dict[str,
             if sender.done() and finished and (kind == "error" or kind.endswith(("completed", "failed"))):
                 break
         sender.cancel()
-    return {"segments": segments, "latencies": latencies, "turns": len(completed)}
+    return {"segments": segments, "latencies": latencies, "turns": len(completed), "completed": completed}
 
 
-async def main_async(url: str, names: list[str], silence_ms: int) -> None:
-    """One line per dialogue: words right, labels, completed latency with and without speakers."""
+async def main_async(url: str, names: list[str], silence_ms: int, show: bool = False) -> None:
+    """One line per dialogue: words right, labels, completed latency with and without speakers.
+
+    ``show``: also one line per ``segment`` event of the speakers run (span, label, true speaker, text).
+    """
     for name in names:
         voices = len({t["speaker"] for t in TRUTH[name]})
         on = await session(url, name, "whisper-1-diarize", silence_ms)
+        for s in on["segments"] if show else []:
+            truth = true_speaker(name, (s["start"] + s["end"]) / 2)
+            print(f"  {s['start']:6.2f}-{s['end']:6.2f} {s['speaker']} ({truth}) {s['text']}")
+        for c in on["completed"] if show else []:
+            print(f"  {c['type'].rsplit('.', 1)[-1]} {c.get('speaker')}: {c.get('transcript', c.get('error'))}")
         off = await session(url, name, "whisper-1", silence_ms)
         share, labels = attribution(name, on["segments"])
         print(json.dumps({
@@ -148,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8080")
     parser.add_argument("--file", action="append", choices=sorted(TRUTH), help="a dialogue (default: all)")
     parser.add_argument("--silence-ms", type=int, default=400, help="server_vad silence_duration_ms")
+    parser.add_argument("--show-segments", action="store_true", help="print each segment of the speakers run")
     args = parser.parse_args(argv)
-    asyncio.run(main_async(args.url, args.file or sorted(TRUTH), args.silence_ms))
+    asyncio.run(main_async(args.url, args.file or sorted(TRUTH), args.silence_ms, args.show_segments))
     return 0
 
 

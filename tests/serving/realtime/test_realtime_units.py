@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
+import soxr
 import speech_samples as samples
 from live_fakes import speech_pcm24k
 from prometheus_client import CollectorRegistry
@@ -414,3 +415,48 @@ def test_a_decode_takes_the_models_verdict_on_silence_not_a_threshold_of_its_own
     metrics = LiveMetrics(CollectorRegistry())
     decoder = TurnDecoder(Unsure(), LiveLimits(), metrics, _Health(), TurnContext(), TranscriptionConfig)  # type: ignore[arg-type]
     assert asyncio.run(decoder.decode(np.zeros(16000, np.float32), [])) == "quiet words"
+
+
+
+class _LoudIsSpeech:
+    """A VAD stream whose speech probability is 1 for a chunk with any sample above 0.05, else 0."""
+
+    def probability(self, chunk: np.ndarray) -> float:
+        return float(np.abs(chunk).max() > 0.05)
+
+
+def test_a_turn_that_starts_in_the_audio_that_stopped_the_last_keeps_both_turns(monkeypatch) -> None:
+    """A stop and the next start in one 200 ms step (a reply 448 ms after the last word, 400 ms silence):
+    the stopped turn is judged on its own speech and the started one stays the detector's turn, so both
+    are decoded, one ``speech_started`` each (seen live: the first came back empty, the second was lost)."""
+    import asyncio
+    import base64
+
+    from fake_backend import FakeBackend
+
+    from whisper_build.serving.realtime import vad
+    from whisper_build.serving.realtime.vad import CHUNK_SAMPLES
+
+    monkeypatch.setattr(vad, "SileroStream", _LoudIsSpeech)
+
+    def chunks(count: int, level: float) -> np.ndarray:
+        return np.full(count * CHUNK_SAMPLES, level, dtype=np.float32)
+
+    # speech in chunks 10-49 and 64-103: the 13th silent chunk stops, 64 starts, both in the 11th step
+    audio16k = np.concatenate([chunks(10, 0), chunks(40, 0.2), chunks(14, 0), chunks(40, 0.2), chunks(40, 0)])
+    pcm24k = (soxr.resample(audio16k, 16000, 24000) * 32767).astype("<i2").tobytes()
+    backend, events = FakeBackend(), []
+
+    async def run() -> None:
+        session = _session(backend, events)
+        turns = {"type": "server_vad", "silence_duration_ms": 400, "prefix_padding_ms": 0}
+        session.configure(merge(SessionConfig(), {"audio": {"input": {"turn_detection": turns}}}))
+        await session.append(base64.b64encode(pcm24k).decode())
+        await session.settle()
+
+    asyncio.run(run())
+    started = [e for e in events if e["type"].endswith("speech_started")]
+    completed = [e for e in events if e["type"].endswith("transcription.completed")]
+    assert [e["item_id"] for e in started] == [e["item_id"] for e in completed]  # each started turn completes
+    assert len(completed) == 2 and all(e["transcript"] for e in completed)
+    assert abs(started[1]["audio_start_ms"] - 64 * 32) <= 32

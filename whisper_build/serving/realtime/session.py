@@ -283,7 +283,7 @@ class TranscriptionSession:
             self.turn = self._new_turn(max(self.buffer.start, ms_to_samples(event.ms)))
             await self._emit(SpeechStarted(item_id=self.turn.item, audio_start_ms=event.ms))
         elif event.kind == "stopped" and self.turn is not None:
-            await self._finish_turn(ms_to_samples(event.ms), stopped=True)
+            await self._finish_turn(ms_to_samples(event.ms), stopped=True, speech_chunks=event.speech_chunks)
         elif event.kind == "timeout" and self.turn is None:
             # OpenAI: the idle audio is committed as an item (committed, then its transcription)
             self.turn = self._new_turn(self.buffer.start)
@@ -335,8 +335,12 @@ class TranscriptionSession:
             self.metrics.first_delta.observe(time.monotonic() - turn.started_wall)
         await self._emit(TranscriptDelta(item_id=turn.item, delta=delta))
 
-    async def _finish_turn(self, end: int, stopped: bool) -> None:
-        """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed."""
+    async def _finish_turn(self, end: int, stopped: bool, speech_chunks: int | None = None) -> None:
+        """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed.
+
+        ``speech_chunks``: given for a VAD stop, which ended the detector's turn itself (a turn started in the
+        same audio is the detector's current one and is kept); ``None`` for a commit, the detector's turn ends.
+        """
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
             if not self.update_sending and not self.pace.ahead:  # live pace: the final decode supersedes it
@@ -349,10 +353,11 @@ class TranscriptionSession:
         if stopped:
             await self._emit(SpeechStopped(item_id=turn.item, audio_end_ms=samples_to_ms(end)))
         await self._emit(BufferCommitted(item_id=turn.item, previous_item_id=self.previous_item))
-        spoke = self.detector.speech_chunks >= MIN_SPEECH_CHUNKS
+        spoke = (self.detector.speech_chunks if speech_chunks is None else speech_chunks) >= MIN_SPEECH_CHUNKS
         self.buffer.drop_before(end)
         self.turn = None
-        self.detector.end_turn()
+        if speech_chunks is None:
+            self.detector.end_turn()
         self.previous_item = turn.item
         previous = self.finishing  # turns complete in order; the session goes on meanwhile
         self.finishing = asyncio.create_task(self._complete(previous, turn, audio, spoke, ended))

@@ -78,10 +78,15 @@ class VadParams:
 
 @dataclass(frozen=True)
 class TurnEvent:
-    """A turn boundary, at ``ms`` of session audio (:func:`~.timeline.samples_to_ms`)."""
+    """A turn boundary, at ``ms`` of session audio (:func:`~.timeline.samples_to_ms`).
+
+    ``speech_chunks`` (``stopped`` only): the speech chunks of the turn that stopped; a turn that starts in
+    the same audio counts its own afresh in :attr:`TurnDetector.speech_chunks`.
+    """
 
     kind: Literal["started", "stopped", "timeout"]
     ms: int
+    speech_chunks: int = 0
 
 
 class TurnDetector:
@@ -126,7 +131,7 @@ class TurnDetector:
                     self.in_speech = False
                     self._silent_since = None
                     self._idle_since = self.samples
-                    events.append(TurnEvent("stopped", samples_to_ms(self.samples)))
+                    events.append(TurnEvent("stopped", samples_to_ms(self.samples), self.speech_chunks))
             if (
                 not self.in_speech
                 and p.idle_timeout_ms is not None
