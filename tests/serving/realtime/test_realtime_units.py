@@ -417,7 +417,6 @@ def test_a_decode_takes_the_models_verdict_on_silence_not_a_threshold_of_its_own
     assert asyncio.run(decoder.decode(np.zeros(16000, np.float32), [])) == "quiet words"
 
 
-
 class _LoudIsSpeech:
     """A VAD stream whose speech probability is 1 for a chunk with any sample above 0.05, else 0."""
 
