@@ -137,6 +137,26 @@ def test_a_session_sends_a_segment_and_a_speaker_on_completed_and_nothing_when_o
     json.dumps(segment)
 
 
+def test_a_turn_of_two_voices_sends_one_segment_per_voice_with_its_share_of_the_words() -> None:
+    """A reply that follows within the VAD's silence joins the turn before it: the words, spread over the
+    speech, go to the voice speaking then (1 s of A, a 0.5 s gap, 3 s of B; four words, one a second)."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(event: dict[str, Any]) -> None:
+        sent.append(event)
+
+    async def scenario() -> str | None:
+        live = LiveSpeakers(FakeSpeakerModel(), 5, send)  # type: ignore[arg-type]
+        await live.configure(_config("whisper-1-diarize"))
+        audio = np.concatenate([voice(0.1, 1), voice(0.0, 0.5), voice(0.2, 3)])
+        return await live.finish(live.start(audio), "item_1", 16_000, "yes. so we agree", 4.5)
+
+    assert asyncio.run(scenario()) == "B"  # completed: the voice covering most of the turn
+    assert [(s["start"], s["end"], s["speaker"], s["text"]) for s in sent] == [
+        (1.0, 2.0, "A", "yes."), (2.5, 5.5, "B", "so we agree")]  # fmt: skip
+    assert len({s["id"] for s in sent}) == 2
+
+
 def test_a_failed_speaker_call_is_reported_once_in_words_and_the_turn_still_completes() -> None:
     model = FakeSpeakerModel()
     model.error = BackendUnavailable("no speaker model")

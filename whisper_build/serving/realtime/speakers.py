@@ -3,8 +3,8 @@
 :class:`LiveSpeakers` holds a session's :class:`~whisper_build.serving.transcription.speakers.SessionSpeakers`
 (``None`` while the session did not ask: then nothing runs and nothing is sent). Each turn's speaker-model
 call starts with its final decode and runs beside it; the ``completed`` event gains ``speaker`` (an extension
-the official client keeps) and one ``conversation.item.input_audio_transcription.segment`` event
-(openai-python ``types/realtime``: ``id``, ``start``, ``end``, ``speaker``, ``text``) comes before it.
+the official client keeps) and ``conversation.item.input_audio_transcription.segment`` events, one per run
+of one speaker (openai-python ``types/realtime``: ``id``, ``start``, ``end``, ``speaker``, ``text``), come before it.
 Known speakers: ``known_speaker_names`` + ``known_speaker_references`` in ``session.audio.input.transcription``
 (the file endpoint's fields and limits). Docs: docs/gateway.md, "Speakers in a session".
 """
@@ -20,7 +20,7 @@ from whisper_build.serving.realtime.limits import speakers_requested
 from whisper_build.serving.realtime.server_events import Send, TranscriptSegment, error_event
 from whisper_build.serving.realtime.timeline import samples_to_seconds
 from whisper_build.serving.transcription.backend import BackendError, TranscriptionBackend
-from whisper_build.serving.transcription.speakers import SessionSpeakers, TurnSpeakers
+from whisper_build.serving.transcription.speakers import SessionSpeakers, TurnSpeakers, turn_pieces
 
 __all__ = ["LiveSpeakers"]
 
@@ -80,7 +80,9 @@ class LiveSpeakers:
     async def finish(
         self, task: asyncio.Task[TurnSpeakers] | None, item: str, start_sample: int, transcript: str, seconds: float
     ) -> str | None:
-        """The turn's speaker (its ``completed`` carries it), after its ``segment`` event is sent; ``None`` when off.
+        """The turn's speaker (its ``completed`` carries it), after its ``segment`` events; ``None`` when off.
+
+        One ``segment`` per run of one speaker in the turn (:func:`turn_pieces`: words spread over the speech).
 
         A failed call sends one ``error`` event per distinct failure (how to enable a missing speaker
         model, a timeout), and the turn completes without a speaker.
@@ -96,11 +98,12 @@ class LiveSpeakers:
                 error = error_event(message, "speakers_unavailable", f"{PARAM}.model", kind="server_error")
                 await self.send(error.wire())
             return None
-        start = round(samples_to_seconds(start_sample), 3)
-        self._segments += 1
-        segment = TranscriptSegment(item_id=item, id=f"seg_{self._segments}", start=start,
-                                    end=round(start + seconds, 3), speaker=who.speaker, text=transcript)  # fmt: skip
-        await self.send(segment.wire())
+        start = samples_to_seconds(start_sample)
+        for piece in turn_pieces(transcript, who, seconds):
+            self._segments += 1
+            segment = TranscriptSegment(item_id=item, id=f"seg_{self._segments}", start=round(start + piece.start, 3),
+                                        end=round(start + piece.end, 3), speaker=piece.speaker, text=piece.text)  # fmt: skip
+            await self.send(segment.wire())
         return who.speaker
 
     @staticmethod

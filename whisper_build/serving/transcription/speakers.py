@@ -19,11 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from whisper_build.serving.audio import decode_audio
-from whisper_build.serving.diarization.assign import speaker_of
+from whisper_build.serving.diarization.assign import SpeakerSegment, label_segments, speaker_of
 from whisper_build.serving.diarization.speakers import MAX_SPEAKERS, SAMPLE_RATE, SpeakerOptions, Turn, letters
+from whisper_build.serving.results import Segment, Word
 from whisper_build.serving.transcription.backend import BackendUnavailable, TranscriptionBackend
 
-__all__ = ["ENABLE_SPEAKERS", "REFERENCE_SECONDS", "SessionSpeakers", "TurnSpeakers", "file_turns"]
+__all__ = ["ENABLE_SPEAKERS", "REFERENCE_SECONDS", "SessionSpeakers", "TurnSpeakers", "file_turns", "turn_pieces"]
 
 REFERENCE_SECONDS = 8.0
 """Longest reference clip kept per voice (each turn re-embeds every reference: this bounds the cost)."""
@@ -81,6 +82,31 @@ class TurnSpeakers:
 
     speaker: str
     turns: list[Turn]
+
+
+def turn_pieces(transcript: str, who: TurnSpeakers, seconds: float) -> list[SpeakerSegment]:
+    """A turn's transcript cut where its speaker changes (``start``/``end``: seconds of the turn's audio).
+
+    A live decode has no word times, so the words are spread evenly over the speech of the speaker model's
+    turns (their gaps skipped) and each takes the speaker covering it (:func:`label_segments`, the file
+    path's rule). No turns (no speech heard): one piece of ``who.speaker`` over the whole turn.
+    """
+    spoken = sorted((t for t in who.turns if t.end > t.start), key=lambda t: t.start)
+    words = transcript.split()
+    if not spoken or not words:
+        return [SpeakerSegment(0.0, seconds, who.speaker, transcript.strip())] if transcript.strip() else []
+    total = sum(t.end - t.start for t in spoken)
+
+    def at(position: float, starts: bool) -> float:  # seconds of speech → of the turn (a start at a seam: the next)
+        for turn in spoken:
+            if position < turn.end - turn.start or (not starts and position == turn.end - turn.start):
+                return turn.start + position
+            position -= turn.end - turn.start
+        return spoken[-1].end
+
+    step = total / len(words)
+    timed = [Word(f" {w}", at(i * step, True), at((i + 1) * step, False)) for i, w in enumerate(words)]
+    return label_segments([Segment(0.0, seconds, transcript, words=timed)], spoken).pieces
 
 
 class SessionSpeakers:
