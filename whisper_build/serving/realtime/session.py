@@ -6,9 +6,9 @@ audio, with their text and the confirmed words as the forced prefix (``context``
 the backend at the live priority; LocalAgreement-2 turns consecutive continuations into deltas. At most one
 update per session is with the model. A client is ahead when the audio it sent runs ahead of the wall
 time since its first append (by more than ``AHEAD_TOLERANCE``): its updates are awaited (the turns and
-deltas of real-time pace). At live pace a due update is dropped while its predecessor is out, and the
-cadence stretches to the wall time of the last model call: an update that came back, one a final decode
-superseded, or a final decode. Docs: docs/gateway.md, "Live transcription".
+deltas of real-time pace). At live pace a due update is dropped while its predecessor is out, and the cadence
+stretches to the wall time of the last model call (an update back or superseded, a final decode). Docs:
+docs/gateway.md, "Live transcription".
 """
 
 from __future__ import annotations
@@ -336,10 +336,9 @@ class TranscriptionSession:
         await self._emit(TranscriptDelta(item_id=turn.item, delta=delta))
 
     async def _finish_turn(self, end: int, stopped: bool, speech_chunks: int | None = None) -> None:
-        """End the current turn at session sample ``end``: stopped (VAD), committed, final decode, completed.
+        """End the current turn at sample ``end``: stopped (VAD), committed, final decode, completed.
 
-        ``speech_chunks``: given for a VAD stop, which ended the detector's turn itself (a turn started in the
-        same audio is the detector's current one and is kept); ``None`` for a commit, the detector's turn ends.
+        ``speech_chunks``: a VAD stop's (the detector ended its turn, and keeps one started since); ``None``: a commit.
         """
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
