@@ -336,10 +336,7 @@ class TranscriptionSession:
         await self._emit(TranscriptDelta(item_id=turn.item, delta=delta))
 
     async def _finish_turn(self, end: int, stopped: bool, speech_chunks: int | None = None) -> None:
-        """End the current turn at sample ``end``: stopped (VAD), committed, final decode, completed.
-
-        ``speech_chunks``: a VAD stop's (the detector ended its turn, and keeps one started since); ``None``: a commit.
-        """
+        """End the turn at sample ``end``; ``speech_chunks``: a VAD stop's, ``None``: a commit (ends the VAD's turn)."""
         ended = time.monotonic()
         if self.pending is not None and not self.pending.done():
             if not self.update_sending and not self.pace.ahead:  # live pace: the final decode supersedes it
