@@ -78,6 +78,17 @@ def test_a_voice_heard_too_briefly_is_not_sent_as_a_reference_yet() -> None:
     assert [name for name, _ in model.calls[-1].known] == ["B"]
 
 
+def test_a_turn_the_model_hears_no_voice_in_takes_the_last_voice_heard() -> None:
+    model = FakeSpeakerModel()
+    speakers = SessionSpeakers(model, timeout=5)  # type: ignore[arg-type]
+
+    async def scenario() -> list[str]:
+        said = (voice(0.1, 2), voice(0.2, 2), voice(0.1, 2), voice(0.0, 1))  # the last: too short to embed
+        return [(await speakers.label(a)).speaker for a in said]
+
+    assert asyncio.run(scenario()) == ["A", "B", "A", "A"]
+
+
 def test_known_speakers_keep_their_names_and_the_rest_are_lettered() -> None:
     model = FakeSpeakerModel()
     speakers = SessionSpeakers(model, timeout=5, known=[("Ana", voice(0.2, 3))])  # type: ignore[arg-type]

@@ -129,6 +129,7 @@ class SessionSpeakers:
         self.known = list(known or [])
         self.voices: dict[str, npt.NDArray[np.float32]] = {}  # label → reference clip (≤ REFERENCE_SECONDS)
         self.labels: list[str] = [name for name, _ in self.known]  # every label given out, in order
+        self.last: str | None = None  # the label of the last turn
 
     def references(self) -> list[tuple[str, npt.NDArray[np.float32]]]:
         """The clips sent with each turn: the client's known speakers, then the voices heard, by first appearance."""
@@ -151,6 +152,7 @@ class SessionSpeakers:
             raise BackendUnavailable(f"{ENABLE_SPEAKERS} ({exc})") from exc
         turns = self._renamed(turns, {label for label, _ in references})
         speaker = speaker_of(0.0, len(audio) / SAMPLE_RATE, turns) if turns else self._fallback()
+        self.last = speaker
         self._learn(audio, turns or [Turn(0.0, len(audio) / SAMPLE_RATE, speaker)])
         return TurnSpeakers(speaker, turns)
 
@@ -175,8 +177,8 @@ class SessionSpeakers:
         return label
 
     def _fallback(self) -> str:
-        """The label of a turn the model found no speech in: the last voice heard, else a new one."""
-        return self.labels[-1] if self.labels else self._next_label("A")
+        """The label of a turn the model found no speech in: the last turn's, else the last known name, else ``A``."""
+        return self.last or (self.labels[-1] if self.labels else self._next_label("A"))
 
     def _learn(self, audio: npt.NDArray[np.float32], turns: list[Turn]) -> None:
         """Grow each voice's reference clip with its speech in this turn, up to :data:`REFERENCE_SECONDS`."""
