@@ -12,9 +12,12 @@ brings; nothing downloads a browser. Docs: docs/gateway.md, "The page".
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -180,24 +183,47 @@ def chromium(fake_microphone: Path | None = None, timeout: float = 60.0) -> Iter
     binary = chromium_path()
     if binary is None:
         raise BrowserError("chromium is not installed: apt-get install chromium (.ci/apt-packages.txt)")
-    with tempfile.TemporaryDirectory(prefix="page-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="page-chromium-", ignore_cleanup_errors=True) as profile:
         args = [binary, *FLAGS, f"--user-data-dir={profile}", "--window-size=1100,900"]
         if fake_microphone is not None:
             args.append(f"--use-file-for-fake-audio-capture={fake_microphone}%noloop")
         log = Path(profile) / "chromium.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([*args, "about:blank"], stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [*args, "about:blank"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         try:
             endpoint = _devtools_endpoint(Path(profile), process, timeout, log)
             with connect(endpoint, max_size=None, open_timeout=timeout, proxy=None) as socket:
                 yield _open_tab(socket)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            _stop(process, Path(profile))
+
+
+def _stop(process: subprocess.Popen[bytes], profile: Path) -> None:
+    """Stop the browser and every process it started (its own session), then remove its profile.
+
+    The renderer and utility processes outlive the browser process for a moment and may still write into
+    the profile (seen: ``Directory not empty: 'Default'`` while it was removed), hence the retries.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # any child still in the session
+    for _ in range(50):
+        try:
+            shutil.rmtree(profile)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
 
 
 def _devtools_endpoint(profile: Path, process: subprocess.Popen[bytes], timeout: float, log: Path) -> str:
