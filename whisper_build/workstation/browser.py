@@ -29,6 +29,8 @@ from typing import Any
 from websockets.sync.client import connect
 from websockets.sync.connection import Connection
 
+from whisper_build.serving.triton_cleanup import kill_process_group
+
 __all__ = ["BrowserError", "Tab", "chromium", "chromium_path"]
 
 FLAGS = (
@@ -204,18 +206,15 @@ def _stop(process: subprocess.Popen[bytes], profile: Path) -> None:
     """Stop the browser and every process it started (its own session), then remove its profile.
 
     The renderer and utility processes outlive the browser process for a moment and may still write into
-    the profile (seen: ``Directory not empty: 'Default'`` while it was removed), hence the retries.
+    the profile (seen: ``Directory not empty: 'Default'`` while it was removed): the whole group is gone
+    (:func:`kill_process_group`) before the removal, which is retried for what left the session.
     """
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=10)
-            break
-        except subprocess.TimeoutExpired:
-            continue
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)  # any child still in the session
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    kill_process_group(process.pid)  # the browser if it hung, and any child still in its session
+    process.wait()
     for _ in range(50):
         try:
             shutil.rmtree(profile)
