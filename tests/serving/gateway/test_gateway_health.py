@@ -8,6 +8,7 @@ import pytest
 from fake_backend import FakeBackend
 from pydantic import ValidationError
 
+from whisper_build.contracts.gateway_metrics import HEALTHY
 from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, ModelRestarting
@@ -184,6 +185,33 @@ def test_a_probe_does_not_stretch_the_canary_past_its_timeout() -> None:
     ok, took, _ = _canary_while_busy(backend, None, settings, served_before=False)
     # THEN it gives up at 0.5 s (its stream ends 1 s later: the load is read while it still waits)
     assert not ok and backend.probes == 1 and took < 0.7, (ok, backend.probes, took)
+
+
+def test_a_worker_made_while_the_pod_was_idle_publishes_busy_not_loading_while_its_first_canary_waits() -> None:
+    # GIVEN a worker made while the pod is idle: its gauge (what the pod's other workers' /ping reads) says 0
+    settings = GatewaySettings(canary_interval_seconds=0.1, canary_timeout_seconds=0.2, request_timeout_seconds=60)
+    metrics, state = GatewayMetrics(8), {"busy": False}
+    health = ModelHealth(
+        settings.health, metrics, model_name=settings.model_name, request_timeout_seconds=60, busy=lambda: state["busy"]
+    )
+    assert metrics.registry.get_sample_value(HEALTHY) == 0.0
+    # WHEN another worker's long request makes the pod busy and this worker's first canary waits behind it
+    state["busy"] = True
+    backend = HeldFirstCanary(later_wait_s=10.0)
+
+    async def run() -> tuple[float | None, int]:
+        stop = asyncio.Event()
+        canaries = asyncio.create_task(health.run(backend, stop))
+        await asyncio.sleep(1.0)
+        seen, answered = metrics.registry.get_sample_value(HEALTHY), int(health.last_success is not None)
+        stop.set()
+        backend.release.set()
+        await canaries
+        return seen, answered
+
+    seen, answered = asyncio.run(run())
+    # THEN the gauge says it serves (busy, not loading) while that canary has not come back
+    assert answered == 0 and seen == 1.0, (answered, seen)
 
 
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:

@@ -45,11 +45,25 @@ def _post(url: str, audio: bytes, name: str, out: list[httpx.Response], timeout:
     out.append(httpx.post(f"{url}/v1/audio/transcriptions", files=files, timeout=timeout))
 
 
-def _ping(url: str) -> int:
+def _ping(url: str, reasons: list[str] | None = None) -> int:
+    """``/ping``'s status on a new connection (0: no answer); a non-200's body goes to ``reasons``."""
     try:
-        return httpx.get(f"{url}/ping", timeout=5).status_code  # a new connection each time
-    except httpx.HTTPError:
-        return 0
+        answer = httpx.get(f"{url}/ping", timeout=5)
+    except httpx.HTTPError as exc:
+        status = 0
+        if reasons is not None:
+            reasons.append(repr(exc))
+    else:
+        status = answer.status_code
+        if reasons is not None and status != 200:
+            reasons.append(answer.text)
+    return status
+
+
+def _health_lines(*logs: str) -> list[str]:
+    """The lines of the gateway's and Triton's logs that say why the model was judged unable to serve."""
+    marks = ("cannot serve", "engine core", "busy with other", "reloading", "Stub process", "Killed")
+    return [line[-300:] for text in logs for line in text.splitlines() if any(m in line for m in marks)][-20:]
 
 
 def _retries_ok(metrics_url: str) -> float:
@@ -82,16 +96,17 @@ def test_busy_is_not_dead_and_a_killed_stub_costs_no_502(tmp_path: Path, workers
         started = time.monotonic()
         thread.start()
         # THEN /ping answers 200 every second while it runs, from whichever worker the connection reaches
-        polls = []
+        polls, reasons = [], []
         while thread.is_alive():
-            polls.append(_ping(gw.url))
+            polls.append(_ping(gw.url, reasons))
             time.sleep(1.0)
         thread.join()
         busy = time.monotonic() - started
         assert long and long[0].status_code == 200, long[0].text if long else "no answer"
         print(f"\nbusy {busy:.0f} s, /ping polls {len(polls)}: {sorted(set(polls))}")
         assert control.windows_started() >= LONG_WINDOWS and busy >= BUSY_AT_LEAST_S, busy  # the condition held
-        assert len(polls) >= 10 and set(polls) == {200}, polls  # polled throughout, never unready
+        why = (polls, reasons[:3], _health_lines(gw.log_text(), server.log_tail(400)))
+        assert len(polls) >= 10 and set(polls) == {200}, why  # polled throughout, never unready
 
         control.seconds_per_window = KILL_SECONDS_PER_WINDOW
 

@@ -238,6 +238,22 @@ class ModelHealth:
         self.record_success()
         return True
 
+    async def _canary_published(self, backend: TranscriptionBackend) -> bool:
+        """:meth:`canary`, publishing the verdict every canary interval while it waits.
+
+        The gauge is what the pod's other workers answer ``/ping`` from, and the verdict moves while a
+        canary waits: a worker created while the pod was idle publishes "loading", and its first canary
+        may then wait behind another worker's long request for minutes (busy, not loading).
+        """
+        call = asyncio.ensure_future(self.canary(backend))
+        try:
+            while not (await asyncio.wait({call}, timeout=self.settings.canary_interval_seconds))[0]:
+                self.publish()
+            return call.result()
+        finally:
+            if not call.done():  # the loop was stopped mid-canary
+                call.cancel()
+
     async def _wait_probing(
         self, backend: TranscriptionBackend, call: asyncio.Future[Any], timeout: float
     ) -> asyncio.Future[Any] | None:
@@ -357,7 +373,7 @@ class ModelHealth:
         """The canary loop, until ``stop`` is set: canary, repair if needed (with ``reload``), sleep the interval."""
         was_healthy = False
         while not stop.is_set():
-            await self.canary(backend)  # also while busy: another worker's requests tell this one nothing
+            await self._canary_published(backend)  # also while busy: another worker's requests tell this one nothing
             await self.check_speakers(backend)
             self.publish()
             healthy = self.problem() is None
