@@ -13,6 +13,7 @@ from whisper_build.serving.gateway.metrics import GatewayMetrics
 from whisper_build.serving.gateway.settings import GatewaySettings
 from whisper_build.serving.transcription.backend import BackendError, BackendTimeout, ModelRestarting
 from whisper_build.serving.transcription.health import CANARY_SECONDS, ModelHealth, canary_clip
+from whisper_build.serving.transcription.triton_load import TritonLoad
 
 
 class Clock:
@@ -212,6 +213,26 @@ def test_a_worker_made_while_the_pod_was_idle_publishes_busy_not_loading_while_i
     seen, answered = asyncio.run(run())
     # THEN the gauge says it serves (busy, not loading) while that canary has not come back
     assert answered == 0 and seen == 1.0, (answered, seen)
+
+
+def test_staleness_waits_for_the_verdict_of_a_canary_that_timed_out() -> None:
+    # GIVEN an idle pod that served 0 s ago, a canary held behind another client's batch, and Triton's load
+    # read slowly after the canary's timeout (a loaded machine): the canary is 0.7 s old during the read
+    settings = GatewaySettings(canary_interval_seconds=0.1, canary_timeout_seconds=0.3, stale_after_seconds=0.5)
+    during_read: list[str | None] = []
+
+    async def slow_load() -> TritonLoad:
+        await asyncio.sleep(0.4)
+        during_read.append(health.problem())
+        return TritonLoad(queued=1, finished=5)  # the canary queued, a window finished just now: busy
+
+    health = ModelHealth(
+        settings.health, GatewayMetrics(8), model_name="whisper", request_timeout_seconds=60, triton_load=slow_load
+    )
+    health.record_success()
+    ok = asyncio.run(health.canary(HeldFirstCanary()))
+    # THEN /ping never judged it stale while the verdict was pending, and the verdict is "busy with others"
+    assert not ok and during_read == [None] and health.shared.busy and health.problem() is None, during_read
 
 
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:

@@ -42,6 +42,8 @@ SAMPLE_RATE = 16_000
 """Whisper's input rate (docs/contracts.md §5)."""
 CANARY_SECONDS = 1.0
 """Length of the canary clip: enough to run the encoder and the decoder once, cheap on any GPU."""
+VERDICT_GRACE_S = 3.0
+"""Seconds past a canary's timeout for its verdict (reading Triton's load: 2 s at most); staleness waits that long."""
 CANARY_STREAM_GRACE_S = 1.0
 """Seconds a canary's stream outlives its timer: at the timeout the canary still waits at Triton, where the
 model scheduler counts it as queued when the load is read (a busy model, not a stuck canary)."""
@@ -136,6 +138,8 @@ class ModelHealth:
         self._triton_load = triton_load
         self.shared = SharedLoad(settings.hang_after_seconds, clock)
         self._was_shared_busy = False
+        self._canary_verdict_by = float("-inf")
+        """Clock time by which the canary in flight is judged (its timeout, then Triton's load read); -inf: none."""
         self.publish()
 
     def publish(self) -> None:
@@ -175,7 +179,8 @@ class ModelHealth:
         if self.consecutive_failures >= settings.unhealthy_after_failures:
             return f"{self.consecutive_failures} inferences in a row failed; last error: {self.last_error}"
         age = self._clock() - self.last_success
-        if age > settings.stale_after_seconds and not self._busy() and not self.shared.busy:
+        judging = self._clock() < self._canary_verdict_by  # a canary within an idle pod's bound decides
+        if age > settings.stale_after_seconds and not judging and not self._busy() and not self.shared.busy:
             return f"no inference succeeded for {age:.0f} s (limit {settings.stale_after_seconds:g} s)"
         return None
 
@@ -208,6 +213,8 @@ class ModelHealth:
         """
         busy = self._busy()
         timeout = self._canary_timeout(busy)
+        # staleness waits for this canary's verdict, no longer than an idle pod's canary (busy excuses the rest)
+        self._canary_verdict_by = self._clock() + self.settings.canary_timeout_seconds + VERDICT_GRACE_S
         load_at_timeout: TritonLoad | None = None
         call = asyncio.ensure_future(backend.infer([self._clip], self._request, timeout + CANARY_STREAM_GRACE_S))
         try:
@@ -230,6 +237,7 @@ class ModelHealth:
             self.record_failure("canary", exc if str(exc) else TimeoutError(f"canary took over {timeout:g} s"))
             return False
         finally:
+            self._canary_verdict_by = float("-inf")
             if not call.done():  # timed out, or this task was cancelled: cancelling the stream cancels the canary
                 call.cancel()
         if self._triton_load is not None:
