@@ -235,6 +235,25 @@ def test_staleness_waits_for_the_verdict_of_a_canary_that_timed_out() -> None:
     assert not ok and during_read == [None] and health.shared.busy and health.problem() is None, during_read
 
 
+def test_a_canary_that_answered_counts_before_the_load_read_after_it() -> None:
+    # GIVEN an idle pod whose last success is older than stale_after_seconds, and Triton's load read slowly
+    settings = GatewaySettings(canary_interval_seconds=0.1, canary_timeout_seconds=0.3, stale_after_seconds=0.5)
+    during_read: list[str | None] = []
+
+    async def slow_load() -> TritonLoad:
+        await asyncio.sleep(0.4)
+        during_read.append(health.problem())
+        return TritonLoad(queued=0, finished=6)
+
+    health = ModelHealth(
+        settings.health, GatewayMetrics(8), model_name="whisper", request_timeout_seconds=60, triton_load=slow_load
+    )
+    health.record_success()
+    health.last_success = (health.last_success or 0.0) - 1.0  # a second ago
+    # WHEN a canary answers THEN /ping is 200 during the read that follows it
+    assert asyncio.run(health.canary(FakeBackend())) and during_read == [None], during_read
+
+
 def test_repair_reloads_only_after_errors_and_backs_off() -> None:
     health, backend, clock, _ = make()
     backend.reload_heals = False

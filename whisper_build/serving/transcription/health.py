@@ -240,10 +240,10 @@ class ModelHealth:
             self._canary_verdict_by = float("-inf")
             if not call.done():  # timed out, or this task was cancelled: cancelling the stream cancels the canary
                 call.cancel()
+        self.record_success()  # before the load read below: the model answered now, whatever that read takes
         if self._triton_load is not None:
             self.shared.observe(await self._triton_load())
             self._log_shared_busy()
-        self.record_success()
         return True
 
     async def _canary_published(self, backend: TranscriptionBackend) -> bool:
