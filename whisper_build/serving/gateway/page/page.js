@@ -107,9 +107,33 @@ function turn(itemId) {
     text.className = "unconfirmed";
     li.append(text);
     $("transcript").append(li);
-    state.turns.set(itemId, { li, text, speaker: null });
+    state.turns.set(itemId, { li, text, speaker: null, voices: [] });
   }
   return state.turns.get(itemId);
+}
+
+// A completed turn: its final text under the speaker's label, or one labelled piece per voice when the
+// turn's segment events named more than one (a quick reply inside the VAD's silence joins the turn).
+function completeTurn(t, event) {
+  const speaker = event.speaker || t.speaker;
+  const voices = t.voices.filter((v) => v.speaker && (v.text || "").trim());
+  t.li.replaceChildren();
+  t.li.className = "final";
+  if (new Set(voices.map((v) => v.speaker)).size > 1) {
+    for (const voice of voices) {
+      const piece = document.createElement("span");
+      piece.className = "voice";
+      piece.append(speakerBadge(voice.speaker), document.createTextNode(`${voice.text.trim()} `));
+      t.li.append(piece);
+    }
+  } else {
+    if (speaker) {
+      t.li.append(speakerBadge(speaker));
+      t.li.classList.add(colour(speaker));
+    }
+    t.li.append(document.createTextNode(event.transcript || "(no words)"));
+  }
+  t.done = true;
 }
 
 function onEvent(event) {
@@ -120,18 +144,11 @@ function onEvent(event) {
   } else if (kind === "conversation.item.input_audio_transcription.delta") {
     turn(event.item_id).text.textContent += event.delta || "";
   } else if (kind === "conversation.item.input_audio_transcription.segment") {
-    turn(event.item_id).speaker = event.speaker;
-  } else if (kind === "conversation.item.input_audio_transcription.completed") {
     const t = turn(event.item_id);
-    const speaker = event.speaker || t.speaker;
-    t.li.replaceChildren();
-    t.li.className = "final";
-    if (speaker) {
-      t.li.append(speakerBadge(speaker));
-      t.li.classList.add(colour(speaker));
-    }
-    t.li.append(document.createTextNode(event.transcript || "(no words)"));
-    t.done = true;
+    t.speaker = event.speaker;
+    t.voices.push(event);
+  } else if (kind === "conversation.item.input_audio_transcription.completed") {
+    completeTurn(turn(event.item_id), event);
   } else if (kind === "conversation.item.input_audio_transcription.failed") {
     const t = turn(event.item_id);
     t.li.className = "failed";
