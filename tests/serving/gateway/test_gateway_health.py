@@ -215,21 +215,29 @@ def test_a_worker_made_while_the_pod_was_idle_publishes_busy_not_loading_while_i
     assert answered == 0 and seen == 1.0, (answered, seen)
 
 
-def test_staleness_waits_for_the_verdict_of_a_canary_that_timed_out() -> None:
-    # GIVEN an idle pod that served 0 s ago, a canary held behind another client's batch, and Triton's load
-    # read slowly after the canary's timeout (a loaded machine): the canary is 0.7 s old during the read
+def _slowly_read_load(load: TritonLoad) -> tuple[ModelHealth, list[str | None]]:
+    """An idle pod's health (stale after 0.5 s, canary timeout 0.3 s) that served just now, whose read of
+    Triton's load takes 0.4 s (a loaded machine) and returns ``load``; ``/ping``'s verdict during each read."""
     settings = GatewaySettings(canary_interval_seconds=0.1, canary_timeout_seconds=0.3, stale_after_seconds=0.5)
     during_read: list[str | None] = []
 
     async def slow_load() -> TritonLoad:
         await asyncio.sleep(0.4)
         during_read.append(health.problem())
-        return TritonLoad(queued=1, finished=5)  # the canary queued, a window finished just now: busy
+        return load
 
     health = ModelHealth(
         settings.health, GatewayMetrics(8), model_name="whisper", request_timeout_seconds=60, triton_load=slow_load
     )
     health.record_success()
+    return health, during_read
+
+
+def test_staleness_waits_for_the_verdict_of_a_canary_that_timed_out() -> None:
+    # GIVEN an idle pod that served 0 s ago, a canary held behind another client's batch, and Triton's load
+    # read slowly after the canary's timeout: the canary is 0.7 s old during the read
+    # (the canary queued, a window finished just now: busy)
+    health, during_read = _slowly_read_load(TritonLoad(queued=1, finished=5))
     ok = asyncio.run(health.canary(HeldFirstCanary()))
     # THEN /ping never judged it stale while the verdict was pending, and the verdict is "busy with others"
     assert not ok and during_read == [None] and health.shared.busy and health.problem() is None, during_read
@@ -237,18 +245,7 @@ def test_staleness_waits_for_the_verdict_of_a_canary_that_timed_out() -> None:
 
 def test_a_canary_that_answered_counts_before_the_load_read_after_it() -> None:
     # GIVEN an idle pod whose last success is older than stale_after_seconds, and Triton's load read slowly
-    settings = GatewaySettings(canary_interval_seconds=0.1, canary_timeout_seconds=0.3, stale_after_seconds=0.5)
-    during_read: list[str | None] = []
-
-    async def slow_load() -> TritonLoad:
-        await asyncio.sleep(0.4)
-        during_read.append(health.problem())
-        return TritonLoad(queued=0, finished=6)
-
-    health = ModelHealth(
-        settings.health, GatewayMetrics(8), model_name="whisper", request_timeout_seconds=60, triton_load=slow_load
-    )
-    health.record_success()
+    health, during_read = _slowly_read_load(TritonLoad(queued=0, finished=6))
     health.last_success = (health.last_success or 0.0) - 1.0  # a second ago
     # WHEN a canary answers THEN /ping is 200 during the read that follows it
     assert asyncio.run(health.canary(FakeBackend())) and during_read == [None], during_read

@@ -178,8 +178,8 @@ class ModelHealth:
             return f"the model's engine core died and is being started again; last error: {self.last_error}"
         if self.consecutive_failures >= settings.unhealthy_after_failures:
             return f"{self.consecutive_failures} inferences in a row failed; last error: {self.last_error}"
-        age = self._clock() - self.last_success
-        judging = self._clock() < self._canary_verdict_by  # a canary within an idle pod's bound decides
+        now = self._clock()
+        age, judging = now - self.last_success, now < self._canary_verdict_by  # judging: a canary in flight decides
         if age > settings.stale_after_seconds and not judging and not self._busy() and not self.shared.busy:
             return f"no inference succeeded for {age:.0f} s (limit {settings.stale_after_seconds:g} s)"
         return None

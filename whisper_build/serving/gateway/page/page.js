@@ -107,7 +107,7 @@ function turn(itemId) {
     text.className = "unconfirmed";
     li.append(text);
     $("transcript").append(li);
-    state.turns.set(itemId, { li, text, speaker: null, voices: [] });
+    state.turns.set(itemId, { li, text, voices: [] });
   }
   return state.turns.get(itemId);
 }
@@ -115,7 +115,7 @@ function turn(itemId) {
 // A completed turn: its final text under the speaker's label, or one labelled piece per voice when the
 // turn's segment events named more than one (a quick reply inside the VAD's silence joins the turn).
 function completeTurn(t, event) {
-  const speaker = event.speaker || t.speaker;
+  const speaker = event.speaker || (t.voices.length ? t.voices[t.voices.length - 1].speaker : null);
   const voices = t.voices.filter((v) => v.speaker && (v.text || "").trim());
   t.li.replaceChildren();
   t.li.className = "final";
@@ -144,9 +144,7 @@ function onEvent(event) {
   } else if (kind === "conversation.item.input_audio_transcription.delta") {
     turn(event.item_id).text.textContent += event.delta || "";
   } else if (kind === "conversation.item.input_audio_transcription.segment") {
-    const t = turn(event.item_id);
-    t.speaker = event.speaker;
-    t.voices.push(event);
+    turn(event.item_id).voices.push(event);
   } else if (kind === "conversation.item.input_audio_transcription.completed") {
     completeTurn(turn(event.item_id), event);
   } else if (kind === "conversation.item.input_audio_transcription.failed") {
